@@ -1,0 +1,57 @@
+#pragma once
+// The kiln::Error hierarchy. Every user-facing error names the op, describes
+// the operands (shapes and dtypes), and says where in the user's code the call
+// was made, e.g.
+//   kiln::ShapeError: add: cannot broadcast f32[2,3] with f32[4] (at model.cpp:12)
+
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+// "file:line" of a call site.
+std::string to_string(const std::source_location& location);
+
+class Error : public std::runtime_error {
+ public:
+  // `op` names the operation ("matmul", "kiln::function", "Tensor::item");
+  // `detail` says what was wrong with which operands.
+  Error(std::string op, std::string detail, const std::string& location);
+  Error(std::string op, std::string detail, const std::source_location& location)
+      : Error(std::move(op), std::move(detail), to_string(location)) {}
+
+  const std::string& op() const { return op_; }
+  const std::string& detail() const { return detail_; }
+  // "file:line" of the user's call, or empty if unknown.
+  const std::string& location() const { return location_; }
+
+ protected:
+  Error(const char* kind, std::string op, std::string detail, const std::string& location);
+
+ private:
+  std::string op_;
+  std::string detail_;
+  std::string location_;
+};
+
+#define KILN_DECLARE_ERROR(Name)                                                                 \
+  class Name : public Error {                                                                     \
+   public:                                                                                        \
+    Name(std::string op, std::string detail, const std::string& location)                         \
+        : Error("kiln::" #Name, std::move(op), std::move(detail), location) {}                    \
+    Name(std::string op, std::string detail, const std::source_location& location)                \
+        : Name(std::move(op), std::move(detail), to_string(location)) {}                          \
+  };
+
+KILN_DECLARE_ERROR(ShapeError)    // incompatible or invalid shapes, axes, ranks
+KILN_DECLARE_ERROR(DTypeError)    // an op does not accept an operand's dtype
+KILN_DECLARE_ERROR(DeviceError)   // mixed devices, a missing GPU
+KILN_DECLARE_ERROR(ValueError)    // bad values: reading a traced tensor, bad arguments
+KILN_DECLARE_ERROR(CompileError)  // the JIT could not compile a function
+KILN_DECLARE_ERROR(ParseError)    // malformed IR text
+KILN_DECLARE_ERROR(InternalError) // a broken kiln invariant: a bug, please report it
+
+#undef KILN_DECLARE_ERROR
+
+}  // namespace kiln

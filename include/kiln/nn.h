@@ -1,0 +1,24 @@
+#pragma once
+// Neural-network composites, built from kiln's primitive ops (so the JIT sees
+// and fuses their parts).
+
+#include <kiln/ops.h>
+
+namespace kiln::nn {
+
+Tensor relu(const Tensor& x, Location location = Location::current());
+Tensor sigmoid(const Tensor& x, Location location = Location::current());
+enum class GeluApproximation { tanh, erf };
+// gelu(x) = x * Phi(x); the tanh form is the common approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::tanh,
+            Location location = Location::current());
+// Numerically stable: subtracts the maximum along `axis` first.
+Tensor softmax(const Tensor& x, std::int64_t axis = -1, Location location = Location::current());
+Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Location location = Location::current());
+// Normalizes over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta.
+// gamma and beta may be undefined Tensors (then 1 and 0).
+Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, double epsilon = 1e-5,
+                  Location location = Location::current());
+
+}  // namespace kiln::nn

@@ -1,0 +1,153 @@
+#pragma once
+// kiln's ops as free functions and C++ operators. Each maps to one entry of
+// the op table (src/ir/ops.def). Called on concrete tensors an op runs at once
+// (eagerly) with the standard kernels; called inside kiln::function it records
+// a node in the graph being traced.
+//
+// dtype promotion (see README): binary ops compute in the larger dtype of the
+// lattice bool < i32 < i64 < f32 < f64; float-only math turns bool and
+// integers into f32; comparisons and logical ops give bool.
+
+#include <kiln/tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+namespace kiln {
+
+// ---- unary -------------------------------------------------------------------
+Tensor neg(const Tensor& x, Location location = Location::current());
+Tensor abs(const Tensor& x, Location location = Location::current());
+Tensor sin(const Tensor& x, Location location = Location::current());
+Tensor cos(const Tensor& x, Location location = Location::current());
+Tensor exp(const Tensor& x, Location location = Location::current());
+Tensor log(const Tensor& x, Location location = Location::current());
+Tensor tanh(const Tensor& x, Location location = Location::current());
+Tensor sqrt(const Tensor& x, Location location = Location::current());
+Tensor rsqrt(const Tensor& x, Location location = Location::current());
+Tensor sigmoid(const Tensor& x, Location location = Location::current());
+Tensor relu(const Tensor& x, Location location = Location::current());
+Tensor square(const Tensor& x, Location location = Location::current());
+Tensor floor(const Tensor& x, Location location = Location::current());
+Tensor ceil(const Tensor& x, Location location = Location::current());
+Tensor sign(const Tensor& x, Location location = Location::current());
+Tensor erf(const Tensor& x, Location location = Location::current());
+Tensor logical_not(const Tensor& x, Location location = Location::current());
+Tensor cast(const Tensor& x, DType dtype, Location location = Location::current());
+
+// ---- binary, with NumPy broadcasting ------------------------------------------
+#define KILN_DECLARE_BINARY(name)                                                   \
+  Tensor name(const Tensor& a, const Tensor& b, Location location = Location::current()); \
+  Tensor name(const Tensor& a, Scalar b, Location location = Location::current());        \
+  Tensor name(Scalar a, const Tensor& b, Location location = Location::current());
+KILN_DECLARE_BINARY(add)
+KILN_DECLARE_BINARY(sub)
+KILN_DECLARE_BINARY(mul)
+KILN_DECLARE_BINARY(div)
+KILN_DECLARE_BINARY(pow)
+KILN_DECLARE_BINARY(maximum)
+KILN_DECLARE_BINARY(minimum)
+KILN_DECLARE_BINARY(eq)
+KILN_DECLARE_BINARY(ne)
+KILN_DECLARE_BINARY(lt)
+KILN_DECLARE_BINARY(le)
+KILN_DECLARE_BINARY(gt)
+KILN_DECLARE_BINARY(ge)
+KILN_DECLARE_BINARY(logical_and)
+KILN_DECLARE_BINARY(logical_or)
+#undef KILN_DECLARE_BINARY
+
+// Elementwise select with broadcasting: cond ? a : b. `cond` is cast to bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Location location = Location::current());
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b, Location location = Location::current());
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b, Location location = Location::current());
+
+// ---- operators ----------------------------------------------------------------
+#define KILN_DECLARE_OPERATOR(symbol)                              \
+  Tensor operator symbol(const Operand& a, const Tensor& b);       \
+  Tensor operator symbol(const Operand& a, Scalar b);              \
+  Tensor operator symbol(Scalar a, const Operand& b);
+KILN_DECLARE_OPERATOR(+)
+KILN_DECLARE_OPERATOR(-)
+KILN_DECLARE_OPERATOR(*)
+KILN_DECLARE_OPERATOR(/)
+KILN_DECLARE_OPERATOR(==)
+KILN_DECLARE_OPERATOR(!=)
+KILN_DECLARE_OPERATOR(<)
+KILN_DECLARE_OPERATOR(<=)
+KILN_DECLARE_OPERATOR(>)
+KILN_DECLARE_OPERATOR(>=)
+KILN_DECLARE_OPERATOR(&&)
+KILN_DECLARE_OPERATOR(||)
+#undef KILN_DECLARE_OPERATOR
+Tensor operator-(const Operand& x);
+Tensor operator!(const Operand& x);
+
+// ---- reductions ----------------------------------------------------------------
+// Which axes to reduce. Default: all of them (TensorFlow's axis=None). `{}` is
+// the empty list: nothing is reduced. Negative axes count from the end.
+class Axes {
+ public:
+  Axes() = default;
+  Axes(std::initializer_list<std::int64_t> axes) : all_(false), axes_(axes) {}
+  Axes(std::vector<std::int64_t> axes) : all_(false), axes_(std::move(axes)) {}  // NOLINT
+  Axes(std::int64_t axis) : all_(false), axes_{axis} {}                          // NOLINT
+  Axes(int axis) : all_(false), axes_{axis} {}                                   // NOLINT
+  bool all() const { return all_; }
+  const std::vector<std::int64_t>& list() const { return axes_; }
+
+ private:
+  bool all_ = true;
+  std::vector<std::int64_t> axes_;
+};
+
+Tensor reduce_sum(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_mean(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_max(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_min(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_prod(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+// Index (i64) of the first largest element along one axis.
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
+
+// ---- matmul --------------------------------------------------------------------
+struct MatmulOptions {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+// Matrix product over the last two axes; leading (batch) axes broadcast. A
+// rank-1 operand is a vector, as in NumPy's matmul. f32/f64 go through BLAS.
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {}, Location location = Location::current());
+
+// ---- shape ops -----------------------------------------------------------------
+// One dimension may be -1 (inferred).
+Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape, Location location = Location::current());
+// `permutation` empty: reverse the axes.
+Tensor transpose(const Tensor& x, std::vector<std::int64_t> permutation = {}, Location location = Location::current());
+Tensor broadcast_to(const Tensor& x, const Shape& shape, Location location = Location::current());
+// NumPy basic slicing per axis: x[start:stop:step]. Shorter lists leave the
+// remaining axes whole; negative indices count from the end and are clamped.
+struct SliceOptions {
+  std::vector<std::int64_t> start = {};
+  std::vector<std::int64_t> stop = {};
+  std::vector<std::int64_t> step = {};
+};
+Tensor slice(const Tensor& x, SliceOptions options, Location location = Location::current());
+Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis, Location location = Location::current());
+Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location = Location::current());
+// Default: remove every size-1 axis.
+Tensor squeeze(const Tensor& x, Axes axes = {}, Location location = Location::current());
+
+// ---- never compilable ----------------------------------------------------------
+// Runs `callback` on concrete tensors, at call time even inside a traced
+// function (like jax.pure_callback). It must return a tensor of the declared
+// dtype and shape. A graph holding one always runs on the standard executor.
+using HostCallback = std::function<Tensor(const std::vector<Tensor>&)>;
+Tensor host_call(HostCallback callback, const std::vector<Tensor>& inputs, DType dtype, const Shape& shape,
+                 Location location = Location::current());
+// Indices (i64, shape [count, rank]) of the nonzero elements, row-major
+// order. The output shape depends on the data, so the JIT cannot compile it.
+Tensor nonzero(const Tensor& x, Location location = Location::current());
+
+}  // namespace kiln

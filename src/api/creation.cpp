@@ -1,0 +1,113 @@
+#include "api/dispatch.h"
+#include "api/tensor_impl.h"
+
+#include <kiln/creation.h>
+#include <kiln/error.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace kiln {
+namespace {
+
+void check_static(const Shape& shape, const char* op, const Location& location) {
+  if (!shape.is_static()) throw ShapeError(op, "shape " + shape.to_string() + " has an unknown dimension", location);
+}
+
+void check_host(Device device, const char* op, const Location& location) {
+  if (!device.is_cpu())
+    throw DeviceError(op, "cannot create tensors on " + device.to_string() + ": kiln was built without CUDA support",
+                      location);
+}
+
+// A concrete tensor holding a copy of `count` elements at `data`.
+template <class T> Tensor copy_from(const T* data, const Shape& shape, Device device, const char* op, const Location& location) {
+  check_static(shape, op, location);
+  check_host(device, op, location);
+  constexpr DType dtype = dtype_of<T>;
+  runtime::Array array = runtime::allocate_array(dtype, shape, device);
+  auto count = static_cast<std::size_t>(shape.numel());
+  if constexpr (std::is_same_v<T, bool>) {
+    auto* out = array.mutable_data<std::uint8_t>();
+    for (std::size_t i = 0; i < count; ++i) out[i] = data[i] ? 1 : 0;
+  } else if (count > 0) {
+    std::memcpy(array.mutable_raw(), data, count * sizeof(T));
+  }
+  return detail::make_tensor(std::move(array));
+}
+
+}  // namespace
+
+Tensor zeros(const Shape& shape, DType dtype, Device device, Location location) {
+  return full(shape, 0, dtype, device, location);
+}
+
+Tensor ones(const Shape& shape, DType dtype, Device device, Location location) {
+  return full(shape, 1, dtype, device, location);
+}
+
+Tensor full(const Shape& shape, Scalar value, DType dtype, Device device, Location location) {
+  check_static(shape, "full", location);
+  if (!trace::TraceContext::current()) check_host(device, "full", location);
+  return detail::constant(value, dtype, shape, device, location);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device, Location location) {
+  check_static(shape, "from_vector", location);
+  if (static_cast<std::int64_t>(values.size()) != shape.numel())
+    throw ShapeError("from_vector",
+                     std::to_string(values.size()) + " values do not fill shape " + shape.to_string() + " (" +
+                         std::to_string(shape.numel()) + " elements)",
+                     location);
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<std::uint8_t> bytes(values.begin(), values.end());
+    runtime::Array array = runtime::allocate_array(DType::boolean, shape, device);
+    if (!bytes.empty()) std::memcpy(array.mutable_raw(), bytes.data(), bytes.size());
+    return detail::make_tensor(std::move(array));
+  } else {
+    return copy_from(values.data(), shape, device, "from_vector", location);
+  }
+}
+
+template <class T> Tensor from_vector(const std::vector<T>& values, Location location) {
+  return from_vector(values, Shape({static_cast<std::int64_t>(values.size())}), Device::cpu(), location);
+}
+
+template <class T> Tensor from_pointer(const T* data, const Shape& shape, Device device, Location location) {
+  if (!data && shape.numel() > 0) throw ValueError("from_pointer", "the data pointer is null", location);
+  return copy_from(data, shape, device, "from_pointer", location);
+}
+
+Tensor arange(double start, double stop, double step, DType dtype, Device device, Location location) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    throw ValueError("arange", "start, stop and step must be finite and step nonzero", location);
+  check_host(device, "arange", location);
+  double span = std::ceil((stop - start) / step);
+  if (span > 1e12) throw ValueError("arange", "too many elements (" + std::to_string(span) + ")", location);
+  std::int64_t count = span > 0 ? static_cast<std::int64_t>(span) : 0;
+  std::vector<double> values(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) values[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * step;
+  Tensor result = copy_from(values.data(), Shape({count}), device, "arange", location);
+  return detail::cast_to(result, dtype, location);
+}
+
+Tensor arange(std::int64_t count, DType dtype, Location location) {
+  if (count < 0) throw ValueError("arange", "count " + std::to_string(count) + " is negative", location);
+  return arange(0.0, static_cast<double>(count), 1.0, dtype, Device::cpu(), location);
+}
+
+#define KILN_INSTANTIATE(T)                                                                  \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device, Location);    \
+  template Tensor from_vector<T>(const std::vector<T>&, Location);                          \
+  template Tensor from_pointer<T>(const T*, const Shape&, Device, Location);
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+KILN_INSTANTIATE(std::int32_t)
+KILN_INSTANTIATE(std::int64_t)
+#undef KILN_INSTANTIATE
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, Device, Location);
+template Tensor from_vector<bool>(const std::vector<bool>&, Location);
+template Tensor from_pointer<bool>(const bool*, const Shape&, Device, Location);
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+#pragma once
+// The one path every op takes from the public API: type inference (with
+// errors naming the op, operands and the user's line), then either a node in
+// the graph being traced or an eager run of the standard kernel.
+
+#include "ir/graph.h"
+
+#include <kiln/tensor.h>
+
+#include <vector>
+
+namespace kiln::detail {
+
+// Applies `op` to `inputs`. `declared` is the result type for ops whose
+// result type is given rather than inferred (ir::has_declared_type).
+Tensor apply(ir::Op op, const std::vector<Tensor>& inputs, const ir::Attributes& attributes, const Location& location,
+             const ir::Type& declared = {});
+
+// A rank-0 constant of `dtype`: a constant node while tracing, else a tensor.
+Tensor scalar_constant(Scalar value, DType dtype, Device device, const Location& location);
+// A constant of any shape (zeros, ones, full).
+Tensor constant(Scalar value, DType dtype, const Shape& shape, Device device, const Location& location);
+
+// `x` converted to `dtype` (x itself if it already has it).
+Tensor cast_to(const Tensor& x, DType dtype, const Location& location);
+
+// The dtype a scalar takes next to a tensor of `tensor_dtype` (weak typing).
+DType scalar_dtype(DType tensor_dtype, const Scalar& scalar);
+
+}  // namespace kiln::detail

@@ -1,0 +1,376 @@
+// The public ops: argument normalization and dtype promotion, then
+// detail::apply. Shape inference and type checks live in ir/type_rules.cpp.
+
+#include "api/dispatch.h"
+#include "api/tensor_impl.h"
+
+#include <kiln/error.h>
+#include <kiln/ops.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln {
+namespace {
+
+using detail::apply;
+using detail::cast_to;
+using ir::Op;
+
+int checked_rank(const Tensor& x, const char* op, const Location& location) {
+  if (!x.defined()) throw ValueError(op, "operand 0 is an undefined (default-constructed) Tensor", location);
+  return x.rank();
+}
+
+std::int64_t normalize_axis(std::int64_t axis, int rank, const char* op, const Location& location) {
+  std::int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank)
+    throw ShapeError(op, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank),
+                     location);
+  return normalized;
+}
+
+// Sorted, unique, non-negative axes.
+std::vector<std::int64_t> normalize_axes(const Axes& axes, int rank, const char* op, const Location& location) {
+  std::vector<std::int64_t> result;
+  if (axes.all()) {
+    for (int axis = 0; axis < rank; ++axis) result.push_back(axis);
+    return result;
+  }
+  for (std::int64_t axis : axes.list()) result.push_back(normalize_axis(axis, rank, op, location));
+  std::sort(result.begin(), result.end());
+  if (std::adjacent_find(result.begin(), result.end()) != result.end())
+    throw ShapeError(op, "an axis is repeated", location);
+  return result;
+}
+
+// ---- unary ------------------------------------------------------------------
+
+Tensor unary(Op op, const Tensor& x, const Location& location) { return apply(op, {x}, {}, location); }
+
+// sin, exp, ...: integers and bool compute in f32.
+Tensor unary_float(Op op, const Tensor& x, const Location& location) {
+  checked_rank(x, std::string(ir::name(op)).c_str(), location);
+  return apply(op, {cast_to(x, floating_result(x.dtype()), location)}, {}, location);
+}
+
+// ---- binary -----------------------------------------------------------------
+
+enum class Promotion { common, floating, logical };
+
+Promotion promotion_of(Op op) {
+  if (op == Op::div) return Promotion::floating;
+  if (op == Op::logical_and || op == Op::logical_or) return Promotion::logical;
+  return Promotion::common;
+}
+
+DType operand_dtype(Op op, DType a, DType b) {
+  switch (promotion_of(op)) {
+    case Promotion::floating: return floating_result(promote_types(a, b));
+    case Promotion::logical: return DType::boolean;
+    case Promotion::common: break;
+  }
+  return promote_types(a, b);
+}
+
+Tensor binary(Op op, const Tensor& a, const Tensor& b, const Location& location) {
+  std::string name(ir::name(op));
+  checked_rank(a, name.c_str(), location);
+  checked_rank(b, name.c_str(), location);
+  DType dtype = operand_dtype(op, a.dtype(), b.dtype());
+  return apply(op, {cast_to(a, dtype, location), cast_to(b, dtype, location)}, {}, location);
+}
+
+Tensor binary(Op op, const Tensor& a, Scalar b, const Location& location) {
+  checked_rank(a, std::string(ir::name(op)).c_str(), location);
+  DType dtype = operand_dtype(op, a.dtype(), detail::scalar_dtype(a.dtype(), b));
+  return apply(op, {cast_to(a, dtype, location), detail::scalar_constant(b, dtype, a.device(), location)}, {},
+               location);
+}
+
+Tensor binary(Op op, Scalar a, const Tensor& b, const Location& location) {
+  checked_rank(b, std::string(ir::name(op)).c_str(), location);
+  DType dtype = operand_dtype(op, detail::scalar_dtype(b.dtype(), a), b.dtype());
+  return apply(op, {detail::scalar_constant(a, dtype, b.device(), location), cast_to(b, dtype, location)}, {},
+               location);
+}
+
+// ---- reductions ---------------------------------------------------------------
+
+Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdims, const Location& location) {
+  std::string name(ir::name(op));
+  int rank = checked_rank(x, name.c_str(), location);
+  ir::Attributes attributes;
+  attributes.axes = normalize_axes(axes, rank, name.c_str(), location);
+  attributes.keepdims = keepdims;
+  DType dtype = x.dtype();
+  if ((op == Op::reduce_sum || op == Op::reduce_prod) && dtype == DType::boolean) dtype = DType::i32;
+  if (op == Op::reduce_mean) dtype = floating_result(dtype);
+  return apply(op, {cast_to(x, dtype, location)}, attributes, location);
+}
+
+}  // namespace
+
+// ---- unary ---------------------------------------------------------------------
+Tensor neg(const Tensor& x, Location location) { return unary(Op::neg, x, location); }
+Tensor abs(const Tensor& x, Location location) { return unary(Op::abs, x, location); }
+Tensor sign(const Tensor& x, Location location) { return unary(Op::sign, x, location); }
+Tensor square(const Tensor& x, Location location) { return unary(Op::square, x, location); }
+Tensor relu(const Tensor& x, Location location) { return unary(Op::relu, x, location); }
+Tensor floor(const Tensor& x, Location location) { return unary(Op::floor, x, location); }
+Tensor ceil(const Tensor& x, Location location) { return unary(Op::ceil, x, location); }
+Tensor sin(const Tensor& x, Location location) { return unary_float(Op::sin, x, location); }
+Tensor cos(const Tensor& x, Location location) { return unary_float(Op::cos, x, location); }
+Tensor exp(const Tensor& x, Location location) { return unary_float(Op::exp, x, location); }
+Tensor log(const Tensor& x, Location location) { return unary_float(Op::log, x, location); }
+Tensor tanh(const Tensor& x, Location location) { return unary_float(Op::tanh, x, location); }
+Tensor sqrt(const Tensor& x, Location location) { return unary_float(Op::sqrt, x, location); }
+Tensor rsqrt(const Tensor& x, Location location) { return unary_float(Op::rsqrt, x, location); }
+Tensor sigmoid(const Tensor& x, Location location) { return unary_float(Op::sigmoid, x, location); }
+Tensor erf(const Tensor& x, Location location) { return unary_float(Op::erf, x, location); }
+
+Tensor logical_not(const Tensor& x, Location location) {
+  checked_rank(x, "logical_not", location);
+  return unary(Op::logical_not, cast_to(x, DType::boolean, location), location);
+}
+
+Tensor cast(const Tensor& x, DType dtype, Location location) { return cast_to(x, dtype, location); }
+
+// ---- binary --------------------------------------------------------------------
+#define KILN_DEFINE_BINARY(name)                                                                               \
+  Tensor name(const Tensor& a, const Tensor& b, Location location) { return binary(Op::name, a, b, location); } \
+  Tensor name(const Tensor& a, Scalar b, Location location) { return binary(Op::name, a, b, location); }        \
+  Tensor name(Scalar a, const Tensor& b, Location location) { return binary(Op::name, a, b, location); }
+KILN_DEFINE_BINARY(add)
+KILN_DEFINE_BINARY(sub)
+KILN_DEFINE_BINARY(mul)
+KILN_DEFINE_BINARY(div)
+KILN_DEFINE_BINARY(pow)
+KILN_DEFINE_BINARY(maximum)
+KILN_DEFINE_BINARY(minimum)
+KILN_DEFINE_BINARY(eq)
+KILN_DEFINE_BINARY(ne)
+KILN_DEFINE_BINARY(lt)
+KILN_DEFINE_BINARY(le)
+KILN_DEFINE_BINARY(gt)
+KILN_DEFINE_BINARY(ge)
+KILN_DEFINE_BINARY(logical_and)
+KILN_DEFINE_BINARY(logical_or)
+#undef KILN_DEFINE_BINARY
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Location location) {
+  checked_rank(cond, "where", location);
+  checked_rank(a, "where", location);
+  checked_rank(b, "where", location);
+  DType dtype = promote_types(a.dtype(), b.dtype());
+  return apply(Op::where,
+               {cast_to(cond, DType::boolean, location), cast_to(a, dtype, location), cast_to(b, dtype, location)},
+               {}, location);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b, Location location) {
+  checked_rank(a, "where", location);
+  DType dtype = promote_types(a.dtype(), detail::scalar_dtype(a.dtype(), b));
+  return where(cond, cast_to(a, dtype, location), detail::scalar_constant(b, dtype, a.device(), location), location);
+}
+
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b, Location location) {
+  checked_rank(b, "where", location);
+  DType dtype = promote_types(b.dtype(), detail::scalar_dtype(b.dtype(), a));
+  return where(cond, detail::scalar_constant(a, dtype, b.device(), location), cast_to(b, dtype, location), location);
+}
+
+// ---- operators -----------------------------------------------------------------
+#define KILN_DEFINE_OPERATOR(symbol, function)                                                                   \
+  Tensor operator symbol(const Operand& a, const Tensor& b) { return function(a.tensor, b, a.location); }       \
+  Tensor operator symbol(const Operand& a, Scalar b) { return function(a.tensor, b, a.location); }              \
+  Tensor operator symbol(Scalar a, const Operand& b) { return function(a, b.tensor, b.location); }
+KILN_DEFINE_OPERATOR(+, add)
+KILN_DEFINE_OPERATOR(-, sub)
+KILN_DEFINE_OPERATOR(*, mul)
+KILN_DEFINE_OPERATOR(/, div)
+KILN_DEFINE_OPERATOR(==, eq)
+KILN_DEFINE_OPERATOR(!=, ne)
+KILN_DEFINE_OPERATOR(<, lt)
+KILN_DEFINE_OPERATOR(<=, le)
+KILN_DEFINE_OPERATOR(>, gt)
+KILN_DEFINE_OPERATOR(>=, ge)
+KILN_DEFINE_OPERATOR(&&, logical_and)
+KILN_DEFINE_OPERATOR(||, logical_or)
+#undef KILN_DEFINE_OPERATOR
+Tensor operator-(const Operand& x) { return neg(x.tensor, x.location); }
+Tensor operator!(const Operand& x) { return logical_not(x.tensor, x.location); }
+
+// ---- reductions ----------------------------------------------------------------
+Tensor reduce_sum(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  return reduce(Op::reduce_sum, x, axes, keepdims, location);
+}
+Tensor reduce_mean(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  return reduce(Op::reduce_mean, x, axes, keepdims, location);
+}
+Tensor reduce_max(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  return reduce(Op::reduce_max, x, axes, keepdims, location);
+}
+Tensor reduce_min(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  return reduce(Op::reduce_min, x, axes, keepdims, location);
+}
+Tensor reduce_prod(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  return reduce(Op::reduce_prod, x, axes, keepdims, location);
+}
+
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
+  int rank = checked_rank(x, "argmax", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, "argmax", location);
+  attributes.keepdims = keepdims;
+  return apply(Op::argmax, {x}, attributes, location);
+}
+
+// ---- matmul --------------------------------------------------------------------
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options, Location location) {
+  int rank_a = checked_rank(a, "matmul", location);
+  int rank_b = checked_rank(b, "matmul", location);
+  if (rank_a == 0 || rank_b == 0)
+    throw ShapeError("matmul",
+                     "operands must have rank >= 1 (operands: " + std::string(to_string(a.dtype())) +
+                         a.shape().to_string() + ", " + std::string(to_string(b.dtype())) + b.shape().to_string() +
+                         ")",
+                     location);
+  // Vectors, as in NumPy: a becomes a row, b a column, and that axis is
+  // dropped from the result.
+  Tensor left = rank_a == 1 ? expand_dims(a, 0, location) : a;
+  Tensor right = rank_b == 1 ? expand_dims(b, 1, location) : b;
+  ir::Attributes attributes;
+  attributes.transpose_a = rank_a > 1 && options.transpose_a;
+  attributes.transpose_b = rank_b > 1 && options.transpose_b;
+  DType dtype = promote_types(a.dtype(), b.dtype());
+  Tensor result = apply(Op::matmul, {cast_to(left, dtype, location), cast_to(right, dtype, location)}, attributes,
+                        location);
+  if (rank_b == 1) result = squeeze(result, {-1}, location);
+  if (rank_a == 1) result = squeeze(result, {-1 - (rank_b == 1 ? 0 : 1)}, location);
+  return result;
+}
+
+// ---- shape ops -----------------------------------------------------------------
+Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape, Location location) {
+  checked_rank(x, "reshape", location);
+  std::int64_t known = 1;
+  int inferred = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (inferred >= 0) throw ShapeError("reshape", "only one dimension can be -1", location);
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw ShapeError("reshape", "dimension " + std::to_string(shape[i]) + " is negative", location);
+    } else {
+      known *= shape[i];
+    }
+  }
+  std::int64_t count = x.numel();
+  if (inferred >= 0) {
+    if (known == 0 || count % known != 0)
+      throw ShapeError("reshape",
+                       "cannot infer the -1 dimension: " + std::to_string(count) + " elements of " +
+                           std::string(to_string(x.dtype())) + x.shape().to_string() + " do not divide by " +
+                           std::to_string(known),
+                       location);
+    shape[static_cast<std::size_t>(inferred)] = count / known;
+  }
+  if (shape.size() > static_cast<std::size_t>(Shape::max_rank))
+    throw ShapeError("reshape", "rank " + std::to_string(shape.size()) + " exceeds the maximum rank 8", location);
+  Shape target(shape);
+  if (target == x.shape()) return x;
+  return apply(Op::reshape, {x}, {}, location, ir::Type{x.dtype(), target});
+}
+
+Tensor transpose(const Tensor& x, std::vector<std::int64_t> permutation, Location location) {
+  int rank = checked_rank(x, "transpose", location);
+  if (permutation.empty())
+    for (int axis = rank - 1; axis >= 0; --axis) permutation.push_back(axis);
+  if (static_cast<int>(permutation.size()) == rank)
+    for (std::int64_t& axis : permutation) axis = normalize_axis(axis, rank, "transpose", location);
+  ir::Attributes attributes;
+  attributes.axes = std::move(permutation);
+  return apply(Op::transpose, {x}, attributes, location);
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape, Location location) {
+  checked_rank(x, "broadcast_to", location);
+  if (x.shape() == shape) return x;
+  return apply(Op::broadcast_to, {x}, {}, location, ir::Type{x.dtype(), shape});
+}
+
+Tensor slice(const Tensor& x, SliceOptions options, Location location) {
+  int rank = checked_rank(x, "slice", location);
+  if (options.start.size() > static_cast<std::size_t>(rank) || options.stop.size() > static_cast<std::size_t>(rank) ||
+      options.step.size() > static_cast<std::size_t>(rank))
+    throw ShapeError("slice", "more start/stop/step entries than the " + std::to_string(rank) + " axes of " +
+                                  x.shape().to_string(), location);
+  if (!x.shape().is_static()) throw ShapeError("slice", "cannot slice a value whose shape depends on data", location);
+  ir::Attributes attributes;
+  std::vector<std::int64_t> dims;
+  for (int axis = 0; axis < rank; ++axis) {
+    auto index = static_cast<std::size_t>(axis);
+    std::int64_t size = x.shape()[axis];
+    std::int64_t step = index < options.step.size() ? options.step[index] : 1;
+    if (step == 0) throw ShapeError("slice", "step is 0 on axis " + std::to_string(axis), location);
+    // NumPy's rules: negative indices count from the end, then clamp.
+    auto normalize = [&](std::int64_t value, std::int64_t low, std::int64_t high) {
+      if (value < 0) value = value < -size ? low : value + size;
+      return std::clamp(value, low, high);
+    };
+    std::int64_t start, stop, count;
+    if (step > 0) {
+      start = index < options.start.size() ? normalize(options.start[index], 0, size) : 0;
+      stop = index < options.stop.size() ? normalize(options.stop[index], 0, size) : size;
+      count = stop > start ? (stop - start + step - 1) / step : 0;
+    } else {
+      start = index < options.start.size() ? normalize(options.start[index], -1, size - 1) : size - 1;
+      stop = index < options.stop.size() ? normalize(options.stop[index], -1, size - 1) : -1;
+      count = start > stop ? (start - stop + (-step) - 1) / (-step) : 0;
+    }
+    attributes.start.push_back(count > 0 ? start : 0);
+    attributes.step.push_back(step);
+    dims.push_back(count);
+  }
+  return apply(Op::slice, {x}, attributes, location, ir::Type{x.dtype(), Shape(dims)});
+}
+
+Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis, Location location) {
+  if (tensors.empty()) throw ValueError("concat", "needs at least one tensor", location);
+  int rank = checked_rank(tensors[0], "concat", location);
+  DType dtype = tensors[0].dtype();
+  for (const Tensor& tensor : tensors) {
+    checked_rank(tensor, "concat", location);
+    dtype = promote_types(dtype, tensor.dtype());
+  }
+  if (rank == 0) throw ShapeError("concat", "cannot concatenate rank-0 tensors", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, "concat", location);
+  std::vector<Tensor> operands;
+  for (const Tensor& tensor : tensors) operands.push_back(cast_to(tensor, dtype, location));
+  if (operands.size() == 1) return operands[0];
+  return apply(Op::concat, operands, attributes, location);
+}
+
+Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location) {
+  int rank = checked_rank(x, "expand_dims", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank + 1, "expand_dims", location);
+  return apply(Op::expand_dims, {x}, attributes, location);
+}
+
+Tensor squeeze(const Tensor& x, Axes axes, Location location) {
+  int rank = checked_rank(x, "squeeze", location);
+  ir::Attributes attributes;
+  if (axes.all()) {
+    for (int axis = 0; axis < rank; ++axis)
+      if (x.shape()[axis] == 1) attributes.axes.push_back(axis);
+  } else {
+    attributes.axes = normalize_axes(axes, rank, "squeeze", location);
+  }
+  if (attributes.axes.empty()) return x;
+  return apply(Op::squeeze, {x}, attributes, location);
+}
+
+}  // namespace kiln

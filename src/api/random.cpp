@@ -1,0 +1,114 @@
+// Counter-based random tensors (Philox-4x32-10, Salmon et al., SC'11): the
+// value of element i depends only on (seed, i), so generation parallelizes
+// and gives the same tensor for every thread count and device.
+
+#include "api/tensor_impl.h"
+#include "runtime/parallel.h"
+
+#include <kiln/error.h>
+#include <kiln/random.h>
+
+#include <array>
+#include <cmath>
+#include <numbers>
+
+namespace kiln::random {
+namespace {
+
+using Block = std::array<std::uint32_t, 4>;
+
+Block philox(std::uint64_t counter, std::uint64_t seed) {
+  Block x = {static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0, 0};
+  std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    std::uint64_t product0 = std::uint64_t{0xD2511F53} * x[0];
+    std::uint64_t product1 = std::uint64_t{0xCD9E8D57} * x[2];
+    x = {static_cast<std::uint32_t>(product1 >> 32) ^ x[1] ^ key0, static_cast<std::uint32_t>(product1),
+         static_cast<std::uint32_t>(product0 >> 32) ^ x[3] ^ key1, static_cast<std::uint32_t>(product0)};
+    key0 += 0x9E3779B9;
+    key1 += 0xBB67AE85;
+  }
+  return x;
+}
+
+// Uniform in (0, 1] from 32 random bits (never 0, so log() is finite).
+double open_unit(std::uint32_t bits) { return (static_cast<double>(bits) + 1.0) / 4294967296.0; }
+// Uniform in [0, 1) with 53 random bits.
+double unit53(std::uint32_t high, std::uint32_t low) {
+  return static_cast<double>((std::uint64_t{high} << 21) ^ low) / 9007199254740992.0;
+}
+
+void check(const Shape& shape, DType dtype, Device device, const char* op, const Location& location) {
+  if (!shape.is_static()) throw ShapeError(op, "shape " + shape.to_string() + " has an unknown dimension", location);
+  if (!is_floating(dtype))
+    throw DTypeError(op, "random values are float; got dtype " + std::string(to_string(dtype)), location);
+  if (!device.is_cpu())
+    throw DeviceError(op, "cannot create tensors on " + device.to_string() + ": kiln was built without CUDA support",
+                      location);
+}
+
+// Fills `count` values; value(i) for element i. Blocks of 4 elements share one
+// Philox call.
+template <class Generate> Tensor generate(const Shape& shape, DType dtype, Device device, Generate value) {
+  runtime::Array array = runtime::allocate_array(dtype, shape, device);
+  std::int64_t count = shape.numel();
+  visit_dtype(dtype, [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      T* out = array.mutable_data<T>();
+      runtime::parallel_for((count + 3) / 4, 4096, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t block = begin; block < end; ++block) {
+          std::array<double, 4> values = value(static_cast<std::uint64_t>(block));
+          for (std::int64_t lane = 0; lane < 4 && block * 4 + lane < count; ++lane)
+            out[block * 4 + lane] = static_cast<T>(values[static_cast<std::size_t>(lane)]);
+        }
+      });
+    }
+  });
+  return detail::make_tensor(std::move(array));
+}
+
+}  // namespace
+
+Tensor normal(const Shape& shape, NormalOptions options, Location location) {
+  check(shape, options.dtype, options.device, "random::normal", location);
+  if (!(options.stddev >= 0)) throw ValueError("random::normal", "stddev must be >= 0", location);
+  // Box-Muller: two uniforms give two normals.
+  return generate(shape, options.dtype, options.device, [&](std::uint64_t block) {
+    Block bits = philox(block, options.seed);
+    std::array<double, 4> values;
+    for (int pair = 0; pair < 2; ++pair) {
+      double radius = std::sqrt(-2.0 * std::log(open_unit(bits[static_cast<std::size_t>(2 * pair)])));
+      double angle = 2.0 * std::numbers::pi * open_unit(bits[static_cast<std::size_t>(2 * pair + 1)]);
+      values[static_cast<std::size_t>(2 * pair)] = options.mean + options.stddev * radius * std::cos(angle);
+      values[static_cast<std::size_t>(2 * pair + 1)] = options.mean + options.stddev * radius * std::sin(angle);
+    }
+    return values;
+  });
+}
+
+Tensor normal(const Shape& shape, Device device, Location location) {
+  return normal(shape, NormalOptions{.device = device}, location);
+}
+
+Tensor uniform(const Shape& shape, UniformOptions options, Location location) {
+  check(shape, options.dtype, options.device, "random::uniform", location);
+  if (!(options.low < options.high) || !std::isfinite(options.low) || !std::isfinite(options.high))
+    throw ValueError("random::uniform", "needs finite low < high", location);
+  // Two Philox calls per block of four: 53 random bits per value.
+  return generate(shape, options.dtype, options.device, [&](std::uint64_t block) {
+    Block first = philox(2 * block, options.seed), second = philox(2 * block + 1, options.seed);
+    std::array<double, 4> values;
+    for (std::size_t lane = 0; lane < 4; ++lane) {
+      std::uint32_t high = lane < 2 ? first[2 * lane] : second[2 * (lane - 2)];
+      std::uint32_t low = lane < 2 ? first[2 * lane + 1] : second[2 * (lane - 2) + 1];
+      double value = options.low + (options.high - options.low) * unit53(high, low);
+      // Rounding to f32 could reach `high`; keep the interval half-open.
+      if (options.dtype == DType::f32 && static_cast<float>(value) >= static_cast<float>(options.high))
+        value = std::nextafter(static_cast<float>(options.high), -INFINITY);
+      values[lane] = value;
+    }
+    return values;
+  });
+}
+
+}  // namespace kiln::random

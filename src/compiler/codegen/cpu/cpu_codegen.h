@@ -1,0 +1,30 @@
+#pragma once
+// The CPU code generator: one C++ translation unit per concrete function,
+// with one `extern "C"` entry point `kiln_kernel_<k>` per generated kernel
+// of the fusion plan (library kernels have none; the executable runs their
+// standard kernel). The text starts with the prelude (prelude.h,
+// vector_math.h, runtime_abi.h) and is meant to be read: KILN_DUMP_TO and
+// get_compiler_ir(Stage::source) show it.
+
+#include "compiler/fusion.h"
+#include "ir/graph.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::compiler::cpu {
+
+std::string generate_source(const ir::Graph& graph, const FusionPlan& plan);
+
+// The flags generated sources are compiled with (besides -shared -fPIC and
+// the output): the same language, ISA and floating-point semantics as
+// kiln's own standard kernels, so results agree.
+std::vector<std::string> compile_flags();
+
+// The entry point of kernel `index`.
+std::string entry_point(int index);
+
+// The embedded prelude text.
+const char* prelude();
+
+}  // namespace kiln::compiler::cpu

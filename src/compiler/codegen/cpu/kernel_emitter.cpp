@@ -1,0 +1,297 @@
+#include "compiler/codegen/cpu/kernel_emitter.h"
+
+#include "ir/printer.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::compiler::cpu {
+
+std::int64_t Layout::rows() const {
+  std::int64_t rows = 1;
+  for (std::int64_t size : outer_sizes) rows *= size;
+  return rows;
+}
+
+std::string storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::boolean: return "uint8_t";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+  }
+  return "?";
+}
+
+std::string literal(const ir::Node& constant) {
+  DType dtype = constant.type.dtype;
+  if (is_floating(dtype)) {
+    double value = constant.attributes.float_value;
+    if (value != value) return "__builtin_nan(\"\")";
+    if (value == __builtin_inf()) return "__builtin_inf()";
+    if (value == -__builtin_inf()) return "-__builtin_inf()";
+    std::string text = ir::format_double(value);
+    if (text.find_first_of(".e") == std::string::npos) text += ".0";
+    return text;
+  }
+  std::int64_t value = constant.attributes.int_value;
+  if (value == INT64_MIN) return "(-9223372036854775807LL - 1)";
+  return std::to_string(value) + "LL";
+}
+
+KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index)
+    : graph_(graph), kernel_(kernel), index_(index), member_(static_cast<std::size_t>(graph.size()), false) {
+  for (ir::ValueId member : kernel.members) member_[static_cast<std::size_t>(member)] = true;
+}
+
+bool KernelEmitter::is_member(ir::ValueId value) const { return member_[static_cast<std::size_t>(value)]; }
+
+IndexMap KernelEmitter::broadcast_map(const Shape& shape) const {
+  const Shape& space = kernel_.space;
+  IndexMap map(static_cast<std::size_t>(shape.rank()));
+  int offset = space.rank() - shape.rank();
+  for (int axis = 0; axis < shape.rank(); ++axis)
+    if (shape[axis] != 1) map[static_cast<std::size_t>(axis)] = {axis + offset, 1, 0};
+  return map;
+}
+
+Linear KernelEmitter::linear_address(const Shape& shape, const IndexMap& map) const {
+  Linear linear;
+  linear.coefficients.assign(static_cast<std::size_t>(kernel_.space.rank()), 0);
+  std::int64_t stride = 1;
+  for (int axis = shape.rank() - 1; axis >= 0; --axis) {
+    const AxisMap& entry = map[static_cast<std::size_t>(axis)];
+    linear.offset += stride * entry.offset;
+    if (entry.source >= 0) linear.coefficients[static_cast<std::size_t>(entry.source)] += stride * entry.scale;
+    stride *= shape[axis];
+  }
+  return linear;
+}
+
+IndexMap KernelEmitter::operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const {
+  const Shape& operand_shape = graph_.type(user.operands[operand]).shape;
+  const Shape& user_shape = user.type.shape;
+  IndexMap map(static_cast<std::size_t>(operand_shape.rank()));
+  switch (user.op) {
+    case ir::Op::transpose:
+      for (std::size_t axis = 0; axis < user.attributes.axes.size(); ++axis)
+        map[static_cast<std::size_t>(user.attributes.axes[axis])] = user_map[axis];
+      return map;
+    case ir::Op::slice:
+      for (std::size_t axis = 0; axis < map.size(); ++axis) {
+        const AxisMap& entry = user_map[axis];
+        std::int64_t step = user.attributes.step[axis];
+        map[axis] = {entry.source, step * entry.scale, user.attributes.start[axis] + step * entry.offset};
+      }
+      return map;
+    case ir::Op::reshape:
+    case ir::Op::expand_dims:
+    case ir::Op::squeeze: {
+      // Only size-1 axes come and go: pair the other axes in order.
+      std::size_t user_axis = 0;
+      for (std::size_t axis = 0; axis < map.size(); ++axis) {
+        if (operand_shape[static_cast<int>(axis)] == 1) continue;
+        while (user_shape[static_cast<int>(user_axis)] == 1) ++user_axis;
+        map[axis] = user_map[user_axis++];
+      }
+      return map;
+    }
+    default: {
+      // Elementwise ops and broadcast_to: NumPy broadcasting.
+      int offset = user_shape.rank() - operand_shape.rank();
+      for (int axis = 0; axis < operand_shape.rank(); ++axis)
+        if (operand_shape[axis] != 1) map[static_cast<std::size_t>(axis)] = user_map[static_cast<std::size_t>(axis + offset)];
+      return map;
+    }
+  }
+}
+
+int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
+  const ir::Node& node = graph_.node(value);
+  bool map_free = is_member(value) && (ir::is_reduction(node.op) || node.op == ir::Op::matmul);
+  for (int id = 0; id < instance_count(); ++id) {
+    const Instance& existing = at(id);
+    if (existing.value == value && (map_free || existing.map == map)) return id;
+  }
+  Instance created;
+  created.value = value;
+  created.map = map;
+  std::string suffix;
+  int same_value = 0;
+  for (const Instance& existing : instances_) same_value += existing.value == value ? 1 : 0;
+  if (same_value > 0) suffix = "_" + std::to_string(same_value);
+
+  if (!is_member(value) || (node.op == ir::Op::reshape && !is_member(node.operands[0]) && !is_unit_reshape(graph_, node))) {
+    // A load from memory. A reshape of an input reads that input's buffer
+    // with the reshape's own (dense) layout.
+    ir::ValueId source = is_member(value) ? node.operands[0] : value;
+    auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), source) - kernel_.inputs.begin();
+    created.kind = Instance::Kind::load;
+    created.buffer = static_cast<int>(position);
+    created.address = linear_address(node.type.shape, map);
+    created.name = "x" + std::to_string(value) + suffix;
+    instances_.push_back(std::move(created));
+    return instance_count() - 1;
+  }
+  switch (node.op) {
+    case ir::Op::broadcast_to:
+    case ir::Op::transpose:
+    case ir::Op::slice:
+    case ir::Op::reshape:
+    case ir::Op::expand_dims:
+    case ir::Op::squeeze:
+      if ((node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) &&
+          !is_unit_reshape(graph_, node))
+        throw CompileError(std::string(ir::name(node.op)), "a reshape of a computed value cannot be fused",
+                           node.location);
+      return instance(node.operands[0], operand_map(node, 0, map));
+    default: break;
+  }
+  created.name = "v" + std::to_string(value) + suffix;
+  if (ir::is_reduction(node.op)) {
+    created.kind = Instance::Kind::reduction;
+    int operand = instance(node.operands[0], broadcast_map(graph_.type(node.operands[0]).shape));
+    created.operands = {operand};
+  } else if (node.op == ir::Op::matmul) {
+    created.kind = Instance::Kind::tile;
+  } else {
+    created.kind = Instance::Kind::compute;
+    if (node.op == ir::Op::iota) {
+      const AxisMap& entry = map[static_cast<std::size_t>(node.attributes.axis)];
+      created.address.offset = entry.offset;
+      created.address.coefficients.assign(static_cast<std::size_t>(kernel_.space.rank()), 0);
+      if (entry.source >= 0) created.address.coefficients[static_cast<std::size_t>(entry.source)] = entry.scale;
+    }
+    for (std::size_t operand = 0; operand < node.operands.size(); ++operand)
+      created.operands.push_back(instance(node.operands[operand], operand_map(node, operand, map)));
+  }
+  instances_.push_back(std::move(created));
+  return instance_count() - 1;
+}
+
+Layout KernelEmitter::layout(int split, const std::vector<Linear>& extra) const {
+  std::vector<Linear> linears = extra;
+  for (const Instance& item : instances_)
+    if (item.kind == Instance::Kind::load || (item.kind == Instance::Kind::compute && !item.address.coefficients.empty()))
+      linears.push_back(item.address);
+  const Shape& space = kernel_.space;
+  // Merge adjacent axes a (outer) and b (inner) when every quantity has
+  // coefficient[a] == coefficient[b] * size[b].
+  auto groups_of = [&](int begin, int end) {
+    std::vector<std::vector<int>> groups;
+    for (int axis = begin; axis < end; ++axis) {
+      if (space[axis] == 1) continue;
+      if (!groups.empty()) {
+        std::vector<int>& last = groups.back();
+        int outer = last.back();
+        bool mergeable = true;
+        for (const Linear& linear : linears)
+          mergeable = mergeable && linear.coefficients[static_cast<std::size_t>(outer)] ==
+                                       linear.coefficients[static_cast<std::size_t>(axis)] * space[axis];
+        if (mergeable) {
+          last.push_back(axis);
+          continue;
+        }
+      }
+      groups.push_back({axis});
+    }
+    return groups;
+  };
+  std::vector<std::vector<int>> outer, inner;
+  if (split < 0) {
+    outer = groups_of(0, space.rank());
+    if (!outer.empty()) {
+      inner.push_back(outer.back());
+      outer.pop_back();
+    }
+  } else {
+    outer = groups_of(0, split);
+    inner = groups_of(split, space.rank());
+    if (inner.size() > 1)
+      throw CompileError("reduction", "the reduced axes of " + space.to_string() + " cannot be walked as one loop",
+                         std::string());
+  }
+  Layout result;
+  for (const auto& group : outer) {
+    std::int64_t size = 1;
+    for (int axis : group) size *= space[axis];
+    result.outer_sizes.push_back(size);
+    result.outer_axes.push_back(group.back());
+  }
+  if (!inner.empty()) {
+    result.inner_size = 1;
+    for (int axis : inner.front()) result.inner_size *= space[axis];
+    result.inner_axis = inner.front().back();
+  } else if (split >= 0 && split < space.rank()) {
+    result.inner_size = 1;  // every reduced axis has size 1
+  }
+  return result;
+}
+
+std::string KernelEmitter::row_offset(const Linear& linear, const Layout& layout) const {
+  std::string text = std::to_string(linear.offset);
+  for (std::size_t t = 0; t < layout.outer_axes.size(); ++t) {
+    std::int64_t coefficient = linear.coefficients[static_cast<std::size_t>(layout.outer_axes[t])];
+    if (coefficient != 0) text += " + " + std::to_string(coefficient) + " * c" + std::to_string(t);
+  }
+  return text;
+}
+
+std::int64_t KernelEmitter::inner_coefficient(const Linear& linear, const Layout& layout) const {
+  if (layout.inner_axis < 0 || linear.coefficients.empty()) return 0;
+  return linear.coefficients[static_cast<std::size_t>(layout.inner_axis)];
+}
+
+std::string KernelEmitter::storage_type(ir::ValueId value) const { return cpu::storage_type(graph_.type(value).dtype); }
+
+std::string KernelEmitter::vector_type(ir::ValueId value) const { return "vec<" + storage_type(value) + ">"; }
+
+std::string KernelEmitter::output_name(ir::ValueId value) const { return "output" + std::to_string(value); }
+
+std::string KernelEmitter::state_fields() const {
+  std::string text = "  const kiln_runtime* runtime;\n";
+  for (std::size_t i = 0; i < kernel_.inputs.size(); ++i) {
+    ir::ValueId value = kernel_.inputs[i];
+    text += "  const " + storage_type(value) + "* " + input_name(static_cast<int>(i)) + ";  // %" +
+            std::to_string(value) + ": " + graph_.type(value).to_string() + "\n";
+  }
+  for (ir::ValueId value : kernel_.outputs)
+    text += "  " + storage_type(value) + "* " + output_name(value) + ";  // %" + std::to_string(value) + ": " +
+            graph_.type(value).to_string() + "\n";
+  return text;
+}
+
+std::string KernelEmitter::state_initialization() const {
+  std::string text = "  state.runtime = runtime;\n";
+  std::size_t slot = 0;
+  for (std::size_t i = 0; i < kernel_.inputs.size(); ++i, ++slot)
+    text += "  state." + input_name(static_cast<int>(i)) + " = static_cast<const " + storage_type(kernel_.inputs[i]) +
+            "*>(buffers[" + std::to_string(slot) + "]);\n";
+  for (ir::ValueId value : kernel_.outputs)
+    text += "  state." + output_name(value) + " = static_cast<" + storage_type(value) + "*>(buffers[" +
+            std::to_string(slot++) + "]);\n";
+  return text;
+}
+
+std::string KernelEmitter::describe(ir::ValueId value) const {
+  const ir::Node& node = graph_.node(value);
+  std::string text = "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));
+  text += "(";
+  for (std::size_t i = 0; i < node.operands.size(); ++i) text += (i ? ", %" : "%") + std::to_string(node.operands[i]);
+  return text + ")";
+}
+
+std::string KernelEmitter::expression(int id) const {
+  const Instance& item = at(id);
+  const ir::Node& node = graph_.node(item.value);
+  auto operand = [&](std::size_t index) { return at(item.operands[index]).name; };
+  if (node.op == ir::Op::constant) return "splat<" + storage_type(item.value) + ">(" + literal(node) + ")";
+  if (node.op == ir::Op::cast) return "cast<" + storage_type(item.value) + ">(" + operand(0) + ")";
+  std::string text = std::string(ir::name(node.op)) + "(";
+  for (std::size_t i = 0; i < item.operands.size(); ++i) text += (i ? ", " : "") + operand(i);
+  return text + ")";
+}
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,121 @@
+#pragma once
+// Shared machinery of the CPU kernel generators: which value each fused node
+// reads at which element (index maps), the instances to compute, how the
+// iteration space collapses into rows and an inner loop, and the C++ text of
+// each op. loop_kernel.cpp, reduction_kernel.cpp and gemm_kernel.cpp build on
+// it.
+
+#include "compiler/fusion.h"
+#include "ir/graph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler::cpu {
+
+// One axis of a value, as a function of the iteration space's coordinates:
+// coordinate = offset + scale * space[source] (source -1: just offset).
+struct AxisMap {
+  int source = -1;
+  std::int64_t scale = 0;
+  std::int64_t offset = 0;
+  friend bool operator==(const AxisMap&, const AxisMap&) = default;
+};
+using IndexMap = std::vector<AxisMap>;
+
+// offset + sum over space axes of coefficient * coordinate.
+struct Linear {
+  std::int64_t offset = 0;
+  std::vector<std::int64_t> coefficients;
+};
+
+// A value computed at one index map. Data movement (broadcast, transpose,
+// slice, size-1 reshapes) produces no instance of its own: it changes the map
+// its operand is read at.
+struct Instance {
+  enum class Kind { load, compute, reduction, tile };
+  Kind kind = Kind::compute;
+  ir::ValueId value = -1;
+  IndexMap map;
+  std::string name;          // the C++ variable
+  bool varying = false;      // changes along the inner loop
+  std::vector<int> operands; // instance indices (compute)
+  int buffer = -1;           // load: the kernel input's position
+  Linear address;            // load: element offset in that input
+};
+
+// The iteration space as rows (the outer axes, collapsed where the memory
+// layout allows) times an inner loop.
+struct Layout {
+  std::vector<std::int64_t> outer_sizes;  // collapsed outer axes, outermost first
+  std::int64_t inner_size = 1;
+  // For each collapsed outer axis and the inner axis, the space axis whose
+  // coefficient it takes (the innermost of those it merges).
+  std::vector<int> outer_axes;
+  int inner_axis = -1;  // -1: the space is a scalar
+  std::int64_t rows() const;
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index);
+
+  const ir::Graph& graph() const { return graph_; }
+  const FusedKernel& kernel() const { return kernel_; }
+  int index() const { return index_; }
+  std::string prefix() const { return "kernel_" + std::to_string(index_); }
+
+  // The instance of `value` read at `map` (created on first use).
+  int instance(ir::ValueId value, const IndexMap& map);
+  const Instance& at(int instance) const { return instances_[static_cast<std::size_t>(instance)]; }
+  int instance_count() const { return static_cast<int>(instances_.size()); }
+  // The map under which a value of `shape` is broadcast over the space
+  // (NumPy alignment at the right).
+  IndexMap broadcast_map(const Shape& shape) const;
+  bool is_member(ir::ValueId value) const;
+
+  // Collapses the space: axes [0, split) become rows, [split, rank) the inner
+  // loop. Throws CompileError if the inner axes cannot collapse into one.
+  Layout layout(int split, const std::vector<Linear>& extra) const;
+  // `linear` in terms of the layout's row coordinates `c0, c1, ...` and the
+  // inner coordinate `inner`: "12 + 4096 * c0" (without the inner term).
+  std::string row_offset(const Linear& linear, const Layout& layout) const;
+  std::int64_t inner_coefficient(const Linear& linear, const Layout& layout) const;
+  // Where element coordinates of a value of `shape` at `map` lie in a dense
+  // row-major array of that shape.
+  Linear linear_address(const Shape& shape, const IndexMap& map) const;
+
+  // C++ for the declarations of the kernel's buffers inside its state struct
+  // and their initialization from `buffers[]`.
+  std::string state_fields() const;
+  std::string state_initialization() const;
+  std::string input_name(int position) const { return "input" + std::to_string(position); }
+  std::string output_name(ir::ValueId value) const;
+
+  // The C++ expression computing instance `id` from its operands' variables.
+  std::string expression(int id) const;
+  std::string vector_type(ir::ValueId value) const;
+  std::string storage_type(ir::ValueId value) const;
+  // A comment line describing a node: "// %4 = f32[4,4] add(%2, %3)".
+  std::string describe(ir::ValueId value) const;
+
+ private:
+  IndexMap operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const;
+
+  const ir::Graph& graph_;
+  const FusedKernel& kernel_;
+  int index_;
+  std::vector<Instance> instances_;
+  std::vector<bool> member_;
+};
+
+std::string storage_type(DType dtype);
+std::string literal(const ir::Node& constant);
+
+// Each generator returns the kernel's C++ (helpers and an `extern "C"` entry
+// point named kiln_kernel_<index>).
+std::string emit_row_kernel(KernelEmitter& emitter);   // loop and reduction kernels
+// (gemm kernels are emitted by emit_row_kernel too: their epilogue is a row walk over each tile)
+
+}  // namespace kiln::compiler::cpu

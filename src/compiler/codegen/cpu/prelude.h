@@ -1,0 +1,310 @@
+#pragma once
+// The prelude of every translation unit the CPU JIT generates: 16-lane
+// vector types for each dtype and the ops of kiln's op table on them, with
+// exactly the semantics of the standard kernels (src/kernels/cpu): float
+// transcendentals through vector_math.h, integer arithmetic wrapping modulo
+// 2^bits (computed unsigned, never undefined), maximum/minimum propagating
+// NaN, float-to-integer casts truncating and saturating with NaN -> 0.
+//
+// Generated code computes every value as a vector of 16 elements; a value
+// that does not change along a kernel's inner loop is computed once per row
+// as 16 equal lanes. Booleans are `boolean` vectors of 0/1 lanes.
+//
+// This is a real header, compiled into kiln's own tests; at build time its
+// text (with vector_math.h and runtime_abi.h inlined) is embedded into kiln
+// as the prelude string (see cmake/embed_prelude.cmake).
+
+#include "compiler/codegen/cpu/runtime_abi.h"
+#include "kernels/cpu/vector_math.h"
+
+#include <stdint.h>
+
+namespace kiln::jit {
+
+using vector_math::f32x16;
+using vector_math::i32x16;
+using vector_math::u32x16;
+using f64x16 = double __attribute__((vector_size(128)));
+using i64x16 = int64_t __attribute__((vector_size(128)));
+using u64x16 = uint64_t __attribute__((vector_size(128)));
+using u8x16 = uint8_t __attribute__((vector_size(16)));
+
+// A vector of 16 booleans, each lane 0 or 1 (stored as bytes in memory).
+struct boolean {
+  i32x16 lanes;
+};
+
+constexpr int lanes = 16;
+
+// ---- the vector type of each storage type ---------------------------------------
+template <class T> struct vector_of;
+template <> struct vector_of<float> { using type = f32x16; };
+template <> struct vector_of<double> { using type = f64x16; };
+template <> struct vector_of<int32_t> { using type = i32x16; };
+template <> struct vector_of<int64_t> { using type = i64x16; };
+template <> struct vector_of<uint8_t> { using type = boolean; };
+template <class T> using vec = typename vector_of<T>::type;
+
+// ---- loads and stores --------------------------------------------------------------
+// `count` lanes from consecutive elements (count == lanes: a full vector);
+// missing lanes are 0.
+template <class T> [[gnu::always_inline]] inline vec<T> load(const T* source, int count = lanes) {
+  if constexpr (__is_same(T, uint8_t)) {
+    u8x16 bytes = {};
+    __builtin_memcpy(&bytes, source, static_cast<unsigned>(count));
+    return boolean{__builtin_convertvector(bytes, i32x16) & 1};
+  } else {
+    vec<T> result = {};
+    __builtin_memcpy(&result, source, sizeof(T) * static_cast<unsigned>(count));
+    return result;
+  }
+}
+
+template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<T> value, int count = lanes) {
+  if constexpr (__is_same(T, uint8_t)) {
+    u8x16 bytes = __builtin_convertvector(value.lanes, u8x16);
+    __builtin_memcpy(destination, &bytes, static_cast<unsigned>(count));
+  } else {
+    __builtin_memcpy(destination, &value, sizeof(T) * static_cast<unsigned>(count));
+  }
+}
+
+// Elements `stride` apart (a transposed or sliced input).
+template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, int64_t stride, int count = lanes) {
+  T values[lanes] = {};
+  for (int lane = 0; lane < count; ++lane) values[lane] = source[lane * stride];
+  return load<T>(values);
+}
+
+template <class T> [[gnu::always_inline]] inline vec<T> splat(T value) {
+  if constexpr (__is_same(T, uint8_t)) {
+    return boolean{i32x16{} + (value ? 1 : 0)};
+  } else {
+    return vec<T>{} + value;
+  }
+}
+
+// 0, 1, ..., 15 plus `start`, for iota.
+template <class T> [[gnu::always_inline]] inline vec<T> lane_index(int64_t start, int64_t step) {
+  vec<T> result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = static_cast<T>(start + lane * step);
+  return result;
+}
+
+// ---- helpers -----------------------------------------------------------------------
+template <class V> struct unsigned_of;
+template <> struct unsigned_of<i32x16> { using type = u32x16; };
+template <> struct unsigned_of<i64x16> { using type = u64x16; };
+
+template <class V> constexpr bool is_float_vector = __is_same(V, f32x16) || __is_same(V, f64x16);
+
+// A comparison result of any lane width as a boolean.
+template <class M> [[gnu::always_inline]] inline boolean to_boolean(M mask) {
+  return boolean{__builtin_convertvector(mask, i32x16) & 1};
+}
+
+// A boolean as a full-width mask for selecting lanes of V.
+template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition) {
+  if constexpr (sizeof(V) == 128) {
+    return __builtin_convertvector(condition.lanes, i64x16) != 0;
+  } else {
+    return condition.lanes != 0;
+  }
+}
+
+// Applies a scalar function lane by lane (for what has no vector form: f64
+// transcendentals, pow); GCC vectorizes these where it can.
+template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, F function) {
+  V result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane]);
+  return result;
+}
+template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, V y, F function) {
+  V result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane], y[lane]);
+  return result;
+}
+
+// ---- unary ops ---------------------------------------------------------------------
+template <class V> [[gnu::always_inline]] inline V neg(V x) {
+  if constexpr (is_float_vector<V>) return -x;
+  else return V(typename unsigned_of<V>::type{} - typename unsigned_of<V>::type(x));
+}
+// Floats: clear the sign bit (abs(-0) = 0, NaN stays NaN), like std::abs.
+template <class V> [[gnu::always_inline]] inline V abs(V x) {
+  if constexpr (__is_same(V, f32x16)) return vector_math::abs(x);
+  else if constexpr (__is_same(V, f64x16)) return (f64x16)((u64x16)x & 0x7fffffffffffffffULL);
+  else return x < 0 ? neg(x) : x;
+}
+template <class V> [[gnu::always_inline]] inline V sign(V x) {
+  if constexpr (is_float_vector<V>) return x > 0 ? V{} + 1 : (x < 0 ? V{} - 1 : x);
+  else return V((x > 0) & 1) - V((x < 0) & 1);
+}
+template <class V> [[gnu::always_inline]] inline V square(V x) {
+  if constexpr (is_float_vector<V>) return x * x;
+  else {
+    using U = typename unsigned_of<V>::type;
+    return V(U(x) * U(x));
+  }
+}
+template <class V> [[gnu::always_inline]] inline V relu(V x) { return x < 0 ? V{} : x; }
+template <class V> [[gnu::always_inline]] inline V floor(V x) {
+  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_floorf(v); });
+  else if constexpr (__is_same(V, f64x16)) return per_lane(x, [](double v) { return __builtin_floor(v); });
+  else return x;
+}
+template <class V> [[gnu::always_inline]] inline V ceil(V x) {
+  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_ceilf(v); });
+  else if constexpr (__is_same(V, f64x16)) return per_lane(x, [](double v) { return __builtin_ceil(v); });
+  else return x;
+}
+template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
+  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_sqrtf(v); });
+  else return per_lane(x, [](double v) { return __builtin_sqrt(v); });
+}
+template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
+
+#define KILN_TRANSCENDENTAL(name, f64_body)                                               \
+  [[gnu::always_inline]] inline f32x16 name(f32x16 x) { return vector_math::name(x); }  \
+  [[gnu::always_inline]] inline f64x16 name(f64x16 x) {                                  \
+    return per_lane(x, [](double v) { return f64_body; });                               \
+  }
+KILN_TRANSCENDENTAL(sin, __builtin_sin(v))
+KILN_TRANSCENDENTAL(cos, __builtin_cos(v))
+KILN_TRANSCENDENTAL(exp, __builtin_exp(v))
+KILN_TRANSCENDENTAL(log, __builtin_log(v))
+KILN_TRANSCENDENTAL(tanh, __builtin_tanh(v))
+KILN_TRANSCENDENTAL(erf, __builtin_erf(v))
+KILN_TRANSCENDENTAL(sigmoid, 1.0 / (1.0 + __builtin_exp(-v)))
+#undef KILN_TRANSCENDENTAL
+
+[[gnu::always_inline]] inline boolean logical_not(boolean x) { return boolean{x.lanes ^ 1}; }
+
+// ---- binary ops --------------------------------------------------------------------
+template <class V> [[gnu::always_inline]] inline V add(V a, V b) {
+  if constexpr (is_float_vector<V>) return a + b;
+  else return V(typename unsigned_of<V>::type(a) + typename unsigned_of<V>::type(b));
+}
+template <class V> [[gnu::always_inline]] inline V sub(V a, V b) {
+  if constexpr (is_float_vector<V>) return a - b;
+  else return V(typename unsigned_of<V>::type(a) - typename unsigned_of<V>::type(b));
+}
+template <class V> [[gnu::always_inline]] inline V mul(V a, V b) {
+  if constexpr (is_float_vector<V>) return a * b;
+  else return V(typename unsigned_of<V>::type(a) * typename unsigned_of<V>::type(b));
+}
+template <class V> [[gnu::always_inline]] inline V div(V a, V b) { return a / b; }
+
+// NaN in either operand gives NaN (the first one if both are NaN).
+template <class V> [[gnu::always_inline]] inline V maximum(V a, V b) {
+  if constexpr (is_float_vector<V>) return (a > b) | (a != a) ? a : b;
+  else return a > b ? a : b;
+}
+template <class V> [[gnu::always_inline]] inline V minimum(V a, V b) {
+  if constexpr (is_float_vector<V>) return (a < b) | (a != a) ? a : b;
+  else return a < b ? a : b;
+}
+[[gnu::always_inline]] inline boolean maximum(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
+[[gnu::always_inline]] inline boolean minimum(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
+
+template <class T> [[gnu::always_inline]] inline T integer_power(T base, T exponent) {
+  // Negative exponents: 0, except for the bases 1 and -1.
+  if (exponent < 0) return base == 1 ? T(1) : base == -1 ? ((exponent & 1) ? T(-1) : T(1)) : T(0);
+  using U = __typeof__(static_cast<unsigned long long>(0) + static_cast<T>(0) * 0u);
+  U result = 1, factor = static_cast<U>(base);
+  for (U remaining = static_cast<U>(exponent); remaining != 0; remaining >>= 1) {
+    if (remaining & 1) result *= factor;
+    factor *= factor;
+  }
+  return static_cast<T>(result);
+}
+template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
+  if constexpr (__is_same(V, f32x16)) return per_lane(a, b, [](float x, float y) { return __builtin_powf(x, y); });
+  else if constexpr (__is_same(V, f64x16)) return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
+  else if constexpr (__is_same(V, i32x16)) return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
+  else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
+}
+
+template <class V> [[gnu::always_inline]] inline boolean eq(V a, V b) { return to_boolean(a == b); }
+template <class V> [[gnu::always_inline]] inline boolean ne(V a, V b) { return to_boolean(a != b); }
+template <class V> [[gnu::always_inline]] inline boolean lt(V a, V b) { return to_boolean(a < b); }
+template <class V> [[gnu::always_inline]] inline boolean le(V a, V b) { return to_boolean(a <= b); }
+template <class V> [[gnu::always_inline]] inline boolean gt(V a, V b) { return to_boolean(a > b); }
+template <class V> [[gnu::always_inline]] inline boolean ge(V a, V b) { return to_boolean(a >= b); }
+#define KILN_BOOLEAN_COMPARE(name, symbol) \
+  [[gnu::always_inline]] inline boolean name(boolean a, boolean b) { return to_boolean(a.lanes symbol b.lanes); }
+KILN_BOOLEAN_COMPARE(eq, ==)
+KILN_BOOLEAN_COMPARE(ne, !=)
+KILN_BOOLEAN_COMPARE(lt, <)
+KILN_BOOLEAN_COMPARE(le, <=)
+KILN_BOOLEAN_COMPARE(gt, >)
+KILN_BOOLEAN_COMPARE(ge, >=)
+#undef KILN_BOOLEAN_COMPARE
+[[gnu::always_inline]] inline boolean logical_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
+[[gnu::always_inline]] inline boolean logical_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
+
+template <class V> [[gnu::always_inline]] inline V where(boolean condition, V a, V b) {
+  if constexpr (__is_same(V, boolean)) return boolean{condition.lanes != 0 ? a.lanes : b.lanes};
+  else return mask_for<V>(condition) ? a : b;
+}
+
+// ---- casts -------------------------------------------------------------------------
+// cast<T>(x): x converted to the vector of storage type T.
+template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
+  if constexpr (__is_same(V, boolean)) {
+    if constexpr (__is_same(T, uint8_t)) return x;
+    else return __builtin_convertvector(x.lanes, vec<T>);
+  } else if constexpr (__is_same(T, uint8_t)) {
+    return to_boolean(x != 0);  // NaN is != 0: true
+  } else if constexpr (is_float_vector<V> && !is_float_vector<vec<T>>) {
+    // Truncate toward zero; saturate beyond the range; NaN becomes 0.
+    using F = __typeof__(x[0]);
+    using I = vec<T>;
+    const T lowest = static_cast<T>(static_cast<unsigned long long>(1) << (sizeof(T) * 8 - 1));
+    const T highest = static_cast<T>(~static_cast<unsigned long long>(lowest));
+    const F limit = -static_cast<F>(lowest);  // 2^31 or 2^63, exact
+    auto high = x >= limit;
+    auto low = x < -limit;
+    V safe = (x != x) | high | low ? V{} : x;
+    I result = __builtin_convertvector(safe, I);
+    result = __builtin_convertvector(high, I) != 0 ? I{} + highest : result;
+    return __builtin_convertvector(low, I) != 0 ? I{} + lowest : result;
+  } else {
+    return __builtin_convertvector(x, vec<T>);
+  }
+}
+
+// ---- horizontal reductions -------------------------------------------------------------
+// Lane by lane, in lane order (floats) or wrapping (integers).
+template <class V> [[gnu::always_inline]] inline auto reduce_add(V x) {
+  V total = V{} + x[0];
+  for (int lane = 1; lane < lanes; ++lane) total = add(total, V{} + x[lane]);
+  return total[0];
+}
+template <class V> [[gnu::always_inline]] inline auto reduce_mul(V x) {
+  V total = V{} + x[0];
+  for (int lane = 1; lane < lanes; ++lane) total = mul(total, V{} + x[lane]);
+  return total[0];
+}
+template <class V> [[gnu::always_inline]] inline auto reduce_max(V x) {
+  V total = V{} + x[0];
+  for (int lane = 1; lane < lanes; ++lane) total = maximum(total, V{} + x[lane]);
+  return total[0];
+}
+template <class V> [[gnu::always_inline]] inline auto reduce_min(V x) {
+  V total = V{} + x[0];
+  for (int lane = 1; lane < lanes; ++lane) total = minimum(total, V{} + x[lane]);
+  return total[0];
+}
+[[gnu::always_inline]] inline uint8_t reduce_max(boolean x) { return reduce_max(x.lanes) != 0; }
+[[gnu::always_inline]] inline uint8_t reduce_min(boolean x) { return reduce_min(x.lanes) != 0; }
+
+// The first `count` lanes of `value`, the rest from `fill` (keeps the
+// identity of a reduction in lanes past the end of a row).
+template <class V> [[gnu::always_inline]] inline V first_lanes(V value, V fill, int count) {
+  if (count >= lanes) return value;
+  i32x16 index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return mask_for<V>(boolean{(index < count) & 1}) ? value : fill;
+}
+
+}  // namespace kiln::jit

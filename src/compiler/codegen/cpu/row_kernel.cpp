@@ -1,0 +1,560 @@
+// Loop and reduction kernels. The iteration space is walked as rows times an
+// inner loop of 16-lane vectors; a reduction kernel makes one pass over each
+// row per reduction (max, then sum of exp(x - max), ...) and a last pass for
+// the element outputs, so softmax and layer_norm read their input from
+// memory once. Values that do not change along a row are computed once per
+// row. Work is split into items of whole rows or, for long rows of a loop
+// kernel, row chunks; every item is independent, so results do not depend on
+// the thread count.
+
+#include "compiler/codegen/cpu/kernel_emitter.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::compiler::cpu {
+namespace {
+
+constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long row
+
+struct ReductionInfo {
+  const char* combine;   // prelude function folding a vector into the accumulator
+  const char* finish;    // horizontal reduction of the accumulator
+  std::string identity;  // the accumulator's start value
+};
+
+ReductionInfo reduction_info(ir::Op op, DType dtype) {
+  std::string type = storage_type(dtype);
+  bool floating = is_floating(dtype);
+  std::string lowest = floating ? "-__builtin_inf()" : dtype == DType::boolean ? "0" : dtype == DType::i32 ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
+  std::string highest = floating ? "__builtin_inf()" : dtype == DType::boolean ? "1" : dtype == DType::i32 ? "2147483647" : "9223372036854775807LL";
+  switch (op) {
+    case ir::Op::reduce_sum:
+    case ir::Op::reduce_mean: return {"add", "reduce_add", "splat<" + type + ">(0)"};
+    case ir::Op::reduce_prod: return {"mul", "reduce_mul", "splat<" + type + ">(1)"};
+    case ir::Op::reduce_max: return {"maximum", "reduce_max", "splat<" + type + ">(" + lowest + ")"};
+    case ir::Op::reduce_min: return {"minimum", "reduce_min", "splat<" + type + ">(" + highest + ")"};
+    default: throw CompileError(std::string(ir::name(op)), "has no generated reduction", std::string());
+  }
+}
+
+class RowKernel {
+ public:
+  explicit RowKernel(KernelEmitter& emitter) : emitter_(emitter), kernel_(emitter.kernel()) {}
+
+  std::string emit() {
+    build_instances();
+    if (kernel_.kind == KernelKind::gemm) return emit_gemm();
+    int split = kernel_.kind == KernelKind::reduction ? kernel_.space.rank() - kernel_.reduced_axes : -1;
+    std::vector<Linear> extra;
+    for (const auto& [value, instance] : outputs_)
+      extra.push_back(emitter_.linear_address(emitter_.graph().type(value).shape,
+                                              emitter_.broadcast_map(emitter_.graph().type(value).shape)));
+    layout_ = emitter_.layout(split, extra);
+    mark_varying();
+    plan_phases();
+    chunked_ = reductions_.empty() && layout_.inner_size > chunk_size;
+    split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
+                       only_reduction_outputs();
+    return emit_kernel();
+  }
+
+ private:
+  const Instance& at(int id) const { return emitter_.at(id); }
+
+  void build_instances() {
+    const ir::Graph& graph = emitter_.graph();
+    for (ir::ValueId value : kernel_.outputs) {
+      const Shape& shape = graph.type(value).shape;
+      bool element = shape == kernel_.space;
+      bool row = kernel_.kind == KernelKind::reduction && is_row_of_space(shape);
+      if (kernel_.kind == KernelKind::gemm) row = ir::is_reduction(graph.node(value).op);
+      if (!element && !row)
+        throw CompileError(std::string(ir::name(graph.node(value).op)),
+                           "output " + graph.type(value).to_string() + " does not match the kernel's space " +
+                               kernel_.space.to_string(),
+                           graph.node(value).location);
+      outputs_.emplace_back(value, emitter_.instance(value, emitter_.broadcast_map(shape)));
+    }
+  }
+
+  // One value per row: the kept axes of the space, size 1 (or absent) on
+  // the reduced ones.
+  bool is_row_of_space(const Shape& shape) const {
+    const Shape& space = kernel_.space;
+    int split = space.rank() - kernel_.reduced_axes;
+    std::vector<std::int64_t> kept(space.dims().begin(), space.dims().begin() + split);
+    std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
+    while (dims.size() > kept.size() && dims.back() == 1) dims.pop_back();
+    return dims == kept;
+  }
+
+  bool only_reduction_outputs() const {
+    for (const auto& [value, id] : outputs_)
+      if (at(id).kind != Instance::Kind::reduction) return false;
+    return true;
+  }
+
+  void mark_varying() {
+    varying_.assign(static_cast<std::size_t>(emitter_.instance_count()), false);
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = at(id);
+      bool varies = false;
+      if (item.kind == Instance::Kind::load) varies = emitter_.inner_coefficient(item.address, layout_) != 0;
+      else if (item.kind == Instance::Kind::compute) {
+        if (!item.address.coefficients.empty()) varies = emitter_.inner_coefficient(item.address, layout_) != 0;
+        for (int operand : item.operands) varies = varies || varying_[static_cast<std::size_t>(operand)];
+      }
+      if (item.kind == Instance::Kind::tile) varies = true;
+      varying_[static_cast<std::size_t>(id)] = varies;
+      if (item.kind == Instance::Kind::reduction) reductions_.push_back(id);
+    }
+  }
+
+  bool varying(int id) const { return varying_[static_cast<std::size_t>(id)]; }
+
+  // The varying instances `root` needs, stopping at row values and at
+  // instances cached in `cached`.
+  void collect_elements(int root, const std::set<int>& cached, std::set<int>& needed) const {
+    if (!varying(root) || needed.count(root)) return;
+    needed.insert(root);
+    if (cached.count(root)) return;
+    for (int operand : at(root).operands) collect_elements(operand, cached, needed);
+  }
+
+  void plan_phases() {
+    // Phase k computes reduction k; the last phase the element outputs.
+    std::set<int> none;
+    for (int reduction : reductions_) {
+      std::set<int> needed;
+      collect_elements(at(reduction).operands[0], none, needed);
+      phase_elements_.push_back(needed);
+    }
+    std::set<int> output_elements;
+    for (const auto& [value, id] : outputs_)
+      if (at(id).kind != Instance::Kind::reduction) collect_elements(id, none, output_elements);
+    phase_elements_.push_back(output_elements);
+    // Cache expensive values used by more than one pass in a row buffer.
+    std::vector<int> uses(static_cast<std::size_t>(emitter_.instance_count()), 0);
+    for (const auto& phase : phase_elements_)
+      for (int id : phase) uses[static_cast<std::size_t>(id)] += 1;
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = at(id);
+      if (uses[static_cast<std::size_t>(id)] > 1 && item.kind == Instance::Kind::compute &&
+          is_expensive(emitter_.graph().node(item.value).op))
+        cached_.insert(id);
+    }
+    // Recollect with caches as cut points (later phases read the cache).
+    phase_elements_.clear();
+    std::set<int> written;
+    auto phase_set = [&](int root) {
+      std::set<int> needed;
+      collect_with_cache(root, written, needed);
+      return needed;
+    };
+    for (int reduction : reductions_) {
+      std::set<int> needed = phase_set(at(reduction).operands[0]);
+      phase_elements_.push_back(needed);
+      for (int id : needed)
+        if (cached_.count(id)) written.insert(id);
+    }
+    std::set<int> final_needed;
+    for (const auto& [value, id] : outputs_)
+      if (at(id).kind != Instance::Kind::reduction) {
+        std::set<int> needed = phase_set(id);
+        final_needed.insert(needed.begin(), needed.end());
+      }
+    phase_elements_.push_back(final_needed);
+    first_write_ = std::vector<int>(static_cast<std::size_t>(emitter_.instance_count()), -1);
+    for (std::size_t phase = 0; phase < phase_elements_.size(); ++phase)
+      for (int id : phase_elements_[phase])
+        if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < 0)
+          first_write_[static_cast<std::size_t>(id)] = static_cast<int>(phase);
+  }
+
+  void collect_with_cache(int root, const std::set<int>& written, std::set<int>& needed) const {
+    if (!varying(root) || needed.count(root)) return;
+    needed.insert(root);
+    if (written.count(root)) return;  // read back from the row cache
+    for (int operand : at(root).operands) collect_with_cache(operand, written, needed);
+  }
+
+  static bool is_expensive(ir::Op op) {
+    switch (op) {
+      case ir::Op::sin: case ir::Op::cos: case ir::Op::exp: case ir::Op::log: case ir::Op::tanh:
+      case ir::Op::erf: case ir::Op::sigmoid: case ir::Op::pow: return true;
+      default: return false;
+    }
+  }
+
+  // The phase after which a row value can be computed (0: at the row's start).
+  int ready_phase(int id) const {
+    const Instance& item = at(id);
+    if (item.kind == Instance::Kind::reduction) {
+      for (std::size_t k = 0; k < reductions_.size(); ++k)
+        if (reductions_[k] == id) return static_cast<int>(k) + 1;
+    }
+    int ready = 0;
+    for (int operand : item.operands) ready = std::max(ready, ready_phase(operand));
+    return ready;
+  }
+
+  std::string coordinates() const {
+    std::string text;
+    std::size_t axes = layout_.outer_sizes.size();
+    if (axes == 0) return "";
+    text += "    int64_t rest = row;\n";
+    for (std::size_t t = axes; t-- > 1;) {
+      std::string size = std::to_string(layout_.outer_sizes[t]);
+      text += "    const int64_t c" + std::to_string(t) + " = rest % " + size + ";\n    rest /= " + size + ";\n";
+    }
+    text += "    const int64_t c0 = rest;\n";
+    return text;
+  }
+
+  std::string pointer(const Instance& item) const { return "row_" + item.name; }
+
+  // Per-row setup: pointers of loads and outputs.
+  std::string row_setup() const { return coordinates() + row_setup_pointers(); }
+
+  std::string row_setup_pointers() const {
+    std::string text;
+    const ir::Graph& graph = emitter_.graph();
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = at(id);
+      if (item.kind != Instance::Kind::load) continue;
+      text += "    const " + emitter_.storage_type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]) + "* " +
+              pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
+              emitter_.row_offset(item.address, layout_) + ");\n";
+    }
+    for (const auto& [value, id] : outputs_) {
+      const Shape& shape = graph.type(value).shape;
+      if (at(id).kind == Instance::Kind::tile || (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
+        continue;
+      Linear address = emitter_.linear_address(shape, emitter_.broadcast_map(shape));
+      text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) + " = state." +
+              emitter_.output_name(value) + " + (" + emitter_.row_offset(address, layout_) + ");\n";
+    }
+    return text;
+  }
+
+  // Row values that become computable after `phase` passes.
+  std::string row_values(int phase) const {
+    std::string text;
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = at(id);
+      if (varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
+      text += "    " + emitter_.describe(item.value) + "\n";
+      text += "    const " + emitter_.vector_type(item.value) + " " + item.name + " = " + row_value(id) + ";\n";
+    }
+    return text;
+  }
+
+  std::string row_value(int id) const {
+    const Instance& item = at(id);
+    const ir::Node& node = emitter_.graph().node(item.value);
+    std::string type = emitter_.storage_type(item.value);
+    if (item.kind == Instance::Kind::load) return "splat<" + type + ">(" + pointer(item) + "[0])";
+    if (node.op == ir::Op::iota)
+      return "splat<" + type + ">(static_cast<" + type + ">(" + emitter_.row_offset(item.address, layout_) + "))";
+    return emitter_.expression(id);
+  }
+
+  // The body of one vector step at element `j` with `count` lanes.
+  std::string element_values(const std::set<int>& needed, int phase) const {
+    std::string text;
+    for (int id : needed) {
+      const Instance& item = at(id);
+      std::string type = emitter_.storage_type(item.value);
+      std::string value;
+      if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
+        value = "load<" + type + ">(cache_" + item.name + " + j, count)";
+      } else if (item.kind == Instance::Kind::tile) {
+        value = "load<float>(row_tile + j, count)";
+      } else if (item.kind == Instance::Kind::load) {
+        std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+        value = step == 1 ? "load<" + type + ">(" + pointer(item) + " + j, count)"
+                          : "gather<" + type + ">(" + pointer(item) + " + j * " + std::to_string(step) + ", " +
+                                std::to_string(step) + ", count)";
+      } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
+        std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+        value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) + " + j * " +
+                std::to_string(step) + ", " + std::to_string(step) + ")";
+      } else {
+        text += "        " + emitter_.describe(item.value) + "\n";
+        value = emitter_.expression(id);
+      }
+      text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
+      if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
+        text += "        store<" + type + ">(cache_" + item.name + " + j, " + item.name + ", count);\n";
+    }
+    return text;
+  }
+
+  std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body) const {
+    return "      auto step = [&](int64_t j, int count) __attribute__((always_inline)) {\n" + body +
+           "      };\n      int64_t j = " + begin + ";\n      for (; j + lanes <= " + end +
+           "; j += lanes) step(j, lanes);\n      if (j < " + end + ") step(j, static_cast<int>(" + end + " - j));\n";
+  }
+
+  std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const {
+    const Instance& reduction = at(reductions_[k]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    const Instance& operand = at(reduction.operands[0]);
+    std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
+                       " accumulator" + std::to_string(k) + " = " + info.identity + ";\n    {\n";
+    std::string body = element_values(phase_elements_[k], static_cast<int>(k));
+    body += "        accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
+            ", first_lanes(" + operand.name + ", " + info.identity + ", count));\n";
+    text += vector_loop(begin, end, body) + "    }\n";
+    if (!varying(reduction.operands[0])) {
+      // A row value reduced over the row: every element is the same value.
+      text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
+             " accumulator" + std::to_string(k) + " = " + info.identity + ";\n";
+      text += "    for (int64_t j = " + begin + "; j < " + end + "; ++j) accumulator" + std::to_string(k) + " = " +
+              info.combine + "(accumulator" + std::to_string(k) + ", first_lanes(" + operand.name + ", " +
+              info.identity + ", 1));\n";
+    }
+    return text;
+  }
+
+  std::string finish_reduction(std::size_t k, const std::string& accumulator) const {
+    const Instance& reduction = at(reductions_[k]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    std::string type = emitter_.storage_type(reduction.value);
+    std::string value = info.finish + std::string("(") + accumulator + ")";
+    if (node.op == ir::Op::reduce_mean)
+      value = "div(splat<" + type + ">(" + value + "), splat<" + type + ">(static_cast<" + type + ">(" +
+              std::to_string(layout_.inner_size) + ")))[0]";
+    return "splat<" + type + ">(" + value + ")";
+  }
+
+  std::string emit_kernel() {
+    std::string prefix = emitter_.prefix();
+    std::string text;
+    text += "struct " + prefix + "_state {\n" + emitter_.state_fields();
+    if (split_reduction_) text += "  " + emitter_.storage_type(at(reductions_[0]).value) + "* partials;\n";
+    text += "};\n\n";
+    std::int64_t chunks = chunked_ || split_reduction_ ? (layout_.inner_size + chunk_size - 1) / chunk_size : 1;
+    text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
+    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+    for (int id : cached_)
+      text += "  " + emitter_.storage_type(at(id).value) + "* cache_" + at(id).name + " = static_cast<" +
+              emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
+              std::to_string(layout_.inner_size) + " * sizeof(" + emitter_.storage_type(at(id).value) + ")));\n";
+    text += "  for (int64_t item = begin; item < end; ++item) {\n";
+    std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
+    if (chunks > 1) {
+      text += "    const int64_t row = item / " + std::to_string(chunks) + ";\n";
+      text += "    const int64_t chunk_begin = item % " + std::to_string(chunks) + " * " + std::to_string(chunk_size) + ";\n";
+      text += "    const int64_t chunk_end = chunk_begin + " + std::to_string(chunk_size) + " < " +
+              std::to_string(layout_.inner_size) + " ? chunk_begin + " + std::to_string(chunk_size) + " : " +
+              std::to_string(layout_.inner_size) + ";\n";
+      range_begin = "chunk_begin";
+      range_end = "chunk_end";
+    } else {
+      text += "    const int64_t row = item;\n";
+    }
+    text += "    (void)row;\n" + row_setup();
+    text += row_values(0);
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      text += reduction_pass(k, range_begin, range_end);
+      if (split_reduction_) {
+        text += "    state.partials[item] = " + std::string(reduction_info(emitter_.graph().node(at(reductions_[k]).value).op,
+                                                                           emitter_.graph().type(at(reductions_[k]).value).dtype)
+                                                                .finish) +
+                "(accumulator" + std::to_string(k) + ");\n";
+        continue;
+      }
+      text += "    const " + emitter_.vector_type(at(reductions_[k]).value) + " " + at(reductions_[k]).name + " = " +
+              finish_reduction(k, "accumulator" + std::to_string(k)) + ";\n";
+      text += row_values(static_cast<int>(k) + 1);
+    }
+    if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
+    text += "  }\n";
+    for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
+    text += "}\n\n";
+    text += entry(chunks);
+    return text;
+  }
+
+  std::string element_pass(const std::string& begin, const std::string& end) const {
+    const std::set<int>& needed = phase_elements_.back();
+    std::string body = element_values(needed, static_cast<int>(phase_elements_.size()) - 1);
+    bool any = false;
+    for (const auto& [value, id] : outputs_) {
+      if (at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space)) continue;
+      any = true;
+      body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
+              at(id).name + ", count);\n";
+    }
+    if (!any) return "";
+    return "    {\n" + vector_loop(begin, end, body) + "    }\n";
+  }
+
+  std::string row_outputs() const {
+    std::string text;
+    for (const auto& [value, id] : outputs_) {
+      if (emitter_.graph().type(value).shape == kernel_.space) continue;
+      text += "    row_" + emitter_.output_name(value) + "[0] = " + at(id).name + "[0];\n";
+    }
+    return text;
+  }
+
+  std::string entry(std::int64_t chunks) const {
+    std::string prefix = emitter_.prefix();
+    std::int64_t items = layout_.rows() * chunks;
+    std::string text = "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" + std::to_string(emitter_.index()) +
+                       "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix + "_state state;\n" +
+                       emitter_.state_initialization();
+    if (!split_reduction_) {
+      text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n}\n";
+      return text;
+    }
+    // Partial results per chunk, combined in chunk order: the same result
+    // for every thread count.
+    const Instance& reduction = at(reductions_[0]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    std::string type = emitter_.storage_type(reduction.value);
+    ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    ir::ValueId output = outputs_.front().first;
+    text += "  state.partials = static_cast<" + type + "*>(runtime->allocate(" + std::to_string(items) + " * sizeof(" +
+            type + ")));\n";
+    text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n";
+    text += "  for (int64_t row = 0; row < " + std::to_string(layout_.rows()) + "; ++row) {\n";
+    text += "    vec<" + type + "> total = splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + "]);\n";
+    text += "    for (int64_t chunk = 1; chunk < " + std::to_string(chunks) + "; ++chunk) total = " + info.combine +
+            "(total, splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + " + chunk]));\n";
+    std::string value = "total[0]";
+    if (node.op == ir::Op::reduce_mean)
+      value = "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(layout_.inner_size) + ")))[0]";
+    text += "    state." + emitter_.output_name(output) + "[row] = " + value + ";\n  }\n";
+    text += "  runtime->deallocate(state.partials);\n}\n";
+    return text;
+  }
+
+  // ---- gemm: the epilogue runs on each finished tile of the matmul -------------
+  std::string emit_gemm() {
+    const ir::Graph& graph = emitter_.graph();
+    ir::ValueId matmul = -1;
+    for (ir::ValueId member : kernel_.members)
+      if (graph.node(member).op == ir::Op::matmul) matmul = member;
+    const ir::Node& node = graph.node(matmul);
+    layout_.outer_sizes = {kernel_.space[0]};
+    layout_.outer_axes = {0};
+    layout_.inner_size = kernel_.space[1];
+    layout_.inner_axis = 1;
+    mark_varying();
+    std::set<int> needed;
+    for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);
+    bool writes_product = false;
+    for (const auto& [value, id] : outputs_) {
+      if (value == matmul) writes_product = true;
+      else if (at(id).kind != Instance::Kind::reduction) collect_elements(id, {}, needed);
+    }
+    phase_elements_ = {needed};
+    first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
+    bool has_epilogue = !needed.empty();
+
+    std::string prefix = emitter_.prefix();
+    std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields();
+    for (std::size_t k = 0; k < reductions_.size(); ++k)
+      text += "  " + emitter_.storage_type(at(reductions_[k]).value) + "* partials" + std::to_string(k) + ";\n";
+    text += "};\n\n";
+    if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
+    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" + std::to_string(emitter_.index()) +
+            "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix + "_state state;\n" +
+            emitter_.state_initialization();
+    std::int64_t m = node.type.shape[0], n = node.type.shape[1];
+    const Shape& a = graph.type(node.operands[0]).shape;
+    const Shape& b = graph.type(node.operands[1]).shape;
+    std::int64_t k = node.attributes.transpose_a ? a[0] : a[1];
+    auto input = [&](ir::ValueId value) {
+      auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), value) - kernel_.inputs.begin();
+      return "state." + emitter_.input_name(static_cast<int>(position));
+    };
+    std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
+    text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
+    for (std::size_t r = 0; r < reductions_.size(); ++r)
+      text += "  state.partials" + std::to_string(r) + " = static_cast<float*>(runtime->allocate(blocks * sizeof(float)));\n";
+    text += "  " + emitter_.describe(matmul) + "\n";
+    text += "  runtime->sgemm(" + sizes + ", " + input(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
+            (node.attributes.transpose_a ? "1" : "0") + ", " + input(node.operands[1]) + ", " + std::to_string(b[1]) +
+            ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
+            (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
+            std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
+    for (std::size_t r = 0; r < reductions_.size(); ++r) {
+      const ir::Node& reduction = graph.node(at(reductions_[r]).value);
+      ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
+      std::string p = "state.partials" + std::to_string(r);
+      text += "  {\n    " + emitter_.describe(at(reductions_[r]).value) + ": combine the blocks in order\n";
+      text += "    vec<float> total = splat<float>(" + p + "[0]);\n";
+      text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
+              "(total, splat<float>(" + p + "[block]));\n";
+      std::string value = "total[0]";
+      if (reduction.op == ir::Op::reduce_mean)
+        value = "div(total, splat<float>(" + std::to_string(m * n) + ".0f))[0]";
+      text += "    state." + emitter_.output_name(at(reductions_[r]).value) + "[0] = " + value + ";\n";
+      text += "    runtime->deallocate(" + p + ");\n  }\n";
+    }
+    return text + "}\n";
+  }
+
+  std::string epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul) {
+    std::string text = "void " + prefix +
+                       "_epilogue(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end, "
+                       "int64_t column_begin, int64_t column_end, int64_t block) {\n";
+    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const ir::Node& reduction = emitter_.graph().node(at(reductions_[k]).value);
+      text += "  vec<float> accumulator" + std::to_string(k) + " = " +
+              reduction_info(reduction.op, reduction.type.dtype).identity + ";\n";
+    }
+    text += "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+    text += "    const float* row_tile = tile + (row - row_begin) * ld - column_begin;\n";
+    text += "    const int64_t c0 = row;\n" + row_setup_pointers() + row_values(0);
+    std::string body = element_values(phase_elements_[0], 0);
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const Instance& reduction = at(reductions_[k]);
+      const ir::Node& node = emitter_.graph().node(reduction.value);
+      ReductionInfo info = reduction_info(node.op, node.type.dtype);
+      body += "        accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
+              ", first_lanes(" + at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
+    }
+    for (const auto& [value, id] : outputs_) {
+      if (value == matmul || at(id).kind == Instance::Kind::reduction) continue;
+      body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
+              at(id).name + ", count);\n";
+    }
+    (void)writes_product;
+    text += "    {\n" + vector_loop("column_begin", "column_end", body) + "    }\n  }\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const ir::Node& node = emitter_.graph().node(at(reductions_[k]).value);
+      text += "  state.partials" + std::to_string(k) + "[block] = " +
+              reduction_info(node.op, node.type.dtype).finish + "(accumulator" + std::to_string(k) + ");\n";
+    }
+    return text + "}\n\n";
+  }
+
+  KernelEmitter& emitter_;
+  const FusedKernel& kernel_;
+  std::vector<std::pair<ir::ValueId, int>> outputs_;  // value, instance
+  Layout layout_;
+  std::vector<bool> varying_;
+  std::vector<int> reductions_;
+  std::vector<std::set<int>> phase_elements_;
+  std::set<int> cached_;
+  std::vector<int> first_write_;
+  bool chunked_ = false;
+  bool split_reduction_ = false;
+};
+
+}  // namespace
+
+std::string emit_row_kernel(KernelEmitter& emitter) { return RowKernel(emitter).emit(); }
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,41 @@
+#pragma once
+// The C ABI between kiln and the modules its CPU JIT generates. A module
+// receives this table with every call and holds no threads, allocators or
+// BLAS of its own: parallel loops run on kiln's thread pool, scratch memory
+// comes from kiln's allocator (so memory statistics count it), and the GEMM
+// is kiln's. This header is part of every generated translation unit.
+
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+
+// Bumped whenever the table or the entry-point signature changes; it is part
+// of the cache key, so stale modules are never loaded.
+#define KILN_JIT_ABI_VERSION 1
+
+// Called on each finished block of a GEMM's output (see gemm.h).
+typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
+                                   int64_t column_begin, int64_t column_end, int64_t block);
+
+struct kiln_runtime {
+  int abi_version;
+  int thread_count;
+  // Runs body(context, begin, end) over contiguous pieces of [0, count).
+  void (*parallel_for)(int64_t count, int64_t grain, void (*body)(void*, int64_t, int64_t), void* context);
+  // Scratch memory, 64-byte aligned.
+  void* (*allocate)(size_t bytes);
+  void (*deallocate)(void* pointer);
+  // Number of output blocks sgemm will pass to an epilogue.
+  int64_t (*sgemm_block_count)(int64_t m, int64_t n, int64_t k);
+  // C = op(A) op(B), row-major f32; c may be null when only the epilogue is wanted.
+  void (*sgemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b,
+                int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
+                void* epilogue_context);
+};
+
+// Every generated kernel is an entry point of this type: `buffers` holds the
+// kernel's inputs, then its outputs, in the order of the `fused` plan.
+typedef void (*kiln_kernel_entry)(const struct kiln_runtime* runtime, void* const* buffers);
+
+}  // extern "C"

@@ -1,0 +1,66 @@
+#include "compiler/codegen/cpu/runtime_table.h"
+
+#include "kernels/cpu/gemm.h"
+#include "runtime/allocator.h"
+#include "runtime/parallel.h"
+
+#include <new>
+
+namespace kiln::compiler::cpu {
+namespace {
+
+void parallel_for(int64_t count, int64_t grain, void (*body)(void*, int64_t, int64_t), void* context) {
+  runtime::parallel_for(count, grain, runtime::RangeFunction(body, context));
+}
+
+// Scratch memory through kiln's allocator, so memory statistics see it. A
+// header before the block remembers its sizes.
+struct ScratchHeader {
+  std::size_t bytes;
+  std::size_t capacity;
+};
+constexpr std::size_t header_size = 64;
+
+void* allocate(size_t bytes) {
+  std::size_t capacity = 0;
+  void* block = runtime::allocator_for(Device::cpu()).allocate(bytes + header_size, &capacity);
+  if (!block) throw std::bad_alloc();
+  *static_cast<ScratchHeader*>(block) = {bytes + header_size, capacity};
+  return static_cast<char*>(block) + header_size;
+}
+
+void deallocate(void* pointer) {
+  if (!pointer) return;
+  void* block = static_cast<char*>(pointer) - header_size;
+  ScratchHeader header = *static_cast<ScratchHeader*>(block);
+  runtime::allocator_for(Device::cpu()).deallocate(block, header.bytes, header.capacity);
+}
+
+int64_t sgemm_block_count(int64_t m, int64_t n, int64_t k) { return kernels::cpu::plan_sgemm(m, n, k).block_count; }
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b, int64_t ldb,
+           int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue, void* epilogue_context) {
+  kernels::cpu::GemmEpilogue hook;
+  hook.function = epilogue;
+  hook.context = epilogue_context;
+  kernels::cpu::sgemm(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
+}
+
+}  // namespace
+
+const kiln_runtime& runtime_table() {
+  static kiln_runtime table = [] {
+    kiln_runtime runtime{};
+    runtime.abi_version = KILN_JIT_ABI_VERSION;
+    runtime.parallel_for = parallel_for;
+    runtime.allocate = allocate;
+    runtime.deallocate = deallocate;
+    runtime.sgemm_block_count = sgemm_block_count;
+    runtime.sgemm = sgemm;
+    return runtime;
+  }();
+  table.thread_count = runtime::thread_count();
+  return table;
+}
+
+}  // namespace kiln::compiler::cpu

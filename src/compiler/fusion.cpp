@@ -1,0 +1,472 @@
+#include "compiler/fusion.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+namespace kiln::compiler {
+
+std::string_view to_string(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::loop: return "loop";
+    case KernelKind::reduction: return "reduction";
+    case KernelKind::gemm: return "gemm";
+    case KernelKind::library: return "library";
+  }
+  return "?";
+}
+
+bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
+  if (node.op != ir::Op::reshape && node.op != ir::Op::expand_dims && node.op != ir::Op::squeeze) return false;
+  auto without_ones = [](const Shape& shape) {
+    std::vector<std::int64_t> dims;
+    for (std::int64_t dim : shape.dims())
+      if (dim != 1) dims.push_back(dim);
+    return dims;
+  };
+  return without_ones(node.type.shape) == without_ones(graph.type(node.operands[0]).shape);
+}
+
+bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
+  const ir::Node& node = graph.node(value);
+  switch (node.op) {
+    case ir::Op::constant:
+    case ir::Op::iota: return true;
+    case ir::Op::broadcast_to:
+    case ir::Op::transpose:
+    case ir::Op::slice: {
+      const ir::Node& operand = graph.node(node.operands[0]);
+      return operand.op == ir::Op::parameter || is_cheap(graph, node.operands[0]);
+    }
+    case ir::Op::reshape:
+    case ir::Op::expand_dims:
+    case ir::Op::squeeze: {
+      // Any reshape of memory is a view; through a computed index map only
+      // size-1 axes can be added or removed.
+      const ir::Node& operand = graph.node(node.operands[0]);
+      return operand.op == ir::Op::parameter || (is_unit_reshape(graph, node) && is_cheap(graph, node.operands[0]));
+    }
+    default: return false;
+  }
+}
+
+namespace {
+
+bool is_loop_fusible(ir::Op op) {
+  switch (op) {
+    case ir::Op::broadcast_to:
+    case ir::Op::transpose:
+    case ir::Op::slice:
+    case ir::Op::reshape:
+    case ir::Op::expand_dims:
+    case ir::Op::squeeze:
+    case ir::Op::iota:
+    case ir::Op::constant: return true;
+    default: return ir::is_elementwise(op);
+  }
+}
+
+// Rough cost of one element, for the "do not recompute" rule.
+int cost_per_element(ir::Op op) {
+  switch (op) {
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::exp:
+    case ir::Op::log:
+    case ir::Op::tanh:
+    case ir::Op::erf:
+    case ir::Op::sigmoid:
+    case ir::Op::pow: return 20;
+    case ir::Op::div:
+    case ir::Op::sqrt:
+    case ir::Op::rsqrt: return 4;
+    default: return ir::is_elementwise(op) ? 1 : 0;
+  }
+}
+
+std::string describe(const ir::Graph& graph, ir::ValueId value) {
+  const ir::Node& node = graph.node(value);
+  return "%" + std::to_string(value) + " " + std::string(ir::name(node.op));
+}
+
+// Reduced axes are the trailing `count` axes of the input.
+int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node) {
+  int rank = graph.type(node.operands[0]).shape.rank();
+  const auto& axes = node.attributes.axes;
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != rank - static_cast<int>(axes.size()) + static_cast<int>(i)) return -1;
+  return static_cast<int>(axes.size());
+}
+
+// `shape`, right-aligned against `space`, is 1 (or absent) on every axis from
+// `first_axis` on and equal before it: one value per row of `space`.
+bool is_row_shape(const Shape& shape, const Shape& space, int first_axis) {
+  if (shape.rank() > space.rank()) return false;
+  int offset = space.rank() - shape.rank();
+  for (int axis = 0; axis < space.rank(); ++axis) {
+    std::int64_t dim = axis >= offset ? shape[axis - offset] : 1;
+    if (axis >= first_axis ? dim != 1 : dim != space[axis]) return false;
+  }
+  return true;
+}
+
+struct Group {
+  KernelKind kind = KernelKind::loop;
+  std::vector<ir::ValueId> members;
+  Shape space;
+  int reduced_axes = 0;
+  std::vector<std::string> decisions;
+  bool merged_away = false;
+};
+
+class Fuser {
+ public:
+  explicit Fuser(const ir::Graph& graph)
+      : graph_(graph),
+        users_(static_cast<std::size_t>(graph.size())),
+        is_output_(static_cast<std::size_t>(graph.size()), false),
+        group_of_(static_cast<std::size_t>(graph.size()), -1),
+        inlined_(static_cast<std::size_t>(graph.size()), false) {
+    for (ir::ValueId id = 0; id < graph.size(); ++id)
+      for (ir::ValueId operand : graph.node(id).operands) users_[static_cast<std::size_t>(operand)].push_back(id);
+    for (ir::ValueId output : graph.outputs) is_output_[static_cast<std::size_t>(output)] = true;
+  }
+
+  FusionPlan run() {
+    for (ir::ValueId id = graph_.size() - 1; id >= 0; --id) place(id);
+    merge_siblings();
+    return build_plan();
+  }
+
+ private:
+  std::size_t index(ir::ValueId value) const { return static_cast<std::size_t>(value); }
+
+  void place(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    if (node.op == ir::Op::parameter) return;
+    if (is_cheap(graph_, id) && !is_output_[index(id)] && !read_from_memory(id)) {
+      inlined_[index(id)] = true;
+      return;
+    }
+    std::set<int> consumer_groups;
+    for (ir::ValueId user : users_[index(id)]) consumer_groups.insert(group_of_[index(user)]);
+    if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
+    if (consumer_groups.size() > 1)
+      plan_.not_fused.push_back("not fused: " + describe(graph_, id) + " has consumers in " +
+                                std::to_string(consumer_groups.size()) +
+                                " kernels; it is computed once and written to memory rather than recomputed (" +
+                                std::to_string(cost_per_element(node.op)) + " flops/element)");
+    start_group(id);
+  }
+
+  // Matmuls and library kernels read their operands from memory, so a cheap
+  // node feeding one is computed into a buffer rather than recomputed.
+  bool read_from_memory(ir::ValueId id) const {
+    for (ir::ValueId user : users_[index(id)]) {
+      int group = group_of_[index(user)];
+      if (graph_.node(user).op == ir::Op::matmul ||
+          (group >= 0 && groups_[static_cast<std::size_t>(group)].kind == KernelKind::library))
+        return true;
+    }
+    return false;
+  }
+
+  void start_group(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    Group group;
+    group.members.push_back(id);
+    group.space = node.type.shape;
+    if (is_loop_fusible(node.op)) {
+      group.kind = KernelKind::loop;
+    } else if (ir::is_reduction(node.op) && node.op != ir::Op::argmax && trailing_reduced_axes(graph_, node) >= 0) {
+      group.kind = KernelKind::reduction;
+      group.space = graph_.type(node.operands[0]).shape;
+      group.reduced_axes = trailing_reduced_axes(graph_, node);
+    } else if (node.op == ir::Op::matmul && node.type.dtype == DType::f32 && node.type.shape.rank() == 2) {
+      group.kind = KernelKind::gemm;
+    } else {
+      group.kind = KernelKind::library;
+      plan_.not_fused.push_back("library: " + describe(graph_, id) + " runs its standard kernel (" +
+                                library_reason(node) + ")");
+    }
+    group_of_[index(id)] = static_cast<int>(groups_.size());
+    groups_.push_back(std::move(group));
+  }
+
+  std::string library_reason(const ir::Node& node) const {
+    if (node.op == ir::Op::matmul)
+      return node.type.shape.rank() == 2 ? "the generated GEMM handles f32 only" : "batched matmul";
+    if (ir::is_reduction(node.op))
+      return node.op == ir::Op::argmax ? "argmax is not generated" : "the reduced axes are not the trailing ones";
+    return "no generated form for this op";
+  }
+
+  // Whether a loop-fusible producer fits `group`'s iteration space.
+  bool fits_space(ir::ValueId id, const Group& group, std::string* reason) const {
+    const ir::Node& node = graph_.node(id);
+    const Shape& shape = node.type.shape;
+    if (is_output_[index(id)] && shape.numel() == group.space.numel() && !(shape == group.space)) {
+      *reason = "it is an output laid out differently from the kernel's iteration space";
+      return false;
+    }
+    if (shape.numel() == group.space.numel()) return true;
+    int first_row_axis = group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes
+                                                             : group.space.rank() - 1;
+    if (group.kind != KernelKind::gemm && is_row_shape(shape, group.space, first_row_axis)) {
+      if (is_output_[index(id)] && group.kind != KernelKind::reduction) {
+        *reason = "it is an output smaller than the kernel's iteration space";
+        return false;
+      }
+      return true;
+    }
+    if (is_output_[index(id)]) {
+      *reason = "it is an output of a different shape than the kernel's iteration space";
+      return false;
+    }
+    if (cost_per_element(node.op) <= 1) return true;
+    *reason = "it would be recomputed " + std::to_string(group.space.numel() / std::max<std::int64_t>(shape.numel(), 1)) +
+              " times (" + std::to_string(cost_per_element(node.op)) + " flops/element)";
+    return false;
+  }
+
+  bool used_through_layout_change(ir::ValueId id, int group) const {
+    for (ir::ValueId user : users_[index(id)]) {
+      const ir::Node& node = graph_.node(user);
+      if (group_of_[index(user)] == group && (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims ||
+                                              node.op == ir::Op::squeeze) &&
+          !is_unit_reshape(graph_, node))
+        return true;
+    }
+    return false;
+  }
+
+  bool try_fuse(ir::ValueId id, int group_index) {
+    Group& group = groups_[static_cast<std::size_t>(group_index)];
+    const ir::Node& node = graph_.node(id);
+    std::string into = " into kernel of " + describe(graph_, group.members.front());
+    std::string reason;
+    auto refuse = [&](const std::string& why) {
+      plan_.not_fused.push_back("not fused: " + describe(graph_, id) + into + ": " + why);
+      return false;
+    };
+    auto accept = [&](const std::string& why) {
+      group.members.push_back(id);
+      group.decisions.push_back("fused " + describe(graph_, id) + ": " + why);
+      group_of_[index(id)] = group_index;
+      return true;
+    };
+    if (group.kind == KernelKind::library) return refuse("library kernels take no fused producers");
+    for (ir::ValueId user : users_[index(id)])
+      if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::matmul)
+        return refuse("the matmul reads its operands from memory");
+    if (used_through_layout_change(id, group_index))
+      return refuse("a reshape in that kernel changes the layout of its values");
+
+    if (is_loop_fusible(node.op)) {
+      if (!fits_space(id, group, &reason)) return refuse(reason);
+      std::string why = node.type.shape.numel() == group.space.numel() ? "elementwise producer of the same size"
+                                                                      : "one value per row, computed once per row";
+      if (is_output_[index(id)]) why += "; also written out (multi-output fusion)";
+      return accept(why);
+    }
+
+    if (ir::is_reduction(node.op) && node.op != ir::Op::argmax) {
+      int reduced = trailing_reduced_axes(graph_, node);
+      const Shape& input = graph_.type(node.operands[0]).shape;
+      if (reduced < 0) return refuse("it reduces leading axes");
+      if (group.kind == KernelKind::gemm) {
+        if (!(input == group.space) || reduced != input.rank())
+          return refuse("a GEMM epilogue fuses only full reductions of the matmul's shape");
+        return accept("reduction of the epilogue, accumulated tile by tile");
+      }
+      int first_row_axis = input.rank() - reduced;
+      bool same_space = input == group.space;
+      bool row_consumers = is_row_shape(group.space, input, first_row_axis) && group.kind == KernelKind::loop;
+      if (group.kind == KernelKind::reduction && !(same_space && group.reduced_axes == reduced))
+        return refuse("it reduces a different set of axes than the kernel");
+      if (!same_space && !row_consumers) return refuse("its input's shape differs from the kernel's iteration space");
+      if (group.kind == KernelKind::loop) {
+        group.kind = KernelKind::reduction;
+        group.space = input;
+        group.reduced_axes = reduced;
+        return accept("its consumers are computed row by row in the same kernel");
+      }
+      return accept("another reduction over the same rows (one more pass over each row)");
+    }
+
+    if (node.op == ir::Op::matmul) {
+      if (node.type.dtype != DType::f32 || node.type.shape.rank() != 2)
+        return refuse("the generated GEMM handles 2-D f32 matmuls");
+      if (!(node.type.shape == group.space)) return refuse("the consumers iterate over a different shape");
+      if (group.kind == KernelKind::reduction && group.reduced_axes != group.space.rank())
+        return refuse("a GEMM epilogue fuses only full reductions");
+      for (ir::ValueId member : group.members) {
+        const ir::Node& member_node = graph_.node(member);
+        if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != group.space.numel())
+          return refuse(describe(graph_, member) + " does not have the matmul's shape");
+      }
+      group.kind = KernelKind::gemm;
+      return accept("matmul with its consumers as the epilogue, computed tile by tile while each tile is in cache");
+    }
+    return refuse("no fusion rule for this op");
+  }
+
+  // Groups that `group` reads from (directly).
+  std::set<int> producers_of(int group) const {
+    std::set<int> producers;
+    for (ir::ValueId member : groups_[static_cast<std::size_t>(group)].members)
+      collect_producers(member, group, producers);
+    return producers;
+  }
+
+  void collect_producers(ir::ValueId value, int group, std::set<int>& producers) const {
+    for (ir::ValueId operand : graph_.node(value).operands) {
+      if (inlined_[index(operand)]) collect_producers(operand, group, producers);
+      else if (group_of_[index(operand)] >= 0 && group_of_[index(operand)] != group)
+        producers.insert(group_of_[index(operand)]);
+    }
+  }
+
+  bool reaches(int from, int to) const {
+    std::vector<int> stack{from};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int current = stack.back();
+      stack.pop_back();
+      if (current == to) return true;
+      if (!seen.insert(current).second) continue;
+      for (int producer : producers_of(current)) stack.push_back(producer);
+    }
+    return false;
+  }
+
+  std::set<ir::ValueId> leaves_of(int group) const {
+    std::set<ir::ValueId> leaves;
+    std::function<void(ir::ValueId)> visit = [&](ir::ValueId value) {
+      for (ir::ValueId operand : graph_.node(value).operands) {
+        if (inlined_[index(operand)]) visit(operand);
+        else if (group_of_[index(operand)] != group) leaves.insert(operand);
+      }
+    };
+    for (ir::ValueId member : groups_[static_cast<std::size_t>(group)].members) visit(member);
+    return leaves;
+  }
+
+  // Multi-output fusion of siblings: loop kernels over the same iteration
+  // space that read a common input become one kernel (the input is read once).
+  void merge_siblings() {
+    for (std::size_t a = 0; a < groups_.size(); ++a) {
+      for (std::size_t b = a + 1; b < groups_.size(); ++b) {
+        Group& first = groups_[a];
+        Group& second = groups_[b];
+        if (first.merged_away || second.merged_away || first.kind != KernelKind::loop ||
+            second.kind != KernelKind::loop || !(first.space == second.space))
+          continue;
+        std::set<ir::ValueId> shared, leaves_a = leaves_of(static_cast<int>(a)), leaves_b = leaves_of(static_cast<int>(b));
+        std::set_intersection(leaves_a.begin(), leaves_a.end(), leaves_b.begin(), leaves_b.end(),
+                              std::inserter(shared, shared.begin()));
+        if (shared.empty() || reaches(static_cast<int>(a), static_cast<int>(b)) ||
+            reaches(static_cast<int>(b), static_cast<int>(a)))
+          continue;
+        first.decisions.push_back("merged sibling kernel of " + describe(graph_, second.members.front()) +
+                                  ": same iteration space, reads " + describe(graph_, *shared.begin()) +
+                                  " too (multi-output fusion)");
+        for (ir::ValueId member : second.members) {
+          first.members.push_back(member);
+          group_of_[index(member)] = static_cast<int>(a);
+        }
+        first.decisions.insert(first.decisions.end(), second.decisions.begin(), second.decisions.end());
+        second.merged_away = true;
+      }
+    }
+  }
+
+  FusedKernel make_kernel(int group_index) const {
+    const Group& group = groups_[static_cast<std::size_t>(group_index)];
+    FusedKernel kernel;
+    kernel.kind = group.kind;
+    kernel.space = group.space;
+    kernel.reduced_axes = group.reduced_axes;
+    kernel.decisions = group.decisions;
+    std::set<ir::ValueId> members(group.members.begin(), group.members.end());
+    std::function<void(ir::ValueId)> pull_inlined = [&](ir::ValueId value) {
+      for (ir::ValueId operand : graph_.node(value).operands)
+        if (inlined_[index(operand)] && members.insert(operand).second) pull_inlined(operand);
+    };
+    for (ir::ValueId member : group.members) pull_inlined(member);
+    kernel.members.assign(members.begin(), members.end());  // std::set is sorted: graph order
+    std::set<ir::ValueId> inputs_seen;
+    for (ir::ValueId member : kernel.members) {
+      for (ir::ValueId operand : graph_.node(member).operands)
+        if (!members.count(operand) && inputs_seen.insert(operand).second) kernel.inputs.push_back(operand);
+      bool escapes = is_output_[index(member)] && !inlined_[index(member)];
+      for (ir::ValueId user : users_[index(member)])
+        escapes = escapes || (!inlined_[index(member)] && group_of_[index(user)] != group_index && !inlined_[index(user)]);
+      if (escapes) kernel.outputs.push_back(member);
+    }
+    return kernel;
+  }
+
+  FusionPlan build_plan() {
+    // Order kernels so that each runs after the kernels it reads from.
+    std::vector<int> order;
+    std::vector<int> state(groups_.size(), 0);  // 0 new, 1 visiting, 2 done
+    std::function<void(int)> visit = [&](int group) {
+      if (state[static_cast<std::size_t>(group)] != 0) return;
+      state[static_cast<std::size_t>(group)] = 1;
+      for (int producer : producers_of(group)) visit(producer);
+      state[static_cast<std::size_t>(group)] = 2;
+      order.push_back(group);
+    };
+    // Visit in the order of each group's first member, for a stable plan.
+    std::vector<std::pair<ir::ValueId, int>> firsts;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (groups_[g].merged_away) continue;
+      firsts.emplace_back(*std::min_element(groups_[g].members.begin(), groups_[g].members.end()), static_cast<int>(g));
+    }
+    std::sort(firsts.begin(), firsts.end());
+    for (const auto& [first, group] : firsts) visit(group);
+    for (int group : order) plan_.kernels.push_back(make_kernel(group));
+    return std::move(plan_);
+  }
+
+  const ir::Graph& graph_;
+  std::vector<std::vector<ir::ValueId>> users_;
+  std::vector<bool> is_output_;
+  std::vector<int> group_of_;
+  std::vector<bool> inlined_;
+  std::vector<Group> groups_;
+  FusionPlan plan_;
+};
+
+}  // namespace
+
+FusionPlan fuse(const ir::Graph& graph) { return Fuser(graph).run(); }
+
+std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
+  std::string text = "fusion plan for @" + graph.name + ": " + std::to_string(plan.kernels.size()) + " kernel" +
+                     (plan.kernels.size() == 1 ? "" : "s") + "\n";
+  auto values = [&](const std::vector<ir::ValueId>& list) {
+    std::string out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (i) out += ", ";
+      out += "%" + std::to_string(list[i]) + ": " + graph.type(list[i]).to_string();
+    }
+    return out.empty() ? std::string("none") : out;
+  };
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
+    const FusedKernel& kernel = plan.kernels[k];
+    text += "kernel " + std::to_string(k) + " (" + std::string(to_string(kernel.kind)) + " over " +
+            kernel.space.to_string();
+    if (kernel.kind == KernelKind::reduction)
+      text += ", reducing the last " + std::to_string(kernel.reduced_axes) + " axes";
+    text += "):";
+    for (ir::ValueId member : kernel.members) text += " %" + std::to_string(member) + " " + std::string(ir::name(graph.node(member).op));
+    text += "\n  reads " + values(kernel.inputs) + "\n  writes " + values(kernel.outputs) + "\n";
+    for (const std::string& decision : kernel.decisions) text += "  " + decision + "\n";
+  }
+  for (const std::string& note : plan.not_fused) text += note + "\n";
+  return text;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,67 @@
+#pragma once
+// Fusion: decides which nodes run together in one generated kernel. Every
+// decision carries a reason, printed in the `fused` stage of
+// get_compiler_ir, and the kernel count is what tests assert.
+//
+// Kernel kinds:
+//   loop       elementwise ops, broadcasts, transposes, slices and reshapes
+//              over one iteration space; one or several outputs of that
+//              shape (multi-output fusion: an Adam step is one kernel).
+//   reduction  reductions over the trailing axes of one iteration space,
+//              with their producers and their row-wise consumers: softmax and
+//              layer_norm are one kernel each, computed row by row.
+//   gemm       a 2-D f32 matmul whose elementwise consumers (the epilogue)
+//              and full reductions of them are computed tile by tile, so the
+//              matmul output is never written to memory unless it is needed.
+//   library    one op run by its standard kernel (what the generator does not
+//              fuse: concat, argmax, reductions over leading axes, f64 and
+//              integer matmuls, batched matmuls).
+//
+// Rules: a producer joins its consumers' kernel when all of them are in that
+// kernel; cheap producers (constants, iota, pure index mapping of an input)
+// are recomputed in every kernel that uses them; an expensive producer is
+// never duplicated, nor fused where it would be recomputed for many elements
+// of a larger iteration space.
+
+#include "ir/graph.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+enum class KernelKind { loop, reduction, gemm, library };
+std::string_view to_string(KernelKind kind);
+
+struct FusedKernel {
+  KernelKind kind = KernelKind::loop;
+  std::vector<ir::ValueId> members;  // nodes computed inside, in graph (topological) order
+  std::vector<ir::ValueId> inputs;   // values read from memory: parameters and other kernels' outputs
+  std::vector<ir::ValueId> outputs;  // members written to memory (used by later kernels or returned)
+  Shape space;                       // the iteration space (gemm: the matmul's output shape)
+  int reduced_axes = 0;              // reduction: how many trailing axes of `space` are reduced
+  std::vector<std::string> decisions;  // why members were fused
+};
+
+struct FusionPlan {
+  std::vector<FusedKernel> kernels;    // in execution order
+  std::vector<std::string> not_fused;  // decisions not to fuse, with reasons
+};
+
+// `graph` must be optimized (simplify has turned expand_dims and squeeze into
+// reshape) and free of host ops and dynamic shapes.
+FusionPlan fuse(const ir::Graph& graph);
+
+// The `fused` stage: the kernel plan with every decision.
+std::string print_plan(const ir::Graph& graph, const FusionPlan& plan);
+
+// True for nodes that only move or produce data without arithmetic and are
+// recomputed wherever used: constants, iota, and broadcasts, transposes,
+// slices and reshapes of such nodes or of parameters.
+bool is_cheap(const ir::Graph& graph, ir::ValueId value);
+
+// True if `node` is a reshape that only inserts or removes size-1 axes (an
+// index map can follow it through a computed value).
+bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node);
+
+}  // namespace kiln::compiler

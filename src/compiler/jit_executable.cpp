@@ -1,0 +1,86 @@
+#include "compiler/jit_executable.h"
+
+#include "compiler/codegen/cpu/cpu_codegen.h"
+#include "compiler/codegen/cpu/runtime_table.h"
+#include "kernels/kernels.h"
+
+#include <kiln/error.h>
+
+namespace kiln::compiler {
+namespace {
+
+class JitExecutable final : public exec::Executable {
+ public:
+  JitExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, std::shared_ptr<const LoadedModule> module)
+      : graph_(std::move(graph)), plan_(std::move(plan)), assignment_(std::move(assignment)), module_(std::move(module)) {
+    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+      kiln_kernel_entry entry = nullptr;
+      if (plan_.kernels[k].kind != KernelKind::library)
+        entry = reinterpret_cast<kiln_kernel_entry>(module_->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
+      entries_.push_back(entry);
+    }
+    is_output_.assign(static_cast<std::size_t>(graph_.size()), false);
+    for (ir::ValueId output : graph_.outputs) is_output_[static_cast<std::size_t>(output)] = true;
+  }
+
+  std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
+    std::vector<runtime::Array> values(static_cast<std::size_t>(graph_.size()));
+    for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(graph_.parameters[i])] = inputs[i];
+    std::shared_ptr<runtime::Buffer> arena;
+    if (assignment_.arena_bytes > 0) arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(assignment_.arena_bytes));
+
+    std::vector<void*> buffers;
+    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+      const FusedKernel& kernel = plan_.kernels[k];
+      if (kernel.kind == KernelKind::library) {
+        run_library(kernel, values);
+        continue;
+      }
+      buffers.clear();
+      for (ir::ValueId input : kernel.inputs) buffers.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
+      for (ir::ValueId output : kernel.outputs) {
+        runtime::Array& slot = values[static_cast<std::size_t>(output)];
+        const ir::Type& type = graph_.type(output);
+        std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
+        if (offset >= 0) {
+          std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
+          slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
+        } else {
+          slot = runtime::allocate_array(type.dtype, type.shape);
+        }
+        buffers.push_back(slot.mutable_raw());
+      }
+      entries_[k](&cpu::runtime_table(), buffers.data());
+    }
+    std::vector<runtime::Array> outputs;
+    for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);
+    return outputs;
+  }
+
+  int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
+
+ private:
+  void run_library(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
+    ir::ValueId id = kernel.members.front();
+    const ir::Node& node = graph_.node(id);
+    std::vector<runtime::Array> operands;
+    for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+    values[static_cast<std::size_t>(id)] = kernels::run(node, operands, Device::cpu());
+  }
+
+  ir::Graph graph_;
+  FusionPlan plan_;
+  BufferAssignment assignment_;
+  std::shared_ptr<const LoadedModule> module_;
+  std::vector<kiln_kernel_entry> entries_;
+  std::vector<bool> is_output_;
+};
+
+}  // namespace
+
+std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
+                                                      std::shared_ptr<const LoadedModule> module) {
+  return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(module));
+}
+
+}  // namespace kiln::compiler

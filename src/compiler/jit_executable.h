@@ -1,0 +1,18 @@
+#pragma once
+// What a JIT-compiled function runs: the kernels of its fusion plan in order,
+// generated ones through the loaded module, library ones through the
+// standard kernels, with intermediate values in one arena per call.
+
+#include "compiler/buffer_assignment.h"
+#include "compiler/cache/module_cache.h"
+#include "compiler/fusion.h"
+#include "exec/executable.h"
+
+#include <memory>
+
+namespace kiln::compiler {
+
+std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
+                                                      std::shared_ptr<const LoadedModule> module);
+
+}  // namespace kiln::compiler

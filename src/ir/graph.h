@@ -1,0 +1,96 @@
+#pragma once
+// kiln's IR: a function as a list of SSA nodes in topological order. Node i
+// defines value %i; operands refer to earlier nodes. Every value has a dtype
+// and a static shape (see kiln/shape.h for the one dynamic exception).
+
+#include "ir/op.h"
+#include "runtime/buffer.h"
+
+#include <kiln/dtype.h>
+#include <kiln/shape.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::ir {
+
+using ValueId = std::int32_t;
+
+struct Type {
+  DType dtype = DType::f32;
+  Shape shape;
+  // "f32[2,3]"
+  std::string to_string() const;
+  friend bool operator==(const Type&, const Type&) = default;
+};
+
+// The attributes of a node; which fields are meaningful depends on the op's
+// AttributeKind (op.h). Unused fields stay at their defaults, so two nodes
+// with equal attributes compare equal.
+struct Attributes {
+  std::int64_t index = 0;                 // parameter position, host callback index
+  double float_value = 0;                 // constant of a float dtype
+  std::int64_t int_value = 0;             // constant of an integer or bool dtype
+  std::int64_t axis = 0;                  // concat, expand_dims, iota, argmax
+  std::vector<std::int64_t> axes;         // reductions (sorted), squeeze (sorted), transpose (permutation)
+  bool keepdims = false;                  // reductions
+  std::vector<std::int64_t> start, step;  // slice: first index and stride per axis
+  bool transpose_a = false, transpose_b = false;  // matmul
+  friend bool operator==(const Attributes&, const Attributes&) = default;
+};
+
+struct Node {
+  Op op = Op::constant;
+  Type type;
+  std::vector<ValueId> operands;
+  Attributes attributes;
+  std::string location;  // "file:line" of the user's call, if known
+};
+
+// A user callback behind host_call. It receives concrete arrays and must
+// return one of the declared type.
+class HostFunction {
+ public:
+  virtual ~HostFunction() = default;
+  virtual runtime::Array call(std::span<const runtime::Array> inputs) const = 0;
+};
+
+class Graph {
+ public:
+  std::string name = "main";
+  std::vector<Node> nodes;
+  std::vector<ValueId> parameters;  // parameter nodes in call order
+  std::vector<ValueId> outputs;
+  std::vector<std::shared_ptr<const HostFunction>> host_functions;
+
+  ValueId add(Node node);
+  ValueId add_parameter(const Type& type);
+  const Node& node(ValueId value) const { return nodes[static_cast<std::size_t>(value)]; }
+  Node& node(ValueId value) { return nodes[static_cast<std::size_t>(value)]; }
+  const Type& type(ValueId value) const { return node(value).type; }
+  int size() const { return static_cast<int>(nodes.size()); }
+
+  // How many times each value is used (as an operand or output).
+  std::vector<int> use_counts() const;
+  // True if any node has an op of the `host` category or a dynamic shape.
+  bool has_dynamic_shapes() const;
+};
+
+// Puts the parameters first (in parameter order), keeps every other node in
+// its order, and renumbers operands. Tracing records captured inputs as
+// parameters when it meets them; this gives the canonical layout the printer
+// and the passes expect.
+void canonicalize(Graph& graph);
+
+// Removes nodes no output depends on and renumbers. Parameters always stay.
+// Returns true if anything was removed.
+bool remove_dead_nodes(Graph& graph);
+
+// Rebuilds `graph` keeping only nodes whose `keep` flag is set (their operands
+// must be kept too) and renumbering operands and outputs.
+void compact(Graph& graph, const std::vector<bool>& keep);
+
+}  // namespace kiln::ir

@@ -1,0 +1,32 @@
+#pragma once
+// Type inference: the result dtype and shape of every op, from its operands
+// and attributes. The api layer calls it before recording or running an op;
+// the verifier and the parser call it to check a graph.
+
+#include "ir/graph.h"
+
+#include <span>
+#include <string>
+
+namespace kiln::ir {
+
+// True for ops whose result type is not derivable from the operands and is
+// given instead (parameter, constant, iota, cast, reshape, broadcast_to,
+// slice, host_call); infer_type validates it for them.
+bool has_declared_type(Op op);
+
+// The result type of `op` on operands of `operands` types. `declared` is the
+// result type for ops with has_declared_type(op) (ignored otherwise).
+// Throws kiln::ShapeError or kiln::DTypeError naming the op and the operand
+// types, with `location` ("file:line") as the user's call.
+Type infer_type(Op op, const Attributes& attributes, std::span<const Type> operands, const Type& declared,
+                const std::string& location);
+
+// NumPy broadcasting of two shapes (aligned at the right; equal dims or 1).
+// Returns false if they are incompatible.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* result);
+
+// "f32[2,3], f32[4]": the operand list used in error messages.
+std::string describe_types(std::span<const Type> types);
+
+}  // namespace kiln::ir

@@ -1,0 +1,155 @@
+#include "kernels/cpu/blas.h"
+
+#include "runtime/parallel.h"
+
+#include <kiln/error.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+// Measurements behind the environment defaults (2-core Emerald Rapids VM,
+// OpenBLAS 0.3.21 pthreads, 2026-11-30; shared machine, so best-of-N):
+//   OPENBLAS_CORETYPE, sgemm 2048, 2 threads, best of 12:
+//     unset (OpenBLAS detects "Prescott") 29 GFLOP/s, Haswell 83,
+//     SkylakeX 309, Cooperlake 302 (1 thread: 157 / 154; dgemm: 152 / 141).
+//   OPENBLAS_THREAD_TIMEOUT, CPU time burnt in the 100 ms after one sgemm:
+//     unset (28) 29-52 ms, 20: 0.1-0.5 ms, 16 / 12 / 4: 0 ms; latency of a
+//     256^3 sgemm after 0.3 ms idle: 150-160 us for every setting (no
+//     measurable wake-up cost).
+
+namespace kiln::kernels::cpu::blas {
+namespace {
+
+using SetThreadsFunction = void (*)(int);
+using GetThreadsFunction = int (*)();
+using NameFunction = char* (*)();
+
+struct Library {
+  Functions functions;
+  SetThreadsFunction set_num_threads = nullptr;
+  GetThreadsFunction get_num_threads = nullptr;
+  NameFunction get_corename = nullptr;
+  NameFunction get_config = nullptr;
+  std::string coretype_note;  // "OPENBLAS_CORETYPE=SkylakeX (set by kiln)"
+  std::string timeout_note;
+};
+
+std::atomic<const Library*> loaded{nullptr};
+std::mutex load_mutex;
+
+// The thread count OpenBLAS was last given, and how many single-threaded
+// scopes are alive.
+std::mutex count_mutex;
+int current_threads = 0;
+int single_threaded_scopes = 0;
+
+void apply_thread_count(const Library& library, int threads) {
+  if (threads == current_threads || !library.set_num_threads) return;
+  library.set_num_threads(threads);
+  current_threads = threads;
+}
+
+// Emerald Rapids and every other AVX-512 CPU run OpenBLAS's SkylakeX
+// kernels; AVX2 CPUs its Haswell ones. nullptr: leave the choice to OpenBLAS.
+const char* coretype_for_this_cpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+constexpr const char* default_thread_timeout = "16";
+
+// Sets `name` to `value` unless the user has set it; returns a note for
+// describe(). Called once, before OpenBLAS is loaded (it reads its
+// environment when loaded).
+std::string default_environment(const char* name, const char* value) {
+  if (const char* user = std::getenv(name)) return std::string(name) + "=" + user + " (user)";
+  if (!value) return std::string(name) + " unset";
+  setenv(name, value, 0);
+  return std::string(name) + "=" + value + " (set by kiln)";
+}
+
+template <class Pointer> Pointer symbol(void* handle, const char* name) {
+  return reinterpret_cast<Pointer>(dlsym(handle, name));
+}
+
+const Library& load(const char* op) {
+  if (const Library* library = loaded.load(std::memory_order_acquire)) return *library;
+  std::lock_guard lock(load_mutex);
+  if (const Library* library = loaded.load(std::memory_order_relaxed)) return *library;
+
+  auto* library = new Library();  // lives until exit: JIT code holds its pointers
+  library->coretype_note = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu());
+  library->timeout_note = default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
+  void* handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* reason = dlerror();
+    delete library;
+    throw DeviceError(op,
+                      std::string("OpenBLAS (libopenblas.so.0) not found; install libopenblas0-pthread (") +
+                          (reason ? reason : "dlopen failed") + ")",
+                      std::string());
+  }
+  library->functions.sgemm = symbol<SgemmFunction>(handle, "cblas_sgemm");
+  library->functions.dgemm = symbol<DgemmFunction>(handle, "cblas_dgemm");
+  library->set_num_threads = symbol<SetThreadsFunction>(handle, "openblas_set_num_threads");
+  library->get_num_threads = symbol<GetThreadsFunction>(handle, "openblas_get_num_threads");
+  library->get_corename = symbol<NameFunction>(handle, "openblas_get_corename");
+  library->get_config = symbol<NameFunction>(handle, "openblas_get_config");
+  if (!library->functions.sgemm || !library->functions.dgemm) {
+    delete library;  // the handle stays open: unloading a BLAS that started threads is not safe
+    throw DeviceError(op, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm; install libopenblas0-pthread",
+                      std::string());
+  }
+  {
+    std::lock_guard count_lock(count_mutex);
+    apply_thread_count(*library, runtime::thread_count());
+  }
+  loaded.store(library, std::memory_order_release);
+  return *library;
+}
+
+}  // namespace
+
+const Functions& functions(const char* op) { return load(op).functions; }
+
+void sync_thread_count() {
+  const Library& library = load("matmul");
+  int threads = runtime::thread_count();
+  std::lock_guard lock(count_mutex);
+  if (single_threaded_scopes == 0) apply_thread_count(library, threads);
+}
+
+SingleThreadedScope::SingleThreadedScope() {
+  const Library& library = load("matmul");
+  std::lock_guard lock(count_mutex);
+  if (single_threaded_scopes++ == 0) apply_thread_count(library, 1);
+}
+
+SingleThreadedScope::~SingleThreadedScope() {
+  const Library& library = load("matmul");
+  std::lock_guard lock(count_mutex);
+  if (--single_threaded_scopes == 0) apply_thread_count(library, runtime::thread_count());
+}
+
+std::string core_name() {
+  const Library& library = load("matmul");
+  return library.get_corename ? library.get_corename() : "unknown";
+}
+
+std::string describe() {
+  const Library& library = load("matmul");
+  std::string text = library.get_config ? library.get_config() : "libopenblas.so.0";
+  text += " | core " + core_name();
+  if (library.get_num_threads) text += " | " + std::to_string(library.get_num_threads()) + " threads";
+  text += " | " + library.coretype_note + " | " + library.timeout_note;
+  return text;
+}
+
+}  // namespace kiln::kernels::cpu::blas

@@ -1,0 +1,83 @@
+#pragma once
+// OpenBLAS, loaded at first use with dlopen("libopenblas.so.0"), so that kiln
+// links and runs without it until a float matmul is asked for.
+//
+// Before loading, kiln fills in two OpenBLAS environment variables that the
+// user has not set (a user's own setting always wins):
+//   OPENBLAS_CORETYPE        Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) does not
+//                            know CPUs newer than its release (Sapphire and
+//                            Emerald Rapids) and falls back to its SSE3
+//                            "Prescott" kernels, ~7x slower. kiln picks the
+//                            kernel set from the CPU's features instead:
+//                            AVX-512 (F, BW, DQ, VL) -> SkylakeX, AVX2 + FMA ->
+//                            Haswell. (Cooperlake measured the same as SkylakeX
+//                            for sgemm/dgemm, Haswell half of it.)
+//   OPENBLAS_THREAD_TIMEOUT  OpenBLAS's idle threads spin (sched_yield) for
+//                            2^N TSC ticks after each call before sleeping;
+//                            the default N = 28 (~0.1 s here) burns a core that
+//                            kiln's own thread pool needs for the next kernel.
+//                            kiln sets N = 16 (~30 us: back-to-back calls still
+//                            find the threads awake). OpenBLAS clamps N to
+//                            [4, 30].
+// OpenBLAS's thread count follows runtime::thread_count().
+// The measurements behind these choices: tools/reduction_bandwidth.cpp and
+// the notes in blas.cpp.
+
+#include <string>
+
+namespace kiln::kernels::cpu::blas {
+
+// CBLAS enumeration values (cblas.h); the C ABI passes them as int.
+inline constexpr int row_major = 101;
+inline constexpr int no_transpose = 111;
+inline constexpr int transpose = 112;
+
+// cblas_sgemm / cblas_dgemm: C = alpha * op(A) op(B) + beta * C.
+using SgemmFunction = void (*)(int layout, int transpose_a, int transpose_b, int m, int n, int k, float alpha,
+                               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+using DgemmFunction = void (*)(int layout, int transpose_a, int transpose_b, int m, int n, int k, double alpha,
+                               const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc);
+
+// The GEMM entry points that kernels call and that JIT-generated code
+// receives as arguments (generated code never loads OpenBLAS itself).
+struct Functions {
+  SgemmFunction sgemm = nullptr;
+  DgemmFunction dgemm = nullptr;
+};
+
+// Loads OpenBLAS on the first call (thread-safe; later calls cost one atomic
+// load) and returns its entry points. Throws kiln::DeviceError naming `op`
+// and the package to install if libopenblas.so.0 cannot be loaded; a later
+// call tries again.
+const Functions& functions(const char* op = "matmul");
+
+// Makes OpenBLAS's thread count equal runtime::thread_count() (a cheap check
+// when it already does), unless a SingleThreadedScope is alive. Kernels call
+// it before each multithreaded GEMM, so runtime::set_thread_count is followed.
+void sync_thread_count();
+
+// While any scope is alive, OpenBLAS runs single-threaded: for callers that
+// run many GEMMs at once from runtime::parallel_for (a batch, JIT tiles).
+// OpenBLAS's count is process-wide, so a GEMM that another thread starts
+// meanwhile also runs single-threaded (slower, never wrong). The last scope
+// to end restores runtime::thread_count().
+class SingleThreadedScope {
+ public:
+  SingleThreadedScope();
+  ~SingleThreadedScope();
+  SingleThreadedScope(const SingleThreadedScope&) = delete;
+  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
+};
+
+// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott", ...);
+// loads OpenBLAS. For benchmark headers.
+std::string core_name();
+
+// One line for benchmark headers: OpenBLAS's build configuration, its core,
+// its thread count, and the two environment variables with who set them,
+// e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... | core SkylakeX | 2 threads |
+// OPENBLAS_CORETYPE=SkylakeX (set by kiln) | OPENBLAS_THREAD_TIMEOUT=16 (set
+// by kiln)". Loads OpenBLAS.
+std::string describe();
+
+}  // namespace kiln::kernels::cpu::blas

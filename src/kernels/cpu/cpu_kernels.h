@@ -1,0 +1,58 @@
+#pragma once
+// CPU kernels, one entry point per op family. Each writes into an output
+// array allocated by the caller with the node's result type; arrays are
+// dense and row-major. Every kernel is vectorized where it matters and
+// multithreaded through runtime::parallel_for; float transcendentals use
+// vector_math.h, the same functions the JIT's generated code uses.
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kiln::kernels::cpu {
+
+// ---- elementwise (elementwise.cpp, elementwise_binary.cpp) -------------------
+// Unary ops of the `elementwise` category with one operand, except cast.
+void unary(ir::Op op, const runtime::Array& input, const runtime::Array& output);
+// Binary elementwise ops (add ... logical_or) with NumPy broadcasting of
+// `a` and `b` to output.shape.
+void binary(ir::Op op, const runtime::Array& a, const runtime::Array& b, const runtime::Array& output);
+// where(cond, a, b) with broadcasting of all three to output.shape.
+void select(const runtime::Array& condition, const runtime::Array& a, const runtime::Array& b,
+            const runtime::Array& output);
+// Converts to output.dtype (float to int truncates toward zero; to bool: != 0).
+void cast(const runtime::Array& input, const runtime::Array& output);
+// Fills `output` with the constant of `attributes` (float_value for float
+// dtypes, int_value otherwise).
+void fill(const ir::Attributes& attributes, const runtime::Array& output);
+// output[..., i, ...] = i along `axis`.
+void iota(std::int64_t axis, const runtime::Array& output);
+
+// ---- reductions (reduction.cpp) -------------------------------------------
+// reduce_sum/mean/max/min/prod over sorted `axes` of input into output (its
+// shape with or without kept dims: only the element count matters).
+// Deterministic: the summation order depends on the shape only, never on
+// the thread count.
+void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Array& input,
+            const runtime::Array& output);
+void argmax(std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
+
+// ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
+// Batched matrix product over the last two axes, batch axes broadcast.
+void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
+            const runtime::Array& output);
+
+// ---- shape ops (shape_kernels.cpp) -------------------------------------------
+void transpose(const std::vector<std::int64_t>& permutation, const runtime::Array& input,
+               const runtime::Array& output);
+void broadcast_to(const runtime::Array& input, const runtime::Array& output);
+void slice(const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& step,
+           const runtime::Array& input, const runtime::Array& output);
+void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output);
+// Allocates and returns the i64 [count, rank] indices of nonzero elements.
+runtime::Array nonzero(const runtime::Array& input);
+
+}  // namespace kiln::kernels::cpu

@@ -1,0 +1,303 @@
+#include "kernels/cpu/gemm.h"
+
+#include "kernels/cpu/gemm_microkernel.h"
+#include "runtime/buffer.h"
+#include "runtime/parallel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using gemm_detail::ALayout;
+using gemm_detail::kKcMax;
+using gemm_detail::kMr;
+using gemm_detail::kNr;
+
+// Target K block. Long enough to amortize loading and storing the C tile (once per kc * kMr * kNr FMAs); short
+// enough that the A strip (kMr x kc) stays in L1 next to the B micro-panel streaming through it.
+constexpr std::int64_t kKcTarget = 256;
+// Target column panel: the packed B block (kc x nc) is what every strip reads, so it should stay in L2 (2 MiB
+// here) next to the C rows being updated; wider panels read A fewer times (once per panel).
+constexpr std::int64_t kNcTarget = 512;
+// Temporaries may take this fraction of m * n floats (the budget of the fused kernel they serve) ...
+constexpr double kBudgetFraction = 0.2;
+// ... or this many bytes, whichever is more, so that small problems are not blocked finely for nothing.
+constexpr std::int64_t kBudgetFloorBytes = std::int64_t{2} << 20;
+// Extra floats per row of the C panel buffer: nc is a multiple of 32 floats, often of 256; a padded stride
+// keeps the rows of a C tile from falling into the same L1 sets.
+constexpr std::int64_t kCBufferPadding = 16;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+// Temporary knobs for tuning experiments.
+std::int64_t knob(const char* name, std::int64_t fallback) {
+  const char* text = std::getenv(name);
+  return text ? std::atoll(text) : fallback;
+}
+
+struct Problem {
+  GemmPlan plan;
+  const float* a;
+  std::int64_t lda;
+  bool transpose_a;
+  const float* b;
+  std::int64_t ldb;
+  bool transpose_b;
+  float* c;  // where C accumulates: the caller's c, or the panel buffer
+  std::int64_t ldc;
+  bool c_is_buffer;  // c is the panel buffer: its row 0 is the first row of the current row panel
+  GemmEpilogue epilogue;
+  float* b_panels[2];   // packed B blocks, alternating between steps
+  float* a_strips;      // one kMr x kKcMax strip per piece
+};
+
+// One step of the loop nest: C[row panel, column panel] (+)= A[rows, K block] * B[K block, column panel].
+struct Step {
+  std::int64_t first_strip = 0, end_strip = 0;  // row strips of the row panel
+  std::int64_t column_panel = 0;
+  std::int64_t column_begin = 0, columns = 0;
+  std::int64_t depth_begin = 0, depth = 0;
+  bool first_depth = true, last_depth = true;
+};
+
+Step make_step(const GemmPlan& plan, std::int64_t index) {
+  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  Step step;
+  const std::int64_t depth_index = index % depth_blocks;
+  const std::int64_t panel_step = index / depth_blocks;
+  step.column_panel = panel_step % plan.column_panels;
+  const std::int64_t row_panel = panel_step / plan.column_panels;
+  step.first_strip = row_panel * plan.panel_row_strips;
+  step.end_strip = std::min(plan.row_strips, step.first_strip + plan.panel_row_strips);
+  step.column_begin = step.column_panel * plan.panel_columns;
+  step.columns = std::min(plan.panel_columns, plan.n - step.column_begin);
+  step.depth_begin = depth_index * plan.depth_block;
+  step.depth = std::min(plan.depth_block, plan.k - step.depth_begin);
+  step.first_depth = depth_index == 0;
+  step.last_depth = depth_index == depth_blocks - 1;
+  return step;
+}
+
+std::int64_t step_count(const GemmPlan& plan) {
+  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  return depth_blocks * plan.column_panels * ceil_div(plan.row_strips, plan.panel_row_strips);
+}
+
+// Copies kMr (or fewer) rows of op(A), K block [depth_begin, depth_begin + depth), into the strip buffer in
+// the layout the microkernel reads (see ALayout): rows of A for A as stored, rows of A^T for a transposed A.
+void pack_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                  std::int64_t depth, float* strip) {
+  if (!problem.transpose_a) {
+    const float* source = problem.a + row_begin * problem.lda + depth_begin;
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(strip + r * kKcMax, source + r * problem.lda, sizeof(float) * static_cast<std::size_t>(depth));
+    return;
+  }
+  const float* source = problem.a + depth_begin * problem.lda + row_begin;
+  if (rows == kMr) {
+    for (std::int64_t kk = 0; kk < depth; ++kk) std::memcpy(strip + kk * kMr, source + kk * problem.lda, sizeof(float) * kMr);
+  } else {
+    for (std::int64_t kk = 0; kk < depth; ++kk)
+      for (std::int64_t r = 0; r < rows; ++r) strip[kk * kMr + r] = source[kk * problem.lda + r];
+  }
+}
+
+// One micro-panel of a transposed B: op(B)[kk, j] = B[j, kk], so each stored row (contiguous in K) becomes a
+// column of the micro-panel. kLanes x kLanes blocks are transposed in registers; K tails go element by element.
+void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth, std::int64_t columns,
+                       float* target) {
+  using gemm_detail::kLanes;
+  using gemm_detail::Vector;
+  std::int64_t kk = 0;
+  for (; kk + kLanes <= depth; kk += kLanes) {
+    for (int j0 = 0; j0 < kNr; j0 += kLanes) {
+      Vector rows[kLanes];
+      for (int j = 0; j < kLanes; ++j)
+        rows[j] = j0 + j < columns ? gemm_detail::load_vector(source + (j0 + j) * ldb + kk) : Vector{};
+      gemm_detail::transpose_block(rows);
+      for (int t = 0; t < kLanes; ++t) gemm_detail::store_vector(target + (kk + t) * kNr + j0, rows[t]);
+    }
+  }
+  for (; kk < depth; ++kk) {
+    for (std::int64_t j = 0; j < kNr; ++j) target[kk * kNr + j] = j < columns ? source[j * ldb + kk] : 0.0f;
+  }
+}
+
+// Packs micro-panels [first, end) of the B block of `step`: micro-panel p holds op(B)[K block, kNr columns
+// from column_begin + p * kNr] as depth rows of kNr floats, zero beyond the last column.
+void pack_b_panels(const Problem& problem, const Step& step, std::int64_t first, std::int64_t end, float* panel) {
+  for (std::int64_t p = first; p < end; ++p) {
+    const std::int64_t column = step.column_begin + p * kNr;
+    const std::int64_t columns = std::min<std::int64_t>(kNr, step.columns - p * kNr);
+    float* target = panel + p * step.depth * kNr;
+    if (!problem.transpose_b) {
+      const float* source = problem.b + step.depth_begin * problem.ldb + column;
+      if (columns == kNr) {
+        for (std::int64_t kk = 0; kk < step.depth; ++kk)
+          std::memcpy(target + kk * kNr, source + kk * problem.ldb, sizeof(float) * kNr);
+      } else {
+        for (std::int64_t kk = 0; kk < step.depth; ++kk) {
+          for (std::int64_t j = 0; j < columns; ++j) target[kk * kNr + j] = source[kk * problem.ldb + j];
+          for (std::int64_t j = columns; j < kNr; ++j) target[kk * kNr + j] = 0.0f;
+        }
+      }
+    } else {
+      pack_transposed_b(problem.b + column * problem.ldb + step.depth_begin, problem.ldb, step.depth, columns, target);
+    }
+  }
+}
+
+// Asks for part `part` of `parts` of the cache lines the next strip's A rows will be copied from.
+void prefetch_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                      std::int64_t depth, std::int64_t part, std::int64_t parts) {
+  if (!problem.transpose_a) {
+    const std::int64_t lines_per_row = ceil_div(depth, 16);
+    const std::int64_t lines = rows * lines_per_row;
+    for (std::int64_t line = lines * part / parts; line < lines * (part + 1) / parts; ++line) {
+      const std::int64_t r = line / lines_per_row;
+      __builtin_prefetch(problem.a + (row_begin + r) * problem.lda + depth_begin + (line % lines_per_row) * 16, 0, 2);
+    }
+  } else {
+    for (std::int64_t kk = depth * part / parts; kk < depth * (part + 1) / parts; ++kk) {
+      const float* row = problem.a + (depth_begin + kk) * problem.lda + row_begin;
+      __builtin_prefetch(row, 0, 2);
+      __builtin_prefetch(row + rows - 1, 0, 2);
+    }
+  }
+}
+
+// Strips [first, end) of `step`, then part `piece` of `pieces` of the next step's B block.
+void run_piece(const Problem& problem, const Step& step, const float* b_panel, std::int64_t first,
+               std::int64_t end, float* strip) {
+  const GemmPlan& plan = problem.plan;
+  const std::int64_t micro_panels = ceil_div(step.columns, kNr);
+  for (std::int64_t s = first; s < end; ++s) {
+    const std::int64_t row_begin = s * kMr;
+    const std::int64_t rows = std::min<std::int64_t>(kMr, plan.m - row_begin);
+    pack_a_strip(problem, row_begin, rows, step.depth_begin, step.depth, strip);
+    const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
+                                            : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
+    const std::int64_t c_row = problem.c_is_buffer ? row_begin - step.first_strip * kMr : row_begin;
+    float* c_tile = problem.c + c_row * problem.ldc + (problem.c_is_buffer ? 0 : step.column_begin);
+    const bool prefetch_next = s + 1 < end;
+    const std::int64_t next_rows = std::min<std::int64_t>(kMr, plan.m - row_begin - kMr);
+    for (std::int64_t p = 0; p < micro_panels; ++p) {
+      if (prefetch_next) prefetch_a_strip(problem, row_begin + kMr, next_rows, step.depth_begin, step.depth, p, micro_panels);
+      const int columns = static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
+      kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, columns,
+             !step.first_depth);
+    }
+    if (step.last_depth && problem.epilogue.function) {
+      problem.epilogue.function(problem.epilogue.context, c_tile, problem.ldc, row_begin, row_begin + rows,
+                                step.column_begin, step.column_begin + step.columns,
+                                step.column_panel * plan.row_strips + s);
+    }
+  }
+}
+
+}  // namespace
+
+GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmPlan plan;
+  plan.m = m;
+  plan.n = n;
+  plan.k = k;
+  plan.strip_rows = kMr;
+  if (m <= 0 || n <= 0) return plan;
+  // K blocks of equal depth (a K of 300 is two blocks of 150, not 256 + 44).
+  const std::int64_t kc_target = std::clamp<std::int64_t>(knob("KILN_GEMM_KC", kKcTarget), 1, kKcMax);
+  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(k, kc_target));
+  plan.depth_block = std::max<std::int64_t>(1, ceil_div(k, depth_blocks));
+  const std::int64_t kc = plan.depth_block;
+
+  const std::int64_t budget_floats =
+      std::max<std::int64_t>(static_cast<std::int64_t>(kBudgetFraction * static_cast<double>(m) * static_cast<double>(n)),
+                             kBudgetFloorBytes / 4);
+  plan.row_strips = ceil_div(m, kMr);
+  std::int64_t nc = std::min(round_up(n, kNr), round_up(knob("KILN_GEMM_NC", kNcTarget), kNr));
+  // The C panel buffer (rows x (nc + padding)) and two packed B blocks (kc x nc) share the budget; shrink nc
+  // until a row panel of at least a quarter of the rows (or 8 strips) fits, then split the rows.
+  auto strips_that_fit = [&](std::int64_t columns) {
+    const std::int64_t left = budget_floats - 2 * kc * columns;
+    return left <= 0 ? 0 : left / (kMr * (columns + kCBufferPadding));
+  };
+  const std::int64_t wanted_strips = std::min(plan.row_strips, std::max<std::int64_t>(8, ceil_div(plan.row_strips, 4)));
+  while (nc > kNr && strips_that_fit(nc) < wanted_strips) nc -= kNr;
+  plan.panel_columns = nc;
+  plan.column_panels = ceil_div(n, nc);
+  const std::int64_t max_strips = std::max<std::int64_t>(1, std::min(plan.row_strips, strips_that_fit(nc)));
+  const std::int64_t row_panels = ceil_div(plan.row_strips, max_strips);
+  plan.panel_row_strips = ceil_div(plan.row_strips, row_panels);
+  plan.block_count = plan.row_strips * plan.column_panels;
+  return plan;
+}
+
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
+           const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+           const GemmEpilogue& epilogue) {
+  if (m <= 0 || n <= 0) return;
+  Problem problem;
+  problem.plan = plan_sgemm(m, n, k);
+  const GemmPlan& plan = problem.plan;
+  problem.a = a;
+  problem.lda = lda;
+  problem.transpose_a = transpose_a;
+  problem.b = b;
+  problem.ldb = ldb;
+  problem.transpose_b = transpose_b;
+  problem.epilogue = epilogue;
+
+  const int threads = runtime::thread_count();
+  const std::int64_t b_panel_floats = plan.depth_block * round_up(plan.panel_columns, kNr);
+  std::shared_ptr<runtime::Buffer> c_buffer;
+  if (c) {
+    problem.c = c;
+    problem.ldc = ldc;
+    problem.c_is_buffer = false;
+  } else {
+    problem.ldc = plan.panel_columns + kCBufferPadding;
+    c_buffer = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(plan.panel_row_strips * kMr * problem.ldc));
+    problem.c = static_cast<float*>(c_buffer->data());
+    problem.c_is_buffer = true;
+  }
+  const std::int64_t strip_floats = kMr * kKcMax;
+  auto work = runtime::allocate(Device::cpu(),
+                                sizeof(float) * static_cast<std::size_t>(2 * b_panel_floats + threads * strip_floats));
+  problem.b_panels[0] = static_cast<float*>(work->data());
+  problem.b_panels[1] = problem.b_panels[0] + b_panel_floats;
+  problem.a_strips = problem.b_panels[1] + b_panel_floats;
+
+  const std::int64_t steps = step_count(plan);
+  {
+    const Step first = make_step(plan, 0);
+    const std::int64_t micro_panels = ceil_div(first.columns, kNr);
+    runtime::parallel_for(micro_panels, 4, [&](std::int64_t begin, std::int64_t end) {
+      pack_b_panels(problem, first, begin, end, problem.b_panels[0]);
+    });
+  }
+  for (std::int64_t index = 0; index < steps; ++index) {
+    const Step step = make_step(plan, index);
+    const bool has_next = index + 1 < steps;
+    const Step next = has_next ? make_step(plan, index + 1) : Step{};
+    const float* b_panel = problem.b_panels[index % 2];
+    float* next_panel = problem.b_panels[(index + 1) % 2];
+    const std::int64_t strips = step.end_strip - step.first_strip;
+    const int pieces = static_cast<int>(std::min<std::int64_t>(threads, strips));
+    const std::int64_t next_micro_panels = has_next ? ceil_div(next.columns, kNr) : 0;
+    runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
+      run_piece(problem, step, b_panel, step.first_strip + strips * piece / pieces,
+                step.first_strip + strips * (piece + 1) / pieces, problem.a_strips + piece * strip_floats);
+      if (has_next) {
+        pack_b_panels(problem, next, next_micro_panels * piece / pieces, next_micro_panels * (piece + 1) / pieces,
+                      next_panel);
+      }
+    });
+  }
+}
+
+}  // namespace kiln::kernels::cpu

@@ -1,0 +1,63 @@
+#pragma once
+// kiln's own single-precision GEMM, for the JIT's fused matmul kernels: C = op(A) * op(B) computed block by
+// block, each finished block handed to an epilogue while it is still in cache, so that a fused
+// `reduce_sum(relu(matmul(x, y) + ...))` never writes the matmul result to memory in full. The standard
+// executor keeps calling OpenBLAS (blas.h); this never calls it.
+//
+// Loop nest (GotoBLAS/BLIS order, with the K loop inside the column panel so that a panel's sums finish while
+// its buffer is small):
+//   for each row panel (all rows unless that buffer would be too large)
+//     for each column panel jc of `nc` columns
+//       for each K block pc of `kc`:  pack B[pc, jc] once, shared by all threads (kNr-wide micro-panels)
+//         threads split the panel's row strips (kMr rows each); per strip: copy its A rows into an L1 buffer,
+//         run the microkernel across the panel (B from L2), and after the last K block pass the strip
+//         C[strip, jc] -- still in L1/L2 -- to the epilogue.
+// C accumulates in the caller's `c`, or, without one, in a panel buffer of rows x nc floats.
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu {
+
+// Called for each finished block of C, possibly from several threads at once.
+struct GemmEpilogue {
+  // tile: C[row_begin:row_end, column_begin:column_end] with leading dimension `ld` (floats);
+  // `block` numbers the blocks 0..block_count-1 in a fixed order that does not depend on threads,
+  // so callers can keep deterministic per-block partial results.
+  void (*function)(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                   std::int64_t column_begin, std::int64_t column_end, std::int64_t block) = nullptr;
+  void* context = nullptr;
+};
+
+// The blocking of one problem size. It depends on m, n, k only (never on the thread count, nor on whether C
+// is written), so blocks and summation order are the same for every call of that size.
+struct GemmPlan {
+  std::int64_t block_count = 0;  // blocks the epilogue sees: row_strips * column_panels
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t strip_rows = 0;      // rows per block (the microkernel's tile height); the last strip may be shorter
+  std::int64_t row_strips = 0;      // ceil(m / strip_rows)
+  std::int64_t panel_columns = 0;   // columns per block (nc); the last panel may be narrower
+  std::int64_t column_panels = 0;   // ceil(n / panel_columns)
+  std::int64_t depth_block = 0;     // K per block (kc); C sums K blocks in order
+  std::int64_t panel_row_strips = 0;  // strips per row panel (bounds the C buffer when c is null)
+};
+
+// Blocks of C the epilogue will see for this problem (so the caller can size per-block partials). Block
+// b covers rows [s * strip_rows, min(m, (s + 1) * strip_rows)) and columns [p * panel_columns,
+// min(n, (p + 1) * panel_columns)), where s = b % row_strips and p = b / row_strips.
+GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// C = op(A) * op(B), f32, row-major; op = transpose when the flag is set (lda/ldb are the leading dimensions of
+// A and B as stored). If `c` is non-null, C is written there (ldc); the epilogue, if set, is called on every
+// block once that block's full K sum is done (k = 0: on zeros), with the tile in `c` or, when c is null, in a
+// temporary buffer. Every element of C is summed in the same order whatever the thread count (K blocks of
+// depth_block in order, each summed in order with fused multiply-adds), so results are bitwise reproducible.
+// Multithreaded through runtime::parallel_pieces; never calls OpenBLAS. Temporaries come from
+// runtime::allocate: two packed B panels, an A strip per thread, and, when c is null, the C panel buffer --
+// at most ~20% of m*n*4 bytes for large problems and at most a few MiB for small ones.
+// Preconditions (not checked): m, n, k >= 0; lda >= (transpose_a ? m : k), ldb >= (transpose_b ? k : n),
+// ldc >= n; c does not overlap a or b.
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
+           const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+           const GemmEpilogue& epilogue);
+
+}  // namespace kiln::kernels::cpu

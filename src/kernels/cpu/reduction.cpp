@@ -1,0 +1,580 @@
+// Reductions (reduce_sum/mean/max/min/prod over a set of axes) and argmax.
+//
+// Plan. Size-1 axes are dropped and neighbouring axes that are both reduced
+// or both kept are merged, so every problem is a short list of alternating
+// kept/reduced axes. It is then reduced one reduced axis at a time, innermost
+// first, by one of two kernels:
+//   rows:    [P, L] -> [P], the reduced axis innermost (softmax, layernorm,
+//            and the full reduction with P = 1);
+//   columns: [A, R, B] -> [A, B], a reduced axis with B kept elements inside.
+// Intermediate results live in temporaries of the accumulation type.
+//
+// Determinism. The order of every operation depends on the shape only:
+//   rows    split into leaves of `leaf_size` elements; a leaf is reduced into
+//           a vector of lane partials (8 vector accumulators, combined as a
+//           tree), leaves are combined as a binary tree (left half rounded
+//           up), lanes at the end as a tree. Threads evaluate whole subtrees,
+//           so their number changes which thread computes what, never the
+//           arithmetic.
+//   columns rows are taken in blocks of 8 (combined as a tree), blocks are
+//           folded in order within groups of `group_rows` rows, groups are
+//           combined as a binary tree. Columns are independent, so how they
+//           are split among threads does not matter (a vector lane and the
+//           scalar tail do the same IEEE operations).
+// Float sums are therefore blocked/pairwise: the error grows like log n, not n.
+//
+// Identities for empty reductions: sum 0, prod 1, max -inf (floats) or the
+// lowest value (ints; NumPy raises instead), min +inf or the highest value;
+// mean of nothing is 0/0 = NaN. max/min propagate NaN. Integer sum and prod
+// wrap (computed in unsigned arithmetic). bool max is any, min is all.
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/parallel.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using runtime::Array;
+using std::int64_t;
+
+// One 64-byte vector of V (a zmm register with AVX-512; GCC splits it on
+// narrower machines).
+template <class V> struct Simd {
+  static constexpr int width = 64 / static_cast<int>(sizeof(V));
+  typedef V type __attribute__((vector_size(64)));
+};
+template <class V> using Vec = typename Simd<V>::type;
+
+template <class V> Vec<V> load(const V* pointer) {
+  Vec<V> vector;
+  std::memcpy(&vector, pointer, sizeof(vector));
+  return vector;
+}
+template <class V> void store(V* pointer, Vec<V> vector) { std::memcpy(pointer, &vector, sizeof(vector)); }
+template <class V> Vec<V> broadcast(V value) {
+  Vec<V> vector;
+  for (int lane = 0; lane < Simd<V>::width; ++lane) vector[lane] = value;
+  return vector;
+}
+
+// The combining operations, written once for scalars and vectors. `V` is the
+// accumulation type: unsigned for integer sum/prod (wraparound), the element
+// type otherwise.
+struct SumOp {
+  template <class X> static X apply(X a, X b) { return a + b; }
+  template <class V> static V identity() { return V(0); }
+};
+struct ProdOp {
+  template <class X> static X apply(X a, X b) { return a * b; }
+  template <class V> static V identity() { return V(1); }
+};
+// The element type of a scalar or of a GCC vector.
+template <class X> struct ElementOf {
+  using type = X;
+};
+template <class X>
+  requires requires(X x) { x[0]; }
+struct ElementOf<X> {
+  using type = std::remove_cvref_t<decltype(std::declval<X>()[0])>;
+};
+template <class X> constexpr bool is_float_like = std::is_floating_point_v<typename ElementOf<X>::type>;
+
+// b wins if it is larger or NaN; a NaN in `a` compares false and stays.
+struct MaxOp {
+  template <class X> static X apply(X a, X b) {
+    if constexpr (is_float_like<X>) return ((b > a) | (b != b)) ? b : a;
+    else return b > a ? b : a;
+  }
+  template <class V> static V identity() {
+    if constexpr (std::numeric_limits<V>::has_infinity) return -std::numeric_limits<V>::infinity();
+    else return std::numeric_limits<V>::lowest();
+  }
+};
+struct MinOp {
+  template <class X> static X apply(X a, X b) {
+    if constexpr (is_float_like<X>) return ((b < a) | (b != b)) ? b : a;
+    else return b < a ? b : a;
+  }
+  template <class V> static V identity() {
+    if constexpr (std::numeric_limits<V>::has_infinity) return std::numeric_limits<V>::infinity();
+    else if constexpr (std::is_same_v<V, std::uint8_t>) return 1;  // bool: all() of nothing
+    else return std::numeric_limits<V>::max();
+  }
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- rows: [P, L] -> [P] -------------------------------------------------------
+
+// Elements per leaf: 8 vector accumulators see leaf_size / (8 * width) adds
+// each (32 for f32, 64 for f64) before the tree takes over. Long enough that
+// the per-leaf work (tail, tree) stays small next to the streaming loop; a
+// softmax row of 4096 f32 is one leaf.
+constexpr int64_t leaf_size = 4096;
+// Rows shorter than this are folded left to right in scalars (a vector pass
+// would spend more on its horizontal step than on the row).
+template <class V> constexpr int64_t short_row = 2 * Simd<V>::width;
+
+template <class Op, class V> V horizontal(Vec<V> vector) {
+  V lanes[Simd<V>::width];
+  std::memcpy(lanes, &vector, sizeof(vector));
+  for (int half = Simd<V>::width / 2; half >= 1; half /= 2)
+    for (int lane = 0; lane < half; ++lane) lanes[lane] = Op::apply(lanes[lane], lanes[lane + half]);
+  return lanes[0];
+}
+
+// One leaf (count <= leaf_size) into a vector of lane partials: eight
+// accumulators over blocks of 8 vectors, the remaining whole vectors into the
+// first, the last partial vector (padded with the identity) into the second,
+// then a tree.
+template <class Op, class V> Vec<V> reduce_leaf(const V* x, int64_t count) {
+  constexpr int width = Simd<V>::width;
+  const Vec<V> identity = broadcast(Op::template identity<V>());
+  Vec<V> a0 = identity, a1 = identity, a2 = identity, a3 = identity;
+  Vec<V> a4 = identity, a5 = identity, a6 = identity, a7 = identity;
+  int64_t i = 0;
+  for (; i + 8 * width <= count; i += 8 * width) {
+    a0 = Op::apply(a0, load(x + i));
+    a1 = Op::apply(a1, load(x + i + width));
+    a2 = Op::apply(a2, load(x + i + 2 * width));
+    a3 = Op::apply(a3, load(x + i + 3 * width));
+    a4 = Op::apply(a4, load(x + i + 4 * width));
+    a5 = Op::apply(a5, load(x + i + 5 * width));
+    a6 = Op::apply(a6, load(x + i + 6 * width));
+    a7 = Op::apply(a7, load(x + i + 7 * width));
+  }
+  for (; i + width <= count; i += width) a0 = Op::apply(a0, load(x + i));
+  if (i < count) {
+    Vec<V> tail = identity;
+    std::memcpy(&tail, x + i, static_cast<std::size_t>(count - i) * sizeof(V));
+    a1 = Op::apply(a1, tail);
+  }
+  a0 = Op::apply(a0, a1);
+  a2 = Op::apply(a2, a3);
+  a4 = Op::apply(a4, a5);
+  a6 = Op::apply(a6, a7);
+  return Op::apply(Op::apply(a0, a2), Op::apply(a4, a6));
+}
+
+// The leaf tree over `leaves` leaves starting at leaf `first` of a row of
+// `count` elements: the left subtree takes the larger half.
+template <class Op, class V> Vec<V> reduce_leaves(const V* row, int64_t count, int64_t first, int64_t leaves) {
+  if (leaves == 1) {
+    int64_t begin = first * leaf_size;
+    return reduce_leaf<Op>(row + begin, std::min(leaf_size, count - begin));
+  }
+  int64_t left = (leaves + 1) / 2;
+  return Op::apply(reduce_leaves<Op>(row, count, first, left), reduce_leaves<Op>(row, count, first + left, leaves - left));
+}
+
+// The subtrees of the leaf tree at `depth` levels below the root, in order:
+// (first leaf, leaf count) each. Evaluating them separately and combining
+// them with combine_subtrees gives exactly reduce_leaves.
+void collect_subtrees(int64_t first, int64_t leaves, int depth, std::vector<std::pair<int64_t, int64_t>>& out) {
+  if (depth == 0 || leaves == 1) {
+    out.emplace_back(first, leaves);
+    return;
+  }
+  int64_t left = (leaves + 1) / 2;
+  collect_subtrees(first, left, depth - 1, out);
+  collect_subtrees(first + left, leaves - left, depth - 1, out);
+}
+
+template <class Op, class V>
+Vec<V> combine_subtrees(int64_t leaves, int depth, const Vec<V>* results, std::size_t& next) {
+  if (depth == 0 || leaves == 1) return results[next++];
+  int64_t left = (leaves + 1) / 2;
+  Vec<V> a = combine_subtrees<Op, V>(left, depth - 1, results, next);
+  Vec<V> b = combine_subtrees<Op, V>(leaves - left, depth - 1, results, next);
+  return Op::apply(a, b);
+}
+
+template <class Op, class V> void reduce_rows(const V* x, int64_t rows, int64_t length, V* out) {
+  if (rows == 0) return;
+  if (length < short_row<V>) {
+    // A left fold per row, run for a block of rows side by side so that the
+    // rows' dependency chains overlap (and GCC can gather across rows).
+    constexpr int64_t block = 64;
+    runtime::parallel_for(ceil_div(rows, block), std::max<int64_t>(1, 16384 / (block * std::max<int64_t>(length, 1))),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t row0 = begin * block; row0 < std::min(rows, end * block); row0 += block) {
+                              int64_t count = std::min(block, rows - row0);
+                              const V* data = x + row0 * length;
+                              V acc[block];
+                              for (int64_t r = 0; r < count; ++r) acc[r] = Op::template identity<V>();
+                              for (int64_t i = 0; i < length; ++i)
+                                for (int64_t r = 0; r < count; ++r) acc[r] = Op::apply(acc[r], data[r * length + i]);
+                              std::copy_n(acc, count, out + row0);
+                            }
+                          });
+    return;
+  }
+  int64_t leaves = ceil_div(length, leaf_size);
+  // Enough subtrees that every thread gets several.
+  int depth = 0;
+  int64_t wanted = 8 * runtime::thread_count();
+  while (rows * (int64_t{1} << depth) < wanted && (int64_t{1} << depth) < leaves) ++depth;
+  std::vector<std::pair<int64_t, int64_t>> subtrees;
+  collect_subtrees(0, leaves, depth, subtrees);
+  auto per_row = static_cast<int64_t>(subtrees.size());
+  int64_t elements_per_task = length / per_row + 1;
+  int64_t grain = std::max<int64_t>(1, 32768 / elements_per_task);
+  if (per_row == 1) {
+    runtime::parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row)
+        out[row] = horizontal<Op, V>(reduce_leaves<Op>(x + row * length, length, 0, leaves));
+    });
+    return;
+  }
+  std::vector<Vec<V>> results(static_cast<std::size_t>(rows * per_row));
+  runtime::parallel_for(rows * per_row, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      auto [first, count] = subtrees[static_cast<std::size_t>(task % per_row)];
+      results[static_cast<std::size_t>(task)] = reduce_leaves<Op>(x + task / per_row * length, length, first, count);
+    }
+  });
+  for (int64_t row = 0; row < rows; ++row) {
+    std::size_t next = 0;
+    out[row] = horizontal<Op, V>(combine_subtrees<Op, V>(leaves, depth, results.data() + row * per_row, next));
+  }
+}
+
+// ---- columns: [A, R, B] -> [A, B] ----------------------------------------------
+
+constexpr int64_t block_rows = 8;    // rows combined as a tree in registers
+constexpr int64_t group_rows = 256;  // rows folded in order before the group tree
+// Columns per task: the accumulators (chunk_bytes) stay in L1 while 8 rows
+// stream through.
+constexpr int64_t chunk_bytes = 4096;
+
+// Reduces `rows` (<= block_rows) rows at `x`, `stride` apart: a tree for a
+// full block, a left fold otherwise. X is V or Vec<V>; `get(i)` loads row i.
+template <class Op, class X, class Get> X reduce_block(int64_t rows, Get get) {
+  if (rows == block_rows) {
+    X r01 = Op::apply(get(0), get(1)), r23 = Op::apply(get(2), get(3));
+    X r45 = Op::apply(get(4), get(5)), r67 = Op::apply(get(6), get(7));
+    return Op::apply(Op::apply(r01, r23), Op::apply(r45, r67));
+  }
+  X acc = get(0);
+  for (int64_t i = 1; i < rows; ++i) acc = Op::apply(acc, get(i));
+  return acc;
+}
+
+// One group: rows [0, rows) of columns [begin, end) of the [rows, stride]
+// matrix at x into out[begin, end). end - begin <= chunk_bytes / sizeof(V).
+template <class Op, class V>
+void reduce_group(const V* x, int64_t rows, int64_t stride, int64_t begin, int64_t end, V* out) {
+  constexpr int width = Simd<V>::width;
+  constexpr int64_t max_vectors = chunk_bytes / 64;
+  const int64_t vectors = (end - begin) / width;
+  const int64_t tail_begin = begin + vectors * width, tail = end - tail_begin;  // tail < width
+  Vec<V> acc[max_vectors];
+  V tail_acc[width];
+  const Vec<V> identity = broadcast(Op::template identity<V>());
+  for (int64_t v = 0; v < vectors; ++v) acc[v] = identity;
+  for (int64_t c = 0; c < tail; ++c) tail_acc[c] = Op::template identity<V>();
+  for (int64_t row = 0; row < rows; row += block_rows) {
+    int64_t count = std::min(block_rows, rows - row);
+    const V* base = x + row * stride;
+    for (int64_t v = 0; v < vectors; ++v) {
+      const V* column = base + begin + v * width;
+      acc[v] = Op::apply(acc[v], reduce_block<Op, Vec<V>>(count, [&](int64_t i) { return load(column + i * stride); }));
+    }
+    // The columns past the last whole vector: the same operations in scalars.
+    for (int64_t c = 0; c < tail; ++c) {
+      const V* column = base + tail_begin + c;
+      tail_acc[c] = Op::apply(tail_acc[c], reduce_block<Op, V>(count, [&](int64_t i) { return column[i * stride]; }));
+    }
+  }
+  for (int64_t v = 0; v < vectors; ++v) store(out + begin + v * width, acc[v]);
+  std::copy_n(tail_acc, tail, out + tail_begin);
+}
+
+// Combines groups [first, first + count) of `partials` (group g of item a at
+// partials + (a * groups + g) * columns) as a tree, in place into group
+// `first`, for columns [begin, end).
+template <class Op, class V>
+void combine_groups(V* partials, int64_t columns, int64_t first, int64_t count, int64_t begin, int64_t end) {
+  if (count == 1) return;
+  int64_t left = (count + 1) / 2;
+  combine_groups<Op>(partials, columns, first, left, begin, end);
+  combine_groups<Op>(partials, columns, first + left, count - left, begin, end);
+  V* a = partials + first * columns;
+  const V* b = partials + (first + left) * columns;
+  constexpr int width = Simd<V>::width;
+  int64_t column = begin;
+  for (; column + width <= end; column += width)
+    store(a + column, Op::apply(load(a + column), load(b + column)));
+  for (; column < end; ++column) a[column] = Op::apply(a[column], b[column]);
+}
+
+template <class Op, class V> void reduce_columns(const V* x, int64_t outer, int64_t rows, int64_t columns, V* out) {
+  if (outer == 0 || columns == 0) return;
+  if (rows == 0) {
+    std::fill_n(out, outer * columns, Op::template identity<V>());
+    return;
+  }
+  constexpr int width = Simd<V>::width;
+  int64_t groups = ceil_div(rows, group_rows);
+  // Column chunks: at most chunk_bytes, smaller (whole vectors) when the
+  // other axes give too few tasks to keep every thread busy.
+  int64_t chunk = chunk_bytes / static_cast<int64_t>(sizeof(V));
+  int64_t wanted = 4 * runtime::thread_count();
+  while (chunk > width && outer * groups * ceil_div(columns, chunk) < wanted) chunk /= 2;
+  int64_t chunks = ceil_div(columns, chunk);
+
+  std::unique_ptr<V[]> partials;
+  if (groups > 1) partials.reset(new V[static_cast<std::size_t>(outer * groups * columns)]);
+  int64_t work_per_task = std::min(rows, group_rows) * std::min(columns, chunk);
+  int64_t grain = std::max<int64_t>(1, 32768 / work_per_task);
+  runtime::parallel_for(outer * groups * chunks, grain, [&](int64_t task_begin, int64_t task_end) {
+    for (int64_t task = task_begin; task < task_end; ++task) {
+      int64_t c = task % chunks, g = task / chunks % groups, a = task / chunks / groups;
+      int64_t begin = c * chunk, end = std::min(columns, begin + chunk);
+      int64_t first_row = g * group_rows;
+      const V* source = x + (a * rows + first_row) * columns;
+      V* destination = groups > 1 ? partials.get() + (a * groups + g) * columns : out + a * columns;
+      reduce_group<Op>(source, std::min(group_rows, rows - first_row), columns, begin, end, destination);
+    }
+  });
+  if (groups == 1) return;
+  runtime::parallel_for(outer * chunks, std::max<int64_t>(1, 32768 / (groups * std::min(columns, chunk))),
+                        [&](int64_t task_begin, int64_t task_end) {
+                          for (int64_t task = task_begin; task < task_end; ++task) {
+                            int64_t c = task % chunks, a = task / chunks;
+                            int64_t begin = c * chunk, end = std::min(columns, begin + chunk);
+                            V* item = partials.get() + a * groups * columns;
+                            combine_groups<Op>(item, columns, 0, groups, begin, end);
+                            std::copy(item + begin, item + end, out + a * columns + begin);
+                          }
+                        });
+}
+
+// ---- planning ------------------------------------------------------------------
+
+// A shape with size-1 axes dropped and neighbours of the same kind merged.
+struct Collapsed {
+  std::vector<int64_t> sizes;
+  std::vector<bool> reduced;
+
+  void push(int64_t size, bool is_reduced) {
+    if (size == 1) return;
+    if (!sizes.empty() && reduced.back() == is_reduced) {
+      sizes.back() *= size;
+      return;
+    }
+    sizes.push_back(size);
+    reduced.push_back(is_reduced);
+  }
+  int64_t numel() const {
+    int64_t count = 1;
+    for (int64_t size : sizes) count *= size;
+    return count;
+  }
+};
+
+template <class Op, class V> void reduce_typed(const V* input, const Collapsed& shape, V* output) {
+  Collapsed current = shape;
+  const V* source = input;
+  std::unique_ptr<V[]> temporary;  // holds `source` between stages
+  while (true) {
+    int reduced_axes = 0;
+    for (bool r : current.reduced) reduced_axes += r;
+    if (reduced_axes == 0) {
+      if (source != output) std::copy(source, source + current.numel(), output);
+      return;
+    }
+    Collapsed next;
+    int last = static_cast<int>(current.sizes.size()) - 1;
+    bool final_stage = reduced_axes == 1;
+    std::unique_ptr<V[]> result;
+    int64_t total = current.numel();
+    if (current.reduced[static_cast<std::size_t>(last)]) {
+      int64_t length = current.sizes[static_cast<std::size_t>(last)];
+      for (int i = 0; i < last; ++i) next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
+      V* destination = output;
+      if (!final_stage) {
+        result.reset(new V[static_cast<std::size_t>(total / length)]);
+        destination = result.get();
+      }
+      reduce_rows<Op>(source, total / length, length, destination);
+    } else {
+      int64_t columns = current.sizes[static_cast<std::size_t>(last)];
+      int64_t rows = current.sizes[static_cast<std::size_t>(last - 1)];
+      for (int i = 0; i < last - 1; ++i) next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
+      next.push(columns, false);
+      V* destination = output;
+      if (!final_stage) {
+        result.reset(new V[static_cast<std::size_t>(total / rows)]);
+        destination = result.get();
+      }
+      reduce_columns<Op>(source, total / (rows * columns), rows, columns, destination);
+    }
+    if (final_stage) return;
+    temporary = std::move(result);
+    source = temporary.get();
+    current = next;
+  }
+}
+
+template <class Op, class V> void reduce_with(const Array& input, const Collapsed& shape, const Array& output) {
+  auto* out = static_cast<V*>(output.mutable_raw());
+  if (input.shape.numel() == 0) {
+    std::fill_n(out, output.shape.numel(), Op::template identity<V>());
+    return;
+  }
+  reduce_typed<Op, V>(static_cast<const V*>(input.raw()), shape, out);
+}
+
+// The accumulation type: unsigned for integer sum and prod so that they wrap.
+template <class Op, class T> struct AccumulatorOf {
+  using type = T;
+};
+template <class Op, class T>
+  requires(std::is_integral_v<T> && (std::is_same_v<Op, SumOp> || std::is_same_v<Op, ProdOp>))
+struct AccumulatorOf<Op, T> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class Op, class T> using Accumulator = typename AccumulatorOf<Op, T>::type;
+
+template <class Op> void dispatch(const Array& input, const Collapsed& shape, const Array& output) {
+  visit_dtype(input.dtype, [&]<class T>() { reduce_with<Op, Accumulator<Op, T>>(input, shape, output); });
+}
+
+// ---- argmax --------------------------------------------------------------------
+
+// First index of the maximum of x[0, count), NaN counting as the maximum
+// (first NaN wins), like NumPy.
+template <class T> int64_t argmax_row(const T* x, int64_t count) {
+  constexpr int64_t block = 4096;
+  T best = x[0];
+  int64_t best_index = 0;
+  if constexpr (std::is_floating_point_v<T>)
+    if (best != best) return 0;
+  for (int64_t begin = 0; begin < count; begin += block) {
+    int64_t end = std::min(count, begin + block);
+    // The block's maximum (vectorized), then its first position.
+    T block_max = x[begin];
+    bool has_nan = false;
+    for (int64_t i = begin; i < end; ++i) {
+      block_max = x[i] > block_max ? x[i] : block_max;
+      if constexpr (std::is_floating_point_v<T>) has_nan |= x[i] != x[i];
+    }
+    if (has_nan) {
+      for (int64_t i = begin; i < end; ++i)
+        if (x[i] != x[i]) return i;
+    }
+    if (block_max > best) {
+      best = block_max;
+      for (int64_t i = begin; i < end; ++i)
+        if (x[i] == block_max) {
+          best_index = i;
+          break;
+        }
+    }
+  }
+  return best_index;
+}
+
+template <class T> void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int64_t* out) {
+  if (inner == 1) {
+    runtime::parallel_for(outer, std::max<int64_t>(1, 32768 / length), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) out[row] = argmax_row(x + row * length, length);
+    });
+    return;
+  }
+  // Keep a running best per column of a chunk while the rows stream by.
+  constexpr int64_t chunk = 1024;
+  int64_t chunks = ceil_div(inner, chunk);
+  runtime::parallel_for(outer * chunks, std::max<int64_t>(1, 32768 / (length * std::min(inner, chunk))),
+                        [&](int64_t task_begin, int64_t task_end) {
+                          T best[chunk];
+                          for (int64_t task = task_begin; task < task_end; ++task) {
+                            int64_t a = task / chunks, begin = task % chunks * chunk;
+                            int64_t width = std::min(chunk, inner - begin);
+                            const T* item = x + a * length * inner + begin;
+                            int64_t* index = out + a * inner + begin;
+                            for (int64_t j = 0; j < width; ++j) {
+                              best[j] = item[j];
+                              index[j] = 0;
+                            }
+                            for (int64_t r = 1; r < length; ++r) {
+                              const T* row = item + r * inner;
+                              for (int64_t j = 0; j < width; ++j) {
+                                bool take = row[j] > best[j];
+                                if constexpr (std::is_floating_point_v<T>)
+                                  take |= (row[j] != row[j]) & (best[j] == best[j]);
+                                best[j] = take ? row[j] : best[j];
+                                index[j] = take ? r : index[j];
+                              }
+                            }
+                          }
+                        });
+}
+
+}  // namespace
+
+void reduce(ir::Op op, const std::vector<int64_t>& axes, const Array& input, const Array& output) {
+  const Shape& shape = input.shape;
+  Collapsed collapsed;
+  int64_t count = 1;  // elements per output, for mean
+  for (int axis = 0; axis < shape.rank(); ++axis) {
+    bool is_reduced = std::find(axes.begin(), axes.end(), axis) != axes.end();
+    if (is_reduced) count *= shape[axis];
+    collapsed.push(shape[axis], is_reduced);
+  }
+  if (output.dtype != input.dtype)
+    throw InternalError(std::string(ir::name(op)), "reduction kernel needs equal input and output dtypes",
+                        std::string());
+  if (op == ir::Op::reduce_mean && !is_floating(input.dtype))
+    throw DTypeError("reduce_mean", "needs a float operand (the api layer casts integers to f32)", std::string());
+  switch (op) {
+    case ir::Op::reduce_sum:
+    case ir::Op::reduce_mean:
+    case ir::Op::reduce_prod:
+      if (input.dtype == DType::boolean)
+        throw DTypeError(std::string(ir::name(op)), "does not accept bool operands", std::string());
+      if (op == ir::Op::reduce_prod) dispatch<ProdOp>(input, collapsed, output);
+      else dispatch<SumOp>(input, collapsed, output);
+      break;
+    case ir::Op::reduce_max: dispatch<MaxOp>(input, collapsed, output); break;
+    case ir::Op::reduce_min: dispatch<MinOp>(input, collapsed, output); break;
+    default: throw InternalError(std::string(ir::name(op)), "is not a reduction with a kernel here", std::string());
+  }
+  if (op == ir::Op::reduce_mean) {
+    visit_dtype(input.dtype, [&]<class T>() {
+      if constexpr (std::is_floating_point_v<T>) {
+        T* out = output.mutable_data<T>();
+        auto divisor = static_cast<T>(count);
+        runtime::parallel_for(output.shape.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) out[i] = out[i] / divisor;
+        });
+      }
+    });
+  }
+}
+
+void argmax(int64_t axis, const Array& input, const Array& output) {
+  const Shape& shape = input.shape;
+  if (axis < 0 || axis >= shape.rank() || output.dtype != DType::i64)
+    throw InternalError("argmax", "kernel called with a bad axis or output dtype", std::string());
+  int64_t outer = 1, inner = 1, length = shape[static_cast<int>(axis)];
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  for (int i = static_cast<int>(axis) + 1; i < shape.rank(); ++i) inner *= shape[i];
+  if (outer * inner == 0) return;
+  if (length == 0) throw ShapeError("argmax", "argmax of an empty axis", std::string());
+  visit_dtype(input.dtype, [&]<class T>() {
+    argmax_typed(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>());
+  });
+}
+
+}  // namespace kiln::kernels::cpu

@@ -1,0 +1,345 @@
+// Shape kernels: transpose, broadcast_to, slice, concat, nonzero.
+//
+// transpose, broadcast_to and slice are one problem: copy a strided view of
+// the input into a dense output. Each drops size-1 axes, merges neighbouring
+// axes whose strides chain, and then copies rows: memcpy when the innermost
+// source stride is 1, a fill when it is 0 (broadcast), a gather otherwise.
+// A transpose whose innermost output axis is not the input's innermost axis
+// (2-D transposes, swapping the last two axes, any permutation that moves
+// the innermost axis) is copied in square tiles so that both the reads and
+// the writes use whole cache lines.
+// Data are moved as raw 1-, 4- or 8-byte elements; the dtype does not matter.
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/parallel.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using runtime::Array;
+using std::int64_t;
+
+// Copies of at least this many bytes are worth a thread.
+constexpr int64_t bytes_per_task = 64 * 1024;
+
+// A strided view: out[i0, i1, ...] = source[sum(i_k * strides[k])], with
+// `sizes` the output's sizes. Strides are in elements and may be 0 or
+// negative.
+struct View {
+  int rank = 0;
+  std::array<int64_t, Shape::max_rank> sizes{};
+  std::array<int64_t, Shape::max_rank> strides{};
+
+  void push(int64_t size, int64_t stride) {
+    sizes[static_cast<std::size_t>(rank)] = size;
+    strides[static_cast<std::size_t>(rank)] = stride;
+    ++rank;
+  }
+  int64_t size(int axis) const { return sizes[static_cast<std::size_t>(axis)]; }
+  int64_t stride(int axis) const { return strides[static_cast<std::size_t>(axis)]; }
+  int64_t numel() const {
+    int64_t count = 1;
+    for (int axis = 0; axis < rank; ++axis) count *= size(axis);
+    return count;
+  }
+  // Drops size-1 axes and merges neighbours whose strides chain; keeps at
+  // least one axis.
+  View collapsed() const {
+    View result;
+    for (int axis = 0; axis < rank; ++axis) {
+      if (size(axis) == 1) continue;
+      if (result.rank > 0) {
+        auto last = static_cast<std::size_t>(result.rank - 1);
+        if (result.strides[last] == stride(axis) * size(axis)) {
+          result.sizes[last] *= size(axis);
+          result.strides[last] = stride(axis);
+          continue;
+        }
+      }
+      result.push(size(axis), stride(axis));
+    }
+    if (result.rank == 0) result.push(1, 0);
+    return result;
+  }
+};
+
+// Source offset of the first element of output row `row` (a row: all axes
+// but the last).
+int64_t row_offset(const View& view, int64_t row) {
+  int64_t offset = 0;
+  for (int axis = view.rank - 2; axis >= 0; --axis) {
+    offset += row % view.size(axis) * view.stride(axis);
+    row /= view.size(axis);
+  }
+  return offset;
+}
+
+// Moves to the next row: an odometer over all axes but the last.
+void next_row(const View& view, std::array<int64_t, Shape::max_rank>& index, int64_t& offset) {
+  for (int axis = view.rank - 2; axis >= 0; --axis) {
+    auto a = static_cast<std::size_t>(axis);
+    offset += view.strides[a];
+    if (++index[a] < view.sizes[a]) return;
+    offset -= view.strides[a] * index[a];
+    index[a] = 0;
+  }
+}
+
+template <class E> void copy_view(const E* source, const View& view, E* out) {
+  int64_t total = view.numel();
+  if (total == 0) return;
+  int64_t length = view.size(view.rank - 1), step = view.stride(view.rank - 1);
+  int64_t rows = total / length;
+  int64_t grain = std::max<int64_t>(1, bytes_per_task / (length * static_cast<int64_t>(sizeof(E))));
+  runtime::parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    std::array<int64_t, Shape::max_rank> index{};
+    int64_t rest = begin;
+    for (int axis = view.rank - 2; axis >= 0; --axis) {
+      index[static_cast<std::size_t>(axis)] = rest % view.size(axis);
+      rest /= view.size(axis);
+    }
+    int64_t offset = row_offset(view, begin);
+    for (int64_t row = begin; row < end; ++row) {
+      const E* from = source + offset;
+      E* to = out + row * length;
+      if (step == 1) std::memcpy(to, from, static_cast<std::size_t>(length) * sizeof(E));
+      else if (step == 0) std::fill_n(to, length, *from);
+      else
+        for (int64_t i = 0; i < length; ++i) to[i] = from[i * step];
+      next_row(view, index, offset);
+    }
+  });
+}
+
+// The transpose of a view whose innermost output axis has a source stride
+// != 1 while output axis `unit_axis` has source stride 1: for each index of
+// the other axes, a 2-D transpose between those two axes, in tiles.
+template <class E> void copy_view_tiled(const E* source, const View& view, int unit_axis, E* out) {
+  constexpr int64_t tile = std::max<int64_t>(16, 64 / static_cast<int64_t>(sizeof(E)));
+  const int last = view.rank - 1;
+  std::array<int64_t, Shape::max_rank> out_strides{};
+  int64_t stride = 1;
+  for (int axis = last; axis >= 0; --axis) {
+    out_strides[static_cast<std::size_t>(axis)] = stride;
+    stride *= view.size(axis);
+  }
+  const int64_t rows = view.size(unit_axis);  // read contiguously
+  const int64_t columns = view.size(last);    // written contiguously
+  const int64_t source_column_stride = view.stride(last);
+  const int64_t out_row_stride = out_strides[static_cast<std::size_t>(unit_axis)];
+  // The other axes, enumerated as one index.
+  View others;
+  std::array<int64_t, Shape::max_rank> other_out_strides{};
+  for (int axis = 0; axis < last; ++axis) {
+    if (axis == unit_axis) continue;
+    other_out_strides[static_cast<std::size_t>(others.rank)] = out_strides[static_cast<std::size_t>(axis)];
+    others.push(view.size(axis), view.stride(axis));
+  }
+  const int64_t combinations = others.numel();
+  const int64_t row_tiles = (rows + tile - 1) / tile;
+  const int64_t tasks = combinations * row_tiles;
+  const int64_t grain = std::max<int64_t>(1, bytes_per_task / (tile * columns * static_cast<int64_t>(sizeof(E))));
+  runtime::parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t combination = task / row_tiles, row0 = task % row_tiles * tile;
+      int64_t source_offset = 0, out_offset = 0;
+      for (int axis = others.rank - 1; axis >= 0; --axis) {
+        int64_t i = combination % others.size(axis);
+        combination /= others.size(axis);
+        source_offset += i * others.stride(axis);
+        out_offset += i * other_out_strides[static_cast<std::size_t>(axis)];
+      }
+      int64_t row1 = std::min(rows, row0 + tile);
+      for (int64_t column0 = 0; column0 < columns; column0 += tile) {
+        int64_t column1 = std::min(columns, column0 + tile);
+        for (int64_t column = column0; column < column1; ++column) {
+          const E* from = source + source_offset + column * source_column_stride;
+          E* to = out + out_offset + column;
+          for (int64_t row = row0; row < row1; ++row) to[row * out_row_stride] = from[row];
+        }
+      }
+    }
+  });
+}
+
+template <class Function> void visit_element_size(DType dtype, Function&& function) {
+  switch (size_of(dtype)) {
+    case 1: function.template operator()<std::uint8_t>(); break;
+    case 4: function.template operator()<std::uint32_t>(); break;
+    case 8: function.template operator()<std::uint64_t>(); break;
+    default: throw InternalError("shape kernel", "unexpected element size", std::string());
+  }
+}
+
+void copy(const Array& input, const View& view, const Array& output) {
+  if (input.dtype != output.dtype)
+    throw InternalError("shape kernel", "input and output dtypes differ", std::string());
+  View collapsed = view.collapsed();
+  visit_element_size(input.dtype, [&]<class E>() {
+    const E* source = static_cast<const E*>(input.raw());
+    E* out = static_cast<E*>(output.mutable_raw());
+    int last = collapsed.rank - 1;
+    if (collapsed.stride(last) != 1 && collapsed.stride(last) != 0) {
+      for (int axis = 0; axis < last; ++axis)
+        if (collapsed.stride(axis) == 1) {
+          copy_view_tiled(source, collapsed, axis, out);
+          return;
+        }
+    }
+    copy_view(source, collapsed, out);
+  });
+}
+
+}  // namespace
+
+void transpose(const std::vector<int64_t>& permutation, const Array& input, const Array& output) {
+  const Shape& shape = input.shape;
+  if (static_cast<int>(permutation.size()) != shape.rank())
+    throw InternalError("transpose", "permutation does not match the rank", std::string());
+  if (output.shape.numel() == 0) return;
+  auto strides = shape.strides();
+  View view;
+  for (int64_t axis : permutation)
+    view.push(shape[static_cast<int>(axis)], strides[static_cast<std::size_t>(axis)]);
+  copy(input, view, output);
+}
+
+void broadcast_to(const Array& input, const Array& output) {
+  const Shape& from = input.shape;
+  const Shape& to = output.shape;
+  if (to.numel() == 0) return;
+  auto strides = from.strides();
+  View view;
+  int offset = to.rank() - from.rank();
+  for (int axis = 0; axis < to.rank(); ++axis) {
+    int source_axis = axis - offset;
+    bool broadcast = source_axis < 0 || from[source_axis] == 1;
+    view.push(to[axis], broadcast ? 0 : strides[static_cast<std::size_t>(source_axis)]);
+  }
+  copy(input, view, output);
+}
+
+void slice(const std::vector<int64_t>& start, const std::vector<int64_t>& step, const Array& input,
+           const Array& output) {
+  const Shape& shape = input.shape;
+  if (output.shape.numel() == 0) return;
+  auto strides = shape.strides();
+  int64_t offset = 0;
+  View view;
+  for (int axis = 0; axis < shape.rank(); ++axis) {
+    auto a = static_cast<std::size_t>(axis);
+    offset += start[a] * strides[a];
+    view.push(output.shape[axis], step[a] * strides[a]);
+  }
+  // The view starts `offset` elements into the input; negative steps read
+  // backwards from there.
+  View collapsed = view.collapsed();
+  visit_element_size(input.dtype, [&]<class E>() {
+    const E* source = static_cast<const E*>(input.raw()) + offset;
+    E* out = static_cast<E*>(output.mutable_raw());
+    copy_view(source, collapsed, out);
+  });
+}
+
+void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
+  const Shape& shape = output.shape;
+  int64_t total = output.shape.numel();
+  if (total == 0) return;
+  const auto element = static_cast<int64_t>(size_of(output.dtype));
+  int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  // Bytes each input contributes to one output "row" (everything from
+  // `axis` inward), and where they start within it.
+  std::vector<int64_t> widths, starts;
+  int64_t row_bytes = 0;
+  for (const Array& input : inputs) {
+    if (input.dtype != output.dtype) throw InternalError("concat", "operands differ in dtype", std::string());
+    int64_t width = outer == 0 ? 0 : input.shape.numel() / outer * element;
+    starts.push_back(row_bytes);
+    widths.push_back(width);
+    row_bytes += width;
+  }
+  auto* out = static_cast<std::uint8_t*>(output.mutable_raw());
+  int64_t total_bytes = total * element;
+  // Split the output into equal byte ranges; each range copies the runs of
+  // the inputs it covers.
+  int64_t pieces = (total_bytes + bytes_per_task - 1) / bytes_per_task;
+  runtime::parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
+    int64_t position = begin * bytes_per_task, stop = std::min(total_bytes, end * bytes_per_task);
+    while (position < stop) {
+      int64_t row = position / row_bytes, within = position % row_bytes;
+      std::size_t input = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), within) -
+                                                   starts.begin()) -
+                          1;
+      while (widths[input] == 0 || within >= starts[input] + widths[input]) ++input;  // skip empty inputs
+      int64_t run = std::min(stop - position, starts[input] + widths[input] - within);
+      const auto* source = static_cast<const std::uint8_t*>(inputs[input].raw()) + row * widths[input] +
+                           (within - starts[input]);
+      std::memcpy(out + position, source, static_cast<std::size_t>(run));
+      position += run;
+    }
+  });
+}
+
+Array nonzero(const Array& input) {
+  const Shape& shape = input.shape;
+  const int rank = shape.rank();
+  const int64_t total = shape.numel();
+  // Fixed blocks: count per block, then each block writes at its offset.
+  constexpr int64_t block = 1 << 16;
+  const int64_t blocks = (total + block - 1) / block;
+  std::vector<int64_t> counts(static_cast<std::size_t>(blocks) + 1, 0);
+  auto is_nonzero_at = [&]<class T>(const T* data, int64_t i) { return data[i] != T(0); };
+  visit_dtype(input.dtype, [&]<class T>() {
+    const T* data = input.data<T>();
+    runtime::parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        int64_t count = 0;
+        for (int64_t i = b * block, stop = std::min(total, (b + 1) * block); i < stop; ++i)
+          count += is_nonzero_at(data, i);
+        counts[static_cast<std::size_t>(b) + 1] = count;
+      }
+    });
+  });
+  std::partial_sum(counts.begin(), counts.end(), counts.begin());
+  const int64_t found = counts.back();
+  Array output = runtime::allocate_array(DType::i64, Shape({found, rank}), Device::cpu());
+  if (found == 0 || rank == 0) return output;
+  int64_t* out = output.mutable_data<int64_t>();
+  visit_dtype(input.dtype, [&]<class T>() {
+    const T* data = input.data<T>();
+    runtime::parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        int64_t first = b * block, stop = std::min(total, (b + 1) * block);
+        std::array<int64_t, Shape::max_rank> index{};
+        int64_t rest = first;
+        for (int axis = rank - 1; axis >= 0; --axis) {
+          index[static_cast<std::size_t>(axis)] = rest % shape[axis];
+          rest /= shape[axis];
+        }
+        int64_t* write = out + counts[static_cast<std::size_t>(b)] * rank;
+        for (int64_t i = first; i < stop; ++i) {
+          if (is_nonzero_at(data, i)) {
+            std::copy_n(index.begin(), rank, write);
+            write += rank;
+          }
+          for (int axis = rank - 1; axis >= 0; --axis) {
+            auto a = static_cast<std::size_t>(axis);
+            if (++index[a] < shape[axis]) break;
+            index[a] = 0;
+          }
+        }
+      }
+    });
+  });
+  return output;
+}
+
+}  // namespace kiln::kernels::cpu

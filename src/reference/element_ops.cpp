@@ -1,0 +1,193 @@
+#include "reference/element_ops.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace kiln::reference::element_ops {
+
+static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
+              "the reference evaluator assumes IEEE 754 floats");
+
+using ir::Op;
+
+namespace {
+
+[[noreturn]] void internal_error(const ir::Node& node, const std::string& detail) {
+  throw InternalError("reference::evaluate", std::string(ir::name(node.op)) + ": " + detail, node.location);
+}
+
+}  // namespace
+
+// Two's-complement wraparound of a 64-bit result to `dtype` (C++20 defines
+// unsigned-to-signed conversion as modular).
+std::int64_t wrap(std::uint64_t bits, DType dtype) {
+  switch (dtype) {
+    case DType::boolean: return bits != 0 ? 1 : 0;
+    case DType::i32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
+    case DType::i64:
+    case DType::f32:
+    case DType::f64: break;
+  }
+  return static_cast<std::int64_t>(bits);
+}
+
+double round_to(double value, DType dtype) {
+  return dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+}
+
+std::int64_t lowest(DType dtype) {
+  switch (dtype) {
+    case DType::boolean: return 0;
+    case DType::i32: return std::numeric_limits<std::int32_t>::min();
+    default: return std::numeric_limits<std::int64_t>::min();
+  }
+}
+std::int64_t highest(DType dtype) {
+  switch (dtype) {
+    case DType::boolean: return 1;
+    case DType::i32: return std::numeric_limits<std::int32_t>::max();
+    default: return std::numeric_limits<std::int64_t>::max();
+  }
+}
+
+// Float -> integer: truncate toward zero, saturate at the dtype's range,
+// NaN -> 0 (what Java, Rust `as` and XLA do; C++ leaves it undefined).
+std::int64_t float_to_integer(double x, DType dtype) {
+  if (std::isnan(x)) return 0;
+  double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;  // 2^31, 2^63
+  if (x >= limit) return highest(dtype);
+  if (x <= -limit) return lowest(dtype);
+  return static_cast<std::int64_t>(std::trunc(x));
+}
+
+double unary_float(const ir::Node& node, double x) {
+  switch (node.op) {
+    case Op::neg: return -x;
+    case Op::abs: return std::fabs(x);
+    case Op::sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;  // keeps NaN (and the sign of 0)
+    case Op::square: return x * x;
+    case Op::relu: return std::isnan(x) ? x : x > 0 ? x : 0.0;
+    case Op::floor: return std::floor(x);
+    case Op::ceil: return std::ceil(x);
+    case Op::sin: return std::sin(x);
+    case Op::cos: return std::cos(x);
+    case Op::exp: return std::exp(x);
+    case Op::log: return std::log(x);
+    case Op::tanh: return std::tanh(x);
+    case Op::sqrt: return std::sqrt(x);
+    case Op::rsqrt: return 1.0 / std::sqrt(x);
+    case Op::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Op::erf: return std::erf(x);
+    default: internal_error(node, "is not a float unary op");
+  }
+}
+
+std::int64_t unary_integer(const ir::Node& node, std::int64_t x, DType dtype) {
+  switch (node.op) {
+    case Op::neg: return wrap(0 - bits_of(x), dtype);
+    case Op::abs: return wrap(x < 0 ? 0 - bits_of(x) : bits_of(x), dtype);  // abs(INT_MIN) wraps to INT_MIN
+    case Op::sign: return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case Op::square: return wrap(bits_of(x) * bits_of(x), dtype);
+    case Op::relu: return x > 0 ? x : 0;
+    case Op::floor:
+    case Op::ceil: return x;
+    case Op::logical_not: return x == 0 ? 1 : 0;
+    default: internal_error(node, "is not defined on " + std::string(to_string(dtype)));
+  }
+}
+
+// Error scale of a unary float op's result (see Value::magnitudes): `x` the
+// operand, `result` the value, `error` the operand's magnitude.
+double unary_magnitude(Op op, double x, double result, double error) {
+  // error * factor, but 0 when the operand is exact (a factor may be inf there).
+  auto scaled = [error](double factor) { return error == 0 ? 0.0 : error * factor; };
+  double own = std::fabs(result);
+  switch (op) {
+    case Op::neg:
+    case Op::abs:
+    case Op::relu: return error;
+    case Op::square: return (std::fabs(x) + error) * (std::fabs(x) + error);
+    case Op::exp: return own + scaled(own);
+    case Op::log: return own + scaled(1 / std::fabs(x));
+    case Op::sqrt: return own + scaled(1 / (2 * std::sqrt(std::fabs(x))));
+    case Op::rsqrt: return own + scaled(1 / (2 * std::pow(std::fabs(x), 1.5)));
+    case Op::sin:
+    case Op::cos:
+    case Op::tanh: return own + error;
+    case Op::sigmoid: return own + error / 4;
+    case Op::erf:
+      return own + error * 1.1283791670955126;  // 2/sqrt(pi)
+    // sign, floor, ceil: a jump, not a bound.
+    default: return 0;
+  }
+}
+
+bool is_comparison(Op op) {
+  return op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge;
+}
+
+double binary_float(const ir::Node& node, double a, double b) {
+  switch (node.op) {
+    case Op::add: return a + b;
+    case Op::sub: return a - b;
+    case Op::mul: return a * b;
+    case Op::div: return a / b;
+    case Op::pow: return std::pow(a, b);
+    case Op::maximum: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
+    case Op::minimum: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::min(a, b);
+    default: internal_error(node, "is not a float binary op");
+  }
+}
+
+// Integer pow by squaring, wrapping like repeated multiplication. A negative
+// exponent gives 0 (the truncated reciprocal), except 1 -> 1 and -1 -> +-1.
+std::int64_t integer_pow(std::int64_t base, std::int64_t exponent, DType dtype) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return exponent % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  std::uint64_t result = 1, factor = bits_of(base);
+  for (auto remaining = static_cast<std::uint64_t>(exponent); remaining != 0; remaining >>= 1) {
+    if (remaining & 1) result *= factor;
+    factor *= factor;
+  }
+  return wrap(result, dtype);
+}
+
+std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b, DType dtype) {
+  switch (node.op) {
+    case Op::add: return wrap(bits_of(a) + bits_of(b), dtype);
+    case Op::sub: return wrap(bits_of(a) - bits_of(b), dtype);
+    case Op::mul: return wrap(bits_of(a) * bits_of(b), dtype);
+    case Op::pow: return integer_pow(a, b, dtype);
+    case Op::maximum: return std::max(a, b);
+    case Op::minimum: return std::min(a, b);
+    case Op::logical_and: return a != 0 && b != 0 ? 1 : 0;
+    case Op::logical_or: return a != 0 || b != 0 ? 1 : 0;
+    default: internal_error(node, "is not defined on " + std::string(to_string(dtype)));
+  }
+}
+
+double binary_magnitude(Op op, double a, double b, double result, double error_a, double error_b) {
+  auto scaled = [](double error, double factor) { return error == 0 ? 0.0 : error * factor; };
+  double own = std::fabs(result);
+  switch (op) {
+    case Op::add:
+    case Op::sub: return own + error_a + error_b;
+    case Op::mul: return (std::fabs(a) + error_a) * (std::fabs(b) + error_b);
+    case Op::div: return own + scaled(error_a, 1 / std::fabs(b)) + scaled(error_b, std::fabs(a) / (b * b));
+    case Op::pow:
+      return own + (error_a == 0 ? 0.0 : std::fabs(std::pow(std::fabs(a) + error_a, b) - std::pow(std::fabs(a), b))) +
+             scaled(error_b, std::fabs(result * std::log(std::fabs(a))));
+    case Op::maximum:
+    case Op::minimum: return std::max(error_a, error_b);
+    default: return 0;
+  }
+}
+
+}  // namespace kiln::reference::element_ops

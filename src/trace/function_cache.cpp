@@ -1,0 +1,72 @@
+#include "trace/function_cache.h"
+
+#include "runtime/log.h"
+
+namespace kiln::trace {
+
+FunctionCache::FunctionCache(std::string name, std::string location, int retrace_warning_limit)
+    : name_(std::move(name)), location_(std::move(location)), retrace_warning_limit_(retrace_warning_limit) {}
+
+std::shared_ptr<const ConcreteFunction> FunctionCache::lookup_or_build(const Signature& signature,
+                                                                       const Builder& build) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = entries_[signature];
+    if (!slot) slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  std::lock_guard entry_lock(entry->mutex);
+  if (!entry->function) {
+    warn_if_retracing(signature);
+    entry->function = build(signature);
+  }
+  return entry->function;
+}
+
+void FunctionCache::warn_if_retracing(const Signature& signature) {
+  std::string message;
+  {
+    std::lock_guard lock(mutex_);
+    if (last_traced_ && statistics_.traces >= retrace_warning_limit_ && !warned_about_retracing_) {
+      warned_about_retracing_ = true;
+      message = "kiln::function '" + name_ + "' (defined at " + location_ + ") is tracing its " +
+                std::to_string(statistics_.traces + 1) + "th input signature: " +
+                describe_change(*last_traced_, signature) +
+                ". Every new shape or dtype traces (and with jit_compile, compiles) again; pass inputs of a few "
+                "fixed shapes to avoid it.";
+    }
+    last_traced_ = signature;
+  }
+  if (!message.empty()) runtime::warn(message);
+}
+
+FunctionStatistics FunctionCache::statistics() const {
+  std::lock_guard lock(mutex_);
+  return statistics_;
+}
+
+void FunctionCache::record_call(int kernels) {
+  std::lock_guard lock(mutex_);
+  statistics_.calls += 1;
+  statistics_.kernels_per_call = kernels;
+}
+
+void FunctionCache::record_trace(double seconds) {
+  std::lock_guard lock(mutex_);
+  statistics_.traces += 1;
+  statistics_.trace_seconds += seconds;
+}
+
+void FunctionCache::record_compile(double seconds, bool from_disk_cache) {
+  std::lock_guard lock(mutex_);
+  (from_disk_cache ? statistics_.cache_hits : statistics_.compiles) += 1;
+  statistics_.compile_seconds += seconds;
+}
+
+void FunctionCache::record_fallback() {
+  std::lock_guard lock(mutex_);
+  statistics_.fallbacks += 1;
+}
+
+}  // namespace kiln::trace

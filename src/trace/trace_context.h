@@ -1,0 +1,66 @@
+#pragma once
+// The graph being traced. While a kiln::function traces its callable, one
+// TraceContext is active on that thread: every op records a node into it,
+// and concrete tensors used by the callable (captured from the enclosing
+// scope) become extra parameters of the graph, holding a reference to their
+// data rather than copying it into the IR.
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+#include <kiln/device.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::trace {
+
+class TraceContext {
+ public:
+  TraceContext(std::string name, Device device);
+
+  ir::Graph& graph() { return graph_; }
+  Device device() const { return device_; }
+
+  // A parameter for the next argument of the call.
+  ir::ValueId add_argument(const ir::Type& type);
+  // The parameter standing for a concrete array used inside the trace; the
+  // same array captured twice gives the same parameter.
+  ir::ValueId capture(const runtime::Array& array);
+  // The captured arrays, in parameter order after the arguments.
+  const std::vector<runtime::Array>& captures() const { return captures_; }
+  int argument_count() const { return argument_count_; }
+
+  ir::ValueId add_node(ir::Node node) { return graph_.add(std::move(node)); }
+
+  // Once finished, tensors of this trace that escaped it are unusable.
+  void finish() { finished_ = true; }
+  bool finished() const { return finished_; }
+
+  // The context active on this thread, or null outside tracing.
+  static TraceContext* current();
+
+  // Makes a context current for the lifetime of the Activation.
+  class Activation {
+   public:
+    explicit Activation(TraceContext* context);
+    ~Activation();
+    Activation(const Activation&) = delete;
+    Activation& operator=(const Activation&) = delete;
+
+   private:
+    TraceContext* previous_;
+  };
+
+ private:
+  ir::Graph graph_;
+  Device device_;
+  int argument_count_ = 0;
+  std::vector<runtime::Array> captures_;
+  std::map<const runtime::Buffer*, std::vector<ir::ValueId>> captured_values_;
+  bool finished_ = false;
+};
+
+}  // namespace kiln::trace

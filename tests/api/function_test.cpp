@@ -1,0 +1,234 @@
+// kiln::function: tracing once per signature, captures, retracing warnings,
+// multiple outputs, nesting, errors inside traces, threads.
+
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+namespace kiln {
+namespace {
+
+using testing::CapturedLog;
+using testing::random_tensor;
+
+std::vector<float> values(const Tensor& tensor) { return tensor.to_vector<float>(); }
+
+TEST(Function, TracesOncePerSignatureAndCountsCalls) {
+  std::atomic<int> body_runs = 0;
+  auto f = function([&](Tensor x, Tensor y) {
+    body_runs += 1;
+    return x * y + 1.0;
+  });
+  Tensor a = random_tensor(DType::f32, {3, 4}, 1), b = random_tensor(DType::f32, {3, 4}, 2);
+  Tensor first = f(a, b);
+  Tensor second = f(b, a);
+  EXPECT_EQ(body_runs, 1);
+  EXPECT_EQ(f.statistics().traces, 1);
+  EXPECT_EQ(f.statistics().calls, 2);
+
+  Tensor c = random_tensor(DType::f32, {5}, 3);
+  f(c, c);
+  EXPECT_EQ(body_runs, 2) << "a new shape traces again";
+  f(cast(c, DType::f64), cast(c, DType::f64));
+  EXPECT_EQ(body_runs, 3) << "a new dtype traces again";
+  EXPECT_EQ(f.statistics().traces, 3);
+
+  std::vector<float> got = values(first), x = values(a), y = values(b);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], x[i] * y[i] + 1.0f);
+}
+
+TEST(Function, MultipleOutputsInEveryContainer) {
+  Tensor a = random_tensor(DType::f32, {6}, 4);
+  auto as_tuple = function([](Tensor x) { return std::tuple<Tensor, Tensor, Tensor>{x + 1, x * 2, reduce_sum(x)}; });
+  auto [plus, twice, total] = as_tuple(a);
+  EXPECT_EQ(plus.shape(), a.shape());
+  EXPECT_EQ(total.rank(), 0);
+  auto as_pair = function([](Tensor x) { return std::pair<Tensor, Tensor>{x, -x}; });
+  EXPECT_FLOAT_EQ(as_pair(a).second.to_vector<float>()[2], -values(a)[2]);
+  auto as_vector = function([](Tensor x) { return std::vector<Tensor>{x, x, x}; });
+  EXPECT_EQ(as_vector(a).size(), 3u);
+  auto as_array = function([](Tensor x) { return std::array<Tensor, 2>{x, abs(x)}; });
+  EXPECT_GE(as_array(a)[1].to_vector<float>()[0], 0.0f);
+}
+
+TEST(Function, CapturedTensorsBecomeInputsWithoutCopyingData) {
+  Tensor weight = random_tensor(DType::f32, {4, 4}, 5);
+  auto f = function([&](Tensor x) { return matmul(x, weight); });
+  Tensor x = random_tensor(DType::f32, {2, 4}, 6);
+  std::string ir = f.get_compiler_ir(Stage::traced, x);
+  EXPECT_NE(ir.find("(%0: f32[2,4], %1: f32[4,4])"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("constant"), std::string::npos) << "captured data must not be baked into the IR:\n" << ir;
+  Tensor expected = matmul(x, weight);
+  EXPECT_EQ(values(f(x)), values(expected));
+}
+
+TEST(Function, TracedIrOfTheSeedFunction) {
+  auto f = function(
+      [](Tensor x, Tensor y) {
+        Tensor z = matmul(x, y);
+        z = z + sin(z);
+        z = nn::relu(z);
+        return reduce_sum(z);
+      },
+      {.name = "seed"});
+  Tensor a = random_tensor(DType::f32, {4, 4}, 7);
+  EXPECT_EQ(f.get_compiler_ir(Stage::traced, a, a),
+            "func @seed(%0: f32[4,4], %1: f32[4,4]) -> (f32[]) {\n"
+            "  %2 = f32[4,4] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+            "  %3 = f32[4,4] sin(%2)\n"
+            "  %4 = f32[4,4] add(%2, %3)\n"
+            "  %5 = f32[4,4] relu(%4)\n"
+            "  %6 = f32[] reduce_sum(%5) {axes=[0,1], keepdims=false}\n"
+            "  return %6\n"
+            "}\n");
+}
+
+TEST(Function, ControlFlowIsUnrolledAtTraceTime) {
+  auto f = function([](Tensor x) {
+    for (int i = 0; i < 3; ++i) x = x * 2;
+    if (x.rank() == 2) x = reduce_sum(x, {1});
+    return x;
+  });
+  Tensor matrix = random_tensor(DType::f32, {2, 3}, 8);
+  std::string ir = f.get_compiler_ir(Stage::traced, matrix);
+  int multiplications = 0;
+  for (std::size_t at = ir.find(" mul("); at != std::string::npos; at = ir.find(" mul(", at + 1)) ++multiplications;
+  EXPECT_EQ(multiplications, 3) << ir;
+  EXPECT_NE(ir.find("reduce_sum"), std::string::npos);
+  EXPECT_EQ(f(matrix).shape(), Shape({2}));
+  EXPECT_EQ(f(random_tensor(DType::f32, {3}, 9)).shape(), Shape({3}));
+}
+
+TEST(Function, ReadingATracedValueThrowsAClearError) {
+  auto f = function([](Tensor x) {
+    if (reduce_sum(x).item<float>() > 0) return x;  // data-dependent control flow
+    return -x;
+  });
+  Tensor a = random_tensor(DType::f32, {3}, 10);
+  try {
+    f(a);
+    FAIL() << "expected kiln::ValueError";
+  } catch (const ValueError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot read the value of traced tensor f32[]"), std::string::npos)
+        << error.what();
+    EXPECT_NE(error.location().find("function_test.cpp"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Function, WarnsOnceWhenItKeepsRetracingNamingTheArgument) {
+  CapturedLog log;
+  auto f = function([](Tensor x, Tensor y) { return x + y; }, {.name = "retracer"});
+  Tensor y = random_tensor(DType::f32, {1}, 11);
+  for (int size = 1; size <= 8; ++size) f(y, random_tensor(DType::f32, {size}, 12));
+  EXPECT_EQ(log.count("retracer"), 1);
+  EXPECT_EQ(log.count("argument 1 changed from f32[5] cpu to f32[6] cpu"), 1);
+  EXPECT_EQ(f.statistics().traces, 8);
+}
+
+TEST(Function, ErrorsInsideATraceNameTheUserLineAndLeaveTheFunctionUsable) {
+  auto f = function([](Tensor x, Tensor y) { return x + y; });
+  Tensor good = random_tensor(DType::f32, {2, 3}, 13);
+  Tensor bad = random_tensor(DType::f32, {4}, 14);
+  try {
+    f(good, bad);
+    FAIL() << "expected kiln::ShapeError";
+  } catch (const ShapeError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("add"), std::string::npos) << message;
+    EXPECT_NE(message.find("f32[2,3], f32[4]"), std::string::npos) << message;
+    EXPECT_NE(message.find("function_test.cpp"), std::string::npos) << message;
+  }
+  EXPECT_EQ(f(good, good).shape(), Shape({2, 3}));
+  EXPECT_EQ(f.statistics().traces, 1) << "a failed trace is not cached";
+}
+
+TEST(Function, EscapedTracedTensorsCannotBeUsed) {
+  Tensor escaped;
+  auto f = function([&](Tensor x) {
+    escaped = x * 2;
+    return x;
+  });
+  f(random_tensor(DType::f32, {2}, 15));
+  EXPECT_TRUE(escaped.is_traced());
+  EXPECT_THROW(escaped + 1, ValueError);
+  EXPECT_THROW(escaped.to_vector<float>(), ValueError);
+}
+
+TEST(Function, NestedFunctionsAreInlined) {
+  auto inner = function([](Tensor x) { return x * x; });
+  auto outer = function([&](Tensor x) { return inner(x) + 1; });
+  Tensor a = random_tensor(DType::f32, {3}, 16);
+  std::string ir = outer.get_compiler_ir(Stage::traced, a);
+  EXPECT_NE(ir.find("mul(%0, %0)"), std::string::npos) << ir;
+  EXPECT_EQ(inner.statistics().traces, 0);
+  std::vector<float> x = values(a), got = values(outer(a));
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(got[i], x[i] * x[i] + 1);
+}
+
+TEST(Function, ConstantsCreatedInsideATraceAreGraphConstants) {
+  auto f = function([](Tensor x) { return x + ones({3}) * 2.5; });
+  Tensor a = random_tensor(DType::f32, {3}, 17);
+  std::string ir = f.get_compiler_ir(Stage::traced, a);
+  EXPECT_NE(ir.find("f32[3] constant(1)"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("f32[] constant(2.5)"), std::string::npos) << ir;
+  EXPECT_FLOAT_EQ(values(f(a))[1], values(a)[1] + 2.5f);
+}
+
+TEST(Function, StandardExecutorFreesBuffersAfterTheirLastUse) {
+  auto f = function([](Tensor x) {
+    for (int i = 0; i < 8; ++i) x = x * 1.5 + 1.0;
+    return x;
+  });
+  Tensor a = random_tensor(DType::f32, {1 << 20}, 18);
+  f(a);  // trace first
+  std::int64_t bytes = a.numel() * 4;
+  std::int64_t before = memory_statistics().bytes_in_use;
+  reset_peak_memory();
+  Tensor result = f(a);
+  std::int64_t peak = memory_statistics().peak_bytes_in_use - before;
+  // 16 ops each make a buffer of `bytes`; at most two are alive at once
+  // (the operand and the result), plus small constants.
+  EXPECT_LE(peak, 2 * bytes + 4096) << "peak " << peak << " for buffers of " << bytes;
+  EXPECT_EQ(f.statistics().kernels_per_call, 16 + 16);  // 16 ops + 16 scalar constants
+}
+
+TEST(Function, ManyThreadsTraceEachSignatureOnce) {
+  std::atomic<int> body_runs = 0;
+  auto f = function([&](Tensor x) {
+    body_runs += 1;
+    return exp(x) - 1;
+  });
+  std::vector<Tensor> inputs;
+  for (int size = 1; size <= 4; ++size) inputs.push_back(random_tensor(DType::f32, {size * 100}, 19 + size));
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong = 0;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 20; ++call) {
+        const Tensor& input = inputs[static_cast<std::size_t>((t + call) % 4)];
+        std::vector<float> got = f(input).to_vector<float>(), x = input.to_vector<float>();
+        for (std::size_t i = 0; i < x.size(); ++i)
+          if (std::abs(got[i] - (std::exp(x[i]) - 1)) > 1e-5f * (1 + std::abs(got[i]))) wrong += 1;
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(body_runs, 4);
+  EXPECT_EQ(f.statistics().traces, 4);
+  EXPECT_EQ(f.statistics().calls, 160);
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(Function, UndefinedArgumentsAndOutputsAreReported) {
+  auto f = function([](Tensor x) { return x; });
+  EXPECT_THROW(f(Tensor()), ValueError);
+  auto g = function([](Tensor) { return Tensor(); });
+  EXPECT_THROW(g(random_tensor(DType::f32, {1}, 30)), ValueError);
+}
+
+}  // namespace
+}  // namespace kiln

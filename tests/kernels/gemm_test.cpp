@@ -1,0 +1,297 @@
+// kiln's own GEMM (kernels/cpu/gemm.h) against a float64 reference, and the contract of its epilogue.
+
+#include "kernels/cpu/gemm.h"
+
+#include "runtime/parallel.h"
+
+#include <gtest/gtest.h>
+#include <kiln/memory.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+// Random values in +-[0.25, 1.25]: never zero, so a missed or doubled term always shows.
+std::vector<float> random_values(std::int64_t count, std::uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::uniform_real_distribution<float> magnitude(0.25f, 1.25f);
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (auto& value : values) value = (generator() & 1 ? -1.0f : 1.0f) * magnitude(generator);
+  return values;
+}
+
+struct Case {
+  std::int64_t m, n, k;
+  bool transpose_a, transpose_b;
+  std::int64_t lda, ldb, ldc;  // stored leading dimensions
+  std::vector<float> a, b;
+
+  Case(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool ta, bool tb, std::int64_t padding = 0)
+      : m(m_), n(n_), k(k_), transpose_a(ta), transpose_b(tb) {
+    lda = (ta ? m : k) + padding;
+    ldb = (tb ? k : n) + padding;
+    ldc = n + padding;
+    a = random_values((ta ? k : m) * lda + 1, 1000 + static_cast<std::uint64_t>(m * 7 + k));
+    b = random_values((tb ? n : k) * ldb + 1, 2000 + static_cast<std::uint64_t>(n * 7 + k));
+  }
+  float a_at(std::int64_t i, std::int64_t p) const { return transpose_a ? a[p * lda + i] : a[i * lda + p]; }
+  float b_at(std::int64_t p, std::int64_t j) const { return transpose_b ? b[j * ldb + p] : b[p * ldb + j]; }
+
+  // C in double precision, and sum |a||b| per element for the error bound.
+  void reference(std::vector<double>& c, std::vector<double>& magnitude) const {
+    c.assign(static_cast<std::size_t>(m * n), 0.0);
+    magnitude.assign(static_cast<std::size_t>(m * n), 0.0);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0, absolute = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          const double product = static_cast<double>(a_at(i, p)) * static_cast<double>(b_at(p, j));
+          sum += product;
+          absolute += std::fabs(product);
+        }
+        c[static_cast<std::size_t>(i * n + j)] = sum;
+        magnitude[static_cast<std::size_t>(i * n + j)] = absolute;
+      }
+  }
+
+  // Runs sgemm into a C with padding filled with a sentinel; returns C (ldc-strided).
+  std::vector<float> run(const GemmEpilogue& epilogue = {}) const {
+    std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * ldc, 1)), sentinel);
+    sgemm(m, n, k, a.data(), lda, transpose_a, b.data(), ldb, transpose_b, c.data(), ldc, epilogue);
+    return c;
+  }
+
+  static constexpr float sentinel = -12345.0f;
+};
+
+std::string describe(const Case& test) {
+  return "m=" + std::to_string(test.m) + " n=" + std::to_string(test.n) + " k=" + std::to_string(test.k) +
+         " transpose_a=" + std::to_string(test.transpose_a) + " transpose_b=" + std::to_string(test.transpose_b) +
+         " lda=" + std::to_string(test.lda) + " ldb=" + std::to_string(test.ldb) + " ldc=" + std::to_string(test.ldc);
+}
+
+// Checks C against the reference within float reassociation error, and that padding is untouched.
+void expect_matches_reference(const Case& test, const std::vector<float>& c) {
+  std::vector<double> expected, magnitude;
+  test.reference(expected, magnitude);
+  int failures = 0;
+  for (std::int64_t i = 0; i < test.m && failures < 5; ++i) {
+    for (std::int64_t j = 0; j < test.ldc && failures < 5; ++j) {
+      const float value = c[static_cast<std::size_t>(i * test.ldc + j)];
+      if (j >= test.n) {
+        if (value != Case::sentinel) {
+          ADD_FAILURE() << describe(test) << ": padding written at (" << i << ", " << j << ")";
+          ++failures;
+        }
+        continue;
+      }
+      const double want = expected[static_cast<std::size_t>(i * test.n + j)];
+      // Each of k terms rounds once in float (FMA), plus the adds of K blocks: a few k * eps * sum|ab|.
+      const double tolerance = 4.0 * (static_cast<double>(test.k) + 2.0) * 6e-8 *
+                                   magnitude[static_cast<std::size_t>(i * test.n + j)] + 1e-30;
+      if (!(std::fabs(static_cast<double>(value) - want) <= tolerance)) {
+        ADD_FAILURE() << describe(test) << ": C(" << i << ", " << j << ") = " << value << ", want " << want
+                      << " +- " << tolerance;
+        ++failures;
+      }
+    }
+  }
+}
+
+using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+
+class GemmShapeTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(GemmShapeTest, MatchesFloat64ReferenceForAllTransposes) {
+  const auto [m, n, k] = GetParam();
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      const Case test(m, n, k, transpose_a, transpose_b);
+      expect_matches_reference(test, test.run());
+    }
+  }
+}
+
+TEST_P(GemmShapeTest, HonorsLeadingDimensionsLargerThanRows) {
+  const auto [m, n, k] = GetParam();
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      const Case test(m, n, k, transpose_a, transpose_b, /*padding=*/7);
+      expect_matches_reference(test, test.run());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, GemmShapeTest,
+                         ::testing::Values(Shape{1, 1, 1}, Shape{17, 33, 129}, Shape{128, 128, 128},
+                                           Shape{1000, 37, 513}, Shape{15, 1, 300}, Shape{1, 70, 9},
+                                           Shape{29, 65, 1}, Shape{130, 300, 257}));
+
+// The same problem through several K blocks and column panels (and, with a 2 MiB floor on temporaries, more
+// than one row panel when C goes to the epilogue only).
+TEST(Gemm, LargeProblemWithSeveralPanelsMatchesReference) {
+  const Case test(700, 1100, 800, false, false);
+  const GemmPlan plan = plan_sgemm(test.m, test.n, test.k);
+  EXPECT_GT(plan.column_panels, 1);
+  EXPECT_GT(test.k, plan.depth_block);
+  expect_matches_reference(test, test.run());
+}
+
+TEST(Gemm, ZeroDepthGivesZeros) {
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      const Case test(19, 45, 0, transpose_a, transpose_b, 3);
+      const std::vector<float> c = test.run();
+      for (std::int64_t i = 0; i < test.m; ++i)
+        for (std::int64_t j = 0; j < test.n; ++j) ASSERT_EQ(c[static_cast<std::size_t>(i * test.ldc + j)], 0.0f);
+    }
+  }
+}
+
+TEST(Gemm, EmptyOutputDoesNothing) {
+  for (const Shape& shape : {Shape{0, 5, 7}, Shape{5, 0, 7}, Shape{0, 0, 0}}) {
+    const auto [m, n, k] = shape;
+    EXPECT_EQ(plan_sgemm(m, n, k).block_count, 0);
+    int calls = 0;
+    GemmEpilogue epilogue;
+    epilogue.context = &calls;
+    epilogue.function = [](void* context, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t, std::int64_t) { ++*static_cast<int*>(context); };
+    std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, Case::sentinel);
+    sgemm(m, n, k, a.data(), std::max<std::int64_t>(k, 1), false, b.data(), std::max<std::int64_t>(n, 1), false,
+          c.data(), std::max<std::int64_t>(n, 1), epilogue);
+    EXPECT_EQ(calls, 0);
+    for (float value : c) EXPECT_EQ(value, Case::sentinel);
+  }
+}
+
+// An epilogue that records, per block, the blocks it saw and the sum and count of the elements of C.
+struct Recorder {
+  std::mutex mutex;
+  std::vector<int> block_seen;
+  std::vector<int> element_seen;  // m x n
+  std::vector<double> block_sum;
+  std::int64_t n = 0;
+  bool bad_block = false;
+
+  static void record(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                     std::int64_t column_begin, std::int64_t column_end, std::int64_t block) {
+    auto& self = *static_cast<Recorder*>(context);
+    double sum = 0;
+    for (std::int64_t i = row_begin; i < row_end; ++i)
+      for (std::int64_t j = column_begin; j < column_end; ++j)
+        sum += static_cast<double>(tile[(i - row_begin) * ld + (j - column_begin)]);
+    std::lock_guard lock(self.mutex);
+    if (block < 0 || block >= static_cast<std::int64_t>(self.block_seen.size())) {
+      self.bad_block = true;
+      return;
+    }
+    self.block_seen[static_cast<std::size_t>(block)] += 1;
+    self.block_sum[static_cast<std::size_t>(block)] = sum;
+    for (std::int64_t i = row_begin; i < row_end; ++i)
+      for (std::int64_t j = column_begin; j < column_end; ++j) self.element_seen[static_cast<std::size_t>(i * self.n + j)] += 1;
+  }
+};
+
+TEST(GemmEpilogue, SeesEveryElementOnceInNumberedBlocks) {
+  for (bool write_c : {true, false}) {
+    for (const Shape& shape : {Shape{1000, 1500, 300}, Shape{17, 33, 129}, Shape{1, 1, 1}, Shape{40, 20, 0}}) {
+      const auto [m, n, k] = shape;
+      const Case test(m, n, k, false, true);
+      const GemmPlan plan = plan_sgemm(m, n, k);
+      Recorder recorder;
+      recorder.n = n;
+      recorder.block_seen.assign(static_cast<std::size_t>(plan.block_count), 0);
+      recorder.block_sum.assign(static_cast<std::size_t>(plan.block_count), 0.0);
+      recorder.element_seen.assign(static_cast<std::size_t>(m * n), 0);
+      const GemmEpilogue epilogue{&Recorder::record, &recorder};
+      std::vector<float> c;
+      if (write_c) {
+        c = test.run(epilogue);
+      } else {
+        sgemm(m, n, k, test.a.data(), test.lda, false, test.b.data(), test.ldb, true, nullptr, 0, epilogue);
+      }
+      EXPECT_FALSE(recorder.bad_block);
+      for (int seen : recorder.block_seen) ASSERT_EQ(seen, 1) << describe(test);
+      for (int seen : recorder.element_seen) ASSERT_EQ(seen, 1) << describe(test);
+      // The tiles hold C: the total matches the reference total.
+      std::vector<double> expected, magnitude;
+      test.reference(expected, magnitude);
+      double want = 0, bound = 0, got = 0;
+      for (std::size_t e = 0; e < expected.size(); ++e) {
+        want += expected[e];
+        bound += 4.0 * (static_cast<double>(k) + 2.0) * 6e-8 * magnitude[e];
+      }
+      for (double sum : recorder.block_sum) got += sum;
+      EXPECT_NEAR(got, want, bound + 1e-9) << describe(test) << " write_c=" << write_c;
+      if (write_c) expect_matches_reference(test, c);
+    }
+  }
+}
+
+TEST(GemmEpilogue, BlocksFollowThePlan) {
+  struct Check {
+    GemmPlan plan;
+    bool ok = true;
+    std::mutex mutex;
+  } check;
+  check.plan = plan_sgemm(1000, 1500, 300);
+  GemmEpilogue epilogue;
+  epilogue.context = &check;
+  epilogue.function = [](void* context, const float*, std::int64_t, std::int64_t row_begin, std::int64_t row_end,
+                         std::int64_t column_begin, std::int64_t column_end, std::int64_t block) {
+    auto& self = *static_cast<Check*>(context);
+    const std::int64_t strip = block % self.plan.row_strips, panel = block / self.plan.row_strips;
+    const bool ok = row_begin == strip * self.plan.strip_rows &&
+                    row_end == std::min(self.plan.m, (strip + 1) * self.plan.strip_rows) &&
+                    column_begin == panel * self.plan.panel_columns &&
+                    column_end == std::min(self.plan.n, (panel + 1) * self.plan.panel_columns);
+    std::lock_guard lock(self.mutex);
+    self.ok = self.ok && ok;
+  };
+  const Case test(1000, 1500, 300, false, false);
+  sgemm(1000, 1500, 300, test.a.data(), test.lda, false, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
+  EXPECT_TRUE(check.ok);
+}
+
+// The summation order must not depend on the thread count: bitwise identical results.
+TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
+  const int original = runtime::thread_count();
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      const Case test(301, 517, 700, transpose_a, transpose_b);
+      runtime::set_thread_count(1);
+      const std::vector<float> one = test.run();
+      runtime::set_thread_count(2);
+      const std::vector<float> two = test.run();
+      EXPECT_EQ(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()), 0) << describe(test);
+    }
+  }
+  runtime::set_thread_count(original);
+}
+
+// Without c, temporaries stay a small fraction of C for large problems.
+TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
+  const std::int64_t m = 2048, n = 2048, k = 64;
+  const Case test(m, n, k, false, false);
+  const GemmEpilogue epilogue{[](void*, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                 std::int64_t, std::int64_t) {},
+                              nullptr};
+  reset_peak_memory();
+  const std::int64_t before = memory_statistics().bytes_in_use;
+  sgemm(m, n, k, test.a.data(), test.lda, false, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
+  const std::int64_t peak = memory_statistics().peak_bytes_in_use - before;
+  EXPECT_GT(peak, 0);
+  EXPECT_LE(peak, m * n * 4 / 5);
+}
+
+}  // namespace
+}  // namespace kiln::kernels::cpu

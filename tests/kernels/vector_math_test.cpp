@@ -1,0 +1,538 @@
+// Tests for src/kernels/cpu/vector_math.h: accuracy against double-precision std::
+// functions (in ULPs of the float result), IEEE special values, denormals, values at
+// the seams of range reductions and branch splits, scalar == vector bit identity, and
+// the load/store/select/any helpers.
+//
+// Every f32x16 stays inside the always-inline calls of a kernel-style wrapper that takes
+// pointers, so this file also builds without AVX-512 (-mavx2, baseline x86-64).
+
+#include "kernels/cpu/vector_math.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace vm = kiln::vector_math;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kDenormMin = std::numeric_limits<float>::denorm_min();
+constexpr float kFloatMin = std::numeric_limits<float>::min();
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+
+std::uint32_t bits_of(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+float from_bits(std::uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// Error of `got` in units of the last place of the float nearest to `want`: ULP =
+// 2^(e-23) for want in [2^e, 2^(e+1)), 2^-149 in the denormal range. Infinite when
+// NaN-ness or infinity (after rounding `want` to float) does not match.
+double ulp_error(float got, double want) {
+  if (std::isnan(want) || std::isnan(got)) {
+    return std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  if (std::isinf(static_cast<float>(want)) || std::isinf(got)) {
+    return static_cast<float>(want) == got ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  int exponent = 0;
+  std::frexp(want, &exponent);
+  const double ulp = std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// One function under test: a 16-lane kernel (pointer in, pointer out), the scalar
+// overload, the double-precision reference and the ULP bound from vector_math.h.
+struct Function {
+  std::string name;
+  void (*vector16)(const float* in, float* out);
+  float (*scalar)(float);
+  double (*reference)(double);
+  double ulp_bound;
+};
+
+#define KILN_TEST_FUNCTION(NAME, REFERENCE, BOUND)                                   \
+  Function {                                                                       \
+    #NAME, [](const float* in, float* out) { vm::store(out, vm::NAME(vm::load(in))); }, \
+        [](float x) { return vm::NAME(x); }, REFERENCE, BOUND                        \
+  }
+
+double reference_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+const std::vector<Function>& all_functions() {
+  static const std::vector<Function> functions = {
+      KILN_TEST_FUNCTION(sin, [](double x) { return std::sin(x); }, 2.0),
+      KILN_TEST_FUNCTION(cos, [](double x) { return std::cos(x); }, 2.0),
+      KILN_TEST_FUNCTION(exp, [](double x) { return std::exp(x); }, 2.0),
+      KILN_TEST_FUNCTION(log, [](double x) { return std::log(x); }, 2.0),
+      KILN_TEST_FUNCTION(tanh, [](double x) { return std::tanh(x); }, 4.0),
+      KILN_TEST_FUNCTION(erf, [](double x) { return std::erf(x); }, 4.0),
+      KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0),
+  };
+  return functions;
+}
+#undef KILN_TEST_FUNCTION
+
+const Function& function_named(const std::string& name) {
+  for (const Function& function : all_functions()) {
+    if (function.name == name) return function;
+  }
+  ADD_FAILURE() << "no function " << name;
+  return all_functions().front();
+}
+
+// Evaluates `function` on all inputs through the vector path (16 at a time, the tail
+// through load_partial / store_partial) and returns the results.
+std::vector<float> evaluate(const Function& function, const std::vector<float>& inputs) {
+  std::vector<float> outputs(inputs.size());
+  std::size_t i = 0;
+  for (; i + vm::kLanes <= inputs.size(); i += vm::kLanes) {
+    function.vector16(inputs.data() + i, outputs.data() + i);
+  }
+  if (i < inputs.size()) {
+    float in[vm::kLanes] = {}, out[vm::kLanes];
+    const int rest = static_cast<int>(inputs.size() - i);
+    vm::store(in, vm::load_partial(inputs.data() + i, rest));
+    function.vector16(in, out);
+    vm::store_partial(outputs.data() + i, vm::load(out), rest);
+  }
+  return outputs;
+}
+
+// Checks every input against the reference; reports the worst offender.
+void expect_within_bound(const Function& function, const std::vector<float>& inputs,
+                         const std::string& what) {
+  const std::vector<float> outputs = evaluate(function, inputs);
+  double worst = 0;
+  std::size_t worst_index = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const double error = ulp_error(outputs[i], function.reference(inputs[i]));
+    if (!(error <= worst)) {
+      worst = error;
+      worst_index = i;
+    }
+  }
+  EXPECT_LE(worst, function.ulp_bound)
+      << function.name << " on " << what << ": x = " << inputs[worst_index] << " (bits 0x"
+      << std::hex << bits_of(inputs[worst_index]) << std::dec << ") gives "
+      << outputs[worst_index] << ", want " << function.reference(inputs[worst_index]);
+}
+
+struct Rng {  // splitmix64: deterministic
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+};
+
+std::vector<float> uniform(double low, double high, int count, std::uint64_t seed) {
+  Rng rng{seed};
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (float& value : values) value = static_cast<float>(low + (high - low) * rng.uniform());
+  return values;
+}
+
+// Every finite float bit pattern equally likely: log-uniform over the whole range, both
+// signs, denormals included.
+std::vector<float> all_finite_floats(int count, std::uint64_t seed) {
+  Rng rng{seed};
+  std::vector<float> values;
+  while (values.size() < static_cast<std::size_t>(count)) {
+    const auto bits = static_cast<std::uint32_t>(rng.next());
+    if ((bits & 0x7f800000u) != 0x7f800000u) values.push_back(from_bits(bits));
+  }
+  return values;
+}
+
+// `center` and its `radius` float neighbours on each side.
+void add_neighbours(std::vector<float>& values, float center, int radius) {
+  float below = center, above = center;
+  values.push_back(center);
+  for (int step = 0; step < radius; ++step) {
+    below = std::nextafter(below, -kInf);
+    above = std::nextafter(above, kInf);
+    values.push_back(below);
+    values.push_back(above);
+  }
+}
+
+constexpr int kRandomCount = 1 << 18;
+
+// ---- the metric itself ----------------------------------------------------------------
+
+TEST(VectorMathUlp, MeasuresUnitsInTheLastPlace) {
+  EXPECT_EQ(ulp_error(1.0f, 1.0), 0.0);
+  EXPECT_EQ(ulp_error(std::nextafter(1.0f, 2.0f), 1.0), 1.0);
+  EXPECT_EQ(ulp_error(std::nextafter(1.0f, 0.0f), 1.0), 0.5);  // ULP of 1 is 2^-23
+  EXPECT_EQ(ulp_error(2 * kDenormMin, static_cast<double>(kDenormMin)), 1.0);
+  EXPECT_EQ(ulp_error(0.0f, -0.0), 0.0);
+  EXPECT_EQ(ulp_error(kInf, 1e39), 0.0);  // 1e39 rounds to +inf in float
+  EXPECT_TRUE(std::isinf(ulp_error(kFloatMax, 1e39)));
+  EXPECT_TRUE(std::isinf(ulp_error(kNaN, 1.0)));
+  EXPECT_TRUE(std::isinf(ulp_error(1.0f, std::nan(""))));
+  EXPECT_EQ(ulp_error(kNaN, std::nan("")), 0.0);
+}
+
+// ---- accuracy on random inputs ----------------------------------------------------------
+
+struct RandomRange {
+  const char* function;
+  double low, high;  // low > high: all finite floats
+};
+
+class VectorMathRandom : public ::testing::TestWithParam<RandomRange> {};
+
+TEST_P(VectorMathRandom, WithinUlpBound) {
+  const RandomRange range = GetParam();
+  const Function& function = function_named(range.function);
+  const std::uint64_t seed = std::hash<std::string>{}(function.name) ^
+                             static_cast<std::uint64_t>(static_cast<std::int64_t>(range.low));
+  if (range.low > range.high) {
+    expect_within_bound(function, all_finite_floats(kRandomCount, seed), "all finite floats");
+  } else {
+    char label[64];
+    std::snprintf(label, sizeof label, "[%g, %g]", range.low, range.high);
+    expect_within_bound(function, uniform(range.low, range.high, kRandomCount, seed), label);
+  }
+}
+
+constexpr double kAll = 1, kAllEnd = 0;
+INSTANTIATE_TEST_SUITE_P(
+    Ranges, VectorMathRandom,
+    ::testing::Values(
+        RandomRange{"sin", -3.2, 3.2}, RandomRange{"sin", -100, 100},
+        RandomRange{"sin", -1e5, 1e5}, RandomRange{"sin", -1e7, 1e7},
+        RandomRange{"sin", kAll, kAllEnd}, RandomRange{"cos", -3.2, 3.2},
+        RandomRange{"cos", -100, 100}, RandomRange{"cos", -1e5, 1e5},
+        RandomRange{"cos", -1e7, 1e7}, RandomRange{"cos", kAll, kAllEnd},
+        RandomRange{"exp", -1, 1}, RandomRange{"exp", -104, 89}, RandomRange{"exp", kAll, kAllEnd},
+        RandomRange{"log", 0, 2}, RandomRange{"log", 0.5, 1.5}, RandomRange{"log", 0, 1e6},
+        RandomRange{"log", kAll, kAllEnd}, RandomRange{"tanh", -1, 1},
+        RandomRange{"tanh", -10, 10}, RandomRange{"tanh", kAll, kAllEnd},
+        RandomRange{"erf", -1, 1}, RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd},
+        RandomRange{"sigmoid", -20, 20}, RandomRange{"sigmoid", -110, 90},
+        RandomRange{"sigmoid", kAll, kAllEnd}),
+    [](const ::testing::TestParamInfo<RandomRange>& info) {
+      return std::string(info.param.function) + "_" + std::to_string(info.index);
+    });
+
+// ---- special values ----------------------------------------------------------------------
+
+// Exact expected results; NaN means "any NaN", zeros are compared with their sign.
+struct Special {
+  const char* function;
+  float input;
+  float expected;
+};
+
+class VectorMathSpecial : public ::testing::TestWithParam<Special> {};
+
+TEST_P(VectorMathSpecial, ExactResult) {
+  const Special special = GetParam();
+  const Function& function = function_named(special.function);
+  float in[vm::kLanes], out[vm::kLanes];
+  std::fill(in, in + vm::kLanes, 0.5f);
+  in[7] = special.input;  // a lane in the middle, next to ordinary values
+  function.vector16(in, out);
+  const float scalar = function.scalar(special.input);
+  if (std::isnan(special.expected)) {
+    EXPECT_TRUE(std::isnan(out[7])) << special.function << "(" << special.input << ") = " << out[7];
+    EXPECT_TRUE(std::isnan(scalar));
+  } else {
+    EXPECT_EQ(bits_of(out[7]), bits_of(special.expected))
+        << special.function << "(" << special.input << ") = " << out[7] << ", want "
+        << special.expected;
+    EXPECT_EQ(bits_of(scalar), bits_of(special.expected));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Values, VectorMathSpecial,
+    ::testing::Values(
+        // sin / cos
+        Special{"sin", 0.0f, 0.0f}, Special{"sin", -0.0f, -0.0f}, Special{"sin", kNaN, kNaN},
+        Special{"sin", kInf, kNaN}, Special{"sin", -kInf, kNaN}, Special{"sin", kDenormMin, kDenormMin},
+        Special{"sin", -kDenormMin, -kDenormMin}, Special{"sin", 1e-30f, 1e-30f},
+        Special{"cos", 0.0f, 1.0f}, Special{"cos", -0.0f, 1.0f}, Special{"cos", kNaN, kNaN},
+        Special{"cos", kInf, kNaN}, Special{"cos", -kInf, kNaN}, Special{"cos", kDenormMin, 1.0f},
+        // exp
+        Special{"exp", 0.0f, 1.0f}, Special{"exp", -0.0f, 1.0f}, Special{"exp", kNaN, kNaN},
+        Special{"exp", kInf, kInf}, Special{"exp", -kInf, 0.0f}, Special{"exp", 89.0f, kInf},
+        Special{"exp", 1000.0f, kInf}, Special{"exp", kFloatMax, kInf},
+        Special{"exp", -104.0f, 0.0f}, Special{"exp", -1000.0f, 0.0f},
+        Special{"exp", -kFloatMax, 0.0f}, Special{"exp", kDenormMin, 1.0f},
+        // log
+        Special{"log", 1.0f, 0.0f}, Special{"log", 0.0f, -kInf}, Special{"log", -0.0f, -kInf},
+        Special{"log", -1.0f, kNaN}, Special{"log", -kDenormMin, kNaN}, Special{"log", -kInf, kNaN},
+        Special{"log", kInf, kInf}, Special{"log", kNaN, kNaN},
+        // tanh
+        Special{"tanh", 0.0f, 0.0f}, Special{"tanh", -0.0f, -0.0f}, Special{"tanh", kInf, 1.0f},
+        Special{"tanh", -kInf, -1.0f}, Special{"tanh", kNaN, kNaN}, Special{"tanh", 20.0f, 1.0f},
+        Special{"tanh", -1e30f, -1.0f}, Special{"tanh", kDenormMin, kDenormMin},
+        Special{"tanh", -kDenormMin, -kDenormMin}, Special{"tanh", 1e-30f, 1e-30f},
+        // erf
+        Special{"erf", 0.0f, 0.0f}, Special{"erf", -0.0f, -0.0f}, Special{"erf", kInf, 1.0f},
+        Special{"erf", -kInf, -1.0f}, Special{"erf", kNaN, kNaN}, Special{"erf", 5.0f, 1.0f},
+        Special{"erf", -1e30f, -1.0f},
+        // sigmoid
+        Special{"sigmoid", 0.0f, 0.5f}, Special{"sigmoid", -0.0f, 0.5f},
+        Special{"sigmoid", kInf, 1.0f}, Special{"sigmoid", -kInf, 0.0f},
+        Special{"sigmoid", kNaN, kNaN}, Special{"sigmoid", 100.0f, 1.0f},
+        Special{"sigmoid", kFloatMax, 1.0f}, Special{"sigmoid", -200.0f, 0.0f},
+        Special{"sigmoid", -kFloatMax, 0.0f}));
+
+TEST(VectorMathSpecial, EveryNaNPropagates) {
+  // NaNs with random payloads, both signs, quiet and signaling: bit tricks on the
+  // exponent field must never turn one into a number.
+  Rng rng{1234};
+  std::vector<float> inputs;
+  for (int i = 0; i < 100000; ++i) {
+    const auto payload = static_cast<std::uint32_t>(rng.next() & 0x7fffffu) | 1u;
+    inputs.push_back(from_bits(0x7f800000u | payload | (i % 2 ? 0x80000000u : 0u)));
+  }
+  for (const Function& function : all_functions()) {
+    const std::vector<float> outputs = evaluate(function, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_TRUE(std::isnan(outputs[i])) << function.name << "(NaN 0x" << std::hex
+                                          << bits_of(inputs[i]) << ") = " << outputs[i];
+    }
+  }
+}
+
+TEST(VectorMathSpecial, TinyArgumentsAreRelativelyAccurate) {
+  // tanh(x) and sin(x) round to x, erf(x) to 2x/sqrt(pi), for |x| far below 2^-12.
+  for (const float x : {1e-5f, -1e-5f, 3e-8f, 1e-20f, 1e-38f}) {
+    EXPECT_EQ(vm::tanh(x), x);
+    EXPECT_EQ(vm::sin(x), x);
+    EXPECT_LE(ulp_error(vm::erf(x), std::erf(static_cast<double>(x))), 1.0) << x;
+  }
+}
+
+TEST(VectorMathSpecial, ResultsStayInsideTheirRange) {
+  // |tanh|, |erf| <= 1 and sigmoid in [0, 1] everywhere, including just below
+  // saturation where a rational approximation could overshoot.
+  std::vector<float> inputs = uniform(-12, 12, kRandomCount, 7);
+  for (float x = 0.5f; x < 12.0f; x = std::nextafter(x, kInf) + 1e-4f) inputs.push_back(x);
+  for (const std::string name : {"tanh", "erf", "sigmoid"}) {
+    const Function& function = function_named(name);
+    const std::vector<float> outputs = evaluate(function, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const float low = name == "sigmoid" ? 0.0f : -1.0f;
+      ASSERT_TRUE(outputs[i] >= low && outputs[i] <= 1.0f)
+          << name << "(" << inputs[i] << ") = " << outputs[i];
+    }
+  }
+}
+
+// ---- denormals -----------------------------------------------------------------------------
+
+TEST(VectorMathDenormals, DenormalInputs) {
+  std::vector<float> inputs;
+  Rng rng{99};
+  for (int i = 0; i < 100000; ++i) {
+    const auto mantissa = static_cast<std::uint32_t>(rng.next() & 0x7fffffu);
+    inputs.push_back(from_bits(mantissa | (i % 2 ? 0x80000000u : 0u)));
+  }
+  for (std::uint32_t bits = 1; bits < 64; ++bits) inputs.push_back(from_bits(bits));
+  inputs.push_back(from_bits(0x7fffffu));  // largest denormal
+  inputs.push_back(kFloatMin);
+  for (const Function& function : all_functions()) {
+    expect_within_bound(function, inputs, "denormal inputs");
+  }
+}
+
+TEST(VectorMathDenormals, DenormalResults) {
+  // exp and sigmoid results fall into the denormal range for x in about [-104, -87.3].
+  const std::vector<float> inputs = uniform(-104, -87, kRandomCount, 5);
+  expect_within_bound(function_named("exp"), inputs, "exp with denormal results");
+  expect_within_bound(function_named("sigmoid"), inputs, "sigmoid with denormal results");
+  // The smallest results: exp(x) rounds to 2^-149 or to 0 around x = -103.97.
+  std::vector<float> edge;
+  add_neighbours(edge, -103.972084f, 2000);
+  add_neighbours(edge, -87.3365479f, 2000);  // exp(x) = FLT_MIN
+  expect_within_bound(function_named("exp"), edge, "exp at the denormal edges");
+  expect_within_bound(function_named("sigmoid"), edge, "sigmoid at the denormal edges");
+}
+
+// ---- seams of the range reductions and branch splits ---------------------------------------
+
+TEST(VectorMathSeams, SinCosNearMultiplesOfPiOver2) {
+  // The float nearest to k pi/2 and its neighbours: there sin or cos is tiny and the
+  // Cody-Waite reduction must keep its relative accuracy (the hardest case for it).
+  std::vector<float> inputs;
+  for (int k = 1; k < 90000; k = k < 200 ? k + 1 : k + 7) {
+    const float x = static_cast<float>(k * 1.5707963267948966);
+    add_neighbours(inputs, x, 2);
+    add_neighbours(inputs, -x, 1);
+  }
+  expect_within_bound(function_named("sin"), inputs, "near multiples of pi/2");
+  expect_within_bound(function_named("cos"), inputs, "near multiples of pi/2");
+  // Near 0 and at the quadrant boundaries +-pi/4 (odd multiples).
+  std::vector<float> boundaries;
+  for (int k = -41; k <= 41; k += 2) {
+    add_neighbours(boundaries, static_cast<float>(k * 0.7853981633974483), 50);
+  }
+  expect_within_bound(function_named("sin"), boundaries, "near odd multiples of pi/4");
+  expect_within_bound(function_named("cos"), boundaries, "near odd multiples of pi/4");
+}
+
+TEST(VectorMathSeams, SinCosAroundTheSlowPathThreshold) {
+  // Lanes above 2^17 take the per-lane double path; mixed vectors must keep the fast
+  // lanes' results, and both sides of the threshold must be accurate.
+  std::vector<float> inputs;
+  add_neighbours(inputs, 131072.0f, 300);
+  add_neighbours(inputs, -131072.0f, 300);
+  for (const float big : {1e6f, 1e10f, 1e20f, 1e30f, kFloatMax, -kFloatMax, 3.4e38f}) {
+    add_neighbours(inputs, big, 20);
+  }
+  const std::vector<float> mixed = uniform(-2e5, 2e5, kRandomCount, 11);
+  inputs.insert(inputs.end(), mixed.begin(), mixed.end());
+  for (const char* name : {"sin", "cos"}) {
+    const Function& function = function_named(name);
+    expect_within_bound(function, inputs, "around the slow-path threshold");
+    const std::vector<float> outputs = evaluate(function, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_EQ(bits_of(outputs[i]), bits_of(function.scalar(inputs[i])))
+          << name << "(" << inputs[i] << ") depends on the other lanes";
+    }
+  }
+}
+
+TEST(VectorMathSeams, ExpNearReductionAndOverflowBoundaries) {
+  std::vector<float> inputs;
+  for (int n = -149; n <= 128; ++n) {  // x near (n + 1/2) ln2, where n = round(x/ln2) flips
+    add_neighbours(inputs, static_cast<float>((n + 0.5) * 0.6931471805599453), 3);
+    add_neighbours(inputs, static_cast<float>(n * 0.6931471805599453), 3);
+  }
+  add_neighbours(inputs, 88.7228394f, 500);  // largest x with a finite result
+  add_neighbours(inputs, 89.0f, 5);          // the clamp
+  add_neighbours(inputs, -104.0f, 5);
+  expect_within_bound(function_named("exp"), inputs, "reduction and overflow boundaries");
+  // The overflow threshold is exact: the largest x whose exp rounds to a finite float
+  // gives a finite result, the next float gives inf.
+  float last_finite = 88.0f;
+  while (std::isfinite(static_cast<float>(std::exp(std::nextafter(last_finite, kInf))))) {
+    last_finite = std::nextafter(last_finite, kInf);
+  }
+  EXPECT_TRUE(std::isfinite(vm::exp(last_finite))) << last_finite;
+  EXPECT_EQ(vm::exp(std::nextafter(last_finite, kInf)), kInf);
+}
+
+TEST(VectorMathSeams, LogAroundTheMantissaSplit) {
+  std::vector<float> inputs;
+  for (int e = -149; e <= 127; ++e) {  // around sqrt(1/2) 2^e and 2^e
+    add_neighbours(inputs, std::ldexp(0.70710678f, e), 3);
+    add_neighbours(inputs, std::ldexp(1.0f, e), 3);
+  }
+  add_neighbours(inputs, 1.0f, 3000);  // log(x) ~ x - 1: relative accuracy near 1
+  add_neighbours(inputs, kFloatMin, 100);
+  add_neighbours(inputs, kFloatMax, 100);
+  expect_within_bound(function_named("log"), inputs, "around the mantissa split");
+}
+
+TEST(VectorMathSeams, TanhErfSigmoidAroundTheirSplits) {
+  std::vector<float> inputs;
+  for (const float split : {0.75f, 1.0f, 3.93f, 9.0f, 9.0109f, 10.0f, 0.5493f}) {
+    add_neighbours(inputs, split, 3000);
+    add_neighbours(inputs, -split, 3000);
+  }
+  expect_within_bound(function_named("tanh"), inputs, "around the splits");
+  expect_within_bound(function_named("erf"), inputs, "around the splits");
+  expect_within_bound(function_named("sigmoid"), inputs, "around the splits");
+}
+
+// ---- scalar == vector -----------------------------------------------------------------------
+
+TEST(VectorMathScalar, IdenticalBitsToTheVectorLanes) {
+  std::vector<float> inputs = all_finite_floats(kRandomCount, 21);
+  const std::vector<float> moderate = uniform(-12, 12, kRandomCount, 22);
+  inputs.insert(inputs.end(), moderate.begin(), moderate.end());
+  for (const float special : {0.0f, -0.0f, kInf, -kInf, kNaN, kDenormMin, 1e5f, 2e5f}) {
+    inputs.push_back(special);
+  }
+  inputs.push_back(1.0f);  // an odd count: the last vector goes through load_partial
+  for (const Function& function : all_functions()) {
+    const std::vector<float> outputs = evaluate(function, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const float scalar = function.scalar(inputs[i]);
+      if (std::isnan(scalar) && std::isnan(outputs[i])) continue;
+      ASSERT_EQ(bits_of(scalar), bits_of(outputs[i]))
+          << function.name << "(" << inputs[i] << "): scalar " << scalar << ", vector "
+          << outputs[i];
+    }
+  }
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+TEST(VectorMathHelpers, LoadAndStoreAreUnaligned) {
+  float buffer[vm::kLanes + 1];
+  for (int i = 0; i <= vm::kLanes; ++i) buffer[i] = static_cast<float>(i);
+  const vm::f32x16 value = vm::load(buffer + 1);
+  for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(value[lane], lane + 1.0f);
+  float out[vm::kLanes + 1] = {};
+  vm::store(out + 1, value);
+  EXPECT_EQ(out[0], 0.0f);
+  for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(out[lane + 1], lane + 1.0f);
+}
+
+TEST(VectorMathHelpers, PartialLoadAndStoreTouchOnlyCountElements) {
+  for (int count = 0; count <= vm::kLanes; ++count) {
+    // The source is exactly `count` floats long (a separate allocation, so reading past
+    // it would be caught by sanitizers) and the destination has sentinels after it.
+    std::vector<float> source(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) source[static_cast<std::size_t>(i)] = 10.0f + i;
+    const vm::f32x16 value = vm::load_partial(source.data(), count);
+    for (int lane = 0; lane < vm::kLanes; ++lane) {
+      EXPECT_EQ(value[lane], lane < count ? 10.0f + lane : 0.0f) << count << " " << lane;
+    }
+    float destination[vm::kLanes];
+    std::fill(destination, destination + vm::kLanes, -1.0f);
+    vm::store_partial(destination, vm::broadcast(7.0f), count);
+    for (int i = 0; i < vm::kLanes; ++i) {
+      EXPECT_EQ(destination[i], i < count ? 7.0f : -1.0f) << count << " " << i;
+    }
+  }
+}
+
+TEST(VectorMathHelpers, BroadcastSelectAny) {
+  const vm::f32x16 minus_zero = vm::broadcast(-0.0f);
+  for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(bits_of(minus_zero[lane]), 0x80000000u);
+  float ramp[vm::kLanes];
+  for (int i = 0; i < vm::kLanes; ++i) ramp[i] = static_cast<float>(i);
+  const vm::f32x16 x = vm::load(ramp);
+  const vm::f32x16 chosen = vm::select(x < 5.0f, vm::broadcast(1.0f), vm::broadcast(2.0f));
+  for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(chosen[lane], lane < 5 ? 1.0f : 2.0f);
+  EXPECT_FALSE(vm::any(x > 100.0f));
+  EXPECT_FALSE(vm::any(x != x));
+  for (int lane = 0; lane < vm::kLanes; ++lane) {  // each single lane is seen
+    EXPECT_TRUE(vm::any(x == static_cast<float>(lane))) << lane;
+  }
+  vm::i32x16 mask = {};
+  EXPECT_FALSE(vm::any(mask));
+  mask[15] = 1;  // any nonzero lane counts as true
+  EXPECT_TRUE(vm::any(mask));
+}
+
+}  // namespace

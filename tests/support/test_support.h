@@ -1,0 +1,34 @@
+#pragma once
+// Shared helpers for kiln's tests: random inputs (never zeros) and capturing
+// kiln's warnings.
+
+#include <kiln/kiln.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+// A random tensor of `dtype` and `shape` with no zeros: floats from a normal
+// distribution pushed away from 0, integers in [-9, 9] without 0, bools of
+// both values.
+Tensor random_tensor(DType dtype, const Shape& shape, std::uint64_t seed);
+
+// Random values in [low, high] (floats only).
+Tensor random_uniform(DType dtype, const Shape& shape, double low, double high, std::uint64_t seed);
+
+// Collects kiln's log messages while alive.
+class CapturedLog {
+ public:
+  CapturedLog();
+  ~CapturedLog();
+  const std::vector<std::string>& messages() const { return messages_; }
+  // Messages containing `fragment`.
+  int count(const std::string& fragment) const;
+
+ private:
+  std::vector<std::string> messages_;
+  LogHandler previous_;
+};
+
+}  // namespace kiln::testing

@@ -1,0 +1,457 @@
+// vector_math_report: measures the accuracy and the speed of kiln's vector math
+// (src/kernels/cpu/vector_math.h) against double-precision std:: functions, scalar
+// float std:: functions and, on AVX-512 builds, glibc's libmvec 16-lane variants.
+// The numbers go into docs/vector_math.md.
+//
+// Build (g++ >= 12 or clang++ >= 14; libmvec only with glibc and AVX-512):
+//   g++ -std=c++20 -O3 -march=native -mprefer-vector-width=512 -Wall -Wextra -Werror
+//       -I src tools/vector_math_report.cpp -o vector_math_report -lmvec -lm -pthread
+// Run:
+//   vector_math_report [--values-per-range N] [--exhaustive] [--no-speed] [--no-accuracy]
+//                      [--only FUNCTION]
+// --exhaustive additionally checks every float (all 2^32 bit patterns) for every
+// function, and sin / cos on every float in [-1e5, 1e5] separately.
+
+#include "kernels/cpu/vector_math.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace vm = kiln::vector_math;
+
+#if defined(__AVX512F__) && defined(__GLIBC__) && !defined(KILN_REPORT_NO_LIBMVEC)
+// glibc's libmvec AVX-512 entry points: what GCC calls for `#pragma omp simd` loops
+// over sinf & co under -O3 -ffast-math -fopenmp-simd -march=native. Declared here
+// directly so this file needs no -ffast-math.
+extern "C" {
+vm::f32x16 _ZGVeN16v_sinf(vm::f32x16);
+vm::f32x16 _ZGVeN16v_cosf(vm::f32x16);
+vm::f32x16 _ZGVeN16v_expf(vm::f32x16);
+vm::f32x16 _ZGVeN16v_logf(vm::f32x16);
+vm::f32x16 _ZGVeN16v_tanhf(vm::f32x16);
+vm::f32x16 _ZGVeN16v_erff(vm::f32x16);
+}
+#define KILN_REPORT_HAVE_LIBMVEC 1
+#endif
+
+namespace {
+
+using VectorFunction = vm::f32x16 (*)(vm::f32x16);
+using ScalarFloatFunction = float (*)(float);
+using ReferenceFunction = double (*)(double);
+
+double reference_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+float std_sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+#ifdef KILN_REPORT_HAVE_LIBMVEC
+vm::f32x16 libmvec_sigmoid(vm::f32x16 x) {
+  return 1.0f / (1.0f + _ZGVeN16v_expf(-x));
+}
+#endif
+
+struct Function {
+  const char* name;
+  VectorFunction vector;
+  ScalarFloatFunction scalar_std;
+  ReferenceFunction reference;
+  VectorFunction libmvec;  // null where none
+  double ulp_bound;        // the contract in vector_math.h
+};
+
+std::vector<Function> functions() {
+  auto v_sin = [](vm::f32x16 x) { return vm::sin(x); };
+  auto v_cos = [](vm::f32x16 x) { return vm::cos(x); };
+  auto v_exp = [](vm::f32x16 x) { return vm::exp(x); };
+  auto v_log = [](vm::f32x16 x) { return vm::log(x); };
+  auto v_tanh = [](vm::f32x16 x) { return vm::tanh(x); };
+  auto v_erf = [](vm::f32x16 x) { return vm::erf(x); };
+  auto v_sigmoid = [](vm::f32x16 x) { return vm::sigmoid(x); };
+  auto s_sin = [](float x) { return std::sin(x); };
+  auto s_cos = [](float x) { return std::cos(x); };
+  auto s_exp = [](float x) { return std::exp(x); };
+  auto s_log = [](float x) { return std::log(x); };
+  auto s_tanh = [](float x) { return std::tanh(x); };
+  auto s_erf = [](float x) { return std::erf(x); };
+  auto r_sin = [](double x) { return std::sin(x); };
+  auto r_cos = [](double x) { return std::cos(x); };
+  auto r_exp = [](double x) { return std::exp(x); };
+  auto r_log = [](double x) { return std::log(x); };
+  auto r_tanh = [](double x) { return std::tanh(x); };
+  auto r_erf = [](double x) { return std::erf(x); };
+#ifdef KILN_REPORT_HAVE_LIBMVEC
+  const VectorFunction m_sin = _ZGVeN16v_sinf, m_cos = _ZGVeN16v_cosf, m_exp = _ZGVeN16v_expf,
+                       m_log = _ZGVeN16v_logf, m_tanh = _ZGVeN16v_tanhf, m_erf = _ZGVeN16v_erff,
+                       m_sigmoid = libmvec_sigmoid;
+#else
+  const VectorFunction m_sin = nullptr, m_cos = nullptr, m_exp = nullptr, m_log = nullptr,
+                       m_tanh = nullptr, m_erf = nullptr, m_sigmoid = nullptr;
+#endif
+  return {
+      {"sin", v_sin, s_sin, r_sin, m_sin, 2},
+      {"cos", v_cos, s_cos, r_cos, m_cos, 2},
+      {"exp", v_exp, s_exp, r_exp, m_exp, 2},
+      {"log", v_log, s_log, r_log, m_log, 2},
+      {"tanh", v_tanh, s_tanh, r_tanh, m_tanh, 4},
+      {"erf", v_erf, s_erf, r_erf, m_erf, 4},
+      {"sigmoid", v_sigmoid, std_sigmoid, reference_sigmoid, m_sigmoid, 4},
+  };
+}
+
+// Error of `got` in units of the last place of the float nearest to `want`
+// (ULP = 2^(e-23) for want in [2^e, 2^(e+1)), 2^-149 in the denormal range).
+// Infinite when NaN-ness, or an infinite expectation, does not match.
+double ulp_error(float got, double want) {
+  if (std::isnan(want) || std::isnan(got)) {
+    return std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  if (std::isinf(static_cast<float>(want)) || std::isinf(got)) {
+    return static_cast<float>(want) == got ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  int exponent = 0;
+  std::frexp(want, &exponent);  // want = m * 2^exponent, m in [0.5, 1)
+  const double ulp = std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// Accumulates the worst error of one function over a set of inputs.
+struct Worst {
+  double ulp = 0;
+  float input = 0;
+  float got = 0;
+  double want = 0;
+  double max_absolute = 0;  // largest |got - want| where |want| < 2^-20
+  std::uint64_t count = 0;
+  void merge(const Worst& other) {
+    if (other.ulp > ulp) {
+      ulp = other.ulp;
+      input = other.input;
+      got = other.got;
+      want = other.want;
+    }
+    max_absolute = std::max(max_absolute, other.max_absolute);
+    count += other.count;
+  }
+};
+
+void check_block(const Function& function, const float* inputs, int count, Worst& worst,
+                 bool libmvec) {
+  const vm::f32x16 x = vm::load_partial(inputs, count);
+  const vm::f32x16 y = libmvec ? function.libmvec(x) : function.vector(x);
+  for (int lane = 0; lane < count; ++lane) {
+    const double want = function.reference(static_cast<double>(inputs[lane]));
+    const double error = ulp_error(y[lane], want);
+    if (error > worst.ulp || std::isnan(error)) {
+      worst.ulp = std::isnan(error) ? std::numeric_limits<double>::infinity() : error;
+      worst.input = inputs[lane];
+      worst.got = y[lane];
+      worst.want = want;
+    }
+    if (std::fabs(want) < 0x1p-20) {
+      worst.max_absolute = std::max(worst.max_absolute, std::fabs(y[lane] - want));
+    }
+  }
+  worst.count += static_cast<std::uint64_t>(count);
+}
+
+struct Rng {  // splitmix64: deterministic and fast
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+};
+
+// A set of random inputs: uniform in [low, high], or (low > high) every finite float
+// bit pattern with equal probability (log-uniform across the float range, both signs,
+// denormals included).
+struct Range {
+  const char* label;
+  double low, high;
+  float draw(Rng& rng) const {
+    if (low > high) {
+      for (;;) {
+        const auto bits = static_cast<std::uint32_t>(rng.next());
+        if ((bits & 0x7f800000u) != 0x7f800000u) {
+          float value;
+          std::memcpy(&value, &bits, sizeof value);
+          return value;
+        }
+      }
+    }
+    return static_cast<float>(low + (high - low) * rng.uniform());
+  }
+};
+
+constexpr double kAllFloats = 1;  // marker: low > high means "all finite floats"
+
+std::vector<Range> ranges_for(const std::string& name) {
+  const Range all{"all finite floats", kAllFloats, 0};
+  if (name == "sin" || name == "cos") {
+    return {{"[-pi, pi]", -3.14159265358979, 3.14159265358979}, {"[-100, 100]", -100, 100}, {"[-1e5, 1e5]", -1e5, 1e5}, all};
+  }
+  if (name == "exp") return {{"[-1, 1]", -1, 1}, {"[-104, 89]", -104, 89}, all};
+  if (name == "log") return {{"(0, 2]", 0, 2}, {"[0, 1e6]", 0, 1e6}, all};
+  if (name == "tanh") return {{"[-1, 1]", -1, 1}, {"[-10, 10]", -10, 10}, all};
+  if (name == "erf") return {{"[-1, 1]", -1, 1}, {"[-5, 5]", -5, 5}, all};
+  return {{"[-20, 20]", -20, 20}, {"[-110, 90]", -110, 90}, all};  // sigmoid
+}
+
+unsigned thread_count() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+Worst sweep_random(const Function& function, const Range& range, std::uint64_t values,
+                   bool libmvec) {
+  const unsigned threads = thread_count();
+  std::vector<Worst> worst(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      Rng rng{0x5eed0000u + t * 7919u + std::hash<std::string>{}(range.label)};
+      float block[vm::kLanes];
+      for (std::uint64_t done = t * vm::kLanes; done < values; done += threads * vm::kLanes) {
+        for (float& value : block) value = range.draw(rng);
+        check_block(function, block, vm::kLanes, worst[t], libmvec);
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  Worst total;
+  for (const auto& w : worst) total.merge(w);
+  return total;
+}
+
+// Every float whose bit pattern lies in [first, last] (inclusive), both signs when
+// `both_signs`.
+Worst sweep_bits(const Function& function, std::uint32_t first, std::uint32_t last,
+                 bool both_signs) {
+  const unsigned threads = thread_count();
+  std::vector<Worst> worst(threads);
+  std::vector<std::thread> pool;
+  const std::uint64_t total = static_cast<std::uint64_t>(last) - first + 1;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const std::uint64_t begin = first + total * t / threads;
+      const std::uint64_t end = first + total * (t + 1) / threads;
+      float block[vm::kLanes];
+      for (std::uint64_t bits = begin; bits < end; bits += vm::kLanes) {
+        const int count = static_cast<int>(std::min<std::uint64_t>(vm::kLanes, end - bits));
+        for (int sign = 0; sign < (both_signs ? 2 : 1); ++sign) {
+          for (int lane = 0; lane < count; ++lane) {
+            const auto pattern =
+                static_cast<std::uint32_t>(bits + static_cast<std::uint64_t>(lane)) |
+                (sign ? 0x80000000u : 0u);
+            std::memcpy(&block[lane], &pattern, sizeof(float));
+          }
+          check_block(function, block, count, worst[t], false);
+        }
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  Worst result;
+  for (const auto& w : worst) result.merge(w);
+  return result;
+}
+
+std::uint32_t bits_of(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+void print_worst(const char* name, const char* what, const Worst& worst, double seconds) {
+  std::printf("  %-8s %-34s max %8.3f ulp at x=%-15.9g (got %.9g, want %.9g)", name, what,
+              worst.ulp, static_cast<double>(worst.input), static_cast<double>(worst.got),
+              worst.want);
+  if (worst.max_absolute > 0) std::printf("  max abs err near 0: %.3g", worst.max_absolute);
+  std::printf("  [%llu values, %.1f s]\n", static_cast<unsigned long long>(worst.count), seconds);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int report_accuracy(std::uint64_t values_per_range, bool exhaustive, const std::string& only) {
+  int failures = 0;
+  std::printf("Accuracy: max error in ULP of the float result, against double std:: "
+              "(%llu random values per range)\n",
+              static_cast<unsigned long long>(values_per_range));
+  for (const Function& function : functions()) {
+    if (!only.empty() && only != function.name) continue;
+    Worst overall;
+    for (const Range& range : ranges_for(function.name)) {
+      auto start = std::chrono::steady_clock::now();
+      const Worst worst = sweep_random(function, range, values_per_range, false);
+      print_worst(function.name, range.label, worst, seconds_since(start));
+      overall.merge(worst);
+      if (function.libmvec) {
+        start = std::chrono::steady_clock::now();
+        const Worst libmvec = sweep_random(function, range, values_per_range, true);
+        std::string label = std::string("libmvec ") + range.label;
+        print_worst(function.name, label.c_str(), libmvec, seconds_since(start));
+      }
+    }
+    if (exhaustive) {
+      if (std::string(function.name) == "sin" || std::string(function.name) == "cos") {
+        const auto start = std::chrono::steady_clock::now();
+        const Worst worst = sweep_bits(function, 0, bits_of(1e5f), true);
+        print_worst(function.name, "every float in [-1e5, 1e5]", worst, seconds_since(start));
+        overall.merge(worst);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      const Worst worst = sweep_bits(function, 0, 0x7f7fffffu, true);
+      print_worst(function.name, "every finite float", worst, seconds_since(start));
+      overall.merge(worst);
+    }
+    const bool ok = overall.ulp <= function.ulp_bound;
+    std::printf("  %-8s overall max %.3f ulp (bound %.0f): %s\n", function.name, overall.ulp,
+                function.ulp_bound, ok ? "ok" : "FAIL");
+    failures += ok ? 0 : 1;
+  }
+  return failures;
+}
+
+// ---- throughput --------------------------------------------------------------------
+
+template <typename Body>
+double median_ns_per_element(std::size_t elements, int repetitions, Body body) {
+  std::vector<double> times;
+  body();  // warm up (page faults, caches, frequency)
+  for (int rep = 0; rep < repetitions; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    times.push_back(seconds_since(start) * 1e9 / static_cast<double>(elements));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void run_vector(VectorFunction function, const float* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + vm::kLanes <= n; i += vm::kLanes) vm::store(out + i, function(vm::load(in + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    vm::store_partial(out + i, function(vm::load_partial(in + i, rest)), rest);
+  }
+}
+
+// The kiln loops are written out per function (not through a function pointer) so the
+// compiler inlines the math into the loop, as kernels and generated code do.
+template <typename F>
+void run_inline(F function, const float* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + vm::kLanes <= n; i += vm::kLanes) vm::store(out + i, function(vm::load(in + i)));
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    vm::store_partial(out + i, function(vm::load_partial(in + i, rest)), rest);
+  }
+}
+
+void run_kiln(const std::string& name, const float* in, float* out, std::size_t n) {
+  if (name == "sin") run_inline([](vm::f32x16 x) { return vm::sin(x); }, in, out, n);
+  if (name == "cos") run_inline([](vm::f32x16 x) { return vm::cos(x); }, in, out, n);
+  if (name == "exp") run_inline([](vm::f32x16 x) { return vm::exp(x); }, in, out, n);
+  if (name == "log") run_inline([](vm::f32x16 x) { return vm::log(x); }, in, out, n);
+  if (name == "tanh") run_inline([](vm::f32x16 x) { return vm::tanh(x); }, in, out, n);
+  if (name == "erf") run_inline([](vm::f32x16 x) { return vm::erf(x); }, in, out, n);
+  if (name == "sigmoid") run_inline([](vm::f32x16 x) { return vm::sigmoid(x); }, in, out, n);
+}
+
+void report_speed(const std::string& only) {
+  std::printf("\nThroughput, one thread, ns per element (median of repetitions); input "
+              "uniform in the function's typical range\n");
+  std::printf("  %-8s %10s %12s %12s %12s %10s\n", "function", "elements", "kiln vector",
+              "std:: float", "libmvec", "copy");
+  for (const std::size_t n : {std::size_t{16} << 10, std::size_t{16} << 20}) {
+    std::vector<float> in(n), out(n);
+    const int repetitions = n > 100000 ? 11 : 2001;
+    for (const Function& function : functions()) {
+      const std::string name = function.name;
+      if (!only.empty() && only != name) continue;
+      Rng rng{42};
+      const double low = name == "log" ? 1e-3 : (name == "exp" ? -80 : -10);
+      const double high = name == "log" ? 1e3 : (name == "exp" ? 80 : 10);
+      for (auto& value : in) value = static_cast<float>(low + (high - low) * rng.uniform());
+      const double copy = median_ns_per_element(n, repetitions, [&] {
+        std::memcpy(out.data(), in.data(), n * sizeof(float));
+        asm volatile("" ::"r"(out.data()) : "memory");
+      });
+      const double kiln = median_ns_per_element(n, repetitions, [&] {
+        run_kiln(name, in.data(), out.data(), n);
+        asm volatile("" ::"r"(out.data()) : "memory");
+      });
+      const double scalar = median_ns_per_element(n, std::min(repetitions, 101), [&] {
+        for (std::size_t i = 0; i < n; ++i) out[i] = function.scalar_std(in[i]);
+        asm volatile("" ::"r"(out.data()) : "memory");
+      });
+      double libmvec = std::numeric_limits<double>::quiet_NaN();
+      if (function.libmvec) {
+        libmvec = median_ns_per_element(n, repetitions, [&] {
+          run_vector(function.libmvec, in.data(), out.data(), n);
+          asm volatile("" ::"r"(out.data()) : "memory");
+        });
+      }
+      std::printf("  %-8s %10zu %12.3f %12.3f %12.3f %10.3f\n", function.name, n, kiln, scalar,
+                  libmvec, copy);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t values_per_range = std::uint64_t{1} << 24;
+  bool exhaustive = false, speed = true, accuracy = true;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--values-per-range" && i + 1 < argc) {
+      values_per_range = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--exhaustive") {
+      exhaustive = true;
+    } else if (arg == "--no-speed") {
+      speed = false;
+    } else if (arg == "--no-accuracy") {
+      accuracy = false;
+    } else if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--values-per-range N] [--exhaustive] [--no-speed] "
+                   "[--no-accuracy] [--only FUNCTION]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  std::printf("kiln vector_math report: %u threads for accuracy sweeps, hardware FMA: %s, "
+              "AVX-512: %s, libmvec: %s\n",
+              thread_count(), vm::kHardwareFma ? "yes" : "no",
+#ifdef __AVX512F__
+              "yes",
+#else
+              "no",
+#endif
+#ifdef KILN_REPORT_HAVE_LIBMVEC
+              "yes"
+#else
+              "no"
+#endif
+  );
+  int failures = 0;
+  if (accuracy) failures = report_accuracy(values_per_range, exhaustive, only);
+  if (speed) report_speed(only);
+  return failures == 0 ? 0 : 1;
+}
