@@ -3,19 +3,22 @@
 //
 // For 16M f32 elements (64 MiB per operand) it times the standard kernels
 // (unary neg/exp/tanh/sin/sigmoid, add, add with a broadcast column
-// [4096,4096]+[4096,1] and row [4096,4096]+[4096], where) and, in the same
-// run, a streaming copy moving the same number of bytes, once with plain
-// stores and once with non-temporal stores. Each op's floor is
+// [4096,4096]+[4096,1] and row [4096,4096]+[4096], where) against a
+// streaming copy moving the same number of bytes, once with plain stores and
+// once with non-temporal stores. Each op's floor is
 //   floor = (bytes read + bytes written) / best copy bandwidth
-// at the op's footprint, and the table shows time / floor. Every time is the
-// median of the timed runs after warm-up; results are checked before timing.
+// at the op's footprint. The machine is shared and noisy, so the op and both
+// copies are timed in turn, round after round (after warm-up rounds), and the
+// table shows medians over the rounds: times, and time / floor computed
+// within each round. Results are checked before timing.
 //
-// Also shown: a unary op and the copies in the op-by-op pattern of the
-// standard executor (each call reads the previous call's output), which is
-// where non-temporal stores lose: the next op must fetch their output from
-// DRAM instead of the L3.
+// The "chained" rows run in the op-by-op pattern of the standard executor:
+// each call reads the previous call's output (out -> out2 -> out ...), and
+// so do their copies (each timed call reads what the same kind of call
+// wrote). That is where non-temporal stores lose: the next op fetches
+// their output from DRAM instead of the L3.
 //
-// Usage: elementwise_bandwidth [runs]   (default 15; threads: KILN_NUM_THREADS)
+// Usage: elementwise_bandwidth [rounds]   (default 15; threads: KILN_NUM_THREADS)
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/buffer.h"
@@ -30,6 +33,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,39 +47,43 @@ using kiln::runtime::Array;
 namespace cpu = kiln::kernels::cpu;
 
 constexpr std::int64_t rows = 4096, columns = 4096, elements = rows * columns;  // 16M
-int timed_runs = 15;
+constexpr int warm_up_rounds = 3;
+int timed_rounds = 15;
 
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+double seconds(const std::function<void()>& body) {
+  auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Median time of `body` over timed_runs calls after 3 warm-up calls.
-double median_seconds(const std::function<void()>& body) {
-  for (int i = 0; i < 3; ++i) body();
-  std::vector<double> times;
-  for (int i = 0; i < timed_runs; ++i) {
-    double start = seconds_now();
-    body();
-    times.push_back(seconds_now() - start);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
-// Copies `bytes` bytes on all threads: 64-byte vectors, plain or streaming stores.
+// Copies `bytes` (a multiple of 64) on all threads, one 64-byte line at a
+// time, with plain or streaming (non-temporal) stores: AVX-512 where the
+// build targets it, SSE2 otherwise.
 void copy(const void* source, void* destination, std::int64_t bytes, bool non_temporal) {
   const auto* in = static_cast<const char*>(source);
   auto* out = static_cast<char*>(destination);
-  std::int64_t lines = bytes / 64;
-  kiln::runtime::parallel_for(lines, 4096, [&](std::int64_t begin, std::int64_t end) {
+  kiln::runtime::parallel_for(bytes / 64, 4096, [&](std::int64_t begin, std::int64_t end) {
+#if defined(__AVX512F__)
     if (non_temporal) {
       for (std::int64_t i = begin; i < end; ++i)
         _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i * 64), _mm512_load_si512(in + i * 64));
-      _mm_sfence();
     } else {
       for (std::int64_t i = begin; i < end; ++i)
         _mm512_store_si512(reinterpret_cast<__m512i*>(out + i * 64), _mm512_load_si512(in + i * 64));
     }
+#else
+    for (std::int64_t i = begin * 4; i < end * 4; ++i) {
+      __m128i value = _mm_load_si128(reinterpret_cast<const __m128i*>(in) + i);
+      if (non_temporal) _mm_stream_si128(reinterpret_cast<__m128i*>(out) + i, value);
+      else _mm_store_si128(reinterpret_cast<__m128i*>(out) + i, value);
+    }
+#endif
+    if (non_temporal) _mm_sfence();
   });
 }
 
@@ -93,40 +101,66 @@ Array random_array(DType dtype, const Shape& shape, unsigned seed) {
   return array;
 }
 
-
-// Best copy bandwidth (bytes read + written per second) moving `bytes` in
-// total, plain and non-temporal, cached per footprint.
-struct CopyFloor {
-  double plain = 0, non_temporal = 0;
-  double best() const { return std::max(plain, non_temporal); }
-};
-std::map<std::int64_t, CopyFloor> copy_floors;
-
-const CopyFloor& copy_floor(std::int64_t bytes_moved) {
-  auto found = copy_floors.find(bytes_moved);
-  if (found != copy_floors.end()) return found->second;
-  std::int64_t half = bytes_moved / 2 / 64 * 64;
-  auto source = kiln::runtime::allocate(kiln::Device::cpu(), static_cast<std::size_t>(half));
-  auto destination = kiln::runtime::allocate(kiln::Device::cpu(), static_cast<std::size_t>(half));
-  std::fill_n(static_cast<char*>(source->data()), half, 1);
-  std::fill_n(static_cast<char*>(destination->data()), half, 2);
-  CopyFloor floor;
-  floor.plain = 2.0 * half / median_seconds([&] { copy(source->data(), destination->data(), half, false); });
-  floor.non_temporal = 2.0 * half / median_seconds([&] { copy(source->data(), destination->data(), half, true); });
-  return copy_floors.emplace(bytes_moved, floor).first->second;
-}
-
 struct Row {
   std::string name;
-  double bytes;  // read + written
-  double seconds;
+  double bytes;  // read + written by the op
+  double op_seconds, plain_copy_seconds, non_temporal_copy_seconds;  // medians
+  double ratio;                                                      // median of op time / floor
 };
 
-// Times `body` after measuring (once per footprint) the copy floor of the
-// same number of bytes, so both come from the same stretch of the run.
-Row measure(const std::string& name, double bytes, const std::function<void()>& body) {
-  copy_floor(static_cast<std::int64_t>(bytes));
-  return {name, bytes, median_seconds(body)};
+// Times `op` against the two copies, in turn, round after round. `copy_step`
+// runs one copy (the argument says non-temporal) of `copy_bytes` bytes.
+// `chained`: each timed call is preceded by an untimed call of the same
+// kind, so that it reads an output written the way it writes its own.
+Row measure(const std::string& name, double bytes, double copy_bytes, const std::function<void()>& op,
+            const std::function<void(bool)>& copy_step, bool chained = false) {
+  for (int round = 0; round < warm_up_rounds; ++round) {
+    copy_step(false);
+    copy_step(true);
+    op();
+  }
+  auto timed = [&](const std::function<void()>& body) {
+    if (chained) body();
+    return seconds(body);
+  };
+  std::vector<double> op_times, plain_times, non_temporal_times, ratios;
+  for (int round = 0; round < timed_rounds; ++round) {
+    plain_times.push_back(timed([&] { copy_step(false); }));
+    non_temporal_times.push_back(timed([&] { copy_step(true); }));
+    op_times.push_back(timed(op));
+    double floor = std::min(plain_times.back(), non_temporal_times.back()) * bytes / copy_bytes;
+    ratios.push_back(op_times.back() / floor);
+  }
+  return {name, bytes, median(op_times), median(plain_times), median(non_temporal_times), median(ratios)};
+}
+
+// A copy source and destination per footprint, reused by every op of that footprint.
+struct CopyBuffers {
+  std::shared_ptr<kiln::runtime::Buffer> source, destination;
+  std::int64_t bytes = 0;  // copied: half the bytes moved
+};
+std::map<std::int64_t, CopyBuffers> copy_buffers;
+
+const CopyBuffers& copy_buffers_for(double bytes_moved) {
+  auto key = static_cast<std::int64_t>(bytes_moved);
+  auto found = copy_buffers.find(key);
+  if (found != copy_buffers.end()) return found->second;
+  CopyBuffers buffers;
+  buffers.bytes = key / 2 / 64 * 64;
+  buffers.source = kiln::runtime::allocate(kiln::Device::cpu(), static_cast<std::size_t>(buffers.bytes));
+  buffers.destination = kiln::runtime::allocate(kiln::Device::cpu(), static_cast<std::size_t>(buffers.bytes));
+  std::fill_n(static_cast<char*>(buffers.source->data()), buffers.bytes, 1);
+  std::fill_n(static_cast<char*>(buffers.destination->data()), buffers.bytes, 2);
+  return copy_buffers.emplace(key, std::move(buffers)).first->second;
+}
+
+// An op that reads its inputs and writes one output: the copy floor moves
+// the same bytes between two buffers of its own.
+Row measure_op(const std::string& name, double bytes, const std::function<void()>& op) {
+  const CopyBuffers& buffers = copy_buffers_for(bytes);
+  return measure(name, bytes, 2.0 * buffers.bytes, op, [&](bool non_temporal) {
+    copy(buffers.source->data(), buffers.destination->data(), buffers.bytes, non_temporal);
+  });
 }
 
 [[noreturn]] void fail(const std::string& what) {
@@ -145,10 +179,16 @@ void check(const std::string& name, const Array& output, const std::function<dou
   }
 }
 
+void print(const Row& row) {
+  std::printf("%-34s %9.0f %9.3f %8.1f %9.1f %8.1f %7.2f\n", row.name.c_str(), row.bytes / (1 << 20),
+              row.op_seconds * 1e3, row.bytes / row.op_seconds / 1e9, row.bytes / row.plain_copy_seconds / 1e9,
+              row.bytes / row.non_temporal_copy_seconds / 1e9, row.ratio);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) timed_runs = std::max(1, std::atoi(argv[1]));
+  if (argc > 1) timed_rounds = std::max(1, std::atoi(argv[1]));
   const Shape matrix{rows, columns};
   Array x = random_array(DType::f32, matrix, 1);
   Array y = random_array(DType::f32, matrix, 2);
@@ -161,12 +201,16 @@ int main(int argc, char** argv) {
   const float* ys = y.data<float>();
   const double f32_bytes = 4.0 * elements;
 
-  std::vector<Row> table;
+  std::printf("elementwise_bandwidth: f32, %lld elements (64 MiB per operand), %d threads, median of %d rounds\n\n",
+              static_cast<long long>(elements), kiln::runtime::thread_count(), timed_rounds);
+  std::printf("%-34s %9s %9s %8s %9s %8s %7s\n", "op", "MiB moved", "time ms", "GB/s", "copy GB/s", "NT GB/s",
+              "/floor");
+
   auto unary = [&](Op op, double (*reference)(double), double tolerance) {
     std::string name(kiln::ir::name(op));
     cpu::unary(op, x, out);
     check(name, out, [&](std::int64_t i) { return reference(xs[i]); }, tolerance);
-    table.push_back(measure(name, 2 * f32_bytes, [&] { cpu::unary(op, x, out); }));
+    print(measure_op(name, 2 * f32_bytes, [&] { cpu::unary(op, x, out); }));
   };
   unary(Op::neg, [](double v) { return -v; }, 0);
   unary(Op::exp, [](double v) { return std::exp(v); }, 1e-6);
@@ -176,51 +220,40 @@ int main(int argc, char** argv) {
 
   cpu::binary(Op::add, x, y, out);
   check("add", out, [&](std::int64_t i) { return double(xs[i]) + ys[i]; }, 1e-7);
-  table.push_back(measure("add", 3 * f32_bytes, [&] { cpu::binary(Op::add, x, y, out); }));
+  print(measure_op("add", 3 * f32_bytes, [&] { cpu::binary(Op::add, x, y, out); }));
 
   cpu::binary(Op::add, x, column, out);
   check("add [4096,1]", out, [&](std::int64_t i) { return double(xs[i]) + column.data<float>()[i / columns]; }, 1e-7);
-  table.push_back(measure("add [4096,4096]+[4096,1]", 2 * f32_bytes + 4.0 * rows,
-                          [&] { cpu::binary(Op::add, x, column, out); }));
+  print(measure_op("add [4096,4096]+[4096,1]", 2 * f32_bytes + 4.0 * rows,
+                   [&] { cpu::binary(Op::add, x, column, out); }));
 
   cpu::binary(Op::add, x, row, out);
   check("add [4096]", out, [&](std::int64_t i) { return double(xs[i]) + row.data<float>()[i % columns]; }, 1e-7);
-  table.push_back(measure("add [4096,4096]+[4096]", 2 * f32_bytes + 4.0 * columns,
-                          [&] { cpu::binary(Op::add, x, row, out); }));
+  print(measure_op("add [4096,4096]+[4096]", 2 * f32_bytes + 4.0 * columns,
+                   [&] { cpu::binary(Op::add, x, row, out); }));
 
   cpu::select(condition, x, y, out);
   check("where", out, [&](std::int64_t i) { return condition.data<std::uint8_t>()[i] ? xs[i] : ys[i]; }, 0);
-  table.push_back(measure("where", 3 * f32_bytes + 1.0 * elements, [&] { cpu::select(condition, x, y, out); }));
+  print(measure_op("where", 3 * f32_bytes + 1.0 * elements, [&] { cpu::select(condition, x, y, out); }));
 
-  // The op-by-op pattern: each call reads what the previous one wrote.
+  // The op-by-op pattern: each call reads what the previous one wrote, and
+  // so does each copy.
+  cpu::unary(Op::neg, x, out);
   int parity = 0;
-  table.push_back(measure("neg, chained (out -> out2 -> out)", 2 * f32_bytes, [&] {
-    if (parity++ & 1) cpu::unary(Op::neg, out2, out);
-    else cpu::unary(Op::neg, out, out2);
-  }));
-  std::vector<Row> chained_copies;
-  for (bool non_temporal : {false, true}) {
-    chained_copies.push_back({non_temporal ? "copy NT, chained" : "copy plain, chained", 2 * f32_bytes,
-                              median_seconds([&] {
-                                if (parity++ & 1) copy(out2.raw(), out.mutable_raw(), out.bytes(), non_temporal);
-                                else copy(out.raw(), out2.mutable_raw(), out.bytes(), non_temporal);
-                              })});
+  auto chained_copy = [&](bool non_temporal) {
+    if (parity++ & 1) copy(out2.raw(), out.mutable_raw(), static_cast<std::int64_t>(out.bytes()), non_temporal);
+    else copy(out.raw(), out2.mutable_raw(), static_cast<std::int64_t>(out.bytes()), non_temporal);
+  };
+  for (Op op : {Op::neg, Op::exp}) {
+    print(measure(std::string(kiln::ir::name(op)) + ", chained", 2 * f32_bytes, 2 * f32_bytes,
+                  [&] {
+                    if (parity++ & 1) cpu::unary(op, out2, out);
+                    else cpu::unary(op, out, out2);
+                    // exp of exp overflows to inf after a few calls: same cost, no traps.
+                  },
+                  chained_copy, /*chained=*/true));
   }
-
-  std::printf("elementwise_bandwidth: f32, %lld elements (64 MiB per operand), %d threads, median of %d runs\n\n",
-              static_cast<long long>(elements), kiln::runtime::thread_count(), timed_runs);
-  std::printf("%-36s %9s %9s %8s %8s %8s %7s\n", "op", "MiB moved", "time ms", "GB/s", "copy GB/s", "NT GB/s",
-              "/floor");
-  for (const Row& entry : table) {
-    const CopyFloor& floor = copy_floor(static_cast<std::int64_t>(entry.bytes));
-    double floor_seconds = entry.bytes / floor.best();
-    std::printf("%-36s %9.0f %9.3f %8.1f %8.1f %8.1f %7.2f\n", entry.name.c_str(), entry.bytes / (1 << 20),
-                entry.seconds * 1e3, entry.bytes / entry.seconds / 1e9, floor.plain / 1e9, floor.non_temporal / 1e9,
-                entry.seconds / floor_seconds);
-  }
-  std::printf("\nop-by-op pattern, copies of 64 MiB (each reads the previous one's output):\n");
-  for (const Row& entry : chained_copies)
-    std::printf("%-36s %9.0f %9.3f %8.1f\n", entry.name.c_str(), entry.bytes / (1 << 20), entry.seconds * 1e3,
-                entry.bytes / entry.seconds / 1e9);
+  std::printf("\n/floor: median over rounds of op time / best copy time of the same round, scaled to the\n"
+              "op's bytes. copy / NT: plain and non-temporal stores.\n");
   return 0;
 }

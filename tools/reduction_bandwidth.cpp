@@ -169,7 +169,8 @@ bool check_reduction(Op op, const std::vector<std::int64_t>& axes, const Array& 
     return close(y[0], expected, magnitude);
   }
   for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2047}, std::int64_t{4095}}) {
-    double expected = axes[0] == 1 ? reference(i * columns, columns, 1, &magnitude) : reference(i, rows, columns, &magnitude);
+    double expected =
+        axes[0] == 1 ? reference(i * columns, columns, 1, &magnitude) : reference(i, rows, columns, &magnitude);
     if (!close(y[i], expected, magnitude)) return false;
   }
   return true;
@@ -216,7 +217,8 @@ int main(int argc, char** argv) {
   Array copy_target = kiln::runtime::allocate_array(DType::f32, Shape{elements / 2});
   volatile float sink = 0;
   Timing read = measure([&] { sink = stream_read(input.data<float>(), elements); });
-  Timing copy = measure([&] { stream_copy(copy_source.data<float>(), copy_target.mutable_data<float>(), elements / 2); });
+  Timing copy =
+      measure([&] { stream_copy(copy_source.data<float>(), copy_target.mutable_data<float>(), elements / 2); });
   std::printf("floors at 64 MiB: streaming read %.1f GB/s [%.1f], streaming copy %.1f GB/s [%.1f] (read+write)\n",
               bytes / read.median * 1e-9, bytes / read.min * 1e-9, bytes / copy.median * 1e-9, bytes / copy.min * 1e-9);
   std::printf("  read floor %.3f ms, copy floor %.3f ms\n\n", read.median * 1e3, copy.median * 1e3);
@@ -298,8 +300,8 @@ int main(int argc, char** argv) {
       for (std::int64_t item = 0; item < count; ++item)
         functions.sgemm(blas::row_major, blas::no_transpose, blas::no_transpose, static_cast<int>(m),
                         static_cast<int>(columns_b), static_cast<int>(k), 1.0f, x.data<float>() + item * m * k,
-                        static_cast<int>(k), y.data<float>() + item * k * columns_b, static_cast<int>(columns_b),
-                        0.0f, z.mutable_data<float>() + item * m * columns_b, static_cast<int>(columns_b));
+                        static_cast<int>(k), y.data<float>() + item * k * columns_b, static_cast<int>(columns_b), 0.0f,
+                        z.mutable_data<float>() + item * m * columns_b, static_cast<int>(columns_b));
     };
     auto ours = [&] { cpu::matmul(false, false, x, y, z); };
     auto [loop_time, our_time] = measure_pair(loop, ours);
@@ -309,11 +311,33 @@ int main(int argc, char** argv) {
                 our_time.min / (batch_flops / sgemm_rate), batch_flops / loop_time.median * 1e-9);
   }
 
-  // ---- OpenBLAS idle threads ----
+  // ---- OpenBLAS idle threads against kiln's pool ----
+  // A row reduction right after a multithreaded GEMM, against the same
+  // reduction right after another reduction: OpenBLAS threads that still
+  // spin compete with kiln's pool. Compare runs with different
+  // OPENBLAS_THREAD_TIMEOUT values.
+  Array row_sums = kiln::runtime::allocate_array(DType::f32, Shape{rows});
+  auto row_sum = [&] { cpu::reduce(Op::reduce_sum, {1}, input, row_sums); };
+  Array small_a = random_array(DType::f32, Shape{512, 512}, 7), small_b = random_array(DType::f32, Shape{512, 512}, 8);
+  Array small_c = kiln::runtime::allocate_array(DType::f32, Shape{512, 512});
+  std::vector<double> after_gemm, after_reduction;
+  for (int i = 0; i < timed_runs + 2; ++i) {
+    cpu::matmul(false, false, small_a, small_b, small_c);
+    double start = seconds_now();
+    row_sum();
+    after_gemm.push_back(seconds_now() - start);
+    start = seconds_now();
+    row_sum();
+    after_reduction.push_back(seconds_now() - start);
+  }
+  Timing gemm_then = summarize(after_gemm), reduction_then = summarize(after_reduction);
   direct();
   double before = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::printf("\nOpenBLAS idle threads: %.1f ms of CPU burnt in the 100 ms after a GEMM\n",
-              (cpu_seconds() - before) * 1e3);
+  double burnt = cpu_seconds() - before;
+  std::printf(
+      "\nOpenBLAS idle threads (OPENBLAS_THREAD_TIMEOUT): reduce_sum rows %.3f ms right after a 512^3 "
+      "matmul, %.3f ms right after a reduction (x%.2f); %.1f ms of CPU burnt in the 100 ms after a GEMM\n",
+      gemm_then.median * 1e3, reduction_then.median * 1e3, gemm_then.median / reduction_then.median, burnt * 1e3);
   return sink == 12345.0f ? 1 : 0;
 }

@@ -150,6 +150,7 @@ class Fuser {
     }
     std::set<int> consumer_groups;
     for (ir::ValueId user : users_[index(id)]) consumer_groups.insert(group_of_[index(user)]);
+    if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
     if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
     if (consumer_groups.size() > 1)
       plan_.not_fused.push_back("not fused: " + describe(graph_, id) + " has consumers in " +
@@ -352,6 +353,41 @@ class Fuser {
     return leaves;
   }
 
+  // Multi-output fusion, on demand: when a producer's consumers sit in
+  // several loop kernels over the same space, those kernels become one (if
+  // none depends on another), so the producer can join them instead of
+  // being written to memory.
+  void merge_consumer_loops(ir::ValueId producer, std::set<int>& consumer_groups) {
+    int first = *consumer_groups.begin();
+    const Group& target = groups_[static_cast<std::size_t>(first)];
+    for (int group : consumer_groups) {
+      const Group& other = groups_[static_cast<std::size_t>(group)];
+      if (other.kind != KernelKind::loop || target.kind != KernelKind::loop || !(other.space == target.space)) return;
+    }
+    for (int a : consumer_groups)
+      for (int b : consumer_groups)
+        if (a != b && reaches(a, b)) return;
+    for (int group : consumer_groups) {
+      if (group == first) continue;
+      merge_into(first, group, "merged with kernel of " + describe(graph_, groups_[static_cast<std::size_t>(group)].members.front()) +
+                                   ": both consume " + describe(graph_, producer) + " over the same space (multi-output fusion)");
+    }
+    consumer_groups = {first};
+  }
+
+  void merge_into(int target, int source, const std::string& decision) {
+    Group& into = groups_[static_cast<std::size_t>(target)];
+    Group& from = groups_[static_cast<std::size_t>(source)];
+    into.decisions.push_back(decision);
+    for (ir::ValueId member : from.members) {
+      into.members.push_back(member);
+      group_of_[index(member)] = target;
+    }
+    into.decisions.insert(into.decisions.end(), from.decisions.begin(), from.decisions.end());
+    from.members.clear();
+    from.merged_away = true;
+  }
+
   // Multi-output fusion of siblings: loop kernels over the same iteration
   // space that read a common input become one kernel (the input is read once).
   void merge_siblings() {
@@ -368,15 +404,10 @@ class Fuser {
         if (shared.empty() || reaches(static_cast<int>(a), static_cast<int>(b)) ||
             reaches(static_cast<int>(b), static_cast<int>(a)))
           continue;
-        first.decisions.push_back("merged sibling kernel of " + describe(graph_, second.members.front()) +
-                                  ": same iteration space, reads " + describe(graph_, *shared.begin()) +
-                                  " too (multi-output fusion)");
-        for (ir::ValueId member : second.members) {
-          first.members.push_back(member);
-          group_of_[index(member)] = static_cast<int>(a);
-        }
-        first.decisions.insert(first.decisions.end(), second.decisions.begin(), second.decisions.end());
-        second.merged_away = true;
+        merge_into(static_cast<int>(a), static_cast<int>(b),
+                   "merged sibling kernel of " + describe(graph_, second.members.front()) +
+                       ": same iteration space, reads " + describe(graph_, *shared.begin()) +
+                       " too (multi-output fusion)");
       }
     }
   }

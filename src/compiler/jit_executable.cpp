@@ -19,15 +19,15 @@ class JitExecutable final : public exec::Executable {
         entry = reinterpret_cast<kiln_kernel_entry>(module_->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
       entries_.push_back(entry);
     }
-    is_output_.assign(static_cast<std::size_t>(graph_.size()), false);
-    for (ir::ValueId output : graph_.outputs) is_output_[static_cast<std::size_t>(output)] = true;
+    for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
   }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
     std::vector<runtime::Array> values(static_cast<std::size_t>(graph_.size()));
     for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(graph_.parameters[i])] = inputs[i];
+    // One arena per call (also for values of zero bytes, which still need a buffer).
     std::shared_ptr<runtime::Buffer> arena;
-    if (assignment_.arena_bytes > 0) arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(assignment_.arena_bytes));
+    if (uses_arena_) arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(assignment_.arena_bytes));
 
     std::vector<void*> buffers;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
@@ -73,7 +73,7 @@ class JitExecutable final : public exec::Executable {
   BufferAssignment assignment_;
   std::shared_ptr<const LoadedModule> module_;
   std::vector<kiln_kernel_entry> entries_;
-  std::vector<bool> is_output_;
+  bool uses_arena_ = false;
 };
 
 }  // namespace

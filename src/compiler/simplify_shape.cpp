@@ -27,18 +27,22 @@ bool to_reshape(Match& match) {
   return match.changed();
 }
 
+bool is_identity_permutation(const std::vector<std::int64_t>& permutation) {
+  for (std::size_t axis = 0; axis < permutation.size(); ++axis)
+    if (permutation[axis] != static_cast<std::int64_t>(axis)) return false;
+  return true;
+}
+
 bool transpose_chain(Match& match) {
   ir::Node& node = match.node();
-  bool is_identity = true;
-  for (std::size_t axis = 0; axis < node.attributes.axes.size(); ++axis)
-    is_identity = is_identity && node.attributes.axes[axis] == static_cast<std::int64_t>(axis);
-  if (is_identity) return match.replace_with(match.operand_id(0));
+  if (is_identity_permutation(node.attributes.axes)) return match.replace_with(match.operand_id(0));
   const ir::Node& operand = match.operand(0);
   if (operand.op != ir::Op::transpose) return false;
   // result[i] = operand[p[i]] = x[q[p[i]]]
   std::vector<std::int64_t> composed;
   for (std::int64_t axis : node.attributes.axes)
     composed.push_back(operand.attributes.axes[static_cast<std::size_t>(axis)]);
+  if (is_identity_permutation(composed)) return match.replace_with(operand.operands[0]);
   node.attributes.axes = composed;
   node.operands[0] = operand.operands[0];
   return match.changed();

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <kiln/memory.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -265,6 +267,9 @@ TEST(GemmEpilogue, BlocksFollowThePlan) {
 // The summation order must not depend on the thread count: bitwise identical results.
 TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
   const int original = runtime::thread_count();
+  // runtime/parallel.cpp: a resize can hang if a pool worker has not started running yet (it would read the
+  // stop signal's generation as its own). Give workers of a freshly created pool time to start.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   for (bool transpose_a : {false, true}) {
     for (bool transpose_b : {false, true}) {
       const Case test(301, 517, 700, transpose_a, transpose_b);
@@ -275,7 +280,10 @@ TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
       EXPECT_EQ(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()), 0) << describe(test);
     }
   }
-  runtime::set_thread_count(original);
+  if (runtime::thread_count() != original) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    runtime::set_thread_count(original);
+  }
 }
 
 // Without c, temporaries stay a small fraction of C for large problems.

@@ -44,8 +44,10 @@ void fill_random(const Array& array, std::uint64_t seed) {
     T* data = array.mutable_data<T>();
     for (int64_t i = 0; i < array.shape.numel(); ++i) {
       double s = sign(generator) ? 1.0 : -1.0;
-      if constexpr (std::is_floating_point_v<T>) data[i] = static_cast<T>(s * magnitude(generator));
-      else data[i] = static_cast<T>(s * small(generator));
+      if constexpr (std::is_floating_point_v<T>)
+        data[i] = static_cast<T>(s * magnitude(generator));
+      else
+        data[i] = static_cast<T>(s * small(generator));
     }
   });
 }

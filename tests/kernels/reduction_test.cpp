@@ -48,7 +48,8 @@ Array make(DType dtype, const Shape& shape) { return kiln::runtime::allocate_arr
 // [1, 9] with a random sign, bools of both values (`true_fraction` of ones).
 void fill_random(const Array& array, std::uint64_t seed, Op op = Op::reduce_sum, double true_fraction = 0.5) {
   std::mt19937_64 generator(seed);
-  std::uniform_real_distribution<double> uniform(op == Op::reduce_prod ? -0.01 : 0.1, op == Op::reduce_prod ? 0.01 : 2.0);
+  std::uniform_real_distribution<double> uniform(op == Op::reduce_prod ? -0.01 : 0.1,
+                                                 op == Op::reduce_prod ? 0.01 : 2.0);
   auto magnitude = [&](std::mt19937_64& g) { return op == Op::reduce_prod ? std::exp(uniform(g)) : uniform(g); };
   std::uniform_int_distribution<int> small(1, 9), sign(0, 1);
   std::bernoulli_distribution coin(true_fraction);
@@ -56,9 +57,12 @@ void fill_random(const Array& array, std::uint64_t seed, Op op = Op::reduce_sum,
     T* data = array.mutable_data<T>();
     for (int64_t i = 0; i < array.shape.numel(); ++i) {
       double s = sign(generator) ? 1.0 : -1.0;
-      if constexpr (std::is_same_v<T, std::uint8_t>) data[i] = coin(generator) ? 1 : 0;
-      else if constexpr (std::is_floating_point_v<T>) data[i] = static_cast<T>(s * magnitude(generator));
-      else data[i] = static_cast<T>(s * small(generator));
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        data[i] = coin(generator) ? 1 : 0;
+      else if constexpr (std::is_floating_point_v<T>)
+        data[i] = static_cast<T>(s * magnitude(generator));
+      else
+        data[i] = static_cast<T>(s * small(generator));
     }
   });
 }
@@ -75,8 +79,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   std::vector<int64_t> dims;
   for (int axis = 0; axis < shape.rank(); ++axis) {
     bool reduced = std::find(axes.begin(), axes.end(), axis) != axes.end();
-    if (!reduced) dims.push_back(shape[axis]);
-    else if (keepdims) dims.push_back(1);
+    if (!reduced)
+      dims.push_back(shape[axis]);
+    else if (keepdims)
+      dims.push_back(1);
   }
   return Shape(dims);
 }
@@ -107,7 +113,8 @@ std::vector<int64_t> output_index_of(const Shape& shape, const std::vector<int64
   return result;
 }
 
-template <class R> std::vector<R> values_of(const Array& array) {
+template <class R>
+std::vector<R> values_of(const Array& array) {
   return kiln::visit_dtype(array.dtype, [&]<class T>() {
     const T* data = array.data<T>();
     return std::vector<R>(data, data + array.shape.numel());
@@ -128,7 +135,7 @@ void check_reduction(Op op, const Array& input, const std::vector<int64_t>& axes
   if (kiln::is_floating(input.dtype)) {
     const double eps = input.dtype == DType::f32 ? 0x1p-23 : 0x1p-52;
     std::vector<double> value(static_cast<std::size_t>(outputs)), magnitude(static_cast<std::size_t>(outputs), 0);
-    double init = op == Op::reduce_prod ? 1.0
+    double init = op == Op::reduce_prod  ? 1.0
                   : op == Op::reduce_max ? -INFINITY
                   : op == Op::reduce_min ? INFINITY
                                          : 0.0;
@@ -138,11 +145,16 @@ void check_reduction(Op op, const Array& input, const std::vector<int64_t>& axes
       double x = inputs[static_cast<std::size_t>(i)];
       auto o = static_cast<std::size_t>(target[static_cast<std::size_t>(i)]);
       magnitude[o] += std::fabs(x);
-      if (op == Op::reduce_sum || op == Op::reduce_mean) value[o] += x;
-      else if (op == Op::reduce_prod) value[o] *= x;
-      else if (std::isnan(x) || std::isnan(value[o])) value[o] = NAN;
-      else if (op == Op::reduce_max) value[o] = std::max(value[o], x);
-      else value[o] = std::min(value[o], x);
+      if (op == Op::reduce_sum || op == Op::reduce_mean)
+        value[o] += x;
+      else if (op == Op::reduce_prod)
+        value[o] *= x;
+      else if (std::isnan(x) || std::isnan(value[o]))
+        value[o] = NAN;
+      else if (op == Op::reduce_max)
+        value[o] = std::max(value[o], x);
+      else
+        value[o] = std::min(value[o], x);
     }
     for (int64_t o = 0; o < outputs; ++o) {
       auto u = static_cast<std::size_t>(o);
@@ -159,7 +171,8 @@ void check_reduction(Op op, const Array& input, const std::vector<int64_t>& axes
       double tolerance = 0;
       if (op == Op::reduce_sum) tolerance = 8 * (std::log2(static_cast<double>(count) + 1) + 4) * eps * magnitude[u];
       if (op == Op::reduce_mean)
-        tolerance = 8 * (std::log2(static_cast<double>(count) + 1) + 4) * eps * magnitude[u] / static_cast<double>(count);
+        tolerance =
+            8 * (std::log2(static_cast<double>(count) + 1) + 4) * eps * magnitude[u] / static_cast<double>(count);
       if (op == Op::reduce_prod) tolerance = 2 * (static_cast<double>(count) + 2) * eps * std::fabs(expected);
       if (op == Op::reduce_max || op == Op::reduce_min)
         ASSERT_EQ(actual, expected) << where << " at output " << o;
@@ -175,10 +188,10 @@ void check_reduction(Op op, const Array& input, const std::vector<int64_t>& axes
     if (bits == 32) return static_cast<int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)));
     return static_cast<int64_t>(v & 0xff);
   };
-  int64_t lowest = bits == 64 ? std::numeric_limits<int64_t>::lowest()
+  int64_t lowest = bits == 64   ? std::numeric_limits<int64_t>::lowest()
                    : bits == 32 ? std::numeric_limits<std::int32_t>::lowest()
                                 : 0;
-  int64_t highest = bits == 64 ? std::numeric_limits<int64_t>::max()
+  int64_t highest = bits == 64   ? std::numeric_limits<int64_t>::max()
                     : bits == 32 ? std::numeric_limits<std::int32_t>::max()
                                  : 1;
   std::vector<std::uint64_t> acc(static_cast<std::size_t>(outputs), op == Op::reduce_prod ? 1 : 0);
@@ -275,8 +288,10 @@ TEST(ReductionKernels, ZeroSizeAxes) {
   EXPECT_EQ(run_reduce(Op::reduce_min, input, {0}).data<float>()[2], INFINITY);
   EXPECT_EQ(run_reduce(Op::reduce_prod, input, {0}).data<float>()[0], 1.0f);
   Array integers = make(DType::i32, Shape{3, 0});
-  EXPECT_EQ(run_reduce(Op::reduce_max, integers, {1}).data<std::int32_t>()[0], std::numeric_limits<std::int32_t>::lowest());
-  EXPECT_EQ(run_reduce(Op::reduce_min, integers, {1}).data<std::int32_t>()[0], std::numeric_limits<std::int32_t>::max());
+  EXPECT_EQ(run_reduce(Op::reduce_max, integers, {1}).data<std::int32_t>()[0],
+            std::numeric_limits<std::int32_t>::lowest());
+  EXPECT_EQ(run_reduce(Op::reduce_min, integers, {1}).data<std::int32_t>()[0],
+            std::numeric_limits<std::int32_t>::max());
   Array bools = make(DType::boolean, Shape{0});
   EXPECT_EQ(run_reduce(Op::reduce_max, bools, {0}).data<std::uint8_t>()[0], 0);  // any() of nothing
   EXPECT_EQ(run_reduce(Op::reduce_min, bools, {0}).data<std::uint8_t>()[0], 1);  // all() of nothing
@@ -286,10 +301,10 @@ TEST(ReductionKernels, ZeroSizeAxes) {
 // threads: long rows (leaf trees split among threads), many short rows,
 // columns with several row groups, a middle axis, tiny rows and columns.
 const std::vector<std::pair<Shape, std::vector<int64_t>>> large_cases = {
-    {Shape{1000003}, {0}},      {Shape{3, 200001}, {1}},       {Shape{4099, 257}, {1}},
-    {Shape{20000, 3}, {1}},     {Shape{1500, 1031}, {0}},      {Shape{100003, 3}, {0}},
-    {Shape{7, 600, 33}, {1}},   {Shape{37, 1000, 3}, {0, 2}},  {Shape{513, 2, 515}, {0, 2}},
-    {Shape{3, 4097, 5}, {0, 1}}, {Shape{2, 3, 70000}, {0, 1, 2}},
+    {Shape{1000003}, {0}},        {Shape{3, 200001}, {1}},     {Shape{4099, 257}, {1}},
+    {Shape{20000, 3}, {1}},       {Shape{1001, 33}, {1}},      {Shape{1500, 1031}, {0}},
+    {Shape{100003, 3}, {0}},      {Shape{7, 600, 33}, {1}},    {Shape{37, 1000, 3}, {0, 2}},
+    {Shape{513, 2, 515}, {0, 2}}, {Shape{3, 4097, 5}, {0, 1}}, {Shape{2, 3, 70000}, {0, 1, 2}},
 };
 
 TEST(ReductionKernels, LargeInputsEveryOpAndDtype) {
@@ -427,8 +442,8 @@ void check_argmax(const Array& input, int64_t axis, const Array& output) {
         }
       }
       ASSERT_EQ(output.data<int64_t>()[a * inner + b], best)
-          << "argmax of " << kiln::to_string(input.dtype) << shape.to_string() << " axis " << axis << " at ("
-          << a << ", " << b << ")";
+          << "argmax of " << kiln::to_string(input.dtype) << shape.to_string() << " axis " << axis << " at (" << a
+          << ", " << b << ")";
     }
 }
 
@@ -446,8 +461,10 @@ void fill_with_ties(const Array& array, std::uint64_t seed) {
     T* data = array.mutable_data<T>();
     for (int64_t i = 0; i < array.shape.numel(); ++i) {
       int v = value(generator);
-      if constexpr (std::is_same_v<T, std::uint8_t>) data[i] = v > 3;
-      else data[i] = static_cast<T>(v - 7);  // negative, never zero
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        data[i] = v > 3;
+      else
+        data[i] = static_cast<T>(v - 7);  // negative, never zero
     }
   });
 }
@@ -459,8 +476,10 @@ TEST(ArgmaxKernel, EveryAxisAndDtype) {
       for (int axis = 0; axis < shape.rank(); ++axis) {
         if (shape[axis] == 0) continue;
         Array input = make(dtype, shape);
-        if (seed % 2) fill_with_ties(input, seed);
-        else fill_random(input, seed);
+        if (seed % 2)
+          fill_with_ties(input, seed);
+        else
+          fill_random(input, seed);
         ++seed;
         check_argmax(input, axis, run_argmax(input, axis));
       }
@@ -472,8 +491,10 @@ TEST(ArgmaxKernel, LargeInputs) {
            {Shape{1000003}, 0}, {Shape{300, 4099}, 1}, {Shape{4099, 300}, 0}, {Shape{3, 5000, 7}, 1}})
     for (DType dtype : all_dtypes) {
       Array input = make(dtype, shape);
-      if (seed % 2) fill_with_ties(input, seed);
-      else fill_random(input, seed);
+      if (seed % 2)
+        fill_with_ties(input, seed);
+      else
+        fill_random(input, seed);
       ++seed;
       check_argmax(input, axis, run_argmax(input, axis));
     }

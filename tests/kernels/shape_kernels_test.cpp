@@ -38,8 +38,10 @@ void fill_distinct(const Array& array) {
   kiln::visit_dtype(array.dtype, [&]<class T>() {
     T* data = array.mutable_data<T>();
     for (int64_t i = 0; i < array.shape.numel(); ++i) {
-      if constexpr (std::is_same_v<T, std::uint8_t>) data[i] = static_cast<T>(i % 2);
-      else data[i] = static_cast<T>(i + 1);
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        data[i] = static_cast<T>(i % 2);
+      else
+        data[i] = static_cast<T>(i + 1);
     }
   });
 }
@@ -135,10 +137,18 @@ void check_broadcast(const Shape& from, const Shape& to, DType dtype) {
 
 TEST(BroadcastToKernel, Shapes) {
   const std::pair<Shape, Shape> cases[] = {
-      {Shape{}, Shape{4, 5}},        {Shape{1}, Shape{7}},          {Shape{5}, Shape{3, 5}},
-      {Shape{3, 1}, Shape{3, 4}},    {Shape{3, 1, 5}, Shape{2, 3, 4, 5}}, {Shape{1, 1}, Shape{2, 3}},
-      {Shape{2, 3}, Shape{2, 3}},    {Shape{1, 3}, Shape{0, 3}},    {Shape{4, 1, 1}, Shape{4, 3, 2}},
-      {Shape{1, 6, 1}, Shape{5, 6, 7}}, {Shape{300, 1}, Shape{300, 1001}}, {Shape{1, 1001}, Shape{300, 1001}},
+      {Shape{}, Shape{4, 5}},
+      {Shape{1}, Shape{7}},
+      {Shape{5}, Shape{3, 5}},
+      {Shape{3, 1}, Shape{3, 4}},
+      {Shape{3, 1, 5}, Shape{2, 3, 4, 5}},
+      {Shape{1, 1}, Shape{2, 3}},
+      {Shape{2, 3}, Shape{2, 3}},
+      {Shape{1, 3}, Shape{0, 3}},
+      {Shape{4, 1, 1}, Shape{4, 3, 2}},
+      {Shape{1, 6, 1}, Shape{5, 6, 7}},
+      {Shape{300, 1}, Shape{300, 1001}},
+      {Shape{1, 1001}, Shape{300, 1001}},
   };
   for (const auto& [from, to] : cases)
     for (DType dtype : all_dtypes) check_broadcast(from, to, dtype);
@@ -168,10 +178,10 @@ TEST(SliceKernel, StepsStartsAndSizes) {
   const Case cases[] = {
       {Shape{}, {}, {}, Shape{}},
       {Shape{10}, {0}, {1}, Shape{10}},
-      {Shape{10}, {9}, {-1}, Shape{10}},           // reversed
-      {Shape{10}, {1}, {3}, Shape{3}},             // 1, 4, 7
-      {Shape{10}, {8}, {-3}, Shape{3}},            // 8, 5, 2
-      {Shape{10}, {0}, {1}, Shape{0}},             // empty
+      {Shape{10}, {9}, {-1}, Shape{10}},  // reversed
+      {Shape{10}, {1}, {3}, Shape{3}},    // 1, 4, 7
+      {Shape{10}, {8}, {-3}, Shape{3}},   // 8, 5, 2
+      {Shape{10}, {0}, {1}, Shape{0}},    // empty
       {Shape{5, 7, 3}, {1, 6, 0}, {2, -2, 1}, Shape{2, 4, 3}},
       {Shape{5, 7, 3}, {4, 0, 2}, {-1, 1, -1}, Shape{5, 7, 3}},
       {Shape{3, 5, 7, 2}, {0, 1, 2, 1}, {1, 1, 1, 1}, Shape{3, 4, 5, 1}},
@@ -255,10 +265,12 @@ void fill_some_zeros(const Array& array, std::uint64_t seed) {
     T* data = array.mutable_data<T>();
     for (int64_t i = 0; i < array.shape.numel(); ++i) {
       int v = value(generator);
-      if constexpr (std::is_same_v<T, std::uint8_t>) data[i] = v > 1;
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        data[i] = v > 1;
       else if constexpr (std::is_floating_point_v<T>)
         data[i] = v == -3 ? std::numeric_limits<T>::quiet_NaN() : v == -2 ? T(-0.0) : v <= 1 ? T(0) : T(v) / 3;
-      else data[i] = v <= 1 && v >= -1 ? T(0) : static_cast<T>(v);
+      else
+        data[i] = v <= 1 && v >= -1 ? T(0) : static_cast<T>(v);
     }
   });
 }

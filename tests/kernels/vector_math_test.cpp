@@ -59,32 +59,43 @@ double ulp_error(float got, double want) {
 }
 
 // One function under test: a 16-lane kernel (pointer in, pointer out), the scalar
-// overload, the double-precision reference and the ULP bound from vector_math.h.
+// overload, the double-precision reference and the ULP bounds.
 struct Function {
   std::string name;
   void (*vector16)(const float* in, float* out);
   float (*scalar)(float);
   double (*reference)(double);
-  double ulp_bound;
+  double contract_bound;  // promised by vector_math.h
+  double measured_bound;  // the exhaustive maximum (docs/vector_math.md) plus a little:
+                          // guards against silent accuracy regressions. With FMA only:
+                          // without it polynomials round twice per step.
+  double ulp_bound() const { return vm::kHardwareFma ? measured_bound : contract_bound; }
 };
 
-#define KILN_TEST_FUNCTION(NAME, REFERENCE, BOUND)                                   \
-  Function {                                                                       \
-    #NAME, [](const float* in, float* out) { vm::store(out, vm::NAME(vm::load(in))); }, \
-        [](float x) { return vm::NAME(x); }, REFERENCE, BOUND                        \
-  }
+// clang-format off
+#define KILN_TEST_FUNCTION(NAME, REFERENCE, CONTRACT, MEASURED)                           \
+  Function{#NAME,                                                                        \
+           [](const float* in, float* out) { vm::store(out, vm::NAME(vm::load(in))); }, \
+           [](float x) { return vm::NAME(x); }, REFERENCE, CONTRACT, MEASURED}
+// clang-format on
 
 double reference_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 const std::vector<Function>& all_functions() {
   static const std::vector<Function> functions = {
-      KILN_TEST_FUNCTION(sin, [](double x) { return std::sin(x); }, 2.0),
-      KILN_TEST_FUNCTION(cos, [](double x) { return std::cos(x); }, 2.0),
-      KILN_TEST_FUNCTION(exp, [](double x) { return std::exp(x); }, 2.0),
-      KILN_TEST_FUNCTION(log, [](double x) { return std::log(x); }, 2.0),
-      KILN_TEST_FUNCTION(tanh, [](double x) { return std::tanh(x); }, 4.0),
-      KILN_TEST_FUNCTION(erf, [](double x) { return std::erf(x); }, 4.0),
-      KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0),
+      KILN_TEST_FUNCTION(
+          sin, [](double x) { return std::sin(x); }, 2.0, 1.6),
+      KILN_TEST_FUNCTION(
+          cos, [](double x) { return std::cos(x); }, 2.0, 1.6),
+      KILN_TEST_FUNCTION(
+          exp, [](double x) { return std::exp(x); }, 2.0, 1.1),
+      KILN_TEST_FUNCTION(
+          log, [](double x) { return std::log(x); }, 2.0, 0.9),
+      KILN_TEST_FUNCTION(
+          tanh, [](double x) { return std::tanh(x); }, 4.0, 1.1),
+      KILN_TEST_FUNCTION(
+          erf, [](double x) { return std::erf(x); }, 4.0, 1.05),
+      KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0, 2.45),
   };
   return functions;
 }
@@ -117,8 +128,7 @@ std::vector<float> evaluate(const Function& function, const std::vector<float>& 
 }
 
 // Checks every input against the reference; reports the worst offender.
-void expect_within_bound(const Function& function, const std::vector<float>& inputs,
-                         const std::string& what) {
+void expect_within_bound(const Function& function, const std::vector<float>& inputs, const std::string& what) {
   const std::vector<float> outputs = evaluate(function, inputs);
   double worst = 0;
   std::size_t worst_index = 0;
@@ -129,10 +139,10 @@ void expect_within_bound(const Function& function, const std::vector<float>& inp
       worst_index = i;
     }
   }
-  EXPECT_LE(worst, function.ulp_bound)
-      << function.name << " on " << what << ": x = " << inputs[worst_index] << " (bits 0x"
-      << std::hex << bits_of(inputs[worst_index]) << std::dec << ") gives "
-      << outputs[worst_index] << ", want " << function.reference(inputs[worst_index]);
+  EXPECT_LE(worst, function.ulp_bound()) << function.name << " on " << what << ": x = " << inputs[worst_index]
+                                         << " (bits 0x" << std::hex << bits_of(inputs[worst_index]) << std::dec
+                                         << ") gives " << outputs[worst_index] << ", want "
+                                         << function.reference(inputs[worst_index]);
 }
 
 struct Rng {  // splitmix64: deterministic
@@ -206,8 +216,8 @@ class VectorMathRandom : public ::testing::TestWithParam<RandomRange> {};
 TEST_P(VectorMathRandom, WithinUlpBound) {
   const RandomRange range = GetParam();
   const Function& function = function_named(range.function);
-  const std::uint64_t seed = std::hash<std::string>{}(function.name) ^
-                             static_cast<std::uint64_t>(static_cast<std::int64_t>(range.low));
+  const std::uint64_t seed =
+      std::hash<std::string>{}(function.name) ^ static_cast<std::uint64_t>(static_cast<std::int64_t>(range.low));
   if (range.low > range.high) {
     expect_within_bound(function, all_finite_floats(kRandomCount, seed), "all finite floats");
   } else {
@@ -220,19 +230,15 @@ TEST_P(VectorMathRandom, WithinUlpBound) {
 constexpr double kAll = 1, kAllEnd = 0;
 INSTANTIATE_TEST_SUITE_P(
     Ranges, VectorMathRandom,
-    ::testing::Values(
-        RandomRange{"sin", -3.2, 3.2}, RandomRange{"sin", -100, 100},
-        RandomRange{"sin", -1e5, 1e5}, RandomRange{"sin", -1e7, 1e7},
-        RandomRange{"sin", kAll, kAllEnd}, RandomRange{"cos", -3.2, 3.2},
-        RandomRange{"cos", -100, 100}, RandomRange{"cos", -1e5, 1e5},
-        RandomRange{"cos", -1e7, 1e7}, RandomRange{"cos", kAll, kAllEnd},
-        RandomRange{"exp", -1, 1}, RandomRange{"exp", -104, 89}, RandomRange{"exp", kAll, kAllEnd},
-        RandomRange{"log", 0, 2}, RandomRange{"log", 0.5, 1.5}, RandomRange{"log", 0, 1e6},
-        RandomRange{"log", kAll, kAllEnd}, RandomRange{"tanh", -1, 1},
-        RandomRange{"tanh", -10, 10}, RandomRange{"tanh", kAll, kAllEnd},
-        RandomRange{"erf", -1, 1}, RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd},
-        RandomRange{"sigmoid", -20, 20}, RandomRange{"sigmoid", -110, 90},
-        RandomRange{"sigmoid", kAll, kAllEnd}),
+    ::testing::Values(RandomRange{"sin", -3.2, 3.2}, RandomRange{"sin", -100, 100}, RandomRange{"sin", -1e5, 1e5},
+                      RandomRange{"sin", -1e7, 1e7}, RandomRange{"sin", kAll, kAllEnd}, RandomRange{"cos", -3.2, 3.2},
+                      RandomRange{"cos", -100, 100}, RandomRange{"cos", -1e5, 1e5}, RandomRange{"cos", -1e7, 1e7},
+                      RandomRange{"cos", kAll, kAllEnd}, RandomRange{"exp", -1, 1}, RandomRange{"exp", -104, 89},
+                      RandomRange{"exp", kAll, kAllEnd}, RandomRange{"log", 0, 2}, RandomRange{"log", 0.5, 1.5},
+                      RandomRange{"log", 0, 1e6}, RandomRange{"log", kAll, kAllEnd}, RandomRange{"tanh", -1, 1},
+                      RandomRange{"tanh", -10, 10}, RandomRange{"tanh", kAll, kAllEnd}, RandomRange{"erf", -1, 1},
+                      RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd}, RandomRange{"sigmoid", -20, 20},
+                      RandomRange{"sigmoid", -110, 90}, RandomRange{"sigmoid", kAll, kAllEnd}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -246,9 +252,9 @@ struct Special {
   float expected;
 };
 
-class VectorMathSpecial : public ::testing::TestWithParam<Special> {};
+class VectorMathExactSpecial : public ::testing::TestWithParam<Special> {};
 
-TEST_P(VectorMathSpecial, ExactResult) {
+TEST_P(VectorMathExactSpecial, ExactResult) {
   const Special special = GetParam();
   const Function& function = function_named(special.function);
   float in[vm::kLanes], out[vm::kLanes];
@@ -261,26 +267,24 @@ TEST_P(VectorMathSpecial, ExactResult) {
     EXPECT_TRUE(std::isnan(scalar));
   } else {
     EXPECT_EQ(bits_of(out[7]), bits_of(special.expected))
-        << special.function << "(" << special.input << ") = " << out[7] << ", want "
-        << special.expected;
+        << special.function << "(" << special.input << ") = " << out[7] << ", want " << special.expected;
     EXPECT_EQ(bits_of(scalar), bits_of(special.expected));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Values, VectorMathSpecial,
+    Values, VectorMathExactSpecial,
     ::testing::Values(
         // sin / cos
         Special{"sin", 0.0f, 0.0f}, Special{"sin", -0.0f, -0.0f}, Special{"sin", kNaN, kNaN},
         Special{"sin", kInf, kNaN}, Special{"sin", -kInf, kNaN}, Special{"sin", kDenormMin, kDenormMin},
-        Special{"sin", -kDenormMin, -kDenormMin}, Special{"sin", 1e-30f, 1e-30f},
-        Special{"cos", 0.0f, 1.0f}, Special{"cos", -0.0f, 1.0f}, Special{"cos", kNaN, kNaN},
-        Special{"cos", kInf, kNaN}, Special{"cos", -kInf, kNaN}, Special{"cos", kDenormMin, 1.0f},
+        Special{"sin", -kDenormMin, -kDenormMin}, Special{"sin", 1e-30f, 1e-30f}, Special{"cos", 0.0f, 1.0f},
+        Special{"cos", -0.0f, 1.0f}, Special{"cos", kNaN, kNaN}, Special{"cos", kInf, kNaN},
+        Special{"cos", -kInf, kNaN}, Special{"cos", kDenormMin, 1.0f},
         // exp
-        Special{"exp", 0.0f, 1.0f}, Special{"exp", -0.0f, 1.0f}, Special{"exp", kNaN, kNaN},
-        Special{"exp", kInf, kInf}, Special{"exp", -kInf, 0.0f}, Special{"exp", 89.0f, kInf},
-        Special{"exp", 1000.0f, kInf}, Special{"exp", kFloatMax, kInf},
-        Special{"exp", -104.0f, 0.0f}, Special{"exp", -1000.0f, 0.0f},
+        Special{"exp", 0.0f, 1.0f}, Special{"exp", -0.0f, 1.0f}, Special{"exp", kNaN, kNaN}, Special{"exp", kInf, kInf},
+        Special{"exp", -kInf, 0.0f}, Special{"exp", 89.0f, kInf}, Special{"exp", 1000.0f, kInf},
+        Special{"exp", kFloatMax, kInf}, Special{"exp", -104.0f, 0.0f}, Special{"exp", -1000.0f, 0.0f},
         Special{"exp", -kFloatMax, 0.0f}, Special{"exp", kDenormMin, 1.0f},
         // log
         Special{"log", 1.0f, 0.0f}, Special{"log", 0.0f, -kInf}, Special{"log", -0.0f, -kInf},
@@ -296,11 +300,12 @@ INSTANTIATE_TEST_SUITE_P(
         Special{"erf", -kInf, -1.0f}, Special{"erf", kNaN, kNaN}, Special{"erf", 5.0f, 1.0f},
         Special{"erf", -1e30f, -1.0f},
         // sigmoid
-        Special{"sigmoid", 0.0f, 0.5f}, Special{"sigmoid", -0.0f, 0.5f},
-        Special{"sigmoid", kInf, 1.0f}, Special{"sigmoid", -kInf, 0.0f},
-        Special{"sigmoid", kNaN, kNaN}, Special{"sigmoid", 100.0f, 1.0f},
-        Special{"sigmoid", kFloatMax, 1.0f}, Special{"sigmoid", -200.0f, 0.0f},
-        Special{"sigmoid", -kFloatMax, 0.0f}));
+        Special{"sigmoid", 0.0f, 0.5f}, Special{"sigmoid", -0.0f, 0.5f}, Special{"sigmoid", kInf, 1.0f},
+        Special{"sigmoid", -kInf, 0.0f}, Special{"sigmoid", kNaN, kNaN}, Special{"sigmoid", 100.0f, 1.0f},
+        Special{"sigmoid", kFloatMax, 1.0f}, Special{"sigmoid", -200.0f, 0.0f}, Special{"sigmoid", -kFloatMax, 0.0f}),
+    [](const ::testing::TestParamInfo<Special>& info) {
+      return std::string(info.param.function) + "_" + std::to_string(info.index);
+    });
 
 TEST(VectorMathSpecial, EveryNaNPropagates) {
   // NaNs with random payloads, both signs, quiet and signaling: bit tricks on the
@@ -314,8 +319,8 @@ TEST(VectorMathSpecial, EveryNaNPropagates) {
   for (const Function& function : all_functions()) {
     const std::vector<float> outputs = evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      ASSERT_TRUE(std::isnan(outputs[i])) << function.name << "(NaN 0x" << std::hex
-                                          << bits_of(inputs[i]) << ") = " << outputs[i];
+      ASSERT_TRUE(std::isnan(outputs[i]))
+          << function.name << "(NaN 0x" << std::hex << bits_of(inputs[i]) << ") = " << outputs[i];
     }
   }
 }
@@ -339,8 +344,7 @@ TEST(VectorMathSpecial, ResultsStayInsideTheirRange) {
     const std::vector<float> outputs = evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const float low = name == "sigmoid" ? 0.0f : -1.0f;
-      ASSERT_TRUE(outputs[i] >= low && outputs[i] <= 1.0f)
-          << name << "(" << inputs[i] << ") = " << outputs[i];
+      ASSERT_TRUE(outputs[i] >= low && outputs[i] <= 1.0f) << name << "(" << inputs[i] << ") = " << outputs[i];
     }
   }
 }
@@ -478,8 +482,7 @@ TEST(VectorMathScalar, IdenticalBitsToTheVectorLanes) {
       const float scalar = function.scalar(inputs[i]);
       if (std::isnan(scalar) && std::isnan(outputs[i])) continue;
       ASSERT_EQ(bits_of(scalar), bits_of(outputs[i]))
-          << function.name << "(" << inputs[i] << "): scalar " << scalar << ", vector "
-          << outputs[i];
+          << function.name << "(" << inputs[i] << "): scalar " << scalar << ", vector " << outputs[i];
     }
   }
 }

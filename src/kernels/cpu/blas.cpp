@@ -56,8 +56,8 @@ void apply_thread_count(const Library& library, int threads) {
 // kernels; AVX2 CPUs its Haswell ones. nullptr: leave the choice to OpenBLAS.
 const char* coretype_for_this_cpu() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
@@ -75,7 +75,8 @@ std::string default_environment(const char* name, const char* value) {
   return std::string(name) + "=" + value + " (set by kiln)";
 }
 
-template <class Pointer> Pointer symbol(void* handle, const char* name) {
+template <class Pointer>
+Pointer symbol(void* handle, const char* name) {
   return reinterpret_cast<Pointer>(dlsym(handle, name));
 }
 

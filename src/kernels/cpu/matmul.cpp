@@ -93,7 +93,8 @@ Problem make_problem(bool transpose_a, bool transpose_b, const Array& a, const A
 
 // ---- f32 / f64 through OpenBLAS ------------------------------------------------
 
-template <class T> void blas_matmul(const Problem& problem, const T* a, const T* b, T* c) {
+template <class T>
+void blas_matmul(const Problem& problem, const T* a, const T* b, T* c) {
   std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
   std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
   for (std::int64_t size : {problem.m, problem.n, problem.k, lda, ldb})
@@ -134,8 +135,8 @@ template <class T> void blas_matmul(const Problem& problem, const T* a, const T*
 // ---- i32 / i64: blocked i-k-j loop ---------------------------------------------
 
 // Copies each of `count` row-major [rows, cols] matrices into [cols, rows].
-template <class U> std::vector<U> transposed_copy(const U* source, std::int64_t count, std::int64_t rows,
-                                                  std::int64_t cols) {
+template <class U>
+std::vector<U> transposed_copy(const U* source, std::int64_t count, std::int64_t rows, std::int64_t cols) {
   std::vector<U> result(static_cast<std::size_t>(count * rows * cols));
   runtime::parallel_for(count * rows, 64, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t index = begin; index < end; ++index) {
@@ -148,7 +149,8 @@ template <class U> std::vector<U> transposed_copy(const U* source, std::int64_t 
   return result;
 }
 
-template <class T> void integer_matmul(const Problem& problem, const Array& a_array, const Array& b_array, T* c_signed) {
+template <class T>
+void integer_matmul(const Problem& problem, const Array& a_array, const Array& b_array, T* c_signed) {
   using U = std::make_unsigned_t<T>;  // wraps like two's complement; signed and unsigned may alias
   const U* a = reinterpret_cast<const U*>(a_array.data<T>());
   const U* b = reinterpret_cast<const U*>(b_array.data<T>());
@@ -204,11 +206,20 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
     return;
   }
   switch (output.dtype) {
-    case DType::f32: blas_matmul(problem, a.data<float>(), b.data<float>(), output.mutable_data<float>()); break;
-    case DType::f64: blas_matmul(problem, a.data<double>(), b.data<double>(), output.mutable_data<double>()); break;
-    case DType::i32: integer_matmul(problem, a, b, output.mutable_data<std::int32_t>()); break;
-    case DType::i64: integer_matmul(problem, a, b, output.mutable_data<std::int64_t>()); break;
-    case DType::boolean: throw DTypeError("matmul", "does not accept bool operands", std::string());
+    case DType::f32:
+      blas_matmul(problem, a.data<float>(), b.data<float>(), output.mutable_data<float>());
+      break;
+    case DType::f64:
+      blas_matmul(problem, a.data<double>(), b.data<double>(), output.mutable_data<double>());
+      break;
+    case DType::i32:
+      integer_matmul(problem, a, b, output.mutable_data<std::int32_t>());
+      break;
+    case DType::i64:
+      integer_matmul(problem, a, b, output.mutable_data<std::int64_t>());
+      break;
+    case DType::boolean:
+      throw DTypeError("matmul", "does not accept bool operands", std::string());
   }
 }
 

@@ -48,19 +48,26 @@ using std::int64_t;
 
 // One 64-byte vector of V (a zmm register with AVX-512; GCC splits it on
 // narrower machines).
-template <class V> struct Simd {
+template <class V>
+struct Simd {
   static constexpr int width = 64 / static_cast<int>(sizeof(V));
   typedef V type __attribute__((vector_size(64)));
 };
-template <class V> using Vec = typename Simd<V>::type;
+template <class V>
+using Vec = typename Simd<V>::type;
 
-template <class V> Vec<V> load(const V* pointer) {
+template <class V>
+Vec<V> load(const V* pointer) {
   Vec<V> vector;
   std::memcpy(&vector, pointer, sizeof(vector));
   return vector;
 }
-template <class V> void store(V* pointer, Vec<V> vector) { std::memcpy(pointer, &vector, sizeof(vector)); }
-template <class V> Vec<V> broadcast(V value) {
+template <class V>
+void store(V* pointer, Vec<V> vector) {
+  std::memcpy(pointer, &vector, sizeof(vector));
+}
+template <class V>
+Vec<V> broadcast(V value) {
   Vec<V> vector;
   for (int lane = 0; lane < Simd<V>::width; ++lane) vector[lane] = value;
   return vector;
@@ -70,44 +77,71 @@ template <class V> Vec<V> broadcast(V value) {
 // accumulation type: unsigned for integer sum/prod (wraparound), the element
 // type otherwise.
 struct SumOp {
-  template <class X> static X apply(X a, X b) { return a + b; }
-  template <class V> static V identity() { return V(0); }
+  template <class X>
+  static X apply(X a, X b) {
+    return a + b;
+  }
+  template <class V>
+  static V identity() {
+    return V(0);
+  }
 };
 struct ProdOp {
-  template <class X> static X apply(X a, X b) { return a * b; }
-  template <class V> static V identity() { return V(1); }
+  template <class X>
+  static X apply(X a, X b) {
+    return a * b;
+  }
+  template <class V>
+  static V identity() {
+    return V(1);
+  }
 };
 // The element type of a scalar or of a GCC vector.
-template <class X> struct ElementOf {
+template <class X>
+struct ElementOf {
   using type = X;
 };
 template <class X>
-  requires requires(X x) { x[0]; }
+requires requires(X x) { x[0]; }
 struct ElementOf<X> {
   using type = std::remove_cvref_t<decltype(std::declval<X>()[0])>;
 };
-template <class X> constexpr bool is_float_like = std::is_floating_point_v<typename ElementOf<X>::type>;
+template <class X>
+constexpr bool is_float_like = std::is_floating_point_v<typename ElementOf<X>::type>;
 
 // b wins if it is larger or NaN; a NaN in `a` compares false and stays.
 struct MaxOp {
-  template <class X> static X apply(X a, X b) {
-    if constexpr (is_float_like<X>) return ((b > a) | (b != b)) ? b : a;
-    else return b > a ? b : a;
+  template <class X>
+  static X apply(X a, X b) {
+    if constexpr (is_float_like<X>)
+      return ((b > a) | (b != b)) ? b : a;
+    else
+      return b > a ? b : a;
   }
-  template <class V> static V identity() {
-    if constexpr (std::numeric_limits<V>::has_infinity) return -std::numeric_limits<V>::infinity();
-    else return std::numeric_limits<V>::lowest();
+  template <class V>
+  static V identity() {
+    if constexpr (std::numeric_limits<V>::has_infinity)
+      return -std::numeric_limits<V>::infinity();
+    else
+      return std::numeric_limits<V>::lowest();
   }
 };
 struct MinOp {
-  template <class X> static X apply(X a, X b) {
-    if constexpr (is_float_like<X>) return ((b < a) | (b != b)) ? b : a;
-    else return b < a ? b : a;
+  template <class X>
+  static X apply(X a, X b) {
+    if constexpr (is_float_like<X>)
+      return ((b < a) | (b != b)) ? b : a;
+    else
+      return b < a ? b : a;
   }
-  template <class V> static V identity() {
-    if constexpr (std::numeric_limits<V>::has_infinity) return std::numeric_limits<V>::infinity();
-    else if constexpr (std::is_same_v<V, std::uint8_t>) return 1;  // bool: all() of nothing
-    else return std::numeric_limits<V>::max();
+  template <class V>
+  static V identity() {
+    if constexpr (std::numeric_limits<V>::has_infinity)
+      return std::numeric_limits<V>::infinity();
+    else if constexpr (std::is_same_v<V, std::uint8_t>)
+      return 1;  // bool: all() of nothing
+    else
+      return std::numeric_limits<V>::max();
   }
 };
 
@@ -121,22 +155,41 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // softmax row of 4096 f32 is one leaf.
 constexpr int64_t leaf_size = 4096;
 // Rows shorter than this are folded left to right in scalars (a vector pass
-// would spend more on its horizontal step than on the row).
-template <class V> constexpr int64_t short_row = 2 * Simd<V>::width;
+// would spend more on its horizontal step than on the row). Longer rows
+// leave room for reduce_leaf's backward partial load.
+template <class V>
+constexpr int64_t short_row = 2 * Simd<V>::width;
 
-template <class Op, class V> V horizontal(Vec<V> vector) {
-  V lanes[Simd<V>::width];
-  std::memcpy(lanes, &vector, sizeof(vector));
-  for (int half = Simd<V>::width / 2; half >= 1; half /= 2)
-    for (int lane = 0; lane < half; ++lane) lanes[lane] = Op::apply(lanes[lane], lanes[lane + half]);
-  return lanes[0];
+// Shuffle masks: integer vectors with V's lane count and lane size.
+template <class V>
+struct MaskOf {
+  using Index =
+      std::conditional_t<sizeof(V) == 1, std::int8_t, std::conditional_t<sizeof(V) == 4, std::int32_t, std::int64_t>>;
+  typedef Index type __attribute__((vector_size(64)));
+};
+
+// Lane l combined with lane l + half for half = width/2, ..., 1 (a tree);
+// the result is lane 0.
+template <class Op, class V, int half = Simd<V>::width / 2>
+V horizontal(Vec<V> vector) {
+  typename MaskOf<V>::type shift;
+  for (int lane = 0; lane < Simd<V>::width; ++lane)
+    shift[lane] = static_cast<typename MaskOf<V>::Index>((lane + half) % Simd<V>::width);
+  vector = Op::apply(vector, __builtin_shuffle(vector, shift));
+  if constexpr (half > 1)
+    return horizontal<Op, V, half / 2>(vector);
+  else
+    return vector[0];
 }
 
 // One leaf (count <= leaf_size) into a vector of lane partials: eight
 // accumulators over blocks of 8 vectors, the remaining whole vectors into the
-// first, the last partial vector (padded with the identity) into the second,
-// then a tree.
-template <class Op, class V> Vec<V> reduce_leaf(const V* x, int64_t count) {
+// first, the last partial vector into the second, then a tree. The partial
+// vector is loaded ending at x + count, so it reaches back before x when
+// count < width: the caller guarantees that those elements are readable
+// (earlier elements of the same row); their lanes take the identity.
+template <class Op, class V>
+Vec<V> reduce_leaf(const V* x, int64_t count) {
   constexpr int width = Simd<V>::width;
   const Vec<V> identity = broadcast(Op::template identity<V>());
   Vec<V> a0 = identity, a1 = identity, a2 = identity, a3 = identity;
@@ -154,9 +207,13 @@ template <class Op, class V> Vec<V> reduce_leaf(const V* x, int64_t count) {
   }
   for (; i + width <= count; i += width) a0 = Op::apply(a0, load(x + i));
   if (i < count) {
-    Vec<V> tail = identity;
-    std::memcpy(&tail, x + i, static_cast<std::size_t>(count - i) * sizeof(V));
-    a1 = Op::apply(a1, tail);
+    using Index = typename MaskOf<V>::Index;
+    typename MaskOf<V>::type lane, first_new;
+    for (int l = 0; l < width; ++l) {
+      lane[l] = static_cast<Index>(l);
+      first_new[l] = static_cast<Index>(width - (count - i));
+    }
+    a1 = Op::apply(a1, lane >= first_new ? load(x + count - width) : identity);
   }
   a0 = Op::apply(a0, a1);
   a2 = Op::apply(a2, a3);
@@ -167,13 +224,15 @@ template <class Op, class V> Vec<V> reduce_leaf(const V* x, int64_t count) {
 
 // The leaf tree over `leaves` leaves starting at leaf `first` of a row of
 // `count` elements: the left subtree takes the larger half.
-template <class Op, class V> Vec<V> reduce_leaves(const V* row, int64_t count, int64_t first, int64_t leaves) {
+template <class Op, class V>
+Vec<V> reduce_leaves(const V* row, int64_t count, int64_t first, int64_t leaves) {
   if (leaves == 1) {
     int64_t begin = first * leaf_size;
     return reduce_leaf<Op>(row + begin, std::min(leaf_size, count - begin));
   }
   int64_t left = (leaves + 1) / 2;
-  return Op::apply(reduce_leaves<Op>(row, count, first, left), reduce_leaves<Op>(row, count, first + left, leaves - left));
+  return Op::apply(reduce_leaves<Op>(row, count, first, left),
+                   reduce_leaves<Op>(row, count, first + left, leaves - left));
 }
 
 // The subtrees of the leaf tree at `depth` levels below the root, in order:
@@ -198,7 +257,8 @@ Vec<V> combine_subtrees(int64_t leaves, int depth, const Vec<V>* results, std::s
   return Op::apply(a, b);
 }
 
-template <class Op, class V> void reduce_rows(const V* x, int64_t rows, int64_t length, V* out) {
+template <class Op, class V>
+void reduce_rows(const V* x, int64_t rows, int64_t length, V* out) {
   if (rows == 0) return;
   if (length < short_row<V>) {
     // A left fold per row, run for a block of rows side by side so that the
@@ -258,7 +318,8 @@ constexpr int64_t chunk_bytes = 4096;
 
 // Reduces `rows` (<= block_rows) rows at `x`, `stride` apart: a tree for a
 // full block, a left fold otherwise. X is V or Vec<V>; `get(i)` loads row i.
-template <class Op, class X, class Get> X reduce_block(int64_t rows, Get get) {
+template <class Op, class X, class Get>
+X reduce_block(int64_t rows, Get get) {
   if (rows == block_rows) {
     X r01 = Op::apply(get(0), get(1)), r23 = Op::apply(get(2), get(3));
     X r45 = Op::apply(get(4), get(5)), r67 = Op::apply(get(6), get(7));
@@ -312,12 +373,12 @@ void combine_groups(V* partials, int64_t columns, int64_t first, int64_t count, 
   const V* b = partials + (first + left) * columns;
   constexpr int width = Simd<V>::width;
   int64_t column = begin;
-  for (; column + width <= end; column += width)
-    store(a + column, Op::apply(load(a + column), load(b + column)));
+  for (; column + width <= end; column += width) store(a + column, Op::apply(load(a + column), load(b + column)));
   for (; column < end; ++column) a[column] = Op::apply(a[column], b[column]);
 }
 
-template <class Op, class V> void reduce_columns(const V* x, int64_t outer, int64_t rows, int64_t columns, V* out) {
+template <class Op, class V>
+void reduce_columns(const V* x, int64_t outer, int64_t rows, int64_t columns, V* out) {
   if (outer == 0 || columns == 0) return;
   if (rows == 0) {
     std::fill_n(out, outer * columns, Op::template identity<V>());
@@ -382,7 +443,8 @@ struct Collapsed {
   }
 };
 
-template <class Op, class V> void reduce_typed(const V* input, const Collapsed& shape, V* output) {
+template <class Op, class V>
+void reduce_typed(const V* input, const Collapsed& shape, V* output) {
   Collapsed current = shape;
   const V* source = input;
   std::unique_ptr<V[]> temporary;  // holds `source` between stages
@@ -400,7 +462,8 @@ template <class Op, class V> void reduce_typed(const V* input, const Collapsed& 
     int64_t total = current.numel();
     if (current.reduced[static_cast<std::size_t>(last)]) {
       int64_t length = current.sizes[static_cast<std::size_t>(last)];
-      for (int i = 0; i < last; ++i) next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
+      for (int i = 0; i < last; ++i)
+        next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
       V* destination = output;
       if (!final_stage) {
         result.reset(new V[static_cast<std::size_t>(total / length)]);
@@ -410,7 +473,8 @@ template <class Op, class V> void reduce_typed(const V* input, const Collapsed& 
     } else {
       int64_t columns = current.sizes[static_cast<std::size_t>(last)];
       int64_t rows = current.sizes[static_cast<std::size_t>(last - 1)];
-      for (int i = 0; i < last - 1; ++i) next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
+      for (int i = 0; i < last - 1; ++i)
+        next.push(current.sizes[static_cast<std::size_t>(i)], current.reduced[static_cast<std::size_t>(i)]);
       next.push(columns, false);
       V* destination = output;
       if (!final_stage) {
@@ -426,7 +490,8 @@ template <class Op, class V> void reduce_typed(const V* input, const Collapsed& 
   }
 }
 
-template <class Op, class V> void reduce_with(const Array& input, const Collapsed& shape, const Array& output) {
+template <class Op, class V>
+void reduce_with(const Array& input, const Collapsed& shape, const Array& output) {
   auto* out = static_cast<V*>(output.mutable_raw());
   if (input.shape.numel() == 0) {
     std::fill_n(out, output.shape.numel(), Op::template identity<V>());
@@ -436,60 +501,97 @@ template <class Op, class V> void reduce_with(const Array& input, const Collapse
 }
 
 // The accumulation type: unsigned for integer sum and prod so that they wrap.
-template <class Op, class T> struct AccumulatorOf {
+template <class Op, class T>
+struct AccumulatorOf {
   using type = T;
 };
 template <class Op, class T>
-  requires(std::is_integral_v<T> && (std::is_same_v<Op, SumOp> || std::is_same_v<Op, ProdOp>))
-struct AccumulatorOf<Op, T> {
+requires(std::is_integral_v<T> &&
+         (std::is_same_v<Op, SumOp> || std::is_same_v<Op, ProdOp>)) struct AccumulatorOf<Op, T> {
   using type = std::make_unsigned_t<T>;
 };
-template <class Op, class T> using Accumulator = typename AccumulatorOf<Op, T>::type;
+template <class Op, class T>
+using Accumulator = typename AccumulatorOf<Op, T>::type;
 
-template <class Op> void dispatch(const Array& input, const Collapsed& shape, const Array& output) {
+template <class Op>
+void dispatch(const Array& input, const Collapsed& shape, const Array& output) {
   visit_dtype(input.dtype, [&]<class T>() { reduce_with<Op, Accumulator<Op, T>>(input, shape, output); });
 }
 
 // ---- argmax --------------------------------------------------------------------
 
-// First index of the maximum of x[0, count), NaN counting as the maximum
-// (first NaN wins), like NumPy.
-template <class T> int64_t argmax_row(const T* x, int64_t count) {
-  constexpr int64_t block = 4096;
-  T best = x[0];
-  int64_t best_index = 0;
+// The first index of the maximum of x[begin, end) of the row at x, and its
+// value; NaN counts as the maximum (the first NaN wins), like NumPy. Blocks
+// of leaf_size: the block maximum with the vector code of reduce_max (NaN
+// propagates), then, only when it beats the best so far, a scan for its
+// first position.
+template <class T>
+bool is_nan(T value) {
   if constexpr (std::is_floating_point_v<T>)
-    if (best != best) return 0;
-  for (int64_t begin = 0; begin < count; begin += block) {
-    int64_t end = std::min(count, begin + block);
-    // The block's maximum (vectorized), then its first position.
-    T block_max = x[begin];
-    bool has_nan = false;
-    for (int64_t i = begin; i < end; ++i) {
-      block_max = x[i] > block_max ? x[i] : block_max;
-      if constexpr (std::is_floating_point_v<T>) has_nan |= x[i] != x[i];
-    }
-    if (has_nan) {
-      for (int64_t i = begin; i < end; ++i)
-        if (x[i] != x[i]) return i;
-    }
-    if (block_max > best) {
-      best = block_max;
-      for (int64_t i = begin; i < end; ++i)
-        if (x[i] == block_max) {
-          best_index = i;
-          break;
-        }
-    }
-  }
-  return best_index;
+    return value != value;
+  else
+    return false;
 }
 
-template <class T> void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int64_t* out) {
+template <class T>
+std::pair<int64_t, T> argmax_range(const T* x, int64_t begin, int64_t end) {
+  using V = Accumulator<MaxOp, T>;
+  static_assert(std::is_same_v<V, T>);
+  int64_t best_index = begin;
+  T best = x[begin];
+  if (is_nan(best)) return {best_index, best};
+  if (end < Simd<T>::width) {  // too short for reduce_leaf's backward load
+    for (int64_t i = begin + 1; i < end && !is_nan(best); ++i)
+      if (is_nan(x[i]) || x[i] > best) {
+        best_index = i;
+        best = x[i];
+      }
+    return {best_index, best};
+  }
+  for (int64_t block = begin; block < end; block += leaf_size) {
+    int64_t count = std::min(leaf_size, end - block);
+    T block_max = horizontal<MaxOp, T>(reduce_leaf<MaxOp, T>(x + block, count));
+    bool found_nan = is_nan(block_max);
+    if (!found_nan && !(block_max > best)) continue;
+    for (int64_t i = block;; ++i)
+      if (found_nan ? is_nan(x[i]) : x[i] == block_max) {
+        best_index = i;
+        best = x[i];
+        break;
+      }
+    if (found_nan) break;
+  }
+  return {best_index, best};
+}
+
+template <class T>
+void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int64_t* out) {
   if (inner == 1) {
-    runtime::parallel_for(outer, std::max<int64_t>(1, 32768 / length), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) out[row] = argmax_row(x + row * length, length);
+    // Rows, each split into segments when there are too few rows to go
+    // around; segments are combined in order (argmax is exact, so any split
+    // gives the same answer).
+    constexpr int64_t segment = 16 * leaf_size;
+    int64_t segments = 1;
+    if (outer < 4 * runtime::thread_count()) segments = ceil_div(length, segment);
+    std::vector<std::pair<int64_t, T>> results(static_cast<std::size_t>(outer * segments));
+    int64_t grain = std::max<int64_t>(1, 32768 / std::min(length, segment));
+    runtime::parallel_for(outer * segments, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        int64_t row = task / segments, first = task % segments * segment;
+        const T* data = x + row * length;
+        results[static_cast<std::size_t>(task)] = segments == 1
+                                                      ? argmax_range(data, 0, length)
+                                                      : argmax_range(data, first, std::min(length, first + segment));
+      }
     });
+    for (int64_t row = 0; row < outer; ++row) {
+      auto best = results[static_cast<std::size_t>(row * segments)];
+      for (int64_t s = 1; s < segments && !is_nan(best.second); ++s) {
+        const auto& candidate = results[static_cast<std::size_t>(row * segments + s)];
+        if (is_nan(candidate.second) || candidate.second > best.second) best = candidate;
+      }
+      out[row] = best.first;
+    }
     return;
   }
   // Keep a running best per column of a chunk while the rows stream by.
@@ -511,8 +613,7 @@ template <class T> void argmax_typed(const T* x, int64_t outer, int64_t length, 
                               const T* row = item + r * inner;
                               for (int64_t j = 0; j < width; ++j) {
                                 bool take = row[j] > best[j];
-                                if constexpr (std::is_floating_point_v<T>)
-                                  take |= (row[j] != row[j]) & (best[j] == best[j]);
+                                take |= is_nan(row[j]) & !is_nan(best[j]);
                                 best[j] = take ? row[j] : best[j];
                                 index[j] = take ? r : index[j];
                               }
@@ -543,12 +644,19 @@ void reduce(ir::Op op, const std::vector<int64_t>& axes, const Array& input, con
     case ir::Op::reduce_prod:
       if (input.dtype == DType::boolean)
         throw DTypeError(std::string(ir::name(op)), "does not accept bool operands", std::string());
-      if (op == ir::Op::reduce_prod) dispatch<ProdOp>(input, collapsed, output);
-      else dispatch<SumOp>(input, collapsed, output);
+      if (op == ir::Op::reduce_prod)
+        dispatch<ProdOp>(input, collapsed, output);
+      else
+        dispatch<SumOp>(input, collapsed, output);
       break;
-    case ir::Op::reduce_max: dispatch<MaxOp>(input, collapsed, output); break;
-    case ir::Op::reduce_min: dispatch<MinOp>(input, collapsed, output); break;
-    default: throw InternalError(std::string(ir::name(op)), "is not a reduction with a kernel here", std::string());
+    case ir::Op::reduce_max:
+      dispatch<MaxOp>(input, collapsed, output);
+      break;
+    case ir::Op::reduce_min:
+      dispatch<MinOp>(input, collapsed, output);
+      break;
+    default:
+      throw InternalError(std::string(ir::name(op)), "is not a reduction with a kernel here", std::string());
   }
   if (op == ir::Op::reduce_mean) {
     visit_dtype(input.dtype, [&]<class T>() {
@@ -572,9 +680,8 @@ void argmax(int64_t axis, const Array& input, const Array& output) {
   for (int i = static_cast<int>(axis) + 1; i < shape.rank(); ++i) inner *= shape[i];
   if (outer * inner == 0) return;
   if (length == 0) throw ShapeError("argmax", "argmax of an empty axis", std::string());
-  visit_dtype(input.dtype, [&]<class T>() {
-    argmax_typed(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>());
-  });
+  visit_dtype(input.dtype,
+              [&]<class T>() { argmax_typed(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>()); });
 }
 
 }  // namespace kiln::kernels::cpu

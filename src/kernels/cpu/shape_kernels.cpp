@@ -19,6 +19,7 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -92,7 +93,8 @@ void next_row(const View& view, std::array<int64_t, Shape::max_rank>& index, int
   }
 }
 
-template <class E> void copy_view(const E* source, const View& view, E* out) {
+template <class E>
+void copy_view(const E* source, const View& view, E* out) {
   int64_t total = view.numel();
   if (total == 0) return;
   int64_t length = view.size(view.rank - 1), step = view.stride(view.rank - 1);
@@ -109,8 +111,10 @@ template <class E> void copy_view(const E* source, const View& view, E* out) {
     for (int64_t row = begin; row < end; ++row) {
       const E* from = source + offset;
       E* to = out + row * length;
-      if (step == 1) std::memcpy(to, from, static_cast<std::size_t>(length) * sizeof(E));
-      else if (step == 0) std::fill_n(to, length, *from);
+      if (step == 1)
+        std::memcpy(to, from, static_cast<std::size_t>(length) * sizeof(E));
+      else if (step == 0)
+        std::fill_n(to, length, *from);
       else
         for (int64_t i = 0; i < length; ++i) to[i] = from[i * step];
       next_row(view, index, offset);
@@ -118,11 +122,56 @@ template <class E> void copy_view(const E* source, const View& view, E* out) {
   });
 }
 
+// One 64-byte vector of E, and shuffle masks of matching element size.
+template <class E>
+struct Lanes {
+  static constexpr int width = 64 / static_cast<int>(sizeof(E));
+  typedef E Vector __attribute__((vector_size(64)));
+  using Index =
+      std::conditional_t<sizeof(E) == 1, std::int8_t, std::conditional_t<sizeof(E) == 4, std::int32_t, std::int64_t>>;
+  typedef Index Mask __attribute__((vector_size(64)));
+};
+
+// Transposes width x width elements held in `rows` (one vector per row):
+// level K swaps the off-diagonal K x K blocks of every 2K x 2K block, two
+// two-input shuffles (vpermt2d for 4-byte elements) per pair of rows.
+template <class E, int K>
+[[gnu::always_inline]] inline void transpose_levels(typename Lanes<E>::Vector* rows) {
+  using L = Lanes<E>;
+  constexpr int width = L::width;
+  typename L::Mask low, high;
+  for (int t = 0; t < width; ++t) {
+    low[t] = static_cast<typename L::Index>((t & K) ? width + t - K : t);
+    high[t] = static_cast<typename L::Index>((t & K) ? width + t : t + K);
+  }
+  for (int i = 0; i < width; ++i) {
+    if (i & K) continue;
+    auto a = rows[i], b = rows[i + K];
+    rows[i] = __builtin_shuffle(a, b, low);
+    rows[i + K] = __builtin_shuffle(a, b, high);
+  }
+  if constexpr (K > 1) transpose_levels<E, K / 2>(rows);
+}
+
+// to[i, j] = from[j, i] for a width x width tile (16 x 16 for 4-byte
+// elements): whole cache lines in, whole cache lines out.
+template <class E>
+void transpose_tile(const E* from, int64_t from_stride, E* to, int64_t to_stride) {
+  using L = Lanes<E>;
+  typename L::Vector rows[L::width];
+  for (int i = 0; i < L::width; ++i) std::memcpy(&rows[i], from + i * from_stride, sizeof(rows[i]));
+  transpose_levels<E, L::width / 2>(rows);
+  for (int i = 0; i < L::width; ++i) std::memcpy(to + i * to_stride, &rows[i], sizeof(rows[i]));
+}
+
 // The transpose of a view whose innermost output axis has a source stride
 // != 1 while output axis `unit_axis` has source stride 1: for each index of
-// the other axes, a 2-D transpose between those two axes, in tiles.
-template <class E> void copy_view_tiled(const E* source, const View& view, int unit_axis, E* out) {
-  constexpr int64_t tile = std::max<int64_t>(16, 64 / static_cast<int64_t>(sizeof(E)));
+// the other axes, a 2-D transpose between those two axes, by blocks of 4 x 4
+// register tiles (64 x 64 f32); the ragged edges element by element.
+template <class E>
+void copy_view_tiled(const E* source, const View& view, int unit_axis, E* out) {
+  constexpr int64_t tile = Lanes<E>::width;
+  constexpr int64_t block = std::max<int64_t>(tile, 4 * tile);
   const int last = view.rank - 1;
   std::array<int64_t, Shape::max_rank> out_strides{};
   int64_t stride = 1;
@@ -142,13 +191,14 @@ template <class E> void copy_view_tiled(const E* source, const View& view, int u
     other_out_strides[static_cast<std::size_t>(others.rank)] = out_strides[static_cast<std::size_t>(axis)];
     others.push(view.size(axis), view.stride(axis));
   }
-  const int64_t combinations = others.numel();
-  const int64_t row_tiles = (rows + tile - 1) / tile;
-  const int64_t tasks = combinations * row_tiles;
-  const int64_t grain = std::max<int64_t>(1, bytes_per_task / (tile * columns * static_cast<int64_t>(sizeof(E))));
+  const int64_t row_blocks = (rows + block - 1) / block, column_blocks = (columns + block - 1) / block;
+  const int64_t tasks = others.numel() * row_blocks * column_blocks;
+  const int64_t grain = std::max<int64_t>(1, bytes_per_task / (block * block * static_cast<int64_t>(sizeof(E))));
   runtime::parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      int64_t combination = task / row_tiles, row0 = task % row_tiles * tile;
+      int64_t column0 = task % column_blocks * block;
+      int64_t row0 = task / column_blocks % row_blocks * block;
+      int64_t combination = task / column_blocks / row_blocks;
       int64_t source_offset = 0, out_offset = 0;
       for (int axis = others.rank - 1; axis >= 0; --axis) {
         int64_t i = combination % others.size(axis);
@@ -156,31 +206,40 @@ template <class E> void copy_view_tiled(const E* source, const View& view, int u
         source_offset += i * others.stride(axis);
         out_offset += i * other_out_strides[static_cast<std::size_t>(axis)];
       }
-      int64_t row1 = std::min(rows, row0 + tile);
-      for (int64_t column0 = 0; column0 < columns; column0 += tile) {
-        int64_t column1 = std::min(columns, column0 + tile);
-        for (int64_t column = column0; column < column1; ++column) {
-          const E* from = source + source_offset + column * source_column_stride;
-          E* to = out + out_offset + column;
-          for (int64_t row = row0; row < row1; ++row) to[row * out_row_stride] = from[row];
-        }
-      }
+      const int64_t height = std::min(block, rows - row0), width = std::min(block, columns - column0);
+      const int64_t full_height = height / tile * tile, full_width = width / tile * tile;
+      const E* from = source + source_offset + row0 + column0 * source_column_stride;
+      E* to = out + out_offset + row0 * out_row_stride + column0;
+      for (int64_t column = 0; column < full_width; column += tile)
+        for (int64_t row = 0; row < full_height; row += tile)
+          transpose_tile(from + column * source_column_stride + row, source_column_stride,
+                         to + row * out_row_stride + column, out_row_stride);
+      for (int64_t row = 0; row < height; ++row)
+        for (int64_t column = row < full_height ? full_width : 0; column < width; ++column)
+          to[row * out_row_stride + column] = from[column * source_column_stride + row];
     }
   });
 }
 
-template <class Function> void visit_element_size(DType dtype, Function&& function) {
+template <class Function>
+void visit_element_size(DType dtype, Function&& function) {
   switch (size_of(dtype)) {
-    case 1: function.template operator()<std::uint8_t>(); break;
-    case 4: function.template operator()<std::uint32_t>(); break;
-    case 8: function.template operator()<std::uint64_t>(); break;
-    default: throw InternalError("shape kernel", "unexpected element size", std::string());
+    case 1:
+      function.template operator()<std::uint8_t>();
+      break;
+    case 4:
+      function.template operator()<std::uint32_t>();
+      break;
+    case 8:
+      function.template operator()<std::uint64_t>();
+      break;
+    default:
+      throw InternalError("shape kernel", "unexpected element size", std::string());
   }
 }
 
 void copy(const Array& input, const View& view, const Array& output) {
-  if (input.dtype != output.dtype)
-    throw InternalError("shape kernel", "input and output dtypes differ", std::string());
+  if (input.dtype != output.dtype) throw InternalError("shape kernel", "input and output dtypes differ", std::string());
   View collapsed = view.collapsed();
   visit_element_size(input.dtype, [&]<class E>() {
     const E* source = static_cast<const E*>(input.raw());
@@ -206,8 +265,7 @@ void transpose(const std::vector<int64_t>& permutation, const Array& input, cons
   if (output.shape.numel() == 0) return;
   auto strides = shape.strides();
   View view;
-  for (int64_t axis : permutation)
-    view.push(shape[static_cast<int>(axis)], strides[static_cast<std::size_t>(axis)]);
+  for (int64_t axis : permutation) view.push(shape[static_cast<int>(axis)], strides[static_cast<std::size_t>(axis)]);
   copy(input, view, output);
 }
 
@@ -275,13 +333,12 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
     int64_t position = begin * bytes_per_task, stop = std::min(total_bytes, end * bytes_per_task);
     while (position < stop) {
       int64_t row = position / row_bytes, within = position % row_bytes;
-      std::size_t input = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), within) -
-                                                   starts.begin()) -
-                          1;
+      std::size_t input =
+          static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), within) - starts.begin()) - 1;
       while (widths[input] == 0 || within >= starts[input] + widths[input]) ++input;  // skip empty inputs
       int64_t run = std::min(stop - position, starts[input] + widths[input] - within);
-      const auto* source = static_cast<const std::uint8_t*>(inputs[input].raw()) + row * widths[input] +
-                           (within - starts[input]);
+      const auto* source =
+          static_cast<const std::uint8_t*>(inputs[input].raw()) + row * widths[input] + (within - starts[input]);
       std::memcpy(out + position, source, static_cast<std::size_t>(run));
       position += run;
     }

@@ -105,30 +105,21 @@ inline constexpr bool kHardwareFma = false;
   return mask ? if_true : if_false;
 }
 
-// True if any lane of the mask is nonzero. An OR-reduction by halves: on AVX-512 a
-// handful of instructions, used once per 16 elements to detect rare slow cases.
+// True if any lane of the mask is nonzero. Narrowing the lanes to bytes lets Clang emit
+// one kortest on AVX-512 and GCC a short sequence; used once per 16 elements to detect
+// rare slow cases.
 [[gnu::always_inline]] inline bool any(i32x16 mask) {
-  using i32x8 = std::int32_t __attribute__((vector_size(32)));
-  using i32x4 = std::int32_t __attribute__((vector_size(16)));
-  const i32x8 half = __builtin_shufflevector(mask, mask, 0, 1, 2, 3, 4, 5, 6, 7) |
-                     __builtin_shufflevector(mask, mask, 8, 9, 10, 11, 12, 13, 14, 15);
-  const i32x4 quarter = __builtin_shufflevector(half, half, 0, 1, 2, 3) |
-                        __builtin_shufflevector(half, half, 4, 5, 6, 7);
+  using i8x16 = std::int8_t __attribute__((vector_size(16)));
+  const i8x16 narrow = __builtin_convertvector(mask != 0, i8x16);
   std::uint64_t words[2];
-  __builtin_memcpy(words, &quarter, sizeof(words));
+  __builtin_memcpy(words, &narrow, sizeof(words));
   return (words[0] | words[1]) != 0;
 }
 
-[[gnu::always_inline]] inline u32x16 to_bits(f32x16 value) {
-  return __builtin_bit_cast(u32x16, value);
-}
-[[gnu::always_inline]] inline f32x16 from_bits(u32x16 bits) {
-  return __builtin_bit_cast(f32x16, bits);
-}
+[[gnu::always_inline]] inline u32x16 to_bits(f32x16 value) { return __builtin_bit_cast(u32x16, value); }
+[[gnu::always_inline]] inline f32x16 from_bits(u32x16 bits) { return __builtin_bit_cast(f32x16, bits); }
 
-[[gnu::always_inline]] inline f32x16 abs(f32x16 value) {
-  return from_bits(to_bits(value) & 0x7fffffffu);
-}
+[[gnu::always_inline]] inline f32x16 abs(f32x16 value) { return from_bits(to_bits(value) & 0x7fffffffu); }
 
 // Correctly rounded a * b + c in every lane (one rounding), on any target. Range
 // reductions rely on it. On x86 with FMA this is the vfmadd instruction, through the
@@ -141,16 +132,13 @@ inline constexpr bool kHardwareFma = false;
   return __builtin_ia32_vfmaddps512_mask(a, b, c, static_cast<unsigned short>(0xffff), 4);
 #elif defined(__AVX__) && defined(__FMA__)
   using f32x8 = float __attribute__((vector_size(32)));
-  const f32x8 low = __builtin_ia32_vfmaddps256(
-      __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
-      __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
-      __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
-  const f32x8 high = __builtin_ia32_vfmaddps256(
-      __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
-      __builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
-      __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
-  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-                                 15);
+  const f32x8 low = __builtin_ia32_vfmaddps256(__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
+                                               __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
+                                               __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
+  const f32x8 high = __builtin_ia32_vfmaddps256(__builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                __builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
+  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 #else
   f32x16 result = {};
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -201,10 +189,9 @@ template <int First = 0, int N>
 // [-0.3473, 0.3473] (fitted by linear programming on a dense grid; approximation
 // error 3.1e-9 = 0.05 ULP).
 inline constexpr float kLog2e = 1.44269502f;
-inline constexpr float kLn2High = 0.693147182f;      // float(ln 2)
-inline constexpr float kLn2Low = -1.90465421e-09f;   // float(ln 2 - kLn2High)
-inline constexpr float kExpPolynomial[] = {0.49999994f, 0.166665196f, 0.0416684002f,
-                                           0.00836885069f, 0.00138143206f};
+inline constexpr float kLn2High = 0.693147182f;     // float(ln 2)
+inline constexpr float kLn2Low = -1.90465421e-09f;  // float(ln 2 - kLn2High)
+inline constexpr float kExpPolynomial[] = {0.49999994f, 0.166665196f, 0.0416684002f, 0.00836885069f, 0.00138143206f};
 // exp(89) > FLT_MAX and exp(-104) < FLT_TRUE_MIN / 2: clamping there keeps n within
 // [-150, 129] and gives exactly inf / 0 for inputs beyond.
 inline constexpr float kExpClampHigh = 89.0f;
@@ -220,8 +207,8 @@ struct ExpReduced {
   const f32x16 magic = broadcast(kRoundMagic);
   const f32x16 shifted = mul_add(x, broadcast(kLog2e), magic);
   const f32x16 n = shifted - magic;
-  f32x16 r = fma(-n, broadcast(kLn2High), x);
-  r = fma(-n, broadcast(kLn2Low), r);
+  f32x16 r = fma(n, broadcast(-kLn2High), x);  // -c, not -n: no negation op
+  r = fma(n, broadcast(-kLn2Low), r);
   const f32x16 r2 = r * r;
   return {fma(r2, horner(r, kExpPolynomial), r) + 1.0f, to_bits(shifted) - to_bits(magic)};
 }
@@ -240,8 +227,7 @@ struct ExpFactors {
   const ExpReduced reduced = exp_reduce(x);
   const u32x16 half_n = __builtin_bit_cast(u32x16, __builtin_bit_cast(i32x16, reduced.n) >> 1);
   const u32x16 other_half_n = reduced.n - half_n;
-  return {reduced.mantissa * from_bits((half_n + 127u) << 23),
-          from_bits((other_half_n + 127u) << 23)};
+  return {reduced.mantissa * from_bits((half_n + 127u) << 23), from_bits((other_half_n + 127u) << 23)};
 }
 
 // e^x for x in [-87, 88] (normal results; callers clamp): 2^n is added to the exponent
@@ -257,11 +243,10 @@ struct ExpFactors {
 // log1p(f) = f - f^2/2 + f^3 L(f), L a degree-7 minimax polynomial for relative error
 // on [-0.2929, 0.4142] (approximation error 5.8e-9 = 0.1 ULP). k ln2 is added in two
 // parts (Cephes' split: 0.693359375 has 9 significant bits so k * it is exact).
-inline constexpr float kLogPolynomial[] = {0.333333313f,  -0.250008196f, 0.200012267f,
-                                           -0.166233569f, 0.142017573f,  -0.131601796f,
-                                           0.127615839f,  -0.0763451383f};
+inline constexpr float kLogPolynomial[] = {0.333333313f, -0.250008196f, 0.200012267f, -0.166233569f,
+                                           0.142017573f, -0.131601796f, 0.127615839f, -0.0763451383f};
 inline constexpr float kLn2Coarse = 0.693359375f;
-inline constexpr float kLn2CoarseError = -0.000212194442f;  // ln2 - kLn2Coarse
+inline constexpr float kLn2CoarseError = -0.000212194442f;   // ln2 - kLn2Coarse
 inline constexpr std::uint32_t kSqrtHalfBits = 0x3f3504f3u;  // float(sqrt(1/2))
 
 // ---- sin / cos --------------------------------------------------------------------
@@ -280,8 +265,7 @@ inline constexpr float kPiOver2Part1 = 1.57079637f;
 inline constexpr float kPiOver2Part2 = -4.37113883e-08f;
 inline constexpr float kPiOver2Part3 = -1.71512451e-15f;
 inline constexpr float kSinPolynomial[] = {-0.166666538f, 0.00833213702f, -0.000195120199f};
-inline constexpr float kCosPolynomial[] = {-0.5f, 0.0416666456f, -0.00138872839f,
-                                           2.44294297e-05f};
+inline constexpr float kCosPolynomial[] = {-0.5f, 0.0416666456f, -0.00138872839f, 2.44294297e-05f};
 inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
 
 // sin(x) if quadrant_offset is 0, cos(x) if it is 1.
@@ -290,9 +274,9 @@ inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
   const f32x16 shifted = mul_add(x, broadcast(kTwoOverPi), magic);
   const f32x16 j = shifted - magic;
   const u32x16 quadrant = to_bits(shifted) - to_bits(magic) + quadrant_offset;
-  f32x16 r = fma(-j, broadcast(kPiOver2Part1), x);
-  r = fma(-j, broadcast(kPiOver2Part2), r);
-  r = fma(-j, broadcast(kPiOver2Part3), r);
+  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);
+  r = fma(j, broadcast(-kPiOver2Part2), r);
+  r = fma(j, broadcast(-kPiOver2Part3), r);
   const f32x16 r2 = r * r;
   const f32x16 r3 = r2 * r;
   const f32x16 sine = fma(r3, horner(r2, kSinPolynomial), r);
@@ -302,15 +286,16 @@ inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
   return from_bits(to_bits(result) ^ ((quadrant & 2u) << 30));
 }
 
-// Recomputes the lanes with |x| > kTrigFastLimit in double precision.
-[[gnu::noinline, gnu::cold]] inline void sin_cos_large(const f32x16& x, f32x16& result,
-                                                       bool cosine) {
+// Recomputes the lanes with |x| > kTrigFastLimit in double precision. Out of line and
+// by value, so the hot loop keeps everything in registers.
+[[gnu::noinline, gnu::cold]] inline f32x16 sin_cos_large(f32x16 x, f32x16 result, bool cosine) {
   for (int lane = 0; lane < kLanes; ++lane) {
     const double value = static_cast<double>(x[lane]);
     if (std::fabs(value) > static_cast<double>(kTrigFastLimit)) {
       result[lane] = static_cast<float>(cosine ? std::cos(value) : std::sin(value));
     }
   }
+  return result;
 }
 
 // ---- tanh -------------------------------------------------------------------------
@@ -326,9 +311,8 @@ inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
 // rational with float coefficients and float evaluation measured up to 6 ULP here, and
 // overshoots 1 near |x| = 8; this version measures <= 1.5 ULP (docs/vector_math.md).
 inline constexpr float kTanhSmallLimit = 0.75f;
-inline constexpr float kTanhSmallPolynomial[] = {-0.333333164f, 0.133326948f, -0.0538927242f,
-                                                 0.0214520358f, -0.00765725644f,
-                                                 0.00173693628f};
+inline constexpr float kTanhSmallPolynomial[] = {-0.333333164f, 0.133326948f,    -0.0538927242f,
+                                                 0.0214520358f, -0.00765725644f, 0.00173693628f};
 inline constexpr float kTanhExpClamp = 20.0f;
 
 // ---- erf --------------------------------------------------------------------------
@@ -341,12 +325,11 @@ inline constexpr float kTanhExpClamp = 20.0f;
 //   since erfc(x) x^2 <= 0.16 here.
 // |x| > 3.93: erf rounds to 1 (erfc(3.92) < 2^-25).
 inline constexpr float kErfSmallLimit = 1.0f;
-inline constexpr float kErfSmallPolynomial[] = {0.128379166f,    -0.37612626f,   0.112835854f,
-                                                -0.026853811f,   0.00518832775f, -0.000801019312f,
-                                                7.85386073e-05f};
-inline constexpr float kErfcScaledPolynomial[] = {
-    0.427583575f,  -0.273211062f, 0.154350549f,  -0.0790533423f,  0.036874976f,
-    -0.015110149f, 0.00491128257f, -0.00105705578f, 0.000106843225f};
+inline constexpr float kErfSmallPolynomial[] = {0.128379166f,   -0.37612626f,     0.112835854f,   -0.026853811f,
+                                                0.00518832775f, -0.000801019312f, 7.85386073e-05f};
+inline constexpr float kErfcScaledPolynomial[] = {0.427583575f,   -0.273211062f,   0.154350549f,
+                                                  -0.0790533423f, 0.036874976f,    -0.015110149f,
+                                                  0.00491128257f, -0.00105705578f, 0.000106843225f};
 inline constexpr float kErfSaturation = 3.93f;
 
 [[gnu::always_inline]] inline f32x16 with_sign_of(f32x16 magnitude, f32x16 sign_source) {
@@ -392,7 +375,7 @@ inline constexpr float kErfSaturation = 3.93f;
   // r + r^3 S(r^2) is +0 for r = -0 (the two zeros of a sum round to +0): keep the sign.
   result = select(x == 0.0f, x, result);
   if (any(abs(x) > detail::kTrigFastLimit)) [[unlikely]] {
-    detail::sin_cos_large(x, result, false);
+    result = detail::sin_cos_large(x, result, false);
   }
   return result;
 }
@@ -400,7 +383,7 @@ inline constexpr float kErfSaturation = 3.93f;
 [[gnu::always_inline]] inline f32x16 cos(f32x16 x) {
   f32x16 result = detail::sin_cos_fast(x, 1u);
   if (any(abs(x) > detail::kTrigFastLimit)) [[unlikely]] {
-    detail::sin_cos_large(x, result, true);
+    result = detail::sin_cos_large(x, result, true);
   }
   return result;
 }
@@ -425,10 +408,8 @@ inline constexpr float kErfSaturation = 3.93f;
   const f32x16 small = mul_add(a, detail::horner(a2, detail::kErfSmallPolynomial), a);
   // e^(-x^2) for |x| <= 3.93; larger lanes (clamped to keep the exponent arithmetic
   // in range) are replaced by 1 below.
-  const f32x16 gauss =
-      detail::exp_normal_range(-select(a2 > 16.0f, broadcast(16.0f), a2));
-  const f32x16 large =
-      mul_add(-gauss, detail::horner(a - 1.0f, detail::kErfcScaledPolynomial), broadcast(1.0f));
+  const f32x16 gauss = detail::exp_normal_range(-select(a2 > 16.0f, broadcast(16.0f), a2));
+  const f32x16 large = mul_add(-gauss, detail::horner(a - 1.0f, detail::kErfcScaledPolynomial), broadcast(1.0f));
   f32x16 result = select(a >= detail::kErfSmallLimit, large, small);  // NaN: small
   result = select(a > detail::kErfSaturation, broadcast(1.0f), result);
   return detail::with_sign_of(result, x);

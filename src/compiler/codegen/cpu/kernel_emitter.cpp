@@ -8,6 +8,12 @@
 
 namespace kiln::compiler::cpu {
 
+std::int64_t Layout::middle_count() const {
+  std::int64_t count = 1;
+  for (std::int64_t size : middle_sizes) count *= size;
+  return count;
+}
+
 std::int64_t Layout::rows() const {
   std::int64_t rows = 1;
   for (std::int64_t size : outer_sizes) rows *= size;
@@ -54,6 +60,13 @@ IndexMap KernelEmitter::broadcast_map(const Shape& shape) const {
   int offset = space.rank() - shape.rank();
   for (int axis = 0; axis < shape.rank(); ++axis)
     if (shape[axis] != 1) map[static_cast<std::size_t>(axis)] = {axis + offset, 1, 0};
+  return map;
+}
+
+IndexMap KernelEmitter::row_map(const Shape& shape) const {
+  IndexMap map(static_cast<std::size_t>(shape.rank()));
+  for (int axis = 0; axis < shape.rank() && axis < kernel_.space.rank(); ++axis)
+    if (shape[axis] != 1) map[static_cast<std::size_t>(axis)] = {axis, 1, 0};
   return map;
 }
 
@@ -209,11 +222,15 @@ Layout KernelEmitter::layout(int split, const std::vector<Linear>& extra) const 
   } else {
     outer = groups_of(0, split);
     inner = groups_of(split, space.rank());
-    if (inner.size() > 1)
-      throw CompileError("reduction", "the reduced axes of " + space.to_string() + " cannot be walked as one loop",
-                         std::string());
   }
   Layout result;
+  while (inner.size() > 1) {
+    std::int64_t size = 1;
+    for (int axis : inner.front()) size *= space[axis];
+    result.middle_sizes.push_back(size);
+    result.middle_axes.push_back(inner.front().back());
+    inner.erase(inner.begin());
+  }
   for (const auto& group : outer) {
     std::int64_t size = 1;
     for (int axis : group) size *= space[axis];
@@ -237,6 +254,20 @@ std::string KernelEmitter::row_offset(const Linear& linear, const Layout& layout
     if (coefficient != 0) text += " + " + std::to_string(coefficient) + " * c" + std::to_string(t);
   }
   return text;
+}
+
+std::string KernelEmitter::middle_offset(const Linear& linear, const Layout& layout) const {
+  std::string text;
+  if (linear.coefficients.empty()) return text;
+  for (std::size_t t = 0; t < layout.middle_axes.size(); ++t) {
+    std::int64_t coefficient = linear.coefficients[static_cast<std::size_t>(layout.middle_axes[t])];
+    if (coefficient != 0) text += " + " + std::to_string(coefficient) + " * d" + std::to_string(t);
+  }
+  return text;
+}
+
+bool KernelEmitter::varies_in_middle(const Linear& linear, const Layout& layout) const {
+  return !middle_offset(linear, layout).empty();
 }
 
 std::int64_t KernelEmitter::inner_coefficient(const Linear& linear, const Layout& layout) const {

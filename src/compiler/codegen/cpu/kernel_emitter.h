@@ -54,7 +54,13 @@ struct Layout {
   // coefficient it takes (the innermost of those it merges).
   std::vector<int> outer_axes;
   int inner_axis = -1;  // -1: the space is a scalar
+  // Reduced axes that do not collapse into the inner loop (a reduction of
+  // x + bias[column] over all axes): walked by loops `d0, d1, ...` around
+  // the inner loop, within each row.
+  std::vector<std::int64_t> middle_sizes;
+  std::vector<int> middle_axes;
   std::int64_t rows() const;
+  std::int64_t middle_count() const;  // product of middle_sizes
 };
 
 class KernelEmitter {
@@ -73,14 +79,21 @@ class KernelEmitter {
   // The map under which a value of `shape` is broadcast over the space
   // (NumPy alignment at the right).
   IndexMap broadcast_map(const Shape& shape) const;
+  // The map of a per-row result (a reduction's output, with or without
+  // kept size-1 axes): its axes are the space's leading axes.
+  IndexMap row_map(const Shape& shape) const;
   bool is_member(ir::ValueId value) const;
 
   // Collapses the space: axes [0, split) become rows, [split, rank) the inner
-  // loop. Throws CompileError if the inner axes cannot collapse into one.
+  // loop (and middle loops where they do not collapse). split < 0: every axis
+  // but the last collapsed group is a row axis.
   Layout layout(int split, const std::vector<Linear>& extra) const;
   // `linear` in terms of the layout's row coordinates `c0, c1, ...` and the
   // inner coordinate `inner`: "12 + 4096 * c0" (without the inner term).
   std::string row_offset(const Linear& linear, const Layout& layout) const;
+  // The middle-loop part of `linear`: " + 5 * d0" (empty if none).
+  std::string middle_offset(const Linear& linear, const Layout& layout) const;
+  bool varies_in_middle(const Linear& linear, const Layout& layout) const;
   std::int64_t inner_coefficient(const Linear& linear, const Layout& layout) const;
   // Where element coordinates of a value of `shape` at `map` lie in a dense
   // row-major array of that shape.

@@ -299,12 +299,19 @@ template <class V> [[gnu::always_inline]] inline auto reduce_min(V x) {
 [[gnu::always_inline]] inline uint8_t reduce_max(boolean x) { return reduce_max(x.lanes) != 0; }
 [[gnu::always_inline]] inline uint8_t reduce_min(boolean x) { return reduce_min(x.lanes) != 0; }
 
+// Lane 0 as a scalar (bool: 0 or 1).
+template <class V> [[gnu::always_inline]] inline auto first_lane(V value) { return value[0]; }
+[[gnu::always_inline]] inline uint8_t first_lane(boolean value) { return static_cast<uint8_t>(value.lanes[0]); }
+
 // The first `count` lanes of `value`, the rest from `fill` (keeps the
 // identity of a reduction in lanes past the end of a row).
 template <class V> [[gnu::always_inline]] inline V first_lanes(V value, V fill, int count) {
   if (count >= lanes) return value;
   i32x16 index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   return mask_for<V>(boolean{(index < count) & 1}) ? value : fill;
+}
+[[gnu::always_inline]] inline boolean first_lanes(boolean value, boolean fill, int count) {
+  return boolean{first_lanes(value.lanes, fill.lanes, count)};
 }
 
 }  // namespace kiln::jit

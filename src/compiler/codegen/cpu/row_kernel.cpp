@@ -49,15 +49,13 @@ class RowKernel {
     if (kernel_.kind == KernelKind::gemm) return emit_gemm();
     int split = kernel_.kind == KernelKind::reduction ? kernel_.space.rank() - kernel_.reduced_axes : -1;
     std::vector<Linear> extra;
-    for (const auto& [value, instance] : outputs_)
-      extra.push_back(emitter_.linear_address(emitter_.graph().type(value).shape,
-                                              emitter_.broadcast_map(emitter_.graph().type(value).shape)));
+    for (const auto& [value, instance] : outputs_) extra.push_back(output_address(value));
     layout_ = emitter_.layout(split, extra);
     mark_varying();
     plan_phases();
     chunked_ = reductions_.empty() && layout_.inner_size > chunk_size;
     split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
-                       only_reduction_outputs();
+                       layout_.middle_sizes.empty() && only_reduction_outputs();
     return emit_kernel();
   }
 
@@ -78,6 +76,14 @@ class RowKernel {
                            graph.node(value).location);
       outputs_.emplace_back(value, emitter_.instance(value, emitter_.broadcast_map(shape)));
     }
+  }
+
+  // Where an output's elements go: element outputs have the space's shape;
+  // per-row outputs follow the space's leading (kept) axes.
+  Linear output_address(ir::ValueId value) const {
+    const Shape& shape = emitter_.graph().type(value).shape;
+    bool per_row = !(shape == kernel_.space);
+    return emitter_.linear_address(shape, per_row ? emitter_.row_map(shape) : emitter_.broadcast_map(shape));
   }
 
   // One value per row: the kept axes of the space, size 1 (or absent) on
@@ -102,9 +108,12 @@ class RowKernel {
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = at(id);
       bool varies = false;
-      if (item.kind == Instance::Kind::load) varies = emitter_.inner_coefficient(item.address, layout_) != 0;
+      if (item.kind == Instance::Kind::load)
+        varies = emitter_.inner_coefficient(item.address, layout_) != 0 || emitter_.varies_in_middle(item.address, layout_);
       else if (item.kind == Instance::Kind::compute) {
-        if (!item.address.coefficients.empty()) varies = emitter_.inner_coefficient(item.address, layout_) != 0;
+        if (!item.address.coefficients.empty())
+          varies = emitter_.inner_coefficient(item.address, layout_) != 0 ||
+                   emitter_.varies_in_middle(item.address, layout_);
         for (int operand : item.operands) varies = varies || varying_[static_cast<std::size_t>(operand)];
       }
       if (item.kind == Instance::Kind::tile) varies = true;
@@ -221,7 +230,6 @@ class RowKernel {
 
   std::string row_setup_pointers() const {
     std::string text;
-    const ir::Graph& graph = emitter_.graph();
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = at(id);
       if (item.kind != Instance::Kind::load) continue;
@@ -230,10 +238,9 @@ class RowKernel {
               emitter_.row_offset(item.address, layout_) + ");\n";
     }
     for (const auto& [value, id] : outputs_) {
-      const Shape& shape = graph.type(value).shape;
       if (at(id).kind == Instance::Kind::tile || (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
         continue;
-      Linear address = emitter_.linear_address(shape, emitter_.broadcast_map(shape));
+      Linear address = output_address(value);
       text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) + " = state." +
               emitter_.output_name(value) + " + (" + emitter_.row_offset(address, layout_) + ");\n";
     }
@@ -270,33 +277,51 @@ class RowKernel {
       std::string type = emitter_.storage_type(item.value);
       std::string value;
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
-        value = "load<" + type + ">(cache_" + item.name + " + j, count)";
+        value = "load<" + type + ">(cache_" + item.name + " + middle * " + std::to_string(layout_.inner_size) +
+                " + j, count)";
       } else if (item.kind == Instance::Kind::tile) {
         value = "load<float>(row_tile + j, count)";
       } else if (item.kind == Instance::Kind::load) {
         std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
-        value = step == 1 ? "load<" + type + ">(" + pointer(item) + " + j, count)"
-                          : "gather<" + type + ">(" + pointer(item) + " + j * " + std::to_string(step) + ", " +
-                                std::to_string(step) + ", count)";
+        std::string base = pointer(item) + emitter_.middle_offset(item.address, layout_);
+        value = step == 0   ? "splat<" + type + ">((" + base + ")[0])"
+                : step == 1 ? "load<" + type + ">(" + base + " + j, count)"
+                            : "gather<" + type + ">(" + base + " + j * " + std::to_string(step) + ", " +
+                                  std::to_string(step) + ", count)";
       } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
         std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
-        value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) + " + j * " +
-                std::to_string(step) + ", " + std::to_string(step) + ")";
+        value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) +
+                emitter_.middle_offset(item.address, layout_) + " + j * " + std::to_string(step) + ", " +
+                std::to_string(step) + ")";
       } else {
         text += "        " + emitter_.describe(item.value) + "\n";
         value = emitter_.expression(id);
       }
       text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
-        text += "        store<" + type + ">(cache_" + item.name + " + j, " + item.name + ", count);\n";
+        text += "        store<" + type + ">(cache_" + item.name + " + middle * " + std::to_string(layout_.inner_size) +
+                " + j, " + item.name + ", count);\n";
     }
     return text;
   }
 
+  // The inner loop over [begin, end) in vectors, inside the middle loops.
   std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body) const {
-    return "      auto step = [&](int64_t j, int count) __attribute__((always_inline)) {\n" + body +
-           "      };\n      int64_t j = " + begin + ";\n      for (; j + lanes <= " + end +
-           "; j += lanes) step(j, lanes);\n      if (j < " + end + ") step(j, static_cast<int>(" + end + " - j));\n";
+    std::string loop = "      auto step = [&](int64_t j, int count) __attribute__((always_inline)) {\n" + body +
+                       "      };\n      int64_t j = " + begin + ";\n      for (; j + lanes <= " + end +
+                       "; j += lanes) step(j, lanes);\n      if (j < " + end + ") step(j, static_cast<int>(" + end +
+                       " - j));\n";
+    if (layout_.middle_sizes.empty()) return "      const int64_t middle = 0;\n      (void)middle;\n" + loop;
+    std::string text, index = "0";
+    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) {
+      std::string d = "d" + std::to_string(t);
+      text += "      for (int64_t " + d + " = 0; " + d + " < " + std::to_string(layout_.middle_sizes[t]) + "; ++" + d +
+              ") {\n";
+      index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
+    }
+    text += "      const int64_t middle = " + index + ";\n      (void)middle;\n" + loop;
+    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
+    return text;
   }
 
   std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const {
@@ -314,9 +339,9 @@ class RowKernel {
       // A row value reduced over the row: every element is the same value.
       text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
              " accumulator" + std::to_string(k) + " = " + info.identity + ";\n";
-      text += "    for (int64_t j = " + begin + "; j < " + end + "; ++j) accumulator" + std::to_string(k) + " = " +
-              info.combine + "(accumulator" + std::to_string(k) + ", first_lanes(" + operand.name + ", " +
-              info.identity + ", 1));\n";
+      text += "    for (int64_t j = 0; j < (" + end + " - " + begin + ") * " + std::to_string(layout_.middle_count()) +
+              "; ++j) accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
+              ", first_lanes(" + operand.name + ", " + info.identity + ", 1));\n";
     }
     return text;
   }
@@ -329,7 +354,7 @@ class RowKernel {
     std::string value = info.finish + std::string("(") + accumulator + ")";
     if (node.op == ir::Op::reduce_mean)
       value = "div(splat<" + type + ">(" + value + "), splat<" + type + ">(static_cast<" + type + ">(" +
-              std::to_string(layout_.inner_size) + ")))[0]";
+              std::to_string(layout_.inner_size * layout_.middle_count()) + ")))[0]";
     return "splat<" + type + ">(" + value + ")";
   }
 
@@ -345,7 +370,8 @@ class RowKernel {
     for (int id : cached_)
       text += "  " + emitter_.storage_type(at(id).value) + "* cache_" + at(id).name + " = static_cast<" +
               emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
-              std::to_string(layout_.inner_size) + " * sizeof(" + emitter_.storage_type(at(id).value) + ")));\n";
+              std::to_string(layout_.inner_size * layout_.middle_count()) + " * sizeof(" +
+              emitter_.storage_type(at(id).value) + ")));\n";
     text += "  for (int64_t item = begin; item < end; ++item) {\n";
     std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
     if (chunks > 1) {
@@ -389,8 +415,8 @@ class RowKernel {
     for (const auto& [value, id] : outputs_) {
       if (at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space)) continue;
       any = true;
-      body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
-              at(id).name + ", count);\n";
+      body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
+              emitter_.middle_offset(output_address(value), layout_) + " + j, " + at(id).name + ", count);\n";
     }
     if (!any) return "";
     return "    {\n" + vector_loop(begin, end, body) + "    }\n";
@@ -400,7 +426,7 @@ class RowKernel {
     std::string text;
     for (const auto& [value, id] : outputs_) {
       if (emitter_.graph().type(value).shape == kernel_.space) continue;
-      text += "    row_" + emitter_.output_name(value) + "[0] = " + at(id).name + "[0];\n";
+      text += "    row_" + emitter_.output_name(value) + "[0] = first_lane(" + at(id).name + ");\n";
     }
     return text;
   }
@@ -429,7 +455,7 @@ class RowKernel {
     text += "    vec<" + type + "> total = splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + "]);\n";
     text += "    for (int64_t chunk = 1; chunk < " + std::to_string(chunks) + "; ++chunk) total = " + info.combine +
             "(total, splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + " + chunk]));\n";
-    std::string value = "total[0]";
+    std::string value = "first_lane(total)";
     if (node.op == ir::Op::reduce_mean)
       value = "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(layout_.inner_size) + ")))[0]";
     text += "    state." + emitter_.output_name(output) + "[row] = " + value + ";\n  }\n";
@@ -495,7 +521,7 @@ class RowKernel {
       text += "    vec<float> total = splat<float>(" + p + "[0]);\n";
       text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
               "(total, splat<float>(" + p + "[block]));\n";
-      std::string value = "total[0]";
+      std::string value = "first_lane(total)";
       if (reduction.op == ir::Op::reduce_mean)
         value = "div(total, splat<float>(" + std::to_string(m * n) + ".0f))[0]";
       text += "    state." + emitter_.output_name(at(reductions_[r]).value) + "[0] = " + value + ";\n";

@@ -1,0 +1,289 @@
+// Every op through the JIT, against the standard executor and the float64
+// reference, on random inputs (never zeros): every dtype it accepts, odd
+// sizes, rank 0, zero-size dimensions, broadcasting, transposed and sliced
+// inputs. Ops are batched into multi-output functions so that one compile
+// covers many of them.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::expect_graph_agreement;
+using testing::expect_named_agreement;
+using testing::random_tensor;
+using testing::random_uniform;
+
+using Unary = Tensor (*)(const Tensor&, Location);
+using Binary = Tensor (*)(const Tensor&, const Tensor&, Location);
+
+struct NamedUnary {
+  const char* name;
+  Unary op;
+  bool float_only;
+};
+
+const std::vector<NamedUnary>& unary_ops() {
+  static const std::vector<NamedUnary> ops = {
+      {"neg", neg, false},   {"abs", abs, false},     {"sign", sign, false},   {"square", square, false},
+      {"relu", relu, false}, {"floor", floor, false}, {"ceil", ceil, false},   {"sin", sin, true},
+      {"cos", cos, true},    {"exp", exp, true},      {"tanh", tanh, true},    {"sigmoid", sigmoid, true},
+      {"erf", erf, true},    {"log", log, true},      {"sqrt", sqrt, true},    {"rsqrt", rsqrt, true},
+  };
+  return ops;
+}
+
+std::string label(const std::string& what, DType dtype, const Shape& shape) {
+  return what + " " + std::string(to_string(dtype)) + shape.to_string();
+}
+
+const std::vector<Shape> unary_shapes = {Shape(), Shape({7}), Shape({3, 5}), Shape({0, 4}), Shape({2, 3, 129}),
+                                         Shape({100003})};
+
+TEST(DifferentialOps, UnaryOpsOnEveryDtypeAndShape) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    for (const Shape& shape : unary_shapes) {
+      std::vector<std::string> names;
+      for (const auto& op : unary_ops())
+        if (is_floating(dtype) || !op.float_only) names.push_back(op.name);
+      // log, sqrt and rsqrt see |x| + 0.1 as well, so most values are in their domain.
+      names.push_back("log|x|");
+      names.push_back("sqrt|x|");
+      auto body = [dtype](Tensor x) {
+        std::vector<Tensor> outputs;
+        for (const auto& op : unary_ops())
+          if (is_floating(dtype) || !op.float_only) outputs.push_back(op.op(x, Location::current()));
+        Tensor positive = abs(x) + 0.1;
+        outputs.push_back(log(positive));
+        outputs.push_back(sqrt(positive));
+        return outputs;
+      };
+      Tensor x = random_tensor(dtype, shape, 100 + static_cast<std::uint64_t>(shape.numel()));
+      expect_named_agreement(label("unary", dtype, shape), names, body, x);
+    }
+  }
+}
+
+TEST(DifferentialOps, TranscendentalsOnWideRanges) {
+  // Large arguments take sin/cos's slow range reduction; exp over/underflows.
+  Tensor wide = random_uniform(DType::f32, {4099}, -2e5, 2e5, 1);
+  Tensor tiny = random_uniform(DType::f32, {1031}, -1e-3, 1e-3, 2);
+  Tensor big = random_uniform(DType::f32, {1031}, -120, 120, 3);
+  auto body = [](Tensor x) { return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), sigmoid(x), exp(x)}; };
+  expect_agreement("wide", body, wide);
+  expect_agreement("tiny", body, tiny);
+  expect_agreement("big", body, big);
+}
+
+struct NamedBinary {
+  const char* name;
+  Binary op;
+};
+
+const std::vector<NamedBinary>& arithmetic_ops() {
+  static const std::vector<NamedBinary> ops = {{"add", add}, {"sub", sub},         {"mul", mul},
+                                               {"div", div}, {"maximum", maximum}, {"minimum", minimum},
+                                               {"eq", eq},   {"ne", ne},           {"lt", lt},
+                                               {"le", le},   {"gt", gt},           {"ge", ge}};
+  return ops;
+}
+
+const std::vector<std::pair<Shape, Shape>> broadcast_pairs = {
+    {Shape({4, 5}), Shape({4, 5})}, {Shape({3, 1}), Shape({1, 4})}, {Shape({5}), Shape({2, 3, 5})},
+    {Shape(), Shape({6})},          {Shape({2, 0, 3}), Shape({3})}, {Shape({7, 1, 33}), Shape({7, 2, 1})},
+    {Shape({1000, 17}), Shape({17})}};
+
+TEST(DifferentialOps, BinaryOpsWithBroadcastingOnEveryDtype) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    for (const auto& [left, right] : broadcast_pairs) {
+      std::vector<std::string> names;
+      for (const auto& op : arithmetic_ops()) names.push_back(op.name);
+      names.push_back("pow");
+      auto body = [](Tensor a, Tensor b) {
+        std::vector<Tensor> outputs;
+        for (const auto& op : arithmetic_ops()) outputs.push_back(op.op(a, b, Location::current()));
+        // A small exponent keeps integer powers meaningful.
+        outputs.push_back(pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype()))));
+        return outputs;
+      };
+      Tensor a = random_tensor(dtype, left, 200), b = random_tensor(dtype, right, 201);
+      expect_named_agreement(label("binary", dtype, left) + " x " + right.to_string(), names, body, a, b);
+    }
+  }
+}
+
+TEST(DifferentialOps, LogicalOpsComparisonsAndWhere) {
+  for (const auto& [left, right] : broadcast_pairs) {
+    Tensor p = random_tensor(DType::boolean, left, 300), q = random_tensor(DType::boolean, right, 301);
+    Tensor a = random_tensor(DType::f32, left, 302), b = random_tensor(DType::f32, right, 303);
+    auto body = [](Tensor p, Tensor q, Tensor a, Tensor b) {
+      return std::vector<Tensor>{logical_and(p, q), logical_or(p, q), logical_not(p), eq(p, q), ne(p, q),
+                                 where(p, a, b),    where(q, a, 2.5),  where(a > b, a, b), maximum(p, q),
+                                 minimum(p, q)};
+    };
+    expect_agreement("logical " + left.to_string() + " x " + right.to_string(), body, p, q, a, b);
+  }
+}
+
+TEST(DifferentialOps, CastsBetweenEveryPairOfDtypes) {
+  const std::vector<DType> dtypes = {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64};
+  for (DType from : dtypes) {
+    // Include values beyond the i32 range to exercise saturation.
+    Tensor x = from == DType::boolean ? random_tensor(from, {1001}, 400)
+               : is_floating(from)    ? cast(random_uniform(DType::f64, {1001}, -5e9, 5e9, 401), from)
+                                      : random_tensor(from, {1001}, 402);
+    auto body = [&dtypes](Tensor x) {
+      std::vector<Tensor> outputs;
+      for (DType to : dtypes) outputs.push_back(cast(x, to));
+      return outputs;
+    };
+    expect_agreement("cast from " + std::string(to_string(from)), body, x);
+  }
+}
+
+TEST(DifferentialOps, MixedDtypesPromote) {
+  Tensor f = random_tensor(DType::f32, {33}, 500), d = random_tensor(DType::f64, {33}, 501);
+  Tensor i = random_tensor(DType::i32, {33}, 502), l = random_tensor(DType::i64, {33}, 503);
+  Tensor b = random_tensor(DType::boolean, {33}, 504);
+  auto body = [](Tensor f, Tensor d, Tensor i, Tensor l, Tensor b) {
+    return std::vector<Tensor>{f + i, f * d, i + l, i / l, b + i, f - b, i * 2, f * 0.5, i * 0.5, b * 3};
+  };
+  auto result = expect_agreement("promotion", body, f, d, i, l, b);
+  (void)result;
+}
+
+TEST(DifferentialOps, TransposedSlicedAndBroadcastInputs) {
+  Tensor x = random_tensor(DType::f32, {5, 7}, 600), y = random_tensor(DType::f32, {7, 5}, 601);
+  Tensor z = random_tensor(DType::f32, {6, 9, 4}, 602);
+  auto body = [](Tensor x, Tensor y, Tensor z) {
+    Tensor transposed = sin(transpose(x)) * y;
+    Tensor sliced = slice(z, {.start = {1, 0, 3}, .stop = {6, 9, -5}, .step = {2, 3, -1}}) + 1;
+    Tensor reversed = exp(slice(x, {.start = {4}, .stop = {-6}, .step = {-1}}));
+    Tensor permuted = transpose(z, {2, 0, 1}) * 2;
+    Tensor broadcast = broadcast_to(reduce_sum(z, {1}, true), {6, 9, 4}) - z;
+    Tensor expanded = expand_dims(x, 1) + reshape(y, {5, 1, 7}) * 2.0 + squeeze(expand_dims(x, 0), {0});
+    return std::vector<Tensor>{transposed, sliced, reversed, permuted, broadcast, expanded};
+  };
+  expect_agreement("views", body, x, y, z);
+}
+
+TEST(DifferentialOps, ReductionsOverEverySetOfAxes) {
+  Tensor x = random_tensor(DType::f32, {3, 5, 7}, 700);
+  std::vector<std::vector<std::int64_t>> axis_sets = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
+  for (bool keepdims : {false, true}) {
+    auto body = [&](Tensor x) {
+      std::vector<Tensor> outputs;
+      Tensor squared = x * x + 0.5;  // a producer to fuse into each reduction
+      for (const auto& axes : axis_sets) {
+        outputs.push_back(reduce_sum(squared, axes, keepdims));
+        outputs.push_back(reduce_mean(x, axes, keepdims));
+        outputs.push_back(reduce_max(x, axes, keepdims));
+        outputs.push_back(reduce_min(-x, axes, keepdims));
+        outputs.push_back(reduce_prod(x * 0.25 + 1, axes, keepdims));
+      }
+      for (int axis = 0; axis < 3; ++axis) outputs.push_back(argmax(x, axis, keepdims));
+      return outputs;
+    };
+    expect_agreement(keepdims ? "reductions keepdims" : "reductions", body, x);
+  }
+}
+
+TEST(DifferentialOps, ReductionsOfEveryDtypeAndSize) {
+  for (DType dtype : {DType::f64, DType::i32, DType::i64, DType::boolean}) {
+    Tensor x = random_tensor(dtype, {4, 37}, 710);
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{reduce_sum(x, {1}), reduce_max(x, {1}), reduce_min(x), reduce_mean(x, {1})};
+    };
+    expect_agreement("reduce " + std::string(to_string(dtype)), body, x);
+  }
+  // Long rows take the chunked, partial-sum path; empty rows give identities.
+  Tensor long_row = random_tensor(DType::f32, {2, 70001}, 711);
+  expect_agreement("long rows", [](Tensor x) { return std::vector<Tensor>{reduce_sum(x * 2, {1}), reduce_max(x)}; },
+                   long_row);
+  Tensor empty = random_tensor(DType::f32, {3, 0}, 712);
+  expect_agreement("empty rows", [](Tensor x) {
+    return std::vector<Tensor>{reduce_sum(x, {1}), reduce_mean(x, {1}), reduce_max(x, {1}), reduce_prod(x, {1})};
+  }, empty);
+}
+
+TEST(DifferentialOps, MatmulWithEpiloguesTransposesAndDtypes) {
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      Tensor a = random_tensor(DType::f32, transpose_a ? Shape({33, 17}) : Shape({17, 33}), 800);
+      Tensor b = random_tensor(DType::f32, transpose_b ? Shape({9, 33}) : Shape({33, 9}), 801);
+      Tensor bias = random_tensor(DType::f32, {9}, 802);
+      auto body = [=](Tensor a, Tensor b, Tensor bias) {
+        Tensor z = matmul(a, b, {.transpose_a = transpose_a, .transpose_b = transpose_b});
+        Tensor activated = tanh(z + bias);
+        return std::vector<Tensor>{z, activated, reduce_sum(activated), reduce_max(z * z)};
+      };
+      expect_agreement("matmul " + std::to_string(transpose_a) + std::to_string(transpose_b), body, a, b, bias);
+    }
+  }
+  for (DType dtype : {DType::f64, DType::i32, DType::i64}) {
+    Tensor a = random_tensor(dtype, {7, 5}, 810), b = random_tensor(dtype, {5, 3}, 811);
+    expect_agreement("matmul " + std::string(to_string(dtype)), [](Tensor a, Tensor b) { return matmul(a, b) + 1; }, a, b);
+  }
+  Tensor batch = random_tensor(DType::f32, {2, 3, 4, 5}, 820), right = random_tensor(DType::f32, {3, 5, 6}, 821);
+  Tensor vector = random_tensor(DType::f32, {5}, 822);
+  expect_agreement("batched and vectors", [](Tensor a, Tensor b, Tensor v) {
+    return std::vector<Tensor>{matmul(a, b) * 2, matmul(a, v), matmul(v, b), matmul(v, v)};
+  }, batch, right, vector);
+  Tensor zero_k = random_tensor(DType::f32, {4, 0}, 830), zero_k_right = random_tensor(DType::f32, {0, 3}, 831);
+  expect_agreement("k = 0", [](Tensor a, Tensor b) { return matmul(a, b) + 1; }, zero_k, zero_k_right);
+}
+
+TEST(DifferentialOps, ShapeOpsConcatAndConstants) {
+  Tensor a = random_tensor(DType::f32, {2, 3}, 900), b = random_tensor(DType::f32, {4, 3}, 901);
+  auto body = [](Tensor a, Tensor b) {
+    Tensor joined = concat({a * 2, b}, 0);
+    Tensor reshaped = reshape(exp(joined), {3, 6});
+    Tensor constant = full({3, 6}, -1.5) + ones({6}) * zeros({3, 1});
+    return std::vector<Tensor>{joined, reshaped + constant, transpose(reshaped) + 1, ones({2, 2}, DType::i32)};
+  };
+  expect_agreement("shape ops", body, a, b);
+}
+
+TEST(DifferentialOps, IotaThroughIr) {
+  expect_graph_agreement("iota",
+                         "func @iota(%0: f32[3,4]) -> (f32[3,4], i64[3,4]) {\n"
+                         "  %1 = i64[3,4] iota() {axis=1}\n"
+                         "  %2 = f32[3,4] cast(%1)\n"
+                         "  %3 = f32[3,4] add(%0, %2)\n"
+                         "  %4 = i64[3,4] iota() {axis=0}\n"
+                         "  return %3, %4\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {3, 4}, 950)});
+}
+
+TEST(DifferentialOps, NeuralNetworkComposites) {
+  for (const Shape& shape : {Shape({7, 33}), Shape({4, 1}), Shape({2, 3, 16}), Shape({1, 5000}), Shape({65, 3})}) {
+    Tensor x = random_tensor(DType::f32, shape, 1000);
+    Tensor gamma = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 1001);
+    Tensor beta = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 1002);
+    auto body = [](Tensor x, Tensor gamma, Tensor beta) {
+      return std::vector<Tensor>{nn::gelu(x),          nn::gelu(x, nn::GeluApproximation::erf),
+                                 nn::softmax(x),       nn::softmax(x, 0),
+                                 nn::log_softmax(x),   nn::layer_norm(x, gamma, beta),
+                                 nn::layer_norm(x),    nn::sigmoid(x) * nn::relu(x)};
+    };
+    expect_agreement("nn " + shape.to_string(), body, x, gamma, beta);
+  }
+}
+
+TEST(DifferentialOps, RankZeroAndZeroSizeInsideFusedKernels) {
+  Tensor scalar = random_tensor(DType::f32, {}, 1100), empty = random_tensor(DType::f32, {0, 3}, 1101);
+  Tensor row = random_tensor(DType::f32, {3}, 1102);
+  auto body = [](Tensor s, Tensor e, Tensor r) {
+    return std::vector<Tensor>{sin(s) * s + 1, exp(e) + r, reduce_sum(e, {0}), nn::softmax(e), reduce_sum(s)};
+  };
+  expect_agreement("rank 0 and empty", body, scalar, empty, row);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,91 @@
+// The fusion contract of the JIT, asserted by kernel count (as tinygrad's
+// check_schedule does): the seed function, gelu, softmax, layer_norm and an
+// Adam step compile into the promised number of kernels, and the seed's
+// matmul output is never materialized in full.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+Tensor seed_function(Tensor x, Tensor y) {
+  Tensor z = matmul(x, y);
+  z = z + sin(z);
+  z = nn::relu(z);
+  return reduce_sum(z);
+}
+
+std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
+  Tensor new_m = 0.9 * m + 0.1 * gradient;
+  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
+  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
+  return {parameter - 1e-3 * step, new_m, new_v};
+}
+
+TEST(KernelCount, SeedIsOneGemmKernelAndNeverWritesTheMatmulOutput) {
+  Tensor x = random_tensor(DType::f32, {1024, 1024}, 1), y = random_tensor(DType::f32, {1024, 1024}, 2);
+  auto result = expect_agreement("seed", seed_function, x, y);
+  EXPECT_LE(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_NE(result.fused.find("gemm"), std::string::npos) << result.fused;
+
+  auto jit = function(seed_function, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  jit(x, y);
+  std::int64_t before = memory_statistics().bytes_in_use;
+  reset_peak_memory();
+  Tensor total = jit(x, y);
+  std::int64_t temporaries = memory_statistics().peak_bytes_in_use - before;
+  std::int64_t matmul_output = 1024 * 1024 * 4;
+  EXPECT_LE(temporaries, matmul_output / 4) << "peak temporary bytes " << temporaries;
+}
+
+TEST(KernelCount, GeluIsOneKernel) {
+  auto result = expect_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 3));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+TEST(KernelCount, SoftmaxIsOneKernel) {
+  auto result =
+      expect_agreement("softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 4));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+TEST(KernelCount, LayerNormIsOneKernel) {
+  Tensor x = random_tensor(DType::f32, {37, 301}, 5);
+  Tensor gamma = random_tensor(DType::f32, {301}, 6), beta = random_tensor(DType::f32, {301}, 7);
+  auto result = expect_agreement(
+      "layer_norm", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); }, x, gamma, beta);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+TEST(KernelCount, AdamIsOneKernelWithThreeOutputs) {
+  Tensor p = random_tensor(DType::f32, {10007}, 8), g = random_tensor(DType::f32, {10007}, 9);
+  Tensor m = random_tensor(DType::f32, {10007}, 10), v = abs(random_tensor(DType::f32, {10007}, 11));
+  auto result = expect_agreement("adam", adam_step, p, g, m, v);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_NE(result.fused.find("writes %"), std::string::npos);
+  std::size_t line = result.fused.find("writes ");
+  std::string writes = result.fused.substr(line, result.fused.find('\n', line) - line);
+  EXPECT_EQ(std::count(writes.begin(), writes.end(), '%'), 3) << writes;
+}
+
+TEST(KernelCount, ExpensiveProducersAreNotDuplicated) {
+  // exp(x) feeds two reductions over different axes: computed once, in memory.
+  Tensor x = random_tensor(DType::f32, {33, 65}, 12);
+  auto result = expect_agreement("shared producer", [](Tensor x) {
+    Tensor e = exp(x);
+    return std::vector<Tensor>{reduce_sum(e, {0}), reduce_sum(e, {1})};
+  }, x);
+  EXPECT_NE(result.fused.find("not fused: %1 exp"), std::string::npos) << result.fused;
+}
+
+}  // namespace
+}  // namespace kiln

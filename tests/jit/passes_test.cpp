@@ -1,0 +1,257 @@
+// Pass tests written as IR text: parse, run one pass, compare the printed
+// result (the style of XLA's HLO pass tests).
+
+#include "compiler/cse.h"
+#include "compiler/dce.h"
+#include "compiler/fusion.h"
+#include "compiler/buffer_assignment.h"
+#include "compiler/simplify.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::compiler {
+namespace {
+
+// Runs `pass` on `before` and expects `after` (and the verifier to pass).
+void expect_pass(bool (*pass)(ir::Graph&), const std::string& before, const std::string& after, bool changes = true) {
+  ir::Graph graph = ir::parse(before);
+  EXPECT_EQ(pass(graph), changes);
+  ir::verify(graph);
+  EXPECT_EQ(ir::print(graph), after);
+}
+
+bool simplify_then_dce(ir::Graph& graph) {
+  bool changed = simplify(graph);
+  dce(graph);
+  return changed;
+}
+
+TEST(Simplify, ExactArithmeticIdentities) {
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[4]) -> (f32[4]) {\n"
+              "  %1 = f32[] constant(1)\n"
+              "  %2 = f32[4] mul(%0, %1)\n"
+              "  %3 = f32[] constant(-0)\n"
+              "  %4 = f32[4] add(%2, %3)\n"
+              "  %5 = f32[4] neg(%4)\n"
+              "  %6 = f32[4] neg(%5)\n"
+              "  return %6\n"
+              "}\n",
+              "func @f(%0: f32[4]) -> (f32[4]) {\n"
+              "  return %0\n"
+              "}\n");
+}
+
+TEST(Simplify, AddingPositiveZeroIsNotAnIdentity) {
+  // -0.0 + 0.0 is +0.0: folding it away would change a result.
+  std::string text =
+      "func @f(%0: f32[4]) -> (f32[4]) {\n"
+      "  %1 = f32[] constant(0)\n"
+      "  %2 = f32[4] add(%0, %1)\n"
+      "  return %2\n"
+      "}\n";
+  expect_pass(simplify_then_dce, text, text, false);
+}
+
+TEST(Simplify, BroadcastingIdentityKeepsTheShape) {
+  // x * ones([3,4]) with x: [4] broadcasts: not an identity.
+  std::string text =
+      "func @f(%0: f32[4]) -> (f32[3,4]) {\n"
+      "  %1 = f32[3,4] constant(1)\n"
+      "  %2 = f32[3,4] mul(%0, %1)\n"
+      "  return %2\n"
+      "}\n";
+  expect_pass(simplify_then_dce, text, text, false);
+}
+
+TEST(Simplify, FoldsConstantsWithTheStandardKernels) {
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[2]) -> (f32[2]) {\n"
+              "  %1 = f32[] constant(2)\n"
+              "  %2 = f32[] constant(3)\n"
+              "  %3 = f32[] mul(%1, %2)\n"
+              "  %4 = f32[] sqrt(%3)\n"
+              "  %5 = f32[2] broadcast_to(%4)\n"
+              "  %6 = f32[2] add(%0, %5)\n"
+              "  return %6\n"
+              "}\n",
+              "func @f(%0: f32[2]) -> (f32[2]) {\n"
+              "  %1 = f32[2] constant(2.4494898319244385)\n"
+              "  %2 = f32[2] add(%0, %1)\n"
+              "  return %2\n"
+              "}\n");
+}
+
+TEST(Simplify, ShapeChainsCollapse) {
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[2,3]) -> (f32[2,3], f32[6]) {\n"
+              "  %1 = f32[3,2] transpose(%0) {permutation=[1,0]}\n"
+              "  %2 = f32[2,3] transpose(%1) {permutation=[1,0]}\n"
+              "  %3 = f32[3,2] reshape(%0)\n"
+              "  %4 = f32[6] reshape(%3)\n"
+              "  %5 = f32[1,6] expand_dims(%4) {axis=0}\n"
+              "  %6 = f32[6] squeeze(%5) {axes=[0]}\n"
+              "  return %2, %6\n"
+              "}\n",
+              "func @f(%0: f32[2,3]) -> (f32[2,3], f32[6]) {\n"
+              "  %1 = f32[6] reshape(%0)\n"
+              "  %2 = f32[1,6] reshape(%1)\n"
+              "  %3 = f32[6] reshape(%2)\n"
+              "  return %0, %3\n"
+              "}\n");
+}
+
+TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
+  expect_pass(
+      [](ir::Graph& graph) {
+        bool changed = cse(graph);
+        dce(graph);
+        return changed;
+      },
+      "func @f(%0: f32[4]) -> (f32[4], f32[4]) {\n"
+      "  %1 = f32[4] sin(%0)\n"
+      "  %2 = f32[4] sin(%0)\n"
+      "  %3 = f32[4] add(%1, %2)\n"
+      "  %4 = f32[4] host_call(%0) {callback=0}\n"
+      "  %5 = f32[4] host_call(%0) {callback=0}\n"
+      "  %6 = f32[4] add(%4, %5)\n"
+      "  return %3, %6\n"
+      "}\n",
+      "func @f(%0: f32[4]) -> (f32[4], f32[4]) {\n"
+      "  %1 = f32[4] sin(%0)\n"
+      "  %2 = f32[4] add(%1, %1)\n"
+      "  %3 = f32[4] host_call(%0) {callback=0}\n"
+      "  %4 = f32[4] host_call(%0) {callback=0}\n"
+      "  %5 = f32[4] add(%3, %4)\n"
+      "  return %2, %5\n"
+      "}\n");
+}
+
+TEST(Cse, DistinguishesZeroSigns) {
+  std::string text =
+      "func @f(%0: f32[4]) -> (f32[4], f32[4]) {\n"
+      "  %1 = f32[] constant(0)\n"
+      "  %2 = f32[] constant(-0)\n"
+      "  %3 = f32[4] mul(%0, %1)\n"
+      "  %4 = f32[4] mul(%0, %2)\n"
+      "  return %3, %4\n"
+      "}\n";
+  expect_pass(cse, text, text, false);
+}
+
+TEST(Dce, RemovesUnusedNodesKeepsParameters) {
+  expect_pass(dce,
+              "func @f(%0: f32[4], %1: f32[4]) -> (f32[4]) {\n"
+              "  %2 = f32[4] exp(%1)\n"
+              "  %3 = f32[4] sin(%0)\n"
+              "  return %3\n"
+              "}\n",
+              "func @f(%0: f32[4], %1: f32[4]) -> (f32[4]) {\n"
+              "  %2 = f32[4] sin(%0)\n"
+              "  return %2\n"
+              "}\n");
+}
+
+FusionPlan plan_of(const std::string& text) { return fuse(ir::parse(text)); }
+
+TEST(Fusion, SoftmaxIsOneReductionKernelWithTwoPasses) {
+  FusionPlan plan = plan_of(
+      "func @softmax(%0: f32[8,16]) -> (f32[8,16]) {\n"
+      "  %1 = f32[8,1] reduce_max(%0) {axes=[1], keepdims=true}\n"
+      "  %2 = f32[8,16] sub(%0, %1)\n"
+      "  %3 = f32[8,16] exp(%2)\n"
+      "  %4 = f32[8,1] reduce_sum(%3) {axes=[1], keepdims=true}\n"
+      "  %5 = f32[8,16] div(%3, %4)\n"
+      "  return %5\n"
+      "}\n");
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::reduction);
+  EXPECT_EQ(plan.kernels[0].reduced_axes, 1);
+  EXPECT_EQ(plan.kernels[0].members.size(), 5u);
+}
+
+TEST(Fusion, ExpensiveProducerOfTwoKernelsIsComputedOnce) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[8,16]) -> (f32[16], f32[8]) {\n"
+      "  %1 = f32[8,16] exp(%0)\n"
+      "  %2 = f32[16] reduce_sum(%1) {axes=[0], keepdims=false}\n"
+      "  %3 = f32[8] reduce_sum(%1) {axes=[1], keepdims=false}\n"
+      "  return %2, %3\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  EXPECT_EQ(plan.kernels.size(), 3u) << printed;
+  EXPECT_NE(printed.find("not fused: %1 exp has consumers in 2 kernels"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("library: %2 reduce_sum runs its standard kernel (the reduced axes are not the trailing ones)"),
+            std::string::npos)
+      << printed;
+}
+
+TEST(Fusion, BroadcastProducerIsNotRecomputedPerElement) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[16], %1: f32[8,16]) -> (f32[8,16]) {\n"
+      "  %2 = f32[16] exp(%0)\n"
+      "  %3 = f32[8,16] mul(%1, %2)\n"
+      "  return %3\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  EXPECT_EQ(plan.kernels.size(), 2u) << printed;
+  EXPECT_NE(printed.find("it would be recomputed 8 times (20 flops/element)"), std::string::npos) << printed;
+}
+
+TEST(Fusion, RowValuesJoinTheRowKernel) {
+  // rsqrt of a per-row value is computed once per row inside the kernel.
+  FusionPlan plan = plan_of(
+      "func @f(%0: f32[8,16]) -> (f32[8,16]) {\n"
+      "  %1 = f32[8,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
+      "  %2 = f32[] constant(1e-05)\n"
+      "  %3 = f32[8,1] add(%1, %2)\n"
+      "  %4 = f32[8,1] rsqrt(%3)\n"
+      "  %5 = f32[8,16] mul(%0, %4)\n"
+      "  return %5\n"
+      "}\n");
+  EXPECT_EQ(plan.kernels.size(), 1u);
+}
+
+TEST(Fusion, MatmulOperandsStayInMemory) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[8,16], %1: f32[16,4]) -> (f32[8,4]) {\n"
+      "  %2 = f32[8,16] exp(%0)\n"
+      "  %3 = f32[8,4] matmul(%2, %1) {transpose_a=false, transpose_b=false}\n"
+      "  %4 = f32[8,4] relu(%3)\n"
+      "  return %4\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  ASSERT_EQ(plan.kernels.size(), 2u) << printed;
+  EXPECT_EQ(plan.kernels[1].kind, KernelKind::gemm) << printed;
+  EXPECT_NE(printed.find("the matmul reads its operands from memory"), std::string::npos) << printed;
+}
+
+TEST(BufferAssignment, IntermediatesShareTheArenaByLiveness) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[64], %1: f32[64,64]) -> (f32[64], f32[64]) {\n"
+      "  %2 = f32[64] exp(%0)\n"
+      "  %3 = f32[64] reduce_sum(%1) {axes=[0], keepdims=false}\n"
+      "  %4 = f32[64] add(%2, %3)\n"
+      "  %5 = f32[64] reduce_max(%1) {axes=[0], keepdims=false}\n"
+      "  %6 = f32[64] sin(%2)\n"
+      "  %7 = f32[64] mul(%5, %6)\n"
+      "  return %4, %7\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  BufferAssignment assignment = assign_buffers(graph, plan);
+  // %2 lives in the arena (exp has consumers in two kernels); the outputs and
+  // library results do not.
+  EXPECT_GE(assignment.arena_offset[2], 0) << print_plan(graph, plan) << print_assignment(graph, assignment);
+  EXPECT_EQ(assignment.arena_offset[4], -1);
+  EXPECT_EQ(assignment.arena_offset[7], -1);
+  EXPECT_GE(assignment.arena_bytes, 256);
+}
+
+}  // namespace
+}  // namespace kiln::compiler

@@ -1,0 +1,61 @@
+#pragma once
+// Differential checking, kiln's main correctness tool: a function of tensors
+// runs on the standard executor and on the JIT (strict: a fallback is a
+// failure), and both results are compared with the float64 reference
+// evaluator's on the traced graph, within each output's tolerance
+// (reference::graph_tolerance).
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::testing {
+
+struct DifferentialResult {
+  FunctionStatistics jit;  // statistics of the JIT function after the call
+  std::string fused;       // its `fused` stage
+};
+
+// Compares standard, JIT and reference results; reports failures through
+// gtest with `label`.
+// `output_names` (optional) names the outputs in failure messages.
+void check_outputs(const std::string& label, const std::string& traced_ir, const std::vector<Tensor>& inputs,
+                   const std::vector<Tensor>& standard, const std::vector<Tensor>& jit,
+                   const std::vector<std::string>& output_names = {});
+
+// The same for a graph given as IR text (ops the public API does not reach,
+// like iota): standard executor, JIT and reference on `inputs`.
+void expect_graph_agreement(const std::string& label, const std::string& ir_text, const std::vector<Tensor>& inputs);
+
+template <class Result> std::vector<Tensor> flatten_result(const Result& result) {
+  return detail::Outputs<Result>::flatten(result);
+}
+
+template <class Body, class... Inputs>
+DifferentialResult expect_named_agreement(const std::string& label, const std::vector<std::string>& output_names,
+                                          Body body, const Inputs&... inputs) {
+  auto standard = function(body, {.name = "standard"});
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
+  DifferentialResult result;
+  try {
+    auto standard_outputs = flatten_result(standard(inputs...));
+    auto jit_outputs = flatten_result(jit(inputs...));
+    check_outputs(label, standard.get_compiler_ir(Stage::traced, inputs...), {inputs...}, standard_outputs, jit_outputs,
+                  output_names);
+    result.jit = jit.statistics();
+    result.fused = jit.get_compiler_ir(Stage::fused, inputs...);
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << label << ": " << error.what();
+  }
+  return result;
+}
+
+template <class Body, class... Inputs>
+DifferentialResult expect_agreement(const std::string& label, Body body, const Inputs&... inputs) {
+  return expect_named_agreement(label, {}, body, inputs...);
+}
+
+}  // namespace kiln::testing
