@@ -60,6 +60,7 @@ class BuildTest : public ::testing::Test {
 
  public:  // helpers, also for free functions shared by several tests
   std::string cache_dir() const { return root_ + "/cache"; }
+  const std::string& root() const { return root_; }
 
   // Writes an executable /bin/sh script; `body` follows the #! line.
   std::string write_script(const std::string& file_name, const std::string& body) const {

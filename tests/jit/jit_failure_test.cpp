@@ -1,0 +1,132 @@
+// The JIT's failure policy end to end: each way compiling can fail gives,
+// by default, one warning per signature (reason, op or function, the user's
+// line) and correct results from the standard executor; with
+// Fallback::none it throws kiln::CompileError. Either way the function stays
+// usable.
+
+#include "build_test_fixture.h"
+#include "support/test_support.h"
+
+#include <kiln/kiln.h>
+
+#include <chrono>
+
+namespace kiln::testing {
+namespace {
+
+class JitFailureTest : public BuildTest {
+ protected:
+  // A function whose graph (and so its module) is unique to this test, so no
+  // cache can hide a failing compiler.
+  static auto make_function(double salt, Fallback policy = Fallback::standard) {
+    return function([salt](Tensor x) { return sin(x) * salt + 1; },
+                    {.jit_compile = true, .on_compile_failure = policy, .name = "salted"});
+  }
+
+  // Runs f on a random input and checks the result against eager ops.
+  template <class F> void expect_correct(F& f, double salt, std::int64_t size) {
+    Tensor x = random_tensor(DType::f32, {size}, 42);
+    std::vector<float> got = f(x).template to_vector<float>(), input = x.to_vector<float>();
+    std::vector<float> expected = (sin(x) * salt + 1).to_vector<float>();
+    ASSERT_EQ(got.size(), input.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]);
+  }
+};
+
+TEST_F(JitFailureTest, MissingCompilerFallsBackWithOneWarningPerSignature) {
+  ::setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto f = make_function(1.25);
+  expect_correct(f, 1.25, 33);
+  expect_correct(f, 1.25, 33);
+  EXPECT_EQ(warnings({"could not be compiled", "/nonexistent/c++", "jit_failure_test.cpp"}), 1) << all_messages();
+  EXPECT_EQ(f.statistics().fallbacks, 1);
+  expect_correct(f, 1.25, 34);  // a new signature warns again
+  EXPECT_EQ(warnings({"could not be compiled"}), 2);
+
+  // With a compiler back, the next signature compiles: the function stayed usable.
+  ::unsetenv("KILN_CXX");
+  expect_correct(f, 1.25, 35);
+  EXPECT_EQ(f.statistics().compiles, 1);
+}
+
+TEST_F(JitFailureTest, MissingCompilerInStrictModeThrowsCompileError) {
+  ::setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto f = make_function(1.5, Fallback::none);
+  Tensor x = random_tensor(DType::f32, {8}, 1);
+  try {
+    f(x);
+    FAIL() << "expected kiln::CompileError";
+  } catch (const CompileError& error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/c++"), std::string::npos) << error.what();
+  }
+  ::unsetenv("KILN_CXX");
+  expect_correct(f, 1.5, 8);  // the failed signature was not cached
+}
+
+TEST_F(JitFailureTest, FailingCompilerReportsItsMessage) {
+  ::setenv("KILN_CXX", write_script("broken-cxx", "echo 'internal compiler error: out of ideas' >&2\nexit 1\n").c_str(), 1);
+  auto f = make_function(1.75);
+  expect_correct(f, 1.75, 17);
+  EXPECT_EQ(warnings({"could not be compiled", "out of ideas"}), 1) << all_messages();
+}
+
+TEST_F(JitFailureTest, HangingCompilerIsStoppedAtTheTimeLimit) {
+  ::setenv("KILN_CXX", write_script("hanging-cxx", "sleep 600\n").c_str(), 1);
+  ::setenv("KILN_COMPILE_TIMEOUT", "1", 1);
+  auto f = make_function(2.25);
+  auto start = std::chrono::steady_clock::now();
+  expect_correct(f, 2.25, 17);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10);
+  EXPECT_EQ(warnings({"could not be compiled", "time limit"}), 1) << all_messages();
+}
+
+TEST_F(JitFailureTest, CompilerWritingABrokenSharedObjectFallsBack) {
+  // The "compiler" writes garbage to the path after -o.
+  ::setenv("KILN_CXX",
+           write_script("garbage-cxx",
+                        "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo garbage > \"$2\"; fi; shift; done\n")
+               .c_str(),
+           1);
+  auto f = make_function(2.5);
+  expect_correct(f, 2.5, 17);
+  EXPECT_EQ(warnings({"could not be compiled"}), 1) << all_messages();
+  EXPECT_TRUE(cache_files().empty()) << "a module that does not load is never cached";
+}
+
+TEST_F(JitFailureTest, UnwritableCacheDirectoryWarnsOnceAndStillCompiles) {
+  ::setenv("KILN_CACHE_DIR", "/proc/kiln-cannot-exist", 1);
+  auto f = make_function(2.75);
+  expect_correct(f, 2.75, 17);
+  auto g = make_function(3.25);
+  expect_correct(g, 3.25, 17);
+  EXPECT_EQ(f.statistics().compiles, 1);
+  EXPECT_EQ(f.statistics().fallbacks, 0);
+  EXPECT_EQ(warnings({"/proc/kiln-cannot-exist"}), 1) << all_messages();
+}
+
+TEST_F(JitFailureTest, SecondFunctionWithTheSameGraphReusesTheModule) {
+  ::setenv("KILN_CXX", counting_compiler().c_str(), 1);
+  auto f = make_function(3.5);
+  auto g = make_function(3.5);
+  expect_correct(f, 3.5, 64);
+  expect_correct(g, 3.5, 64);
+  EXPECT_EQ(compiler_runs(), 1) << "the second function's module comes from the memory cache";
+}
+
+TEST_F(JitFailureTest, DumpDirectoryReceivesEveryStage) {
+  std::string dump = root() + "/dump";
+  ::setenv("KILN_DUMP_TO", dump.c_str(), 1);
+  auto f = make_function(3.75);
+  expect_correct(f, 3.75, 9);
+  ::unsetenv("KILN_DUMP_TO");
+  for (const char* stage : {"salted.0-traced.txt", "salted.2-optimized.txt", "salted.3-fused.txt", "salted.4-source.cpp"})
+    EXPECT_TRUE(std::filesystem::exists(dump + "/" + stage)) << stage;
+  std::ifstream source(dump + "/salted.4-source.cpp");
+  std::string text((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("kiln_kernel_0"), std::string::npos);
+  EXPECT_NE(text.find("sin("), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::testing
