@@ -7,7 +7,8 @@
 //   openblas  cblas_sgemm, C = A * B                     (the bar: the JIT's fused kernel must be <= 1.05x it)
 //   kiln      kiln's sgemm writing C
 //   fused     kiln's sgemm with no C: an epilogue computes sum(relu(z + sin(z))) tile by tile (the seed workload)
-// plus the peak temporary bytes of the kiln variants (kiln::memory_statistics) relative to n * n * 4.
+// plus the peak temporary bytes of the kiln variants (kiln::memory_statistics) relative to n * n * 4. Ratios
+// are medians over repetitions of the ratio within each repetition; GFLOP/s from median and minimum times.
 // Results are checked first: kiln's C against OpenBLAS's, and the fused sum against the same reduction of
 // OpenBLAS's C.
 //
@@ -213,12 +214,16 @@ int main(int argc, char** argv) {
       return 1;
     }
 
-    std::vector<double> times[3];
+    std::vector<double> times[3], ratios[3];
     for (int repeat = 0; repeat < reps; ++repeat) {
+      double round[3];
       for (int slot = 0; slot < 3; ++slot) {
         const int variant = (repeat + slot) % 3;  // rotate the order so no variant always runs first
-        times[variant].push_back(run(variant));
+        round[variant] = run(variant);
+        times[variant].push_back(round[variant]);
       }
+      // Ratios within one round share the machine's state of the moment: steadier than ratios of medians.
+      for (int variant = 1; variant < 3; ++variant) ratios[variant].push_back(round[0] / round[variant]);
     }
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     double medians[3], minima[3];
@@ -229,11 +234,12 @@ int main(int argc, char** argv) {
     const double c_bytes = static_cast<double>(elements) * sizeof(float);
     std::printf("%6lld %4d | %8.2fms %8.2fms %8.2fms | %7.3f %7.3f | %8.1f%% %8.1f%% | %.0f / %.0f / %.0f; %.0f / %.0f / %.0f\n",
                 static_cast<long long>(n), reps, medians[0] * 1e3, medians[1] * 1e3, medians[2] * 1e3,
-                medians[0] / medians[1], medians[0] / medians[2], 100.0 * static_cast<double>(temporary[1]) / c_bytes,
+                median(ratios[1]), median(ratios[2]), 100.0 * static_cast<double>(temporary[1]) / c_bytes,
                 100.0 * static_cast<double>(temporary[2]) / c_bytes, flops / medians[0] / 1e9, flops / medians[1] / 1e9,
                 flops / medians[2] / 1e9, flops / minima[0] / 1e9, flops / minima[1] / 1e9, flops / minima[2] / 1e9);
     std::fflush(stdout);
   }
-  std::printf("kiln/ob and fused/ob: OpenBLAS time / kiln time (rate relative to OpenBLAS; 1.0 = equal).\n");
+  std::printf("kiln/ob, fused/ob: median over repetitions of OpenBLAS time / kiln time in the same repetition\n"
+              "(rate relative to OpenBLAS; 1.0 = equal). tmp: peak temporary bytes / (n * n * 4).\n");
   return 0;
 }

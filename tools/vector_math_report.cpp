@@ -361,17 +361,25 @@ int report_accuracy(std::uint64_t values_per_range, bool exhaustive, const std::
 
 // ---- throughput --------------------------------------------------------------------
 
-template <typename Body>
-double median_ns_per_element(std::size_t elements, int repetitions, Body body) {
-  std::vector<double> times;
-  body();  // warm up (page faults, caches, frequency)
+// Times the bodies in turn, repetition after repetition, so that all of them see the
+// same machine load (this machine is shared), and returns each one's median.
+std::vector<double> interleaved_median_ns(std::size_t elements, int repetitions,
+                                          const std::vector<std::function<void()>>& bodies) {
+  std::vector<std::vector<double>> times(bodies.size());
+  for (const auto& body : bodies) body();  // warm up (page faults, caches, frequency)
   for (int rep = 0; rep < repetitions; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    times.push_back(seconds_since(start) * 1e9 / static_cast<double>(elements));
+    for (std::size_t b = 0; b < bodies.size(); ++b) {
+      const auto start = std::chrono::steady_clock::now();
+      bodies[b]();
+      times[b].push_back(seconds_since(start) * 1e9 / static_cast<double>(elements));
+    }
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  std::vector<double> medians;
+  for (auto& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  return medians;
 }
 
 // The kiln loops are written out per function (lambdas, not function pointers) so the
@@ -424,13 +432,13 @@ void run_kiln(const std::string& name, const float* in, float* out, std::size_t 
 
 void report_speed(const std::string& only) {
   std::printf(
-      "\nThroughput, one thread, ns per element (median of repetitions); input "
-      "uniform in the function's typical range\n");
+      "\nThroughput, one thread, ns per element (median of repetitions, the columns timed in turn); "
+      "input uniform in the function's typical range\n");
   std::printf("  %-8s %10s %12s %12s %12s %12s %10s\n", "function", "elements", "kiln vector", "libmvec", "kiln scalar",
               "std:: float", "copy");
   for (const std::size_t n : {std::size_t{16} << 10, std::size_t{16} << 20}) {
     std::vector<float> in(n), out(n);
-    const int repetitions = n > 100000 ? 11 : 2001;
+    const int repetitions = n > 100000 ? 9 : 301;
     for (const Function& function : functions()) {
       const std::string name = function.name;
       if (!only.empty() && only != name) continue;
@@ -438,29 +446,28 @@ void report_speed(const std::string& only) {
       const double low = name == "log" ? 1e-3 : (name == "exp" ? -80 : -10);
       const double high = name == "log" ? 1e3 : (name == "exp" ? 80 : 10);
       for (auto& value : in) value = static_cast<float>(low + (high - low) * rng.uniform());
-      const double copy = median_ns_per_element(n, repetitions, [&] {
-        std::memcpy(out.data(), in.data(), n * sizeof(float));
-        asm volatile("" ::"r"(out.data()) : "memory");
-      });
-      const double kiln = median_ns_per_element(n, repetitions, [&] {
-        run_kiln(name, in.data(), out.data(), n);
-        asm volatile("" ::"r"(out.data()) : "memory");
-      });
-      const double scalar = median_ns_per_element(n, std::min(repetitions, 101), [&] {
-        for (std::size_t i = 0; i < n; ++i) out[i] = function.scalar_std(in[i]);
-        asm volatile("" ::"r"(out.data()) : "memory");
-      });
-      const double kiln_scalar = median_ns_per_element(n, std::min(repetitions, 101), [&] {
-        for (std::size_t i = 0; i < n; ++i) out[i] = function.scalar_kiln(in[i]);
-        asm volatile("" ::"r"(out.data()) : "memory");
-      });
-      double libmvec = std::numeric_limits<double>::quiet_NaN();
-      if (function.libmvec) {
-        libmvec = median_ns_per_element(n, repetitions, [&] {
-          run_libmvec(name, in.data(), out.data(), n);
-          asm volatile("" ::"r"(out.data()) : "memory");
-        });
+      const float* x = in.data();
+      float* y = out.data();
+      std::vector<std::function<void()>> bodies = {
+          [&] { run_kiln(name, x, y, n); },
+          [&] { run_libmvec(name, x, y, n); },
+          [&] {
+            for (std::size_t i = 0; i < n; ++i) y[i] = function.scalar_kiln(x[i]);
+          },
+          [&] {
+            for (std::size_t i = 0; i < n; ++i) y[i] = function.scalar_std(x[i]);
+          },
+          [&] { std::memcpy(y, x, n * sizeof(float)); },
+      };
+      for (auto& body : bodies) {
+        body = [body, y] {
+          body();
+          asm volatile("" ::"r"(y) : "memory");  // keep the stores
+        };
       }
+      const std::vector<double> ns = interleaved_median_ns(n, repetitions, bodies);
+      const double kiln = ns[0], kiln_scalar = ns[2], scalar = ns[3], copy = ns[4];
+      const double libmvec = function.libmvec ? ns[1] : std::numeric_limits<double>::quiet_NaN();
       std::printf("  %-8s %10zu %12.3f %12.3f %12.3f %12.3f %10.3f\n", function.name, n, kiln, libmvec, kiln_scalar,
                   scalar, copy);
     }

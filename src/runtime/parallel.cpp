@@ -74,7 +74,10 @@ class ThreadPool {
 
   void start(int threads) {
     stopping_.store(false, std::memory_order_release);
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    // A worker starts from the generation current when it was created: if it
+    // read it only once running, a stop() in between would go unnoticed.
+    std::uint64_t generation = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, generation] { worker_loop(generation); });
   }
 
   void stop() {
@@ -88,9 +91,8 @@ class ThreadPool {
     workers_.clear();
   }
 
-  void worker_loop() {
+  void worker_loop(std::uint64_t seen) {
     inside_pool_work = true;
-    std::uint64_t seen = generation_.load(std::memory_order_acquire);
     while (true) {
       // Spin briefly, then sleep until the next job.
       for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin)

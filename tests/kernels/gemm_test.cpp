@@ -264,6 +264,35 @@ TEST(GemmEpilogue, BlocksFollowThePlan) {
   EXPECT_TRUE(check.ok);
 }
 
+// Without c, C lives in a panel buffer of a few row panels; an epilogue that copies the tiles out must see
+// exactly C, bitwise equal to the C that sgemm writes when given one (same blocking, same summation order).
+TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenC) {
+  const std::int64_t m = 1000, n = 1500, k = 300;
+  const GemmPlan plan = plan_sgemm(m, n, k);
+  EXPECT_LT(plan.panel_row_strips, plan.row_strips);  // several row panels
+  for (bool transpose_a : {false, true}) {
+    const Case test(m, n, k, transpose_a, false);
+    struct Copy {
+      std::vector<float> c;
+      std::int64_t n;
+    } copy{std::vector<float>(static_cast<std::size_t>(m * n), Case::sentinel), n};
+    const GemmEpilogue epilogue{[](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin,
+                                   std::int64_t row_end, std::int64_t column_begin, std::int64_t column_end,
+                                   std::int64_t) {
+                                  auto& self = *static_cast<Copy*>(context);
+                                  for (std::int64_t i = row_begin; i < row_end; ++i)
+                                    std::memcpy(&self.c[static_cast<std::size_t>(i * self.n + column_begin)],
+                                                tile + (i - row_begin) * ld,
+                                                sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
+                                },
+                                &copy};
+    sgemm(m, n, k, test.a.data(), test.lda, transpose_a, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
+    const std::vector<float> written = test.run();
+    EXPECT_EQ(std::memcmp(copy.c.data(), written.data(), sizeof(float) * copy.c.size()), 0);
+    expect_matches_reference(test, written);
+  }
+}
+
 // The summation order must not depend on the thread count: bitwise identical results.
 TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
   const int original = runtime::thread_count();

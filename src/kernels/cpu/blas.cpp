@@ -88,6 +88,10 @@ const Library& load(const char* op) {
   auto* library = new Library();  // lives until exit: JIT code holds its pointers
   library->coretype_note = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu());
   library->timeout_note = default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
+  // OpenBLAS starts its threads when loaded: no more than kiln will use.
+  // (Its count follows runtime::thread_count() afterwards in any case.)
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    setenv("OPENBLAS_NUM_THREADS", std::to_string(runtime::thread_count()).c_str(), 0);
   void* handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* reason = dlerror();

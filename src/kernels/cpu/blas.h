@@ -19,7 +19,12 @@
 //                            kiln sets N = 16 (~30 us: back-to-back calls still
 //                            find the threads awake). OpenBLAS clamps N to
 //                            [4, 30].
-// OpenBLAS's thread count follows runtime::thread_count().
+// OpenBLAS's thread count follows runtime::thread_count() (KILN_NUM_THREADS):
+// OPENBLAS_NUM_THREADS, if unset, is set to it before loading so that
+// OpenBLAS starts no more threads than kiln uses, and sync_thread_count()
+// keeps the two equal afterwards. Setting these variables happens once, at
+// the first float matmul; like any setenv it must not race with getenv
+// calls on other threads of the program.
 // The measurements behind these choices: tools/reduction_bandwidth.cpp and
 // the notes in blas.cpp.
 

@@ -111,8 +111,16 @@ void microkernel(std::int64_t kc, const float* __restrict a, const float* __rest
       for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = multiply_add(ar, bk[v], acc[r][v]);
     }
   };
-  // The C tile is needed only after the K loop: ask for it some steps before the end, late enough that the B
-  // rows streaming through L1 do not evict it first.
+  // The C tile is needed only after the K loop. Ask for it into L2 now (it may come from L3: a K block of a
+  // large C is visited once per K block), and into L1 some steps before the end, late enough that the B rows
+  // streaming through L1 do not evict it first.
+  if (accumulate) {
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      __builtin_prefetch(c + r * ldc, 0, 2);
+      __builtin_prefetch(c + r * ldc + kNr - 1, 0, 2);
+    }
+  }
   const std::int64_t prefetch_at = kc > 32 ? kc - 32 : 0;
   std::int64_t k = 0;
 #pragma GCC unroll 2

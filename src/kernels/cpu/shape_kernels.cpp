@@ -6,8 +6,8 @@
 // source stride is 1, a fill when it is 0 (broadcast), a gather otherwise.
 // A transpose whose innermost output axis is not the input's innermost axis
 // (2-D transposes, swapping the last two axes, any permutation that moves
-// the innermost axis) is copied in square tiles so that both the reads and
-// the writes use whole cache lines.
+// the innermost axis) is copied in square tiles transposed in registers (16
+// x 16 for 4-byte elements), so that reads and writes move whole cache lines.
 // Data are moved as raw 1-, 4- or 8-byte elements; the dtype does not matter.
 
 #include "kernels/cpu/cpu_kernels.h"

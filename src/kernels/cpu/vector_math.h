@@ -4,25 +4,26 @@
 // into every JIT-generated C++ translation unit, so that both executors compute
 // transcendental functions with the same code and get the same bits. It is therefore
 // self-contained (standard headers only), defines no macros besides its include guard,
-// and is written with GCC/Clang vector extensions instead of intrinsics: the same
-// source compiles to 512-bit code with -march=native on AVX-512 machines, to two or
-// four narrower registers per vector on AVX2/SSE, and to scalar code elsewhere.
+// and is written with GCC/Clang vector extensions (one exception: the FMA builtin, see
+// fma()): the same source compiles to 512-bit code with -march=native on AVX-512
+// machines, to two or four narrower registers per vector on AVX2/SSE, and to scalar
+// code elsewhere. Method, measured accuracy and speed: docs/vector_math.md.
 //
 // Contracts
 // - Every function works on 16 float lanes (f32x16). Each has a scalar overload
 //   that runs the vector code on a broadcast value and returns lane 0, so a value
-//   gets the same bits whether it is computed in a vector, a tail or a scalar loop.
-// - Accuracy (measured against double-precision std:: functions, see
-//   docs/vector_math.md and tests/kernels/vector_math_test.cpp):
-//   sin, cos, exp, log <= 2 ULP; tanh, erf, sigmoid <= 4 ULP, over the whole float
-//   range, denormals included. IEEE special values follow C's <math.h>.
-// - Bit-identical results across compilers (g++, clang++) and -ffp-contract settings
-//   on machines with FMA: every multiply-add that matters is written as an explicit
-//   fused multiply-add, and no plain `a * b + c` is left for a compiler to contract
-//   (or not). Without hardware FMA (e.g. -mavx2 alone, or baseline x86-64) polynomials
-//   use separate multiplies and adds (results may differ by an ULP from FMA builds,
-//   still within the bounds above) and the few FMAs that range reduction needs exact
-//   go through the C library's fmaf: correct, but slower.
+//   gets the same bits whether it is computed in a vector, a tail or a scalar call.
+//   (Tails should still use load_partial / store_partial: a scalar call costs a vector.)
+// - Accuracy against double-precision std:: functions, over the whole float range,
+//   denormals included: sin, cos, exp, log <= 2 ULP; tanh, erf, sigmoid <= 4 ULP
+//   (measured: 1.54, 1.54, 1.01, 0.86, 1.07, 1.00, 2.40). IEEE special values follow
+//   C's <math.h>; NaN propagates; sin, tanh, erf keep the sign of zero.
+// - Bit-identical results across compilers (g++ >= 12, clang++ >= 14), -O levels and
+//   -ffp-contract settings on targets with FMA: every multiply-add is written as an
+//   explicit fused one (fma or mul_add), no plain `a * b + c` is left for a compiler to
+//   contract or not. Without hardware FMA (-mavx2 alone, baseline x86-64) the range
+//   reductions switch to exact-product forms that need no FMA, polynomials round twice
+//   per step, and results may differ from FMA builds by an ULP, within the same bounds.
 // - Do not compile users of this header with -ffast-math or -ffinite-math-only: the
 //   special-value handling relies on IEEE comparisons with NaN and infinity.
 // - Call the functions qualified (kiln::vector_math::sin): unqualified calls next to
@@ -36,8 +37,9 @@
 #include <cstring>
 
 // Passing 64-byte vectors by value without AVX-512 makes GCC and Clang warn that the
-// ABI of such calls differs from AVX-512 code (-Wpsabi). Everything here is inlined, so
-// no call with that ABI is ever emitted; silence the warning inside this header.
+// ABI of such calls differs from AVX-512 code (-Wpsabi). Every function taking or
+// returning f32x16 here is always inlined, so no call with that ABI is ever emitted;
+// silence the warning inside this header.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -189,8 +191,12 @@ template <int First = 0, int N>
 // [-0.3473, 0.3473] (fitted by linear programming on a dense grid; approximation
 // error 3.1e-9 = 0.05 ULP).
 inline constexpr float kLog2e = 1.44269502f;
-inline constexpr float kLn2High = 0.693147182f;     // float(ln 2)
-inline constexpr float kLn2Low = -1.90465421e-09f;  // float(ln 2 - kLn2High)
+// Cephes' split of ln2: 0.693359375 has 9 significant bits, so k * it is exact for
+// |k| < 2^15 without FMA (used by log, and by exp on targets without FMA).
+inline constexpr float kLn2Coarse = 0.693359375f;
+inline constexpr float kLn2CoarseError = -0.000212194442f;  // float(ln2 - kLn2Coarse)
+inline constexpr float kLn2High = 0.693147182f;             // float(ln 2)
+inline constexpr float kLn2Low = -1.90465421e-09f;          // float(ln 2 - kLn2High)
 inline constexpr float kExpPolynomial[] = {0.49999994f, 0.166665196f, 0.0416684002f, 0.00836885069f, 0.00138143206f};
 // exp(89) > FLT_MAX and exp(-104) < FLT_TRUE_MIN / 2: clamping there keeps n within
 // [-150, 129] and gives exactly inf / 0 for inputs beyond.
@@ -207,10 +213,20 @@ struct ExpReduced {
   const f32x16 magic = broadcast(kRoundMagic);
   const f32x16 shifted = mul_add(x, broadcast(kLog2e), magic);
   const f32x16 n = shifted - magic;
-  f32x16 r = fma(n, broadcast(-kLn2High), x);  // -c, not -n: no negation op
-  r = fma(n, broadcast(-kLn2Low), r);
+  f32x16 r;
+  if constexpr (kHardwareFma) {
+    r = fma(n, broadcast(-kLn2High), x);  // -c, not -n: no negation op
+    r = fma(n, broadcast(-kLn2Low), r);
+  } else {
+    // Without FMA, Cephes' split of ln2: n * kLn2Coarse has at most 17 significant
+    // bits, so it and x - n * kLn2Coarse are exact with plain operations.
+    const f32x16 coarse = n * kLn2Coarse;
+    r = x - coarse;
+    const f32x16 correction = n * kLn2CoarseError;
+    r = r - correction;
+  }
   const f32x16 r2 = r * r;
-  return {fma(r2, horner(r, kExpPolynomial), r) + 1.0f, to_bits(shifted) - to_bits(magic)};
+  return {mul_add(r2, horner(r, kExpPolynomial), r) + 1.0f, to_bits(shifted) - to_bits(magic)};
 }
 
 // e^x for any x, denormal results included: 2^n is applied as two exact powers of two
@@ -245,8 +261,6 @@ struct ExpFactors {
 // parts (Cephes' split: 0.693359375 has 9 significant bits so k * it is exact).
 inline constexpr float kLogPolynomial[] = {0.333333313f, -0.250008196f, 0.200012267f, -0.166233569f,
                                            0.142017573f, -0.131601796f, 0.127615839f, -0.0763451383f};
-inline constexpr float kLn2Coarse = 0.693359375f;
-inline constexpr float kLn2CoarseError = -0.000212194442f;   // ln2 - kLn2Coarse
 inline constexpr std::uint32_t kSqrtHalfBits = 0x3f3504f3u;  // float(sqrt(1/2))
 
 // ---- sin / cos --------------------------------------------------------------------
@@ -268,34 +282,93 @@ inline constexpr float kSinPolynomial[] = {-0.166666538f, 0.00833213702f, -0.000
 inline constexpr float kCosPolynomial[] = {-0.5f, 0.0416666456f, -0.00138872839f, 2.44294297e-05f};
 inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
 
-// sin(x) if quadrant_offset is 0, cos(x) if it is 1.
-[[gnu::always_inline]] inline f32x16 sin_cos_fast(f32x16 x, unsigned quadrant_offset) {
+struct QuadrantReduction {
+  f32x16 r;         // x - j pi/2, |r| <= pi/4 (slightly more after rounding)
+  u32x16 quadrant;  // j mod 2^32
+};
+
+// With FMA: float arithmetic, pi/2 in three floats (see above).
+[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_fma(f32x16 x) {
   const f32x16 magic = broadcast(kRoundMagic);
   const f32x16 shifted = mul_add(x, broadcast(kTwoOverPi), magic);
   const f32x16 j = shifted - magic;
-  const u32x16 quadrant = to_bits(shifted) - to_bits(magic) + quadrant_offset;
-  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);
+  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);  // -c, not -j: no negation op
   r = fma(j, broadcast(-kPiOver2Part2), r);
   r = fma(j, broadcast(-kPiOver2Part3), r);
+  return {r, to_bits(shifted) - to_bits(magic)};
+}
+
+// Without FMA (where exact float products would cost a library call per lane): the
+// same reduction in double precision, with pi/2 split into a 33-bit double (j * it is
+// exact for |j| < 2^20, and so is x - j * it) and the rest; r is rounded to float once.
+using f64x8 = double __attribute__((vector_size(64)));
+using u64x8 = std::uint64_t __attribute__((vector_size(64)));
+using u32x8 = std::uint32_t __attribute__((vector_size(32)));
+using f32x8 = float __attribute__((vector_size(32)));
+inline constexpr double kPiOver2High = 0x1.921fb544p+0;          // 33 significant bits
+inline constexpr double kPiOver2Low = 0x1.0b4611a626331p-34;     // double(pi/2 - kPiOver2High)
+inline constexpr double kTwoOverPiDouble = 0.63661977236758134;  // double(2/pi)
+inline constexpr double kRoundMagicDouble = 0x1.8p52;            // as kRoundMagic, for doubles
+
+[[gnu::always_inline]] inline void reduce_half_in_double(f32x8 x, f32x8& r, u32x8& quadrant) {
+  const f64x8 value = __builtin_convertvector(x, f64x8);
+  const f64x8 product = value * kTwoOverPiDouble;
+  const f64x8 shifted = product + kRoundMagicDouble;
+  const f64x8 j = shifted - kRoundMagicDouble;
+  const f64x8 high = j * kPiOver2High;
+  const f64x8 low = j * kPiOver2Low;
+  const f64x8 reduced = (value - high) - low;
+  r = __builtin_convertvector(reduced, f32x8);
+  quadrant = __builtin_convertvector(__builtin_bit_cast(u64x8, shifted), u32x8);  // j in the low bits
+}
+
+[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_double(f32x16 x) {
+  f32x8 r_low, r_high;
+  u32x8 quadrant_low, quadrant_high;
+  reduce_half_in_double(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), r_low, quadrant_low);
+  reduce_half_in_double(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), r_high, quadrant_high);
+  return {__builtin_shufflevector(r_low, r_high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+          __builtin_shufflevector(quadrant_low, quadrant_high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)};
+}
+
+// sin(x) if quadrant_offset is 0, cos(x) if it is 1.
+[[gnu::always_inline]] inline f32x16 sin_cos_fast(f32x16 x, unsigned quadrant_offset) {
+  QuadrantReduction reduced;
+  if constexpr (kHardwareFma) {
+    reduced = reduce_quadrant_fma(x);
+  } else {
+    reduced = reduce_quadrant_double(x);
+  }
+  const f32x16 r = reduced.r;
+  const u32x16 quadrant = reduced.quadrant + quadrant_offset;
   const f32x16 r2 = r * r;
   const f32x16 r3 = r2 * r;
-  const f32x16 sine = fma(r3, horner(r2, kSinPolynomial), r);
-  const f32x16 cosine = fma(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
+  const f32x16 sine = mul_add(r3, horner(r2, kSinPolynomial), r);
+  const f32x16 cosine = mul_add(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
   // Odd quadrants swap sin and cos; quadrants 2 and 3 negate.
   const f32x16 result = select((quadrant & 1u) != 0u, cosine, sine);
   return from_bits(to_bits(result) ^ ((quadrant & 2u) << 30));
 }
 
-// Recomputes the lanes with |x| > kTrigFastLimit in double precision. Out of line and
-// by value, so the hot loop keeps everything in registers.
-[[gnu::noinline, gnu::cold]] inline f32x16 sin_cos_large(f32x16 x, f32x16 result, bool cosine) {
+// Recomputes the lanes with |x| > kTrigFastLimit in double precision. The one function
+// here that is not inlined (it is cold); it takes plain arrays so that its ABI is the
+// same whatever vector ISA a translation unit was built for: copies compiled with and
+// without AVX-512 (a kernel library and a JIT module) may be merged by the linker.
+[[gnu::noinline, gnu::cold]] inline void sin_cos_large_lanes(const float* x, float* result, bool cosine) {
   for (int lane = 0; lane < kLanes; ++lane) {
     const double value = static_cast<double>(x[lane]);
     if (std::fabs(value) > static_cast<double>(kTrigFastLimit)) {
       result[lane] = static_cast<float>(cosine ? std::cos(value) : std::sin(value));
     }
   }
-  return result;
+}
+
+[[gnu::always_inline]] inline f32x16 sin_cos_large(f32x16 x, f32x16 result, bool cosine) {
+  float x_lanes[kLanes], result_lanes[kLanes];
+  store(x_lanes, x);
+  store(result_lanes, result);
+  sin_cos_large_lanes(x_lanes, result_lanes, cosine);
+  return load(result_lanes);
 }
 
 // ---- tanh -------------------------------------------------------------------------
@@ -309,7 +382,7 @@ inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
 //   its rounding errors shrink when subtracted from 1.
 // This is slower than a single rational x P(x^2) / Q(x^2) (Eigen, XLA), but such a
 // rational with float coefficients and float evaluation measured up to 6 ULP here, and
-// overshoots 1 near |x| = 8; this version measures <= 1.5 ULP (docs/vector_math.md).
+// overshoots 1 near |x| = 8; this version measures 1.07 ULP (docs/vector_math.md).
 inline constexpr float kTanhSmallLimit = 0.75f;
 inline constexpr float kTanhSmallPolynomial[] = {-0.333333164f, 0.133326948f,    -0.0538927242f,
                                                  0.0214520358f, -0.00765725644f, 0.00173693628f};
@@ -347,7 +420,8 @@ inline constexpr float kErfSaturation = 3.93f;
   return factors.partial * factors.scale;
 }
 
-// Natural logarithm. log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf; denormals exact.
+// Natural logarithm. log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf; denormal
+// inputs are as accurate as normal ones.
 [[gnu::always_inline]] inline f32x16 log(f32x16 x) {
   const i32x16 tiny = x < 0x1p-126f;
   const f32x16 scaled = select(tiny, x * 0x1p23f, x);
@@ -360,10 +434,10 @@ inline constexpr float kErfSaturation = 3.93f;
   const f32x16 f2 = f * f;
   const f32x16 f3 = f2 * f;
   f32x16 tail = f3 * detail::horner(f, detail::kLogPolynomial);
-  tail = fma(k, broadcast(detail::kLn2CoarseError), tail);
-  tail = fma(f2, broadcast(-0.5f), tail);
+  tail = mul_add(k, broadcast(detail::kLn2CoarseError), tail);
+  tail = mul_add(f2, broadcast(-0.5f), tail);  // exact product: same bits fused or not
   f32x16 result = f + tail;
-  result = fma(k, broadcast(detail::kLn2Coarse), result);
+  result = mul_add(k, broadcast(detail::kLn2Coarse), result);    // exact product
   result = select((x > 0x1.fffffep127f) | (x != x), x, result);  // +inf, NaN
   result = select(x == 0.0f, broadcast(-detail::kInfinity), result);
   result = select(x < 0.0f, broadcast(detail::kQuietNaN), result);
@@ -421,8 +495,9 @@ inline constexpr float kErfSaturation = 3.93f;
 [[gnu::always_inline]] inline f32x16 sigmoid(f32x16 x) {
   const detail::ExpFactors factors = detail::exp_factors(-abs(x));
   const f32x16 e = factors.partial * factors.scale;
-  // 1 + e rounded once (written as an FMA so no compiler can choose otherwise).
-  const f32x16 denominator = fma(factors.partial, factors.scale, broadcast(1.0f));
+  // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
+  // contraction choice can change the bits).
+  const f32x16 denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
   return select(x < 0.0f, e, broadcast(1.0f)) / denominator;
 }
 
