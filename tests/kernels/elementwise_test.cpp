@@ -15,7 +15,6 @@
 #include <array>
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -40,15 +39,28 @@ const std::vector<DType> bools = {DType::boolean};
 const std::vector<Shape> same_shape_cases = {Shape{}, Shape{1}, Shape{7}, Shape{33}, Shape{3, 5, 7}, Shape{1000003},
                                              Shape{0}, Shape{4, 0, 3}};
 
-// Tests run with 4 threads (more than most CI machines have cores), so that
-// large inputs are split in uneven pieces starting in the middle of rows.
-// Set through the environment before the pool starts: resizing a pool whose
-// workers have just started can hang in runtime/parallel.cpp (reported).
-class ThreadEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("KILN_NUM_THREADS", "4", 1); }
+// Each test runs with 4 threads (more than most CI machines have cores), so
+// that large inputs are split in uneven pieces starting in the middle of
+// rows, and restores the thread count afterwards (the unit tests share one
+// process and one pool).
+class FourThreads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    previous_threads_ = kiln::runtime::thread_count();
+    kiln::runtime::set_thread_count(4);
+  }
+  void TearDown() override { kiln::runtime::set_thread_count(previous_threads_); }
+
+ private:
+  int previous_threads_ = 1;
 };
-const auto* const environment = ::testing::AddGlobalTestEnvironment(new ThreadEnvironment);
+class ElementwiseUnary : public FourThreads {};
+class ElementwiseBinary : public FourThreads {};
+class ElementwiseSelect : public FourThreads {};
+class ElementwiseCast : public FourThreads {};
+class ElementwiseFill : public FourThreads {};
+class ElementwiseIota : public FourThreads {};
+class ElementwiseErrors : public FourThreads {};
 
 Array make(DType dtype, const Shape& shape) { return kiln::runtime::allocate_array(dtype, shape); }
 
@@ -230,7 +242,7 @@ const std::vector<UnaryCase> unary_cases = {
     {Op::logical_not, bools, {}, nullptr, [](std::int64_t x, DType) { return std::int64_t{x == 0}; }, exact, exact},
 };
 
-TEST(ElementwiseUnary, EveryOpAndDtypeMatchesReference) {
+TEST_F(ElementwiseUnary, EveryOpAndDtypeMatchesReference) {
   std::uint32_t seed = 1;
   for (const UnaryCase& test : unary_cases) {
     for (DType dtype : test.dtypes) {
@@ -249,7 +261,7 @@ TEST(ElementwiseUnary, EveryOpAndDtypeMatchesReference) {
   }
 }
 
-TEST(ElementwiseUnary, IntegerOpsWrapAtTheLimits) {
+TEST_F(ElementwiseUnary, IntegerOpsWrapAtTheLimits) {
   for (DType dtype : {DType::i32, DType::i64}) {
     kiln::visit_dtype(dtype, [&]<class T>() {
       if constexpr (std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>) {
@@ -271,7 +283,7 @@ TEST(ElementwiseUnary, IntegerOpsWrapAtTheLimits) {
   }
 }
 
-TEST(ElementwiseUnary, NanAndSignedZero) {
+TEST_F(ElementwiseUnary, NanAndSignedZero) {
   for (DType dtype : floats) {
     Array input = make(dtype, Shape{3}), output = make(dtype, Shape{3});
     kiln::visit_dtype(dtype, [&]<class T>() {
@@ -383,7 +395,7 @@ void check_binary(const BinaryCase& test, DType dtype, const Array& a, const Arr
                     exact, what);
 }
 
-TEST(ElementwiseBinary, EveryOpAndDtypeMatchesReference) {
+TEST_F(ElementwiseBinary, EveryOpAndDtypeMatchesReference) {
   std::uint32_t seed = 1000;
   for (const BinaryCase& test : binary_cases) {
     for (DType dtype : test.dtypes) {
@@ -398,7 +410,7 @@ TEST(ElementwiseBinary, EveryOpAndDtypeMatchesReference) {
 }
 
 // Random shapes of ranks 0 to 8 with size-1 dims anywhere on either side.
-TEST(ElementwiseBinary, RandomBroadcastShapes) {
+TEST_F(ElementwiseBinary, RandomBroadcastShapes) {
   std::mt19937 generator(7);
   for (int trial = 0; trial < 200; ++trial) {
     int rank = static_cast<int>(generator() % 9);
@@ -418,7 +430,7 @@ TEST(ElementwiseBinary, RandomBroadcastShapes) {
   }
 }
 
-TEST(ElementwiseBinary, ResultDoesNotDependOnThreadCount) {
+TEST_F(ElementwiseBinary, ResultDoesNotDependOnThreadCount) {
   Array a = make(DType::f32, Shape{7, 150001}), b = make(DType::f32, Shape{7, 1});
   fill_random(a, 1, wide);
   fill_random(b, 2, wide);
@@ -430,7 +442,7 @@ TEST(ElementwiseBinary, ResultDoesNotDependOnThreadCount) {
   EXPECT_EQ(std::memcmp(serial.raw(), threaded.raw(), serial.bytes()), 0);
 }
 
-TEST(ElementwiseBinary, NanPropagationAndCompares) {
+TEST_F(ElementwiseBinary, NanPropagationAndCompares) {
   for (DType dtype : floats) {
     kiln::visit_dtype(dtype, [&]<class T>() {
       if constexpr (std::is_floating_point_v<T>) {
@@ -453,7 +465,7 @@ TEST(ElementwiseBinary, NanPropagationAndCompares) {
   }
 }
 
-TEST(ElementwiseBinary, IntegerPowAndWraparound) {
+TEST_F(ElementwiseBinary, IntegerPowAndWraparound) {
   for (DType dtype : {DType::i32, DType::i64}) {
     Array base = make(dtype, Shape{8}), exponent = make(dtype, Shape{8}), out = make(dtype, Shape{8});
     const std::int64_t bases[] = {2, 1, -1, -1, 0, 3, 7, -2}, exponents[] = {-1, -5, -3, -4, -1, 40, 0, 63};
@@ -478,7 +490,7 @@ TEST(ElementwiseBinary, IntegerPowAndWraparound) {
 
 // ---- select -----------------------------------------------------------------------
 
-TEST(ElementwiseSelect, EveryDtypeAndBroadcast) {
+TEST_F(ElementwiseSelect, EveryDtypeAndBroadcast) {
   const std::vector<std::array<Shape, 3>> shapes = {
       {Shape{}, Shape{}, Shape{}},          {Shape{7}, Shape{7}, Shape{7}},
       {Shape{1000003}, Shape{1000003}, Shape{1000003}}, {Shape{33}, Shape{}, Shape{33}},
@@ -525,7 +537,7 @@ long double cast_reference(long double x, DType from, DType to) {
   return static_cast<long double>(wrap(to, static_cast<std::uint64_t>(static_cast<std::int64_t>(x))));
 }
 
-TEST(ElementwiseCast, EveryPairMatchesReference) {
+TEST_F(ElementwiseCast, EveryPairMatchesReference) {
   std::uint32_t seed = 9000;
   for (DType from : all_dtypes) {
     for (DType to : all_dtypes) {
@@ -540,7 +552,7 @@ TEST(ElementwiseCast, EveryPairMatchesReference) {
   }
 }
 
-TEST(ElementwiseCast, FloatToIntegerEdgeCases) {
+TEST_F(ElementwiseCast, FloatToIntegerEdgeCases) {
   const double values[] = {NAN, INFINITY, -INFINITY, 3e9, -3e9, 1e19, -1e19, 2.75, -2.75, -2147483648.0, 2147483520.0,
                            -0.0, 0.5};
   constexpr int count = sizeof values / sizeof values[0];
@@ -559,7 +571,7 @@ TEST(ElementwiseCast, FloatToIntegerEdgeCases) {
 
 // ---- fill and iota ----------------------------------------------------------------
 
-TEST(ElementwiseFill, EveryDtype) {
+TEST_F(ElementwiseFill, EveryDtype) {
   for (DType dtype : all_dtypes) {
     for (const Shape& shape : same_shape_cases) {
       kiln::ir::Attributes attributes;
@@ -573,7 +585,7 @@ TEST(ElementwiseFill, EveryDtype) {
   }
 }
 
-TEST(ElementwiseIota, EveryAxisAndDtype) {
+TEST_F(ElementwiseIota, EveryAxisAndDtype) {
   const std::vector<Shape> shapes = {Shape{1}, Shape{7}, Shape{3, 4, 5}, Shape{1000003}, Shape{2, 500001},
                                      Shape{500001, 2}, Shape{2, 0, 3}, Shape{1, 1, 1, 1, 1, 1, 1, 9}};
   for (DType dtype : numeric) {
@@ -596,7 +608,7 @@ TEST(ElementwiseIota, EveryAxisAndDtype) {
 
 // The type rules keep these from reaching the kernels; if one does anyway,
 // it is an InternalError, never a crash or a silent wrong result.
-TEST(ElementwiseErrors, RejectWhatTheTypeRulesReject) {
+TEST_F(ElementwiseErrors, RejectWhatTheTypeRulesReject) {
   Array flags = make(DType::boolean, Shape{3}), ints = make(DType::i32, Shape{3});
   Array three = make(DType::f32, Shape{3}), four = make(DType::f32, Shape{4});
   EXPECT_THROW(cpu::unary(Op::sin, ints, ints), kiln::InternalError);

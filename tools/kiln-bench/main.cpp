@@ -3,6 +3,7 @@
 //
 //   kiln-bench [WORKLOAD ...|all] [--size N] [--runs R] [--threads T] [--json FILE]
 
+#include "compiler/cache/module_cache.h"
 #include "ir/parser.h"
 #include "kernels/cpu/blas.h"
 #include "measure.h"
@@ -11,7 +12,11 @@
 
 #include <kiln/kiln.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -40,6 +45,10 @@ struct Result {
   double op_floors_ms = 0;       // sum of the standard executor's ops' floors
   double sgemm_ms = 0;           // seed: OpenBLAS sgemm alone on the same inputs
   double matmul_ms = 0;          // seed: kiln's standard matmul alone
+  double matmul_output_bytes = 0; // seed: the N x N product
+  double cold_first_call_ms = 0;       // trace + compile + run, empty caches
+  double warm_cache_first_call_ms = 0; // trace + load from the disk cache + run
+  double jit_peak_temporary_bytes = 0; // peak allocator bytes during one JIT call, beyond inputs and outputs
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -117,6 +126,37 @@ double relative_difference(const std::vector<Tensor>& a, const std::vector<Tenso
   return worst;
 }
 
+// The first call of a new JIT function with empty caches (trace + compile),
+// then with only the disk cache warm (as a second process would see it), and
+// the peak of temporary memory in a steady call.
+void measure_first_calls(const Workload& workload, Result& result) {
+  namespace fs = std::filesystem;
+  const char* previous = std::getenv("KILN_CACHE_DIR");
+  std::string saved = previous ? previous : "";
+  fs::path directory = fs::temp_directory_path() / ("kiln-bench-cache-" + std::to_string(::getpid()));
+  ::setenv("KILN_CACHE_DIR", directory.c_str(), 1);
+  auto first_call_ms = [&] {
+    compiler::clear_memory_cache_for_testing();
+    Call fresh = workload.fresh_jit();
+    auto start = std::chrono::steady_clock::now();
+    fresh(workload.inputs);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  result.cold_first_call_ms = first_call_ms();
+  result.warm_cache_first_call_ms = first_call_ms();
+  previous ? ::setenv("KILN_CACHE_DIR", saved.c_str(), 1) : ::unsetenv("KILN_CACHE_DIR");
+  std::error_code ignored;
+  fs::remove_all(directory, ignored);
+
+  std::int64_t before = memory_statistics().bytes_in_use;
+  reset_peak_memory();
+  std::vector<Tensor> outputs = workload.jit(workload.inputs);
+  double output_bytes = 0;
+  for (const Tensor& output : outputs) output_bytes += static_cast<double>(output.numel()) * 4;
+  result.jit_peak_temporary_bytes =
+      static_cast<double>(memory_statistics().peak_bytes_in_use - before) - output_bytes;
+}
+
 Result run_workload(const std::string& name, const Options& options) {
   Workload workload = make_workload(name, options.sizes);
   Result result;
@@ -135,10 +175,12 @@ Result run_workload(const std::string& name, const Options& options) {
     result.jit_ms = time_calls([&] { workload.jit(workload.inputs); }, options.runs).median_ms;
   }
 
+  if (result.jit_ms) measure_first_calls(workload, result);
   result.bandwidth = copy_bandwidth(workload.bytes, options.runs);
   double sgemm_rate = 0;
   if (workload.flops > 0) {
     result.sgemm_ms = time_sgemm(workload.inputs[0], workload.inputs[1], options.runs).median_ms;
+    result.matmul_output_bytes = static_cast<double>(workload.inputs[0].shape()[0] * workload.inputs[1].shape()[1]) * 4;
     sgemm_rate = workload.flops / (result.sgemm_ms * 1e-3);
     result.matmul_ms =
         time_calls([&] { matmul(workload.inputs[0], workload.inputs[1]); }, options.runs).median_ms;
@@ -177,8 +219,16 @@ void print_table(const std::vector<Result>& results, const Options& options) {
     std::printf("\n%s %s: OpenBLAS sgemm alone %.2f ms; kiln standard matmul %.2f ms = %.1f%% of the sgemm rate\n",
                 r.name.c_str(), r.shape.c_str(), r.sgemm_ms, r.matmul_ms, 100 * r.sgemm_ms / r.matmul_ms);
     if (r.jit_ms)
-      std::printf("%s %s: JIT %.2f ms = %.3fx the time of sgemm alone\n", r.name.c_str(), r.shape.c_str(), *r.jit_ms,
-                  *r.jit_ms / r.sgemm_ms);
+      std::printf("%s %s: JIT %.2f ms = %.3fx the time of sgemm alone; peak temporary memory %.1f%% of the matmul output\n",
+                  r.name.c_str(), r.shape.c_str(), *r.jit_ms, *r.jit_ms / r.sgemm_ms,
+                  100 * r.jit_peak_temporary_bytes / r.matmul_output_bytes);
+  }
+  std::printf("\nJIT first call: cold = trace + compile with empty caches; warm = a new function with the disk cache warm\n");
+  std::printf("%-10s %14s %18s %12s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB");
+  for (const Result& r : results) {
+    if (!r.jit_ms) continue;
+    std::printf("%-10s %14.1f %18.2f %12.2f %16.2f\n", r.name.c_str(), r.cold_first_call_ms, r.warm_cache_first_call_ms,
+                *r.jit_ms, r.jit_peak_temporary_bytes / (1 << 20));
   }
 }
 
@@ -194,6 +244,10 @@ void write_json(const std::vector<Result>& results, std::ostream& out) {
         << ", \"copy_bandwidth_gbs\": " << format(r.bandwidth / 1e9, 2);
     if (r.sgemm_ms > 0)
       out << ", \"sgemm_ms\": " << format(r.sgemm_ms, 4) << ", \"matmul_ms\": " << format(r.matmul_ms, 4);
+    if (r.jit_ms)
+      out << ", \"cold_first_call_ms\": " << format(r.cold_first_call_ms, 2) << ", \"warm_cache_first_call_ms\": "
+          << format(r.warm_cache_first_call_ms, 2) << ", \"jit_peak_temporary_bytes\": "
+          << format(r.jit_peak_temporary_bytes, 0);
     out << "}" << (i + 1 < results.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";

@@ -28,6 +28,9 @@ Workload make(std::string name, std::string shape, std::vector<Tensor> inputs, B
   auto jit = function(body, {.jit_compile = true, .name = name + "_jit"});
   workload.standard = as_call<count>(standard);
   workload.jit = as_call<count>(jit);
+  workload.fresh_jit = [body, name] {
+    return as_call<count>(function(body, {.jit_compile = true, .name = name + "_jit"}));
+  };
   workload.traced_ir = [standard, inputs = workload.inputs] {
     return [&]<std::size_t... index>(std::index_sequence<index...>) {
       return standard.get_compiler_ir(Stage::traced, inputs.at(index)...);

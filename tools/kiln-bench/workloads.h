@@ -20,6 +20,7 @@ struct Workload {
   std::vector<Tensor> inputs;
   Call standard;                 // kiln::function(body)
   Call jit;                      // kiln::function(body, {.jit_compile = true})
+  std::function<Call()> fresh_jit;  // a new JIT function each call (for first-call timings)
   std::function<std::string()> traced_ir;     // the standard function's traced IR for these inputs
   std::function<FunctionStatistics()> jit_statistics;
   double flops = 0;              // useful floating-point work (matmul: 2mnk)
