@@ -1,0 +1,76 @@
+// Threads and repeated calls: one JIT function called from 8 threads with a
+// mix of signatures compiles each signature exactly once and is always
+// right; 10,000 calls leave the allocator where they found it.
+
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+
+TEST(JitConcurrency, EightThreadsMixedSignaturesCompileEachOnce) {
+  std::atomic<int> traces = 0;
+  auto f = function(
+      [&](Tensor x) {
+        traces += 1;
+        return nn::softmax(x * 2.5) + 1;
+      },
+      {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "concurrent"});
+  std::vector<Tensor> inputs;
+  for (int size = 1; size <= 4; ++size) inputs.push_back(random_tensor(DType::f32, {size, 37 + size}, 10 + size));
+  std::vector<std::vector<float>> expected;
+  for (const Tensor& input : inputs) expected.push_back((nn::softmax(input * 2.5) + 1).to_vector<float>());
+
+  std::atomic<int> wrong = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 25; ++call) {
+        std::size_t which = static_cast<std::size_t>((t * 7 + call) % 4);
+        std::vector<float> got = f(inputs[which]).to_vector<float>();
+        for (std::size_t i = 0; i < got.size(); ++i)
+          if (std::abs(got[i] - expected[which][i]) > 1e-6f) wrong += 1;
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(traces, 4);
+  FunctionStatistics statistics = f.statistics();
+  EXPECT_EQ(statistics.traces, 4);
+  EXPECT_EQ(statistics.compiles + statistics.cache_hits, 4);
+  EXPECT_EQ(statistics.fallbacks, 0);
+  EXPECT_EQ(statistics.calls, 200);
+}
+
+TEST(JitMemory, TenThousandCallsLeaveTheAllocatorWhereTheyFoundIt) {
+  auto f = function([](Tensor x, Tensor y) { return std::pair<Tensor, Tensor>{nn::layer_norm(x * y), reduce_sum(exp(x))}; },
+                    {.jit_compile = true, .on_compile_failure = Fallback::none});
+  Tensor x = random_tensor(DType::f32, {16, 33}, 1), y = random_tensor(DType::f32, {33}, 2);
+  f(x, y);  // trace and compile first
+  MemoryStatistics before = memory_statistics();
+  for (int call = 0; call < 10000; ++call) f(x, y);
+  MemoryStatistics after = memory_statistics();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.buffers_in_use, before.buffers_in_use);
+}
+
+TEST(StandardMemory, TenThousandCallsLeaveTheAllocatorWhereTheyFoundIt) {
+  auto f = function([](Tensor x) { return nn::softmax(x) * 3; });
+  Tensor x = random_tensor(DType::f32, {8, 9}, 3);
+  f(x);
+  MemoryStatistics before = memory_statistics();
+  for (int call = 0; call < 10000; ++call) f(x);
+  EXPECT_EQ(memory_statistics().bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(memory_statistics().buffers_in_use, before.buffers_in_use);
+}
+
+}  // namespace
+}  // namespace kiln
