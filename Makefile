@@ -3,13 +3,17 @@
 #   make test      build and run the test suite (everything but the `slow` label)
 #   make test-all  the whole suite, `slow` tests included
 #   make bench     the full kiln-bench workload suite
+#   make test-asan the suite under AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included)
+#   make test-tsan the suite under ThreadSanitizer
+#   make bench-peers  kiln-bench, TensorFlow, JAX and PyTorch side by side on the same
+#                  inputs and threads (creates .venv-peers from PyPI on first use)
 
 BUILD ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-all demo bench clean
+.PHONY: all deps configure build test test-all test-asan test-tsan demo bench clean kiln-bench peers-venv bench-peers
 
 all: build
 
@@ -36,5 +40,50 @@ demo: build
 bench: build
 	$(BUILD)/tools/kiln-bench all
 
+# Peers: see bench/peers/__main__.py. BENCH_PEERS_FLAGS takes e.g. --big, --peers jax.
+PEERS_VENV ?= .venv-peers
+BENCH_THREADS ?= 2
+BENCH_RUNS ?= 10
+BENCH_OUT ?= $(BUILD)/bench-peers
+BENCH_PEERS_FLAGS ?=
+
+kiln-bench: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-bench
+
+$(PEERS_VENV)/installed: scripts/bench-peers-venv
+	scripts/bench-peers-venv $(PEERS_VENV)
+
+peers-venv: $(PEERS_VENV)/installed
+
+bench-peers: kiln-bench peers-venv
+	$(PEERS_VENV)/bin/python -m bench.peers --kiln-bench $(BUILD)/tools/kiln-bench --out $(BENCH_OUT) \
+	  --threads $(BENCH_THREADS) --runs $(BENCH_RUNS) $(BENCH_PEERS_FLAGS)
+
+# Sanitizer builds live in their own build directories.
+test-asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
+
+test-tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build build-tsan -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/scripts/tsan.supp \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan
+
+# libFuzzer targets for the IR parser, verifier and reference evaluator
+# (clang, ASan + UBSan), each run FUZZ_SECONDS from the seed corpus in
+# fuzz/corpus/. Needs clang and libclang-rt-14-dev (libFuzzer).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+.PHONY: fuzz-parser
+fuzz-parser:
+	@command -v clang++ >/dev/null || { echo "fuzz-parser needs clang: apt-get install -y clang libclang-rt-14-dev"; exit 1; }
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	fuzz/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS)

@@ -15,15 +15,17 @@ namespace kiln::bench {
 Timing time_calls(const std::function<void()>& call, int runs, int warmup) {
   for (int i = 0; i < warmup; ++i) call();
   std::vector<double> times;
+  auto loop_start = std::chrono::steady_clock::now();
   for (int i = 0; i < std::max(runs, 1); ++i) {
     auto start = std::chrono::steady_clock::now();
     call();
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
+  double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loop_start).count();
   std::sort(times.begin(), times.end());
   std::size_t middle = times.size() / 2;
   double median = times.size() % 2 ? times[middle] : 0.5 * (times[middle - 1] + times[middle]);
-  return {median, times.front(), times.back()};
+  return {median, times.front(), times.back(), total / static_cast<double>(times.size())};
 }
 
 namespace {
@@ -75,12 +77,64 @@ Timing time_sgemm(const Tensor& a, const Tensor& b, int runs) {
   const float* left = static_cast<const float*>(a.data());
   const float* right = static_cast<const float*>(b.data());
   float* out = c.mutable_data<float>();
+  kernels::cpu::blas::sync_thread_count();
   return time_calls(
       [&] {
         blas.sgemm(kernels::cpu::blas::row_major, kernels::cpu::blas::no_transpose, kernels::cpu::blas::no_transpose, m,
                    n, k, 1.0f, left, k, right, n, 0.0f, out, n);
       },
       runs);
+}
+
+double peak_sgemm_rate(int runs) {
+  static const double rate = [runs] {
+    constexpr std::int64_t n = 2048;
+    Tensor a = random::normal({n, n}, {.seed = 101}), b = random::normal({n, n}, {.seed = 102});
+    return 2.0 * n * n * n / (time_sgemm(a, b, runs).median_ms * 1e-3);
+  }();
+  return rate;
+}
+
+Timing time_attention_sgemms(const Tensor& q, const Tensor& k, const Tensor& v, int runs) {
+  const auto& blas = kernels::cpu::blas::functions("kiln-bench");
+  namespace cblas = kernels::cpu::blas;
+  const int sequence = static_cast<int>(q.dim(-2)), head_size = static_cast<int>(q.dim(-1));
+  const std::int64_t slices = q.numel() / (static_cast<std::int64_t>(sequence) * head_size);
+  const std::int64_t slice_elements = static_cast<std::int64_t>(sequence) * head_size;
+  const float* queries = static_cast<const float*>(q.data());
+  const float* keys = static_cast<const float*>(k.data());
+  const float* values = static_cast<const float*>(v.data());
+  runtime::Array scores =
+      runtime::allocate_array(DType::f32, Shape({slices, static_cast<std::int64_t>(sequence) * sequence}));
+  runtime::Array output = runtime::allocate_array(DType::f32, Shape({slices, slice_elements}));
+  float* score_data = scores.mutable_data<float>();
+  float* output_data = output.mutable_data<float>();
+  auto slice = [&](std::int64_t index) {
+    float* s = score_data + index * sequence * sequence;
+    blas.sgemm(cblas::row_major, cblas::no_transpose, cblas::transpose, sequence, sequence, head_size, 1.0f,
+               queries + index * slice_elements, head_size, keys + index * slice_elements, head_size, 0.0f, s,
+               sequence);
+    blas.sgemm(cblas::row_major, cblas::no_transpose, cblas::no_transpose, sequence, head_size, sequence, 1.0f, s,
+               sequence, values + index * slice_elements, head_size, 0.0f, output_data + index * slice_elements,
+               head_size);
+  };
+  Timing parallel_heads = [&] {
+    cblas::SingleThreadedScope single_threaded;
+    return time_calls(
+        [&] {
+          runtime::parallel_for(slices, 1, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t index = begin; index < end; ++index) slice(index);
+          });
+        },
+        runs);
+  }();
+  cblas::sync_thread_count();
+  Timing heads_in_turn = time_calls(
+      [&] {
+        for (std::int64_t index = 0; index < slices; ++index) slice(index);
+      },
+      runs);
+  return parallel_heads.median_ms <= heads_in_turn.median_ms ? parallel_heads : heads_in_turn;
 }
 
 }  // namespace kiln::bench

@@ -7,20 +7,27 @@
 namespace kiln::bench {
 namespace {
 
+// Calls a kiln::Function of `count` tensor arguments (or any callable that
+// takes them) on a vector.
+template <std::size_t count, class F> auto call_on(const F& function, const std::vector<Tensor>& inputs) {
+  return [&]<std::size_t... index>(std::index_sequence<index...>) {
+    return function(inputs.at(index)...);
+  }(std::make_index_sequence<count>{});
+}
+
 // Wraps a kiln::Function of N tensor arguments as a Call on a vector.
 template <std::size_t count, class F> Call as_call(F function) {
   return [function](const std::vector<Tensor>& inputs) {
-    return [&]<std::size_t... index>(std::index_sequence<index...>) {
-      auto result = function(inputs.at(index)...);
-      if constexpr (std::is_same_v<decltype(result), Tensor>) return std::vector<Tensor>{result};
-      else return std::apply([](auto... tensors) { return std::vector<Tensor>{tensors...}; }, result);
-    }(std::make_index_sequence<count>{});
+    auto result = call_on<count>(function, inputs);
+    if constexpr (std::is_same_v<decltype(result), Tensor>) return std::vector<Tensor>{result};
+    else return std::apply([](auto... tensors) { return std::vector<Tensor>{tensors...}; }, result);
   };
 }
 
 template <std::size_t count, class Body>
-Workload make(std::string name, std::string shape, std::vector<Tensor> inputs, Body body, double flops) {
+Workload make(std::string id, std::string name, std::string shape, std::vector<Tensor> inputs, Body body) {
   Workload workload;
+  workload.id = std::move(id);
   workload.name = name;
   workload.shape = std::move(shape);
   workload.inputs = std::move(inputs);
@@ -31,21 +38,30 @@ Workload make(std::string name, std::string shape, std::vector<Tensor> inputs, B
   workload.fresh_jit = [body, name] {
     return as_call<count>(function(body, {.jit_compile = true, .name = name + "_jit"}));
   };
-  workload.traced_ir = [standard, inputs = workload.inputs] {
-    return [&]<std::size_t... index>(std::index_sequence<index...>) {
-      return standard.get_compiler_ir(Stage::traced, inputs.at(index)...);
-    }(std::make_index_sequence<count>{});
+  workload.standard_ir = [standard, inputs = workload.inputs](Stage stage) {
+    return call_on<count>([&](const auto&... arguments) { return standard.get_compiler_ir(stage, arguments...); },
+                          inputs);
   };
+  workload.jit_ir = [jit, inputs = workload.inputs](Stage stage) {
+    return call_on<count>([&](const auto&... arguments) { return jit.get_compiler_ir(stage, arguments...); },
+                          inputs);
+  };
+  workload.standard_statistics = [standard] { return standard.statistics(); };
   workload.jit_statistics = [jit] { return jit.statistics(); };
-  workload.flops = flops;
   for (const Tensor& input : workload.inputs) workload.bytes += static_cast<double>(input.numel()) * 4;
   return workload;
 }
 
-double bytes_of(const std::vector<Tensor>& outputs) {
+double bytes_of(const std::vector<Tensor>& tensors) {
   double bytes = 0;
-  for (const Tensor& output : outputs) bytes += static_cast<double>(output.numel()) * 4;
+  for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel()) * 4;
   return bytes;
+}
+
+std::string dimensions(std::initializer_list<std::int64_t> sizes) {
+  std::string text;
+  for (std::int64_t size : sizes) text += (text.empty() ? "" : "x") + std::to_string(size);
+  return text;
 }
 
 // The seed article's function.
@@ -66,44 +82,81 @@ std::tuple<Tensor, Tensor, Tensor> adam_body(Tensor parameter, Tensor gradient, 
   return {parameter - learning_rate * step, new_m, new_v};
 }
 
+// Scaled dot-product attention, softmax(Q K^T / sqrt(d)) V, over the last two
+// axes; head size 64, so the scale is exactly 1/8.
+Tensor attention_body(Tensor q, Tensor k, Tensor v) {
+  Tensor scores = matmul(q, k, {.transpose_b = true}) * 0.125;
+  return matmul(nn::softmax(scores, -1), v);
+}
+
 }  // namespace
 
-std::vector<std::string> workload_names() { return {"seed", "gelu", "softmax", "layernorm", "adam"}; }
+std::vector<std::string> suite_ids(bool big) {
+  std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
+  if (big) ids.push_back("seed-8192");
+  for (const char* id : {"gelu", "softmax", "layernorm", "adam", "attention"}) ids.push_back(id);
+  return ids;
+}
 
-Workload make_workload(const std::string& name, const WorkloadOptions& options) {
+Workload make_workload(const std::string& id, const WorkloadOptions& options) {
+  const Device device = options.device;
   Workload workload;
-  if (name == "seed") {
-    std::int64_t n = options.seed_size;
-    std::vector<Tensor> inputs{random::normal({n, n}, {.seed = 1}), random::normal({n, n}, {.seed = 2})};
+  if (id.starts_with("seed-")) {
+    std::int64_t n = 0;
+    try {
+      n = std::stoll(id.substr(5));
+    } catch (const std::exception&) {
+    }
+    if (n <= 0) throw std::invalid_argument("unknown workload '" + id + "' (seed-<N> needs a size N > 0)");
+    std::vector<Tensor> inputs{random::normal({n, n}, {.seed = 1, .device = device}),
+                               random::normal({n, n}, {.seed = 2, .device = device})};
     double nd = static_cast<double>(n);
-    workload = make<2>("seed", std::to_string(n) + "x" + std::to_string(n), inputs, seed_body, 2 * nd * nd * nd);
+    workload = make<2>(id, "seed", dimensions({n, n}), inputs, seed_body);
     workload.bytes += 4;
-  } else if (name == "gelu") {
-    std::vector<Tensor> inputs{random::normal({options.elements}, {.seed = 3})};
-    workload = make<1>("gelu", std::to_string(options.elements >> 20) + "M", inputs,
-                       [](Tensor x) { return nn::gelu(x); }, 0);
+    workload.flops = 2 * nd * nd * nd;
+    workload.matmul_output_bytes = nd * nd * 4;
+    workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
+    workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
+  } else if (id == "gelu") {
+    std::vector<Tensor> inputs{random::normal({options.elements}, {.seed = 3, .device = device})};
+    workload = make<1>(id, id, std::to_string(options.elements >> 20) + "M", inputs, [](Tensor x) { return nn::gelu(x); });
     workload.bytes += bytes_of(inputs);
-  } else if (name == "softmax") {
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4})};
-    workload = make<1>("softmax", std::to_string(options.rows) + "x" + std::to_string(options.columns), inputs,
-                       [](Tensor x) { return nn::softmax(x, -1); }, 0);
+  } else if (id == "softmax") {
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4, .device = device})};
+    workload = make<1>(id, id, dimensions({options.rows, options.columns}), inputs,
+                       [](Tensor x) { return nn::softmax(x, -1); });
     workload.bytes += bytes_of(inputs);
-  } else if (name == "layernorm") {
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 5}),
-                               random::normal({options.columns}, {.seed = 6}),
-                               random::normal({options.columns}, {.seed = 7})};
-    workload = make<3>("layernorm", std::to_string(options.rows) + "x" + std::to_string(options.columns), inputs,
-                       [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); }, 0);
+  } else if (id == "layernorm") {
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 5, .device = device}),
+                               random::normal({options.columns}, {.seed = 6, .device = device}),
+                               random::normal({options.columns}, {.seed = 7, .device = device})};
+    workload = make<3>(id, id, dimensions({options.rows, options.columns}), inputs,
+                       [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); });
     workload.bytes += static_cast<double>(options.rows * options.columns) * 4;
-  } else if (name == "adam") {
+  } else if (id == "adam") {
     std::int64_t n = options.elements;
-    std::vector<Tensor> inputs{random::normal({n}, {.seed = 8}), random::normal({n}, {.seed = 9}),
-                               random::normal({n}, {.seed = 10, .stddev = 0.1}),
-                               random::uniform({n}, {.seed = 11, .low = 0, .high = 0.01})};
-    workload = make<4>("adam", std::to_string(n >> 20) + "M", inputs, adam_body, 0);
+    std::vector<Tensor> inputs{random::normal({n}, {.seed = 8, .device = device}),
+                               random::normal({n}, {.seed = 9, .device = device}),
+                               random::normal({n}, {.seed = 10, .stddev = 0.1, .device = device}),
+                               random::uniform({n}, {.seed = 11, .low = 0, .high = 0.01, .device = device})};
+    workload = make<4>(id, id, std::to_string(n >> 20) + "M", inputs, adam_body);
     workload.bytes += 3.0 * static_cast<double>(n) * 4;
+  } else if (id == "attention") {
+    Shape shape({options.batch, options.heads, options.sequence, options.head_size});
+    std::vector<Tensor> inputs{random::normal(shape, {.seed = 12, .device = device}),
+                               random::normal(shape, {.seed = 13, .device = device}),
+                               random::normal(shape, {.seed = 14, .device = device})};
+    workload = make<3>(id, id, dimensions({options.batch, options.heads, options.sequence, options.head_size}),
+                       inputs, attention_body);
+    workload.bytes += bytes_of({inputs[0]});
+    double slices = static_cast<double>(options.batch * options.heads);
+    double s = static_cast<double>(options.sequence), d = static_cast<double>(options.head_size);
+    workload.flops = slices * 2 * (2 * s * s * d);
+    workload.matmul_output_bytes = slices * s * s * 4;
+    workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
+    workload.kiln_matmuls_alone = [inputs] { matmul(matmul(inputs[0], inputs[1], {.transpose_b = true}), inputs[2]); };
   } else {
-    throw std::invalid_argument("unknown workload '" + name + "'");
+    throw std::invalid_argument("unknown workload '" + id + "'");
   }
   return workload;
 }

@@ -1,0 +1,6 @@
+"""kiln's peers: the kiln-bench workloads in TensorFlow, JAX and PyTorch.
+
+`make bench-peers` runs `python -m bench.peers`: kiln-bench first (which
+saves its inputs and outputs as .npy files), then one process per framework
+on those same inputs, then one side-by-side table. See __main__.py.
+"""

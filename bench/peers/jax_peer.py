@@ -1,0 +1,69 @@
+"""JAX: op-by-op dispatch vs jax.jit (XLA) on kiln-bench's workloads."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import numpy as np
+
+from bench.peers import common
+
+
+def make_peer() -> common.Peer:
+    import jax
+    import jax.numpy as jnp
+
+    def seed(x, y):
+        z = jnp.matmul(x, y)
+        z = z + jnp.sin(z)
+        z = jax.nn.relu(z)
+        return jnp.sum(z)
+
+    def gelu(x):
+        return jax.nn.gelu(x, approximate=True)
+
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    def layernorm(x, gamma, beta):
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        variance = jnp.mean(centered * centered, axis=-1, keepdims=True)
+        return centered * jax.lax.rsqrt(variance + 1e-5) * gamma + beta
+
+    def adam(parameter, gradient, m, v):
+        learning_rate, beta1, beta2, epsilon = 1e-3, 0.9, 0.999, 1e-8
+        correction1, correction2 = 1 - beta1**10, 1 - beta2**10
+        new_m = beta1 * m + (1 - beta1) * gradient
+        new_v = beta2 * v + (1 - beta2) * (gradient * gradient)
+        step = (new_m / correction1) / (jnp.sqrt(new_v / correction2) + epsilon)
+        return parameter - learning_rate * step, new_m, new_v
+
+    def attention(q, k, v):
+        scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * 0.125
+        return jnp.matmul(jax.nn.softmax(scores, axis=-1), v)
+
+    def set_threads(threads: int) -> str:
+        # XLA:CPU has no thread-count option; its pool is sized by the CPUs
+        # the process may run on, which __main__ limits to `threads`.
+        return f"{len(jax.devices('cpu'))} device, {threads} CPUs (affinity)"
+
+    cpu = jax.devices("cpu")[0]
+    return common.Peer(
+        system="jax",
+        label="JAX",
+        version=lambda: f"jax {jax.__version__}, jaxlib {metadata.version('jaxlib')}",
+        set_threads=set_threads,
+        from_numpy=lambda array: jax.device_put(array, cpu),
+        to_numpy=np.asarray,
+        wait=jax.block_until_ready,
+        modes={
+            "standard": common.Mode("op-by-op", lambda body: body),
+            "jit": common.Mode("jax.jit", jax.jit),
+        },
+        bodies=dict(seed=seed, gelu=gelu, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+    )
+
+
+if __name__ == "__main__":
+    common.main(make_peer)

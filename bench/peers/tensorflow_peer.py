@@ -1,0 +1,75 @@
+"""TensorFlow: the seed article's own code, tf.function vs
+tf.function(jit_compile=True) (XLA), on kiln-bench's workloads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.peers import common
+
+
+def make_peer() -> common.Peer:
+    import tensorflow as tf
+
+    def seed(x, y):  # the article's function, verbatim
+        z = tf.matmul(x, y)
+        z = z + tf.sin(z)
+        z = tf.nn.relu(z)
+        return tf.reduce_sum(z)
+
+    def gelu(x):
+        return tf.nn.gelu(x, approximate=True)
+
+    def softmax(x):
+        return tf.nn.softmax(x, axis=-1)
+
+    def layernorm(x, gamma, beta):  # what tf.keras.layers.LayerNormalization computes
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return tf.nn.batch_normalization(x, mean, variance, beta, gamma, 1e-5)
+
+    def adam(parameter, gradient, m, v):
+        learning_rate, beta1, beta2, epsilon = 1e-3, 0.9, 0.999, 1e-8
+        correction1, correction2 = 1 - beta1**10, 1 - beta2**10
+        new_m = beta1 * m + (1 - beta1) * gradient
+        new_v = beta2 * v + (1 - beta2) * (gradient * gradient)
+        step = (new_m / correction1) / (tf.sqrt(new_v / correction2) + epsilon)
+        return parameter - learning_rate * step, new_m, new_v
+
+    def attention(q, k, v):
+        scores = tf.matmul(q, k, transpose_b=True) * 0.125
+        return tf.matmul(tf.nn.softmax(scores, axis=-1), v)
+
+    def set_threads(threads: int) -> str:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        return (f"intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
+                f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()}")
+
+    def from_numpy(array: np.ndarray):
+        with tf.device("/CPU:0"):
+            return tf.constant(array)
+
+    def wait(outputs) -> None:
+        # Waits for pending device work without copying the outputs (.numpy()
+        # would copy them: 64 MiB for gelu, which kiln does not pay). The
+        # article's loop omits any wait.
+        tf.test.experimental.sync_devices()
+
+    return common.Peer(
+        system="tensorflow",
+        label="TF",
+        version=lambda: f"tensorflow {tf.__version__}",
+        set_threads=set_threads,
+        from_numpy=from_numpy,
+        to_numpy=lambda tensor: tensor.numpy(),
+        wait=wait,
+        modes={
+            "standard": common.Mode("tf.function", lambda body: tf.function(body)),
+            "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
+        },
+        bodies=dict(seed=seed, gelu=gelu, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+    )
+
+
+if __name__ == "__main__":
+    common.main(make_peer)

@@ -1,0 +1,295 @@
+#include "suite.h"
+
+#include "compiler/cache/module_cache.h"
+#include "ir/parser.h"
+#include "kernels/cpu/blas.h"
+#include "npy.h"
+#include "runtime/parallel.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace kiln::bench {
+namespace {
+
+// Floors of the ops the standard executor runs: each op's bytes (operands
+// read, result written) over the copy bandwidth, or its flops over the sgemm
+// rate, whichever is larger.
+double op_floors_ms(const std::string& traced_ir, double bandwidth, double sgemm_flops_per_second) {
+  ir::Graph graph = ir::parse(traced_ir);
+  double total = 0;
+  auto bytes_of = [&](ir::ValueId value) {
+    const ir::Type& type = graph.type(value);
+    return static_cast<double>(type.shape.numel()) * static_cast<double>(size_of(type.dtype));
+  };
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    if (node.op == ir::Op::parameter || node.op == ir::Op::reshape || node.op == ir::Op::expand_dims ||
+        node.op == ir::Op::squeeze)
+      continue;
+    double bytes = bytes_of(id);
+    for (ir::ValueId operand : node.operands) bytes += bytes_of(operand);
+    double flops = 0;
+    if (node.op == ir::Op::matmul) {
+      const Shape& a = graph.type(node.operands[0]).shape;
+      int rank = a.rank();
+      double k = static_cast<double>(node.attributes.transpose_a ? a[rank - 2] : a[rank - 1]);
+      flops = 2 * k * static_cast<double>(node.type.shape.numel());
+    }
+    double compute_ms = sgemm_flops_per_second > 0 ? flops / sgemm_flops_per_second * 1e3 : 0;
+    total += std::max(bytes / bandwidth * 1e3, compute_ms);
+  }
+  return total;
+}
+
+// Largest difference between two output lists relative to the largest value.
+double relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::vector<double> x = a[i].to_vector<double>(), y = b[i].to_vector<double>();
+    double scale = 1e-30, difference = 0;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      scale = std::max(scale, std::abs(x[j]));
+      difference = std::max(difference, std::abs(x[j] - y[j]));
+    }
+    worst = std::max(worst, difference / scale);
+  }
+  return worst;
+}
+
+std::string format(double value, int decimals = 2) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// A JSON number; NaN and infinities (not JSON) become null.
+std::string number(double value) {
+  if (!std::isfinite(value)) return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + quoted(items[i]);
+  return out + "]";
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, const std::vector<Tensor>& compiled,
+               Result& result) {
+  result.standard_kernels = workload.standard_statistics().kernels_per_call;
+  result.jit_kernels = workload.jit_statistics().kernels_per_call;
+  result.jit_difference = relative_difference(reference, compiled);
+  if (workload.jit_statistics().fallbacks > 0) {
+    std::string reason = "see get_compiler_ir(Stage::fused)";
+    try {
+      workload.jit_ir(Stage::fused);
+    } catch (const Error& error) {
+      reason = error.detail();
+    }
+    result.jit_note = "fell back to the standard executor: " + reason;
+  } else if (result.jit_difference > 1e-3) {
+    result.jit_note = "WRONG: differs from the standard executor by " + format(result.jit_difference, 6);
+  }
+}
+
+void measure_floors(const Workload& workload, int runs, Result& result) {
+  result.bytes = workload.bytes;
+  result.flops = workload.flops;
+  result.bandwidth = copy_bandwidth(workload.bytes, runs);
+  result.memory_floor_ms = workload.bytes / result.bandwidth * 1e3;
+  if (workload.blas_alone) {
+    result.blas_ms = workload.blas_alone(runs).median_ms;
+    // OpenBLAS on small or batched shapes runs below its peak, and other
+    // GEMMs (oneDNN in TensorFlow) beat it there: the floor takes the best
+    // rate seen in this run.
+    result.sgemm_rate = std::max(workload.flops / (result.blas_ms * 1e-3), peak_sgemm_rate(runs));
+    result.compute_floor_ms = workload.flops / result.sgemm_rate * 1e3;
+    result.matmul_ms = time_calls(workload.kiln_matmuls_alone, runs).median_ms;
+    result.matmul_output_bytes = workload.matmul_output_bytes;
+  }
+  result.floor_ms = std::max(result.memory_floor_ms, result.compute_floor_ms);
+  result.op_floors_ms = op_floors_ms(workload.standard_ir(Stage::traced), result.bandwidth, result.sgemm_rate);
+}
+
+void measure_first_calls(const Workload& workload, Result& result) {
+  namespace fs = std::filesystem;
+  const char* previous = std::getenv("KILN_CACHE_DIR");
+  std::string saved = previous ? previous : "";
+  fs::path directory = fs::temp_directory_path() / ("kiln-bench-cache-" + std::to_string(::getpid()));
+  ::setenv("KILN_CACHE_DIR", directory.c_str(), 1);
+  auto first_call_ms = [&] {
+    compiler::clear_memory_cache_for_testing();
+    Call fresh = workload.fresh_jit();
+    auto start = std::chrono::steady_clock::now();
+    fresh(workload.inputs);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  result.cold_first_call_ms = first_call_ms();
+  result.warm_cache_first_call_ms = first_call_ms();
+  previous ? ::setenv("KILN_CACHE_DIR", saved.c_str(), 1) : ::unsetenv("KILN_CACHE_DIR");
+  std::error_code ignored;
+  fs::remove_all(directory, ignored);
+
+  std::int64_t before = memory_statistics().bytes_in_use;
+  reset_peak_memory();
+  std::vector<Tensor> outputs = workload.jit(workload.inputs);
+  double output_bytes = 0;
+  for (const Tensor& output : outputs) output_bytes += static_cast<double>(output.numel()) * 4;
+  result.jit_peak_temporary_bytes =
+      static_cast<double>(memory_statistics().peak_bytes_in_use - before) - output_bytes;
+}
+
+void save_tensors(const std::string& directory, const Workload& workload, const std::vector<Tensor>& standard,
+                  const std::vector<Tensor>& jit, Result& result) {
+  std::filesystem::create_directories(std::filesystem::path(directory) / workload.id);
+  auto save = [&](const std::vector<Tensor>& tensors, const std::string& stem, std::vector<std::string>& names) {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      names.push_back(workload.id + "/" + stem + std::to_string(i) + ".npy");
+      write_npy((std::filesystem::path(directory) / names.back()).string(), tensors[i]);
+    }
+  };
+  save(workload.inputs, "input", result.input_files);
+  save(standard, "standard", result.standard_files);
+  save(jit, "jit", result.jit_files);
+}
+
+Result run_workload(const Workload& workload, int runs, const std::string& save_directory) {
+  Result result;
+  result.id = workload.id;
+  result.name = workload.name;
+  result.shape = workload.shape;
+  std::vector<Tensor> standard_outputs = workload.standard(workload.inputs);
+  std::vector<Tensor> jit_outputs = workload.jit(workload.inputs);
+  judge_jit(workload, standard_outputs, jit_outputs, result);
+  if (!save_directory.empty()) save_tensors(save_directory, workload, standard_outputs, jit_outputs, result);
+  standard_outputs.clear();
+  jit_outputs.clear();
+
+  result.standard = time_calls([&] { workload.standard(workload.inputs); }, runs);
+  if (result.jit_note.empty()) {
+    result.jit = time_calls([&] { workload.jit(workload.inputs); }, runs);
+    measure_first_calls(workload, result);
+  }
+  measure_floors(workload, runs, result);
+  return result;
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!line.starts_with("model name")) continue;
+    std::size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  }
+  return "unknown CPU";
+}
+
+void print_table(const std::vector<Result>& results, int runs) {
+  std::printf("kiln-bench: %s, %u cores, %d threads, %d timed runs each (median ms, after warm-up)\n",
+              cpu_model().c_str(), std::thread::hardware_concurrency(), runtime::thread_count(), runs);
+  std::printf("BLAS: %s\n", kernels::cpu::blas::describe().c_str());
+  std::printf("floor: max(bytes that must move / copy bandwidth at the same footprint, matmul flops / best OpenBLAS\n"
+              "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n");
+  std::printf("std/op-floors: standard time over the sum of its ops' own floors; kernels: launched per call (standard/JIT)\n\n");
+  std::printf("%-10s %-12s %12s %10s %8s %10s %14s %10s %10s %8s\n", "workload", "shape", "standard ms", "JIT ms",
+              "speedup", "floor ms", "std/op-floors", "JIT/floor", "copy GB/s", "kernels");
+  for (const Result& r : results) {
+    std::string jit = r.jit ? format(r.jit->median_ms) : "n/a";
+    std::string speedup = r.jit ? format(r.standard.median_ms / r.jit->median_ms) + "x" : "n/a";
+    std::string jit_floor = r.jit ? format(r.jit->median_ms / r.floor_ms) : "n/a";
+    std::string kernels = std::to_string(r.standard_kernels) + "/" + std::to_string(r.jit_kernels);
+    std::printf("%-10s %-12s %12s %10s %8s %10s %14s %10s %10s %8s\n", r.id.c_str(), r.shape.c_str(),
+                format(r.standard.median_ms).c_str(), jit.c_str(), speedup.c_str(), format(r.floor_ms).c_str(),
+                format(r.standard.median_ms / r.op_floors_ms).c_str(), jit_floor.c_str(),
+                format(r.bandwidth / 1e9, 1).c_str(), kernels.c_str());
+  }
+  for (const Result& r : results)
+    if (!r.jit_note.empty()) std::printf("\n%s: JIT %s\n", r.id.c_str(), r.jit_note.c_str());
+  for (const Result& r : results) {
+    if (r.blas_ms <= 0) continue;
+    std::printf("\n%s %s: OpenBLAS alone on the same shapes %.2f ms (%.0f GFLOP/s; best rate in this run %.0f GFLOP/s);\n"
+                "  kiln standard matmuls %.2f ms = %.1f%% of OpenBLAS's rate on these shapes\n",
+                r.id.c_str(), r.shape.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6, r.sgemm_rate * 1e-9,
+                r.matmul_ms, 100 * r.blas_ms / r.matmul_ms);
+    if (r.jit)
+      std::printf("%s %s: JIT %.2f ms = %.3fx the time of OpenBLAS alone; peak temporary memory %.1f%% of the largest matmul output\n",
+                  r.id.c_str(), r.shape.c_str(), r.jit->median_ms, r.jit->median_ms / r.blas_ms,
+                  100 * r.jit_peak_temporary_bytes / r.matmul_output_bytes);
+  }
+  std::printf("\nJIT first call: cold = trace + compile with empty caches; warm = a new function with the disk cache warm\n");
+  std::printf("%-10s %14s %18s %12s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB");
+  for (const Result& r : results) {
+    if (!r.jit) continue;
+    std::printf("%-10s %14.1f %18.2f %12.2f %16.2f\n", r.id.c_str(), r.cold_first_call_ms, r.warm_cache_first_call_ms,
+                r.jit->median_ms, r.jit_peak_temporary_bytes / (1 << 20));
+  }
+}
+
+void write_json(const std::vector<Result>& results, int runs, std::ostream& out) {
+  auto timing = [](const Timing& t) {
+    return "{\"median_ms\": " + format(t.median_ms, 4) + ", \"min_ms\": " + format(t.min_ms, 4) +
+           ", \"max_ms\": " + format(t.max_ms, 4) + "}";
+  };
+  out << "{\n  \"tool\": \"kiln-bench\",\n  \"date\": " << quoted(utc_now()) << ",\n  \"cpu\": " << quoted(cpu_model())
+      << ",\n  \"cores\": " << std::thread::hardware_concurrency() << ",\n  \"threads\": " << runtime::thread_count()
+      << ",\n  \"runs\": " << runs << ",\n  \"blas\": " << quoted(kernels::cpu::blas::describe())
+      << ",\n  \"workloads\": [\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    out << "    {\"id\": " << quoted(r.id) << ", \"name\": " << quoted(r.name) << ", \"shape\": " << quoted(r.shape)
+        << ",\n     \"standard_ms\": " << format(r.standard.median_ms, 4)
+        << ", \"jit_ms\": " << (r.jit ? format(r.jit->median_ms, 4) : "null")
+        << ", \"floor_ms\": " << format(r.floor_ms, 4) << ",\n     \"standard\": " << timing(r.standard)
+        << ", \"jit\": " << (r.jit ? timing(*r.jit) : "null") << ", \"jit_note\": " << quoted(r.jit_note)
+        << ",\n     \"jit_vs_standard_difference\": " << number(r.jit_difference)
+        << ", \"kernels_per_call\": {\"standard\": " << r.standard_kernels << ", \"jit\": " << r.jit_kernels << "}"
+        << ",\n     \"bytes\": " << format(r.bytes, 0) << ", \"flops\": " << format(r.flops, 0)
+        << ", \"memory_floor_ms\": " << format(r.memory_floor_ms, 4) << ", \"op_floors_ms\": "
+        << format(r.op_floors_ms, 4) << ", \"copy_bandwidth_gbs\": " << format(r.bandwidth / 1e9, 2);
+    if (r.blas_ms > 0)
+      out << ",\n     \"blas_ms\": " << format(r.blas_ms, 4) << ", \"kiln_matmuls_ms\": " << format(r.matmul_ms, 4)
+          << ", \"compute_floor_ms\": " << format(r.compute_floor_ms, 4)
+          << ", \"sgemm_gflops\": " << format(r.sgemm_rate * 1e-9, 1);
+    if (r.jit)
+      out << ",\n     \"cold_first_call_ms\": " << format(r.cold_first_call_ms, 2)
+          << ", \"warm_cache_first_call_ms\": " << format(r.warm_cache_first_call_ms, 2)
+          << ", \"jit_peak_temporary_bytes\": " << format(r.jit_peak_temporary_bytes, 0);
+    if (!r.input_files.empty())
+      out << ",\n     \"files\": {\"inputs\": " << quoted_list(r.input_files)
+          << ", \"standard\": " << quoted_list(r.standard_files) << ", \"jit\": " << quoted_list(r.jit_files) << "}";
+    out << "}" << (i + 1 < results.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+}  // namespace kiln::bench
