@@ -8,6 +8,40 @@
 #include <stdexcept>
 #include <string>
 
+#if !defined(__cpp_lib_source_location)
+// Clang 14 with libstdc++ 12: <source_location> is empty because the compiler
+// lacks __builtin_source_location. This stand-in (the same interface, built on
+// the builtins clang does have, evaluated at the call site like the real one)
+// lets the fuzz and sanitizer builds use clang; GCC never sees it.
+#include <cstdint>
+namespace std {
+struct source_location {
+  static constexpr source_location current(const char* file = __builtin_FILE(),
+                                           const char* function = __builtin_FUNCTION(),
+                                           std::uint_least32_t line = __builtin_LINE(),
+                                           std::uint_least32_t column = __builtin_COLUMN()) noexcept {
+    source_location location;
+    location.file_ = file;
+    location.function_ = function;
+    location.line_ = line;
+    location.column_ = column;
+    return location;
+  }
+  constexpr source_location() noexcept = default;
+  constexpr std::uint_least32_t line() const noexcept { return line_; }
+  constexpr std::uint_least32_t column() const noexcept { return column_; }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr const char* function_name() const noexcept { return function_; }
+
+ private:
+  const char* file_ = "";
+  const char* function_ = "";
+  std::uint_least32_t line_ = 0;
+  std::uint_least32_t column_ = 0;
+};
+}  // namespace std
+#endif
+
 namespace kiln {
 
 // "file:line" of a call site.

@@ -205,6 +205,9 @@ Tolerance graph_tolerance(const ir::Graph& graph, ir::ValueId value) {
   int inexact = 0;
   Op inexact_op = Op::parameter;
   bool one_dtype = true;
+  // The chain bound follows the least precise inexact value on the way: an
+  // f64 cast of an f32 sum carries the f32 sum's rounding.
+  DType chain_dtype = dtype;
   for (ir::ValueId id = value; id >= 0; --id) {
     if (!upstream[static_cast<std::size_t>(id)]) continue;
     const ir::Node& node = graph.node(id);
@@ -214,11 +217,12 @@ Tolerance graph_tolerance(const ir::Graph& graph, ir::ValueId value) {
     if (!is_exact(float_tolerance(node.op, node.type.dtype))) {
       ++inexact;
       inexact_op = node.op;
+      if (node.type.dtype == DType::f32) chain_dtype = DType::f32;
     }
   }
   if (inexact == 0) return {};
   if (inexact == 1 && one_dtype) return default_tolerance(inexact_op, dtype);
-  return {.relative = chain_relative(dtype), .absolute = smallest_normal(dtype), .ulps = 0};
+  return {.relative = chain_relative(chain_dtype), .absolute = smallest_normal(dtype), .ulps = 0};
 }
 
 Comparison compare(const runtime::Array& actual, const Value& expected, const Tolerance& tolerance) {

@@ -81,7 +81,9 @@ Tolerance default_tolerance(ir::Op op, DType dtype);
 // depends on a single inexact op and every float value on the way has its
 // dtype; otherwise the chain bound, relative 1e-5 (f32) or 1e-12 (f64) of the
 // propagated magnitude, which covers any number of ops of <= 8 ulps each to
-// first order (each op's own rounding enters the magnitude). Results of
+// first order (each op's own rounding enters the magnitude); 1e-5 also for an
+// f64 value computed from an inexact f32 one (an f64 cast of an f32 matmul
+// carries the matmul's f32 rounding). Results of
 // comparisons, casts to integers and argmax are held exact: keep their float
 // operands away from the jumps (see reference_evaluator.h).
 Tolerance graph_tolerance(const ir::Graph& graph, ir::ValueId value);

@@ -636,7 +636,9 @@ class Evaluator {
           internal_error(node, "reads outside axis " + std::to_string(axis));
       }
       base += start[position] * input_strides[position];
-      strides.push_back(step[position] * input_strides[position]);
+      // An axis of one element never moves by its step, which may then be
+      // anything (even near 2^63: step * stride would overflow).
+      strides.push_back(shape[axis] > 1 ? step[position] * input_strides[position] : 0);
     }
     return gather(input, type.dtype, shape, affine_map(shape, base, strides));
   }

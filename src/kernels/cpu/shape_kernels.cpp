@@ -294,7 +294,9 @@ void slice(const std::vector<int64_t>& start, const std::vector<int64_t>& step, 
   for (int axis = 0; axis < shape.rank(); ++axis) {
     auto a = static_cast<std::size_t>(axis);
     offset += start[a] * strides[a];
-    view.push(output.shape[axis], step[a] * strides[a]);
+    // The step of an axis of one element is never taken, and may be anything
+    // (even near 2^63, where step * stride would overflow).
+    view.push(output.shape[axis], output.shape[axis] > 1 ? step[a] * strides[a] : 0);
   }
   // The view starts `offset` elements into the input; negative steps read
   // backwards from there.

@@ -1,0 +1,138 @@
+#include "differential_check.h"
+
+#include "compiler/jit.h"
+#include "exec/standard_executor.h"
+#include "reference/compare.h"
+#include "reference/reference_evaluator.h"
+
+#include <kiln/error.h>
+
+#include <chrono>
+
+namespace kiln::fuzz {
+namespace {
+
+// "kiln::ShapeError" from "kiln::ShapeError: op: detail".
+std::string error_kind(const std::exception& error) {
+  if (!dynamic_cast<const Error*>(&error)) return "std::exception";
+  std::string what = error.what();
+  return what.substr(0, what.find(": "));
+}
+
+Failure exception_failure(Executor executor, const std::exception& error) {
+  Failure failure;
+  failure.executor = executor;
+  failure.exception = true;
+  failure.error_kind = error_kind(error);
+  failure.detail = error.what();
+  return failure;
+}
+
+void compare_outputs(Executor executor, const ir::Graph& graph, const std::vector<runtime::Array>& actual,
+                     const std::vector<reference::Value>& expected, std::vector<Failure>& failures) {
+  if (actual.size() != expected.size()) {
+    Failure failure;
+    failure.executor = executor;
+    failure.detail = "returned " + std::to_string(actual.size()) + " outputs, the graph has " +
+                     std::to_string(expected.size());
+    failures.push_back(failure);
+    return;
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    reference::Tolerance tolerance = reference::graph_tolerance(graph, graph.outputs[i]);
+    reference::Comparison comparison = reference::compare(actual[i], expected[i], tolerance);
+    if (comparison.ok) continue;
+    Failure failure;
+    failure.executor = executor;
+    failure.output = static_cast<int>(i);
+    failure.detail = comparison.message;
+    failures.push_back(failure);
+  }
+}
+
+thread_local const char* stage = "";
+
+// Times a stage and names it for crash reports while it runs.
+class Stopwatch {
+ public:
+  Stopwatch(const char* name, double* total) : total_(total), start_(std::chrono::steady_clock::now()) {
+    stage = name;
+  }
+  ~Stopwatch() {
+    stage = "";
+    if (total_) *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double* total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+const char* current_stage() { return stage; }
+
+std::string_view to_string(Executor executor) {
+  switch (executor) {
+    case Executor::reference: return "reference";
+    case Executor::standard: return "standard";
+    case Executor::jit: break;
+  }
+  return "jit";
+}
+
+std::string Failure::signature() const {
+  return std::string(fuzz::to_string(executor)) + " " + (exception ? error_kind : "mismatch");
+}
+
+std::string Failure::to_string() const {
+  std::string text = signature();
+  if (output >= 0) text += " (output " + std::to_string(output) + ")";
+  return text + ": " + detail;
+}
+
+std::vector<Failure> check(const FuzzCase& fuzz_case, const CheckOptions& options, CheckTimes* times) {
+  CheckTimes ignored;
+  if (!times) times = &ignored;
+  std::vector<Failure> failures;
+  std::vector<reference::Value> expected;
+  try {
+    Stopwatch stopwatch("reference", &times->reference);
+    expected = reference::evaluate(fuzz_case.graph, fuzz_case.inputs);
+  } catch (const std::exception& error) {
+    failures.push_back(exception_failure(Executor::reference, error));
+    return failures;
+  }
+  if (options.standard) {
+    try {
+      std::vector<runtime::Array> outputs;
+      {
+        Stopwatch stopwatch("standard executor", &times->standard);
+        outputs = exec::run_standard(fuzz_case.graph, fuzz_case.inputs);
+      }
+      compare_outputs(Executor::standard, fuzz_case.graph, outputs, expected, failures);
+    } catch (const std::exception& error) {
+      failures.push_back(exception_failure(Executor::standard, error));
+    }
+  }
+  if (options.jit) {
+    try {
+      compiler::CompiledFunction compiled;
+      {
+        Stopwatch stopwatch("JIT compile", &times->compile);
+        compiled = compiler::compile(fuzz_case.graph);
+      }
+      std::vector<runtime::Array> outputs;
+      {
+        Stopwatch stopwatch("JIT run", &times->jit_run);
+        outputs = compiled.executable->run(fuzz_case.inputs);
+      }
+      compare_outputs(Executor::jit, fuzz_case.graph, outputs, expected, failures);
+    } catch (const std::exception& error) {
+      failures.push_back(exception_failure(Executor::jit, error));
+    }
+  }
+  return failures;
+}
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,48 @@
+#pragma once
+// Runs a fuzz case on the float64 reference, the standard executor and the
+// JIT, and compares both executors' outputs with the reference's within
+// reference::graph_tolerance. The graph is valid and the inputs fit it, so
+// every exception (kiln::Error or not) is a failure.
+
+#include "fuzz_case.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::fuzz {
+
+enum class Executor { reference, standard, jit };
+std::string_view to_string(Executor executor);
+
+struct Failure {
+  Executor executor = Executor::reference;
+  bool exception = false;  // else a mismatch
+  std::string error_kind;  // exception: "kiln::CompileError", ..., or "std::exception"
+  int output = -1;         // mismatch: which output
+  std::string detail;      // compare()'s message or the exception's what()
+
+  // What must stay the same while shrinking: the executor, and the error kind
+  // or "mismatch". ("jit mismatch", "standard kiln::InternalError")
+  std::string signature() const;
+  std::string to_string() const;
+};
+
+struct CheckOptions {
+  bool standard = true;
+  bool jit = true;
+};
+
+// Where a check's time went, in seconds (accumulated).
+struct CheckTimes {
+  double reference = 0, standard = 0, compile = 0, jit_run = 0;
+};
+
+// What the calling thread's check() is running ("reference", "standard
+// executor", "JIT compile", "JIT run", or ""), for a crash report.
+const char* current_stage();
+
+// Every failure of `fuzz_case` (empty: all executors agree with the
+// reference). A reference exception stops the check there.
+std::vector<Failure> check(const FuzzCase& fuzz_case, const CheckOptions& options = {}, CheckTimes* times = nullptr);
+
+}  // namespace kiln::fuzz

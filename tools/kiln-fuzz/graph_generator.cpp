@@ -1,0 +1,633 @@
+#include "graph_generator.h"
+
+#include "hazards.h"
+#include "ir/type_rules.h"
+#include "ir/verifier.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace kiln::fuzz {
+namespace {
+
+using ir::Op;
+using ir::ValueId;
+
+// A construction that did not work out (no suitable operand, a type rule
+// said no, a value too large); the builder tries another op.
+struct Rejected {};
+
+std::vector<Op> generated_ops() {
+  std::vector<Op> ops;
+  for (int i = 0; i < ir::op_count; ++i) {
+    auto op = static_cast<Op>(i);
+    if (op == Op::parameter || ir::info(op).category == ir::OpCategory::host) continue;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+class Builder {
+ public:
+  Builder(RandomSource& random, const GeneratorOptions& options, GeneratorStatistics* statistics)
+      : random_(random), options_(options), statistics_(statistics) {}
+
+  FuzzCase build() {
+    static const std::vector<Op> ops = generated_ops();
+    // One graph in ten has large values (long rows, vector loops with
+    // remainders, parallel chunks).
+    large_ = random_.chance(0.1);
+    max_elements_ = large_ ? options_.max_elements * 32 : options_.max_elements;
+    int target = static_cast<int>(random_.between(1, std::max(1, options_.max_nodes)));
+    int computed = 0;
+    for (int attempt = 0; computed < target && attempt < 20 * target; ++attempt) {
+      Op op = random_.pick(ops);
+      try {
+        ValueId id = build_op(op);
+        last_ = id;
+        ++computed;
+        if (statistics_) statistics_->ops[std::string(ir::name(op))] += 1;
+      } catch (const Rejected&) {
+        if (statistics_) statistics_->rejected += 1;
+      }
+    }
+    if (last_ < 0) last_ = any_value();
+    // Outputs: every computed value nothing uses (so that no op built is
+    // lost), the newest first; sometimes also an inner value, a source or a
+    // repeat.
+    ir::Graph& graph = case_.graph;
+    std::vector<int> uses = graph.use_counts();
+    graph.outputs.push_back(last_);
+    for (ValueId id = graph.size() - 1; id >= 0; --id)
+      if (id != last_ && uses[static_cast<std::size_t>(id)] == 0 && ir::info(graph.node(id).op).category != ir::OpCategory::source)
+        graph.outputs.push_back(id);
+    if (random_.chance(0.2)) graph.outputs.push_back(random_.pick(pool_));
+    if (random_.chance(0.05)) graph.outputs.push_back(last_);
+    prune(case_);
+    ir::verify(case_.graph);
+    return std::move(case_);
+  }
+
+ private:
+  ir::Graph& graph() { return case_.graph; }
+  const ir::Type& type(ValueId value) { return case_.graph.type(value); }
+
+  // ---- Adding nodes ----
+
+  ValueId add(Op op, std::vector<ValueId> operands, ir::Attributes attributes = {}, ir::Type declared = {}) {
+    std::vector<ir::Type> operand_types;
+    for (ValueId operand : operands) operand_types.push_back(type(operand));
+    ir::Type result;
+    try {
+      result = ir::infer_type(op, attributes, operand_types, declared, std::string());
+    } catch (const Error&) {
+      throw Rejected{};
+    }
+    if (result.shape.numel() > max_elements_) throw Rejected{};
+    if (op == Op::matmul) {
+      const ir::Type& a = operand_types[0];
+      std::int64_t depth = attributes.transpose_a ? a.shape[a.shape.rank() - 2] : a.shape[a.shape.rank() - 1];
+      if (result.shape.numel() * depth > 200000) throw Rejected{};
+    }
+    ir::Node node;
+    node.op = op;
+    node.type = result;
+    node.operands = std::move(operands);
+    node.attributes = std::move(attributes);
+    ValueId id = graph().add(std::move(node));
+    pool_.push_back(id);
+    return id;
+  }
+
+  ValueId add_parameter(const ir::Type& type) {
+    if (type.shape.numel() > max_elements_) throw Rejected{};
+    ValueId id = graph().add_parameter(type);
+    case_.inputs.push_back(random_input(type, random_));
+    pool_.push_back(id);
+    return id;
+  }
+
+  ValueId add_constant(const ir::Type& type) {
+    ir::Attributes attributes;
+    if (is_floating(type.dtype)) {
+      bool f32 = type.dtype == DType::f32;
+      const double infinity = std::numeric_limits<double>::infinity();
+      switch (random_.weighted({5, 3, 1, 0.5, 0.3})) {
+        case 0: attributes.float_value = std::round(random_.normal() * 1000) / 256; break;
+        case 1: attributes.float_value = random_.pick(std::vector<double>{1, -1, 2, 0.5, -2.5, 3, 0.1, 100}); break;
+        case 2: attributes.float_value = random_.chance(0.5) ? 0.0 : -0.0; break;
+        case 3:
+          attributes.float_value = random_.pick(std::vector<double>{infinity, -infinity, std::nan("")});
+          break;
+        default:
+          attributes.float_value = random_.pick(
+              std::vector<double>{f32 ? 1e-40 : 5e-324, f32 ? -1e-40 : -5e-324, f32 ? 1e30 : 1e300, f32 ? 3e38 : 1.7e308});
+      }
+    } else if (type.dtype == DType::boolean) {
+      attributes.int_value = random_.chance(0.5) ? 1 : 0;
+    } else {
+      bool i32 = type.dtype == DType::i32;
+      switch (random_.weighted({5, 1, 1, 0.5})) {
+        case 0: attributes.int_value = random_.between(1, 9) * (random_.chance(0.5) ? -1 : 1); break;
+        case 1: attributes.int_value = 0; break;
+        case 2: attributes.int_value = random_.chance(0.5) ? 1 : -1; break;
+        default:
+          attributes.int_value = random_.chance(0.5)
+                                     ? (i32 ? std::numeric_limits<std::int32_t>::max()
+                                            : std::numeric_limits<std::int64_t>::max())
+                                     : (i32 ? std::numeric_limits<std::int32_t>::min()
+                                            : std::numeric_limits<std::int64_t>::min());
+      }
+    }
+    return add(Op::constant, {}, attributes, type);
+  }
+
+  ValueId add_iota(ir::Type type) {
+    if (type.dtype == DType::boolean) type.dtype = DType::i32;
+    if (type.shape.rank() == 0) type.shape = Shape({random_.between(1, 7)});
+    ir::Attributes attributes;
+    attributes.axis = random_.below(type.shape.rank());
+    return add(Op::iota, {}, attributes, type);
+  }
+
+  // A new parameter (mostly), constant or iota of `type`.
+  ValueId fresh_source(const ir::Type& type) {
+    std::size_t kind = random_.weighted({7, 2, type.dtype != DType::boolean && type.shape.rank() >= 1 ? 1.0 : 0.0});
+    if (kind == 0) return add_parameter(type);
+    if (kind == 1) return add_constant(type);
+    return add_iota(type);
+  }
+
+  // ---- Random types ----
+
+  std::int64_t random_dim() {
+    switch (random_.weighted({2, 4, 3, 1.5, 0.3, large_ ? 1.5 : 0.0})) {
+      case 0: return 1;
+      case 1: return random_.between(2, 5);
+      case 2: return random_.between(6, 9);
+      case 3: return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33, 64});
+      case 4: return 0;
+      default: return random_.pick(std::vector<std::int64_t>{100, 127, 257, 1000, 4099});
+    }
+  }
+
+  Shape random_shape(int max_rank = 4) {
+    int rank = static_cast<int>(random_.weighted({1, 3, 4, 2, 1}));
+    rank = std::min(rank, max_rank);
+    std::vector<std::int64_t> dims;
+    for (int axis = 0; axis < rank; ++axis) dims.push_back(random_dim());
+    return limit(Shape(dims));
+  }
+
+  // `shape` with its largest dims halved until it fits a quarter of the
+  // element budget (room for broadcasting it up).
+  Shape limit(Shape shape) {
+    while (shape.numel() > max_elements_ / 4) {
+      int largest = 0;
+      for (int axis = 1; axis < shape.rank(); ++axis)
+        if (shape[axis] > shape[largest]) largest = axis;
+      shape[largest] = (shape[largest] + 1) / 2;
+    }
+    return shape;
+  }
+
+  DType random_dtype() {
+    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean};
+    return dtypes[random_.weighted({5, 2, 2, 1, 1.5})];
+  }
+  DType random_numeric_dtype() {
+    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64};
+    return dtypes[random_.weighted({5, 2, 2, 1})];
+  }
+  DType random_float_dtype() { return random_.chance(0.7) ? DType::f32 : DType::f64; }
+
+  // ---- Choosing operands ----
+
+  // A pool value satisfying `wanted`: often the newest (to grow chains), else
+  // any.
+  std::optional<ValueId> pick(const std::function<bool(const ir::Type&)>& wanted) {
+    std::vector<ValueId> candidates;
+    for (ValueId value : pool_)
+      if (wanted(type(value))) candidates.push_back(value);
+    if (candidates.empty()) return std::nullopt;
+    if (random_.chance(0.4)) return candidates.back();
+    return random_.pick(candidates);
+  }
+
+  ValueId any_value() {
+    if (auto value = pick([](const ir::Type&) { return true; }); value && random_.chance(0.85)) return *value;
+    return fresh_source({random_dtype(), random_shape()});
+  }
+
+  ValueId convert(ValueId value, DType dtype) {
+    if (type(value).dtype == dtype) return value;
+    return add(Op::cast, {value}, {}, {dtype, type(value).shape});
+  }
+
+  ValueId numeric_value() {
+    auto numeric = [](const ir::Type& t) { return t.dtype != DType::boolean; };
+    if (auto value = pick(numeric); value && random_.chance(0.85)) return *value;
+    if (random_.chance(0.5)) return convert(any_value(), random_numeric_dtype());
+    return fresh_source({random_numeric_dtype(), random_shape()});
+  }
+
+  ValueId float_value() {
+    auto floating = [](const ir::Type& t) { return is_floating(t.dtype); };
+    if (auto value = pick(floating); value && random_.chance(0.8)) return *value;
+    if (random_.chance(0.6)) return convert(any_value(), random_float_dtype());
+    return fresh_source({random_float_dtype(), random_shape()});
+  }
+
+  ValueId bool_value() {
+    auto boolean = [](const ir::Type& t) { return t.dtype == DType::boolean; };
+    if (auto value = pick(boolean); value && random_.chance(0.7)) return *value;
+    switch (random_.weighted({2, 3, 1})) {
+      case 0: return fresh_source({DType::boolean, random_shape()});
+      case 1: {
+        ValueId a = any_value();
+        ValueId b = partner(a);
+        static const std::vector<Op> comparisons = {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge};
+        return add(random_.pick(comparisons), {a, b});
+      }
+      default: return convert(any_value(), DType::boolean);
+    }
+  }
+
+  // A shape that broadcasts with `shape`: the same, fewer leading axes, some
+  // axes 1, more leading axes, or its size-1 axes grown.
+  Shape broadcast_partner(const Shape& shape) {
+    std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
+    switch (random_.weighted({3, 2, 2, 1, 1})) {
+      case 0: break;
+      case 1: dims.erase(dims.begin(), dims.begin() + random_.between(0, static_cast<std::int64_t>(dims.size()))); break;
+      case 2:
+        for (auto& dim : dims)
+          if (random_.chance(0.5)) dim = 1;
+        break;
+      case 3:
+        for (std::int64_t extra = random_.between(1, 2); extra > 0 && dims.size() < 5; --extra)
+          dims.insert(dims.begin(), random_.between(1, 4));
+        break;
+      default:
+        for (auto& dim : dims)
+          if (dim == 1 && random_.chance(0.7)) dim = random_.between(2, 5);
+    }
+    return limit(Shape(dims));
+  }
+
+  // A second operand for a binary op on `a`: a itself, a pool value of its
+  // dtype whose shape broadcasts with it, or a new source.
+  ValueId partner(ValueId a) {
+    ir::Type wanted = type(a);
+    if (random_.chance(0.1)) return a;
+    if (random_.chance(0.5)) {
+      auto compatible = [&](const ir::Type& t) {
+        Shape result;
+        return t.dtype == wanted.dtype && ir::broadcast_shapes(t.shape, wanted.shape, &result);
+      };
+      if (auto value = pick(compatible)) return *value;
+    }
+    return fresh_source({wanted.dtype, broadcast_partner(wanted.shape)});
+  }
+
+  std::vector<ValueId> maybe_swapped(ValueId a, ValueId b) {
+    if (random_.chance(0.5)) return {b, a};
+    return {a, b};
+  }
+
+  // ---- Ops ----
+
+  ValueId build_op(Op op) {
+    switch (op) {
+      case Op::constant: return add_constant({random_dtype(), random_shape()});
+      case Op::iota: return add_iota({random_numeric_dtype(), random_shape()});
+      case Op::neg:
+      case Op::abs:
+      case Op::sign:
+      case Op::square:
+      case Op::relu:
+      case Op::floor:
+      case Op::ceil: return add(op, {numeric_value()});
+      case Op::log:
+      case Op::sqrt:
+      case Op::rsqrt: {
+        ValueId x = float_value();
+        if (random_.chance(0.5)) x = add(Op::abs, {x});
+        return add(op, {x});
+      }
+      case Op::sin:
+      case Op::cos:
+      case Op::exp:
+      case Op::tanh:
+      case Op::sigmoid:
+      case Op::erf: return add(op, {float_value()});
+      case Op::logical_not: return add(op, {bool_value()});
+      case Op::cast: {
+        ValueId x = any_value();
+        return add(op, {x}, {}, {random_dtype(), type(x).shape});
+      }
+      case Op::add:
+      case Op::sub:
+      case Op::mul: {
+        ValueId a = numeric_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
+      case Op::pow: {
+        ValueId base = numeric_value();
+        ValueId exponent = partner(base);
+        if (random_.chance(0.5)) base = add(Op::abs, {base});
+        return add(op, {base, exponent});
+      }
+      case Op::div: {
+        ValueId a = float_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
+      case Op::maximum:
+      case Op::minimum:
+      case Op::eq:
+      case Op::ne:
+      case Op::lt:
+      case Op::le:
+      case Op::gt:
+      case Op::ge: {
+        ValueId a = any_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
+      case Op::logical_and:
+      case Op::logical_or: {
+        ValueId a = bool_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
+      case Op::where: return build_where();
+      case Op::reduce_sum:
+      case Op::reduce_prod: return build_reduction(op, numeric_value());
+      case Op::reduce_mean: return build_reduction(op, float_value());
+      case Op::reduce_max:
+      case Op::reduce_min: return build_reduction(op, any_value());
+      case Op::argmax: return build_argmax();
+      case Op::matmul: return build_matmul();
+      case Op::reshape: return build_reshape();
+      case Op::transpose: return build_transpose();
+      case Op::broadcast_to: return build_broadcast_to();
+      case Op::slice: return build_slice();
+      case Op::concat: return build_concat();
+      case Op::expand_dims: {
+        ValueId x = any_value();
+        if (type(x).shape.rank() > 5) throw Rejected{};
+        ir::Attributes attributes;
+        attributes.axis = random_.between(0, type(x).shape.rank());
+        return add(op, {x}, attributes);
+      }
+      case Op::squeeze: return build_squeeze();
+      case Op::parameter:
+      case Op::host_call:
+      case Op::nonzero: break;
+    }
+    throw Rejected{};
+  }
+
+  ValueId build_where() {
+    ValueId x = any_value();
+    ValueId y = partner(x);
+    Shape both;
+    if (!ir::broadcast_shapes(type(x).shape, type(y).shape, &both)) throw Rejected{};
+    ValueId condition;
+    switch (random_.weighted({2, 2, 1})) {
+      case 0: condition = fresh_source({DType::boolean, broadcast_partner(both)}); break;
+      case 1: {
+        static const std::vector<Op> comparisons = {Op::lt, Op::le, Op::gt, Op::ge, Op::eq, Op::ne};
+        condition = add(random_.pick(comparisons), {x, y});
+        break;
+      }
+      default: {
+        auto compatible = [&](const ir::Type& t) {
+          Shape result;
+          return t.dtype == DType::boolean && ir::broadcast_shapes(t.shape, both, &result);
+        };
+        auto found = pick(compatible);
+        condition = found ? *found : fresh_source({DType::boolean, broadcast_partner(both)});
+      }
+    }
+    return add(Op::where, {condition, x, y});
+  }
+
+  std::vector<std::int64_t> random_axes(int rank) {
+    std::vector<std::int64_t> axes;
+    std::size_t style = random_.weighted({4, 2, 0.5});
+    for (int axis = 0; axis < rank; ++axis)
+      if (style == 1 || (style == 0 && random_.chance(0.5))) axes.push_back(axis);
+    return axes;
+  }
+
+  ValueId build_reduction(Op op, ValueId x) {
+    ir::Attributes attributes;
+    attributes.axes = random_axes(type(x).shape.rank());
+    attributes.keepdims = random_.chance(0.4);
+    return add(op, {x}, attributes);
+  }
+
+  ValueId build_argmax() {
+    ValueId x = any_value();
+    const Shape& shape = type(x).shape;
+    std::vector<std::int64_t> axes;
+    for (int axis = 0; axis < shape.rank(); ++axis)
+      if (shape[axis] > 0) axes.push_back(axis);
+    if (axes.empty()) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.pick(axes);
+    attributes.keepdims = random_.chance(0.4);
+    return add(Op::argmax, {x}, attributes);
+  }
+
+  std::int64_t matrix_dim() {
+    switch (random_.weighted({6, 2, 0.5})) {
+      case 0: return random_.between(1, 9);
+      case 1: return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33});
+      default: return 0;
+    }
+  }
+
+  ValueId build_matmul() {
+    auto matrix = [](const ir::Type& t) { return t.dtype != DType::boolean && t.shape.rank() >= 2; };
+    std::optional<ValueId> found = pick(matrix);
+    ValueId a;
+    if (found && random_.chance(0.7)) {
+      a = *found;
+    } else {
+      std::vector<std::int64_t> dims;
+      for (std::int64_t batch = random_.weighted({6, 2, 1}); batch > 0; --batch) dims.push_back(random_.between(1, 3));
+      dims.push_back(matrix_dim());
+      dims.push_back(matrix_dim());
+      a = fresh_source({random_numeric_dtype(), Shape(dims)});
+    }
+    const ir::Type a_type = type(a);  // a copy: adding nodes moves the graph's storage
+    int rank = a_type.shape.rank();
+    ir::Attributes attributes;
+    attributes.transpose_a = random_.chance(0.3);
+    attributes.transpose_b = random_.chance(0.3);
+    std::int64_t depth = attributes.transpose_a ? a_type.shape[rank - 2] : a_type.shape[rank - 1];
+    std::int64_t columns = matrix_dim();
+    Shape batch = broadcast_partner(Shape(a_type.shape.dims().first(static_cast<std::size_t>(rank - 2))));
+    std::vector<std::int64_t> dims(batch.dims().begin(), batch.dims().end());
+    if (dims.size() > 2) dims.erase(dims.begin(), dims.end() - 2);
+    dims.push_back(attributes.transpose_b ? columns : depth);
+    dims.push_back(attributes.transpose_b ? depth : columns);
+    ir::Type b_type{a_type.dtype, Shape(dims)};
+    auto same = [&](const ir::Type& t) { return t == b_type; };
+    std::optional<ValueId> existing = pick(same);
+    ValueId b = existing ? *existing : fresh_source(b_type);
+    if (random_.chance(0.2) && b_type.shape.rank() == rank && !attributes.transpose_a && !attributes.transpose_b &&
+        type(b).shape[rank - 1] == type(a).shape[rank - 2])
+      return add(Op::matmul, {b, a}, attributes);  // the pool value on the right
+    return add(Op::matmul, {a, b}, attributes);
+  }
+
+  // A random shape with `count` elements and rank 0..4.
+  Shape factorized_shape(std::int64_t count) {
+    int rank = static_cast<int>(random_.weighted({0.5, 2, 3, 2, 1}));
+    if (count == 0) {
+      std::vector<std::int64_t> dims;
+      rank = std::max(rank, 1);
+      for (int axis = 0; axis < rank; ++axis) dims.push_back(random_.between(1, 4));
+      dims[static_cast<std::size_t>(random_.below(rank))] = 0;
+      return Shape(dims);
+    }
+    if (count > 1) rank = std::max(rank, 1);
+    std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), 1);
+    std::int64_t rest = count;
+    for (std::int64_t factor = 2; rest > 1; ++factor) {
+      while (rest % factor == 0) {
+        dims[static_cast<std::size_t>(random_.below(rank))] *= factor;
+        rest /= factor;
+      }
+      if (factor * factor > rest && rest > 1) {
+        dims[static_cast<std::size_t>(random_.below(rank))] *= rest;
+        rest = 1;
+      }
+    }
+    return Shape(dims);
+  }
+
+  ValueId build_reshape() {
+    ValueId x = any_value();
+    return add(Op::reshape, {x}, {}, {type(x).dtype, factorized_shape(type(x).shape.numel())});
+  }
+
+  ValueId build_transpose() {
+    ValueId x = any_value();
+    ir::Attributes attributes;
+    for (int axis = 0; axis < type(x).shape.rank(); ++axis) attributes.axes.push_back(axis);
+    for (std::size_t i = attributes.axes.size(); i > 1; --i)
+      std::swap(attributes.axes[i - 1], attributes.axes[static_cast<std::size_t>(random_.below(static_cast<std::int64_t>(i)))]);
+    return add(Op::transpose, {x}, attributes);
+  }
+
+  ValueId build_broadcast_to() {
+    ValueId x = any_value();
+    std::vector<std::int64_t> dims(type(x).shape.dims().begin(), type(x).shape.dims().end());
+    for (auto& dim : dims)
+      if (dim == 1 && random_.chance(0.6)) dim = random_.between(1, 5);
+    for (std::int64_t extra = random_.weighted({1, 2, 1}); extra > 0 && dims.size() < 5; --extra)
+      dims.insert(dims.begin(), random_.chance(0.05) ? 0 : random_.between(1, 4));
+    return add(Op::broadcast_to, {x}, {}, {type(x).dtype, Shape(dims)});
+  }
+
+  ValueId build_slice() {
+    ValueId x = any_value();
+    const Shape& shape = type(x).shape;
+    ir::Attributes attributes;
+    std::vector<std::int64_t> counts;
+    for (int axis = 0; axis < shape.rank(); ++axis) {
+      std::int64_t size = shape[axis];
+      std::int64_t step = random_.pick(std::vector<std::int64_t>{1, 1, 1, 2, 3, -1, -1, -2, -3});
+      if (size == 0) {
+        attributes.start.push_back(0);
+        attributes.step.push_back(step);
+        counts.push_back(0);
+        continue;
+      }
+      std::int64_t start = random_.chance(0.3) ? (step > 0 ? 0 : size - 1) : random_.below(size);
+      std::int64_t available = step > 0 ? (size - 1 - start) / step + 1 : start / -step + 1;
+      std::int64_t count = random_.chance(0.5) ? available : random_.between(random_.chance(0.05) ? 0 : 1, available);
+      attributes.start.push_back(start);
+      attributes.step.push_back(step);
+      counts.push_back(count);
+    }
+    return add(Op::slice, {x}, attributes, {type(x).dtype, Shape(counts)});
+  }
+
+  ValueId build_concat() {
+    auto ranked = [](const ir::Type& t) { return t.shape.rank() >= 1; };
+    std::optional<ValueId> found = pick(ranked);
+    ValueId x = found && random_.chance(0.85) ? *found : fresh_source({random_dtype(), random_shape()});
+    ir::Type x_type = type(x);
+    if (x_type.shape.rank() == 0) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.below(x_type.shape.rank());
+    auto axis = static_cast<int>(attributes.axis);
+    std::vector<ValueId> operands = {x};
+    for (std::int64_t more = random_.weighted({0.5, 3, 1.5}); more > 0; --more) {
+      auto fits = [&](const ir::Type& t) {
+        if (t.dtype != x_type.dtype || t.shape.rank() != x_type.shape.rank()) return false;
+        for (int d = 0; d < t.shape.rank(); ++d)
+          if (d != axis && t.shape[d] != x_type.shape[d]) return false;
+        return true;
+      };
+      std::optional<ValueId> other = random_.chance(0.5) ? pick(fits) : std::nullopt;
+      if (other) {
+        operands.push_back(*other);
+      } else if (random_.chance(0.15)) {
+        operands.push_back(x);
+      } else {
+        Shape shape = x_type.shape;
+        shape[axis] = random_.chance(0.1) ? 0 : random_.between(1, 5);
+        operands.push_back(fresh_source({x_type.dtype, shape}));
+      }
+    }
+    if (random_.chance(0.5)) std::reverse(operands.begin(), operands.end());
+    return add(Op::concat, operands, attributes);
+  }
+
+  ValueId build_squeeze() {
+    auto has_unit = [](const ir::Type& t) {
+      for (std::int64_t dim : t.shape.dims())
+        if (dim == 1) return true;
+      return false;
+    };
+    std::optional<ValueId> found = pick(has_unit);
+    ValueId x = found ? *found : any_value();
+    ir::Attributes attributes;
+    for (int axis = 0; axis < type(x).shape.rank(); ++axis)
+      if (type(x).shape[axis] == 1 && random_.chance(0.7)) attributes.axes.push_back(axis);
+    return add(Op::squeeze, {x}, attributes);
+  }
+
+  RandomSource& random_;
+  const GeneratorOptions& options_;
+  GeneratorStatistics* statistics_;
+  FuzzCase case_;
+  std::vector<ValueId> pool_;
+  ValueId last_ = -1;
+  bool large_ = false;
+  std::int64_t max_elements_ = 0;
+};
+
+}  // namespace
+
+FuzzCase generate_graph(std::uint64_t seed, std::uint64_t index, const GeneratorOptions& options,
+                        GeneratorStatistics* statistics) {
+  RandomSource random(seed, index);
+  FuzzCase fuzz_case = Builder(random, options, statistics).build();
+  int replaced = remove_hazards(fuzz_case, random);
+  if (statistics) statistics->hazards_replaced += replaced;
+  ir::verify(fuzz_case.graph);
+  fuzz_case.graph.name = "fuzz_" + std::to_string(seed) + "_" + std::to_string(index);
+  return fuzz_case;
+}
+
+}  // namespace kiln::fuzz

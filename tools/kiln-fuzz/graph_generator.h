@@ -1,0 +1,38 @@
+#pragma once
+// Random valid graphs: op chains over every op of the op table except host
+// ops, with broadcasting, reductions over random axes (with and without
+// keepdims), matmuls (transposed, batched, broadcast batches, every numeric
+// dtype), every shape op (slices with negative and >1 steps), every dtype,
+// rank 0..4, odd and zero-size shapes, and constants with special values
+// (+-0, +-inf, NaN, subnormals, integer extremes).
+
+#include "fuzz_case.h"
+#include "random_source.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace kiln::fuzz {
+
+struct GeneratorOptions {
+  int max_nodes = 12;                 // non-source nodes per graph (at least 1)
+  std::int64_t max_elements = 4096;   // per value
+};
+
+// Statistics over generated graphs (for --verbose).
+struct GeneratorStatistics {
+  std::map<std::string, std::int64_t> ops;  // nodes per op
+  std::int64_t rejected = 0;                // attempts whose node did not type-check
+  std::int64_t hazards_replaced = 0;        // values replaced by parameters (see hazards.h)
+};
+
+// Graph number `index` of the run seeded with `seed`: the same graph for the
+// same (seed, index, options), however other graphs were drawn. The graph is
+// verified and canonical, its outputs are at least every computed value
+// nothing else uses; its inputs are random_input's,
+// and it has no hazards (hazards.h).
+FuzzCase generate_graph(std::uint64_t seed, std::uint64_t index, const GeneratorOptions& options,
+                        GeneratorStatistics* statistics = nullptr);
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,234 @@
+#include "hazards.h"
+
+#include "random_source.h"
+#include "reference/reference_evaluator.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace kiln::fuzz {
+namespace {
+
+using ir::Op;
+using reference::Value;
+
+// How far (relative to max(|x|, magnitude)) an inexact operand must stay from
+// a jump: 10x the chain tolerance of compare.h (1e-5 for f32, 1e-12 for f64).
+double separation(DType dtype) { return dtype == DType::f32 ? 1e-4 : 1e-10; }
+// How far (relative to its magnitude) an inexact value must stay from a
+// singularity at 0, so that first-order error propagation holds.
+double singular_separation(DType dtype) { return dtype == DType::f32 ? 1e-2 : 1e-8; }
+double largest_safe(DType dtype) { return dtype == DType::f32 ? 1e30 : 1e290; }
+double smallest_safe(DType dtype) { return dtype == DType::f32 ? 1e-30 : 1e-290; }
+
+// For each element of `result`, the flat index of the element of `operand`
+// it reads under NumPy broadcasting.
+std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& result) {
+  std::vector<std::int64_t> sources;
+  int offset = result.rank() - operand.rank();
+  auto operand_strides = operand.strides();
+  for (std::int64_t flat = 0; flat < result.numel(); ++flat) {
+    std::int64_t rest = flat, source = 0;
+    for (int axis = result.rank() - 1; axis >= 0; --axis) {
+      std::int64_t index = rest % result[axis];
+      rest /= result[axis];
+      int operand_axis = axis - offset;
+      if (operand_axis >= 0 && operand[operand_axis] != 1)
+        source += index * operand_strides[static_cast<std::size_t>(operand_axis)];
+    }
+    sources.push_back(source);
+  }
+  return sources;
+}
+
+class HazardFinder {
+ public:
+  HazardFinder(const ir::Graph& graph, const std::vector<Value>& values) : graph_(graph), values_(values) {}
+
+  std::vector<Hazard> run() {
+    for (ir::ValueId id = 0; id < graph_.size(); ++id) {
+      check_range(id);
+      check_operands(id);
+    }
+    return std::move(hazards_);
+  }
+
+ private:
+  const Value& value(ir::ValueId id) const { return values_[static_cast<std::size_t>(id)]; }
+  void report(ir::ValueId id, const std::string& reason) {
+    if (reported_.insert(id).second) hazards_.push_back({id, reason});
+  }
+
+  void check_range(ir::ValueId id) {
+    const Value& v = value(id);
+    if (!is_floating(v.dtype)) return;
+    for (std::int64_t i = 0; i < v.numel(); ++i) {
+      double x = v.values[static_cast<std::size_t>(i)], magnitude = v.magnitude(i);
+      if (magnitude == 0 || !std::isfinite(x)) continue;
+      if (std::fabs(x) > largest_safe(v.dtype) || (std::isfinite(magnitude) && magnitude > largest_safe(v.dtype)))
+        return report(id, "inexact value beyond the safe range of " + std::string(to_string(v.dtype)));
+      if (x != 0 && std::fabs(x) < smallest_safe(v.dtype))
+        return report(id, "inexact value in the subnormal range of " + std::string(to_string(v.dtype)));
+    }
+  }
+
+  // Operand `index` of node `id` near a jump of the node's op?
+  void check_operands(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    if (node.operands.empty() || !is_floating(graph_.type(node.operands[0]).dtype)) return;
+    switch (node.op) {
+      case Op::floor:
+      case Op::ceil: return check_unary(id, 0, "near an integer", integer_distance);
+      case Op::sign: return check_unary(id, 0, "near 0", zero_distance);
+      case Op::cast:
+        if (node.type.dtype == DType::boolean) return check_unary(id, 0, "near 0", zero_distance);
+        if (!is_floating(node.type.dtype)) return check_unary(id, 0, "near an integer", integer_distance);
+        return;
+      case Op::log:
+      case Op::sqrt:
+      case Op::rsqrt: return check_singular(id, 0);
+      case Op::div: return check_singular(id, 1);
+      case Op::pow: return check_power(id);
+      case Op::eq:
+      case Op::ne:
+      case Op::lt:
+      case Op::le:
+      case Op::gt:
+      case Op::ge: return check_comparison(id);
+      case Op::argmax: return check_argmax(id);
+      default: return;
+    }
+  }
+
+  static double integer_distance(double x) { return std::fabs(x - std::nearbyint(x)); }
+  static double zero_distance(double x) { return std::fabs(x); }
+
+  void check_unary(ir::ValueId id, std::size_t index, const std::string& what, double (*distance)(double)) {
+    ir::ValueId operand = graph_.node(id).operands[index];
+    const Value& v = value(operand);
+    double relative = separation(v.dtype);
+    for (std::int64_t i = 0; i < v.numel(); ++i) {
+      double x = v.values[static_cast<std::size_t>(i)], magnitude = v.magnitude(i);
+      if (magnitude == 0 || !std::isfinite(x)) continue;
+      if (distance(x) <= relative * std::max(std::fabs(x), magnitude))
+        return report(operand, "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " " + what);
+    }
+  }
+
+  void check_singular(ir::ValueId id, std::size_t index) {
+    ir::ValueId operand = graph_.node(id).operands[index];
+    const Value& v = value(operand);
+    const Value& result = value(id);
+    std::vector<std::int64_t> sources = broadcast_sources(v.shape, result.shape);
+    for (std::int64_t source : sources) {
+      double x = v.values[static_cast<std::size_t>(source)], magnitude = v.magnitude(source);
+      if (magnitude == 0 || !std::isfinite(x)) continue;
+      if (std::fabs(x) <= singular_separation(v.dtype) * magnitude)
+        return report(operand, "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " near 0");
+    }
+  }
+
+  void check_power(ir::ValueId id) {
+    check_singular(id, 0);
+    const ir::Node& node = graph_.node(id);
+    const Value& base = value(node.operands[0]);
+    const Value& exponent = value(node.operands[1]);
+    const Value& result = value(id);
+    std::vector<std::int64_t> base_sources = broadcast_sources(base.shape, result.shape);
+    std::vector<std::int64_t> exponent_sources = broadcast_sources(exponent.shape, result.shape);
+    for (std::size_t i = 0; i < base_sources.size(); ++i)
+      if (base.values[static_cast<std::size_t>(base_sources[i])] < 0 && exponent.magnitude(exponent_sources[i]) > 0)
+        return report(node.operands[1], "inexact exponent of a negative base");
+  }
+
+  void check_comparison(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    const Value& a = value(node.operands[0]);
+    const Value& b = value(node.operands[1]);
+    const Value& result = value(id);
+    std::vector<std::int64_t> a_sources = broadcast_sources(a.shape, result.shape);
+    std::vector<std::int64_t> b_sources = broadcast_sources(b.shape, result.shape);
+    for (std::size_t i = 0; i < a_sources.size(); ++i) {
+      double x = a.values[static_cast<std::size_t>(a_sources[i])], y = b.values[static_cast<std::size_t>(b_sources[i])];
+      double mx = a.magnitude(a_sources[i]), my = b.magnitude(b_sources[i]);
+      if ((mx == 0 && my == 0) || !std::isfinite(x) || !std::isfinite(y)) continue;
+      double scale = std::max({std::fabs(x), std::fabs(y), mx, my});
+      if (std::fabs(x - y) <= separation(a.dtype) * scale) {
+        std::string reason = "inexact operands of " + std::string(ir::name(node.op)) + " nearly equal";
+        if (mx > 0) report(node.operands[0], reason);
+        if (my > 0) report(node.operands[1], reason);
+        return;
+      }
+    }
+  }
+
+  void check_argmax(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    ir::ValueId operand = node.operands[0];
+    const Value& v = value(operand);
+    auto axis = static_cast<int>(node.attributes.axis);
+    std::int64_t outer = 1, inner = 1, length = v.shape[axis];
+    for (int d = 0; d < axis; ++d) outer *= v.shape[d];
+    for (int d = axis + 1; d < v.shape.rank(); ++d) inner *= v.shape[d];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t in = 0; in < inner; ++in) {
+        double top = -INFINITY, second = -INFINITY, scale = 0;
+        bool inexact = false, nan = false;
+        for (std::int64_t k = 0; k < length; ++k) {
+          std::int64_t flat = (o * length + k) * inner + in;
+          double x = v.values[static_cast<std::size_t>(flat)];
+          nan = nan || std::isnan(x);
+          inexact = inexact || v.magnitude(flat) > 0;
+          scale = std::max({scale, std::fabs(x), v.magnitude(flat)});
+          if (x > top) {
+            second = top;
+            top = x;
+          } else if (x > second) {
+            second = x;
+          }
+        }
+        if (!inexact || nan || length < 2 || !std::isfinite(scale)) continue;
+        if (top - second <= separation(v.dtype) * scale) return report(operand, "inexact operand of argmax with a near tie");
+      }
+    }
+  }
+
+  const ir::Graph& graph_;
+  const std::vector<Value>& values_;
+  std::vector<Hazard> hazards_;
+  std::set<ir::ValueId> reported_;
+};
+
+}  // namespace
+
+std::vector<Hazard> find_hazards(const FuzzCase& fuzz_case) {
+  ir::Graph everything = fuzz_case.graph;
+  everything.outputs.clear();
+  for (ir::ValueId id = 0; id < everything.size(); ++id) everything.outputs.push_back(id);
+  std::vector<Value> values;
+  try {
+    values = reference::evaluate(everything, fuzz_case.inputs);
+  } catch (const Error&) {
+    return {};
+  }
+  return HazardFinder(everything, values).run();
+}
+
+int remove_hazards(FuzzCase& fuzz_case, RandomSource& random) {
+  int replaced = 0;
+  for (int round = 0; round < 32; ++round) {
+    std::vector<Hazard> hazards = find_hazards(fuzz_case);
+    if (hazards.empty()) break;
+    std::vector<std::pair<ir::ValueId, runtime::Array>> replacements;
+    for (const Hazard& hazard : hazards)
+      replacements.emplace_back(hazard.value, random_input(fuzz_case.graph.type(hazard.value), random));
+    fuzz_case = replace_with_parameters(fuzz_case, replacements);
+    replaced += static_cast<int>(hazards.size());
+  }
+  return replaced;
+}
+
+}  // namespace kiln::fuzz

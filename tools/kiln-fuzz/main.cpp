@@ -1,0 +1,417 @@
+// kiln-fuzz: differential fuzzing of the JIT and the standard executor
+// against the float64 reference evaluator.
+//
+//   kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B]
+//             [--jobs J] [--verbose] [--keep-going] [--no-shrink] [--dump]
+//   kiln-fuzz --replay FILE [--seed S] [--no-shrink]
+//
+// Generates N random graphs numbered from I (default 0; graph i of seed S
+// is always the same graph, see graph_generator.h), runs B of them at a time
+// as one graph (one JIT compile per batch; default 16), J batches in parallel
+// (default 2), and compares. On a failure -- a mismatch, or any exception --
+// it finds the graph at fault, shrinks it (shrinker.h), prints the smallest
+// failing graph as IR text (with its inputs in comments) and exits 1 (with
+// --keep-going after all N graphs).
+// A crash prints the graph being run and restarts kiln-fuzz to find the
+// crashing graph and shrink it in child processes (crash.h). --dump prints
+// every generated graph. --replay runs one IR file (inputs from its
+// "# input %i: [...]" comments, else random) and shrinks it if it fails.
+//
+// Exit status: 0 all agree, 1 a failure, 2 bad usage.
+
+#include "crash.h"
+#include "differential_check.h"
+#include "fuzz_case.h"
+#include "graph_generator.h"
+#include "hazards.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "random_source.h"
+#include "shrinker.h"
+
+#include <kiln/error.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace kiln::fuzz {
+namespace {
+
+struct Options {
+  std::uint64_t seed = 1;
+  std::int64_t count = 100;
+  std::int64_t start = 0;  // the first graph's index
+  int batch = 16;
+  int jobs = 2;
+  GeneratorOptions generator;
+  bool verbose = false;
+  bool keep_going = false;
+  bool shrink = true;
+  bool dump = false;
+  bool find_crash = false;    // internal: after a crash of graphs [start, start + count)
+  bool shrink_crash = false;  // internal: after a crash replaying `replay`
+  std::string replay;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "kiln-fuzz: " << problem << "\n"
+            << "usage: kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B] [--jobs J]\n"
+               "                 [--verbose] [--keep-going] [--no-shrink] [--dump]\n"
+            << "       kiln-fuzz --replay FILE [--seed S] [--verbose] [--no-shrink]\n";
+  std::exit(2);
+}
+
+std::int64_t number(const char* text, const char* flag, std::int64_t minimum) {
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (!*text || *end || value < minimum) usage(std::string("bad value for ") + flag + ": " + text);
+  return value;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--seed") options.seed = static_cast<std::uint64_t>(number(value(), "--seed", 0));
+    else if (flag == "--count") options.count = number(value(), "--count", 0);
+    else if (flag == "--start") options.start = number(value(), "--start", 0);
+    else if (flag == "--max-nodes") options.generator.max_nodes = static_cast<int>(number(value(), "--max-nodes", 1));
+    else if (flag == "--batch") options.batch = static_cast<int>(number(value(), "--batch", 1));
+    else if (flag == "--jobs") options.jobs = static_cast<int>(number(value(), "--jobs", 1));
+    else if (flag == "--verbose") options.verbose = true;
+    else if (flag == "--keep-going") options.keep_going = true;
+    else if (flag == "--no-shrink") options.shrink = false;
+    else if (flag == "--dump") options.dump = true;
+    else if (flag == "--find-crash") options.find_crash = true;
+    else if (flag == "--shrink-crash") options.shrink_crash = true;
+    else if (flag == "--replay") options.replay = value();
+    else usage("unknown argument " + flag);
+  }
+  return options;
+}
+
+// ---- Shrinking and reporting ----
+
+StillFails same_failure(const std::string& signature) {
+  CheckOptions check_options;
+  check_options.jit = signature.rfind("jit", 0) == 0;
+  check_options.standard = signature.rfind("standard", 0) == 0;
+  return [signature, check_options](const FuzzCase& candidate) {
+    if (!find_hazards(candidate).empty()) return false;
+    set_crash_context(describe(candidate));
+    for (const Failure& failure : check(candidate, check_options))
+      if (failure.signature() == signature) return true;
+    return false;
+  };
+}
+
+// Shrinks a failing case and prints the report.
+void report(const FuzzCase& fuzz_case, const Failure& failure, const std::string& origin, const Options& options) {
+  std::cout << "\nFAILURE in " << origin << ": " << failure.to_string() << "\n";
+  FuzzCase smallest = fuzz_case;
+  if (options.shrink) {
+    ShrinkStatistics statistics;
+    ShrinkOptions shrink_options;
+    shrink_options.verbose = options.verbose;
+    smallest = shrink(fuzz_case, same_failure(failure.signature()), shrink_options, &statistics);
+    std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
+              << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
+              << static_cast<int>(statistics.seconds) << " s)\n";
+    for (const Failure& again : check(smallest))
+      if (again.signature() == failure.signature()) {
+        std::cout << "minimized failure: " << again.to_string() << "\n";
+        break;
+      }
+  }
+  std::cout << "--- minimized graph (" << origin << ") ---\n" << describe(smallest) << "---\n" << std::flush;
+}
+
+// ---- Replay ----
+
+// Inputs from "# input %i: [a, b, ...]" comments where present, else random.
+std::vector<runtime::Array> replay_inputs(const ir::Graph& graph, const std::string& text, RandomSource& random) {
+  std::vector<runtime::Array> inputs;
+  for (ir::ValueId parameter : graph.parameters) inputs.push_back(random_input(graph.type(parameter), random));
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::size_t position = 0;
+    if (std::sscanf(line.c_str(), "# input %%%zu:", &position) != 1 || position >= inputs.size()) continue;
+    std::size_t open = line.find('['), close = line.rfind(']');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::vector<std::string> items;
+    std::stringstream list(line.substr(open + 1, close - open - 1));
+    for (std::string item; std::getline(list, item, ',');)
+      if (item.find_first_not_of(' ') != std::string::npos) items.push_back(item);
+    runtime::Array& input = inputs[position];
+    if (static_cast<std::int64_t>(items.size()) != input.shape.numel()) continue;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const char* item = items[i].c_str();
+      while (*item == ' ') ++item;
+      switch (input.dtype) {
+        case DType::boolean: input.mutable_data<std::uint8_t>()[i] = std::strncmp(item, "true", 4) == 0; break;
+        case DType::i32: input.mutable_data<std::int32_t>()[i] = static_cast<std::int32_t>(std::strtoll(item, nullptr, 10)); break;
+        case DType::i64: input.mutable_data<std::int64_t>()[i] = std::strtoll(item, nullptr, 10); break;
+        case DType::f32: input.mutable_data<float>()[i] = std::strtof(item, nullptr); break;
+        case DType::f64: input.mutable_data<double>()[i] = std::strtod(item, nullptr); break;
+      }
+    }
+  }
+  return inputs;
+}
+
+// ---- Crashes (see crash.h) ----
+
+// Shrinks a case that crashes kiln-fuzz (in child processes) and prints it.
+int report_crash(const FuzzCase& fuzz_case, const std::string& origin, const Options& options) {
+  std::cout << "\nCRASH in " << origin << "\n";
+  FuzzCase smallest = fuzz_case;
+  if (options.shrink) {
+    ShrinkStatistics statistics;
+    ShrinkOptions shrink_options;
+    shrink_options.verbose = options.verbose;
+    smallest = shrink(fuzz_case, crashes_in_child, shrink_options, &statistics);
+    std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
+              << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
+              << static_cast<int>(statistics.seconds) << " s)\n";
+  }
+  std::cout << "--- minimized graph (" << origin << "), crashes kiln-fuzz --replay ---\n"
+            << describe(smallest) << "---\n"
+            << std::flush;
+  return 1;
+}
+
+// Graphs [start, start + count) crashed when run together: which one does
+// alone, or else the batch.
+int find_crash(const Options& options) {
+  std::vector<std::string> common = {"--seed", std::to_string(options.seed), "--max-nodes",
+                                     std::to_string(options.generator.max_nodes), "--no-shrink", "--jobs", "1"};
+  for (std::int64_t index = options.start; index < options.start + options.count; ++index) {
+    std::vector<std::string> arguments = common;
+    arguments.insert(arguments.end(), {"--start", std::to_string(index), "--count", "1"});
+    if (!child_crashes(arguments)) continue;
+    return report_crash(generate_graph(options.seed, static_cast<std::uint64_t>(index), options.generator),
+                        "graph " + std::to_string(index) + " of seed " + std::to_string(options.seed), options);
+  }
+  std::vector<FuzzCase> cases;
+  for (std::int64_t index = options.start; index < options.start + options.count; ++index)
+    cases.push_back(generate_graph(options.seed, static_cast<std::uint64_t>(index), options.generator));
+  FuzzCase batch = merge(cases, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(options.start), nullptr);
+  if (!crashes_in_child(batch)) {
+    std::cout << "kiln-fuzz: graphs " << options.start << ".." << options.start + options.count - 1
+              << " crashed together in a batch, but neither alone nor merged in a new process\n";
+    return 1;
+  }
+  return report_crash(batch,
+                      "graphs " + std::to_string(options.start) + ".." +
+                          std::to_string(options.start + options.count - 1) + " of seed " +
+                          std::to_string(options.seed) + " together",
+                      options);
+}
+
+// ---- Replay ----
+
+FuzzCase read_case(const Options& options) {
+  std::ifstream file(options.replay);
+  if (!file) usage("cannot read " + options.replay);
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  FuzzCase fuzz_case;
+  try {
+    fuzz_case.graph = ir::parse(buffer.str());
+  } catch (const Error& error) {
+    std::cerr << error.what() << "\n";
+    std::exit(2);
+  }
+  RandomSource random(options.seed);
+  fuzz_case.inputs = replay_inputs(fuzz_case.graph, buffer.str(), random);
+  return fuzz_case;
+}
+
+int replay(const Options& options) {
+  FuzzCase fuzz_case = read_case(options);
+  if (options.shrink_crash) return report_crash(fuzz_case, options.replay, options);
+  // A crash reruns this file in --shrink-crash mode (unless this is already
+  // a child checking one candidate).
+  if (options.shrink) set_crash_command({"--replay", options.replay, "--shrink-crash", "--seed", std::to_string(options.seed)});
+  for (const Hazard& hazard : find_hazards(fuzz_case))
+    std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
+              << " (a mismatch there may not be a bug)\n";
+  set_crash_context(describe(fuzz_case));
+  std::vector<Failure> failures = check(fuzz_case);
+  if (failures.empty()) {
+    std::cout << "ok: standard executor and JIT agree with the reference\n";
+    return 0;
+  }
+  for (const Failure& failure : failures) std::cout << failure.to_string() << "\n";
+  report(fuzz_case, failures.front(), options.replay, options);
+  return 1;
+}
+
+// ---- Fuzzing ----
+
+// One batch: its graphs, merged into one, and the merged graph's check.
+struct Batch {
+  std::int64_t first = 0, last = 0;  // graph indices [first, last)
+  std::vector<FuzzCase> cases;
+  std::vector<std::size_t> owner;  // per output of `merged`, its case
+  FuzzCase merged;
+  std::vector<Failure> failures;
+  GeneratorStatistics statistics;
+  CheckTimes times;
+  double generating = 0;
+  std::string dump;
+};
+
+void run_batch(const Options& options, Batch& batch) {
+  auto start = std::chrono::steady_clock::now();
+  for (std::int64_t index = batch.first; index < batch.last; ++index) {
+    batch.cases.push_back(
+        generate_graph(options.seed, static_cast<std::uint64_t>(index), options.generator, &batch.statistics));
+    if (options.dump) batch.dump += "# graph " + std::to_string(index) + "\n" + describe(batch.cases.back());
+  }
+  batch.generating = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  batch.merged = merge(batch.cases, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(batch.first),
+                       &batch.owner);
+  set_crash_context("(seed " + std::to_string(options.seed) + ", graphs " + std::to_string(batch.first) + ".." +
+                    std::to_string(batch.last - 1) + ")\n" + describe(batch.merged));
+  batch.failures = check(batch.merged, {}, &batch.times);
+}
+
+// Finds the graphs at fault in a failing batch -- the owner of a mismatching
+// output, else each graph that fails alone -- and reports each. Returns how
+// many failures it reported.
+int report_batch(const Options& options, const Batch& batch) {
+  std::vector<std::pair<std::int64_t, Failure>> culprits;
+  for (const Failure& failure : batch.failures) {
+    if (failure.output < 0) continue;
+    std::int64_t index = batch.first + static_cast<std::int64_t>(batch.owner[static_cast<std::size_t>(failure.output)]);
+    bool seen = false;
+    for (const auto& culprit : culprits) seen = seen || culprit.first == index;
+    if (!seen) culprits.emplace_back(index, failure);
+  }
+  if (culprits.empty()) {
+    for (std::size_t c = 0; c < batch.cases.size(); ++c) {
+      set_crash_context(describe(batch.cases[c]));
+      std::vector<Failure> alone = check(batch.cases[c]);
+      if (!alone.empty()) culprits.emplace_back(batch.first + static_cast<std::int64_t>(c), alone.front());
+    }
+  }
+  if (culprits.empty()) {
+    report(batch.merged, batch.failures.front(),
+           "the batch of graphs " + std::to_string(batch.first) + ".." + std::to_string(batch.last - 1) + " of seed " +
+               std::to_string(options.seed),
+           options);
+    return 1;
+  }
+  for (const auto& [index, failure] : culprits) {
+    const FuzzCase& culprit = batch.cases[static_cast<std::size_t>(index - batch.first)];
+    // The failure as the graph alone shows it (in the batch it may differ).
+    set_crash_context(describe(culprit));
+    std::vector<Failure> alone = check(culprit);
+    std::string origin = "graph " + std::to_string(index) + " of seed " + std::to_string(options.seed);
+    if (alone.empty())
+      report(batch.merged, failure, origin + " (only in its batch)", options);
+    else
+      report(culprit, alone.front(), origin, options);
+  }
+  return static_cast<int>(culprits.size());
+}
+
+int fuzz(const Options& options) {
+  auto start = std::chrono::steady_clock::now();
+  GeneratorStatistics statistics;
+  CheckTimes times;
+  double generating = 0;
+  std::int64_t graphs = 0, nodes = 0, failures_found = 0, compiles = 0;
+  std::int64_t end = options.start + options.count;
+  bool stop = false;
+  // Rounds of `jobs` batches checked in parallel (the JIT's compiles are the
+  // cost), reported in order.
+  for (std::int64_t round = options.start; round < end && !stop; round += options.batch * options.jobs) {
+    std::vector<Batch> batches;
+    for (std::int64_t first = round; first < end && first < round + options.batch * options.jobs;
+         first += options.batch) {
+      batches.emplace_back();
+      batches.back().first = first;
+      batches.back().last = std::min(end, first + options.batch);
+    }
+    if (options.shrink) {
+      std::int64_t round_end = std::min(end, round + options.batch * options.jobs);
+      set_crash_command({"--find-crash", "--seed", std::to_string(options.seed), "--start", std::to_string(round),
+                         "--count", std::to_string(round_end - round), "--max-nodes",
+                         std::to_string(options.generator.max_nodes)});
+    }
+    std::vector<std::thread> workers;
+    for (std::size_t b = 1; b < batches.size(); ++b)
+      workers.emplace_back([&options, &batch = batches[b]] { run_batch(options, batch); });
+    run_batch(options, batches[0]);
+    for (std::thread& worker : workers) worker.join();
+
+    for (const Batch& batch : batches) {
+      std::cout << batch.dump;
+      for (const auto& [op, count] : batch.statistics.ops) statistics.ops[op] += count;
+      statistics.rejected += batch.statistics.rejected;
+      statistics.hazards_replaced += batch.statistics.hazards_replaced;
+      for (const FuzzCase& fuzz_case : batch.cases) nodes += fuzz_case.graph.size();
+      times.reference += batch.times.reference;
+      times.standard += batch.times.standard;
+      times.compile += batch.times.compile;
+      times.jit_run += batch.times.jit_run;
+      generating += batch.generating;
+      graphs += batch.last - batch.first;
+      ++compiles;
+      if (options.verbose)
+        std::cerr << "graphs " << batch.first << ".." << batch.last - 1 << ": " << batch.merged.graph.size()
+                  << " nodes, " << (batch.failures.empty() ? "ok" : std::to_string(batch.failures.size()) + " failures")
+                  << "\n";
+      if (batch.failures.empty()) continue;
+      failures_found += report_batch(options, batch);
+      if (!options.keep_going) {
+        stop = true;
+        break;
+      }
+    }
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "kiln-fuzz: seed " << options.seed << ": " << graphs << " graphs (" << nodes << " nodes, " << compiles
+            << " JIT compiles, " << options.jobs << " jobs) in " << seconds << " s, "
+            << (seconds > 0 ? static_cast<double>(graphs) / seconds : 0.0) << " graphs/s; "
+            << statistics.hazards_replaced << " hazards replaced; " << failures_found << " failures\n";
+  if (options.verbose) {
+    std::cout << "time (all jobs): generating " << generating << " s, reference " << times.reference
+              << " s, standard " << times.standard << " s, JIT compile " << times.compile << " s, JIT run "
+              << times.jit_run << " s\n";
+    std::cout << "nodes per op:";
+    for (const auto& [op, count] : statistics.ops) std::cout << " " << op << "=" << count;
+    std::cout << "\nrejected constructions: " << statistics.rejected << "\n";
+  }
+  return failures_found > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace kiln::fuzz
+
+int main(int argc, char** argv) {
+  using namespace kiln::fuzz;
+  Options options = parse_options(argc, argv);
+  install_crash_handlers();
+  try {
+    if (options.find_crash) return find_crash(options);
+    return options.replay.empty() ? fuzz(options) : replay(options);
+  } catch (const std::exception& error) {
+    std::cerr << "kiln-fuzz: internal error: " << error.what() << "\ncontext:\n" << crash_context();
+    return 1;
+  }
+}
