@@ -148,8 +148,7 @@ class Fuser {
       inlined_[index(id)] = true;
       return;
     }
-    std::set<int> consumer_groups;
-    for (ir::ValueId user : users_[index(id)]) consumer_groups.insert(group_of_[index(user)]);
+    std::set<int> consumer_groups = consumer_groups_of(id);
     if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
     if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
     if (consumer_groups.size() > 1)
@@ -160,12 +159,31 @@ class Fuser {
     start_group(id);
   }
 
-  // Matmuls and library kernels read their operands from memory, so a cheap
-  // node feeding one is computed into a buffer rather than recomputed.
+  // The kernels that read `id`, looking through recomputed cheap nodes.
+  std::set<int> consumer_groups_of(ir::ValueId id) const {
+    std::set<int> groups;
+    for (ir::ValueId user : users_[index(id)]) {
+      if (inlined_[index(user)]) {
+        std::set<int> further = consumer_groups_of(user);
+        groups.insert(further.begin(), further.end());
+      } else {
+        groups.insert(group_of_[index(user)]);
+      }
+    }
+    return groups;
+  }
+
+  // Matmuls, library kernels and reshapes that change the layout read their
+  // operands from memory, so a cheap node feeding one is computed into a
+  // buffer rather than recomputed.
   bool read_from_memory(ir::ValueId id) const {
     for (ir::ValueId user : users_[index(id)]) {
       int group = group_of_[index(user)];
-      if (graph_.node(user).op == ir::Op::matmul ||
+      const ir::Node& node = graph_.node(user);
+      bool layout_change = (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims ||
+                            node.op == ir::Op::squeeze) &&
+                           !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
+      if (node.op == ir::Op::matmul || layout_change ||
           (group >= 0 && groups_[static_cast<std::size_t>(group)].kind == KernelKind::library))
         return true;
     }
@@ -430,9 +448,11 @@ class Fuser {
     for (ir::ValueId member : kernel.members) {
       for (ir::ValueId operand : graph_.node(member).operands)
         if (!members.count(operand) && inputs_seen.insert(operand).second) kernel.inputs.push_back(operand);
+      // Written out if returned, or read by another kernel (directly or
+      // through a cheap node that kernel recomputes).
       bool escapes = is_output_[index(member)] && !inlined_[index(member)];
       for (ir::ValueId user : users_[index(member)])
-        escapes = escapes || (!inlined_[index(member)] && group_of_[index(user)] != group_index && !inlined_[index(user)]);
+        escapes = escapes || (!inlined_[index(member)] && (group_of_[index(user)] != group_index || inlined_[index(user)]));
       if (escapes) kernel.outputs.push_back(member);
     }
     return kernel;

@@ -76,11 +76,18 @@ template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, 
   return load<T>(values);
 }
 
+// Every lane set to `value` (not vec{} + value: 0.0 + -0.0 is +0.0).
+template <class V, class S> [[gnu::always_inline]] inline V lanes_of(S value) {
+  V result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = value;
+  return result;
+}
+
 template <class T> [[gnu::always_inline]] inline vec<T> splat(T value) {
   if constexpr (__is_same(T, uint8_t)) {
-    return boolean{i32x16{} + (value ? 1 : 0)};
+    return boolean{lanes_of<i32x16>(value ? 1 : 0)};
   } else {
-    return vec<T>{} + value;
+    return lanes_of<vec<T>>(value);
   }
 }
 
@@ -277,23 +284,23 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 // ---- horizontal reductions -------------------------------------------------------------
 // Lane by lane, in lane order (floats) or wrapping (integers).
 template <class V> [[gnu::always_inline]] inline auto reduce_add(V x) {
-  V total = V{} + x[0];
-  for (int lane = 1; lane < lanes; ++lane) total = add(total, V{} + x[lane]);
+  V total = lanes_of<V>(x[0]);
+  for (int lane = 1; lane < lanes; ++lane) total = add(total, lanes_of<V>(x[lane]));
   return total[0];
 }
 template <class V> [[gnu::always_inline]] inline auto reduce_mul(V x) {
-  V total = V{} + x[0];
-  for (int lane = 1; lane < lanes; ++lane) total = mul(total, V{} + x[lane]);
+  V total = lanes_of<V>(x[0]);
+  for (int lane = 1; lane < lanes; ++lane) total = mul(total, lanes_of<V>(x[lane]));
   return total[0];
 }
 template <class V> [[gnu::always_inline]] inline auto reduce_max(V x) {
-  V total = V{} + x[0];
-  for (int lane = 1; lane < lanes; ++lane) total = maximum(total, V{} + x[lane]);
+  V total = lanes_of<V>(x[0]);
+  for (int lane = 1; lane < lanes; ++lane) total = maximum(total, lanes_of<V>(x[lane]));
   return total[0];
 }
 template <class V> [[gnu::always_inline]] inline auto reduce_min(V x) {
-  V total = V{} + x[0];
-  for (int lane = 1; lane < lanes; ++lane) total = minimum(total, V{} + x[lane]);
+  V total = lanes_of<V>(x[0]);
+  for (int lane = 1; lane < lanes; ++lane) total = minimum(total, lanes_of<V>(x[lane]));
   return total[0];
 }
 [[gnu::always_inline]] inline uint8_t reduce_max(boolean x) { return reduce_max(x.lanes) != 0; }

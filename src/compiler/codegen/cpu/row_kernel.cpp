@@ -78,6 +78,12 @@ class RowKernel {
     }
   }
 
+  // Outputs written once per row: reductions (even over size-1 axes, whose
+  // result has the space's shape) and values of a smaller shape.
+  bool is_row_output(ir::ValueId value, int id) const {
+    return at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space);
+  }
+
   // Where an output's elements go: element outputs have the space's shape;
   // per-row outputs follow the space's leading (kept) axes.
   Linear output_address(ir::ValueId value) const {
@@ -413,7 +419,7 @@ class RowKernel {
     std::string body = element_values(needed, static_cast<int>(phase_elements_.size()) - 1);
     bool any = false;
     for (const auto& [value, id] : outputs_) {
-      if (at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space)) continue;
+      if (is_row_output(value, id)) continue;
       any = true;
       body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
               emitter_.middle_offset(output_address(value), layout_) + " + j, " + at(id).name + ", count);\n";
@@ -425,7 +431,7 @@ class RowKernel {
   std::string row_outputs() const {
     std::string text;
     for (const auto& [value, id] : outputs_) {
-      if (emitter_.graph().type(value).shape == kernel_.space) continue;
+      if (!is_row_output(value, id)) continue;
       text += "    row_" + emitter_.output_name(value) + "[0] = first_lane(" + at(id).name + ");\n";
     }
     return text;
