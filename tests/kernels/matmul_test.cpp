@@ -15,13 +15,11 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -177,24 +175,17 @@ TEST(MatmulKernel, BatchBroadcasting) {
 // multithreaded (3 and 65 items), and with tiny GEMMs; with several thread
 // counts.
 TEST(MatmulKernel, LargeBatchesAcrossThreads) {
-  // The pauses work around a runtime bug: a pool worker that has not started
-  // running before the next resize waits forever (src/runtime/parallel.cpp;
-  // reported, remove them once fixed).
-  auto use_threads = [](int threads) {
-    kiln::runtime::set_thread_count(threads);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  };
   int original = kiln::runtime::thread_count();
   std::uint64_t seed = 300;
   for (int threads : {1, 2, 3, 4}) {
-    use_threads(threads);
+    kiln::runtime::set_thread_count(threads);
     for (DType dtype : matmul_dtypes) {
       check_case(dtype, {64}, {64}, 33, 16, 31, false, false, seed += 2);
       check_case(dtype, {3}, {3}, 129, 65, 130, false, true, seed += 2);
       check_case(dtype, {65}, {1}, 4, 3, 5, true, false, seed += 2);
     }
   }
-  use_threads(original);
+  kiln::runtime::set_thread_count(original);
 }
 
 TEST(MatmulKernel, LargeSingleProduct) {

@@ -14,13 +14,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -321,14 +319,6 @@ TEST(ReductionKernels, LargeInputsEveryOpAndDtype) {
       }
 }
 
-// Changes the thread count. The pause works around a runtime bug: a pool
-// worker that has not started running before the next resize waits forever
-// (src/runtime/parallel.cpp; reported, remove the pause once fixed).
-void use_threads(int threads) {
-  kiln::runtime::set_thread_count(threads);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-}
-
 // Bitwise-identical results for 1, 2, 3 and 5 threads.
 TEST(ReductionKernels, ResultsDoNotDependOnTheThreadCount) {
   int original = kiln::runtime::thread_count();
@@ -339,7 +329,7 @@ TEST(ReductionKernels, ResultsDoNotDependOnTheThreadCount) {
   };
   std::vector<Case> cases;
   std::uint64_t seed = 900;
-  use_threads(1);
+  kiln::runtime::set_thread_count(1);
   for (const auto& [shape, axes] : large_cases)
     for (Op op : {Op::reduce_sum, Op::reduce_mean, Op::reduce_prod, Op::reduce_max})
       for (DType dtype : {DType::f32, DType::f64}) {
@@ -348,7 +338,7 @@ TEST(ReductionKernels, ResultsDoNotDependOnTheThreadCount) {
         cases.push_back({op, axes, input, run_reduce(op, input, axes)});
       }
   for (int threads : {2, 3, 5}) {
-    use_threads(threads);
+    kiln::runtime::set_thread_count(threads);
     for (const Case& c : cases) {
       Array output = run_reduce(c.op, c.input, c.axes);
       ASSERT_EQ(std::memcmp(c.reference.raw(), output.raw(), c.reference.bytes()), 0)
@@ -356,7 +346,7 @@ TEST(ReductionKernels, ResultsDoNotDependOnTheThreadCount) {
           << threads << " threads";
     }
   }
-  use_threads(original);
+  kiln::runtime::set_thread_count(original);
 }
 
 // A naive float loop loses everything past 2^24; blocked summation keeps the

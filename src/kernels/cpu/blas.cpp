@@ -16,9 +16,12 @@
 //     unset (OpenBLAS detects "Prescott") 29 GFLOP/s, Haswell 83,
 //     SkylakeX 309, Cooperlake 302 (1 thread: 157 / 154; dgemm: 152 / 141).
 //   OPENBLAS_THREAD_TIMEOUT, CPU time burnt in the 100 ms after one sgemm:
-//     unset (28) 29-52 ms, 20: 0.1-0.5 ms, 16 / 12 / 4: 0 ms; latency of a
-//     256^3 sgemm after 0.3 ms idle: 150-160 us for every setting (no
-//     measurable wake-up cost).
+//     unset (28) 100 ms on a quiet machine (29-52 ms on a busy one), 20:
+//     0.1-0.5 ms, 16 / 12 / 4: 0-0.9 ms; latency of a 128^3 / 256^3 sgemm
+//     after 0.3 ms idle: 38-45 / 150-160 us for every setting (no measurable
+//     wake-up cost). A row reduction right after a GEMM was not measurably
+//     slower with 28 (the spinning threads yield), so the gain is the core
+//     the spinning leaves to everything else.
 
 namespace kiln::kernels::cpu::blas {
 namespace {

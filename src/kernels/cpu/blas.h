@@ -14,11 +14,12 @@
 //                            for sgemm/dgemm, Haswell half of it.)
 //   OPENBLAS_THREAD_TIMEOUT  OpenBLAS's idle threads spin (sched_yield) for
 //                            2^N TSC ticks after each call before sleeping;
-//                            the default N = 28 (~0.1 s here) burns a core that
-//                            kiln's own thread pool needs for the next kernel.
-//                            kiln sets N = 16 (~30 us: back-to-back calls still
-//                            find the threads awake). OpenBLAS clamps N to
-//                            [4, 30].
+//                            the default N = 28 (~0.13 s here) burns a whole
+//                            core after every call, taken from kiln's own pool
+//                            and from everything else on the machine. kiln
+//                            sets N = 16 (~30 us: back-to-back calls still
+//                            find the threads awake; no measurable wake-up
+//                            cost). OpenBLAS clamps N to [4, 30].
 // OpenBLAS's thread count follows runtime::thread_count() (KILN_NUM_THREADS):
 // OPENBLAS_NUM_THREADS, if unset, is set to it before loading so that
 // OpenBLAS starts no more threads than kiln uses, and sync_thread_count()

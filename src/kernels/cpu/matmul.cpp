@@ -2,14 +2,16 @@
 // broadcasting of the batch axes.
 //
 // f32/f64 go through OpenBLAS (blas.h). A batch runs as runtime::parallel_for
-// over its GEMMs with OpenBLAS single-threaded; measured on the 2-core
-// development machine, 64 GEMMs of 512x512x64 (attention scores):
-// parallel_for over the batch 140-210 GFLOP/s vs a loop of multithreaded
-// OpenBLAS calls 100-140 GFLOP/s (each call pays a thread hand-off and its
-// packing is not shared). When the batch does not divide evenly among the
-// threads, the last `batch % threads` GEMMs run one by one with OpenBLAS
-// multithreaded, so no thread gets a whole extra GEMM. A single GEMM is one
-// multithreaded OpenBLAS call.
+// over its GEMMs with OpenBLAS single-threaded. Measured on the 2-core
+// development machine (tools/reduction_bandwidth, quiet machine): attention
+// scores, 64 GEMMs [512,64]x[64,512], 151 GFLOP/s this way against 127 for a
+// loop of multithreaded OpenBLAS calls; attention values, 64 GEMMs
+// [512,512]x[512,64], 139 against 116 (each multithreaded call pays a
+// thread hand-off and splits a small problem in two). When the batch does
+// not divide evenly among the threads, the last `batch % threads` GEMMs run
+// one by one with OpenBLAS multithreaded, so no thread gets a whole extra
+// GEMM. A single GEMM is one multithreaded OpenBLAS call (2048^3: the same
+// rate as cblas_sgemm called directly).
 //
 // i32/i64 use a plain blocked i-k-j loop in unsigned arithmetic (wraparound,
 // no undefined behaviour), multithreaded over batch and rows.

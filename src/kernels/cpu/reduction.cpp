@@ -34,6 +34,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -160,27 +161,40 @@ constexpr int64_t leaf_size = 4096;
 template <class V>
 constexpr int64_t short_row = 2 * Simd<V>::width;
 
-// Shuffle masks: integer vectors with V's lane count and lane size.
+// Lane selectors for __builtin_shufflevector (GCC >= 12 and clang), which
+// needs its lane indices as constant expressions.
+template <int width, int half>
+struct RotateLanes {  // lane l takes lane (l + half) mod width
+  static constexpr std::array<int, width> lanes = [] {
+    std::array<int, width> result{};
+    for (int l = 0; l < width; ++l) result[static_cast<std::size_t>(l)] = (l + half) % width;
+    return result;
+  }();
+};
+template <class Table, class Vector, std::size_t... lane>
+Vector shuffle(Vector a, Vector b, std::index_sequence<lane...>) {
+  return __builtin_shufflevector(a, b, Table::lanes[lane]...);
+}
+
+// Lane l combined with lane l + half for half = width/2, ..., 1 (a tree);
+// the result is lane 0.
+template <class Op, class V, int half = Simd<V>::width / 2>
+V horizontal(Vec<V> vector) {
+  constexpr int width = Simd<V>::width;
+  vector = Op::apply(vector, shuffle<RotateLanes<width, half>>(vector, vector, std::make_index_sequence<width>()));
+  if constexpr (half > 1)
+    return horizontal<Op, V, half / 2>(vector);
+  else
+    return vector[0];
+}
+
+// Integer vectors with V's lane count and lane size (vector conditions).
 template <class V>
 struct MaskOf {
   using Index =
       std::conditional_t<sizeof(V) == 1, std::int8_t, std::conditional_t<sizeof(V) == 4, std::int32_t, std::int64_t>>;
   typedef Index type __attribute__((vector_size(64)));
 };
-
-// Lane l combined with lane l + half for half = width/2, ..., 1 (a tree);
-// the result is lane 0.
-template <class Op, class V, int half = Simd<V>::width / 2>
-V horizontal(Vec<V> vector) {
-  typename MaskOf<V>::type shift;
-  for (int lane = 0; lane < Simd<V>::width; ++lane)
-    shift[lane] = static_cast<typename MaskOf<V>::Index>((lane + half) % Simd<V>::width);
-  vector = Op::apply(vector, __builtin_shuffle(vector, shift));
-  if constexpr (half > 1)
-    return horizontal<Op, V, half / 2>(vector);
-  else
-    return vector[0];
-}
 
 // One leaf (count <= leaf_size) into a vector of lane partials: eight
 // accumulators over blocks of 8 vectors, the remaining whole vectors into the
@@ -613,7 +627,7 @@ void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int6
                               const T* row = item + r * inner;
                               for (int64_t j = 0; j < width; ++j) {
                                 bool take = row[j] > best[j];
-                                take |= is_nan(row[j]) & !is_nan(best[j]);
+                                take = take || (is_nan(row[j]) && !is_nan(best[j]));
                                 best[j] = take ? row[j] : best[j];
                                 index[j] = take ? r : index[j];
                               }

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -122,33 +123,43 @@ void copy_view(const E* source, const View& view, E* out) {
   });
 }
 
-// One 64-byte vector of E, and shuffle masks of matching element size.
+// One 64-byte vector of E.
 template <class E>
 struct Lanes {
   static constexpr int width = 64 / static_cast<int>(sizeof(E));
   typedef E Vector __attribute__((vector_size(64)));
-  using Index =
-      std::conditional_t<sizeof(E) == 1, std::int8_t, std::conditional_t<sizeof(E) == 4, std::int32_t, std::int64_t>>;
-  typedef Index Mask __attribute__((vector_size(64)));
 };
+
+// Lane selectors for __builtin_shufflevector (GCC >= 12 and clang), which
+// needs its lane indices as constant expressions: of the pair (a, b) of rows
+// at level K, `low` keeps a's lanes and takes b's K lanes earlier where
+// (t & K), `high` the other way round.
+template <int width, int K, bool high>
+struct SwapBlocks {
+  static constexpr std::array<int, width> lanes = [] {
+    std::array<int, width> result{};
+    for (int t = 0; t < width; ++t)
+      result[static_cast<std::size_t>(t)] = high ? ((t & K) ? width + t : t + K) : ((t & K) ? width + t - K : t);
+    return result;
+  }();
+};
+template <class Table, class Vector, std::size_t... lane>
+Vector shuffle(Vector a, Vector b, std::index_sequence<lane...>) {
+  return __builtin_shufflevector(a, b, Table::lanes[lane]...);
+}
 
 // Transposes width x width elements held in `rows` (one vector per row):
 // level K swaps the off-diagonal K x K blocks of every 2K x 2K block, two
 // two-input shuffles (vpermt2d for 4-byte elements) per pair of rows.
 template <class E, int K>
 [[gnu::always_inline]] inline void transpose_levels(typename Lanes<E>::Vector* rows) {
-  using L = Lanes<E>;
-  constexpr int width = L::width;
-  typename L::Mask low, high;
-  for (int t = 0; t < width; ++t) {
-    low[t] = static_cast<typename L::Index>((t & K) ? width + t - K : t);
-    high[t] = static_cast<typename L::Index>((t & K) ? width + t : t + K);
-  }
+  constexpr int width = Lanes<E>::width;
+  constexpr auto lanes = std::make_index_sequence<width>();
   for (int i = 0; i < width; ++i) {
     if (i & K) continue;
     auto a = rows[i], b = rows[i + K];
-    rows[i] = __builtin_shuffle(a, b, low);
-    rows[i + K] = __builtin_shuffle(a, b, high);
+    rows[i] = shuffle<SwapBlocks<width, K, false>>(a, b, lanes);
+    rows[i + K] = shuffle<SwapBlocks<width, K, true>>(a, b, lanes);
   }
   if constexpr (K > 1) transpose_levels<E, K / 2>(rows);
 }
