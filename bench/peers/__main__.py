@@ -40,6 +40,23 @@ def limit_cpus(threads: int) -> list[int]:
     return chosen
 
 
+def kiln_revision() -> str:
+    """The commit kiln-bench was built from, '+changes' if the tree had uncommitted edits."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPOSITORY,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+changes" if changed else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages: how quiet the machine was."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+
+
 def run_logged(command: list[str], log: Path, environment: dict[str, str], echo: bool) -> int:
     """Runs `command`, writing its output to `log` (and to stdout if `echo`)."""
     with open(log, "w") as file:
@@ -75,6 +92,7 @@ def main() -> int:
     environment = common.thread_environment(arguments.threads)
     environment["PYTHONPATH"] = str(REPOSITORY) + os.pathsep + environment.get("PYTHONPATH", "")
     print(f"bench-peers: {arguments.threads} threads on CPUs {cpus}; results in {out}", flush=True)
+    load_before = load_average()
 
     if not arguments.reuse_kiln:
         for stale in ["kiln.json"] + [f"{system}.json" for system in report.PEERS]:
@@ -108,6 +126,8 @@ def main() -> int:
 
     print(flush=True)
     combined = report.combine(out, Path(sys.prefix) / "peers-install.txt")
+    combined["load_average"] = {"before": load_before, "after": load_average()}
+    combined["kiln_revision"] = kiln_revision()
     (out / "results.json").write_text(json.dumps(combined, indent=1))
     (out / "table.md").write_text(report.markdown(combined))
     report.print_report(combined)

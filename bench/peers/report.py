@@ -109,6 +109,8 @@ def seed_checks(out: Path, kiln: dict[str, Any], rows: list[dict[str, Any]]) -> 
     for workload, row in zip(kiln["workloads"], rows):
         if workload["name"] != "seed" or "files" not in workload or int(workload["shape"].split("x")[0]) > 2048:
             continue
+        if not all((out / "data" / name).exists() for name in workload["files"]["inputs"]):
+            continue
         x, y = (np.load(out / "data" / name) for name in workload["files"]["inputs"])
         reference = checks.seed_float64(x, y)
         values = dict(row["values"])
@@ -156,6 +158,9 @@ def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
     say(f"kiln vs peers, {combined['date']}: {combined['cpu']}, {combined['cores']} cores, "
         f"{combined['threads']} threads for every system, median of {combined['runs']} runs after warm-up, "
         f"same inputs")
+    if isinstance(combined.get("load_average"), dict):
+        say(f"load average (1, 5, 15 min) before the run: {combined['load_average']['before']}, "
+            f"after: {combined['load_average']['after']}")
     say("time in ms; (ratio) = time / kiln JIT time: above 1 kiln's JIT is faster, below 1 kiln loses")
     say("floor (kiln-bench): max(bytes that must move / copy bandwidth at the same footprint, "
         "matmul flops / best OpenBLAS sgemm rate in the run)")
@@ -170,7 +175,7 @@ def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
                      enumerate(zip(cells, widths))))
     say()
     say("versions and threads:")
-    say(f"  kiln: this tree; {combined['blas']}")
+    say(f"  kiln {combined.get('kiln_revision', '(this tree)')}: {combined['blas']}")
     for system in systems[2::2]:
         if system.get("error"):
             say(f"  {system['system']}: NOT AVAILABLE: {system['error']}")
@@ -268,7 +273,13 @@ def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("build/bench-peers")
     install_status = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(sys.prefix) / "peers-install.txt"
     combined = combine(out, install_status)
-    (out / "results.json").write_text(json.dumps(combined, indent=1))
+    previous = out / "results.json"
+    if previous.exists():  # keep the provenance of the run that produced the files
+        earlier = json.loads(previous.read_text())
+        for key in ("load_average", "kiln_revision"):
+            if key in earlier:
+                combined[key] = earlier[key]
+    previous.write_text(json.dumps(combined, indent=1))
     (out / "table.md").write_text(markdown(combined))
     print_report(combined)
     with open(out / "report.txt", "w") as file:

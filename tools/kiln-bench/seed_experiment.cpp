@@ -1,6 +1,5 @@
 #include "seed_experiment.h"
 
-#include "kernels/cpu/blas.h"
 #include "runtime/parallel.h"
 #include "suite.h"
 #include "workloads.h"
