@@ -84,7 +84,7 @@ runtime::Array random_input(const ir::Type& type, RandomSource& random) {
     for (std::int64_t i = 0; i < count; ++i) {
       double value;
       if (style == 3) {
-        value = static_cast<double>(random.between(1, 9) * (random.chance(0.5) ? -1 : 1));
+        value = static_cast<double>(random.nonzero(9));
       } else {
         double sample = random.normal();
         value = (sample + (sample >= 0 ? 0.05 : -0.05)) * scale;
@@ -94,7 +94,7 @@ runtime::Array random_input(const ir::Type& type, RandomSource& random) {
   } else if (is_integral(type.dtype)) {
     std::int64_t limit = random.chance(0.1) ? 1000 : 9;
     for (std::int64_t i = 0; i < count; ++i)
-      store(array, i, static_cast<double>(random.between(1, limit) * (random.chance(0.5) ? -1 : 1)));
+      store(array, i, static_cast<double>(random.nonzero(limit)));
   } else {
     for (std::int64_t i = 0; i < count; ++i) store(array, i, random.chance(0.5) ? 1 : 0);
     if (count > 1) {  // both values

@@ -133,7 +133,7 @@ class Builder {
     } else {
       bool i32 = type.dtype == DType::i32;
       switch (random_.weighted({5, 1, 1, 0.5})) {
-        case 0: attributes.int_value = random_.between(1, 9) * (random_.chance(0.5) ? -1 : 1); break;
+        case 0: attributes.int_value = random_.nonzero(9); break;
         case 1: attributes.int_value = 0; break;
         case 2: attributes.int_value = random_.chance(0.5) ? 1 : -1; break;
         default:

@@ -26,6 +26,12 @@ class RandomSource {
   // Uniform in [low, high].
   std::int64_t between(std::int64_t low, std::int64_t high) { return low + below(high - low + 1); }
   bool chance(double probability) { return unit() < probability; }
+  // Uniform in [-limit, -1] and [1, limit]. (One draw after the other: the
+  // operands of `*` would be evaluated in an unspecified order.)
+  std::int64_t nonzero(std::int64_t limit) {
+    std::int64_t magnitude = between(1, limit);
+    return chance(0.5) ? -magnitude : magnitude;
+  }
   // Uniform in [0, 1).
   double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   double normal() {
