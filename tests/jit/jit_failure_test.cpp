@@ -130,3 +130,34 @@ TEST_F(JitFailureTest, DumpDirectoryReceivesEveryStage) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// A full disk: the cache directory is a tiny tmpfs, filled up. Compiling
+// still works (temporary files live elsewhere); storing the module fails,
+// which warns once and changes nothing else. Needs permission to mount.
+class FullDiskTest : public JitFailureTest {};
+
+TEST_F(FullDiskTest, FullCacheDirectoryWarnsAndStillCompiles) {
+  std::string mount_point = root() + "/full";
+  std::filesystem::create_directories(mount_point);
+  std::string command = "mount -t tmpfs -o size=64k,mode=0700 tmpfs '" + mount_point + "' 2>/dev/null";
+  if (std::system(command.c_str()) != 0) GTEST_SKIP() << "cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)";
+  {
+    std::ofstream filler(mount_point + "/filler", std::ios::binary);
+    std::string block(4096, 'x');
+    for (int i = 0; i < 64 && filler; ++i) filler << block;
+  }
+  ::setenv("KILN_CACHE_DIR", mount_point.c_str(), 1);
+  auto f = make_function(4.25);
+  expect_correct(f, 4.25, 17);
+  EXPECT_EQ(f.statistics().compiles, 1);
+  EXPECT_EQ(f.statistics().fallbacks, 0);
+  EXPECT_GE(warnings({mount_point}), 1) << all_messages();
+  ::unsetenv("KILN_CACHE_DIR");
+  EXPECT_EQ(std::system(("umount '" + mount_point + "'").c_str()), 0);
+}
+
+}  // namespace
+}  // namespace kiln::testing
