@@ -310,6 +310,7 @@ std::string KernelEmitter::describe(ir::ValueId value) const {
   const ir::Node& node = graph_.node(value);
   std::string text = "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));
   text += "(";
+  if (node.op == ir::Op::constant) text += literal(node);
   for (std::size_t i = 0; i < node.operands.size(); ++i) text += (i ? ", %" : "%") + std::to_string(node.operands[i]);
   return text + ")";
 }

@@ -220,6 +220,7 @@ class RowKernel {
     std::string text;
     std::size_t axes = layout_.outer_sizes.size();
     if (axes == 0) return "";
+    if (axes == 1) return "    const int64_t c0 = row;\n";
     text += "    int64_t rest = row;\n";
     for (std::size_t t = axes; t-- > 1;) {
       std::string size = std::to_string(layout_.outer_sizes[t]);
@@ -283,8 +284,7 @@ class RowKernel {
       std::string type = emitter_.storage_type(item.value);
       std::string value;
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
-        value = "load<" + type + ">(cache_" + item.name + " + middle * " + std::to_string(layout_.inner_size) +
-                " + j, count)";
+        value = "load<" + type + ">(cache_" + item.name + cache_offset() + " + j, count)";
       } else if (item.kind == Instance::Kind::tile) {
         value = "load<float>(row_tile + j, count)";
       } else if (item.kind == Instance::Kind::load) {
@@ -305,10 +305,14 @@ class RowKernel {
       }
       text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
-        text += "        store<" + type + ">(cache_" + item.name + " + middle * " + std::to_string(layout_.inner_size) +
-                " + j, " + item.name + ", count);\n";
+        text += "        store<" + type + ">(cache_" + item.name + cache_offset() + " + j, " + item.name + ", count);\n";
     }
     return text;
+  }
+
+  // Where the current middle-loop position starts in a row cache.
+  std::string cache_offset() const {
+    return layout_.middle_sizes.empty() ? "" : " + middle * " + std::to_string(layout_.inner_size);
   }
 
   // The inner loop over [begin, end) in vectors, inside the middle loops.
@@ -317,7 +321,7 @@ class RowKernel {
                        "      };\n      int64_t j = " + begin + ";\n      for (; j + lanes <= " + end +
                        "; j += lanes) step(j, lanes);\n      if (j < " + end + ") step(j, static_cast<int>(" + end +
                        " - j));\n";
-    if (layout_.middle_sizes.empty()) return "      const int64_t middle = 0;\n      (void)middle;\n" + loop;
+    if (layout_.middle_sizes.empty()) return loop;
     std::string text, index = "0";
     for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) {
       std::string d = "d" + std::to_string(t);
@@ -325,7 +329,8 @@ class RowKernel {
               ") {\n";
       index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
     }
-    text += "      const int64_t middle = " + index + ";\n      (void)middle;\n" + loop;
+    if (!cached_.empty()) text += "      const int64_t middle = " + index + ";\n";
+    text += loop;
     for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
     return text;
   }
@@ -380,18 +385,19 @@ class RowKernel {
               emitter_.storage_type(at(id).value) + ")));\n";
     text += "  for (int64_t item = begin; item < end; ++item) {\n";
     std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
+    bool has_rows = !layout_.outer_sizes.empty();
     if (chunks > 1) {
-      text += "    const int64_t row = item / " + std::to_string(chunks) + ";\n";
+      if (has_rows) text += "    const int64_t row = item / " + std::to_string(chunks) + ";\n";
       text += "    const int64_t chunk_begin = item % " + std::to_string(chunks) + " * " + std::to_string(chunk_size) + ";\n";
       text += "    const int64_t chunk_end = chunk_begin + " + std::to_string(chunk_size) + " < " +
               std::to_string(layout_.inner_size) + " ? chunk_begin + " + std::to_string(chunk_size) + " : " +
               std::to_string(layout_.inner_size) + ";\n";
       range_begin = "chunk_begin";
       range_end = "chunk_end";
-    } else {
+    } else if (has_rows) {
       text += "    const int64_t row = item;\n";
     }
-    text += "    (void)row;\n" + row_setup();
+    text += row_setup();
     text += row_values(0);
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       text += reduction_pass(k, range_begin, range_end);
