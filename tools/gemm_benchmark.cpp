@@ -151,8 +151,6 @@ int main(int argc, char** argv) {
   }
   const OpenBlas openblas = load_openblas();
   openblas.set_threads(threads);
-  // Resize kiln's pool only when needed (a resize right after the pool starts can hang in parallel.cpp's
-  // stop(): a worker that has not yet read the generation counter misses the stop signal).
   if (runtime::thread_count() != threads) runtime::set_thread_count(threads);
   std::printf("OpenBLAS: %s | core %s | OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s | %d threads (both)\n",
               openblas.config ? openblas.config() : "?", openblas.core ? openblas.core() : "?",

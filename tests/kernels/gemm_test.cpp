@@ -7,14 +7,12 @@
 #include <gtest/gtest.h>
 #include <kiln/memory.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -296,12 +294,10 @@ TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenC) {
 // The summation order must not depend on the thread count: bitwise identical results.
 TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
   const int original = runtime::thread_count();
-  // runtime/parallel.cpp: a resize can hang if a pool worker has not started running yet (it would read the
-  // stop signal's generation as its own). Give workers of a freshly created pool time to start.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   for (bool transpose_a : {false, true}) {
     for (bool transpose_b : {false, true}) {
-      const Case test(301, 517, 700, transpose_a, transpose_b);
+      // Six K blocks: more than there are packed-B buffers, so buffers are reused while threads run ahead.
+      const Case test(301, 517, 1500, transpose_a, transpose_b);
       runtime::set_thread_count(1);
       const std::vector<float> one = test.run();
       runtime::set_thread_count(2);
@@ -309,10 +305,19 @@ TEST(Gemm, ResultsAreIdenticalForOneAndTwoThreads) {
       EXPECT_EQ(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()), 0) << describe(test);
     }
   }
-  if (runtime::thread_count() != original) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    runtime::set_thread_count(original);
-  }
+  runtime::set_thread_count(original);
+}
+
+// Called from inside a pool job, parallel_pieces runs the pieces one after another in the caller: the
+// pieces must not wait for each other, and the result must not change.
+TEST(Gemm, RunsInsideAParallelJob) {
+  const Case test(200, 300, 1100, false, false);
+  const std::vector<float> expected = test.run();
+  std::vector<float> nested;
+  runtime::parallel_pieces(2, [&](std::int64_t piece, std::int64_t) {
+    if (piece == 0) nested = test.run();
+  });
+  EXPECT_EQ(std::memcmp(nested.data(), expected.data(), sizeof(float) * expected.size()), 0);
 }
 
 // Without c, temporaries stay a small fraction of C for large problems.

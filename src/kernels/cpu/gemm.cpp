@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -27,7 +29,10 @@ static_assert(kNcTarget % kNr == 0);
 // Temporaries may take this fraction of m * n floats (the budget of the fused kernel they serve) ...
 constexpr double kBudgetFraction = 0.2;
 // ... or this many bytes, whichever is more, so that small problems are not blocked finely for nothing.
-constexpr std::int64_t kBudgetFloorBytes = std::int64_t{1} << 20;
+constexpr std::int64_t kBudgetFloorBytes = std::int64_t{1} << 19;
+// Packed B blocks in flight: a thread may run up to kBBuffers - 1 K blocks ahead of a strip that another
+// thread holds (see RegionWork).
+constexpr int kBBuffers = 3;
 // Extra floats per row of the C panel buffer: nc is a multiple of 32 floats, often of 256; a padded stride
 // keeps the rows of a C tile from falling into the same L1 sets.
 constexpr std::int64_t kCBufferPadding = 16;
@@ -48,7 +53,7 @@ struct Problem {
   bool c_is_buffer;  // c is the panel buffer: its row 0 is the first row of the current row panel
   std::int64_t panel_row_strips;  // strips per row panel: plan.panel_row_strips with the buffer, else all
   GemmEpilogue epilogue;
-  float* b_panels[2];   // packed B blocks, alternating between steps
+  float* b_panels[kBBuffers];  // packed B blocks: K block kb of a region in b_panels[kb % kBBuffers]
   float* a_strips;      // one kMr x kKcMax strip per piece
 };
 
@@ -214,65 +219,162 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   }
 }
 
-// The work of one step, shared by the pieces of one parallel_pieces call: the row strips (each piece owns a
-// contiguous range, taken from the front; a piece that runs out takes strips from the back of the others'
-// ranges) and the micro-panels of the next step's B block (taken from a counter). Which piece runs a strip
-// changes nothing in the result; stealing only keeps a core that the machine slowed down from holding up the
-// step (the timing noise of shared machines is mostly that).
-class StepWork {
+// The work of one region -- a row panel times a column panel, through all its K blocks -- shared by the
+// pieces of one parallel_pieces call, with no barrier between K blocks. Measured on the loaded 2-core VM: a
+// barrier per K block cost 5-20%, and so did waiting for a particular strip, because the OS often preempts one
+// of the threads in the middle of a strip for a whole time slice. So nobody waits for anything in particular:
+// a thread claims any strip whose next K block is ready -- its previous block done (C sums its K blocks in
+// order), that block's B packed, and within kBBuffers - 1 blocks of the oldest unfinished one (the B buffers
+// in flight) -- preferring the oldest block and its own contiguous share of the strips (its C rows are in its
+// L2), and packs B blocks ahead when their buffer is free. Only when no strip is ready does it wait, and a
+// piece run alone (parallel_pieces runs pieces serially when the pool is busy) simply does everything in
+// order. Which thread runs a strip changes nothing in the result.
+class RegionWork {
  public:
-  static constexpr int kMaxPieces = 64;
+  RegionWork(std::int64_t first_strip, std::int64_t strips, int pieces, std::int64_t depth_blocks,
+             std::int64_t micro_panels)
+      : first_strip_(first_strip),
+        strips_(strips),
+        pieces_(pieces),
+        depth_blocks_(depth_blocks),
+        micro_panels_(micro_panels),
+        next_block_(static_cast<std::size_t>(strips)),
+        progress_(static_cast<std::size_t>(strips)),
+        pack_claimed_(static_cast<std::size_t>(depth_blocks)),
+        packed_(static_cast<std::size_t>(depth_blocks)),
+        strips_done_(static_cast<std::size_t>(depth_blocks)) {}
 
-  StepWork(std::int64_t first_strip, std::int64_t strips, int pieces, std::int64_t next_micro_panels)
-      : pieces_(pieces), next_micro_panels_(next_micro_panels) {
-    for (int piece = 0; piece < pieces; ++piece) {
-      const std::uint64_t front = static_cast<std::uint64_t>(first_strip + strips * piece / pieces);
-      const std::uint64_t back = static_cast<std::uint64_t>(first_strip + strips * (piece + 1) / pieces);
-      ranges_[piece].store(front << 32 | back, std::memory_order_relaxed);
+  std::int64_t depth_blocks() const { return depth_blocks_; }
+  bool finished_claiming() const { return claimed_all_.load(std::memory_order_acquire); }
+
+  // The oldest K block with strips not yet done (depth_blocks when all are).
+  std::int64_t oldest_block() const {
+    std::int64_t block = oldest_.load(std::memory_order_acquire);
+    while (block < depth_blocks_ && strips_done_[index(block)].load(std::memory_order_acquire) == strips_) ++block;
+    return block;
+  }
+
+  // Packs micro-panels of B block `block` while any is left to claim, if its buffer is free.
+  void pack_b_block(const Problem& problem, std::int64_t first_step, std::int64_t block) {
+    if (block >= depth_blocks_ || pack_claimed_[index(block)].load(std::memory_order_relaxed) >= micro_panels_) return;
+    if (block >= kBBuffers && strips_done_[index(block - kBBuffers)].load(std::memory_order_acquire) != strips_) return;
+    const Step step = make_step(problem, first_step + block);
+    for (std::int64_t p; (p = pack_claimed_[index(block)].fetch_add(1, std::memory_order_relaxed)) < micro_panels_;) {
+      pack_b_panels(problem, step, p, p + 1, problem.b_panels[block % kBBuffers]);
+      packed_[index(block)].fetch_add(1, std::memory_order_release);
     }
   }
 
-  // The next strip of the piece's own range, or -1.
-  std::int64_t take_front(int piece) {
-    std::uint64_t range = ranges_[piece].load(std::memory_order_relaxed);
-    while ((range >> 32) < (range & 0xffffffffu)) {
-      if (ranges_[piece].compare_exchange_weak(range, range + (std::uint64_t{1} << 32), std::memory_order_relaxed))
-        return static_cast<std::int64_t>(range >> 32);
-    }
-    return -1;
-  }
+  // Where a piece's scan of its own strips resumes: it claims them in order within a block, so the scan
+  // need not reread (and pull from the other core) the counters of strips it has already claimed.
+  struct Cursor {
+    std::int64_t block = -1, next = 0;
+  };
 
-  // The last strip left in another piece's range, or -1 when none is left anywhere.
-  std::int64_t steal(int thief) {
-    for (int offset = 1; offset < pieces_; ++offset) {
-      auto& target = ranges_[(thief + offset) % pieces_];
-      std::uint64_t range = target.load(std::memory_order_relaxed);
-      while ((range >> 32) < (range & 0xffffffffu)) {
-        if (target.compare_exchange_weak(range, range - 1, std::memory_order_relaxed))
-          return static_cast<std::int64_t>(range & 0xffffffffu) - 1;
+  // Claims a ready (strip, K block): own strips first, then the others' from the far end; the oldest block
+  // first. Returns false when none is ready now.
+  bool claim(int piece, Cursor& cursor, std::int64_t& strip, std::int64_t& block) {
+    const std::int64_t oldest = oldest_block();
+    if (oldest >= depth_blocks_) return false;
+    const std::int64_t own_begin = strips_ * piece / pieces_, own_end = strips_ * (piece + 1) / pieces_;
+    const std::int64_t limit = std::min(depth_blocks_, oldest + kBBuffers);
+    for (std::int64_t wanted = oldest; wanted < limit; ++wanted) {
+      if (packed_[index(wanted)].load(std::memory_order_acquire) != micro_panels_) break;
+      if (cursor.block != wanted) cursor = Cursor{wanted, own_begin};
+      for (std::int64_t i = cursor.next; i < own_end; ++i) {
+        if (try_claim(i, wanted)) {
+          cursor.next = i + 1;
+          return found(i, wanted, strip, block);
+        }
+        // Skipped strips stay claimable later only if their previous block is still running elsewhere.
+        if (next_block_[index(i)].load(std::memory_order_relaxed) > wanted && i == cursor.next) ++cursor.next;
+      }
+      for (std::int64_t offset = strips_ - 1; offset >= 0; --offset) {
+        const std::int64_t i = (own_end + offset) % strips_;
+        if ((i < own_begin || i >= own_end) && try_claim(i, wanted)) return found(i, wanted, strip, block);
       }
     }
-    return -1;
+    return false;
   }
 
-  // The next micro-panel of the next step's B block to pack, or -1.
-  std::int64_t take_micro_panel() {
-    const std::int64_t panel = next_panel_.fetch_add(1, std::memory_order_relaxed);
-    return panel < next_micro_panels_ ? panel : -1;
+  void strip_done(std::int64_t strip, std::int64_t block) {
+    progress_[index(strip - first_strip_)].store(block + 1, std::memory_order_release);
+    if (strips_done_[index(block)].fetch_add(1, std::memory_order_acq_rel) + 1 == strips_) {
+      std::int64_t oldest = oldest_.load(std::memory_order_relaxed);
+      while (oldest <= block && !oldest_.compare_exchange_weak(oldest, block + 1, std::memory_order_acq_rel)) {
+      }
+    }
   }
 
-  // Whether the piece's own range has a strip after `strip` (so its A rows are worth prefetching).
-  bool owns_more(int piece) const {
-    const std::uint64_t range = ranges_[piece].load(std::memory_order_relaxed);
-    return (range >> 32) < (range & 0xffffffffu);
+  // Whether the strip after `strip` is in the same piece's share and still waits for `block` (worth
+  // prefetching its A rows).
+  bool next_is_likely(int piece, std::int64_t strip, std::int64_t block) const {
+    const std::int64_t next = strip - first_strip_ + 1;
+    return next < strips_ * (piece + 1) / pieces_ &&
+           next_block_[index(next)].load(std::memory_order_relaxed) == block;
   }
 
  private:
+  static std::size_t index(std::int64_t value) { return static_cast<std::size_t>(value); }
+
+  // Claims strip `i` (relative to first_strip_) for `block` if that is its next block and its previous one is
+  // done.
+  bool try_claim(std::int64_t i, std::int64_t block) {
+    std::int64_t next = next_block_[index(i)].load(std::memory_order_relaxed);
+    return next == block && progress_[index(i)].load(std::memory_order_acquire) == block &&
+           next_block_[index(i)].compare_exchange_strong(next, block + 1, std::memory_order_acquire);
+  }
+
+  bool found(std::int64_t i, std::int64_t wanted, std::int64_t& strip, std::int64_t& block) {
+    strip = first_strip_ + i;
+    block = wanted;
+    if (wanted == depth_blocks_ - 1 && last_claims_.fetch_add(1, std::memory_order_acq_rel) + 1 == strips_)
+      claimed_all_.store(true, std::memory_order_release);
+    return true;
+  }
+
+  std::int64_t first_strip_, strips_;
   int pieces_;
-  std::int64_t next_micro_panels_;
-  std::atomic<std::uint64_t> ranges_[kMaxPieces];  // (front << 32) | back
-  std::atomic<std::int64_t> next_panel_{0};
+  std::int64_t depth_blocks_, micro_panels_;
+  std::vector<std::atomic<std::int64_t>> next_block_, progress_;  // per strip: blocks claimed, blocks done
+  std::vector<std::atomic<std::int64_t>> pack_claimed_, packed_, strips_done_;  // per K block
+  std::atomic<std::int64_t> oldest_{0};       // a lower bound of oldest_block()
+  std::atomic<std::int64_t> last_claims_{0};  // strips claimed for the last K block
+  std::atomic<bool> claimed_all_{false};
 };
+
+// Piece `piece` of the region whose first step (K block 0) is `first_step`: claims and runs ready strips,
+// keeps the next B block packed ahead, packs further ahead only when nothing else is ready (packed blocks
+// take L2 room from the one in use), and waits (yielding) only when nothing at all is ready.
+void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWork& work, int piece, float* strip) {
+  RegionWork::Cursor cursor;
+  for (int idle = 0; !work.finished_claiming();) {
+    const std::int64_t oldest = work.oldest_block();
+    work.pack_b_block(problem, first_step, oldest);
+    work.pack_b_block(problem, first_step, oldest + 1);
+    std::int64_t s = 0, block = 0;
+    bool claimed = work.claim(piece, cursor, s, block);
+    if (!claimed) {
+      for (std::int64_t ahead = oldest + 2; ahead < oldest + kBBuffers; ++ahead)
+        work.pack_b_block(problem, first_step, ahead);
+      claimed = work.claim(piece, cursor, s, block);
+    }
+    if (!claimed) {
+      if (++idle < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+      continue;
+    }
+    idle = 0;
+    const Step step = make_step(problem, first_step + block);
+    run_strip(problem, step, problem.b_panels[block % kBBuffers], s, strip, work.next_is_likely(piece, s, block));
+    work.strip_done(s, block);
+  }
+}
 
 }  // namespace
 
@@ -293,10 +395,10 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
                              kBudgetFloorBytes / 4);
   plan.row_strips = ceil_div(m, kMr);
   std::int64_t nc = std::min(round_up(n, kNr), kNcTarget);
-  // The C panel buffer (rows x (nc + padding)) and two packed B blocks (kc x nc) share the budget; shrink nc
+  // The C panel buffer (rows x (nc + padding)) and the packed B blocks (kc x nc each) share the budget; shrink nc
   // until a row panel of at least a quarter of the rows (or 8 strips) fits, then split the rows.
   auto strips_that_fit = [&](std::int64_t columns) {
-    const std::int64_t left = budget_floats - 2 * kc * columns;
+    const std::int64_t left = budget_floats - kBBuffers * kc * columns;
     return left <= 0 ? 0 : left / (kMr * (columns + kCBufferPadding));
   };
   const std::int64_t wanted_strips = std::min(plan.row_strips, std::max<std::int64_t>(8, ceil_div(plan.row_strips, 4)));
@@ -342,35 +444,21 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   }
   const std::int64_t strip_floats = kMr * kKcMax;
   auto work = runtime::allocate(Device::cpu(),
-                                sizeof(float) * static_cast<std::size_t>(2 * b_panel_floats + threads * strip_floats));
-  problem.b_panels[0] = static_cast<float*>(work->data());
-  problem.b_panels[1] = problem.b_panels[0] + b_panel_floats;
-  problem.a_strips = problem.b_panels[1] + b_panel_floats;
+                                sizeof(float) * static_cast<std::size_t>(kBBuffers * b_panel_floats + threads * strip_floats));
+  for (int buffer = 0; buffer < kBBuffers; ++buffer)
+    problem.b_panels[buffer] = static_cast<float*>(work->data()) + buffer * b_panel_floats;
+  problem.a_strips = problem.b_panels[0] + kBBuffers * b_panel_floats;
 
-  const std::int64_t steps = step_count(problem);
-  {
-    const Step first = make_step(problem, 0);
-    const std::int64_t micro_panels = ceil_div(first.columns, kNr);
-    runtime::parallel_for(micro_panels, 4, [&](std::int64_t begin, std::int64_t end) {
-      pack_b_panels(problem, first, begin, end, problem.b_panels[0]);
-    });
-  }
-  for (std::int64_t index = 0; index < steps; ++index) {
-    const Step step = make_step(problem, index);
-    const bool has_next = index + 1 < steps;
-    const Step next = has_next ? make_step(problem, index + 1) : Step{};
-    const float* b_panel = problem.b_panels[index % 2];
-    float* next_panel = problem.b_panels[(index + 1) % 2];
-    const std::int64_t strips = step.end_strip - step.first_strip;
-    const int pieces = static_cast<int>(std::min<std::int64_t>({threads, strips, StepWork::kMaxPieces}));
-    StepWork work_of_step(step.first_strip, strips, pieces, has_next ? ceil_div(next.columns, kNr) : 0);
-    runtime::parallel_pieces(pieces, [&](std::int64_t piece_index, std::int64_t) {
-      const int piece = static_cast<int>(piece_index);
-      float* strip = problem.a_strips + piece * strip_floats;
-      for (std::int64_t s; (s = work_of_step.take_front(piece)) >= 0;)
-        run_strip(problem, step, b_panel, s, strip, work_of_step.owns_more(piece));
-      for (std::int64_t p; (p = work_of_step.take_micro_panel()) >= 0;) pack_b_panels(problem, next, p, p + 1, next_panel);
-      for (std::int64_t s; (s = work_of_step.steal(piece)) >= 0;) run_strip(problem, step, b_panel, s, strip, false);
+  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  const std::int64_t regions = step_count(problem) / depth_blocks;
+  for (std::int64_t region = 0; region < regions; ++region) {
+    const Step first = make_step(problem, region * depth_blocks);
+    const std::int64_t strips = first.end_strip - first.first_strip;
+    const int pieces = static_cast<int>(std::min<std::int64_t>(threads, strips));
+    RegionWork work_of_region(first.first_strip, strips, pieces, depth_blocks, ceil_div(first.columns, kNr));
+    runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
+      run_region_piece(problem, region * depth_blocks, work_of_region, static_cast<int>(piece),
+                       problem.a_strips + piece * strip_floats);
     });
   }
 }

@@ -6,12 +6,17 @@
 //
 // Loop nest (GotoBLAS/BLIS order, with the K loop inside the column panel so that a panel's sums finish while
 // its buffer is small):
-//   for each row panel (all rows unless that buffer would be too large)
-//     for each column panel jc of `nc` columns
-//       for each K block pc of `kc`:  pack B[pc, jc] once, shared by all threads (kNr-wide micro-panels)
-//         threads split the panel's row strips (kMr rows each); per strip: copy its A rows into an L1 buffer,
-//         run the microkernel across the panel (B from L2), and after the last K block pass the strip
-//         C[strip, jc] -- still in L1/L2 -- to the epilogue.
+//   for each row panel (all rows when C is given; when not, as many as the C buffer budget allows)
+//     for each column panel jc of nc (512) columns:   one parallel_pieces call ("region")
+//       for each K block pc of kc (<= 256) and each row strip of kMr (14) rows, in any order that respects
+//       K order per strip: copy the strip's A rows into an L1 buffer (their lines prefetched while the
+//       previous strip ran), run the 14 x 32 microkernel across the panel's packed B block (kc x nc,
+//       L2-resident, shared, packed once by whichever thread gets to it), and after the last K block pass
+//       C[strip, jc] -- still in L1/L2 -- to the epilogue.
+// Threads claim (strip, K block) items that are ready instead of meeting at a barrier per K block (see
+// RegionWork in gemm.cpp): on a shared machine the OS often preempts one thread mid-strip for a time slice.
+// Packing traffic: B is packed once per row panel (once when C is given); A is read n / nc times (a plain
+// copy of 14 rows, ~1-2% of the time); C, or its buffer, is loaded and stored once per K block.
 // C accumulates in the caller's `c`, or, without one, in a panel buffer of rows x nc floats.
 
 #include <cstdint>
@@ -52,8 +57,9 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
 // temporary buffer. Every element of C is summed in the same order whatever the thread count (K blocks of
 // depth_block in order, each summed in order with fused multiply-adds), so results are bitwise reproducible.
 // Multithreaded through runtime::parallel_pieces; never calls OpenBLAS. Temporaries come from
-// runtime::allocate: two packed B panels, an A strip per thread, and, when c is null, the C panel buffer --
-// at most ~20% of m*n*4 bytes for large problems and at most a few MiB for small ones.
+// runtime::allocate: three packed B blocks (kc x nc, at most 1.5 MiB), an A strip per thread (21 KiB), and,
+// when c is null, the C panel buffer -- all together at most ~20% of m*n*4 bytes, or about 512 KiB when that
+// is more (small problems).
 // Preconditions (not checked): m, n, k >= 0; lda >= (transpose_a ? m : k), ldb >= (transpose_b ? k : n),
 // ldc >= n; c does not overlap a or b.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,

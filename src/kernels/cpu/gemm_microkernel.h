@@ -39,8 +39,8 @@ inline constexpr int kMr = 6;
 #endif
 inline constexpr int kVectorsPerRow = 2;
 inline constexpr int kNr = kLanes * kVectorsPerRow;  // columns of the C tile
-// Longest K block. The row-major A micro-panel has this fixed row stride, so that the kernel addresses its
-// rows with constant offsets.
+// Longest K block a strip buffer holds (gemm.cpp uses at most 256). The row-major A micro-panel has this
+// fixed row stride, so that the kernel addresses its rows with constant offsets.
 inline constexpr int kKcMax = 384;
 
 using Vector = float __attribute__((vector_size(kLanes * sizeof(float))));
