@@ -8,9 +8,12 @@
 //       -I src tools/vector_math_report.cpp -o vector_math_report -lmvec -lm -pthread
 // Run:
 //   vector_math_report [--values-per-range N] [--exhaustive] [--no-speed] [--no-accuracy]
-//                      [--only FUNCTION]
+//                      [--only FUNCTION] [--ghz NOMINAL_CLOCK]
 // --exhaustive additionally checks every float in an interval per function (see
 // exhaustive_limit): about 2^31 values each, a few minutes per function on one core.
+// The throughput table gives ns per element and cycles per 16 floats (one vector) at
+// the nominal clock (--ghz, default 2.1); the actual clock under AVX-512 load is
+// measured too (a dependent FMA chain) and printed, so cycles at it can be derived.
 
 #include "kernels/cpu/vector_math.h"
 
@@ -430,12 +433,34 @@ void run_kiln(const std::string& name, const float* in, float* out, std::size_t 
   KILN_REPORT_RUN(sigmoid);
 }
 
-void report_speed(const std::string& only) {
+// The clock while running AVX-512 FMAs: a dependent chain of vfmadd (4 cycles each on
+// the cores this was written for; elsewhere a rough figure), median of short runs.
+double measured_clock_ghz() {
+  std::vector<double> ghz;
+  for (int rep = 0; rep < 301; ++rep) {
+    vm::f32x16 a = vm::broadcast(1.0f);
+    const vm::f32x16 b = vm::broadcast(0.999f), c = vm::broadcast(1e-3f);
+    const int steps = 20000;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) {
+      a = vm::fma(a, b, c);
+      asm volatile("" : "+v"(a));
+    }
+    ghz.push_back(steps * 4.0 / seconds_since(start) / 1e9);
+  }
+  std::sort(ghz.begin(), ghz.end());
+  return ghz[ghz.size() / 2];
+}
+
+void report_speed(const std::string& only, double nominal_ghz) {
   std::printf(
       "\nThroughput, one thread, ns per element (median of repetitions, the columns timed in turn); "
-      "input uniform in the function's typical range\n");
-  std::printf("  %-8s %10s %12s %12s %12s %12s %10s\n", "function", "elements", "kiln vector", "libmvec", "kiln scalar",
-              "std:: float", "copy");
+      "input uniform in the function's typical range\n"
+      "c/16: cycles per 16 floats at the nominal %.2f GHz (ns per element x 16 x GHz); "
+      "measured clock under AVX-512 FMA load: %.2f GHz\n",
+      nominal_ghz, measured_clock_ghz());
+  std::printf("  %-8s %10s %12s %12s %9s %9s %12s %12s %10s\n", "function", "elements", "kiln vector", "libmvec",
+              "kiln c/16", "mvec c/16", "kiln scalar", "std:: float", "copy");
   for (const std::size_t n : {std::size_t{16} << 10, std::size_t{16} << 20}) {
     std::vector<float> in(n), out(n);
     const int repetitions = n > 100000 ? 9 : 301;
@@ -468,8 +493,8 @@ void report_speed(const std::string& only) {
       const std::vector<double> ns = interleaved_median_ns(n, repetitions, bodies);
       const double kiln = ns[0], kiln_scalar = ns[2], scalar = ns[3], copy = ns[4];
       const double libmvec = function.libmvec ? ns[1] : std::numeric_limits<double>::quiet_NaN();
-      std::printf("  %-8s %10zu %12.3f %12.3f %12.3f %12.3f %10.3f\n", function.name, n, kiln, libmvec, kiln_scalar,
-                  scalar, copy);
+      std::printf("  %-8s %10zu %12.3f %12.3f %9.2f %9.2f %12.3f %12.3f %10.3f\n", function.name, n, kiln, libmvec,
+                  kiln * 16 * nominal_ghz, libmvec * 16 * nominal_ghz, kiln_scalar, scalar, copy);
     }
   }
 }
@@ -481,6 +506,7 @@ int main(int argc, char** argv) {
   std::uint64_t values_per_range = std::uint64_t{1} << 24;
   bool exhaustive = false, speed = true, accuracy = true;
   std::string only;
+  double nominal_ghz = 2.1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--values-per-range" && i + 1 < argc) {
@@ -493,10 +519,12 @@ int main(int argc, char** argv) {
       accuracy = false;
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (arg == "--ghz" && i + 1 < argc) {
+      nominal_ghz = std::strtod(argv[++i], nullptr);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--values-per-range N] [--exhaustive] [--no-speed] "
-                   "[--no-accuracy] [--only FUNCTION]\n",
+                   "[--no-accuracy] [--only FUNCTION] [--ghz NOMINAL_CLOCK]\n",
                    argv[0]);
       return 2;
     }
@@ -518,6 +546,6 @@ int main(int argc, char** argv) {
   );
   int failures = 0;
   if (accuracy) failures = report_accuracy(values_per_range, exhaustive, only);
-  if (speed) report_speed(only);
+  if (speed) report_speed(only, nominal_ghz);
   return failures == 0 ? 0 : 1;
 }

@@ -68,7 +68,8 @@ struct Function {
   double contract_bound;  // promised by vector_math.h
   double measured_bound;  // the exhaustive maximum (docs/vector_math.md) plus a little:
                           // guards against silent accuracy regressions. With FMA only:
-                          // without it polynomials round twice per step.
+                          // without it polynomials round twice per step. The larger of
+                          // the AVX-512 and the portable FMA implementation's maxima.
   double ulp_bound() const { return vm::kHardwareFma ? measured_bound : contract_bound; }
 };
 
@@ -90,12 +91,12 @@ const std::vector<Function>& all_functions() {
       KILN_TEST_FUNCTION(
           exp, [](double x) { return std::exp(x); }, 2.0, 1.1),
       KILN_TEST_FUNCTION(
-          log, [](double x) { return std::log(x); }, 2.0, 0.9),
+          log, [](double x) { return std::log(x); }, 2.0, 1.1),
       KILN_TEST_FUNCTION(
           tanh, [](double x) { return std::tanh(x); }, 4.0, 1.1),
       KILN_TEST_FUNCTION(
-          erf, [](double x) { return std::erf(x); }, 4.0, 1.05),
-      KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0, 2.45),
+          erf, [](double x) { return std::erf(x); }, 4.0, 1.35),
+      KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0, 3.1),
   };
   return functions;
 }

@@ -409,6 +409,375 @@ inline constexpr float kErfSaturation = 3.93f;
   return from_bits(to_bits(magnitude) | (to_bits(sign_source) & 0x80000000u));
 }
 
+// ---------------------------------------------------------------------------------
+// AVX-512 implementations (docs/vector_math.md, "AVX-512"). Used when the target has
+// AVX-512F; other targets use the portable code above. Same accuracy contract, other
+// bits: a value computed for an AVX-512 target may differ by an ULP from the portable
+// result, but every AVX-512 build (any compiler, -O level, contraction mode) gives the
+// same bits, vector lanes and scalar overloads alike. The instructions are reached
+// through the compiler builtins behind the <immintrin.h> intrinsics (named in the
+// comments), not the header itself: with -march=native that header adds about 0.5 s to
+// every JIT compilation.
+#if defined(__AVX512F__)
+namespace avx512 {
+
+using mask16 = unsigned short;
+inline constexpr mask16 kAllLanes = 0xffff;
+inline constexpr int kCurrentRounding = 4;  // _MM_FROUND_CUR_DIRECTION
+
+// a * 2^floor(b), rounded once (denormal results included); inf / 0 on overflow /
+// underflow; NaN in either gives NaN. (_mm512_scalef_ps)
+[[gnu::always_inline]] inline f32x16 scalef(f32x16 a, f32x16 b) {
+  return __builtin_ia32_scalefps512_mask(a, b, a, kAllLanes, kCurrentRounding);
+}
+// The significand of x scaled into [0.75, 1.5), NaN for negative x (including -inf);
+// ±0 and +inf give ±1 and 1. Denormals are normalized. (_mm512_getmant_ps with
+// _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_nan)
+[[gnu::always_inline]] inline f32x16 significand_075_15(f32x16 x) {
+  return __builtin_ia32_getmantps512_mask(x, (2 << 2) | 3, x, kAllLanes, kCurrentRounding);
+}
+// floor(log2 |x|) as a float, exact for denormals; -inf for ±0, +inf for ±inf.
+// (_mm512_getexp_ps)
+[[gnu::always_inline]] inline f32x16 exponent(f32x16 x) {
+  return __builtin_ia32_getexpps512_mask(x, x, kAllLanes, kCurrentRounding);
+}
+// 1/x with relative error < 2^-14; the bits are defined by the ISA (Intel publishes
+// its reference implementation), not by the compiler. (_mm512_rcp14_ps)
+[[gnu::always_inline]] inline f32x16 reciprocal_estimate(f32x16 x) {
+  return __builtin_ia32_rcp14ps512_mask(x, x, kAllLanes);
+}
+// table[index & 15] in every lane. (_mm512_permutexvar_ps)
+[[gnu::always_inline]] inline f32x16 lookup16(const float (&table)[16], u32x16 index) {
+  const f32x16 values = load(table);
+#if defined(__clang__)
+  return __builtin_ia32_permvarsf512(values, __builtin_bit_cast(i32x16, index));
+#else
+  return __builtin_ia32_permvarsf512_mask(values, __builtin_bit_cast(i32x16, index), values, kAllLanes);
+#endif
+}
+// table[index & 31] in every lane. (_mm512_permutex2var_ps)
+[[gnu::always_inline]] inline f32x16 lookup32(const float (&table)[32], u32x16 index) {
+  const f32x16 low = load(table), high = load(table + 16);
+#if defined(__clang__)
+  return __builtin_ia32_vpermi2varps512(low, __builtin_bit_cast(i32x16, index), high);
+#else
+  return __builtin_ia32_vpermt2varps512_mask(__builtin_bit_cast(i32x16, index), low, high, kAllLanes);
+#endif
+}
+// Lanes where `input` is ±0 get `input` itself, the others keep `value`.
+// (_mm512_fixupimm_ps; token 1 = "the input" for the zero class)
+[[gnu::always_inline]] inline f32x16 zero_passes_through(f32x16 value, f32x16 input) {
+  const i32x16 table = {0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100,
+                        0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100};
+  return __builtin_ia32_fixupimmps512_mask(value, input, table, 0, kAllLanes, kCurrentRounding);
+}
+// min(x, limit) and max(x, limit) where a NaN x passes through: vminps / vmaxps return
+// their second operand when either is NaN. (_mm512_min_ps / _mm512_max_ps; written with
+// builtins because GCC compiles the equivalent select to a compare and a blend)
+[[gnu::always_inline]] inline f32x16 min_keep_nan(f32x16 x, float limit) {
+#if defined(__clang__)
+  return __builtin_ia32_minps512(broadcast(limit), x, kCurrentRounding);
+#else
+  return __builtin_ia32_minps512_mask(broadcast(limit), x, x, kAllLanes, kCurrentRounding);
+#endif
+}
+[[gnu::always_inline]] inline f32x16 max_keep_nan(f32x16 x, float limit) {
+#if defined(__clang__)
+  return __builtin_ia32_maxps512(broadcast(limit), x, kCurrentRounding);
+#else
+  return __builtin_ia32_maxps512_mask(broadcast(limit), x, x, kAllLanes, kCurrentRounding);
+#endif
+}
+
+// ---- exp: 16-entry table ----------------------------------------------------------
+// k = round(16 x / ln2) / 16 (the 1.5 * 2^19 addend rounds to multiples of 1/16 and
+// leaves 16 k mod 16 = j in the low bits of the sum), r = x - k ln2 in
+// [-ln2/32, ln2/32] (ln2 in two floats; the first FMA step is exact because k ln2High
+// and x are multiples of 2^-28 and |r| < 2^-5), e^x = 2^floor(k) * 2^(j/16) * e^r with
+// e^r - 1 ~ r + c2 r^2 + c3 r^3 (minimax for the absolute error, 1.9e-9 = 0.03 u with
+// float coefficients). m = T + T p is rounded once; scalef applies 2^floor(k) with one
+// more rounding only for denormal results. T = 2^(j/16) rounded to float costs up to
+// 0.5 u: the measured maximum is about 1 ULP.
+inline constexpr float kExpTableMagic = 0x1.8p19f;
+alignas(64) inline constexpr float kExp2Sixteenths[16] = {
+    1.0f, 1.04427373f, 1.09050775f, 1.13878858f, 1.18920708f, 1.24185777f, 1.29683959f, 1.35425556f,
+    1.41421354f, 1.47682619f, 1.54221082f, 1.61049032f, 1.68179286f, 1.75625217f, 1.8340081f, 1.91520655f};
+inline constexpr float kExpTableC2 = 0.50001556f;
+inline constexpr float kExpTableC3 = 0.16666794f;
+inline constexpr float kExpLimit = 104.0f;  // |x| beyond: exp is inf or 0 anyway
+
+struct ExpParts {
+  f32x16 m;  // e^x = m * 2^floor(k), m in [0.97, 2.04]
+  f32x16 k;
+};
+// For x in [-104, 104] or NaN.
+[[gnu::always_inline]] inline ExpParts exp_parts(f32x16 x) {
+  const f32x16 magic = broadcast(kExpTableMagic);
+  const f32x16 shifted = fma(x, broadcast(kLog2e), magic);
+  const f32x16 k = shifted - magic;
+  f32x16 r = fma(k, broadcast(-kLn2High), x);
+  r = fma(k, broadcast(-kLn2Low), r);
+  const f32x16 table = lookup16(kExp2Sixteenths, to_bits(shifted));
+  const f32x16 r2 = r * r;
+  const f32x16 p = fma(r2, fma(broadcast(kExpTableC3), r, broadcast(kExpTableC2)), r);
+  return {fma(table, p, table), k};
+}
+
+[[gnu::always_inline]] inline f32x16 exp(f32x16 x) {
+  x = max_keep_nan(min_keep_nan(x, kExpLimit), -kExpLimit);
+  const ExpParts parts = exp_parts(x);
+  return scalef(parts.m, parts.k);
+}
+
+// sigmoid: e = e^-|x| in (0, 1] (never overflows), d = 1 + e, 1/d from the 14-bit
+// estimate y0 and one Newton step folded into the last FMA:
+// result = n y0 (2 - d y0) with n = 1 (x >= 0) or e (x < 0).
+[[gnu::always_inline]] inline f32x16 sigmoid(f32x16 x) {
+  const f32x16 minus_abs = max_keep_nan(from_bits(to_bits(x) | 0x80000000u), -kExpLimit);
+  const ExpParts parts = exp_parts(minus_abs);
+  const f32x16 e = scalef(parts.m, parts.k);
+  const f32x16 d = e + 1.0f;
+  const f32x16 y0 = reciprocal_estimate(d);
+  const f32x16 t = fma(-d, y0, broadcast(1.0f));  // 1 - d y0, |t| < 2^-14
+  const f32x16 numerator_y0 = select(x < 0.0f, e * y0, y0);
+  return fma(numerator_y0, t, numerator_y0);
+}
+
+// ---- log: 32-entry table ----------------------------------------------------------
+// x = 2^k z with z in [0.75, 1.5) (getmant; k = getexp(x) - getexp(z) is exact), the
+// index i = round(32 z) (the 1.5 * 2^23 addend leaves i in the low bits), and
+// log x = k ln2 - log(invc_i) + log1p(z invc_i - 1). invc_i ~ 32 / i is chosen (among
+// nearby floats) so that log(invc_i) is within 2^-35 relative of a float (Gal's
+// accurate tables); invc = 1 for i = 32, so near x = 1, r = z - 1 exactly. |r| <= 0.021:
+// log1p(r) ~ r + r^2 (c2 + c3 r + c4 r^2), 7.8e-9 = 0.13 u relative. Special inputs
+// need no fix-up: getmant gives NaN for negative x, getexp -inf for ±0 and +inf for
+// +inf, and the polynomial stays finite for them.
+alignas(64) inline constexpr float kLogInverse[32] = {
+    1.0f, 0.96957076f, 0.94131714f, 0.9144761f, 0.8888079f, 0.86498255f, 0.8420356f, 0.82066107f,
+    0.8001206f, 0.78044915f, 0.76199967f, 0.7440316f, 0.7273897f, 0.7110863f, 0.695686f, 0.6810205f,
+    0.6667929f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.333572f, 1.2802093f, 1.2309699f, 1.1851193f,
+    1.1428059f, 1.1031071f, 1.0664537f, 1.0325149f};
+alignas(64) inline constexpr float kLogOfCenter[32] = {  // -log(kLogInverse[i]) rounded to float
+    0.0f, 0.030901825f, 0.06047517f, 0.08940395f, 0.11787416f, 0.14504595f, 0.171933f, 0.19764508f,
+    0.22299282f, 0.24788569f, 0.27180916f, 0.29567176f, 0.31829292f, 0.34096152f, 0.3628569f, 0.38416287f,
+    0.40527573f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.28786108f, -0.24702358f, -0.2078024f,
+    -0.16984342f, -0.13348658f, -0.09813083f, -0.06433884f, -0.031997506f};
+inline constexpr float kLogTableC2 = -0.5000001f;
+inline constexpr float kLogTableC3 = 0.33340025f;
+inline constexpr float kLogTableC4 = -0.2494641f;
+
+[[gnu::always_inline]] inline f32x16 log(f32x16 x) {
+  const f32x16 z = significand_075_15(x);
+  const f32x16 k = exponent(x) - exponent(z);
+  const f32x16 shifted = fma(z, broadcast(32.0f), broadcast(kRoundMagic));
+  const f32x16 inverse = lookup32(kLogInverse, to_bits(shifted));
+  const f32x16 log_center = lookup32(kLogOfCenter, to_bits(shifted));
+  const f32x16 r = fma(z, inverse, broadcast(-1.0f));
+  const f32x16 r2 = r * r;
+  const f32x16 q = fma(r2, broadcast(kLogTableC4), fma(broadcast(kLogTableC3), r, broadcast(kLogTableC2)));
+  const f32x16 sum = log_center + fma(r2, q, r);
+  return fma(k, broadcast(kLn2High), sum);
+}
+
+// ---- sin / cos ------------------------------------------------------------------------
+// The portable algorithm (sin_cos_fast: reduction by pi/2, sin and cos polynomials on
+// |r| <= pi/4, same bits); AVX-512 only replaces the signed-zero select of sin by a
+// fixupimm and any() by one compare into a mask register. A reduction by pi with one
+// polynomial on |r| <= pi/2 (3 operations fewer) was tried and measured 2.1 ULP near
+// sin = 1: the correction r^3 S reaches 57% of the result there, so its rounding
+// errors are not damped.
+// Lanes of a where `mask` is set get b. (_mm512_mask_blend_ps)
+[[gnu::always_inline]] inline f32x16 blend(mask16 mask, f32x16 a, f32x16 b) {
+#if defined(__clang__)
+  return __builtin_ia32_selectps_512(mask, b, a);
+#else
+  return __builtin_ia32_blendmps_512_mask(a, b, mask);
+#endif
+}
+// Mask of the lanes where bits & `bit` is nonzero. (_mm512_test_epi32_mask; Clang's
+// backend makes the same instruction from the generic form)
+[[gnu::always_inline]] inline mask16 test_bits(u32x16 bits, std::uint32_t bit) {
+#if defined(__clang__)
+  const i32x16 zero = {};
+  return __builtin_ia32_cmpd512_mask(__builtin_bit_cast(i32x16, bits & bit), zero, 4 /* _MM_CMPINT_NE */, kAllLanes);
+#else
+  const u32x16 pattern = bits - bits + bit;
+  return __builtin_ia32_ptestmd512(__builtin_bit_cast(i32x16, bits), __builtin_bit_cast(i32x16, pattern), kAllLanes);
+#endif
+}
+// a ^ (b & c), bitwise, in one instruction. (_mm512_ternarylogic_epi32, 0x78)
+[[gnu::always_inline]] inline u32x16 xor_and(u32x16 a, u32x16 b, u32x16 c) {
+  return __builtin_bit_cast(u32x16, __builtin_ia32_pternlogd512_mask(__builtin_bit_cast(i32x16, a),
+                                                                     __builtin_bit_cast(i32x16, b),
+                                                                     __builtin_bit_cast(i32x16, c), 0x78,
+                                                                     kAllLanes));
+}
+
+// sin_cos_fast with the same arithmetic (hence the same bits): the quadrant is read from
+// the low bits of the rounding sum directly, the odd-quadrant swap is one test into a
+// mask and a blend, the sign one shift and one ternary-logic op.
+[[gnu::always_inline]] inline f32x16 sin_cos(f32x16 x, bool cosine) {
+  const f32x16 magic = broadcast(kRoundMagic);
+  const f32x16 shifted = fma(x, broadcast(kTwoOverPi), magic);
+  const f32x16 j = shifted - magic;
+  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);
+  r = fma(j, broadcast(-kPiOver2Part2), r);
+  r = fma(j, broadcast(-kPiOver2Part3), r);
+  u32x16 quadrant = to_bits(shifted);  // j mod 4 in the low bits (those of magic are 0)
+  if (cosine) quadrant += 1u;
+  const f32x16 r2 = r * r;
+  const f32x16 r3 = r2 * r;
+  const f32x16 sine = fma(r3, horner(r2, kSinPolynomial), r);
+  const f32x16 cosine_r = fma(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
+  const f32x16 result = blend(test_bits(quadrant, 1u), sine, cosine_r);
+  const u32x16 sign = to_bits(broadcast(-0.0f));
+  return from_bits(xor_and(to_bits(result), quadrant << 30, sign));
+}
+
+// True if some lane has |x| >= 2^17 (NaN: false), from the exponent: one getexp and one
+// compare into a mask. (_mm512_cmp_ps_mask)
+[[gnu::always_inline]] inline bool any_large_trig_argument(f32x16 x) {
+  return __builtin_ia32_cmpps512_mask(exponent(x), broadcast(16.0f), 0x1e /* _CMP_GT_OQ */, kAllLanes,
+                                      kCurrentRounding) != 0;
+}
+
+[[gnu::always_inline]] inline f32x16 sin_fast(f32x16 x) {
+  // r + r^3 S is +0 for r = -0: sin(-0) = -0 is restored from the input.
+  return zero_passes_through(sin_cos(x, false), x);
+}
+
+[[gnu::always_inline]] inline f32x16 cos_fast(f32x16 x) { return sin_cos(x, true); }
+
+// ---- tanh, erf: piecewise polynomials from tables -------------------------------------
+// |x| (clamped where the function has rounded to 1) is split into intervals of width
+// w centred at i w (the first is [0, w/2]); on each, f(i w + t) ~ c0 + c1 t + ... by
+// Horner with the coefficients of interval i fetched by permutes (one register or two per
+// coefficient). Minimax fits for relative error per interval; c0 = 0 on the first, so
+// tiny arguments keep their relative accuracy. tanh: 32 intervals of 0.2907 up to 9.1,
+// degree 6 (0.6 u with float coefficients); erf: 16 intervals of 0.2557 up to 3.95,
+// degree 5 (1.15 u). These replaced expm1 / exp-based forms: no division, no exp, and
+// the polynomial cannot overshoot 1 near saturation.
+inline constexpr float kTanhWidth = 0.29073483f;
+inline constexpr float kTanhInverseWidth = 3.4395604f;
+inline constexpr float kTanhClamp = 9.1f;  // tanh rounds to 1 from 9.0109
+alignas(64) inline constexpr float kTanhTable[7][32] = {
+    {
+      0.0f, 0.282811016f, 0.523732781f, 0.702492416f, 0.821995497f, 0.896416962f, 0.940735877f,
+      0.96642822f, 0.981090844f, 0.989384115f, 0.99405098f, 0.99666965f, 0.998136699f, 0.998957872f,
+      0.999417245f, 0.999674141f, 0.999817789f, 0.999898136f, 0.999943078f, 0.999968171f, 0.999982178f,
+      0.999990046f, 0.999994457f, 0.999996901f, 0.999998271f, 0.999999046f, 0.999999464f, 0.999999702f,
+      0.999999821f, 0.999999881f, 0.99999994f, 1.0f},
+    {
+      1.0f, 0.920017958f, 0.725704014f, 0.506504357f, 0.324323446f, 0.196436569f, 0.115016058f,
+      0.0660165399f, 0.0374607332f, 0.0211191159f, 0.0118626552f, 0.0066495575f, 0.00372307398f,
+      0.00208319281f, 0.00116519874f, 0.000651602168f, 0.000364347565f, 0.000203714386f, 0.00011389696f,
+      6.36786717e-05f, 3.56017226e-05f, 1.99042297e-05f, 1.11280278e-05f, 6.22142989e-06f,
+      3.47825767e-06f, 1.94461222e-06f, 1.08718666e-06f, 6.07820255e-07f, 3.39817831e-07f, 1.8998405e-07f,
+      1.06215552e-07f, 1.15461432e-07f},
+    {
+      -8.94982506e-08f, -0.260194004f, -0.380073607f, -0.355805665f, -0.266601145f, -0.176077873f,
+      -0.108209863f, -0.0638091117f, -0.0367479138f, -0.0209032502f, -0.0117930248f, -0.00661730301f,
+      -0.00370507641f, -0.00208569411f, -0.00117026945f, -0.000649643654f, -0.000355967f,
+      -0.000202918687f, -0.00012483132f, -6.80112862e-05f, -2.73875939e-05f, -1.91875424e-05f,
+      -1.93526103e-05f, -1.06815442e-05f, -7.66844005e-06f, -9.31302748e-06f, -3.91543472e-06f,
+      -2.9359071e-06f, 3.1818056e-06f, 9.38711219e-06f, 2.46307354e-06f, -1.42750605e-05f},
+    {
+      -0.333324969f, -0.23309043f, -0.0428573862f, 0.0811224878f, 0.111029804f, 0.0923729241f,
+      0.0634492338f, 0.0396527275f, 0.0235706884f, 0.0136332642f, 0.00776761211f, 0.00438883109f,
+      0.00246816198f, 0.00138444698f, 0.000775428547f, 0.000433976005f, 0.000242763417f, 0.000135766706f,
+      7.59179529e-05f, 4.24477148e-05f, 2.37330678e-05f, 1.32688892e-05f, 7.41850818e-06f, 4.1475414e-06f,
+      2.31879517e-06f, 1.29639443e-06f, 7.2479213e-07f, 4.05211807e-07f, 2.26544401e-07f, 1.26654996e-07f,
+      7.08093211e-08f, -5.74974001e-05f},
+    {
+      -0.000260310277f, 0.15288946f, 0.149001151f, 0.0606675372f, -0.00155053847f, -0.0251992587f,
+      -0.0226342808f, -0.0161905047f, -0.0113099469f, -0.00571109774f, -0.0036990128f, -0.00315087847f,
+      -0.00230342126f, -0.000233716113f, 0.00017388101f, -0.00038698464f, -0.000932056515f,
+      -0.000143425321f, 0.00102895347f, 0.000401474448f, -0.000812810322f, -7.65030927e-05f,
+      0.000798322726f, 0.000432859291f, 0.000407449785f, 0.000717888179f, 0.000275436236f,
+      0.000226822434f, -0.00034352683f, -0.000933980569f, -0.000250581419f, 0.00137012871f},
+    {
+      0.136916474f, 0.0549474508f, -0.0465057492f, -0.0587927923f, -0.0279051233f, -0.0050042998f,
+      0.00356279709f, 0.00472301897f, 0.0036376256f, 0.00238612527f, 0.00144841452f, 0.000843931106f,
+      0.000484477525f, 0.000274301477f, 0.000154783411f, 8.66752962e-05f, 4.86304161e-05f,
+      2.72284306e-05f, 1.52201137e-05f, 8.52872745e-06f, 4.76126661e-06f, 2.66635425e-06f,
+      1.48876984e-06f, 8.32700607e-07f, 4.6586095e-07f, 2.60195804e-07f, 1.45201682e-07f, 8.12680057e-08f,
+      4.54342342e-08f, 2.54233328e-08f, 1.42292382e-08f, 0.00812210236f},
+    {
+      -0.022627132f, -0.0775821581f, -0.0296808444f, 0.0389003716f, -0.00579420058f, 0.0386464521f,
+      -0.0251925103f, -0.0241661072f, 0.011275976f, -0.0230867751f, -0.00296815066f, 0.0269625969f,
+      0.0296336357f, -0.0126743224f, -0.0155377565f, 0.00467447564f, 0.0223776307f, 0.00207822071f,
+      -0.0294736233f, -0.0116779627f, 0.0221210141f, 0.00192893483f, -0.0221531279f, -0.0120134056f,
+      -0.0112862019f, -0.0198465195f, -0.00761778234f, -0.00627060374f, 0.00948528666f, 0.0257953815f,
+      0.0069202357f, 0.00133515743f},
+};
+inline constexpr float kErfWidth = 0.25566342f;
+inline constexpr float kErfInverseWidth = 3.9113925f;
+inline constexpr float kErfClamp = 3.95f;  // erf rounds to 1 from 3.9192
+alignas(64) inline constexpr float kErfTable[6][16] = {
+    {
+      0.0f, 0.282321125f, 0.530397117f, 0.72194016f, 0.851893127f, 0.929364443f, 0.969945848f,
+      0.988624215f, 0.99617815f, 0.998862326f, 0.999700367f, 0.999930263f, 0.999985695f, 0.999997377f,
+      0.999999583f, 0.99999994f},
+    {
+      0.128379166f, 1.05698276f, 0.86877346f, 0.626571894f, 0.396516234f, 0.220179424f, 0.107279882f,
+      0.0458654389f, 0.017205948f, 0.00566366222f, 0.00163584424f, 0.000414583832f, 9.21952887e-05f,
+      1.79899962e-05f, 3.08020526e-06f, 4.59730472e-07f},
+    {
+      2.69660006e-07f, -0.270222396f, -0.444217622f, -0.480572581f, -0.40550375f, -0.281458497f,
+      -0.164564714f, -0.0820798278f, -0.0351976752f, -0.0130295241f, -0.00417917408f, -0.00116504298f,
+      -0.000289078889f, -5.32956947e-05f, -1.04791752e-05f, -1.43026625e-06f},
+    {
+      -0.376141012f, -0.306254745f, -0.138168395f, 0.0368585736f, 0.144277528f, 0.166473016f,
+      0.132535473f, 0.0826459751f, 0.0422499962f, 0.0181029569f, 0.00658290647f, 0.00204764167f,
+      0.000547714008f, 0.000126459083f, 2.5271871e-05f, 5.53701784e-06f},
+    {
+      0.000275592261f, 0.128063127f, 0.182086244f, 0.145540297f, 0.0617567934f, -0.0122483419f,
+      -0.0465213135f, -0.0466192961f, -0.0311692823f, -0.0166558493f, -0.00722011551f, -0.0025591494f,
+      -0.000440032716f, -0.000522564456f, -7.00765377e-05f, -2.84212529e-05f},
+    {
+      0.111016907f, 0.0777781308f, 0.00441180961f, -0.0548347831f, -0.0678105429f, -0.0436357446f,
+      -0.0112444395f, 0.008372779f, 0.0130083859f, 0.00972859096f, 0.005222979f, 0.00220415695f,
+      0.000760163239f, 0.000218551912f, 5.30473735e-05f, -7.11578323e-05f},
+};
+
+[[gnu::always_inline]] inline f32x16 tanh(f32x16 x) {
+  const f32x16 a = min_keep_nan(abs(x), kTanhClamp);
+  const f32x16 magic = broadcast(kRoundMagic);
+  const f32x16 shifted = fma(a, broadcast(kTanhInverseWidth), magic);
+  const f32x16 t = fma(shifted - magic, broadcast(-kTanhWidth), a);
+  const u32x16 index = to_bits(shifted);
+  f32x16 p = lookup32(kTanhTable[6], index);
+  p = fma(p, t, lookup32(kTanhTable[5], index));
+  p = fma(p, t, lookup32(kTanhTable[4], index));
+  p = fma(p, t, lookup32(kTanhTable[3], index));
+  p = fma(p, t, lookup32(kTanhTable[2], index));
+  p = fma(p, t, lookup32(kTanhTable[1], index));
+  p = fma(p, t, lookup32(kTanhTable[0], index));
+  return with_sign_of(p, x);
+}
+
+[[gnu::always_inline]] inline f32x16 erf(f32x16 x) {
+  const f32x16 a = min_keep_nan(abs(x), kErfClamp);
+  const f32x16 magic = broadcast(kRoundMagic);
+  const f32x16 shifted = fma(a, broadcast(kErfInverseWidth), magic);
+  const f32x16 t = fma(shifted - magic, broadcast(-kErfWidth), a);
+  const u32x16 index = to_bits(shifted);
+  f32x16 q = lookup16(kErfTable[5], index);
+  q = fma(q, t, lookup16(kErfTable[4], index));
+  q = fma(q, t, lookup16(kErfTable[3], index));
+  q = fma(q, t, lookup16(kErfTable[2], index));
+  q = fma(q, t, lookup16(kErfTable[1], index));  // c1, or c1 - 1 on the first interval
+  // c0 + t q, except on the first interval: t + t q. There c0 = 0 and t = |x| >= 0,
+  // elsewhere |t| < w/2 < c0, so max(c0, t) picks the right addend. The leading term t
+  // is then exact near 0 and only the correction t q (at most 13% of the result)
+  // carries rounding errors; 2/sqrt(pi) as one float would cost 0.9 u there.
+  const f32x16 c0 = lookup16(kErfTable[0], index);
+  return with_sign_of(fma(q, t, select(t > c0, t, c0)), x);
+}
+
+}  // namespace avx512
+#endif  // __AVX512F__
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------
@@ -416,13 +785,20 @@ inline constexpr float kErfSaturation = 3.93f;
 
 // e^x. exp(-inf) = 0, exp(+inf) = inf, overflow -> inf, underflow -> 0 through denormals.
 [[gnu::always_inline]] inline f32x16 exp(f32x16 x) {
+#if defined(__AVX512F__)
+  return detail::avx512::exp(x);
+#else
   const detail::ExpFactors factors = detail::exp_factors(x);
   return factors.partial * factors.scale;
+#endif
 }
 
 // Natural logarithm. log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf; denormal
 // inputs are as accurate as normal ones.
 [[gnu::always_inline]] inline f32x16 log(f32x16 x) {
+#if defined(__AVX512F__)
+  return detail::avx512::log(x);
+#else
   const i32x16 tiny = x < 0x1p-126f;
   const f32x16 scaled = select(tiny, x * 0x1p23f, x);
   const u32x16 bits = to_bits(scaled);
@@ -442,9 +818,17 @@ inline constexpr float kErfSaturation = 3.93f;
   result = select(x == 0.0f, broadcast(-detail::kInfinity), result);
   result = select(x < 0.0f, broadcast(detail::kQuietNaN), result);
   return result;
+#endif
 }
 
 [[gnu::always_inline]] inline f32x16 sin(f32x16 x) {
+#if defined(__AVX512F__)
+  f32x16 result = detail::avx512::sin_fast(x);
+  if (detail::avx512::any_large_trig_argument(x)) [[unlikely]] {
+    result = detail::sin_cos_large(x, result, false);
+  }
+  return result;
+#else
   f32x16 result = detail::sin_cos_fast(x, 0u);
   // r + r^3 S(r^2) is +0 for r = -0 (the two zeros of a sum round to +0): keep the sign.
   result = select(x == 0.0f, x, result);
@@ -452,18 +836,30 @@ inline constexpr float kErfSaturation = 3.93f;
     result = detail::sin_cos_large(x, result, false);
   }
   return result;
+#endif
 }
 
 [[gnu::always_inline]] inline f32x16 cos(f32x16 x) {
+#if defined(__AVX512F__)
+  f32x16 result = detail::avx512::cos_fast(x);
+  if (detail::avx512::any_large_trig_argument(x)) [[unlikely]] {
+    result = detail::sin_cos_large(x, result, true);
+  }
+  return result;
+#else
   f32x16 result = detail::sin_cos_fast(x, 1u);
   if (any(abs(x) > detail::kTrigFastLimit)) [[unlikely]] {
     result = detail::sin_cos_large(x, result, true);
   }
   return result;
+#endif
 }
 
 // Hyperbolic tangent; tanh(+-inf) = +-1, tanh(-0) = -0.
 [[gnu::always_inline]] inline f32x16 tanh(f32x16 x) {
+#if defined(__AVX512F__)
+  return detail::avx512::tanh(x);
+#else
   const f32x16 a = abs(x);
   const f32x16 a2 = a * a;
   const f32x16 small = mul_add(a2 * a, detail::horner(a2, detail::kTanhSmallPolynomial), a);
@@ -473,10 +869,14 @@ inline constexpr float kErfSaturation = 3.93f;
   // Written so that NaN (a >= limit is false) takes the NaN-propagating small branch:
   // exp_normal_range's exponent arithmetic can turn a NaN into a number.
   return detail::with_sign_of(select(a >= detail::kTanhSmallLimit, large, small), x);
+#endif
 }
 
 // Error function; erf(+-inf) = +-1, erf(-0) = -0.
 [[gnu::always_inline]] inline f32x16 erf(f32x16 x) {
+#if defined(__AVX512F__)
+  return detail::avx512::erf(x);
+#else
   const f32x16 a = abs(x);
   const f32x16 a2 = a * a;
   const f32x16 small = mul_add(a, detail::horner(a2, detail::kErfSmallPolynomial), a);
@@ -487,18 +887,23 @@ inline constexpr float kErfSaturation = 3.93f;
   f32x16 result = select(a >= detail::kErfSmallLimit, large, small);  // NaN: small
   result = select(a > detail::kErfSaturation, broadcast(1.0f), result);
   return detail::with_sign_of(result, x);
+#endif
 }
 
 // Logistic sigmoid 1 / (1 + e^-x), computed as 1 / (1 + e^-|x|) for x >= 0 and
 // e^-|x| / (1 + e^-|x|) for x < 0 so that e^-|x| never overflows: sigmoid(-inf) = 0,
 // sigmoid(+inf) = 1, and tiny results keep their relative accuracy down to denormals.
 [[gnu::always_inline]] inline f32x16 sigmoid(f32x16 x) {
+#if defined(__AVX512F__)
+  return detail::avx512::sigmoid(x);
+#else
   const detail::ExpFactors factors = detail::exp_factors(-abs(x));
   const f32x16 e = factors.partial * factors.scale;
   // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
   // contraction choice can change the bits).
   const f32x16 denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
   return select(x < 0.0f, e, broadcast(1.0f)) / denominator;
+#endif
 }
 
 // ---------------------------------------------------------------------------------
