@@ -215,11 +215,19 @@ class Builder {
     }
   }
 
-  Shape shape_of_rank(int rank) {
-    std::vector<std::int64_t> zeros(static_cast<std::size_t>(rank), 0);
+  // A shape with these dimensions, valid or not (Shape's constructor would
+  // refuse negative ones).
+  static Shape any_shape(const std::vector<std::int64_t>& dims) {
+    std::vector<std::int64_t> zeros(dims.size(), 0);
     Shape shape{std::span<const std::int64_t>(zeros)};
-    for (int axis = 0; axis < rank; ++axis) shape[axis] = dim();
+    for (std::size_t axis = 0; axis < dims.size(); ++axis) shape[static_cast<int>(axis)] = dims[axis];
     return shape;
+  }
+
+  Shape shape_of_rank(int rank) {
+    std::vector<std::int64_t> dims;
+    for (int axis = 0; axis < rank; ++axis) dims.push_back(dim());
+    return any_shape(dims);
   }
 
   ir::Type random_type() {
@@ -287,7 +295,7 @@ class Builder {
           if (node.op == Op::broadcast_to && bytes_.flag() && declared.shape.rank() < Shape::max_rank) {
             std::vector<std::int64_t> dims(declared.shape.dims().begin(), declared.shape.dims().end());
             dims.insert(dims.begin(), bytes_.below(4));
-            declared.shape = Shape(std::span<const std::int64_t>(dims));
+            declared.shape = any_shape(dims);
           }
           break;
         case Op::slice:

@@ -28,11 +28,22 @@ Failure exception_failure(Executor executor, const std::exception& error) {
   return failure;
 }
 
+// What kind of difference compare()'s message describes.
+std::string mismatch_kind(const std::string& message) {
+  if (message.rfind("dtype mismatch", 0) == 0) return "dtype";
+  if (message.rfind("shape mismatch", 0) == 0) return "shape";
+  if (message.find("NaN on one side") != std::string::npos) return "NaN";
+  if (message.find("infinity") != std::string::npos) return "infinity";
+  if (message.find("bool byte") != std::string::npos) return "byte";
+  return "value";
+}
+
 void compare_outputs(Executor executor, const ir::Graph& graph, const std::vector<runtime::Array>& actual,
                      const std::vector<reference::Value>& expected, std::vector<Failure>& failures) {
   if (actual.size() != expected.size()) {
     Failure failure;
     failure.executor = executor;
+    failure.mismatch = "output count";
     failure.detail = "returned " + std::to_string(actual.size()) + " outputs, the graph has " +
                      std::to_string(expected.size());
     failures.push_back(failure);
@@ -45,6 +56,7 @@ void compare_outputs(Executor executor, const ir::Graph& graph, const std::vecto
     Failure failure;
     failure.executor = executor;
     failure.output = static_cast<int>(i);
+    failure.mismatch = std::string(kiln::to_string(expected[i].dtype)) + " " + mismatch_kind(comparison.message);
     failure.detail = comparison.message;
     failures.push_back(failure);
   }
@@ -82,7 +94,7 @@ std::string_view to_string(Executor executor) {
 }
 
 std::string Failure::signature() const {
-  return std::string(fuzz::to_string(executor)) + " " + (exception ? error_kind : "mismatch");
+  return std::string(fuzz::to_string(executor)) + " " + (exception ? error_kind : "mismatch " + mismatch);
 }
 
 std::string Failure::to_string() const {

@@ -19,10 +19,12 @@ struct Failure {
   bool exception = false;  // else a mismatch
   std::string error_kind;  // exception: "kiln::CompileError", ..., or "std::exception"
   int output = -1;         // mismatch: which output
+  std::string mismatch;    // mismatch: its dtype and kind, "f32 value", "f64 NaN", "bool byte", "i32 shape"
   std::string detail;      // compare()'s message or the exception's what()
 
-  // What must stay the same while shrinking: the executor, and the error kind
-  // or "mismatch". ("jit mismatch", "standard kiln::InternalError")
+  // What must stay the same while shrinking, so that it does not slip to
+  // another bug: the executor, and the error kind or the mismatch.
+  // ("jit mismatch f32 value", "standard kiln::InternalError")
   std::string signature() const;
   std::string to_string() const;
 };
