@@ -2,7 +2,9 @@
 // kiln: a C++20 tensor library with local JIT compilation. Include this one
 // header to get everything.
 
+#include <kiln/config.h>
 #include <kiln/creation.h>
+#include <kiln/cuda.h>
 #include <kiln/device.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>

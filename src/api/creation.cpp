@@ -4,6 +4,10 @@
 #include <kiln/creation.h>
 #include <kiln/error.h>
 
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/cuda_context.h"
+#endif
+
 #include <cmath>
 #include <cstring>
 
@@ -15,9 +19,25 @@ void check_static(const Shape& shape, const char* op, const Location& location) 
 }
 
 void check_host(Device device, const char* op, const Location& location) {
+#if KILN_HAVE_CUDA  // kiln-cuda: any device kiln can reach (a missing GPU or bad index throws here)
+  if (device.is_cuda()) runtime::cuda::context(device, op, to_string(location));
+#else
   if (!device.is_cpu())
     throw DeviceError(op, "cannot create tensors on " + device.to_string() + ": kiln was built without CUDA support",
                       location);
+#endif
+}
+
+// The tensor `host` (on the CPU) as a tensor on `device`.
+Tensor place_on(Tensor host, Device device, const char* op, const Location& location) {
+  if (device.is_cpu()) return host;
+#if KILN_HAVE_CUDA  // kiln-cuda
+  return detail::make_tensor(runtime::cuda::copy_to(host.impl().array, device, op, to_string(location)));
+#else
+  (void)op;
+  (void)location;
+  return host;
+#endif
 }
 
 // A concrete tensor holding a copy of `count` elements at `data`.
@@ -25,7 +45,7 @@ template <class T> Tensor copy_from(const T* data, const Shape& shape, Device de
   check_static(shape, op, location);
   check_host(device, op, location);
   constexpr DType dtype = dtype_of<T>;
-  runtime::Array array = runtime::allocate_array(dtype, shape, device);
+  runtime::Array array = runtime::allocate_array(dtype, shape, Device::cpu());
   auto count = static_cast<std::size_t>(shape.numel());
   if constexpr (std::is_same_v<T, bool>) {
     auto* out = array.mutable_data<std::uint8_t>();
@@ -33,7 +53,7 @@ template <class T> Tensor copy_from(const T* data, const Shape& shape, Device de
   } else if (count > 0) {
     std::memcpy(array.mutable_raw(), data, count * sizeof(T));
   }
-  return detail::make_tensor(std::move(array));
+  return place_on(detail::make_tensor(std::move(array)), device, op, location);
 }
 
 }  // namespace
@@ -61,10 +81,11 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
                          std::to_string(shape.numel()) + " elements)",
                      location);
   if constexpr (std::is_same_v<T, bool>) {
+    check_host(device, "from_vector", location);
     std::vector<std::uint8_t> bytes(values.begin(), values.end());
-    runtime::Array array = runtime::allocate_array(DType::boolean, shape, device);
+    runtime::Array array = runtime::allocate_array(DType::boolean, shape, Device::cpu());
     if (!bytes.empty()) std::memcpy(array.mutable_raw(), bytes.data(), bytes.size());
-    return detail::make_tensor(std::move(array));
+    return place_on(detail::make_tensor(std::move(array)), device, "from_vector", location);
   } else {
     return copy_from(values.data(), shape, device, "from_vector", location);
   }

@@ -8,6 +8,11 @@
 #include <kiln/error.h>
 #include <kiln/random.h>
 
+#if KILN_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_context.h"
+#endif
+
 #include <array>
 #include <cmath>
 #include <numbers>
@@ -42,9 +47,13 @@ void check(const Shape& shape, DType dtype, Device device, const char* op, const
   if (!shape.is_static()) throw ShapeError(op, "shape " + shape.to_string() + " has an unknown dimension", location);
   if (!is_floating(dtype))
     throw DTypeError(op, "random values are float; got dtype " + std::string(to_string(dtype)), location);
+#if KILN_HAVE_CUDA  // kiln-cuda: a missing GPU or bad index throws here
+  if (device.is_cuda()) runtime::cuda::context(device, op, to_string(location));
+#else
   if (!device.is_cpu())
     throw DeviceError(op, "cannot create tensors on " + device.to_string() + ": kiln was built without CUDA support",
                       location);
+#endif
 }
 
 // Fills `count` values; value(i) for element i. Blocks of 4 elements share one
@@ -72,6 +81,13 @@ template <class Generate> Tensor generate(const Shape& shape, DType dtype, Devic
 Tensor normal(const Shape& shape, NormalOptions options, Location location) {
   check(shape, options.dtype, options.device, "random::normal", location);
   if (!(options.stddev >= 0)) throw ValueError("random::normal", "stddev must be >= 0", location);
+#if KILN_HAVE_CUDA  // kiln-cuda: the same counter scheme, generated on the GPU
+  if (options.device.is_cuda()) {
+    runtime::Array array = runtime::allocate_array(options.dtype, shape, options.device);
+    kernels::cuda::random_normal(options.seed, options.mean, options.stddev, array);
+    return detail::make_tensor(std::move(array));
+  }
+#endif
   // Box-Muller: two uniforms give two normals.
   return generate(shape, options.dtype, options.device, [&](std::uint64_t block) {
     Block bits = philox(block, options.seed);
@@ -94,6 +110,13 @@ Tensor uniform(const Shape& shape, UniformOptions options, Location location) {
   check(shape, options.dtype, options.device, "random::uniform", location);
   if (!(options.low < options.high) || !std::isfinite(options.low) || !std::isfinite(options.high))
     throw ValueError("random::uniform", "needs finite low < high", location);
+#if KILN_HAVE_CUDA  // kiln-cuda
+  if (options.device.is_cuda()) {
+    runtime::Array array = runtime::allocate_array(options.dtype, shape, options.device);
+    kernels::cuda::random_uniform(options.seed, options.low, options.high, array);
+    return detail::make_tensor(std::move(array));
+  }
+#endif
   // Two Philox calls per block of four: 53 random bits per value.
   return generate(shape, options.dtype, options.device, [&](std::uint64_t block) {
     Block first = philox(2 * block, options.seed), second = philox(2 * block + 1, options.seed);

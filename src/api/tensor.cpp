@@ -2,6 +2,10 @@
 
 #include <kiln/error.h>
 
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/cuda_context.h"
+#endif
+
 #include <cstring>
 #include <limits>
 
@@ -122,8 +126,12 @@ template <class T> T Tensor::item(Location location) const {
 Tensor Tensor::to(Device device, Location location) const {
   const runtime::Array& array = detail::concrete_array(*this, "Tensor::to", location);
   if (array.device() == device) return *this;
+#if KILN_HAVE_CUDA  // kiln-cuda: host <-> device and device <-> device copies
+  return detail::make_tensor(runtime::cuda::copy_to(array, device, "Tensor::to", kiln::to_string(location)));
+#else
   throw DeviceError("Tensor::to", "cannot copy to " + device.to_string() + ": kiln was built without CUDA support",
                     location);
+#endif
 }
 
 template std::vector<float> Tensor::to_vector<float>(Location) const;

@@ -1,6 +1,10 @@
 #include "kernels/kernels.h"
 
 #include "kernels/cpu/cpu_kernels.h"
+#if KILN_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_context.h"
+#endif
 
 #include <kiln/error.h>
 
@@ -43,9 +47,64 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
   return output;
 }
 
+#if KILN_HAVE_CUDA
+// kiln-cuda: the same dispatch for a CUDA device (kernels/cuda/cuda_kernels.h).
+runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+  using ir::Op;
+  namespace cuda = kernels::cuda;
+  // A missing GPU or a bad index reads as such, naming the op and the user's line.
+  runtime::cuda::context(device, std::string(ir::name(node.op)), node.location);
+  switch (node.op) {
+    case Op::reshape:
+    case Op::expand_dims:
+    case Op::squeeze: return runtime::Array{inputs[0].buffer, node.type.dtype, node.type.shape};
+    case Op::nonzero: return cuda::nonzero(inputs[0]);
+    case Op::parameter:
+    case Op::host_call:
+      throw InternalError(std::string(ir::name(node.op)), "has no kernel; the executor handles it", node.location);
+    default: break;
+  }
+  runtime::Array output = runtime::allocate_array(node.type.dtype, node.type.shape, device);
+  const ir::Attributes& attributes = node.attributes;
+  switch (node.op) {
+    case Op::constant: cuda::fill(attributes, output); break;
+    case Op::iota: cuda::iota(attributes.axis, output); break;
+    case Op::cast: cuda::cast(inputs[0], output); break;
+    case Op::where: cuda::select(inputs[0], inputs[1], inputs[2], output); break;
+    case Op::argmax: cuda::argmax(attributes.axis, inputs[0], output); break;
+    case Op::matmul: cuda::matmul(attributes.transpose_a, attributes.transpose_b, inputs[0], inputs[1], output); break;
+    case Op::transpose: cuda::transpose(attributes.axes, inputs[0], output); break;
+    case Op::broadcast_to: cuda::broadcast_to(inputs[0], output); break;
+    case Op::slice: cuda::slice(attributes.start, attributes.step, inputs[0], output); break;
+    case Op::concat: cuda::concat(attributes.axis, inputs, output); break;
+    default:
+      if (ir::is_reduction(node.op)) cuda::reduce(node.op, attributes.axes, inputs[0], output);
+      else if (ir::is_elementwise(node.op) && inputs.size() == 1) cuda::unary(node.op, inputs[0], output);
+      else if (ir::is_elementwise(node.op) && inputs.size() == 2) cuda::binary(node.op, inputs[0], inputs[1], output);
+      else throw InternalError(std::string(ir::name(node.op)), "has no CUDA kernel", node.location);
+  }
+  return output;
+}
+
+// Every input must live on the device the op runs on (the api layer checks
+// tensors; this catches arrays handed over by other paths).
+void check_inputs_on(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].buffer && inputs[i].device() != device)
+      throw DeviceError(std::string(ir::name(node.op)),
+                        "operand " + std::to_string(i) + " is on " + inputs[i].device().to_string() +
+                            " but the op runs on " + device.to_string(),
+                        node.location);
+}
+#endif
+
 }  // namespace
 
 runtime::Array run(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+#if KILN_HAVE_CUDA
+  check_inputs_on(node, inputs, device);
+  if (device.is_cuda()) return run_cuda(node, inputs, device);
+#endif
   if (device.is_cpu()) return run_cpu(node, inputs);
   throw DeviceError(std::string(ir::name(node.op)), "kiln was built without kernels for " + device.to_string(),
                     node.location);

@@ -1,0 +1,81 @@
+#pragma once
+// CUDA kernels, one entry point per op family, mirroring the CPU kernels
+// (kernels/cpu/cpu_kernels.h) with the same semantics bit for bit where the
+// arithmetic is exact: integer wraparound (unsigned math), NaN-propagating
+// maximum/minimum, saturating float-to-integer casts with NaN -> 0, integer
+// pow by squaring, NumPy broadcasting. Each writes into an output array on
+// the same GPU, allocated by the caller with the node's result type. Work is
+// queued on the device's stream (runtime/cuda/cuda_context.h): the functions
+// return before the GPU has finished, except nonzero, whose result size
+// comes back to the host.
+//
+// Float transcendentals are CUDA's own (sinf, expf, ...; sin, exp, ... for
+// f64), never the fast intrinsics. Their maximum errors, from the CUDA C++
+// Programming Guide's tables (Mathematical Functions appendix; "generated
+// from extensive but not exhaustive tests"), in ULP over the full range:
+// f32 sinf 2, cosf 2, expf 2, logf 1, tanhf 2, erff 2, powf 8; f64 sin 1,
+// cos 1, exp 1, log 1, tanh 1, erf 2, pow 2. Division
+// and sqrt are IEEE correctly rounded (nvcc's defaults -prec-div and
+// -prec-sqrt), so +, -, *, /, sqrt, rsqrt (= 1 / sqrt), floor and ceil equal
+// the CPU's exactly; kiln's CUDA code is built with --fmad=false so no
+// multiply-add is fused behind its back (the CPU's -ffp-contract=off).
+// sigmoid is 1 / (1 + exp(-x)). The CPU's f32 functions are within 2-4 ULP
+// of exact (vector_math.h), so CPU and GPU f32 results differ by at most a
+// few ULP.
+//
+// Reductions are deterministic: the partition of the work (elements per
+// thread, per block, per pass) depends on the shape only, never on the GPU
+// or the run; floats are combined in fixed trees, without atomics. Their
+// summation order differs from the CPU's (reassociation only).
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kiln::kernels::cuda {
+
+// ---- elementwise (elementwise.cu, elementwise_binary.cu) ----------------------
+void unary(ir::Op op, const runtime::Array& input, const runtime::Array& output);
+void binary(ir::Op op, const runtime::Array& a, const runtime::Array& b, const runtime::Array& output);
+void select(const runtime::Array& condition, const runtime::Array& a, const runtime::Array& b,
+            const runtime::Array& output);
+void cast(const runtime::Array& input, const runtime::Array& output);
+void fill(const ir::Attributes& attributes, const runtime::Array& output);
+void iota(std::int64_t axis, const runtime::Array& output);
+
+// ---- reductions (reduction.cu) --------------------------------------------------
+void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Array& input,
+            const runtime::Array& output);
+void argmax(std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
+
+// ---- matmul (matmul.cu) ---------------------------------------------------------
+// f32/f64 through cuBLAS (strided-batched GEMMs; TF32 for f32 when
+// kiln::config::allow_tf32), i32/i64 through a tiled kernel.
+void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
+            const runtime::Array& output);
+
+// ---- shape ops (shape_kernels.cu) -------------------------------------------------
+void transpose(const std::vector<std::int64_t>& permutation, const runtime::Array& input,
+               const runtime::Array& output);
+void broadcast_to(const runtime::Array& input, const runtime::Array& output);
+void slice(const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& step,
+           const runtime::Array& input, const runtime::Array& output);
+void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output);
+// Allocates and returns the i64 [count, rank] indices of nonzero elements, in
+// row-major order: a count per block, a scan on the host (which needs the
+// total anyway to size the result), then each block writes its indices.
+runtime::Array nonzero(const runtime::Array& input);
+
+// ---- random numbers (random.cu) ---------------------------------------------------
+// The counter-based Philox-4x32-10 scheme of src/api/random.cpp, element for
+// element: uniform values equal the CPU's bit for bit; normal values use
+// CUDA's double log/sin/cos (1 ULP in f64), so f32 results equal the CPU's
+// except in the rare case where that ULP crosses an f32 rounding boundary,
+// and f64 results agree within a few ULP. `output` is f32 or f64.
+void random_normal(std::uint64_t seed, double mean, double stddev, const runtime::Array& output);
+void random_uniform(std::uint64_t seed, double low, double high, const runtime::Array& output);
+
+}  // namespace kiln::kernels::cuda

@@ -1,0 +1,149 @@
+// CUDA kernels: unary elementwise ops, cast, fill and iota.
+//
+// One grid-stride kernel maps a function over contiguous elements; when the
+// arrays are 16-byte aligned (always, for buffers of the caching allocator)
+// each thread moves 16 bytes per access of the wider type (4 f32, 2 f64, 16
+// bools), and the tail past the last whole pack goes element by element.
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise_ops.cuh"
+
+namespace kiln::kernels::cuda {
+namespace {
+
+using ir::Op;
+using runtime::Array;
+
+template <class In, class Out, class Function>
+__global__ void map_kernel(const In* __restrict__ in, Out* __restrict__ out, std::int64_t count, bool packed,
+                           Function function) {
+  constexpr int width = pack_width<In, Out>;
+  std::int64_t done = 0;
+  if (packed) {
+    std::int64_t packs = count / width;
+#pragma unroll 4  // several 16-byte loads in flight per thread
+    for (std::int64_t p = thread_index(); p < packs; p += thread_count()) {
+      Pack<In, width> x = load_pack<width>(in, p);
+      Pack<Out, width> y;
+#pragma unroll
+      for (int j = 0; j < width; ++j) y.value[j] = function(x.value[j]);
+      store_pack<width>(out, p, y);
+    }
+    done = packs * width;
+  }
+  for (std::int64_t i = done + thread_index(); i < count; i += thread_count()) out[i] = function(in[i]);
+}
+
+template <class In, class Out, class Function>
+void map(const char* name, const Array& input, const Array& output, Function function) {
+  std::int64_t count = output.shape.numel();
+  if (count == 0) return;
+  auto& context = context_of(output, name);
+  const In* in = input.data<In>();
+  Out* out = output.mutable_data<Out>();
+  bool packed = aligned_16(in) && aligned_16(out);
+  launch(name, context, packed ? count / pack_width<In, Out> + 1 : count, &map_kernel<In, Out, Function>, in, out,
+         count, packed, function);
+}
+
+template <class T> bool unary_typed(Op op, const Array& input, const Array& output) {
+  const std::string name(ir::name(op));
+  auto run = [&](auto function) {
+    map<T, T>(name.c_str(), input, output, function);
+    return true;
+  };
+  if constexpr (std::is_same_v<T, Bool>) {
+    if (op == Op::logical_not) return run(ops::LogicalNot{});
+    return false;
+  } else {
+    switch (op) {
+      case Op::neg: return run(ops::Negate{});
+      case Op::abs: return run(ops::Absolute{});
+      case Op::sign: return run(ops::Sign{});
+      case Op::square: return run(ops::Square{});
+      case Op::relu: return run(ops::Relu{});
+      case Op::floor: return run(ops::Floor{});
+      case Op::ceil: return run(ops::Ceil{});
+      default: break;
+    }
+    if constexpr (ops::is_float<T>) {
+      switch (op) {
+        case Op::sin: return run(ops::Sine{});
+        case Op::cos: return run(ops::Cosine{});
+        case Op::exp: return run(ops::Exponential{});
+        case Op::log: return run(ops::Logarithm{});
+        case Op::tanh: return run(ops::HyperbolicTangent{});
+        case Op::sqrt: return run(ops::SquareRoot{});
+        case Op::rsqrt: return run(ops::ReciprocalSquareRoot{});
+        case Op::sigmoid: return run(ops::Sigmoid{});
+        case Op::erf: return run(ops::ErrorFunction{});
+        default: break;
+      }
+    }
+    return false;
+  }
+}
+
+template <class T, int width> __global__ void fill_kernel(T* __restrict__ out, std::int64_t count, T value) {
+  Pack<T, width> pack;
+#pragma unroll
+  for (int j = 0; j < width; ++j) pack.value[j] = value;
+  std::int64_t packs = count / width;
+  for (std::int64_t p = thread_index(); p < packs; p += thread_count()) store_pack<width>(out, p, pack);
+  for (std::int64_t i = packs * width + thread_index(); i < count; i += thread_count()) out[i] = value;
+}
+
+template <class T>
+__global__ void iota_kernel(T* __restrict__ out, std::int64_t count, std::int64_t length, std::int64_t inner) {
+  for (std::int64_t i = thread_index(); i < count; i += thread_count()) out[i] = static_cast<T>(i / inner % length);
+}
+
+}  // namespace
+
+void unary(Op op, const Array& input, const Array& output) {
+  if (!(input.shape == output.shape) || input.dtype != output.dtype)
+    internal_error(std::string(ir::name(op)), "input and output differ in shape or dtype");
+  bool done = visit_dtype(input.dtype, [&]<class T>() { return unary_typed<T>(op, input, output); });
+  if (!done) internal_error(std::string(ir::name(op)), "has no kernel for " + std::string(to_string(input.dtype)));
+}
+
+void cast(const Array& input, const Array& output) {
+  if (!(input.shape == output.shape)) internal_error("cast", "input and output shapes differ");
+  visit_dtype(input.dtype, [&]<class From>() {
+    visit_dtype(output.dtype, [&]<class To>() { map<From, To>("cast", input, output, ops::Convert<To>{}); });
+  });
+}
+
+void fill(const ir::Attributes& attributes, const Array& output) {
+  std::int64_t count = output.shape.numel();
+  if (count == 0) return;
+  auto& context = context_of(output, "constant");
+  visit_dtype(output.dtype, [&]<class T>() {
+    T value;
+    if constexpr (std::is_same_v<T, Bool>) value = attributes.int_value != 0;
+    else if constexpr (std::is_floating_point_v<T>) value = static_cast<T>(attributes.float_value);
+    else value = static_cast<T>(attributes.int_value);
+    T* out = output.mutable_data<T>();
+    if (aligned_16(out))
+      launch("constant", context, count / pack_width<T> + 1, &fill_kernel<T, pack_width<T>>, out, count, value);
+    else
+      launch("constant", context, count, &fill_kernel<T, 1>, out, count, value);
+  });
+}
+
+void iota(std::int64_t axis, const Array& output) {
+  const Shape& shape = output.shape;
+  if (axis < 0 || axis >= shape.rank()) internal_error("iota", "axis " + std::to_string(axis) + " is out of range");
+  std::int64_t count = shape.numel();
+  if (count == 0) return;
+  std::int64_t length = shape[static_cast<int>(axis)];
+  std::int64_t inner = 1;
+  for (int d = static_cast<int>(axis) + 1; d < shape.rank(); ++d) inner *= shape[d];
+  auto& context = context_of(output, "iota");
+  visit_dtype(output.dtype, [&]<class T>() {
+    if constexpr (std::is_same_v<T, Bool>) internal_error("iota", "has no kernel for bool");
+    else launch("iota", context, count, &iota_kernel<T>, output.mutable_data<T>(), count, length, inner);
+  });
+}
+
+}  // namespace kiln::kernels::cuda

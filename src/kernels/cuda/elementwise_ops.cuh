@@ -1,0 +1,213 @@
+#pragma once
+// The elementwise operations as device function objects, one per op, with
+// the CPU kernels' semantics (kernels/cpu/elementwise.cpp,
+// elementwise_binary.cpp): integer arithmetic wraps (unsigned math), float
+// maximum/minimum propagate NaN, compares are IEEE, integer pow squares.
+
+#include "kernels/cuda/common.cuh"
+
+#include <limits>
+
+namespace kiln::kernels::cuda::ops {
+
+// ---- float math by width -------------------------------------------------------------
+
+#define KILN_CUDA_MATH(name, float_function, double_function)                      \
+  __device__ __forceinline__ float name(float x) { return float_function(x); }     \
+  __device__ __forceinline__ double name(double x) { return double_function(x); }
+KILN_CUDA_MATH(math_sin, sinf, sin)
+KILN_CUDA_MATH(math_cos, cosf, cos)
+KILN_CUDA_MATH(math_exp, expf, exp)
+KILN_CUDA_MATH(math_log, logf, log)
+KILN_CUDA_MATH(math_tanh, tanhf, tanh)
+KILN_CUDA_MATH(math_erf, erff, erf)
+KILN_CUDA_MATH(math_sqrt, sqrtf, sqrt)
+KILN_CUDA_MATH(math_floor, floorf, floor)
+KILN_CUDA_MATH(math_ceil, ceilf, ceil)
+KILN_CUDA_MATH(math_abs, fabsf, fabs)
+#undef KILN_CUDA_MATH
+__device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double math_pow(double x, double y) { return pow(x, y); }
+
+template <class T> inline constexpr bool is_float = std::is_floating_point_v<T>;
+
+// ---- unary -------------------------------------------------------------------------------
+
+struct Negate {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return -x;
+    else return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(x));
+  }
+};
+struct Absolute {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return math_abs(x);
+    else return x < 0 ? static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(x)) : x;
+  }
+};
+// Floats: zeros keep their sign and NaN stays NaN.
+struct Sign {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return x > 0 ? T(1) : x < 0 ? T(-1) : x;
+    else return static_cast<T>((x > 0) - (x < 0));
+  }
+};
+struct Square {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return x * x;
+    else return static_cast<T>(static_cast<Unsigned<T>>(x) * static_cast<Unsigned<T>>(x));
+  }
+};
+// relu(NaN) = NaN: the comparison is false for NaN, which passes through.
+struct Relu {
+  template <class T> __device__ T operator()(T x) const { return x < 0 ? T(0) : x; }
+};
+struct Floor {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return math_floor(x);
+    else return x;
+  }
+};
+struct Ceil {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return math_ceil(x);
+    else return x;
+  }
+};
+struct Sine {
+  template <class T> __device__ T operator()(T x) const { return math_sin(x); }
+};
+struct Cosine {
+  template <class T> __device__ T operator()(T x) const { return math_cos(x); }
+};
+struct Exponential {
+  template <class T> __device__ T operator()(T x) const { return math_exp(x); }
+};
+struct Logarithm {
+  template <class T> __device__ T operator()(T x) const { return math_log(x); }
+};
+struct HyperbolicTangent {
+  template <class T> __device__ T operator()(T x) const { return math_tanh(x); }
+};
+struct SquareRoot {
+  template <class T> __device__ T operator()(T x) const { return math_sqrt(x); }
+};
+// 1 / sqrt(x), both correctly rounded: equal to the CPU's (not rsqrtf, 2 ULP).
+struct ReciprocalSquareRoot {
+  template <class T> __device__ T operator()(T x) const { return T(1) / math_sqrt(x); }
+};
+// exp(-x) overflows to inf for very negative x, giving the correct limit 0.
+struct Sigmoid {
+  template <class T> __device__ T operator()(T x) const { return T(1) / (T(1) + math_exp(-x)); }
+};
+struct ErrorFunction {
+  template <class T> __device__ T operator()(T x) const { return math_erf(x); }
+};
+struct LogicalNot {
+  __device__ Bool operator()(Bool x) const { return static_cast<Bool>(x == 0); }
+};
+
+// ---- binary ------------------------------------------------------------------------------
+
+struct Add {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return a + b;
+    else return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+  }
+};
+struct Subtract {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return a - b;
+    else return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
+  }
+};
+struct Multiply {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return a * b;
+    else return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
+  }
+};
+struct Divide {
+  template <class T> __device__ T operator()(T a, T b) const { return a / b; }  // floats only
+};
+// Integer pow as XLA and TF (see the CPU kernel): squaring with wraparound; a
+// negative exponent gives 0 except for bases 1 and -1.
+struct Power {
+  template <class T> __device__ T operator()(T base, T exponent) const {
+    if constexpr (is_float<T>) {
+      return math_pow(base, exponent);
+    } else {
+      if (exponent < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (exponent & 1) ? T(-1) : T(1);
+        return 0;
+      }
+      using U = Unsigned<T>;
+      U result = 1, factor = static_cast<U>(base);
+      for (U remaining = static_cast<U>(exponent); remaining != 0; remaining >>= 1) {
+        if (remaining & 1) result *= factor;
+        factor *= factor;
+      }
+      return static_cast<T>(result);
+    }
+  }
+};
+// NaN in either operand gives NaN (the first one if both are NaN).
+struct Maximum {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return (a > b || a != a) ? a : b;
+    else return a > b ? a : b;
+  }
+};
+struct Minimum {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return (a < b || a != a) ? a : b;
+    else return a < b ? a : b;
+  }
+};
+struct Equal {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a == b; }
+};
+struct NotEqual {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a != b; }
+};
+struct Less {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a < b; }
+};
+struct LessEqual {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a <= b; }
+};
+struct Greater {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a > b; }
+};
+struct GreaterEqual {
+  template <class T> __device__ Bool operator()(T a, T b) const { return a >= b; }
+};
+struct LogicalAnd {
+  __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) & (b != 0); }
+};
+struct LogicalOr {
+  __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) | (b != 0); }
+};
+
+// ---- cast --------------------------------------------------------------------------------
+
+// Float to integer: truncation where the value fits, saturation beyond the
+// range, NaN -> 0 (the CPU kernel's saturating_truncate).
+template <class To, class From> __device__ To saturating_truncate(From x) {
+  constexpr From limit = -static_cast<From>(std::numeric_limits<To>::min());  // 2^31 or 2^63, exact
+  if (x != x) return To(0);
+  if (x >= limit) return std::numeric_limits<To>::max();
+  if (x < -limit) return std::numeric_limits<To>::min();
+  return static_cast<To>(x);
+}
+
+template <class To> struct Convert {
+  template <class From> __device__ To operator()(From x) const {
+    if constexpr (std::is_same_v<To, Bool>) return x != From(0);  // to bool (NaN is != 0: true)
+    else if constexpr (is_float<From> && std::is_integral_v<To>) return saturating_truncate<To>(x);
+    else return static_cast<To>(x);  // bool 0/1; integers wrap; floats round to nearest
+  }
+};
+
+}  // namespace kiln::kernels::cuda::ops
