@@ -13,15 +13,21 @@
 namespace kiln::bench {
 
 Timing time_calls(const std::function<void()>& call, int runs, int warmup) {
+  return time_calls_between(call, runs, nullptr, warmup);
+}
+
+Timing time_calls_between(const std::function<void()>& call, int runs, const std::function<void()>& between,
+                          int warmup) {
   for (int i = 0; i < warmup; ++i) call();
   std::vector<double> times;
-  auto loop_start = std::chrono::steady_clock::now();
+  double total = 0;  // the timed calls only, as the article's loop would see them without `between`
   for (int i = 0; i < std::max(runs, 1); ++i) {
     auto start = std::chrono::steady_clock::now();
     call();
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    total += times.back();
+    if (between) between();
   }
-  double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loop_start).count();
   std::sort(times.begin(), times.end());
   std::size_t middle = times.size() / 2;
   double median = times.size() % 2 ? times[middle] : 0.5 * (times[middle - 1] + times[middle]);
@@ -68,6 +74,35 @@ double copy_bandwidth(double footprint_bytes, int runs) {
   Timing streaming = time_calls([&] { copy_streaming(in, out, count); }, repeats);
   double best_ms = std::min(plain.median_ms, streaming.median_ms);
   return bytes / (best_ms * 1e-3);
+}
+
+BandwidthSampler::BandwidthSampler(double footprint_bytes) {
+  count_ = std::max<std::int64_t>(static_cast<std::int64_t>(footprint_bytes / 2 / sizeof(float)), 1024);
+  source_ = runtime::allocate_array(DType::f32, Shape({count_}));
+  destination_ = runtime::allocate_array(DType::f32, Shape({count_}));
+  float* in = source_.mutable_data<float>();
+  for (std::int64_t i = 0; i < count_; ++i) in[i] = static_cast<float>(i % 1000);
+  std::memset(destination_.mutable_raw(), 0, static_cast<std::size_t>(count_) * sizeof(float));
+}
+
+void BandwidthSampler::sample() {
+  const float* in = source_.data<float>();
+  float* out = destination_.mutable_data<float>();
+  auto seconds = [](auto&& copy) {
+    auto start = std::chrono::steady_clock::now();
+    copy();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double best = std::min(seconds([&] { copy_plain(in, out, count_); }), seconds([&] { copy_streaming(in, out, count_); }));
+  samples_.push_back(2.0 * static_cast<double>(count_) * sizeof(float) / best);
+}
+
+double BandwidthSampler::bandwidth() const {
+  if (samples_.empty()) return 0;
+  std::vector<double> sorted = samples_;
+  std::sort(sorted.begin(), sorted.end());
+  std::size_t middle = sorted.size() / 2;
+  return sorted.size() % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
 }
 
 Timing time_sgemm(const Tensor& a, const Tensor& b, int runs) {

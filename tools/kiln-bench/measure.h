@@ -5,6 +5,8 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/buffer.h"
+
 #include <functional>
 #include <vector>
 
@@ -26,6 +28,29 @@ Timing time_calls(const std::function<void()>& call, int runs, int warmup = 2);
 // plain-store and non-temporal-store copies of `footprint_bytes` in total
 // (half source, half destination), using every kiln thread.
 double copy_bandwidth(double footprint_bytes, int runs);
+
+// Copy bandwidth sampled in between a workload's timed calls. On a shared
+// machine the memory bandwidth left to us drifts by 2x within a minute, so a
+// floor measured before or after the workload compares it with a different
+// machine; samples taken between its calls see the same one. Each sample
+// times a plain and a non-temporal copy of the workload's footprint and keeps
+// the faster.
+class BandwidthSampler {
+ public:
+  explicit BandwidthSampler(double footprint_bytes);
+  void sample();
+  // Median of the samples in bytes/s (0 without samples).
+  double bandwidth() const;
+
+ private:
+  runtime::Array source_, destination_;
+  std::int64_t count_ = 0;
+  std::vector<double> samples_;
+};
+
+// time_calls, with `between` run (untimed) after every timed call.
+Timing time_calls_between(const std::function<void()>& call, int runs, const std::function<void()>& between,
+                          int warmup = 2);
 
 // Time of one cblas_sgemm of a (m x k) by b (k x n), both row-major f32.
 Timing time_sgemm(const Tensor& a, const Tensor& b, int runs);

@@ -122,10 +122,10 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, c
   }
 }
 
-void measure_floors(const Workload& workload, int runs, Result& result) {
+void measure_floors(const Workload& workload, int runs, Result& result, double sampled_bandwidth) {
   result.bytes = workload.bytes;
   result.flops = workload.flops;
-  result.bandwidth = copy_bandwidth(workload.bytes, runs);
+  result.bandwidth = sampled_bandwidth > 0 ? sampled_bandwidth : copy_bandwidth(workload.bytes, runs);
   result.memory_floor_ms = workload.bytes / result.bandwidth * 1e3;
   if (workload.blas_alone) {
     result.blas_ms = workload.blas_alone(runs).median_ms;
@@ -195,12 +195,15 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   standard_outputs.clear();
   jit_outputs.clear();
 
-  result.standard = time_calls([&] { workload.standard(workload.inputs); }, runs);
+  // The copy floor is sampled between the timed calls (see BandwidthSampler).
+  BandwidthSampler sampler(workload.bytes);
+  auto sample = [&] { sampler.sample(); };
+  result.standard = time_calls_between([&] { workload.standard(workload.inputs); }, runs, sample);
   if (result.jit_note.empty()) {
-    result.jit = time_calls([&] { workload.jit(workload.inputs); }, runs);
+    result.jit = time_calls_between([&] { workload.jit(workload.inputs); }, runs, sample);
     measure_first_calls(workload, result);
   }
-  measure_floors(workload, runs, result);
+  measure_floors(workload, runs, result, sampler.bandwidth());
   return result;
 }
 

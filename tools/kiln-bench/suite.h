@@ -42,7 +42,8 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& standard, co
                Result& result);
 // Copy bandwidth at the workload's footprint, OpenBLAS alone, kiln's
 // matmuls alone, and the floors that follow.
-void measure_floors(const Workload& workload, int runs, Result& result);
+// sampled_bandwidth: the copy bandwidth sampled while the workload ran (BandwidthSampler); 0 measures it now.
+void measure_floors(const Workload& workload, int runs, Result& result, double sampled_bandwidth = 0);
 // First calls of a new JIT function (cold and with a warm disk cache) and
 // the peak temporary memory of a steady call.
 void measure_first_calls(const Workload& workload, Result& result);

@@ -69,6 +69,33 @@ template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<
   }
 }
 
+// store() for outputs much larger than the caches: a full vector at a 64-byte
+// aligned address goes straight to memory (non-temporal stores), skipping the
+// read of the destination line that a plain store costs and leaving the caches
+// to the inputs. Anything else is a plain store. A kernel that streams ends
+// each work item with end_streaming(): the stores are weakly ordered.
+template <class T> [[gnu::always_inline]] inline void store_streaming(T* destination, vec<T> value, int count = lanes) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(vec<T>) % 64 == 0) {
+    if (count == lanes && (reinterpret_cast<uintptr_t>(destination) & 63) == 0) {
+      for (unsigned part = 0; part < sizeof(vec<T>) / 64; ++part) {
+        f32x16 piece;
+        __builtin_memcpy(&piece, reinterpret_cast<const char*>(&value) + 64 * part, 64);
+        __builtin_ia32_movntps512(reinterpret_cast<float*>(reinterpret_cast<char*>(destination) + 64 * part), piece);
+      }
+      return;
+    }
+  }
+#endif
+  store<T>(destination, value, count);
+}
+
+[[gnu::always_inline]] inline void end_streaming() {
+#if defined(__SSE__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 // Elements `stride` apart (a transposed or sliced input).
 template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, int64_t stride, int count = lanes) {
   T values[lanes] = {};

@@ -18,6 +18,18 @@ namespace kiln::compiler::cpu {
 namespace {
 
 constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long row
+// Element outputs of a kernel that add up to this many bytes are written with
+// non-temporal stores (store_streaming): far larger than the L2 caches, they
+// would be evicted before anyone reads them, and a plain store first reads
+// each destination line (measured on a 4096x4096 softmax: 15-20% faster).
+constexpr std::int64_t streaming_bytes = std::int64_t{16} << 20;
+// Rows at least this long (bytes of one input row) get their next row
+// prefetched during the passes after the first: the first pass is the only one
+// that reads memory, and the hardware prefetchers stop at page boundaries, so
+// without help each row would start with a memory stall while the later
+// passes (from L1) leave the memory idle (measured: softmax 4096x4096 1.86x
+// -> 1.55x its floor together with streaming stores).
+constexpr std::int64_t prefetch_row_bytes = 4096;
 
 struct ReductionInfo {
   const char* combine;   // prelude function folding a vector into the accumulator
@@ -56,6 +68,7 @@ class RowKernel {
     chunked_ = reductions_.empty() && layout_.inner_size > chunk_size;
     split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
                        layout_.middle_sizes.empty() && only_reduction_outputs();
+    streaming_ = element_output_bytes() >= streaming_bytes;
     return emit_kernel();
   }
 
@@ -101,6 +114,41 @@ class RowKernel {
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
     while (dims.size() > kept.size() && dims.back() == 1) dims.pop_back();
     return dims == kept;
+  }
+
+  std::int64_t element_output_bytes() const {
+    std::int64_t bytes = 0;
+    for (const auto& [value, id] : outputs_)
+      if (!is_row_output(value, id)) bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
+    return bytes;
+  }
+
+  // The loads of the first pass whose next row follows their row in memory
+  // (worth prefetching during the later passes; see prefetch_row_bytes).
+  std::vector<int> next_row_loads() const {
+    std::vector<int> loads;
+    if (reductions_.empty() || split_reduction_ || chunked_ || !layout_.middle_sizes.empty() || layout_.outer_axes.empty())
+      return loads;
+    for (int id : phase_elements_.front()) {
+      const Instance& item = at(id);
+      if (item.kind != Instance::Kind::load || emitter_.inner_coefficient(item.address, layout_) != 1) continue;
+      const std::int64_t element_bytes = static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
+      const auto axis = static_cast<std::size_t>(layout_.outer_axes.back());
+      if (axis < item.address.coefficients.size() && item.address.coefficients[axis] == layout_.inner_size &&
+          layout_.inner_size * element_bytes >= prefetch_row_bytes)
+        loads.push_back(id);
+    }
+    return loads;
+  }
+
+  // Prefetches of the next row's element `j` of each load in `loads`, into L1
+  // during the last pass and into L2 before it.
+  std::string prefetch_next_row(const std::vector<int>& loads, bool last_pass) const {
+    std::string text;
+    for (int id : loads)
+      text += "        __builtin_prefetch(" + pointer(at(id)) + " + " + std::to_string(layout_.inner_size) + " + j, 0, " +
+              (last_pass ? "3" : "2") + ");\n";
+    return text;
   }
 
   bool only_reduction_outputs() const {
@@ -343,6 +391,7 @@ class RowKernel {
     std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
                        " accumulator" + std::to_string(k) + " = " + info.identity + ";\n    {\n";
     std::string body = element_values(phase_elements_[k], static_cast<int>(k));
+    if (k > 0) body += prefetch_next_row(next_row_loads(), false);
     body += "        accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
             ", first_lanes(" + operand.name + ", " + info.identity + ", count));\n";
     text += vector_loop(begin, end, body) + "    }\n";
@@ -414,6 +463,7 @@ class RowKernel {
     }
     if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
     text += "  }\n";
+    if (streaming_) text += "  end_streaming();\n";
     for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
     text += "}\n\n";
     text += entry(chunks);
@@ -423,11 +473,13 @@ class RowKernel {
   std::string element_pass(const std::string& begin, const std::string& end) const {
     const std::set<int>& needed = phase_elements_.back();
     std::string body = element_values(needed, static_cast<int>(phase_elements_.size()) - 1);
+    body += prefetch_next_row(next_row_loads(), true);
     bool any = false;
     for (const auto& [value, id] : outputs_) {
       if (is_row_output(value, id)) continue;
       any = true;
-      body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
+      const bool stream = streaming_ && emitter_.graph().type(value).dtype != DType::boolean;
+      body += std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
               emitter_.middle_offset(output_address(value), layout_) + " + j, " + at(id).name + ", count);\n";
     }
     if (!any) return "";
@@ -589,6 +641,7 @@ class RowKernel {
   std::vector<int> first_write_;
   bool chunked_ = false;
   bool split_reduction_ = false;
+  bool streaming_ = false;  // element outputs use store_streaming
 };
 
 }  // namespace
