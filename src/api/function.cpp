@@ -126,7 +126,8 @@ void build_executable(FunctionCore& core, trace::ConcreteFunction& concrete) {
   if (core.options.jit_compile) {
     auto start = std::chrono::steady_clock::now();
     try {
-      compiler::CompiledFunction compiled = compiler::compile(concrete.traced);
+      Device device = concrete.signature.arguments.empty() ? Device::cpu() : concrete.signature.arguments[0].device;
+      compiler::CompiledFunction compiled = compiler::compile(concrete.traced, device);
       core.cache.record_compile(seconds_since(start), compiled.from_disk_cache);
       concrete.executable = std::move(compiled.executable);
       concrete.stages = std::move(compiled.stages);

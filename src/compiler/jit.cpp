@@ -66,7 +66,14 @@ class Dumper {
 
 }  // namespace
 
-CompiledFunction compile(const ir::Graph& traced) {
+CompiledFunction compile(const ir::Graph& traced, Device device) {
+  // Generated CPU code would read device pointers: until the CUDA code
+  // generator exists, functions on a GPU run on the standard executor (whose
+  // kernels are CUDA kernels there), with the usual fallback warning.
+  if (!device.is_cpu())
+    throw CompileError("kiln::function", "the JIT generates CPU code only so far; inputs on " + device.to_string() +
+                                             " run on the standard executor",
+                       std::string());
   check_compilable(traced);
   ir::Graph graph = traced;
   Dumper dumper(graph.name);

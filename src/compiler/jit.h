@@ -5,6 +5,7 @@
 #include "exec/executable.h"
 #include "ir/graph.h"
 
+#include <kiln/device.h>
 #include <kiln/function_options.h>
 
 #include <memory>
@@ -20,8 +21,9 @@ struct CompiledFunction {
   bool from_disk_cache = false;
 };
 
-// Compiles `graph` (canonical layout, as traced). Throws kiln::CompileError
-// naming the op and its source location when the graph cannot be compiled.
-CompiledFunction compile(const ir::Graph& graph);
+// Compiles `graph` (canonical layout, as traced) for `device`, where its
+// inputs live. Throws kiln::CompileError naming the op and its source location
+// when the graph cannot be compiled.
+CompiledFunction compile(const ir::Graph& graph, Device device = Device::cpu());
 
 }  // namespace kiln::compiler

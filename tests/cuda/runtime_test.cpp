@@ -194,4 +194,25 @@ TEST(CudaRuntime, FunctionsRunOnTheGpu) {
   config::allow_tf32 = previous;
 }
 
+// Until the CUDA code generator exists, a JIT function on the GPU warns and
+// runs on the standard executor (never CPU code on device pointers); strict
+// mode throws a CompileError naming the reason.
+TEST(CudaRuntime, JitFunctionsOnTheGpuFallBackToTheStandardExecutor) {
+  KILN_REQUIRE_GPU();
+  auto body = [](Tensor x) { return reduce_sum(sin(x) * x); };
+  Tensor x = random::normal({1000}, {.seed = 6});
+  auto jit = function(body, {.jit_compile = true});
+  Tensor on_gpu = jit(x.to(gpu));
+  EXPECT_EQ(on_gpu.device(), gpu);
+  EXPECT_NEAR(on_gpu.item<double>(), function(body)(x).item<double>(), 1e-4);
+  EXPECT_EQ(jit.statistics().fallbacks, 1);
+  auto strict = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  try {
+    strict(x.to(gpu));
+    ADD_FAILURE() << "expected kiln::CompileError";
+  } catch (const CompileError& error) {
+    EXPECT_NE(std::string(error.what()).find("CPU code only"), std::string::npos) << error.what();
+  }
+}
+
 }  // namespace
