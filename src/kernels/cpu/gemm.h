@@ -58,7 +58,7 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
 // depth_block in order, each summed in order with fused multiply-adds), so results are bitwise reproducible.
 // Multithreaded through runtime::parallel_pieces; never calls OpenBLAS. Temporaries come from
 // runtime::allocate: three packed B blocks (kc x nc, at most 1.5 MiB), an A strip per thread (21 KiB), and,
-// when c is null, the C panel buffer -- all together at most ~20% of m*n*4 bytes, or about 512 KiB when that
+// when c is null, the C panel buffer -- all together at most ~23% of m*n*4 bytes, or about 512 KiB when that
 // is more (small problems).
 // Preconditions (not checked): m, n, k >= 0; lda >= (transpose_a ? m : k), ldb >= (transpose_b ? k : n),
 // ldc >= n; c does not overlap a or b.
