@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/matmul_batches.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -41,21 +42,6 @@ struct Problem {
   std::vector<std::int64_t> a_offsets, b_offsets;  // element offsets per output batch index
 };
 
-// Batch strides (in elements) of `shape`'s batch axes aligned to the output
-// batch axes: 0 for a missing or broadcast (size-1) axis.
-std::vector<std::int64_t> batch_strides(const Shape& shape, const Shape& output, std::int64_t matrix_size) {
-  int out_batch_rank = output.rank() - 2;
-  int batch_rank = shape.rank() - 2;
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(out_batch_rank), 0);
-  std::int64_t stride = matrix_size;
-  for (int axis = batch_rank - 1; axis >= 0; --axis) {
-    int out_axis = out_batch_rank - batch_rank + axis;
-    if (shape[axis] != 1) strides[static_cast<std::size_t>(out_axis)] = stride;
-    stride *= shape[axis];
-  }
-  return strides;
-}
-
 Problem make_problem(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
   Problem problem;
   int rank_a = a.shape.rank(), rank_b = b.shape.rank(), rank_out = output.shape.rank();
@@ -66,30 +52,11 @@ Problem make_problem(bool transpose_a, bool transpose_b, const Array& a, const A
   problem.m = output.shape[rank_out - 2];
   problem.n = output.shape[rank_out - 1];
   problem.k = transpose_a ? a.shape[rank_a - 2] : a.shape[rank_a - 1];
-  problem.batch = 1;
-  for (int axis = 0; axis < rank_out - 2; ++axis) problem.batch *= output.shape[axis];
-  if (problem.batch == 0 || problem.m == 0 || problem.n == 0) return problem;
-
-  std::vector<std::int64_t> stride_a = batch_strides(a.shape, output.shape, problem.m * problem.k);
-  std::vector<std::int64_t> stride_b = batch_strides(b.shape, output.shape, problem.k * problem.n);
-  problem.a_offsets.resize(static_cast<std::size_t>(problem.batch));
-  problem.b_offsets.resize(static_cast<std::size_t>(problem.batch));
-  std::vector<std::int64_t> index(stride_a.size(), 0);
-  std::int64_t offset_a = 0, offset_b = 0;
-  for (std::int64_t item = 0; item < problem.batch; ++item) {
-    problem.a_offsets[static_cast<std::size_t>(item)] = offset_a;
-    problem.b_offsets[static_cast<std::size_t>(item)] = offset_b;
-    // Advance the batch odometer (last axis fastest).
-    for (int axis = static_cast<int>(index.size()) - 1; axis >= 0; --axis) {
-      auto d = static_cast<std::size_t>(axis);
-      offset_a += stride_a[d];
-      offset_b += stride_b[d];
-      if (++index[d] < output.shape[axis]) break;
-      offset_a -= stride_a[d] * index[d];
-      offset_b -= stride_b[d] * index[d];
-      index[d] = 0;
-    }
-  }
+  MatmulBatches batches = matmul_batches(a.shape, b.shape, output.shape, problem.m * problem.k, problem.k * problem.n);
+  problem.batch = batches.count;
+  // (Offsets are empty when the output is empty: nothing to multiply.)
+  problem.a_offsets = std::move(batches.a_offsets);
+  problem.b_offsets = std::move(batches.b_offsets);
   return problem;
 }
 

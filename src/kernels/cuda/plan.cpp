@@ -1,5 +1,7 @@
 #include "kernels/cuda/plan.h"
 
+#include "kernels/matmul_batches.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>
@@ -175,25 +177,6 @@ std::vector<BatchRun> batch_runs(const std::vector<std::int64_t>& a_offsets,
   return runs;
 }
 
-namespace {
-
-// Batch strides (in elements) of `shape`'s batch axes aligned to the output
-// batch axes: 0 for a missing or broadcast (size-1) axis.
-std::vector<std::int64_t> batch_strides(const Shape& shape, const Shape& output, std::int64_t matrix_size) {
-  int out_batch_rank = output.rank() - 2;
-  int batch_rank = shape.rank() - 2;
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(out_batch_rank), 0);
-  std::int64_t stride = matrix_size;
-  for (int axis = batch_rank - 1; axis >= 0; --axis) {
-    int out_axis = out_batch_rank - batch_rank + axis;
-    if (shape[axis] != 1) strides[static_cast<std::size_t>(out_axis)] = stride;
-    stride *= shape[axis];
-  }
-  return strides;
-}
-
-}  // namespace
-
 MatmulPlan plan_matmul(bool transpose_a, bool transpose_b, const Shape& a, const Shape& b, const Shape& output) {
   MatmulPlan plan;
   int rank_a = a.rank(), rank_b = b.rank(), rank_out = output.rank();
@@ -204,28 +187,10 @@ MatmulPlan plan_matmul(bool transpose_a, bool transpose_b, const Shape& a, const
   plan.k = transpose_a ? a[rank_a - 2] : a[rank_a - 1];
   if ((transpose_b ? b[rank_b - 1] : b[rank_b - 2]) != plan.k)
     throw InternalError("matmul", "contracting dimensions differ", std::string());
-  for (int axis = 0; axis < rank_out - 2; ++axis) plan.batch *= output[axis];
+  MatmulBatches batches = matmul_batches(a, b, output, plan.m * plan.k, plan.k * plan.n);
+  plan.batch = batches.count;
   if (plan.batch == 0 || plan.m == 0 || plan.n == 0) return plan;
-
-  std::vector<std::int64_t> stride_a = batch_strides(a, output, plan.m * plan.k);
-  std::vector<std::int64_t> stride_b = batch_strides(b, output, plan.k * plan.n);
-  std::vector<std::int64_t> a_offsets(static_cast<std::size_t>(plan.batch)), b_offsets(a_offsets.size());
-  std::vector<std::int64_t> index(stride_a.size(), 0);
-  std::int64_t offset_a = 0, offset_b = 0;
-  for (std::int64_t item = 0; item < plan.batch; ++item) {
-    a_offsets[static_cast<std::size_t>(item)] = offset_a;
-    b_offsets[static_cast<std::size_t>(item)] = offset_b;
-    for (int axis = static_cast<int>(index.size()) - 1; axis >= 0; --axis) {  // the batch odometer
-      auto d = static_cast<std::size_t>(axis);
-      offset_a += stride_a[d];
-      offset_b += stride_b[d];
-      if (++index[d] < output[axis]) break;
-      offset_a -= stride_a[d] * index[d];
-      offset_b -= stride_b[d] * index[d];
-      index[d] = 0;
-    }
-  }
-  plan.runs = batch_runs(a_offsets, b_offsets);
+  plan.runs = batch_runs(batches.a_offsets, batches.b_offsets);
   return plan;
 }
 
