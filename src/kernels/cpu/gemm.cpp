@@ -31,7 +31,9 @@ static_assert(kNcTarget % kNr == 0);
 // measured 0.86 -> 0.94 of OpenBLAS at n = 1024 going from 0.20 to 0.24) ...
 constexpr double kBudgetFraction = 0.23;
 // ... or this many bytes, whichever is more, so that small problems are not blocked finely for nothing.
-constexpr std::int64_t kBudgetFloorBytes = std::int64_t{1} << 19;
+// 768 KiB holds a whole 256 x 256 problem (its B block and C buffer: one panel, B packed once) while staying
+// under 25% of C from n = 1024 on.
+constexpr std::int64_t kBudgetFloorBytes = std::int64_t{768} << 10;
 // Packed B blocks in flight: a thread may run up to kBBuffers - 1 K blocks ahead of a strip that another
 // thread holds (see RegionWork).
 constexpr int kBBuffers = 3;
@@ -40,6 +42,8 @@ constexpr int kBBuffers = 3;
 constexpr std::int64_t kCBufferPadding = 16;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// B buffers a problem with `depth_blocks` K blocks uses: no more than it has blocks.
+std::int64_t b_buffer_count(std::int64_t depth_blocks) { return std::min<std::int64_t>(kBBuffers, depth_blocks); }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 struct Problem {
@@ -400,7 +404,7 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   // The C panel buffer (rows x (nc + padding)) and the packed B blocks (kc x nc each) share the budget; shrink nc
   // until a row panel of at least a quarter of the rows (or 8 strips) fits, then split the rows.
   auto strips_that_fit = [&](std::int64_t columns) {
-    const std::int64_t left = budget_floats - kBBuffers * kc * columns;
+    const std::int64_t left = budget_floats - b_buffer_count(depth_blocks) * kc * columns;
     return left <= 0 ? 0 : left / (kMr * (columns + kCBufferPadding));
   };
   const std::int64_t wanted_strips = std::min(plan.row_strips, std::max<std::int64_t>(8, ceil_div(plan.row_strips, 4)));
@@ -445,13 +449,14 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     problem.panel_row_strips = plan.panel_row_strips;
   }
   const std::int64_t strip_floats = kMr * kKcMax;
-  auto work = runtime::allocate(Device::cpu(),
-                                sizeof(float) * static_cast<std::size_t>(kBBuffers * b_panel_floats + threads * strip_floats));
-  for (int buffer = 0; buffer < kBBuffers; ++buffer)
-    problem.b_panels[buffer] = static_cast<float*>(work->data()) + buffer * b_panel_floats;
-  problem.a_strips = problem.b_panels[0] + kBBuffers * b_panel_floats;
-
   const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  const auto b_buffers = static_cast<int>(b_buffer_count(depth_blocks));
+  auto work = runtime::allocate(Device::cpu(),
+                                sizeof(float) * static_cast<std::size_t>(b_buffers * b_panel_floats + threads * strip_floats));
+  for (int buffer = 0; buffer < b_buffers; ++buffer)
+    problem.b_panels[buffer] = static_cast<float*>(work->data()) + buffer * b_panel_floats;
+  problem.a_strips = problem.b_panels[0] + b_buffers * b_panel_floats;
+
   const std::int64_t regions = step_count(problem) / depth_blocks;
   for (std::int64_t region = 0; region < regions; ++region) {
     const Step first = make_step(problem, region * depth_blocks);
