@@ -2,7 +2,7 @@
 # KILN_CUDA:
 #   AUTO (default)  only when a GPU is visible (`nvidia-smi -L` lists one, or
 #                   /dev/nvidia0 exists) AND the CUDA toolkit (nvcc, cudart,
-#                   cuBLAS) is found; otherwise the build is the plain CPU build,
+#                   cuBLAS, NVRTC) is found; otherwise the build is the plain CPU build,
 #                   so CI and GPU-less machines are unchanged.
 #   ON              build it; fail clearly if the toolkit is missing (a GPU is not
 #                   needed to build: the tests then skip with the reason).
@@ -46,7 +46,8 @@ macro(kiln_find_cuda_toolkit out)
   set(${out} FALSE)
   if(CMAKE_CUDA_COMPILER)
     find_package(CUDAToolkit QUIET)
-    if(CUDAToolkit_FOUND AND TARGET CUDA::cudart AND TARGET CUDA::cublas AND TARGET CUDA::cublasLt)
+    if(CUDAToolkit_FOUND AND TARGET CUDA::cudart AND TARGET CUDA::cublas AND TARGET CUDA::cublasLt
+       AND TARGET CUDA::nvrtc)
       set(${out} TRUE)
     endif()
   endif()
@@ -70,8 +71,8 @@ elseif(kiln_cuda_mode MATCHES "^(ON|TRUE|YES|Y|1)$")
   kiln_find_cuda_toolkit(kiln_toolkit)
   if(NOT kiln_toolkit)
     message(FATAL_ERROR "kiln: KILN_CUDA=ON but the CUDA toolkit was not found: need a working nvcc "
-                        "(on PATH or CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc) and the cudart, cuBLAS and "
-                        "cuBLASLt libraries. Install the toolkit, or configure with -DKILN_CUDA=AUTO or OFF.")
+                        "(on PATH or CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc) and the cudart, cuBLAS, "
+                        "cuBLASLt and NVRTC libraries. Install the toolkit, or configure with -DKILN_CUDA=AUTO or OFF.")
   endif()
   set(KILN_WITH_CUDA ON)
 elseif(NOT kiln_cuda_mode MATCHES "^(OFF|FALSE|NO|N|0)$")

@@ -4,6 +4,12 @@
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/codegen/cpu/cpu_codegen.h"
+#if KILN_HAVE_CUDA
+#include "compiler/codegen/cuda/cuda_codegen.h"
+#include "compiler/codegen/cuda/cuda_executable.h"
+#include "compiler/codegen/cuda/nvrtc_build.h"
+#include "runtime/cuda/cuda_context.h"
+#endif
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -67,13 +73,12 @@ class Dumper {
 }  // namespace
 
 CompiledFunction compile(const ir::Graph& traced, Device device) {
-  // Generated CPU code would read device pointers: until the CUDA code
-  // generator exists, functions on a GPU run on the standard executor (whose
-  // kernels are CUDA kernels there), with the usual fallback warning.
+#if !KILN_HAVE_CUDA
   if (!device.is_cpu())
-    throw CompileError("kiln::function", "the JIT generates CPU code only so far; inputs on " + device.to_string() +
+    throw CompileError("kiln::function", "kiln was built without CUDA support; inputs on " + device.to_string() +
                                              " run on the standard executor",
                        std::string());
+#endif
   check_compilable(traced);
   ir::Graph graph = traced;
   Dumper dumper(graph.name);
@@ -87,6 +92,23 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   FusionPlan plan = fuse(graph);
   BufferAssignment assignment = assign_buffers(graph, plan);
   std::string fused = print_plan(graph, plan) + print_assignment(graph, assignment);
+#if KILN_HAVE_CUDA
+  if (device.is_cuda()) {
+    cuda::ModuleSource module = cuda::generate_source(graph, plan);
+    dumper.write("2-optimized.txt", optimized);
+    dumper.write("3-fused.txt", fused);
+    dumper.write("4-source.cu", module.text);
+    const cudaDeviceProp& properties = runtime::cuda::context(device, graph.name).properties;
+    cuda::ModuleImage image =
+        cuda::compile_module(module.text, cuda::nvrtc_target(properties.major, properties.minor), graph.name);
+    CompiledFunction compiled;
+    compiled.from_disk_cache = image.from_disk_cache;
+    compiled.stages = {{Stage::optimized, optimized}, {Stage::fused, fused}, {Stage::source, module.text}};
+    compiled.executable =
+        cuda::make_cuda_executable(std::move(graph), std::move(plan), std::move(assignment), module, image, device);
+    return compiled;
+  }
+#endif
   std::string source = cpu::generate_source(graph, plan);
   dumper.write("2-optimized.txt", optimized);
   dumper.write("3-fused.txt", fused);

@@ -160,25 +160,26 @@ int open_cache_directory(const std::string& path) {
 
 // ---- Reading and writing entries -------------------------------------------------------------------------
 
-struct DiskLookup {
-  std::shared_ptr<const LoadedModule> module;
+struct DiskRead {
+  std::string payload;      // the entry's checked payload; empty when there is none to use
+  bool found = false;       // an entry passed every check
   bool may_replace = true;  // false for an entry owned by another user: it is left alone
 };
 
-// Loads the entry for `key` if it exists and passes every check (docs/cache.md); warns about one that does not.
-DiskLookup load_entry(int directory, const std::string& directory_path, const std::string& file_name,
-                      const Sha256Digest& key, const std::string& name) {
-  DiskLookup lookup;
+// Reads the entry for `key` if it exists and passes every check (docs/cache.md); warns about one that does not.
+DiskRead read_entry(int directory, const std::string& directory_path, const std::string& file_name,
+                    const Sha256Digest& key) {
+  DiskRead read;
   std::string path = directory_path + "/" + file_name;
   auto reject = [&](const std::string& reason) {
     runtime::warn("cache entry " + path + " " + reason + "; rebuilding" +
-                  (lookup.may_replace ? "" : " (the new build is kept in memory only)"));
-    return lookup;
+                  (read.may_replace ? "" : " (the new build is kept in memory only)"));
+    return read;
   };
   // O_NONBLOCK: never block opening a FIFO; it does not affect reading a regular file.
   FileDescriptor file(::openat(directory, file_name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) {
-    if (errno == ENOENT) return lookup;
+    if (errno == ENOENT) return read;
     if (errno == ELOOP) return reject("is a symbolic link");
     return reject("cannot be opened (" + error_text(errno) + ")");
   }
@@ -186,7 +187,7 @@ DiskLookup load_entry(int directory, const std::string& directory_path, const st
   if (::fstat(file.get(), &status) != 0) return reject("cannot be examined (" + error_text(errno) + ")");
   if (!S_ISREG(status.st_mode)) return reject("is not a regular file");
   if (status.st_uid != ::getuid()) {
-    lookup.may_replace = false;
+    read.may_replace = false;
     return reject("is owned by uid " + std::to_string(status.st_uid) + ", not by the current user (uid " +
                   std::to_string(::getuid()) + ")");
   }
@@ -196,7 +197,7 @@ DiskLookup load_entry(int directory, const std::string& directory_path, const st
     return reject(std::string("is group- or world-writable (mode ") + mode + ")");
   }
   if (std::uint64_t(status.st_size) > kHeaderSize + kMaxPayloadSize) return reject("is too large");
-  // The bytes checked are the bytes loaded: read once, verify, load from memory.
+  // The bytes checked are the bytes used: read once, verify, hand on from memory.
   std::string entry(std::size_t(status.st_size), '\0');
   std::size_t done = 0;
   while (done < entry.size()) {
@@ -208,10 +209,28 @@ DiskLookup load_entry(int directory, const std::string& directory_path, const st
   }
   entry.resize(done);
   if (std::string problem = check_entry(entry, key); !problem.empty()) return reject(problem);
+  read.payload = entry.substr(kHeaderSize);
+  read.found = true;
+  return read;
+}
+
+struct DiskLookup {
+  std::shared_ptr<const LoadedModule> module;
+  bool may_replace = true;  // false for an entry owned by another user: it is left alone
+};
+
+// Loads the entry for `key` if it exists, passes every check and loads.
+DiskLookup load_entry(int directory, const std::string& directory_path, const std::string& file_name,
+                      const Sha256Digest& key, const std::string& name) {
+  DiskRead read = read_entry(directory, directory_path, file_name, key);
+  DiskLookup lookup;
+  lookup.may_replace = read.may_replace;
+  if (!read.found) return lookup;
   try {
-    lookup.module = LoadedModule::load(std::string_view(entry).substr(kHeaderSize), name);
+    lookup.module = LoadedModule::load(read.payload, name);
   } catch (const CompileError& error) {
-    return reject("could not be loaded (" + error.detail() + ")");
+    runtime::warn("cache entry " + directory_path + "/" + file_name + " could not be loaded (" + error.detail() +
+                  "); rebuilding");
   }
   return lookup;
 }
@@ -403,6 +422,29 @@ BuildResult get_or_build(const Sha256Digest& key, const std::string& name,
     promise.set_exception(std::current_exception());
     throw;
   }
+}
+
+CachedImage get_or_build_image(const Sha256Digest& key, const std::string& name,
+                               const std::function<std::string()>& compile) {
+  const std::string hex_key = to_hex(key);
+  const std::string directory_path = cache_directory();
+  FileDescriptor directory(open_cache_directory(directory_path));
+  const std::string file_name = hex_key + ".kiln";
+  CachedImage image;
+  bool may_store = directory.get() >= 0;
+  if (directory.get() >= 0) {
+    DiskRead read = read_entry(directory.get(), directory_path, file_name, key);
+    if (read.found) {
+      runtime::log(LogLevel::info, "loaded " + name + " from the disk cache (" + directory_path + "/" + file_name + ")");
+      image.bytes = std::move(read.payload);
+      image.from_disk_cache = true;
+      return image;
+    }
+    may_store = read.may_replace;
+  }
+  image.bytes = compile();
+  if (may_store) store_entry(directory.get(), directory_path, file_name, key, image.bytes);
+  return image;
 }
 
 void clear_memory_cache_for_testing() {

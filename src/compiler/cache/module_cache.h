@@ -70,6 +70,19 @@ struct BuildResult {
 // never fail the call. `name` is used in messages.
 BuildResult get_or_build(const Sha256Digest& key, const std::string& name, const std::function<std::string()>& compile);
 
+// The disk cache alone, for modules that are not shared objects (the CUDA
+// JIT's cubin or PTX images, which the driver loads): the checked payload of
+// `key`'s entry, else the bytes `compile` returns (or its CompileError),
+// which are then stored. The same file format, directory and checks as
+// get_or_build; no memory cache (the caller keeps what it loads) and no
+// deduplication of concurrent builds. `name` is used in messages.
+struct CachedImage {
+  std::string bytes;
+  bool from_disk_cache = false;
+};
+CachedImage get_or_build_image(const Sha256Digest& key, const std::string& name,
+                               const std::function<std::string()>& compile);
+
 // The disk cache directory from the environment: $KILN_CACHE_DIR, else
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln; empty if none is set. Read on
 // every call (it is not created here).

@@ -3,6 +3,7 @@
 // device's stream, 16-byte packs for vectorized loads and stores, index math
 // for broadcast operands, warp and block reductions.
 
+#include "kernels/cuda/device_traits.cuh"
 #include "kernels/cuda/plan.h"
 #include "runtime/buffer.h"
 #include "runtime/cuda/cuda_context.h"
@@ -18,9 +19,6 @@
 #include <utility>
 
 namespace kiln::kernels::cuda {
-
-using Bool = std::uint8_t;
-template <class T> using Unsigned = std::make_unsigned_t<T>;
 
 // Threads per block of every grid-stride kernel: 8 warps; 8 such blocks fill
 // a multiprocessor's 2048 thread slots.

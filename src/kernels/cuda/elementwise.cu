@@ -5,6 +5,7 @@
 // each thread moves 16 bytes per access of the wider type (4 f32, 2 f64, 16
 // bools), and the tail past the last whole pack goes element by element.
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_ops.cuh"
 

@@ -6,6 +6,7 @@
 // operand's element from the output index through the collapsed loop nest
 // ([4096,4096] + [4096] is rank 2: one 32-bit division per element).
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_ops.cuh"
 

@@ -3,10 +3,10 @@
 // the CPU kernels' semantics (kernels/cpu/elementwise.cpp,
 // elementwise_binary.cpp): integer arithmetic wraps (unsigned math), float
 // maximum/minimum propagate NaN, compares are IEEE, integer pow squares.
+// Device code only, without the standard library (device_traits.cuh): the
+// JIT's NVRTC prelude embeds this header.
 
-#include "kernels/cuda/common.cuh"
-
-#include <limits>
+#include "kernels/cuda/device_traits.cuh"
 
 namespace kiln::kernels::cuda::ops {
 
@@ -29,7 +29,7 @@ KILN_CUDA_MATH(math_abs, fabsf, fabs)
 __device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double math_pow(double x, double y) { return pow(x, y); }
 
-template <class T> inline constexpr bool is_float = std::is_floating_point_v<T>;
+template <class T> inline constexpr bool is_float = ElementTraits<T>::is_float;
 
 // ---- unary -------------------------------------------------------------------------------
 
@@ -195,17 +195,17 @@ struct LogicalOr {
 // Float to integer: truncation where the value fits, saturation beyond the
 // range, NaN -> 0 (the CPU kernel's saturating_truncate).
 template <class To, class From> __device__ To saturating_truncate(From x) {
-  constexpr From limit = -static_cast<From>(std::numeric_limits<To>::min());  // 2^31 or 2^63, exact
+  constexpr From limit = -static_cast<From>(ElementTraits<To>::lowest);  // 2^31 or 2^63, exact
   if (x != x) return To(0);
-  if (x >= limit) return std::numeric_limits<To>::max();
-  if (x < -limit) return std::numeric_limits<To>::min();
+  if (x >= limit) return ElementTraits<To>::highest;
+  if (x < -limit) return ElementTraits<To>::lowest;
   return static_cast<To>(x);
 }
 
 template <class To> struct Convert {
   template <class From> __device__ To operator()(From x) const {
-    if constexpr (std::is_same_v<To, Bool>) return x != From(0);  // to bool (NaN is != 0: true)
-    else if constexpr (is_float<From> && std::is_integral_v<To>) return saturating_truncate<To>(x);
+    if constexpr (same_type<To, Bool>) return x != From(0);  // to bool (NaN is != 0: true)
+    else if constexpr (is_float<From> && ElementTraits<To>::is_integer) return saturating_truncate<To>(x);
     else return static_cast<To>(x);  // bool 0/1; integers wrap; floats round to nearest
   }
 };

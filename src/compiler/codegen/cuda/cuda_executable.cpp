@@ -1,0 +1,171 @@
+#include "compiler/codegen/cuda/cuda_executable.h"
+
+#include "compiler/cache/sha256.h"
+#include "compiler/codegen/cuda/driver_api.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernels.h"
+#include "runtime/cuda/cuda_context.h"
+
+#include <kiln/error.h>
+
+#include <map>
+#include <mutex>
+
+namespace kiln::compiler::cuda {
+namespace {
+
+// Loaded modules by image and device, kept for the life of the process:
+// unloading one whose kernels may still be queued on the stream would be
+// unsafe, and a process compiles few distinct functions.
+CUmodule load_module(const ModuleImage& image, int device_index, const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, CUmodule> modules;
+  Sha256 hash;
+  hash.update(image.bytes);
+  std::pair<std::string, int> key{to_hex(hash.finish()), device_index};
+  std::lock_guard lock(mutex);
+  if (auto found = modules.find(key); found != modules.end()) return found->second;
+  runtime::cuda::DeviceGuard guard(device_index);
+  CUmodule module = nullptr;
+  if (CUresult status = driver_api().module_load_data(&module, image.bytes.data()); status != CUDA_SUCCESS)
+    throw CompileError(name, driver_error(status, "cuModuleLoadData") + " (" + image.target + ")", std::string());
+  modules.emplace(key, module);
+  return module;
+}
+
+CUfunction function_of(CUmodule module, const std::string& function, const std::string& name) {
+  CUfunction result = nullptr;
+  if (CUresult status = driver_api().module_get_function(&result, module, function.c_str()); status != CUDA_SUCCESS)
+    throw CompileError(name, driver_error(status, ("cuModuleGetFunction(" + function + ")").c_str()), std::string());
+  return result;
+}
+
+bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
+
+class CudaExecutable final : public exec::Executable {
+ public:
+  CudaExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, const ModuleSource& source,
+                 const ModuleImage& image, Device device)
+      : graph_(std::move(graph)), plan_(std::move(plan)), assignment_(std::move(assignment)), device_(device),
+        launches_(source.launches) {
+    CUmodule module = load_module(image, device.index, graph_.name);
+    for (const KernelLaunch& launch : launches_) {
+      functions_.push_back(launch.function.empty() ? nullptr : function_of(module, launch.function, graph_.name));
+      vector_functions_.push_back(launch.vector_function.empty() ? nullptr
+                                                                 : function_of(module, launch.vector_function, graph_.name));
+    }
+    for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
+  }
+
+  std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
+    std::vector<runtime::Array> values(static_cast<std::size_t>(graph_.size()));
+    for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(graph_.parameters[i])] = inputs[i];
+    std::shared_ptr<runtime::Buffer> arena;
+    if (uses_arena_) arena = runtime::allocate(device_, static_cast<std::size_t>(assignment_.arena_bytes));
+    std::size_t generated = 0;
+    for (const FusedKernel& kernel : plan_.kernels) {
+      if (kernel.kind == KernelKind::library) {
+        run_library(kernel, values);
+        continue;
+      }
+      run_generated(kernel, generated++, arena, values);
+    }
+    std::vector<runtime::Array> outputs;
+    for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);
+    return outputs;
+  }
+
+  int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
+
+ private:
+  void run_library(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
+    const ir::Node& node = graph_.node(kernel.members.front());
+    std::vector<runtime::Array> operands;
+    for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+    values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, device_);
+  }
+
+  void run_generated(const FusedKernel& kernel, std::size_t position, const std::shared_ptr<runtime::Buffer>& arena,
+                     std::vector<runtime::Array>& values) const {
+    const KernelLaunch& launch = launches_[position];
+    std::vector<void*> pointers;
+    for (ir::ValueId input : kernel.inputs) pointers.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
+    for (ir::ValueId output : kernel.outputs) {
+      runtime::Array& slot = values[static_cast<std::size_t>(output)];
+      const ir::Type& type = graph_.type(output);
+      std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
+      if (offset >= 0) {
+        std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
+        slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
+      } else {
+        slot = runtime::allocate_array(type.dtype, type.shape, device_);
+      }
+      pointers.push_back(slot.mutable_raw());
+    }
+    runtime::Array product;
+    if (kernel.kind == KernelKind::gemm) {
+      product = run_matmul(kernel, values);
+      pointers.push_back(product.mutable_raw());
+    }
+    if (!functions_[position]) return;
+    bool vector = vector_functions_[position] != nullptr;
+    for (void* pointer : pointers) vector = vector && aligned_16(pointer);
+    std::vector<void*> parameters;
+    for (void*& pointer : pointers) parameters.push_back(&pointer);
+    runtime::cuda::DeviceContext& context = runtime::cuda::context(device_, graph_.name);
+    std::int64_t blocks = vector ? launch.vector_blocks : launch.blocks;
+    if (!launch.fixed_grid) {
+      // A few waves of resident blocks; the kernels stride over the rest.
+      std::int64_t resident = static_cast<std::int64_t>(context.properties.multiProcessorCount) *
+                              (context.properties.maxThreadsPerMultiProcessor / launch.threads);
+      blocks = std::min(blocks, std::max<std::int64_t>(1, 4 * resident));
+    }
+    runtime::cuda::DeviceGuard guard(device_.index);
+    CUresult status = driver_api().launch_kernel(
+        vector ? vector_functions_[position] : functions_[position], static_cast<unsigned>(blocks), 1, 1,
+        static_cast<unsigned>(launch.threads), 1, 1, 0, reinterpret_cast<CUstream>(context.stream), parameters.data(),
+        nullptr);
+    if (status != CUDA_SUCCESS)
+      throw DeviceError(graph_.name, driver_error(status, "cuLaunchKernel") + " (" + launch.function + ")",
+                        std::string());
+  }
+
+  // cuBLAS (through the standard matmul, which honours config::allow_tf32)
+  // writes the product: into its output buffer when the product is an
+  // output, else into a temporary the epilogue reads.
+  runtime::Array run_matmul(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
+    ir::ValueId matmul = -1;
+    for (ir::ValueId member : kernel.members)
+      if (graph_.node(member).op == ir::Op::matmul) matmul = member;
+    const ir::Node& node = graph_.node(matmul);
+    runtime::Array product;
+    bool is_output = false;
+    for (ir::ValueId output : kernel.outputs) is_output = is_output || output == matmul;
+    product = is_output ? values[static_cast<std::size_t>(matmul)]
+                        : runtime::allocate_array(node.type.dtype, node.type.shape, device_);
+    kernels::cuda::matmul(node.attributes.transpose_a, node.attributes.transpose_b,
+                          values[static_cast<std::size_t>(node.operands[0])],
+                          values[static_cast<std::size_t>(node.operands[1])], product);
+    return product;
+  }
+
+  ir::Graph graph_;
+  FusionPlan plan_;
+  BufferAssignment assignment_;
+  Device device_;
+  std::vector<KernelLaunch> launches_;
+  std::vector<CUfunction> functions_;
+  std::vector<CUfunction> vector_functions_;
+  bool uses_arena_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<exec::Executable> make_cuda_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
+                                                       const ModuleSource& source, const ModuleImage& image,
+                                                       Device device) {
+  return std::make_unique<CudaExecutable>(std::move(graph), std::move(plan), std::move(assignment), source, image,
+                                          device);
+}
+
+}  // namespace kiln::compiler::cuda

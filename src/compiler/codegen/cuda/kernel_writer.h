@@ -1,0 +1,83 @@
+#pragma once
+// Private to the CUDA code generator: what its kernel kinds share on top of
+// the device-independent machinery of codegen/cpu/kernel_emitter.h (instances,
+// index maps, layouts, the text of each op): parameters, CUDA literals, and
+// the text of one instance at one element.
+
+#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/codegen/cuda/cuda_codegen.h"
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::compiler::cuda {
+
+using cpu::Instance;
+using cpu::KernelEmitter;
+using cpu::Layout;
+using cpu::Linear;
+
+// How a reduction op combines values: an elementwise_ops.cuh function object,
+// and the accumulator's start value.
+struct ReductionInfo {
+  std::string combine;   // "ops::Add{}"
+  std::string identity;  // "splat<float>(0)"
+};
+ReductionInfo reduction_info(const ir::Node& reduction);
+
+// A constant's value as CUDA text of its storage type.
+std::string literal(const ir::Node& constant);
+
+class KernelWriter {
+ public:
+  explicit KernelWriter(KernelEmitter& emitter);
+
+  KernelEmitter& emitter() { return emitter_; }
+  const KernelEmitter& emitter() const { return emitter_; }
+  const FusedKernel& kernel() const { return emitter_.kernel(); }
+  const Instance& at(int id) const { return emitter_.at(id); }
+  std::string type(int id) const { return emitter_.storage_type(at(id).value); }
+
+  // The kernel's outputs and the instance computing each (element outputs
+  // have the space's shape; row outputs one value per row).
+  const std::vector<std::pair<ir::ValueId, int>>& outputs() const { return outputs_; }
+  bool is_row_output(ir::ValueId value, int id) const;
+  Linear output_address(ir::ValueId value) const;
+
+  // "const float* __restrict__ input0, float* __restrict__ output5"
+  // (plus ", const float* __restrict__ product" for gemm kernels).
+  std::string parameters() const;
+  int parameter_count() const;
+
+  // Marks which instances change along the layout's inner and middle loops.
+  void mark_varying(const Layout& layout);
+  bool varying(int id) const { return varying_[static_cast<std::size_t>(id)]; }
+  // The varying instances `root` needs (stopping at per-row values), added to `needed`.
+  void collect_elements(int root, std::set<int>& needed) const;
+
+  // "const int64_t c0 = row;" ... for the layout's outer axes, from `row`.
+  std::string row_coordinates(const Layout& layout, const std::string& indent) const;
+  // "d0 = ..." for the middle axes, from `middle`.
+  std::string middle_coordinates(const Layout& layout, const std::string& indent) const;
+  // The element offset of `linear` at row coordinates c*, middle d* and inner `inner`.
+  std::string offset(const Linear& linear, const Layout& layout, const std::string& inner) const;
+
+  // The C++ declaration of instance `id` at the element with inner
+  // coordinate `inner` ("const float v3 = add(x1, x2);"), preceded by a
+  // comment describing computed nodes. Loads read `input<b>[offset]`; a value
+  // that does not vary along the row reads or computes the row's one value.
+  std::string declaration(int id, const Layout& layout, const std::string& inner, const std::string& indent) const;
+
+ private:
+  KernelEmitter& emitter_;
+  std::vector<std::pair<ir::ValueId, int>> outputs_;
+  std::vector<bool> varying_;
+};
+
+// The generators of each kind: the kernel's text, and its launch filled in.
+std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);       // loop and gemm
+std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch);  // reduction
+
+}  // namespace kiln::compiler::cuda

@@ -1,0 +1,290 @@
+// Loop kernels and the epilogue kernels of gemm kernels: every thread
+// computes whole elements of the iteration space in a grid-stride loop. The
+// `_vector` variant gives each thread a pack of 16 bytes of consecutive
+// elements of one row (lanes of one 16-byte load or store per contiguous
+// buffer); the executable launches it when every buffer is 16-byte aligned.
+// A gemm kernel's reductions are grid reductions: per-thread accumulators,
+// a block reduction, one partial per block, and the last block to finish
+// combines the partials in block order.
+
+#include "compiler/codegen/cuda/kernel_writer.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::compiler::cuda {
+namespace {
+
+constexpr int block_threads = 256;
+// The fixed grid of a gemm kernel with reductions: enough blocks to fill an
+// H100/H200 (132 multiprocessors) several times, few enough partials that
+// one block combines them quickly. Fixed, so the summation order (and the
+// result) is the same on every GPU and in every run.
+constexpr std::int64_t reduction_blocks = 1024;
+
+class ElementKernel {
+ public:
+  ElementKernel(KernelWriter& writer, KernelLaunch& launch)
+      : writer_(writer), emitter_(writer.emitter()), kernel_(writer.kernel()), launch_(launch) {}
+
+  std::string emit() {
+    const ir::Graph& graph = emitter_.graph();
+    if (kernel_.kind == KernelKind::gemm) {
+      layout_.outer_sizes = {kernel_.space[0]};
+      layout_.outer_axes = {0};
+      layout_.inner_size = kernel_.space[1];
+      layout_.inner_axis = 1;
+    } else {
+      std::vector<Linear> extra;
+      for (const auto& [value, id] : writer_.outputs()) extra.push_back(writer_.output_address(value));
+      layout_ = emitter_.layout(-1, extra);
+    }
+    for (const auto& [value, id] : writer_.outputs()) {
+      const Instance& item = writer_.at(id);
+      if (item.kind == Instance::Kind::tile) continue;  // cuBLAS writes the product itself
+      if (item.kind == Instance::Kind::reduction) {
+        if (kernel_.kind != KernelKind::gemm)
+          throw CompileError(std::string(ir::name(graph.node(value).op)), "a reduction in a loop kernel",
+                             graph.node(value).location);
+        reductions_.push_back(id);
+        collect(item.operands[0]);
+      } else {
+        element_outputs_.emplace_back(value, id);
+        collect(id);
+      }
+    }
+    launch_.function = "kiln_kernel_" + std::to_string(emitter_.index());
+    launch_.threads = block_threads;
+    launch_.parameter_count = writer_.parameter_count();
+    if (needed_.empty() && reductions_.empty()) {
+      launch_.function.clear();  // a gemm kernel whose only output is the product: cuBLAS alone
+      return "// (no kernel: cuBLAS writes the product, which is the only output)\n";
+    }
+    total_ = kernel_.space.numel();
+    width_ = vector_width();
+    launch_.blocks = std::max<std::int64_t>(1, (total_ + block_threads - 1) / block_threads);
+    if (!reductions_.empty()) {
+      launch_.blocks = std::min(launch_.blocks, reduction_blocks);
+      launch_.fixed_grid = true;
+    }
+    std::string text = globals();
+    text += kernel(false);
+    if (width_ > 1) {
+      launch_.vector_function = launch_.function + "_vector";
+      std::int64_t packs = total_ / width_;
+      launch_.vector_blocks = launch_.fixed_grid ? launch_.blocks
+                                                 : std::max<std::int64_t>(1, (packs + block_threads - 1) / block_threads);
+      text += "\n" + kernel(true);
+    }
+    return text;
+  }
+
+ private:
+  void collect(int root) {
+    if (needed_.count(root)) return;
+    const Instance& item = writer_.at(root);
+    if (item.kind == Instance::Kind::reduction)
+      throw CompileError(std::string(ir::name(emitter_.graph().node(item.value).op)),
+                         "an element of this kernel depends on its own reduction",
+                         emitter_.graph().node(item.value).location);
+    needed_.insert(root);
+    for (int operand : writer_.at(root).operands) collect(operand);
+  }
+
+  std::int64_t inner_step(const Linear& linear) const { return emitter_.inner_coefficient(linear, layout_); }
+
+  // True when `linear` starts every pack at a multiple of `width` elements.
+  bool pack_aligned(const Linear& linear, int width) const {
+    if (linear.offset % width != 0) return false;
+    for (int axis : layout_.outer_axes)
+      if (linear.coefficients[static_cast<std::size_t>(axis)] % width != 0) return false;
+    return true;
+  }
+
+  // Elements per 16-byte pack (of the widest element type read or written
+  // along the row), or 1 when the kernel cannot move whole packs: a buffer
+  // read with a stride, rows not a multiple of the pack, a pack straddling
+  // rows or starting unaligned.
+  int vector_width() const {
+    if (layout_.inner_axis < 0 || !layout_.middle_sizes.empty()) return 1;
+    std::vector<std::pair<Linear, DType>> streams;
+    for (int id : needed_) {
+      const Instance& item = writer_.at(id);
+      if (item.kind == Instance::Kind::tile) streams.push_back({Linear{0, {layout_.inner_size, 1}}, DType::f32});
+      if (item.kind != Instance::Kind::load || inner_step(item.address) == 0) continue;
+      streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
+    }
+    for (const auto& [value, id] : element_outputs_)
+      streams.push_back({writer_.output_address(value), emitter_.graph().type(value).dtype});
+    std::size_t widest = 0;
+    for (const auto& [linear, dtype] : streams) {
+      if (inner_step(linear) != 1) return 1;
+      widest = std::max(widest, size_of(dtype));
+    }
+    if (widest == 0) return 1;
+    int width = static_cast<int>(16 / widest);
+    if (width < 2 || layout_.inner_size % width != 0) return 1;
+    for (const auto& [linear, dtype] : streams)
+      if (!pack_aligned(linear, width)) return 1;
+    return width;
+  }
+
+  std::string partials_name(std::size_t k) const {
+    return "kernel_" + std::to_string(emitter_.index()) + "_partials" + std::to_string(k);
+  }
+  std::string done_name() const { return "kernel_" + std::to_string(emitter_.index()) + "_blocks_done"; }
+
+  // Module-global state of a grid reduction: zero when the module loads;
+  // the last block resets the counter. Launches of one module queue on
+  // one stream, so they never overlap.
+  std::string globals() const {
+    if (reductions_.empty()) return "";
+    std::string text;
+    for (std::size_t k = 0; k < reductions_.size(); ++k)
+      text += "__device__ " + writer_.type(reductions_[k]) + " " + partials_name(k) + "[" +
+              std::to_string(launch_.blocks) + "];  // one partial result per block\n";
+    return text + "__device__ unsigned int " + done_name() + " = 0;  // blocks that stored their partials\n\n";
+  }
+
+  std::string kernel(bool vector) const {
+    std::string function = launch_.function + (vector ? "_vector" : "");
+    std::string text = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block_threads) + ") " +
+                       function + "(" + writer_.parameters() + ") {\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const ir::Node& node = emitter_.graph().node(writer_.at(reductions_[k]).value);
+      text += "  " + writer_.type(reductions_[k]) + " accumulator" + std::to_string(k) + " = " +
+              reduction_info(node).identity + ";\n";
+    }
+    std::string step = std::to_string(block_threads);
+    std::string items = std::to_string(vector ? total_ / width_ : total_);
+    std::string item = vector ? "pack" : "element";
+    text += "  for (int64_t " + item + " = blockIdx.x * int64_t{" + step + "} + threadIdx.x; " + item + " < " + items +
+            "; " + item + " += gridDim.x * int64_t{" + step + "}) {\n";
+    std::string inner = vector ? "j0" : "j";
+    if (vector) text += "    const int64_t element = pack * " + std::to_string(width_) + ";\n";
+    if (!layout_.outer_sizes.empty()) {
+      text += "    const int64_t row = element / " + std::to_string(layout_.inner_size) + ";\n";
+      text += "    const int64_t " + inner + " = element - row * " + std::to_string(layout_.inner_size) + ";\n";
+      text += writer_.row_coordinates(layout_, "    ");
+    } else {
+      text += "    const int64_t " + inner + " = element;\n";
+    }
+    text += vector ? vector_body() : element_body("    ", false);
+    text += "  }\n";
+    text += grid_reduction();
+    return text + "}\n";
+  }
+
+  // Declarations of the needed values at element `j`, then the stores and
+  // accumulations.
+  std::string element_body(const std::string& indent, bool vector, const std::set<int>& from_packs = {}) const {
+    std::string text;
+    for (int id : needed_) {
+      if (from_packs.count(id))
+        text += indent + "const " + writer_.type(id) + " " + writer_.at(id).name + " = pack_" + writer_.at(id).name +
+                ".value[lane];\n";
+      else
+        text += writer_.declaration(id, layout_, "j", indent);
+    }
+    for (const auto& [value, id] : element_outputs_) {
+      if (vector)
+        text += indent + "pack_" + emitter_.output_name(value) + ".value[lane] = " + writer_.at(id).name + ";\n";
+      else
+        text += indent + emitter_.output_name(value) + "[" + writer_.offset(writer_.output_address(value), layout_, "j") +
+                "] = " + writer_.at(id).name + ";\n";
+    }
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const ir::Node& node = emitter_.graph().node(writer_.at(reductions_[k]).value);
+      std::string accumulator = "accumulator" + std::to_string(k);
+      text += indent + accumulator + " = " + reduction_info(node).combine + "(" + accumulator + ", " +
+              writer_.at(writer_.at(reductions_[k]).operands[0]).name + ");\n";
+    }
+    return text;
+  }
+
+  std::string vector_body() const {
+    std::string width = std::to_string(width_);
+    std::string text;
+    std::set<int> from_packs;
+    for (int id : needed_) {
+      const Instance& item = writer_.at(id);
+      std::string source;
+      if (item.kind == Instance::Kind::tile)
+        source = "product + " + writer_.offset(Linear{0, {layout_.inner_size, 1}}, layout_, "j0");
+      else if (item.kind == Instance::Kind::load && inner_step(item.address) != 0)
+        source = emitter_.input_name(item.buffer) + " + " + writer_.offset(item.address, layout_, "j0");
+      else
+        continue;
+      from_packs.insert(id);
+      text += "    const Pack<" + writer_.type(id) + ", " + width + "> pack_" + item.name + " = load_pack<" + width +
+              ">(" + source + ");\n";
+    }
+    for (const auto& [value, id] : element_outputs_)
+      text += "    Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) + ";\n";
+    text += "#pragma unroll\n    for (int lane = 0; lane < " + width + "; ++lane) {\n";
+    text += "      const int64_t j = j0 + lane;\n";
+    text += element_body("      ", true, from_packs);
+    text += "    }\n";
+    for (const auto& [value, id] : element_outputs_)
+      text += "    store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
+              writer_.offset(writer_.output_address(value), layout_, "j0") + ", pack_" + emitter_.output_name(value) +
+              ");\n";
+    return text;
+  }
+
+  std::string grid_reduction() const {
+    if (reductions_.empty()) return "";
+    std::string threads = std::to_string(block_threads), warps = std::to_string(block_threads / 32);
+    std::string text = "  // Grid reduction: this block's partials, then the last block combines them in block order.\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const ir::Node& node = emitter_.graph().node(writer_.at(reductions_[k]).value);
+      std::string a = "accumulator" + std::to_string(k), type = writer_.type(reductions_[k]);
+      text += "  __shared__ " + type + " shared" + std::to_string(k) + "[" + warps + "];\n";
+      text += "  " + a + " = block_reduce<" + threads + ">(" + a + ", " + reduction_info(node).identity + ", shared" +
+              std::to_string(k) + ", " + reduction_info(node).combine + ");\n";
+    }
+    text += "  __shared__ bool last_block;\n  if (threadIdx.x == 0) {\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k)
+      text += "    " + partials_name(k) + "[blockIdx.x] = accumulator" + std::to_string(k) + ";\n";
+    text += "    __threadfence();  // the partials are visible before the count says so\n";
+    text += "    last_block = atomicAdd(&" + done_name() + ", 1u) == gridDim.x - 1;\n  }\n";
+    text += "  __syncthreads();\n  if (!last_block) return;\n";
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      const Instance& reduction = writer_.at(reductions_[k]);
+      const ir::Node& node = emitter_.graph().node(reduction.value);
+      ReductionInfo info = reduction_info(node);
+      std::string type = writer_.type(reductions_[k]), total = "total" + std::to_string(k);
+      text += "  {\n    " + emitter_.describe(reduction.value) + "\n";
+      text += "    const volatile " + type + "* partials = " + partials_name(k) + ";\n";
+      text += "    " + type + " " + total + " = " + info.identity + ";\n";
+      text += "    for (unsigned int block = threadIdx.x; block < gridDim.x; block += " + threads + ") " + total + " = " +
+              info.combine + "(" + total + ", partials[block]);\n";
+      text += "    " + total + " = block_reduce<" + threads + ">(" + total + ", " + info.identity + ", shared" +
+              std::to_string(k) + ", " + info.combine + ");\n";
+      std::string value = total;
+      if (node.op == ir::Op::reduce_mean)
+        value = "div(" + total + ", splat<" + type + ">(" + std::to_string(total_) + "))";
+      text += "    if (threadIdx.x == 0) " + emitter_.output_name(reduction.value) + "[0] = " + value + ";\n  }\n";
+    }
+    text += "  if (threadIdx.x == 0) " + done_name() + " = 0;  // ready for the next launch\n";
+    return text;
+  }
+
+  KernelWriter& writer_;
+  KernelEmitter& emitter_;
+  const FusedKernel& kernel_;
+  KernelLaunch& launch_;
+  Layout layout_;
+  std::set<int> needed_;  // instances computed per element, in creation (topological) order
+  std::vector<int> reductions_;
+  std::vector<std::pair<ir::ValueId, int>> element_outputs_;
+  std::int64_t total_ = 0;
+  int width_ = 1;
+};
+
+}  // namespace
+
+std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch) { return ElementKernel(writer, launch).emit(); }
+
+}  // namespace kiln::compiler::cuda

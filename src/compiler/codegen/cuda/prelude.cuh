@@ -1,0 +1,149 @@
+#pragma once
+// The prelude of every CUDA module the JIT generates (codegen/cuda): the ops
+// of kiln's op table as scalar device functions named like the ops, with the
+// standard CUDA kernels' semantics -- they call the same function objects
+// (kernels/cuda/elementwise_ops.cuh) -- plus 16-byte packs and the warp and
+// block reductions of generated reduction kernels.
+//
+// NVRTC compiles without the C++ standard library, so this header and the
+// ones it includes use none; at build time their text is embedded into kiln
+// (cmake/embed_text.cmake) and every generated module starts with it.
+// Generated kernels are written inside namespace kiln::jit, so the names
+// here (int64_t, add, sin, ...) are found before any global ones.
+
+#include "kernels/cuda/elementwise_ops.cuh"
+
+namespace kiln::jit {
+
+namespace ops = kiln::kernels::cuda::ops;
+using kiln::kernels::cuda::Bool;
+using kiln::kernels::cuda::ElementTraits;
+
+// The storage types generated code names (NVRTC has no <cstdint>).
+using uint8_t = unsigned char;
+using int32_t = int;
+using int64_t = long long;
+
+constexpr int warp_size = 32;
+
+// ---- values ------------------------------------------------------------------------------
+
+// A constant or index converted to the value's type (the CPU prelude's
+// splat; here every thread computes one element, so it is a plain cast).
+template <class T, class From> __device__ __forceinline__ T splat(From value) { return static_cast<T>(value); }
+
+// IEEE special values: NVRTC has no __builtin_inf/__builtin_nan.
+template <class T> __device__ __forceinline__ T infinity() {
+  if constexpr (sizeof(T) == 4) return __int_as_float(0x7f800000);
+  else return __longlong_as_double(0x7ff0000000000000LL);
+}
+template <class T> __device__ __forceinline__ T not_a_number() {
+  if constexpr (sizeof(T) == 4) return __int_as_float(0x7fc00000);
+  else return __longlong_as_double(0x7ff8000000000000LL);
+}
+
+// The identities of max and min reductions: -inf and +inf for floats, the
+// extremes for integers, 0 and 1 for bool (as the CPU prelude).
+template <class T> __device__ __forceinline__ T lowest() {
+  if constexpr (ElementTraits<T>::is_float) return -infinity<T>();
+  else if constexpr (ElementTraits<T>::is_integer) return ElementTraits<T>::lowest;
+  else return T(0);
+}
+template <class T> __device__ __forceinline__ T highest() {
+  if constexpr (ElementTraits<T>::is_float) return infinity<T>();
+  else if constexpr (ElementTraits<T>::is_integer) return ElementTraits<T>::highest;
+  else return T(1);
+}
+
+// ---- the ops, named as in the op table -----------------------------------------------------
+
+#define KILN_JIT_UNARY(name, Operation) \
+  template <class T> __device__ __forceinline__ T name(T x) { return ops::Operation{}(x); }
+KILN_JIT_UNARY(neg, Negate)
+KILN_JIT_UNARY(abs, Absolute)
+KILN_JIT_UNARY(sign, Sign)
+KILN_JIT_UNARY(square, Square)
+KILN_JIT_UNARY(relu, Relu)
+KILN_JIT_UNARY(floor, Floor)
+KILN_JIT_UNARY(ceil, Ceil)
+KILN_JIT_UNARY(sin, Sine)
+KILN_JIT_UNARY(cos, Cosine)
+KILN_JIT_UNARY(exp, Exponential)
+KILN_JIT_UNARY(log, Logarithm)
+KILN_JIT_UNARY(tanh, HyperbolicTangent)
+KILN_JIT_UNARY(sqrt, SquareRoot)
+KILN_JIT_UNARY(rsqrt, ReciprocalSquareRoot)
+KILN_JIT_UNARY(sigmoid, Sigmoid)
+KILN_JIT_UNARY(erf, ErrorFunction)
+#undef KILN_JIT_UNARY
+__device__ __forceinline__ Bool logical_not(Bool x) { return ops::LogicalNot{}(x); }
+
+#define KILN_JIT_BINARY(name, Operation, Result) \
+  template <class T> __device__ __forceinline__ Result name(T a, T b) { return ops::Operation{}(a, b); }
+KILN_JIT_BINARY(add, Add, T)
+KILN_JIT_BINARY(sub, Subtract, T)
+KILN_JIT_BINARY(mul, Multiply, T)
+KILN_JIT_BINARY(div, Divide, T)
+KILN_JIT_BINARY(pow, Power, T)
+KILN_JIT_BINARY(maximum, Maximum, T)
+KILN_JIT_BINARY(minimum, Minimum, T)
+KILN_JIT_BINARY(eq, Equal, Bool)
+KILN_JIT_BINARY(ne, NotEqual, Bool)
+KILN_JIT_BINARY(lt, Less, Bool)
+KILN_JIT_BINARY(le, LessEqual, Bool)
+KILN_JIT_BINARY(gt, Greater, Bool)
+KILN_JIT_BINARY(ge, GreaterEqual, Bool)
+#undef KILN_JIT_BINARY
+__device__ __forceinline__ Bool logical_and(Bool a, Bool b) { return ops::LogicalAnd{}(a, b); }
+__device__ __forceinline__ Bool logical_or(Bool a, Bool b) { return ops::LogicalOr{}(a, b); }
+template <class T> __device__ __forceinline__ T where(Bool condition, T a, T b) { return condition != 0 ? a : b; }
+template <class To, class From> __device__ __forceinline__ To cast(From x) { return ops::Convert<To>{}(x); }
+
+// ---- 16-byte accesses ------------------------------------------------------------------------
+
+// n elements moved as one aligned access. Generated kernels use packs only in
+// their `_vector` variant, launched when every buffer is 16-byte aligned.
+template <class T, int n> struct alignas(sizeof(T) * n) Pack {
+  T value[n];
+};
+template <int n, class T> __device__ __forceinline__ Pack<T, n> load_pack(const T* address) {
+  return *reinterpret_cast<const Pack<T, n>*>(address);
+}
+template <int n, class T> __device__ __forceinline__ void store_pack(T* address, const Pack<T, n>& pack) {
+  *reinterpret_cast<Pack<T, n>*>(address) = pack;
+}
+
+// ---- reductions ------------------------------------------------------------------------------
+
+// __shfl_xor_sync for every element type (bytes travel as unsigned).
+template <class T> __device__ __forceinline__ T shuffle_xor(T value, int mask) {
+  if constexpr (sizeof(T) == 1) return static_cast<T>(__shfl_xor_sync(0xffffffffu, static_cast<unsigned>(value), mask));
+  else return __shfl_xor_sync(0xffffffffu, value, mask);
+}
+
+// The 32 lanes' values combined as a butterfly (a fixed tree: the result
+// depends on the values only, never on timing); every lane gets it.
+template <class T, class Combine> __device__ __forceinline__ T warp_reduce(T value, Combine combine) {
+#pragma unroll
+  for (int mask = warp_size / 2; mask > 0; mask /= 2) value = combine(value, shuffle_xor(value, mask));
+  return value;
+}
+
+// The values of a block's `threads` threads combined in a fixed tree (each
+// warp's butterfly, then one over the warps' results); every thread gets the
+// result. `shared` holds threads / 32 values. Ends with a barrier, so it may
+// be called again at once.
+template <int threads, class T, class Combine>
+__device__ __forceinline__ T block_reduce(T value, T identity, T* shared, Combine combine) {
+  constexpr int warps = threads / warp_size;
+  const int lane = threadIdx.x % warp_size, warp = threadIdx.x / warp_size;
+  value = warp_reduce(value, combine);
+  if (lane == 0) shared[warp] = value;
+  __syncthreads();
+  value = lane < warps ? shared[lane] : identity;
+  value = warp_reduce(value, combine);
+  __syncthreads();
+  return value;
+}
+
+}  // namespace kiln::jit

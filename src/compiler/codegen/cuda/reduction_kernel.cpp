@@ -1,0 +1,171 @@
+// Reduction kernels: rows of the iteration space (the kept axes) reduced over
+// the trailing axes, with the reductions' producers and the row-wise
+// consumers in the same kernel. A row of up to 1024 elements is one warp's
+// (8 rows per block of 256 threads); a longer one is one block's of 512
+// threads. Each reduction is one pass over the row: thread t takes elements
+// t, t + P, t + 2P, ... (P threads per row), then warp shuffles and, across
+// warps, shared memory combine them in a fixed tree, so the result does not
+// depend on timing or on the grid. Values that depend on a reduction
+// (x - max in softmax) are computed after its pass; the element outputs in a
+// last pass. Inputs are read once per pass; the rows of softmax and
+// layer_norm stay in L1/L2 between passes.
+
+#include "compiler/codegen/cuda/kernel_writer.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::compiler::cuda {
+namespace {
+
+constexpr std::int64_t warp_row_limit = 1024;  // longest row one warp reduces
+constexpr int warp_block_threads = 256;        // 8 warps: 8 rows per block
+constexpr int row_block_threads = 512;         // one block per long row
+
+class RowReductionKernel {
+ public:
+  RowReductionKernel(KernelWriter& writer, KernelLaunch& launch)
+      : writer_(writer), emitter_(writer.emitter()), kernel_(writer.kernel()), launch_(launch) {}
+
+  std::string emit() {
+    std::vector<Linear> extra;
+    for (const auto& [value, id] : writer_.outputs()) extra.push_back(writer_.output_address(value));
+    layout_ = emitter_.layout(kernel_.space.rank() - kernel_.reduced_axes, extra);
+    writer_.mark_varying(layout_);
+    for (int id = 0; id < emitter_.instance_count(); ++id)
+      if (writer_.at(id).kind == Instance::Kind::reduction) {
+        reductions_.push_back(id);
+        std::set<int> needed;
+        writer_.collect_elements(writer_.at(id).operands[0], needed);
+        passes_.push_back(needed);
+      }
+    std::set<int> last;
+    for (const auto& [value, id] : writer_.outputs())
+      if (!writer_.is_row_output(value, id)) writer_.collect_elements(id, last);
+    passes_.push_back(last);
+
+    row_length_ = layout_.inner_size * layout_.middle_count();
+    by_warp_ = row_length_ <= warp_row_limit;
+    threads_per_row_ = by_warp_ ? 32 : row_block_threads;
+    const std::int64_t rows = layout_.rows();
+    launch_.function = "kiln_kernel_" + std::to_string(emitter_.index());
+    launch_.threads = by_warp_ ? warp_block_threads : row_block_threads;
+    launch_.blocks = std::max<std::int64_t>(1, (rows + rows_per_block() - 1) / rows_per_block());
+    launch_.parameter_count = writer_.parameter_count();
+    return kernel();
+  }
+
+ private:
+  std::int64_t rows_per_block() const { return by_warp_ ? warp_block_threads / 32 : 1; }
+
+  // The pass after which a per-row value can be computed (0: at the row's start).
+  int ready_phase(int id) const {
+    const Instance& item = writer_.at(id);
+    if (item.kind == Instance::Kind::reduction)
+      return static_cast<int>(std::find(reductions_.begin(), reductions_.end(), id) - reductions_.begin()) + 1;
+    int ready = 0;
+    for (int operand : item.operands) ready = std::max(ready, ready_phase(operand));
+    return ready;
+  }
+
+  std::string row_values(int phase) const {
+    std::string text;
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = writer_.at(id);
+      if (writer_.varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
+      text += writer_.declaration(id, layout_, "j", "    ");
+    }
+    return text;
+  }
+
+  // The loop of one pass over the row: this thread's elements.
+  std::string row_loop(const std::set<int>& needed, const std::string& tail) const {
+    std::string text = "    for (int64_t position = lane; position < " + std::to_string(row_length_) +
+                       "; position += " + std::to_string(threads_per_row_) + ") {\n";
+    if (layout_.middle_sizes.empty()) {
+      text += "      const int64_t j = position;\n";
+    } else {
+      std::string inner = std::to_string(layout_.inner_size);
+      text += "      const int64_t middle = position / " + inner + ";\n";
+      text += "      const int64_t j = position - middle * " + inner + ";\n";
+      text += writer_.middle_coordinates(layout_, "      ");
+    }
+    for (int id : needed) text += writer_.declaration(id, layout_, "j", "      ");
+    return text + tail + "    }\n";
+  }
+
+  std::string reduction_pass(std::size_t k) const {
+    const Instance& reduction = writer_.at(reductions_[k]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    ReductionInfo info = reduction_info(node);
+    std::string type = writer_.type(reductions_[k]), accumulator = "accumulator" + std::to_string(k);
+    std::string text = "    " + emitter_.describe(reduction.value) + "\n";
+    text += "    " + type + " " + accumulator + " = " + info.identity + ";\n";
+    text += row_loop(passes_[k], "      " + accumulator + " = " + info.combine + "(" + accumulator + ", " +
+                                     writer_.at(reduction.operands[0]).name + ");\n");
+    std::string combined =
+        by_warp_ ? "warp_reduce(" + accumulator + ", " + info.combine + ")"
+                 : "block_reduce<" + std::to_string(row_block_threads) + ">(" + accumulator + ", " + info.identity +
+                       ", shared" + std::to_string(k) + ", " + info.combine + ")";
+    if (node.op == ir::Op::reduce_mean)
+      combined = "div(" + combined + ", splat<" + type + ">(" + std::to_string(row_length_) + "))";
+    return text + "    const " + type + " " + reduction.name + " = " + combined + ";\n";
+  }
+
+  std::string kernel() const {
+    std::string threads = std::to_string(launch_.threads);
+    std::string text = "extern \"C\" __global__ void __launch_bounds__(" + threads + ") " + launch_.function + "(" +
+                       writer_.parameters() + ") {\n";
+    if (by_warp_) {
+      std::string per_block = std::to_string(rows_per_block());
+      text += "  // One warp per row of " + std::to_string(row_length_) + " elements.\n";
+      text += "  const int lane = threadIdx.x % 32;\n";
+      text += "  for (int64_t row = blockIdx.x * int64_t{" + per_block + "} + threadIdx.x / 32; row < " +
+              std::to_string(layout_.rows()) + "; row += gridDim.x * int64_t{" + per_block + "}) {\n";
+    } else {
+      text += "  // One block per row of " + std::to_string(row_length_) + " elements.\n";
+      for (std::size_t k = 0; k < reductions_.size(); ++k)
+        text += "  __shared__ " + writer_.type(reductions_[k]) + " shared" + std::to_string(k) + "[" +
+                std::to_string(row_block_threads / 32) + "];\n";
+      text += "  const int lane = threadIdx.x;\n";
+      text += "  for (int64_t row = blockIdx.x; row < " + std::to_string(layout_.rows()) + "; row += gridDim.x) {\n";
+    }
+    text += writer_.row_coordinates(layout_, "    ");
+    text += row_values(0);
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      text += reduction_pass(k);
+      text += row_values(static_cast<int>(k) + 1);
+    }
+    std::string stores;
+    for (const auto& [value, id] : writer_.outputs())
+      if (!writer_.is_row_output(value, id))
+        stores += "      " + emitter_.output_name(value) + "[" +
+                  writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
+    if (!stores.empty()) text += "    // The element outputs.\n" + row_loop(passes_.back(), stores);
+    for (const auto& [value, id] : writer_.outputs())
+      if (writer_.is_row_output(value, id))
+        text += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
+                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
+    return text + "  }\n}\n";
+  }
+
+  KernelWriter& writer_;
+  KernelEmitter& emitter_;
+  const FusedKernel& kernel_;
+  KernelLaunch& launch_;
+  Layout layout_;
+  std::vector<int> reductions_;        // instance ids, in creation (dependency) order
+  std::vector<std::set<int>> passes_;  // per reduction, then the element outputs: the varying values computed
+  std::int64_t row_length_ = 1;
+  bool by_warp_ = true;
+  int threads_per_row_ = 32;
+};
+
+}  // namespace
+
+std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch) {
+  return RowReductionKernel(writer, launch).emit();
+}
+
+}  // namespace kiln::compiler::cuda

@@ -1,0 +1,204 @@
+// The CUDA code generator without a GPU: generated modules for the nn
+// composites, the seed function and odd shapes compile with NVRTC for sm_90
+// (NVRTC needs no GPU), with the kernels the fusion plan promises; broken
+// CUDA gives a CompileError carrying NVRTC's log. These run everywhere kiln
+// is built with CUDA; the GPU tests (jit_gpu_test.cpp) run the kernels.
+
+#include "cuda/cuda_test_support.h"
+
+#include "compiler/codegen/cuda/cuda_codegen.h"
+#include "compiler/codegen/cuda/nvrtc_build.h"
+#include "compiler/fusion.h"
+#include "compiler/pipeline.h"
+#include "ir/parser.h"
+
+#include <kiln/nn.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+
+struct Generated {
+  compiler::cuda::ModuleSource module;
+  std::string fused;
+};
+
+// Traces `body` on CPU inputs, optimizes and fuses the graph as compile()
+// does, and generates its CUDA module.
+template <class Body, class... Inputs> Generated generate(Body body, const Inputs&... inputs) {
+  std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
+  ir::Graph graph = ir::parse(traced);
+  compiler::optimize(graph);
+  compiler::FusionPlan plan = compiler::fuse(graph);
+  return {compiler::cuda::generate_source(graph, plan), compiler::print_plan(graph, plan)};
+}
+
+// The generated kernels, without the prelude.
+std::string kernels_of(const compiler::cuda::ModuleSource& module) {
+  return module.text.substr(module.text.find("// ==== kernel"));
+}
+
+// Generates and compiles for sm_90; returns the module. KILN_TEST_DUMP_CUDA=dir
+// writes each module to dir/<name>.cu to read.
+template <class Body, class... Inputs>
+compiler::cuda::ModuleSource compiles(const std::string& name, Body body, const Inputs&... inputs) {
+  Generated generated = generate(body, inputs...);
+  if (const char* directory = std::getenv("KILN_TEST_DUMP_CUDA")) {
+    std::ofstream(std::string(directory) + "/" + name + ".cu") << generated.module.text;
+  }
+  try {
+    std::string cubin = compiler::cuda::nvrtc_compile(generated.module.text, "sm_90", name);
+    EXPECT_GT(cubin.size(), 0u) << name;
+  } catch (const CompileError& error) {
+    ADD_FAILURE() << name << ": " << error.what() << "\n" << generated.module.text;
+  }
+  return generated.module;
+}
+
+std::size_t count(const std::string& text, const std::string& fragment) {
+  std::size_t found = 0;
+  for (std::size_t at = text.find(fragment); at != std::string::npos; at = text.find(fragment, at + 1)) ++found;
+  return found;
+}
+
+Tensor seed_function(Tensor x, Tensor y) {
+  Tensor z = matmul(x, y);
+  z = z + sin(z);
+  z = nn::relu(z);
+  return reduce_sum(z);
+}
+
+std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
+  Tensor new_m = 0.9 * m + 0.1 * gradient;
+  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
+  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
+  return {parameter - 1e-3 * step, new_m, new_v};
+}
+
+TEST(CudaCodegen, GeluIsOneVectorizedLoopKernel) {
+  auto module = compiles("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4096}, 1));
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(module.launches[0].vector_function, "kiln_kernel_0_vector");
+  EXPECT_NE(module.text.find("load_pack<4>"), std::string::npos);
+  EXPECT_NE(module.text.find("tanh("), std::string::npos);
+}
+
+TEST(CudaCodegen, SoftmaxIsOneKernelOneWarpPerShortRow) {
+  auto module = compiles("softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 2));
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_NE(module.text.find("One warp per row of 301 elements"), std::string::npos);
+  EXPECT_EQ(count(kernels_of(module), "warp_reduce("), 2u);  // max, then the sum of exponentials
+}
+
+TEST(CudaCodegen, SoftmaxOfLongRowsIsOneBlockPerRow) {
+  auto module = compiles("softmax_long", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {3, 5000}, 3));
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(module.launches[0].threads, 512);
+  EXPECT_NE(module.text.find("block_reduce<512>"), std::string::npos);
+}
+
+TEST(CudaCodegen, LayerNormIsOneKernel) {
+  auto module = compiles("layer_norm", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); },
+                         random_tensor(DType::f32, {64, 768}, 4), random_tensor(DType::f32, {768}, 5),
+                         random_tensor(DType::f32, {768}, 6));
+  EXPECT_EQ(module.launches.size(), 1u);
+}
+
+TEST(CudaCodegen, AdamIsOneKernelWithThreeOutputs) {
+  Tensor p = random_tensor(DType::f32, {1000}, 7), g = random_tensor(DType::f32, {1000}, 8);
+  Tensor m = random_tensor(DType::f32, {1000}, 9), v = abs(random_tensor(DType::f32, {1000}, 10));
+  auto module = compiles("adam", adam_step, p, g, m, v);
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(module.launches[0].parameter_count, 7);  // 4 inputs, 3 outputs
+  EXPECT_EQ(count(kernels_of(module), "store_pack<4>"), 3u);
+}
+
+TEST(CudaCodegen, SeedIsCublasAndOneEpilogueKernelWithAGridReduction) {
+  Tensor x = random_tensor(DType::f32, {256, 128}, 11), y = random_tensor(DType::f32, {128, 192}, 12);
+  auto module = compiles("seed", seed_function, x, y);
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_TRUE(module.launches[0].fixed_grid);
+  EXPECT_NE(module.text.find("product["), std::string::npos);
+  EXPECT_NE(module.text.find("kernel_0_partials0"), std::string::npos);
+  EXPECT_NE(module.text.find("atomicAdd(&kernel_0_blocks_done"), std::string::npos);
+}
+
+TEST(CudaCodegen, OddShapesBroadcastsTransposesAndSlices) {
+  compiles("broadcast", [](Tensor a, Tensor b) { return a * b + 1.0; }, random_tensor(DType::f32, {3, 1, 5}, 13),
+           random_tensor(DType::f32, {4, 5}, 14));
+  compiles("transpose", [](Tensor a, Tensor b) { return exp(transpose(a)) - b; }, random_tensor(DType::f32, {7, 3}, 15),
+           random_tensor(DType::f32, {3, 7}, 16));
+  compiles("slice", [](Tensor a) { return sqrt(abs(slice(a, {.start = {1, 0}, .stop = {9, 11}, .step = {2, 3}}))); },
+           random_tensor(DType::f32, {10, 11}, 17));
+  compiles("row_of_a_transpose", [](Tensor a) { return reduce_max(transpose(a, {0, 2, 1}), {1, 2}); },
+           random_tensor(DType::f32, {5, 6, 7}, 18));
+  compiles("mean_keepdims", [](Tensor a) { return a - reduce_mean(a, {-1}, true); }, random_tensor(DType::f64, {9, 13}, 19));
+  compiles("integers", [](Tensor a, Tensor b) { return where(a > b, a * b, -b) + cast(a, DType::i64); },
+           random_tensor(DType::i32, {33}, 20), random_tensor(DType::i32, {33}, 21));
+  compiles("special_constants", [](Tensor a) { return maximum(a, -INFINITY) + minimum(a, INFINITY) + a * 0.5; },
+           random_tensor(DType::f32, {6}, 22));
+  compiles("scalar", [](Tensor a) { return sin(a) * 2.0; }, random_tensor(DType::f32, {}, 23));
+  compiles("odd_length", [](Tensor a) { return sigmoid(a); }, random_tensor(DType::f32, {1001}, 24));
+}
+
+TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeCompiles) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    auto body = [dtype](Tensor a, Tensor b, Tensor p) {
+      std::vector<Tensor> outputs = {neg(a), abs(a), sign(a), square(a), relu(a), floor(a), ceil(a), a + b, a - b,
+                                     a * b, pow(a, b), maximum(a, b), minimum(a, b), where(p, a, b), a < b, a <= b,
+                                     a > b, a >= b, eq(a, b), ne(a, b)};
+      if (is_floating(dtype))
+        for (Tensor y : {sin(a), cos(a), exp(a), log(a), tanh(a), sqrt(a), rsqrt(a), sigmoid(a), erf(a), a / b})
+          outputs.push_back(y);
+      for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) outputs.push_back(cast(a, to));
+      outputs.push_back(logical_and(p, logical_not(p)));
+      outputs.push_back(logical_or(p, a > b));
+      return outputs;
+    };
+    compiles("every_op_" + std::string(to_string(dtype)), body, random_tensor(dtype, {3, 17}, 30),
+             random_tensor(dtype, {17}, 31), random_tensor(DType::boolean, {3, 17}, 32));
+  }
+}
+
+TEST(CudaCodegen, ReductionsOfEveryDtypeAndZeroSizes) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{reduce_sum(x, {-1}), reduce_max(x, {-1}), reduce_min(x, {-1}), reduce_prod(x, {-1})};
+    };
+    compiles("reductions_" + std::string(to_string(dtype)), body, random_tensor(dtype, {5, 2000}, 33));
+  }
+  compiles("empty_rows", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {0, 3}, 34));
+  compiles("empty_reduction", [](Tensor x) { return reduce_sum(x, {-1}); }, random_tensor(DType::f32, {4, 0}, 35));
+}
+
+TEST(CudaCodegen, BrokenSourceIsACompileErrorWithTheLog) {
+  std::string source = std::string(compiler::cuda::prelude()) +
+                       "\nextern \"C\" __global__ void broken(float* x) { x[0] = undefined_name; }\n";
+  try {
+    compiler::cuda::nvrtc_compile(source, "sm_90", "broken_function");
+    ADD_FAILURE() << "expected kiln::CompileError";
+  } catch (const CompileError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("broken_function"), std::string::npos) << message;
+    EXPECT_NE(message.find("NVRTC could not compile"), std::string::npos) << message;
+    EXPECT_NE(message.find("undefined_name"), std::string::npos) << message;
+  }
+}
+
+TEST(CudaCodegen, TargetsTheGpuArchitectureOrPtxOfAnOlderOne) {
+  EXPECT_EQ(compiler::cuda::nvrtc_target(9, 0), "sm_90");
+  std::string future = compiler::cuda::nvrtc_target(99, 0);
+  EXPECT_TRUE(future.starts_with("compute_")) << future;
+  std::string ptx = compiler::cuda::nvrtc_compile(
+      std::string(compiler::cuda::prelude()) + "\nextern \"C\" __global__ void k(float* x) { x[0] = kiln::jit::sin(x[0]); }\n",
+      future, "ptx");
+  EXPECT_NE(ptx.find(".entry k"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

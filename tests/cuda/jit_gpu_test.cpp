@@ -1,0 +1,216 @@
+// The CUDA JIT on a GPU: for every op category and the nn composites, the
+// JIT's generated kernels against the standard CUDA kernels and the float64
+// reference evaluator (tests/support/differential.h, with the GPU results
+// copied back), and the kernel counts the fusion plan promises. Skips without
+// a GPU; jit_codegen_test.cpp checks the generated code compiles without one.
+
+#include "cuda/cuda_test_support.h"
+#include "support/differential.h"
+
+#include <kiln/config.h>
+#include <kiln/nn.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using testing::gpu;
+using testing::random_tensor;
+using testing::random_uniform;
+
+std::vector<Tensor> to_cpu(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> result;
+  for (const Tensor& tensor : tensors) result.push_back(tensor.to(Device::cpu()));
+  return result;
+}
+
+// Runs `body` on the GPU with the standard executor and with the JIT (strict:
+// a fallback fails the test), and compares both with the float64 reference on
+// the CPU inputs. Returns the JIT function's statistics.
+template <class Body, class... Inputs>
+FunctionStatistics expect_gpu_agreement(const std::string& label, Body body, const Inputs&... inputs) {
+  auto standard = function(body, {.name = "standard"});
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
+  try {
+    auto standard_outputs = to_cpu(testing::flatten_result(standard(inputs.to(gpu)...)));
+    auto jit_outputs = to_cpu(testing::flatten_result(jit(inputs.to(gpu)...)));
+    for (const Tensor& output : testing::flatten_result(jit(inputs.to(gpu)...)))
+      EXPECT_EQ(output.device(), gpu) << label;
+    testing::check_outputs(label, function(body).get_compiler_ir(Stage::traced, inputs...), {inputs...},
+                           standard_outputs, jit_outputs);
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << label << ": " << error.what();
+  }
+  return jit.statistics();
+}
+
+Tensor seed_function(Tensor x, Tensor y) {
+  Tensor z = matmul(x, y);
+  z = z + sin(z);
+  z = nn::relu(z);
+  return reduce_sum(z);
+}
+
+std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
+  Tensor new_m = 0.9 * m + 0.1 * gradient;
+  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
+  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
+  return {parameter - 1e-3 * step, new_m, new_v};
+}
+
+TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (const Shape& shape : {Shape(), Shape({7}), Shape({3, 5}), Shape({0, 4}), Shape({2, 3, 129}), Shape({100003})}) {
+      auto body = [dtype](Tensor x) {
+        std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x)};
+        if (is_floating(dtype))
+          for (Tensor y : {sin(x), cos(x), exp(x), tanh(x), sigmoid(x), erf(x), log(abs(x) + 0.1), sqrt(abs(x)),
+                           rsqrt(abs(x) + 0.1)})
+            outputs.push_back(y);
+        return outputs;
+      };
+      expect_gpu_agreement("unary " + std::string(to_string(dtype)) + shape.to_string(), body,
+                           random_tensor(dtype, shape, 1));
+    }
+}
+
+TEST(CudaJit, BinaryOpsWithBroadcastingOnEveryDtype) {
+  KILN_REQUIRE_GPU();
+  const std::vector<std::pair<Shape, Shape>> pairs = {
+      {Shape({5}), Shape({5})}, {Shape({3, 4}), Shape({4})}, {Shape({3, 1, 5}), Shape({4, 5})}, {Shape({}), Shape({6})},
+      {Shape({1024}), Shape({1024})}};
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (const auto& [left, right] : pairs) {
+      auto body = [](Tensor a, Tensor b) {
+        return std::vector<Tensor>{a + b, a - b, a * b, maximum(a, b), minimum(a, b),
+                                   pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
+      };
+      expect_gpu_agreement("binary " + std::string(to_string(dtype)) + left.to_string() + " x " + right.to_string(),
+                           body, random_tensor(dtype, left, 2), random_tensor(dtype, right, 3));
+    }
+  expect_gpu_agreement("division", [](Tensor a, Tensor b) { return a / b; }, random_tensor(DType::f32, {33, 8}, 4),
+                       random_tensor(DType::f32, {8}, 5));
+}
+
+TEST(CudaJit, LogicalOpsComparisonsWhereAndCasts) {
+  KILN_REQUIRE_GPU();
+  Tensor p = random_tensor(DType::boolean, {3, 1, 5}, 6), q = random_tensor(DType::boolean, {4, 5}, 7);
+  Tensor a = random_tensor(DType::f32, {3, 1, 5}, 8), b = random_tensor(DType::f32, {4, 5}, 9);
+  auto body = [](Tensor p, Tensor q, Tensor a, Tensor b) {
+    return std::vector<Tensor>{logical_and(p, q), logical_or(p, q), logical_not(p), eq(p, q), ne(p, q),
+                               where(p, a, b),    where(q, a, 2.5),  where(a > b, a, b), a <= b, a >= b};
+  };
+  expect_gpu_agreement("logical", body, p, q, a, b);
+  const std::vector<DType> dtypes = {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64};
+  for (DType from : dtypes) {
+    auto casts = [&](Tensor x) {
+      std::vector<Tensor> outputs;
+      for (DType to : dtypes) outputs.push_back(cast(x * 1000, to));
+      return outputs;
+    };
+    if (from != DType::boolean) expect_gpu_agreement("casts from " + std::string(to_string(from)), casts,
+                                                     random_tensor(from, {257}, 10));
+  }
+}
+
+TEST(CudaJit, TransposedSlicedAndBroadcastInputs) {
+  KILN_REQUIRE_GPU();
+  Tensor a = random_tensor(DType::f32, {6, 9}, 11), b = random_tensor(DType::f32, {9, 6}, 12);
+  auto body = [](Tensor a, Tensor b) {
+    return std::vector<Tensor>{exp(transpose(a)) - b, slice(a, {.start = {1, 0}, .stop = {5, 9}, .step = {2, 3}}) * 2,
+                               broadcast_to(reshape(a, {6, 1, 9}), {6, 4, 9}) + 1};
+  };
+  expect_gpu_agreement("index maps", body, a, b);
+}
+
+TEST(CudaJit, ReductionsOverTrailingAxesOfEveryDtypeAndLength) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (const Shape& shape : {Shape({5, 7}), Shape({3, 1024}), Shape({4, 1025}), Shape({2, 70000}), Shape({0, 5}),
+                               Shape({6, 0})}) {
+      auto body = [](Tensor x) {
+        return std::vector<Tensor>{reduce_sum(x, {-1}), reduce_max(x, {-1}), reduce_min(x, {-1}),
+                                   reduce_sum(x * x, {-1}, true)};
+      };
+      expect_gpu_agreement("reductions " + std::string(to_string(dtype)) + shape.to_string(), body,
+                           random_tensor(dtype, shape, 13));
+    }
+  expect_gpu_agreement("mean and prod", [](Tensor x) { return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})}; },
+                       random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 14));
+  expect_gpu_agreement("reduction of a transpose", [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
+                       random_tensor(DType::f32, {5, 6, 7}, 15));
+}
+
+TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
+  KILN_REQUIRE_GPU();
+  for (const Shape& shape : {Shape({7, 33}), Shape({4, 1}), Shape({2, 3, 16}), Shape({1, 5000}), Shape({65, 3})}) {
+    Tensor x = random_tensor(DType::f32, shape, 16);
+    Tensor gamma = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 17);
+    Tensor beta = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 18);
+    auto body = [](Tensor x, Tensor gamma, Tensor beta) {
+      return std::vector<Tensor>{nn::gelu(x),        nn::gelu(x, nn::GeluApproximation::erf), nn::softmax(x),
+                                 nn::log_softmax(x), nn::layer_norm(x, gamma, beta),           nn::sigmoid(x) * nn::relu(x)};
+    };
+    expect_gpu_agreement("nn " + shape.to_string(), body, x, gamma, beta);
+  }
+  EXPECT_EQ(expect_gpu_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 19))
+                .kernels_per_call,
+            1);
+  EXPECT_EQ(expect_gpu_agreement("softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 20))
+                .kernels_per_call,
+            1);
+  EXPECT_EQ(expect_gpu_agreement("layer_norm", [](Tensor x) { return nn::layer_norm(x); },
+                                 random_tensor(DType::f32, {64, 768}, 21))
+                .kernels_per_call,
+            1);
+  Tensor p = random_tensor(DType::f32, {1000}, 22), g = random_tensor(DType::f32, {1000}, 23);
+  Tensor m = random_tensor(DType::f32, {1000}, 24), v = abs(random_tensor(DType::f32, {1000}, 25));
+  EXPECT_EQ(expect_gpu_agreement("adam", adam_step, p, g, m, v).kernels_per_call, 1);
+}
+
+TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
+  KILN_REQUIRE_GPU();
+  Tensor x = random_tensor(DType::f32, {256, 128}, 26), y = random_tensor(DType::f32, {128, 192}, 27);
+  bool tf32 = config::allow_tf32.load();
+  config::allow_tf32 = false;  // full f32: within the reference's matmul tolerance
+  FunctionStatistics statistics = expect_gpu_agreement("seed", seed_function, x, y);
+  EXPECT_EQ(statistics.kernels_per_call, 1);
+  EXPECT_EQ(statistics.fallbacks, 0);
+  // Deterministic: the same inputs give the same bits, call after call.
+  auto jit = function(seed_function, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  Tensor gx = x.to(gpu), gy = y.to(gpu);
+  double first = jit(gx, gy).item<double>();
+  for (int call = 0; call < 5; ++call) EXPECT_EQ(jit(gx, gy).item<double>(), first);
+  config::allow_tf32 = true;  // TF32: 10-bit mantissas, so only close
+  double with_tf32 = jit(gx, gy).item<double>();
+  EXPECT_NEAR(with_tf32, first, 1e-2 * std::abs(first) + 1);
+  config::allow_tf32 = tf32;
+  Tensor big = random_tensor(DType::f32, {1024, 1024}, 28);
+  expect_gpu_agreement("seed with the product as an output too",
+                       [](Tensor x) { Tensor z = matmul(x, x); return std::vector<Tensor>{z, reduce_mean(nn::relu(z))}; }, big);
+}
+
+TEST(CudaJit, RankZeroAndZeroSizeInsideFusedKernels) {
+  KILN_REQUIRE_GPU();
+  Tensor scalar = random_tensor(DType::f32, {}, 29), empty = random_tensor(DType::f32, {0, 3}, 30);
+  Tensor row = random_tensor(DType::f32, {3}, 31);
+  auto body = [](Tensor s, Tensor e, Tensor r) {
+    return std::vector<Tensor>{sin(s) * s + 1, exp(e) + r, nn::softmax(e), reduce_sum(s)};
+  };
+  expect_gpu_agreement("rank 0 and empty", body, scalar, empty, row);
+}
+
+TEST(CudaJit, SourceStageShowsTheCudaModule) {
+  KILN_REQUIRE_GPU();
+  auto jit = function([](Tensor x) { return nn::softmax(x); }, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  Tensor x = random_tensor(DType::f32, {8, 100}, 32).to(gpu);
+  std::string source = jit.get_compiler_ir(Stage::source, x);
+  EXPECT_NE(source.find("extern \"C\" __global__ void"), std::string::npos) << source;
+  EXPECT_NE(source.find("warp_reduce"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
