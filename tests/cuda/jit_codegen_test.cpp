@@ -15,8 +15,11 @@
 #include <kiln/nn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 namespace kiln {
 namespace {
@@ -174,6 +177,39 @@ TEST(CudaCodegen, ReductionsOfEveryDtypeAndZeroSizes) {
   }
   compiles("empty_rows", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {0, 3}, 34));
   compiles("empty_reduction", [](Tensor x) { return reduce_sum(x, {-1}); }, random_tensor(DType::f32, {4, 0}, 35));
+}
+
+TEST(CudaCodegen, AWholeArrayReductionIsAGridReduction) {
+  auto module = compiles("full_sum", [](Tensor x) { return std::vector<Tensor>{reduce_sum(x * x), reduce_max(x)}; },
+                         random_tensor(DType::f32, {1000, 1000}, 36));
+  ASSERT_FALSE(module.launches.empty());
+  for (const auto& launch : module.launches) {
+    EXPECT_TRUE(launch.fixed_grid) << launch.function;
+    EXPECT_EQ(launch.blocks, 1024) << launch.function;
+  }
+  EXPECT_NE(module.text.find("kernel_0_partials0[1024]"), std::string::npos);
+  // A reduction feeding another (x - mean) stays a row kernel.
+  auto variance = compiles("variance", [](Tensor x) { return reduce_mean(square(x - reduce_mean(x))); },
+                           random_tensor(DType::f32, {5000}, 37));
+  EXPECT_FALSE(variance.launches[0].fixed_grid);
+}
+
+TEST(CudaCodegen, ModulesGoThroughTheDiskCache) {
+  std::string directory = ::testing::TempDir() + "kiln_cuda_cache_" + std::to_string(::getpid());
+  const char* previous = std::getenv("KILN_CACHE_DIR");
+  std::string saved = previous ? previous : "";
+  ::setenv("KILN_CACHE_DIR", directory.c_str(), 1);
+  Generated generated = generate([](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {64}, 38));
+  auto first = compiler::cuda::compile_module(generated.module.text, "sm_90", "cached_gelu");
+  auto second = compiler::cuda::compile_module(generated.module.text, "sm_90", "cached_gelu");
+  EXPECT_FALSE(first.from_disk_cache);
+  EXPECT_TRUE(second.from_disk_cache);
+  EXPECT_EQ(first.bytes, second.bytes);
+  auto other_target = compiler::cuda::compile_module(generated.module.text, "sm_80", "cached_gelu");
+  EXPECT_FALSE(other_target.from_disk_cache);  // the target is part of the key
+  if (previous) ::setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else ::unsetenv("KILN_CACHE_DIR");
+  std::filesystem::remove_all(directory);
 }
 
 TEST(CudaCodegen, BrokenSourceIsACompileErrorWithTheLog) {

@@ -25,7 +25,8 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
     KernelWriter writer(emitter);
     KernelLaunch launch;
     launch.kernel = static_cast<int>(index);
-    text += kernel.kind == KernelKind::reduction ? emit_reduction_kernel(writer, launch) : emit_loop_kernel(writer, launch);
+    bool by_rows = kernel.kind == KernelKind::reduction && !is_grid_reduction(writer);
+    text += by_rows ? emit_reduction_kernel(writer, launch) : emit_loop_kernel(writer, launch);
     module.launches.push_back(std::move(launch));
   }
   text += "\n}  // namespace kiln::jit\n";

@@ -76,8 +76,14 @@ class KernelWriter {
   std::vector<bool> varying_;
 };
 
+// True for a reduction kernel that reduces its whole space into scalars
+// (reduce_sum(x) over every axis) with no reduction feeding another: it is
+// emitted as a loop kernel with a grid reduction, so a large array is spread
+// over the whole GPU instead of one block.
+bool is_grid_reduction(const KernelWriter& writer);
+
 // The generators of each kind: the kernel's text, and its launch filled in.
-std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);       // loop and gemm
+std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);       // loop, gemm, grid reductions
 std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch);  // reduction
 
 }  // namespace kiln::compiler::cuda

@@ -3,7 +3,8 @@
 // `_vector` variant gives each thread a pack of 16 bytes of consecutive
 // elements of one row (lanes of one 16-byte load or store per contiguous
 // buffer); the executable launches it when every buffer is 16-byte aligned.
-// A gemm kernel's reductions are grid reductions: per-thread accumulators,
+// A gemm kernel's reductions, and those of a reduction kernel over its
+// whole space (is_grid_reduction), are grid reductions: per-thread accumulators,
 // a block reduction, one partial per block, and the last block to finish
 // combines the partials in block order.
 
@@ -31,6 +32,7 @@ class ElementKernel {
   std::string emit() {
     const ir::Graph& graph = emitter_.graph();
     if (kernel_.kind == KernelKind::gemm) {
+      // The product is a dense [m, n] buffer: rows of n.
       layout_.outer_sizes = {kernel_.space[0]};
       layout_.outer_axes = {0};
       layout_.inner_size = kernel_.space[1];
@@ -44,7 +46,7 @@ class ElementKernel {
       const Instance& item = writer_.at(id);
       if (item.kind == Instance::Kind::tile) continue;  // cuBLAS writes the product itself
       if (item.kind == Instance::Kind::reduction) {
-        if (kernel_.kind != KernelKind::gemm)
+        if (kernel_.kind == KernelKind::loop)
           throw CompileError(std::string(ir::name(graph.node(value).op)), "a reduction in a loop kernel",
                              graph.node(value).location);
         reductions_.push_back(id);
@@ -283,7 +285,21 @@ class ElementKernel {
   int width_ = 1;
 };
 
+bool depends_on_reduction(const KernelWriter& writer, int id) {
+  for (int operand : writer.at(id).operands)
+    if (writer.at(operand).kind == Instance::Kind::reduction || depends_on_reduction(writer, operand)) return true;
+  return false;
+}
+
 }  // namespace
+
+bool is_grid_reduction(const KernelWriter& writer) {
+  const FusedKernel& kernel = writer.kernel();
+  if (kernel.kind != KernelKind::reduction || kernel.reduced_axes != kernel.space.rank()) return false;
+  for (const auto& [value, id] : writer.outputs())
+    if (writer.at(id).kind != Instance::Kind::reduction || depends_on_reduction(writer, id)) return false;
+  return true;
+}
 
 std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch) { return ElementKernel(writer, launch).emit(); }
 
