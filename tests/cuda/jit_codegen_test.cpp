@@ -83,6 +83,33 @@ std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, 
   return {parameter - 1e-3 * step, new_m, new_v};
 }
 
+TEST(CudaCodegen, GoldenLoopKernel) {
+  auto module = compiles("golden", [](Tensor x, Tensor y) { return x * y + 1.0; }, random_tensor(DType::f32, {2, 3}, 40),
+                         random_tensor(DType::f32, {3}, 41));
+  EXPECT_EQ(kernels_of(module), R"cuda(// ==== kernel 0: loop over [2,3] ====
+// %2 = f32[2,3] mul(%0, %1)
+// %3 = f32[] constant(1.0)
+// %4 = f32[2,3] add(%2, %3)
+extern "C" __global__ void __launch_bounds__(256) kiln_kernel_0(const float* __restrict__ input0, const float* __restrict__ input1, float* __restrict__ output4) {
+  for (int64_t element = blockIdx.x * int64_t{256} + threadIdx.x; element < 6; element += gridDim.x * int64_t{256}) {
+    const int64_t row = element / 3;
+    const int64_t j = element - row * 3;
+    const int64_t c0 = row;
+    const float x0 = input0[3 * c0 + j];
+    const float x1 = input1[j];
+    // %2 = f32[2,3] mul(%0, %1)
+    const float v2 = mul(x0, x1);
+    const float v3 = splat<float>(1.0);
+    // %4 = f32[2,3] add(%2, %3)
+    const float v4 = add(v2, v3);
+    output4[3 * c0 + j] = v4;
+  }
+}
+
+}  // namespace kiln::jit
+)cuda");
+}
+
 TEST(CudaCodegen, GeluIsOneVectorizedLoopKernel) {
   auto module = compiles("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4096}, 1));
   ASSERT_EQ(module.launches.size(), 1u);
