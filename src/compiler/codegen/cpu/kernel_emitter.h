@@ -2,8 +2,10 @@
 // Shared machinery of the CPU kernel generators: which value each fused node
 // reads at which element (index maps), the instances to compute, how the
 // iteration space collapses into rows and an inner loop, and the C++ text of
-// each op. loop_kernel.cpp, reduction_kernel.cpp and gemm_kernel.cpp build on
-// it.
+// each op. row_kernel.cpp builds on it (loop, reduction and gemm kernels), and
+// so does the CUDA generator (codegen/cuda/kernel_writer.h): only
+// state_fields(), state_initialization(), vector_type() and literal()'s
+// spelling of NaN and infinity are specific to the CPU.
 
 #include "compiler/fusion.h"
 #include "ir/graph.h"

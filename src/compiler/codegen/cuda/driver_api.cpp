@@ -13,7 +13,11 @@ constexpr unsigned int api_version = 12000;
 template <class Function> void find(Function& function, const char* symbol) {
   void* address = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
   cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &address, api_version, cudaEnableDefault, &found);
+#else  // before 12.5 the runtime returns the version it was built against, which is at least 12.0
+  cudaError_t status = cudaGetDriverEntryPoint(symbol, &address, cudaEnableDefault, &found);
+#endif
   if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || !address)
     throw DeviceError("cuda", std::string("the CUDA driver has no ") + symbol + " (" + cudaGetErrorString(status) + ")",
                       std::string());
