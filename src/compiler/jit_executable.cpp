@@ -50,7 +50,8 @@ class JitExecutable final : public exec::Executable {
         }
         buffers.push_back(slot.mutable_raw());
       }
-      entries_[k](&cpu::runtime_table(), buffers.data());
+      const kiln_runtime runtime = cpu::runtime_table();
+      entries_[k](&runtime, buffers.data());
     }
     std::vector<runtime::Array> outputs;
     for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);

@@ -6,9 +6,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <thread>
 
 // Measurements behind the environment defaults (2-core Emerald Rapids VM,
 // OpenBLAS 0.3.21 pthreads, 2026-11-30; shared machine, so best-of-N):
@@ -69,14 +72,34 @@ const char* coretype_for_this_cpu() {
 constexpr const char* default_thread_timeout = "16";
 
 // Sets `name` to `value` unless the user has set it; returns a note for
-// describe(). Called once, before OpenBLAS is loaded (it reads its
-// environment when loaded).
+// describe().
 std::string default_environment(const char* name, const char* value) {
   if (const char* user = std::getenv(name)) return std::string(name) + "=" + user + " (user)";
   if (!value) return std::string(name) + " unset";
   setenv(name, value, 0);
   return std::string(name) + "=" + value + " (set by kiln)";
 }
+
+// OpenBLAS reads its environment when it is loaded, on the first matmul. The
+// defaults are set here, during static initialization, while the process is
+// still single-threaded: setenv while another thread reads the environment
+// (getenv, or posix_spawn starting the JIT's compiler) is a data race
+// (ThreadSanitizer found one when the first matmul and a JIT compile ran at
+// once).
+struct OpenBlasEnvironment {
+  std::string coretype_note, timeout_note;
+  OpenBlasEnvironment() {
+    coretype_note = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu());
+    timeout_note = default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
+    // OpenBLAS starts its threads when loaded: no more than kiln will use (the
+    // pool's default, KILN_NUM_THREADS or every core; its count follows
+    // runtime::thread_count() afterwards in any case).
+    const char* kiln_threads = std::getenv("KILN_NUM_THREADS");
+    const std::string threads = kiln_threads ? kiln_threads : std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+    if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+  }
+};
+const OpenBlasEnvironment openblas_environment;
 
 template <class Pointer>
 Pointer symbol(void* handle, const char* name) {
@@ -89,12 +112,8 @@ const Library& load(const char* op) {
   if (const Library* library = loaded.load(std::memory_order_relaxed)) return *library;
 
   auto* library = new Library();  // lives until exit: JIT code holds its pointers
-  library->coretype_note = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu());
-  library->timeout_note = default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
-  // OpenBLAS starts its threads when loaded: no more than kiln will use.
-  // (Its count follows runtime::thread_count() afterwards in any case.)
-  if (!std::getenv("OPENBLAS_NUM_THREADS"))
-    setenv("OPENBLAS_NUM_THREADS", std::to_string(runtime::thread_count()).c_str(), 0);
+  library->coretype_note = openblas_environment.coretype_note;
+  library->timeout_note = openblas_environment.timeout_note;
   void* handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* reason = dlerror();

@@ -48,8 +48,10 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int tra
 
 }  // namespace
 
-const kiln_runtime& runtime_table() {
-  static kiln_runtime table = [] {
+kiln_runtime runtime_table() {
+  // A copy per call: the thread count may change between calls, and calls
+  // come from many threads at once.
+  static const kiln_runtime table = [] {
     kiln_runtime runtime{};
     runtime.abi_version = KILN_JIT_ABI_VERSION;
     runtime.parallel_for = parallel_for;
@@ -59,8 +61,9 @@ const kiln_runtime& runtime_table() {
     runtime.sgemm = sgemm;
     return runtime;
   }();
-  table.thread_count = runtime::thread_count();
-  return table;
+  kiln_runtime for_this_call = table;
+  for_this_call.thread_count = runtime::thread_count();
+  return for_this_call;
 }
 
 }  // namespace kiln::compiler::cpu

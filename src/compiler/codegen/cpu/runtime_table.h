@@ -6,6 +6,7 @@
 
 namespace kiln::compiler::cpu {
 
-const kiln_runtime& runtime_table();
+// The table for one call (the current thread count filled in).
+kiln_runtime runtime_table();
 
 }  // namespace kiln::compiler::cpu
