@@ -1,11 +1,15 @@
-// Generated CUDA loop kernels run without a GPU: the module's text (prelude
+// Generated CUDA kernels run without a GPU: the module's text (prelude
 // included) is compiled by the host C++ compiler with CUDA's few keywords
-// and built-ins defined for one thread at a time, and every thread of the
-// grid is run in turn. Loop kernels need nothing more (no barriers, no warp
-// shuffles), so this checks, here, the generated index math (broadcasts,
-// transposes, slices, rows and packs of the `_vector` variants) and the
-// op semantics of the NVRTC prelude against the standard executor and the
-// float64 reference. Reduction and gemm kernels need a GPU (jit_gpu_test.cpp).
+// and built-ins emulated -- each block's threads are host threads,
+// __syncthreads a barrier, __shfl_xor_sync an exchange through memory
+// between a warp's 32 threads, atomicAdd an atomic -- and the blocks of the
+// grid run one after another. This checks, here, the generated index math
+// (broadcasts, transposes, slices, rows and packs of the `_vector` variants),
+// the row and grid reductions, the gemm epilogue (the product computed by the
+// CPU kernel) and the op semantics of the NVRTC prelude against the standard
+// executor and the float64 reference. It cannot check what only a GPU
+// shows: memory ordering between real blocks, launch limits, speed
+// (jit_gpu_test.cpp does on a GPU).
 
 #include "cuda/cuda_test_support.h"
 #include "support/differential.h"
@@ -17,10 +21,12 @@
 #include "compiler/fusion.h"
 #include "compiler/pipeline.h"
 #include "ir/parser.h"
+#include "kernels/kernels.h"
 #include "runtime/buffer.h"
 
 #include <kiln/nn.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,59 +35,90 @@ namespace {
 
 using testing::random_tensor;
 
-// CUDA for one host thread at a time: the built-ins the generated loop
-// kernels and the prelude use. Barriers and shuffles abort: loop kernels
-// have none.
+// CUDA on host threads: the built-ins generated kernels and the prelude use.
+// These modules cannot be unloaded (<barrier> brings a GNU unique symbol),
+// which once made a later module load as this one: LoadedModule now keeps
+// the descriptor number of a module that stays loaded.
 constexpr const char* emulation_header = R"emulation(
+#include <barrier>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <utility>
+#include <vector>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(threads)
+#define __shared__ static
 struct EmulatedDim { unsigned x = 0, y = 0, z = 0; };
-// Internal linkage: an inline variable would be a GNU unique symbol, which keeps
-// the module loaded after dlclose (and /proc/self/fd/N naming it).
-static EmulatedDim threadIdx, blockIdx, blockDim, gridDim;
-inline float __int_as_float(int bits) { float value; std::memcpy(&value, &bits, 4); return value; }
-inline double __longlong_as_double(long long bits) { double value; std::memcpy(&value, &bits, 8); return value; }
-inline void __syncthreads() { std::abort(); }
-inline void __threadfence() { std::abort(); }
-template <class T> T __shfl_xor_sync(unsigned, T, int) { std::abort(); }
+static thread_local EmulatedDim threadIdx;
+static EmulatedDim blockIdx, blockDim, gridDim;
+static std::barrier<>* block_barrier = nullptr;
+static std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+static unsigned long long shuffle_slots[32][32];  // [warp][lane]
+static float __int_as_float(int bits) { float value; std::memcpy(&value, &bits, 4); return value; }
+static double __longlong_as_double(long long bits) { double value; std::memcpy(&value, &bits, 8); return value; }
+static void __syncthreads() { block_barrier->arrive_and_wait(); }
+static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static unsigned atomicAdd(unsigned* address, unsigned value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
+template <class T> static T __shfl_xor_sync(unsigned, T value, int mask) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::memcpy(&shuffle_slots[warp][lane], &value, sizeof(T));
+  warp_barriers[warp]->arrive_and_wait();
+  T other;
+  std::memcpy(&other, &shuffle_slots[warp][lane ^ static_cast<unsigned>(mask)], sizeof(T));
+  warp_barriers[warp]->arrive_and_wait();
+  return other;
+}
+template <class Kernel> static void emulate_grid(Kernel kernel, unsigned blocks, unsigned threads) {
+  gridDim.x = blocks;
+  blockDim.x = threads;
+  for (unsigned block = 0; block < blocks; ++block) {
+    blockIdx.x = block;
+    std::barrier<> block_sync(threads);
+    block_barrier = &block_sync;
+    warp_barriers.clear();
+    for (unsigned warp = 0; warp < (threads + 31) / 32; ++warp) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    std::vector<std::thread> workers;
+    for (unsigned thread = 0; thread < threads; ++thread)
+      workers.emplace_back([=] {
+        threadIdx.x = thread;
+        kernel();
+      });
+    for (std::thread& worker : workers) worker.join();
+  }
+}
 )emulation";
 
-// Appended after the module: runs kernel `name` over the whole grid, one
-// thread after another, with its pointer parameters from `parameters`.
+// Appended after the module: runs kernel `name` over a grid of `blocks`,
+// with its pointer parameters from `parameters`.
 std::string runner(const std::string& name) {
   return "template <class... P, std::size_t... I> void call_" + name +
          "(void (*kernel)(P...), void** parameters, std::index_sequence<I...>) {\n"
          "  kernel(static_cast<P>(parameters[I])...);\n}\n"
          "template <class... P> void call_" + name + "(void (*kernel)(P...), void** parameters) {\n"
          "  call_" + name + "(kernel, parameters, std::index_sequence_for<P...>{});\n}\n"
-         "extern \"C\" void emulate_" + name + "(void** parameters, unsigned blocks, unsigned threads) {\n"
-         "  gridDim.x = blocks;\n  blockDim.x = threads;\n"
-         "  for (unsigned block = 0; block < blocks; ++block)\n"
-         "    for (unsigned thread = 0; thread < threads; ++thread) {\n"
-         "      blockIdx.x = block;\n      threadIdx.x = thread;\n"
-         "      call_" + name + "(kiln::jit::" + name + ", parameters);\n    }\n}\n";
+         "extern \"C\" __attribute__((visibility(\"default\"))) void emulate_" + name + "(void** parameters, unsigned blocks, unsigned threads) {\n"
+         "  emulate_grid([=] { call_" + name + "(kiln::jit::" + name + ", parameters); }, blocks, threads);\n}\n";
 }
 
 using Emulated = void (*)(void**, unsigned, unsigned);
 
-// Generates `body`'s CUDA module (every kernel must be a loop kernel), runs
-// it on the host -- the scalar kernels, or the `_vector` variants where there
-// are -- and compares the results with the standard executor and the
-// float64 reference. `blocks` caps the grid so grid-stride loops wrap.
+// Generates `body`'s CUDA module and runs it on the host as the CUDA
+// executable does (library kernels and gemm products by the CPU kernels) --
+// the scalar kernels, or the `_vector` variants where there are -- and
+// compares the results with the standard executor and the float64
+// reference. Grids that may be any size are capped at 3 blocks, so
+// grid-stride loops wrap.
 template <class Body, class... Inputs>
 void expect_emulated_agreement(const std::string& label, bool vector, Body body, const Inputs&... inputs) {
   std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
   ir::Graph graph = ir::parse(traced);
   compiler::optimize(graph);
   compiler::FusionPlan plan = compiler::fuse(graph);
-  for (const compiler::FusedKernel& kernel : plan.kernels)
-    ASSERT_EQ(kernel.kind, compiler::KernelKind::loop) << label << "\n" << compiler::print_plan(graph, plan);
   compiler::cuda::ModuleSource module = compiler::cuda::generate_source(graph, plan);
   std::string source = std::string(emulation_header) + module.text;
   for (const auto& launch : module.launches) {
@@ -90,7 +127,7 @@ void expect_emulated_agreement(const std::string& label, bool vector, Body body,
   }
   std::string name = "emulated_" + std::to_string(std::hash<std::string>{}(label));
   std::string image = compiler::compile_shared_object(
-      compiler::compiler_identity(name), source, {"-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-w"},
+      compiler::compiler_identity(name), source, {"-std=c++20", "-O1", "-ffp-contract=off", "-fvisibility=hidden", "-fPIC", "-shared", "-w"},
       name);
   auto loaded = compiler::LoadedModule::load(image, name);
 
@@ -99,20 +136,45 @@ void expect_emulated_agreement(const std::string& label, bool vector, Body body,
   for (std::size_t i = 0; i < arguments.size(); ++i)
     values[static_cast<std::size_t>(graph.parameters[i])] = arguments[i].impl().array;
   int used_vector = 0;
-  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
-    const compiler::FusedKernel& kernel = plan.kernels[k];
-    const auto& launch = module.launches[k];
+  std::size_t generated = 0;
+  for (const compiler::FusedKernel& kernel : plan.kernels) {
+    if (kernel.kind == compiler::KernelKind::library) {
+      const ir::Node& node = graph.node(kernel.members.front());
+      std::vector<runtime::Array> operands;
+      for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+      values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, Device::cpu());
+      continue;
+    }
+    const auto& launch = module.launches[generated++];
     std::vector<void*> parameters;
     for (ir::ValueId input : kernel.inputs) parameters.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
     for (ir::ValueId output : kernel.outputs) {
       values[static_cast<std::size_t>(output)] = runtime::allocate_array(graph.type(output).dtype, graph.type(output).shape);
       parameters.push_back(values[static_cast<std::size_t>(output)].mutable_raw());
     }
+    runtime::Array product;
+    if (kernel.kind == compiler::KernelKind::gemm) {
+      for (ir::ValueId member : kernel.members)
+        if (graph.node(member).op == ir::Op::matmul) {
+          const ir::Node& node = graph.node(member);
+          std::vector<runtime::Array> operands;
+          for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+          product = kernels::run(node, operands, Device::cpu());
+          if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end())
+            values[static_cast<std::size_t>(member)] = product;
+        }
+      std::size_t position = kernel.inputs.size();
+      for (ir::ValueId output : kernel.outputs)
+        parameters[position++] = values[static_cast<std::size_t>(output)].mutable_raw();
+      parameters.push_back(product.mutable_raw());
+    }
+    if (launch.function.empty()) continue;
     bool use_vector = vector && !launch.vector_function.empty();
     used_vector += use_vector ? 1 : 0;
     std::string function = use_vector ? launch.vector_function : launch.function;
     auto emulate = reinterpret_cast<Emulated>(loaded->symbol(("emulate_" + function).c_str()));
-    std::int64_t blocks = std::min<std::int64_t>(use_vector ? launch.vector_blocks : launch.blocks, 3);
+    std::int64_t blocks = use_vector ? launch.vector_blocks : launch.blocks;
+    if (!launch.fixed_grid) blocks = std::min<std::int64_t>(blocks, 3);
     emulate(parameters.data(), static_cast<unsigned>(blocks), static_cast<unsigned>(launch.threads));
   }
   if (vector) {
@@ -130,7 +192,7 @@ std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, 
   return {parameter - 1e-3 * step, new_m, new_v};
 }
 
-TEST(CudaEmulatedLoopKernels, EveryElementwiseOpOnEveryDtype) {
+TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     auto body = [dtype](Tensor a, Tensor b, Tensor p) {
       std::vector<Tensor> outputs = {neg(a), abs(a), sign(a), square(a), relu(a), floor(a), ceil(a), a + b, a - b,
@@ -152,7 +214,7 @@ TEST(CudaEmulatedLoopKernels, EveryElementwiseOpOnEveryDtype) {
   }
 }
 
-TEST(CudaEmulatedLoopKernels, BroadcastsTransposesSlicesAndOddShapes) {
+TEST(CudaEmulatedKernels, BroadcastsTransposesSlicesAndOddShapes) {
   Tensor a = random_tensor(DType::f32, {6, 9}, 53), b = random_tensor(DType::f32, {9, 6}, 54);
   expect_emulated_agreement("transpose", false, [](Tensor a, Tensor b) { return exp(transpose(a)) - b; }, a, b);
   expect_emulated_agreement("slice", false,
@@ -170,7 +232,7 @@ TEST(CudaEmulatedLoopKernels, BroadcastsTransposesSlicesAndOddShapes) {
                             random_tensor(DType::f32, {7}, 62));
 }
 
-TEST(CudaEmulatedLoopKernels, GeluAndAdamVectorized) {
+TEST(CudaEmulatedKernels, GeluAndAdamVectorized) {
   for (bool vector : {false, true}) {
     expect_emulated_agreement(std::string("gelu") + (vector ? " vector" : ""), vector,
                               [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4096}, 63));
@@ -178,6 +240,62 @@ TEST(CudaEmulatedLoopKernels, GeluAndAdamVectorized) {
     Tensor m = random_tensor(DType::f32, {1000}, 66), v = abs(random_tensor(DType::f32, {1000}, 67));
     expect_emulated_agreement(std::string("adam") + (vector ? " vector" : ""), vector, adam_step, p, g, m, v);
   }
+}
+
+Tensor seed_function(Tensor x, Tensor y) {
+  Tensor z = matmul(x, y);
+  z = z + sin(z);
+  z = nn::relu(z);
+  return reduce_sum(z);
+}
+
+TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (const Shape& shape : {Shape({5, 7}), Shape({19, 1024}), Shape({3, 1025}), Shape({0, 5}), Shape({6, 0})}) {
+      auto body = [](Tensor x) {
+        return std::vector<Tensor>{reduce_sum(x, {-1}), reduce_max(x, {-1}), reduce_min(x, {-1}),
+                                   reduce_sum(x * x, {-1}, true)};
+      };
+      expect_emulated_agreement("reductions " + std::string(to_string(dtype)) + shape.to_string(), false, body,
+                                random_tensor(dtype, shape, 70));
+    }
+  expect_emulated_agreement("mean and prod", false,
+                            [](Tensor x) { return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})}; },
+                            testing::random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 71));
+  expect_emulated_agreement("reduction of a transpose", false,
+                            [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
+                            random_tensor(DType::f32, {5, 6, 7}, 72));
+}
+
+TEST(CudaEmulatedKernels, SoftmaxLayerNormAndComposites) {
+  for (const Shape& shape : {Shape({7, 33}), Shape({4, 1}), Shape({2, 3, 16}), Shape({2, 3000}), Shape({65, 3})}) {
+    Tensor x = random_tensor(DType::f32, shape, 73);
+    Tensor gamma = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 74);
+    Tensor beta = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 75);
+    auto body = [](Tensor x, Tensor gamma, Tensor beta) {
+      return std::vector<Tensor>{nn::softmax(x), nn::log_softmax(x), nn::layer_norm(x, gamma, beta), nn::softmax(x, 0)};
+    };
+    expect_emulated_agreement("nn " + shape.to_string(), false, body, x, gamma, beta);
+  }
+}
+
+TEST(CudaEmulatedKernels, GridReductionsAndTheSeedEpilogue) {
+  for (bool vector : {false, true}) {
+    std::string variant = vector ? " vector" : "";
+    expect_emulated_agreement("full sum" + variant, vector,
+                              [](Tensor x) { return std::vector<Tensor>{reduce_sum(x * x), reduce_max(x)}; },
+                              random_tensor(DType::f32, {300, 40}, 76));
+    expect_emulated_agreement("seed" + variant, vector, seed_function, random_tensor(DType::f32, {64, 32}, 77),
+                              random_tensor(DType::f32, {32, 48}, 78));
+    expect_emulated_agreement("product and mean" + variant, vector,
+                              [](Tensor x) {
+                                Tensor z = matmul(x, x);
+                                return std::vector<Tensor>{z, reduce_mean(nn::relu(z))};
+                              },
+                              random_tensor(DType::f32, {40, 40}, 79));
+  }
+  expect_emulated_agreement("full i64 sum", false, [](Tensor x) { return reduce_sum(x); },
+                            random_tensor(DType::i64, {1000}, 80));
 }
 
 }  // namespace

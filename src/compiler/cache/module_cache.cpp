@@ -332,7 +332,18 @@ LoadedModule::LoadedModule(void* handle, int memory_file, std::string name)
 
 LoadedModule::~LoadedModule() {
   ::dlclose(handle_);
-  if (memory_file_ >= 0) ::close(memory_file_);
+  if (memory_file_ < 0) return;
+  // glibc cannot unload an object with a GNU unique symbol (a static local of
+  // some libstdc++ templates is one, whatever the visibility flags): it stays
+  // loaded under /proc/self/fd/N, and a later module given the same N would
+  // be "found" already loaded -- dlopen would return this one. While it is
+  // loaded, keep N taken (the descriptor is deliberately never closed).
+  std::string path = "/proc/self/fd/" + std::to_string(memory_file_);
+  if (void* still_loaded = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    ::dlclose(still_loaded);
+    return;
+  }
+  ::close(memory_file_);
 }
 
 std::shared_ptr<const LoadedModule> LoadedModule::load(std::string_view shared_object, const std::string& name) {
