@@ -19,8 +19,9 @@ template <class Function> void find(Function& function, const char* symbol) {
   cudaError_t status = cudaGetDriverEntryPoint(symbol, &address, cudaEnableDefault, &found);
 #endif
   if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || !address)
-    throw DeviceError("cuda", std::string("the CUDA driver has no ") + symbol + " (" + cudaGetErrorString(status) + ")",
-                      std::string());
+    throw CompileError("cuda", std::string("cannot load generated kernels: the CUDA driver has no ") + symbol + " (" +
+                                   cudaGetErrorString(status) + ")",
+                       std::string());
   function = reinterpret_cast<Function>(address);
 }
 

@@ -18,8 +18,10 @@ struct DriverApi {
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
 };
 
-// The entry points, looked up once. Throws kiln::DeviceError naming the
-// missing function when the driver does not provide one.
+// The entry points, looked up once (the first JIT compile for a GPU). Throws
+// kiln::CompileError naming the missing function when the driver does not
+// provide one: the function then runs on the standard executor, which needs
+// only the runtime API.
 const DriverApi& driver_api();
 
 // "cuModuleLoadData: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)".
