@@ -123,6 +123,7 @@ TEST(CudaCodegen, SoftmaxIsOneKernelOneWarpPerShortRow) {
   ASSERT_EQ(module.launches.size(), 1u);
   EXPECT_NE(module.text.find("One warp per row of 301 elements"), std::string::npos);
   EXPECT_EQ(count(kernels_of(module), "warp_reduce("), 2u);  // max, then the sum of exponentials
+  EXPECT_TRUE(module.launches[0].vector_function.empty());   // rows of 301 floats do not split into packs
 }
 
 TEST(CudaCodegen, SoftmaxOfLongRowsIsOneBlockPerRow) {
@@ -136,7 +137,8 @@ TEST(CudaCodegen, LayerNormIsOneKernel) {
   auto module = compiles("layer_norm", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); },
                          random_tensor(DType::f32, {64, 768}, 4), random_tensor(DType::f32, {768}, 5),
                          random_tensor(DType::f32, {768}, 6));
-  EXPECT_EQ(module.launches.size(), 1u);
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(module.launches[0].vector_function, "kiln_kernel_0_vector");  // rows of 768 floats: 16-byte packs
 }
 
 TEST(CudaCodegen, AdamIsOneKernelWithThreeOutputs) {

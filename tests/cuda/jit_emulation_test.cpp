@@ -267,6 +267,19 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
                             random_tensor(DType::f32, {5, 6, 7}, 72));
 }
 
+TEST(CudaEmulatedKernels, RowReductionsVectorized) {
+  auto body = [](Tensor x) {
+    return std::vector<Tensor>{reduce_sum(x, {-1}), reduce_max(x, {-1}), x - reduce_mean(x, {-1}, true)};
+  };
+  expect_emulated_agreement("vector f32[19,1024]", true, body, random_tensor(DType::f32, {19, 1024}, 81));
+  expect_emulated_agreement("vector f64[3,1026]", true, body, random_tensor(DType::f64, {3, 1026}, 82));
+  expect_emulated_agreement("vector softmax f32[7,32]", true, [](Tensor x) { return nn::softmax(x); },
+                            random_tensor(DType::f32, {7, 32}, 83));
+  Tensor x = random_tensor(DType::f32, {2, 3000}, 84), gamma = random_tensor(DType::f32, {3000}, 85);
+  expect_emulated_agreement("vector layer_norm f32[2,3000]", true,
+                            [](Tensor x, Tensor gamma) { return nn::layer_norm(x, gamma, gamma); }, x, gamma);
+}
+
 TEST(CudaEmulatedKernels, SoftmaxLayerNormAndComposites) {
   for (const Shape& shape : {Shape({7, 33}), Shape({4, 1}), Shape({2, 3, 16}), Shape({2, 3000}), Shape({65, 3})}) {
     Tensor x = random_tensor(DType::f32, shape, 73);

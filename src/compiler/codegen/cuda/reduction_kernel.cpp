@@ -8,7 +8,9 @@
 // depend on timing or on the grid. Values that depend on a reduction
 // (x - max in softmax) are computed after its pass; the element outputs in a
 // last pass. Inputs are read once per pass; the rows of softmax and
-// layer_norm stay in L1/L2 between passes.
+// layer_norm stay in L1/L2 between passes. Where every buffer is read and
+// written contiguously along the row, a `_vector` variant gives each thread
+// 16-byte packs of consecutive elements instead of single ones.
 
 #include "compiler/codegen/cuda/kernel_writer.h"
 
@@ -53,7 +55,15 @@ class RowReductionKernel {
     launch_.threads = by_warp_ ? warp_block_threads : row_block_threads;
     launch_.blocks = std::max<std::int64_t>(1, (rows + rows_per_block() - 1) / rows_per_block());
     launch_.parameter_count = writer_.parameter_count();
-    return kernel();
+    std::string text = kernel();
+    width_ = vector_width();
+    if (width_ > 1) {
+      vector_ = true;
+      launch_.vector_function = launch_.function + "_vector";
+      launch_.vector_blocks = launch_.blocks;
+      text += "\n" + kernel();
+    }
+    return text;
   }
 
  private:
@@ -79,8 +89,11 @@ class RowReductionKernel {
     return text;
   }
 
-  // The loop of one pass over the row: this thread's elements.
+  // The loop of one pass over the row: this thread's elements, the values
+  // `needed` at each, then `tail` (an accumulation), or for the last pass
+  // (`tail` empty) the stores of the element outputs.
   std::string row_loop(const std::set<int>& needed, const std::string& tail) const {
+    if (vector_) return vector_row_loop(needed, tail);
     std::string text = "    for (int64_t position = lane; position < " + std::to_string(row_length_) +
                        "; position += " + std::to_string(threads_per_row_) + ") {\n";
     if (layout_.middle_sizes.empty()) {
@@ -92,7 +105,87 @@ class RowReductionKernel {
       text += writer_.middle_coordinates(layout_, "      ");
     }
     for (int id : needed) text += writer_.declaration(id, layout_, "j", "      ");
+    if (tail.empty())
+      for (const auto& [value, id] : element_outputs())
+        text += "      " + emitter_.output_name(value) + "[" + writer_.offset(writer_.output_address(value), layout_, "j") +
+                "] = " + writer_.at(id).name + ";\n";
     return text + tail + "    }\n";
+  }
+
+  // row_loop over packs of width_ elements (no middle loops here).
+  std::string vector_row_loop(const std::set<int>& needed, const std::string& tail) const {
+    std::string width = std::to_string(width_);
+    std::string text = "    for (int64_t pack = lane; pack < " + std::to_string(row_length_ / width_) +
+                       "; pack += " + std::to_string(threads_per_row_) + ") {\n";
+    text += "      const int64_t j0 = pack * " + width + ";\n";
+    std::set<int> from_packs;
+    for (int id : needed) {
+      const Instance& item = writer_.at(id);
+      if (item.kind != Instance::Kind::load || emitter_.inner_coefficient(item.address, layout_) == 0) continue;
+      from_packs.insert(id);
+      text += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + item.name + " = load_pack<" + width +
+              ">(" + emitter_.input_name(item.buffer) + " + " + writer_.offset(item.address, layout_, "j0") + ");\n";
+    }
+    if (tail.empty())
+      for (const auto& [value, id] : element_outputs())
+        text += "      Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) + ";\n";
+    text += "#pragma unroll\n      for (int element = 0; element < " + width + "; ++element) {\n";
+    text += "        const int64_t j = j0 + element;\n";
+    for (int id : needed) {
+      if (from_packs.count(id))
+        text += "        const " + writer_.type(id) + " " + writer_.at(id).name + " = pack_" + writer_.at(id).name +
+                ".value[element];\n";
+      else
+        text += writer_.declaration(id, layout_, "j", "        ");
+    }
+    if (tail.empty())
+      for (const auto& [value, id] : element_outputs())
+        text += "        pack_" + emitter_.output_name(value) + ".value[element] = " + writer_.at(id).name + ";\n";
+    else
+      text += "  " + tail;
+    text += "      }\n";
+    if (tail.empty())
+      for (const auto& [value, id] : element_outputs())
+        text += "      store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
+                writer_.offset(writer_.output_address(value), layout_, "j0") + ", pack_" + emitter_.output_name(value) +
+                ");\n";
+    return text + "    }\n";
+  }
+
+  std::vector<std::pair<ir::ValueId, int>> element_outputs() const {
+    std::vector<std::pair<ir::ValueId, int>> outputs;
+    for (const auto& [value, id] : writer_.outputs())
+      if (!writer_.is_row_output(value, id)) outputs.emplace_back(value, id);
+    return outputs;
+  }
+
+  // Elements per 16-byte pack, or 1 when some buffer is not read or written
+  // contiguously along the row, or rows do not split into whole aligned packs.
+  int vector_width() const {
+    if (!layout_.middle_sizes.empty() || layout_.inner_axis < 0) return 1;
+    std::vector<std::pair<Linear, DType>> streams;
+    for (const std::set<int>& pass : passes_)
+      for (int id : pass) {
+        const Instance& item = writer_.at(id);
+        if (item.kind == Instance::Kind::load && emitter_.inner_coefficient(item.address, layout_) != 0)
+          streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
+      }
+    for (const auto& [value, id] : element_outputs())
+      streams.push_back({writer_.output_address(value), emitter_.graph().type(value).dtype});
+    std::size_t widest = 0;
+    for (const auto& [linear, dtype] : streams) {
+      if (emitter_.inner_coefficient(linear, layout_) != 1) return 1;
+      widest = std::max(widest, size_of(dtype));
+    }
+    if (widest == 0) return 1;
+    int width = static_cast<int>(16 / widest);
+    if (width < 2 || row_length_ % width != 0) return 1;
+    for (const auto& [linear, dtype] : streams) {
+      if (linear.offset % width != 0) return 1;
+      for (int axis : layout_.outer_axes)
+        if (linear.coefficients[static_cast<std::size_t>(axis)] % width != 0) return 1;
+    }
+    return width;
   }
 
   std::string reduction_pass(std::size_t k) const {
@@ -115,8 +208,8 @@ class RowReductionKernel {
 
   std::string kernel() const {
     std::string threads = std::to_string(launch_.threads);
-    std::string text = "extern \"C\" __global__ void __launch_bounds__(" + threads + ") " + launch_.function + "(" +
-                       writer_.parameters() + ") {\n";
+    std::string text = "extern \"C\" __global__ void __launch_bounds__(" + threads + ") " + launch_.function +
+                       (vector_ ? "_vector(" : "(") + writer_.parameters() + ") {\n";
     if (by_warp_) {
       std::string per_block = std::to_string(rows_per_block());
       text += "  // One warp per row of " + std::to_string(row_length_) + " elements.\n";
@@ -137,12 +230,7 @@ class RowReductionKernel {
       text += reduction_pass(k);
       text += row_values(static_cast<int>(k) + 1);
     }
-    std::string stores;
-    for (const auto& [value, id] : writer_.outputs())
-      if (!writer_.is_row_output(value, id))
-        stores += "      " + emitter_.output_name(value) + "[" +
-                  writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
-    if (!stores.empty()) text += "    // The element outputs.\n" + row_loop(passes_.back(), stores);
+    if (!element_outputs().empty()) text += "    // The element outputs.\n" + row_loop(passes_.back(), "");
     for (const auto& [value, id] : writer_.outputs())
       if (writer_.is_row_output(value, id))
         text += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
@@ -160,6 +248,8 @@ class RowReductionKernel {
   std::int64_t row_length_ = 1;
   bool by_warp_ = true;
   int threads_per_row_ = 32;
+  int width_ = 1;        // elements per pack of the vector variant
+  bool vector_ = false;  // emitting the vector variant
 };
 
 }  // namespace
