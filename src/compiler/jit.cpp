@@ -95,6 +95,12 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
 #if KILN_HAVE_CUDA
   if (device.is_cuda()) {
     cuda::ModuleSource module = cuda::generate_source(graph, plan);
+    // The plan's gemm decisions describe the CPU's tile-by-tile epilogue.
+    for (const FusedKernel& kernel : plan.kernels)
+      if (kernel.kind == KernelKind::gemm) {
+        fused += "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
+        break;
+      }
     dumper.write("2-optimized.txt", optimized);
     dumper.write("3-fused.txt", fused);
     dumper.write("4-source.cu", module.text);

@@ -18,10 +18,12 @@ namespace {
 // The first lines of a long NVRTC log (a broken prelude can report hundreds).
 std::string first_lines(const std::string& log, int count) {
   std::size_t end = 0;
-  for (int line = 0; line < count && end != std::string::npos; ++line) {
-    end = log.find('\n', end == 0 ? 0 : end + 1);
+  for (int line = 0; line < count; ++line) {
+    end = log.find('\n', end);
+    if (end == std::string::npos) return log;
+    ++end;
   }
-  return end == std::string::npos ? log : log.substr(0, end) + "\n...";
+  return end >= log.size() ? log : log.substr(0, end) + "...";
 }
 
 std::vector<int> supported_architectures() {
