@@ -100,6 +100,22 @@ TEST(KilnFuzzHazards, FloorOfAComputedValueNearAnIntegerIsAHazard) {
   EXPECT_TRUE(find_hazards(exact).empty());
 }
 
+TEST(KilnFuzzHazards, F32ErrorCarriedIntoF64IsJudgedAtF32Precision) {
+  // kiln-fuzz seed 2, graph 384: tanh(-9) is -0.99999994 in f32 (a 4-ulp-accurate tanh may say -1), and
+  // ceil of its f64 cast jumps from -0 to -1 there; the f64 separation (1e-10) missed it.
+  const std::string text =
+      "func @f(%0: f32[2]) -> (f64[2]) {\n"
+      "  %1 = f32[2] tanh(%0)\n"
+      "  %2 = f64[2] cast(%1)\n"
+      "  %3 = f64[2] ceil(%2)\n"
+      "  return %3\n"
+      "}\n";
+  std::vector<Hazard> hazards = find_hazards(case_of(text, {array_of(DType::f32, Shape({2}), {-9, 0.5})}));
+  ASSERT_EQ(hazards.size(), 1u);
+  EXPECT_EQ(hazards[0].value, 2);
+  EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({2}), {-1, 0.5})})).empty());
+}
+
 TEST(KilnFuzzHazards, NearTiesOverflowAndSingularitiesAreHazards) {
   FuzzCase tie = case_of(
       "func @f(%0: f32[1], %1: f32[1]) -> (bool[1]) {\n"
