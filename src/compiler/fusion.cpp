@@ -259,6 +259,28 @@ class Fuser {
     return false;
   }
 
+  // Whether the members of group `group_index` read `value` -- a reduction's
+  // result, or a reshape of one -- as one value per row of `space`: broadcast
+  // (NumPy-aligned at the right) from a row shape, with the kept axes leading
+  // and size 1 on the reduced ones. A result without keepdims, broadcast back
+  // against its input, aligns differently: sum over the last axis of [3,3,3]
+  // is [3,3], read as [1,3,3] (element [i,j,k] sees sum[j,k], not sum[i,j]).
+  bool read_as_rows(ir::ValueId value, int group_index, const Shape& space, int first_row_axis) const {
+    for (ir::ValueId user : users_[index(value)]) {
+      if (group_of_[index(user)] != group_index) continue;
+      const ir::Node& node = graph_.node(user);
+      if (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) {
+        if (!is_row_shape(node.type.shape, space, first_row_axis) || !read_as_rows(user, group_index, space, first_row_axis))
+          return false;
+      } else if (!ir::is_elementwise(node.op) && node.op != ir::Op::broadcast_to) {
+        return false;
+      } else if (!is_row_shape(graph_.type(value).shape, space, first_row_axis)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   bool try_fuse(ir::ValueId id, int group_index) {
     Group& group = groups_[static_cast<std::size_t>(group_index)];
     const ir::Node& node = graph_.node(id);
@@ -304,6 +326,8 @@ class Fuser {
       if (group.kind == KernelKind::reduction && !(same_space && group.reduced_axes == reduced))
         return refuse("it reduces a different set of axes than the kernel");
       if (!same_space && !row_consumers) return refuse("its input's shape differs from the kernel's iteration space");
+      if (same_space && !read_as_rows(id, group_index, input, first_row_axis))
+        return refuse("its consumers read it broadcast across rows, not one value per row (keepdims=false)");
       if (group.kind == KernelKind::loop) {
         group.kind = KernelKind::reduction;
         group.space = input;

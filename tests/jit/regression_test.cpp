@@ -103,5 +103,28 @@ TEST(JitRegression, SliceReturnedAndReadTransposed) {
                          {random_tensor(DType::f32, {3, 4}, 11)});
 }
 
+// A reduction without keepdims, compared back against its input, was fused
+// as if each row read its own sum: element [i,j,k] saw sum[i,j] where NumPy
+// broadcasting gives sum[j,k]. Now it stays a kernel of its own (and with
+// keepdims, or expand_dims, it still fuses). (seed 2, graph 2353)
+TEST(JitRegression, ReductionWithoutKeepdimsBroadcastBackIsNotReadPerRow) {
+  Tensor x = random_tensor(DType::f32, {3, 3, 3}, 5);
+  expect_graph_agreement("sum without keepdims broadcast back",
+                         "func @broadcast_back(%0: f32[3,3,3]) -> (f32[3,3,3]) {\n"
+                         "  %1 = f32[3,3] reduce_sum(%0) {axes=[2], keepdims=false}\n"
+                         "  %2 = f32[3,3,3] sub(%0, %1)\n"
+                         "  return %2\n"
+                         "}\n",
+                         {x});
+  expect_graph_agreement("sum without keepdims, expand_dims, broadcast back",
+                         "func @rows(%0: f32[3,3,3]) -> (f32[3,3,3]) {\n"
+                         "  %1 = f32[3,3] reduce_sum(%0) {axes=[2], keepdims=false}\n"
+                         "  %2 = f32[3,3,1] expand_dims(%1) {axis=2}\n"
+                         "  %3 = f32[3,3,3] sub(%0, %2)\n"
+                         "  return %3\n"
+                         "}\n",
+                         {x});
+}
+
 }  // namespace
 }  // namespace kiln
