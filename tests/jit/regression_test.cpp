@@ -126,5 +126,20 @@ TEST(JitRegression, ReductionWithoutKeepdimsBroadcastBackIsNotReadPerRow) {
                          {x});
 }
 
+// A per-row output whose shape drops the kept size-1 axes (f32[] squeezed
+// from a sum over [1,1]) failed to compile: "output f32[] does not match the
+// kernel's space [1,1]". (seed 2, graph 5644)
+TEST(JitRegression, SqueezedResultOfAOneRowReductionCompiles) {
+  expect_graph_agreement("squeeze of a one-row reduction",
+                         "func @one_row(%0: f32[1,1], %1: f32[1,4]) -> (f32[], f32[]) {\n"
+                         "  %2 = f32[1] reduce_sum(%0) {axes=[1], keepdims=false}\n"
+                         "  %3 = f32[] squeeze(%2) {axes=[0]}\n"
+                         "  %4 = f32[1] reduce_max(%1) {axes=[1], keepdims=false}\n"
+                         "  %5 = f32[] squeeze(%4) {axes=[0]}\n"
+                         "  return %3, %5\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {1, 1}, 6), random_tensor(DType::f32, {1, 4}, 7)});
+}
+
 }  // namespace
 }  // namespace kiln

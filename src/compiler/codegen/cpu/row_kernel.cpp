@@ -112,7 +112,10 @@ class RowKernel {
     int split = space.rank() - kernel_.reduced_axes;
     std::vector<std::int64_t> kept(space.dims().begin(), space.dims().begin() + split);
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
-    while (dims.size() > kept.size() && dims.back() == 1) dims.pop_back();
+    // Trailing size-1 axes on either side change no address (row_map maps the
+    // leading axes): a squeezed f32[] of a reduction over [1,1] is its one row.
+    while (!dims.empty() && dims.back() == 1) dims.pop_back();
+    while (!kept.empty() && kept.back() == 1) kept.pop_back();
     return dims == kept;
   }
 
