@@ -116,6 +116,23 @@ TEST(KilnFuzzHazards, F32ErrorCarriedIntoF64IsJudgedAtF32Precision) {
   EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({2}), {-1, 0.5})})).empty());
 }
 
+TEST(KilnFuzzHazards, ProductOfZeroAndOverflowingFactorsIsAHazard) {
+  // 0 * 1 * ... * 56 is 0 in order and NaN when the lanes multiply 1 * ... * 56 (inf) first.
+  const std::string text =
+      "func @f(%0: f32[57]) -> (f32[]) {\n"
+      "  %1 = f32[] reduce_prod(%0) {axes=[0], keepdims=false}\n"
+      "  return %1\n"
+      "}\n";
+  std::vector<double> factorial(57);
+  for (int i = 0; i < 57; ++i) factorial[static_cast<std::size_t>(i)] = i;
+  std::vector<Hazard> hazards = find_hazards(case_of(text, {array_of(DType::f32, Shape({57}), factorial)}));
+  ASSERT_EQ(hazards.size(), 1u);
+  EXPECT_EQ(hazards[0].value, 1);
+  std::vector<double> small(57, 1.5);  // a zero, but 1.5^56 stays finite: 0 in every order
+  small[3] = 0;
+  EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({57}), small)})).empty());
+}
+
 TEST(KilnFuzzHazards, NearTiesOverflowAndSingularitiesAreHazards) {
   FuzzCase tie = case_of(
       "func @f(%0: f32[1], %1: f32[1]) -> (bool[1]) {\n"
