@@ -141,5 +141,20 @@ TEST(JitRegression, SqueezedResultOfAOneRowReductionCompiles) {
                          {random_tensor(DType::f32, {1, 1}, 6), random_tensor(DType::f32, {1, 4}, 7)});
 }
 
+// A GEMM kernel whose product is empty (a dimension of 0) has no blocks, and
+// its fused reduction read partials[0] of an empty array: garbage instead of
+// the identity (-inf for max, 0 for sum). (seed 2, graph 7726)
+TEST(JitRegression, ReductionOfAnEmptyMatmulIsTheIdentity) {
+  expect_graph_agreement("max and sum of an empty product",
+                         "func @empty_product(%0: f32[1,7], %1: f32[0,7]) -> (f32[], f32[]) {\n"
+                         "  %2 = f32[1,0] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+                         "  %3 = f32[] reduce_max(%2) {axes=[0,1], keepdims=false}\n"
+                         "  %4 = f32[1,0] sin(%2)\n"
+                         "  %5 = f32[] reduce_sum(%4) {axes=[0,1], keepdims=false}\n"
+                         "  return %3, %5\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {1, 7}, 8), random_tensor(DType::f32, {0, 7}, 9)});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -614,7 +614,8 @@ class RowKernel {
       ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
       std::string p = "state.partials" + std::to_string(r);
       text += "  {\n    " + emitter_.describe(at(reductions_[r]).value) + ": combine the blocks in order\n";
-      text += "    vec<float> total = splat<float>(" + p + "[0]);\n";
+      // No blocks when the product is empty (a dimension of 0): the reduction's identity.
+      text += "    vec<float> total = blocks > 0 ? splat<float>(" + p + "[0]) : " + info.identity + ";\n";
       text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
               "(total, splat<float>(" + p + "[block]));\n";
       std::string value = "first_lane(total)";
