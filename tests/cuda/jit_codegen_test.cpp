@@ -5,6 +5,7 @@
 // is built with CUDA; the GPU tests (jit_gpu_test.cpp) run the kernels.
 
 #include "cuda/cuda_test_support.h"
+#include "support/workloads.h"
 
 #include "compiler/codegen/cuda/cuda_codegen.h"
 #include "compiler/codegen/cuda/nvrtc_build.h"
@@ -69,19 +70,8 @@ std::size_t count(const std::string& text, const std::string& fragment) {
   return found;
 }
 
-Tensor seed_function(Tensor x, Tensor y) {
-  Tensor z = matmul(x, y);
-  z = z + sin(z);
-  z = nn::relu(z);
-  return reduce_sum(z);
-}
-
-std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
-  Tensor new_m = 0.9 * m + 0.1 * gradient;
-  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
-  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
-  return {parameter - 1e-3 * step, new_m, new_v};
-}
+using testing::adam_step;
+using testing::seed_function;
 
 TEST(CudaCodegen, GoldenLoopKernel) {
   auto module = compiles("golden", [](Tensor x, Tensor y) { return x * y + 1.0; }, random_tensor(DType::f32, {2, 3}, 40),

@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_test_support.h"
 #include "support/differential.h"
+#include "support/workloads.h"
 
 #include <kiln/config.h>
 #include <kiln/nn.h>
@@ -46,19 +47,8 @@ FunctionStatistics expect_gpu_agreement(const std::string& label, Body body, con
   return jit.statistics();
 }
 
-Tensor seed_function(Tensor x, Tensor y) {
-  Tensor z = matmul(x, y);
-  z = z + sin(z);
-  z = nn::relu(z);
-  return reduce_sum(z);
-}
-
-std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
-  Tensor new_m = 0.9 * m + 0.1 * gradient;
-  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
-  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
-  return {parameter - 1e-3 * step, new_m, new_v};
-}
+using testing::adam_step;
+using testing::seed_function;
 
 TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
   KILN_REQUIRE_GPU();

@@ -5,6 +5,7 @@
 
 #include "support/differential.h"
 #include "support/test_support.h"
+#include "support/workloads.h"
 
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
@@ -17,19 +18,8 @@ namespace {
 using testing::expect_agreement;
 using testing::random_tensor;
 
-Tensor seed_function(Tensor x, Tensor y) {
-  Tensor z = matmul(x, y);
-  z = z + sin(z);
-  z = nn::relu(z);
-  return reduce_sum(z);
-}
-
-std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
-  Tensor new_m = 0.9 * m + 0.1 * gradient;
-  Tensor new_v = 0.999 * v + 0.001 * (gradient * gradient);
-  Tensor step = (new_m / 0.65) / (sqrt(new_v / 0.01) + 1e-8);
-  return {parameter - 1e-3 * step, new_m, new_v};
-}
+using testing::adam_step;
+using testing::seed_function;
 
 TEST(KernelCount, SeedIsOneGemmKernelAndNeverWritesTheMatmulOutput) {
   Tensor x = random_tensor(DType::f32, {1024, 1024}, 1), y = random_tensor(DType::f32, {1024, 1024}, 2);
