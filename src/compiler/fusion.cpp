@@ -8,10 +8,14 @@ namespace kiln::compiler {
 
 std::string_view to_string(KernelKind kind) {
   switch (kind) {
-    case KernelKind::loop: return "loop";
-    case KernelKind::reduction: return "reduction";
-    case KernelKind::gemm: return "gemm";
-    case KernelKind::library: return "library";
+    case KernelKind::loop:
+      return "loop";
+    case KernelKind::reduction:
+      return "reduction";
+    case KernelKind::gemm:
+      return "gemm";
+    case KernelKind::library:
+      return "library";
   }
   return "?";
 }
@@ -31,7 +35,8 @@ bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
   const ir::Node& node = graph.node(value);
   switch (node.op) {
     case ir::Op::constant:
-    case ir::Op::iota: return true;
+    case ir::Op::iota:
+      return true;
     case ir::Op::broadcast_to:
     case ir::Op::transpose:
     case ir::Op::slice: {
@@ -46,7 +51,8 @@ bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
       const ir::Node& operand = graph.node(node.operands[0]);
       return operand.op == ir::Op::parameter || (is_unit_reshape(graph, node) && is_cheap(graph, node.operands[0]));
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -61,8 +67,10 @@ bool is_loop_fusible(ir::Op op) {
     case ir::Op::expand_dims:
     case ir::Op::squeeze:
     case ir::Op::iota:
-    case ir::Op::constant: return true;
-    default: return ir::is_elementwise(op);
+    case ir::Op::constant:
+      return true;
+    default:
+      return ir::is_elementwise(op);
   }
 }
 
@@ -76,11 +84,14 @@ int cost_per_element(ir::Op op) {
     case ir::Op::tanh:
     case ir::Op::erf:
     case ir::Op::sigmoid:
-    case ir::Op::pow: return 20;
+    case ir::Op::pow:
+      return 20;
     case ir::Op::div:
     case ir::Op::sqrt:
-    case ir::Op::rsqrt: return 4;
-    default: return ir::is_elementwise(op) ? 1 : 0;
+    case ir::Op::rsqrt:
+      return 4;
+    default:
+      return ir::is_elementwise(op) ? 1 : 0;
   }
 }
 
@@ -180,9 +191,9 @@ class Fuser {
     for (ir::ValueId user : users_[index(id)]) {
       int group = group_of_[index(user)];
       const ir::Node& node = graph_.node(user);
-      bool layout_change = (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims ||
-                            node.op == ir::Op::squeeze) &&
-                           !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
+      bool layout_change =
+          (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) &&
+          !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
       if (node.op == ir::Op::matmul || layout_change ||
           (group >= 0 && groups_[static_cast<std::size_t>(group)].kind == KernelKind::library))
         return true;
@@ -229,8 +240,8 @@ class Fuser {
       return false;
     }
     if (shape.numel() == group.space.numel()) return true;
-    int first_row_axis = group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes
-                                                             : group.space.rank() - 1;
+    int first_row_axis =
+        group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes : group.space.rank() - 1;
     if (group.kind != KernelKind::gemm && is_row_shape(shape, group.space, first_row_axis)) {
       if (is_output_[index(id)] && group.kind != KernelKind::reduction) {
         *reason = "it is an output smaller than the kernel's iteration space";
@@ -243,16 +254,17 @@ class Fuser {
       return false;
     }
     if (cost_per_element(node.op) <= 1) return true;
-    *reason = "it would be recomputed " + std::to_string(group.space.numel() / std::max<std::int64_t>(shape.numel(), 1)) +
-              " times (" + std::to_string(cost_per_element(node.op)) + " flops/element)";
+    *reason = "it would be recomputed " +
+              std::to_string(group.space.numel() / std::max<std::int64_t>(shape.numel(), 1)) + " times (" +
+              std::to_string(cost_per_element(node.op)) + " flops/element)";
     return false;
   }
 
   bool used_through_layout_change(ir::ValueId id, int group) const {
     for (ir::ValueId user : users_[index(id)]) {
       const ir::Node& node = graph_.node(user);
-      if (group_of_[index(user)] == group && (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims ||
-                                              node.op == ir::Op::squeeze) &&
+      if (group_of_[index(user)] == group &&
+          (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) &&
           !is_unit_reshape(graph_, node))
         return true;
     }
@@ -270,7 +282,8 @@ class Fuser {
       if (group_of_[index(user)] != group_index) continue;
       const ir::Node& node = graph_.node(user);
       if (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) {
-        if (!is_row_shape(node.type.shape, space, first_row_axis) || !read_as_rows(user, group_index, space, first_row_axis))
+        if (!is_row_shape(node.type.shape, space, first_row_axis) ||
+            !read_as_rows(user, group_index, space, first_row_axis))
           return false;
       } else if (!ir::is_elementwise(node.op) && node.op != ir::Op::broadcast_to) {
         return false;
@@ -306,7 +319,7 @@ class Fuser {
     if (is_loop_fusible(node.op)) {
       if (!fits_space(id, group, &reason)) return refuse(reason);
       std::string why = node.type.shape.numel() == group.space.numel() ? "elementwise producer of the same size"
-                                                                      : "one value per row, computed once per row";
+                                                                       : "one value per row, computed once per row";
       if (is_output_[index(id)]) why += "; also written out (multi-output fusion)";
       return accept(why);
     }
@@ -364,7 +377,8 @@ class Fuser {
 
   void collect_producers(ir::ValueId value, int group, std::set<int>& producers) const {
     for (ir::ValueId operand : graph_.node(value).operands) {
-      if (inlined_[index(operand)]) collect_producers(operand, group, producers);
+      if (inlined_[index(operand)])
+        collect_producers(operand, group, producers);
       else if (group_of_[index(operand)] >= 0 && group_of_[index(operand)] != group)
         producers.insert(group_of_[index(operand)]);
     }
@@ -387,8 +401,10 @@ class Fuser {
     std::set<ir::ValueId> leaves;
     std::function<void(ir::ValueId)> visit = [&](ir::ValueId value) {
       for (ir::ValueId operand : graph_.node(value).operands) {
-        if (inlined_[index(operand)]) visit(operand);
-        else if (group_of_[index(operand)] != group) leaves.insert(operand);
+        if (inlined_[index(operand)])
+          visit(operand);
+        else if (group_of_[index(operand)] != group)
+          leaves.insert(operand);
       }
     };
     for (ir::ValueId member : groups_[static_cast<std::size_t>(group)].members) visit(member);
@@ -411,8 +427,9 @@ class Fuser {
         if (a != b && reaches(a, b)) return;
     for (int group : consumer_groups) {
       if (group == first) continue;
-      merge_into(first, group, "merged with kernel of " + describe(graph_, groups_[static_cast<std::size_t>(group)].members.front()) +
-                                   ": both consume " + describe(graph_, producer) + " over the same space (multi-output fusion)");
+      merge_into(first, group,
+                 "merged with kernel of " + describe(graph_, groups_[static_cast<std::size_t>(group)].members.front()) +
+                     ": both consume " + describe(graph_, producer) + " over the same space (multi-output fusion)");
     }
     consumer_groups = {first};
   }
@@ -440,7 +457,8 @@ class Fuser {
         if (first.merged_away || second.merged_away || first.kind != KernelKind::loop ||
             second.kind != KernelKind::loop || !(first.space == second.space))
           continue;
-        std::set<ir::ValueId> shared, leaves_a = leaves_of(static_cast<int>(a)), leaves_b = leaves_of(static_cast<int>(b));
+        std::set<ir::ValueId> shared, leaves_a = leaves_of(static_cast<int>(a)),
+                                      leaves_b = leaves_of(static_cast<int>(b));
         std::set_intersection(leaves_a.begin(), leaves_a.end(), leaves_b.begin(), leaves_b.end(),
                               std::inserter(shared, shared.begin()));
         if (shared.empty() || reaches(static_cast<int>(a), static_cast<int>(b)) ||
@@ -476,7 +494,8 @@ class Fuser {
       // through a cheap node that kernel recomputes).
       bool escapes = is_output_[index(member)] && !inlined_[index(member)];
       for (ir::ValueId user : users_[index(member)])
-        escapes = escapes || (!inlined_[index(member)] && (group_of_[index(user)] != group_index || inlined_[index(user)]));
+        escapes =
+            escapes || (!inlined_[index(member)] && (group_of_[index(user)] != group_index || inlined_[index(user)]));
       if (escapes) kernel.outputs.push_back(member);
     }
     return kernel;
@@ -536,7 +555,8 @@ std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
     if (kernel.kind == KernelKind::reduction)
       text += ", reducing the last " + std::to_string(kernel.reduced_axes) + " axes";
     text += "):";
-    for (ir::ValueId member : kernel.members) text += " %" + std::to_string(member) + " " + std::string(ir::name(graph.node(member).op));
+    for (ir::ValueId member : kernel.members)
+      text += " %" + std::to_string(member) + " " + std::string(ir::name(graph.node(member).op));
     text += "\n  reads " + values(kernel.inputs) + "\n  writes " + values(kernel.outputs) + "\n";
     for (const std::string& decision : kernel.decisions) text += "  " + decision + "\n";
   }

@@ -93,7 +93,8 @@ void BandwidthSampler::sample() {
     copy();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  double best = std::min(seconds([&] { copy_plain(in, out, count_); }), seconds([&] { copy_streaming(in, out, count_); }));
+  double best =
+      std::min(seconds([&] { copy_plain(in, out, count_); }), seconds([&] { copy_streaming(in, out, count_); }));
   samples_.push_back(2.0 * static_cast<double>(count_) * sizeof(float) / best);
 }
 

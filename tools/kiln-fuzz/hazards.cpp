@@ -94,26 +94,35 @@ class HazardFinder {
     if (node.operands.empty() || !is_floating(graph_.type(node.operands[0]).dtype)) return;
     switch (node.op) {
       case Op::floor:
-      case Op::ceil: return check_unary(id, 0, "near an integer", integer_distance);
-      case Op::sign: return check_unary(id, 0, "near 0", zero_distance);
+      case Op::ceil:
+        return check_unary(id, 0, "near an integer", integer_distance);
+      case Op::sign:
+        return check_unary(id, 0, "near 0", zero_distance);
       case Op::cast:
         if (node.type.dtype == DType::boolean) return check_unary(id, 0, "near 0", zero_distance);
         if (!is_floating(node.type.dtype)) return check_unary(id, 0, "near an integer", integer_distance);
         return;
       case Op::log:
       case Op::sqrt:
-      case Op::rsqrt: return check_singular(id, 0);
-      case Op::div: return check_singular(id, 1);
-      case Op::pow: return check_power(id);
+      case Op::rsqrt:
+        return check_singular(id, 0);
+      case Op::div:
+        return check_singular(id, 1);
+      case Op::pow:
+        return check_power(id);
       case Op::eq:
       case Op::ne:
       case Op::lt:
       case Op::le:
       case Op::gt:
-      case Op::ge: return check_comparison(id);
-      case Op::argmax: return check_argmax(id);
-      case Op::reduce_prod: return check_product(id);
-      default: return;
+      case Op::ge:
+        return check_comparison(id);
+      case Op::argmax:
+        return check_argmax(id);
+      case Op::reduce_prod:
+        return check_product(id);
+      default:
+        return;
     }
   }
 
@@ -191,8 +200,10 @@ class HazardFinder {
     bool zero = false;
     double log2_magnitude = 0;
     for (double x : v.values) {
-      if (x == 0) zero = true;
-      else if (std::isfinite(x)) log2_magnitude += std::log2(std::fabs(x));
+      if (x == 0)
+        zero = true;
+      else if (std::isfinite(x))
+        log2_magnitude += std::log2(std::fabs(x));
     }
     if (zero && std::fabs(log2_magnitude) >= std::log2(largest_safe(v.dtype)))
       report(id, "product of a zero and factors that overflow (the order decides 0 or NaN)");
@@ -224,7 +235,8 @@ class HazardFinder {
           }
         }
         if (!inexact || nan || length < 2 || !std::isfinite(scale)) continue;
-        if (top - second <= separation(precision(operand)) * scale) return report(operand, "inexact operand of argmax with a near tie");
+        if (top - second <= separation(precision(operand)) * scale)
+          return report(operand, "inexact operand of argmax with a near tie");
       }
     }
   }

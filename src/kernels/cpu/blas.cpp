@@ -95,7 +95,8 @@ struct OpenBlasEnvironment {
     // pool's default, KILN_NUM_THREADS or every core; its count follows
     // runtime::thread_count() afterwards in any case).
     const char* kiln_threads = std::getenv("KILN_NUM_THREADS");
-    const std::string threads = kiln_threads ? kiln_threads : std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+    const std::string threads =
+        kiln_threads ? kiln_threads : std::to_string(std::max(1u, std::thread::hardware_concurrency()));
     if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
   }
 };

@@ -56,11 +56,11 @@ struct Problem {
   bool transpose_b;
   float* c;  // where C accumulates: the caller's c, or the panel buffer
   std::int64_t ldc;
-  bool c_is_buffer;  // c is the panel buffer: its row 0 is the first row of the current row panel
+  bool c_is_buffer;               // c is the panel buffer: its row 0 is the first row of the current row panel
   std::int64_t panel_row_strips;  // strips per row panel: plan.panel_row_strips with the buffer, else all
   GemmEpilogue epilogue;
   float* b_panels[kBBuffers];  // packed B blocks: K block kb of a region in b_panels[kb % kBBuffers]
-  float* a_strips;      // one kMr x kKcMax strip per piece
+  float* a_strips;             // one kMr x kKcMax strip per piece
 };
 
 // One step of the loop nest: C[row panel, column panel] (+)= A[rows, K block] * B[K block, column panel].
@@ -124,8 +124,9 @@ void pack_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t r
 // calls instead, double-buffered, measured 1-3% slower overall.) Always inlined: GCC's IPA pure-const pass
 // counts __builtin_prefetch as free of side effects, finds a separate prefetch function "pure" and deletes its
 // calls (silently: that cost 5% here before it was noticed in the generated code).
-[[gnu::always_inline]] inline void prefetch_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
-                      std::int64_t depth, std::int64_t part, std::int64_t parts) {
+[[gnu::always_inline]] inline void prefetch_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows,
+                                                    std::int64_t depth_begin, std::int64_t depth, std::int64_t part,
+                                                    std::int64_t parts) {
   if (!problem.transpose_a) {
     const std::int64_t lines_per_row = ceil_div(depth, 16);
     const std::int64_t lines = rows * lines_per_row;
@@ -144,8 +145,7 @@ void pack_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t r
 
 // One micro-panel of a transposed B: op(B)[kk, j] = B[j, kk], so each stored row (contiguous in K) becomes a
 // column of the micro-panel. kLanes x kLanes blocks are transposed in registers; K tails go element by element.
-void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth, std::int64_t columns,
-                       float* target) {
+void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth, std::int64_t columns, float* target) {
   using gemm_detail::kLanes;
   using gemm_detail::Vector;
   std::int64_t kk = 0;
@@ -213,7 +213,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const std::int64_t next_rows = std::min<std::int64_t>(kMr, plan.m - row_begin - kMr);
   prefetch_next = prefetch_next && next_rows > 0;
   for (std::int64_t p = 0; p < micro_panels; ++p) {
-    if (prefetch_next) prefetch_a_strip(problem, row_begin + kMr, next_rows, step.depth_begin, step.depth, p, micro_panels);
+    if (prefetch_next)
+      prefetch_a_strip(problem, row_begin + kMr, next_rows, step.depth_begin, step.depth, p, micro_panels);
     const int columns = static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
     kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, columns,
            !step.first_depth);
@@ -316,8 +317,7 @@ class RegionWork {
   // prefetching its A rows).
   bool next_is_likely(int piece, std::int64_t strip, std::int64_t block) const {
     const std::int64_t next = strip - first_strip_ + 1;
-    return next < strips_ * (piece + 1) / pieces_ &&
-           next_block_[index(next)].load(std::memory_order_relaxed) == block;
+    return next < strips_ * (piece + 1) / pieces_ && next_block_[index(next)].load(std::memory_order_relaxed) == block;
   }
 
  private:
@@ -344,8 +344,8 @@ class RegionWork {
   std::int64_t depth_blocks_, micro_panels_;
   std::vector<std::atomic<std::int64_t>> next_block_, progress_;  // per strip: blocks claimed, blocks done
   std::vector<std::atomic<std::int64_t>> pack_claimed_, packed_, strips_done_;  // per K block
-  std::atomic<std::int64_t> oldest_{0};       // a lower bound of oldest_block()
-  std::atomic<std::int64_t> last_claims_{0};  // strips claimed for the last K block
+  std::atomic<std::int64_t> oldest_{0};                                         // a lower bound of oldest_block()
+  std::atomic<std::int64_t> last_claims_{0};                                    // strips claimed for the last K block
   std::atomic<bool> claimed_all_{false};
 };
 
@@ -396,9 +396,9 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   plan.depth_block = std::max<std::int64_t>(1, ceil_div(k, depth_blocks));
   const std::int64_t kc = plan.depth_block;
 
-  const std::int64_t budget_floats =
-      std::max<std::int64_t>(static_cast<std::int64_t>(kBudgetFraction * static_cast<double>(m) * static_cast<double>(n)),
-                             kBudgetFloorBytes / 4);
+  const std::int64_t budget_floats = std::max<std::int64_t>(
+      static_cast<std::int64_t>(kBudgetFraction * static_cast<double>(m) * static_cast<double>(n)),
+      kBudgetFloorBytes / 4);
   plan.row_strips = ceil_div(m, kMr);
   std::int64_t nc = std::min(round_up(n, kNr), kNcTarget);
   // The C panel buffer (rows x (nc + padding)) and the packed B blocks (kc x nc each) share the budget; shrink nc
@@ -443,7 +443,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     problem.panel_row_strips = plan.row_strips;  // C needs no buffer: one row panel, B packed once
   } else {
     problem.ldc = plan.panel_columns + kCBufferPadding;
-    c_buffer = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(plan.panel_row_strips * kMr * problem.ldc));
+    c_buffer = runtime::allocate(Device::cpu(),
+                                 sizeof(float) * static_cast<std::size_t>(plan.panel_row_strips * kMr * problem.ldc));
     problem.c = static_cast<float*>(c_buffer->data());
     problem.c_is_buffer = true;
     problem.panel_row_strips = plan.panel_row_strips;
@@ -451,8 +452,8 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   const std::int64_t strip_floats = kMr * kKcMax;
   const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
   const auto b_buffers = static_cast<int>(b_buffer_count(depth_blocks));
-  auto work = runtime::allocate(Device::cpu(),
-                                sizeof(float) * static_cast<std::size_t>(b_buffers * b_panel_floats + threads * strip_floats));
+  auto work = runtime::allocate(
+      Device::cpu(), sizeof(float) * static_cast<std::size_t>(b_buffers * b_panel_floats + threads * strip_floats));
   for (int buffer = 0; buffer < b_buffers; ++buffer)
     problem.b_panels[buffer] = static_cast<float*>(work->data()) + buffer * b_panel_floats;
   problem.a_strips = problem.b_panels[0] + b_buffers * b_panel_floats;

@@ -40,15 +40,26 @@ struct ReductionInfo {
 ReductionInfo reduction_info(ir::Op op, DType dtype) {
   std::string type = storage_type(dtype);
   bool floating = is_floating(dtype);
-  std::string lowest = floating ? "-__builtin_inf()" : dtype == DType::boolean ? "0" : dtype == DType::i32 ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
-  std::string highest = floating ? "__builtin_inf()" : dtype == DType::boolean ? "1" : dtype == DType::i32 ? "2147483647" : "9223372036854775807LL";
+  std::string lowest = floating                  ? "-__builtin_inf()"
+                       : dtype == DType::boolean ? "0"
+                       : dtype == DType::i32     ? "(-2147483647 - 1)"
+                                                 : "(-9223372036854775807LL - 1)";
+  std::string highest = floating                  ? "__builtin_inf()"
+                        : dtype == DType::boolean ? "1"
+                        : dtype == DType::i32     ? "2147483647"
+                                                  : "9223372036854775807LL";
   switch (op) {
     case ir::Op::reduce_sum:
-    case ir::Op::reduce_mean: return {"add", "reduce_add", "splat<" + type + ">(0)"};
-    case ir::Op::reduce_prod: return {"mul", "reduce_mul", "splat<" + type + ">(1)"};
-    case ir::Op::reduce_max: return {"maximum", "reduce_max", "splat<" + type + ">(" + lowest + ")"};
-    case ir::Op::reduce_min: return {"minimum", "reduce_min", "splat<" + type + ">(" + highest + ")"};
-    default: throw CompileError(std::string(ir::name(op)), "has no generated reduction", std::string());
+    case ir::Op::reduce_mean:
+      return {"add", "reduce_add", "splat<" + type + ">(0)"};
+    case ir::Op::reduce_prod:
+      return {"mul", "reduce_mul", "splat<" + type + ">(1)"};
+    case ir::Op::reduce_max:
+      return {"maximum", "reduce_max", "splat<" + type + ">(" + lowest + ")"};
+    case ir::Op::reduce_min:
+      return {"minimum", "reduce_min", "splat<" + type + ">(" + highest + ")"};
+    default:
+      throw CompileError(std::string(ir::name(op)), "has no generated reduction", std::string());
   }
 }
 
@@ -122,7 +133,8 @@ class RowKernel {
   std::int64_t element_output_bytes() const {
     std::int64_t bytes = 0;
     for (const auto& [value, id] : outputs_)
-      if (!is_row_output(value, id)) bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
+      if (!is_row_output(value, id))
+        bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
     return bytes;
   }
 
@@ -130,7 +142,8 @@ class RowKernel {
   // (worth prefetching during the later passes; see prefetch_row_bytes).
   std::vector<int> next_row_loads() const {
     std::vector<int> loads;
-    if (reductions_.empty() || split_reduction_ || chunked_ || !layout_.middle_sizes.empty() || layout_.outer_axes.empty())
+    if (reductions_.empty() || split_reduction_ || chunked_ || !layout_.middle_sizes.empty() ||
+        layout_.outer_axes.empty())
       return loads;
     for (int id : phase_elements_.front()) {
       const Instance& item = at(id);
@@ -149,8 +162,8 @@ class RowKernel {
   std::string prefetch_next_row(const std::vector<int>& loads, bool last_pass) const {
     std::string text;
     for (int id : loads)
-      text += "        __builtin_prefetch(" + pointer(at(id)) + " + " + std::to_string(layout_.inner_size) + " + j, 0, " +
-              (last_pass ? "3" : "2") + ");\n";
+      text += "        __builtin_prefetch(" + pointer(at(id)) + " + " + std::to_string(layout_.inner_size) +
+              " + j, 0, " + (last_pass ? "3" : "2") + ");\n";
     return text;
   }
 
@@ -166,7 +179,8 @@ class RowKernel {
       const Instance& item = at(id);
       bool varies = false;
       if (item.kind == Instance::Kind::load)
-        varies = emitter_.inner_coefficient(item.address, layout_) != 0 || emitter_.varies_in_middle(item.address, layout_);
+        varies =
+            emitter_.inner_coefficient(item.address, layout_) != 0 || emitter_.varies_in_middle(item.address, layout_);
       else if (item.kind == Instance::Kind::compute) {
         if (!item.address.coefficients.empty())
           varies = emitter_.inner_coefficient(item.address, layout_) != 0 ||
@@ -249,9 +263,17 @@ class RowKernel {
 
   static bool is_expensive(ir::Op op) {
     switch (op) {
-      case ir::Op::sin: case ir::Op::cos: case ir::Op::exp: case ir::Op::log: case ir::Op::tanh:
-      case ir::Op::erf: case ir::Op::sigmoid: case ir::Op::pow: return true;
-      default: return false;
+      case ir::Op::sin:
+      case ir::Op::cos:
+      case ir::Op::exp:
+      case ir::Op::log:
+      case ir::Op::tanh:
+      case ir::Op::erf:
+      case ir::Op::sigmoid:
+      case ir::Op::pow:
+        return true;
+      default:
+        return false;
     }
   }
 
@@ -296,7 +318,8 @@ class RowKernel {
               emitter_.row_offset(item.address, layout_) + ");\n";
     }
     for (const auto& [value, id] : outputs_) {
-      if (at(id).kind == Instance::Kind::tile || (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
+      if (at(id).kind == Instance::Kind::tile ||
+          (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
         continue;
       Linear address = output_address(value);
       text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) + " = state." +
@@ -356,7 +379,8 @@ class RowKernel {
       }
       text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
-        text += "        store<" + type + ">(cache_" + item.name + cache_offset() + " + j, " + item.name + ", count);\n";
+        text +=
+            "        store<" + type + ">(cache_" + item.name + cache_offset() + " + j, " + item.name + ", count);\n";
     }
     return text;
   }
@@ -375,16 +399,17 @@ class RowKernel {
   std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body,
                           const std::string& partial_type = "", int partial_count = 1) const {
     const bool reducing = !partial_type.empty();
-    const std::string parameters = reducing ? "int64_t j, int count, " + partial_type + "& partial" : "int64_t j, int count";
+    const std::string parameters =
+        reducing ? "int64_t j, int count, " + partial_type + "& partial" : "int64_t j, int count";
     const std::string first = reducing ? ", partials[0]" : "";
     std::string loop = "      auto step = [&](" + parameters + ") __attribute__((always_inline)) {\n" + body +
                        "      };\n      int64_t j = " + begin + ";\n";
     if (reducing && partial_count > 1) {
-      loop += "      for (; j + " + std::to_string(partial_count) + " * lanes <= " + end + "; j += " +
-              std::to_string(partial_count) + " * lanes) {\n";
+      loop += "      for (; j + " + std::to_string(partial_count) + " * lanes <= " + end +
+              "; j += " + std::to_string(partial_count) + " * lanes) {\n";
       for (int p = 0; p < partial_count; ++p)
-        loop += "        step(j" + (p == 0 ? std::string() : " + " + std::to_string(p) + " * lanes") + ", lanes, partials[" +
-                std::to_string(p) + "]);\n";
+        loop += "        step(j" + (p == 0 ? std::string() : " + " + std::to_string(p) + " * lanes") +
+                ", lanes, partials[" + std::to_string(p) + "]);\n";
       loop += "      }\n";
     }
     loop += "      for (; j + lanes <= " + end + "; j += lanes) step(j, lanes" + first + ");\n      if (j < " + end +
@@ -469,7 +494,8 @@ class RowKernel {
     bool has_rows = !layout_.outer_sizes.empty();
     if (chunks > 1) {
       if (has_rows) text += "    const int64_t row = item / " + std::to_string(chunks) + ";\n";
-      text += "    const int64_t chunk_begin = item % " + std::to_string(chunks) + " * " + std::to_string(chunk_size) + ";\n";
+      text += "    const int64_t chunk_begin = item % " + std::to_string(chunks) + " * " + std::to_string(chunk_size) +
+              ";\n";
       text += "    const int64_t chunk_end = chunk_begin + " + std::to_string(chunk_size) + " < " +
               std::to_string(layout_.inner_size) + " ? chunk_begin + " + std::to_string(chunk_size) + " : " +
               std::to_string(layout_.inner_size) + ";\n";
@@ -483,9 +509,10 @@ class RowKernel {
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       text += reduction_pass(k, range_begin, range_end);
       if (split_reduction_) {
-        text += "    state.partials[item] = " + std::string(reduction_info(emitter_.graph().node(at(reductions_[k]).value).op,
-                                                                           emitter_.graph().type(at(reductions_[k]).value).dtype)
-                                                                .finish) +
+        text += "    state.partials[item] = " +
+                std::string(reduction_info(emitter_.graph().node(at(reductions_[k]).value).op,
+                                           emitter_.graph().type(at(reductions_[k]).value).dtype)
+                                .finish) +
                 "(accumulator" + std::to_string(k) + ");\n";
         continue;
       }
@@ -511,8 +538,9 @@ class RowKernel {
       if (is_row_output(value, id)) continue;
       any = true;
       const bool stream = streaming_ && emitter_.graph().type(value).dtype != DType::boolean;
-      body += std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
-              emitter_.middle_offset(output_address(value), layout_) + " + j, " + at(id).name + ", count);\n";
+      body += std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) +
+              ">(row_" + emitter_.output_name(value) + emitter_.middle_offset(output_address(value), layout_) +
+              " + j, " + at(id).name + ", count);\n";
     }
     if (!any) return "";
     return "    {\n" + vector_loop(begin, end, body) + "    }\n";
@@ -530,9 +558,9 @@ class RowKernel {
   std::string entry(std::int64_t chunks) const {
     std::string prefix = emitter_.prefix();
     std::int64_t items = layout_.rows() * chunks;
-    std::string text = "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" + std::to_string(emitter_.index()) +
-                       "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix + "_state state;\n" +
-                       emitter_.state_initialization();
+    std::string text = "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
+                       std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " +
+                       prefix + "_state state;\n" + emitter_.state_initialization();
     if (!split_reduction_) {
       text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n}\n";
       return text;
@@ -548,12 +576,14 @@ class RowKernel {
             type + ")));\n";
     text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n";
     text += "  for (int64_t row = 0; row < " + std::to_string(layout_.rows()) + "; ++row) {\n";
-    text += "    vec<" + type + "> total = splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + "]);\n";
+    text +=
+        "    vec<" + type + "> total = splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + "]);\n";
     text += "    for (int64_t chunk = 1; chunk < " + std::to_string(chunks) + "; ++chunk) total = " + info.combine +
             "(total, splat<" + type + ">(state.partials[row * " + std::to_string(chunks) + " + chunk]));\n";
     std::string value = "first_lane(total)";
     if (node.op == ir::Op::reduce_mean)
-      value = "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(layout_.inner_size) + ")))[0]";
+      value =
+          "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(layout_.inner_size) + ")))[0]";
     text += "    state." + emitter_.output_name(output) + "[row] = " + value + ";\n  }\n";
     text += "  runtime->deallocate(state.partials);\n}\n";
     return text;
@@ -575,8 +605,10 @@ class RowKernel {
     for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);
     bool writes_product = false;
     for (const auto& [value, id] : outputs_) {
-      if (value == matmul) writes_product = true;
-      else if (at(id).kind != Instance::Kind::reduction) collect_elements(id, {}, needed);
+      if (value == matmul)
+        writes_product = true;
+      else if (at(id).kind != Instance::Kind::reduction)
+        collect_elements(id, {}, needed);
     }
     phase_elements_ = {needed};
     first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
@@ -588,9 +620,9 @@ class RowKernel {
       text += "  " + emitter_.storage_type(at(reductions_[k]).value) + "* partials" + std::to_string(k) + ";\n";
     text += "};\n\n";
     if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
-    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" + std::to_string(emitter_.index()) +
-            "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix + "_state state;\n" +
-            emitter_.state_initialization();
+    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
+            std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix +
+            "_state state;\n" + emitter_.state_initialization();
     std::int64_t m = node.type.shape[0], n = node.type.shape[1];
     const Shape& a = graph.type(node.operands[0]).shape;
     const Shape& b = graph.type(node.operands[1]).shape;
@@ -602,7 +634,8 @@ class RowKernel {
     std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
     text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
     for (std::size_t r = 0; r < reductions_.size(); ++r)
-      text += "  state.partials" + std::to_string(r) + " = static_cast<float*>(runtime->allocate(blocks * sizeof(float)));\n";
+      text += "  state.partials" + std::to_string(r) +
+              " = static_cast<float*>(runtime->allocate(blocks * sizeof(float)));\n";
     text += "  " + emitter_.describe(matmul) + "\n";
     text += "  runtime->sgemm(" + sizes + ", " + input(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
             (node.attributes.transpose_a ? "1" : "0") + ", " + input(node.operands[1]) + ", " + std::to_string(b[1]) +
@@ -619,8 +652,7 @@ class RowKernel {
       text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
               "(total, splat<float>(" + p + "[block]));\n";
       std::string value = "first_lane(total)";
-      if (reduction.op == ir::Op::reduce_mean)
-        value = "div(total, splat<float>(" + std::to_string(m * n) + ".0f))[0]";
+      if (reduction.op == ir::Op::reduce_mean) value = "div(total, splat<float>(" + std::to_string(m * n) + ".0f))[0]";
       text += "    state." + emitter_.output_name(at(reductions_[r]).value) + "[0] = " + value + ";\n";
       text += "    runtime->deallocate(" + p + ");\n  }\n";
     }
@@ -657,8 +689,8 @@ class RowKernel {
     text += "    {\n" + vector_loop("column_begin", "column_end", body) + "    }\n  }\n";
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       const ir::Node& node = emitter_.graph().node(at(reductions_[k]).value);
-      text += "  state.partials" + std::to_string(k) + "[block] = " +
-              reduction_info(node.op, node.type.dtype).finish + "(accumulator" + std::to_string(k) + ");\n";
+      text += "  state.partials" + std::to_string(k) + "[block] = " + reduction_info(node.op, node.type.dtype).finish +
+              "(accumulator" + std::to_string(k) + ");\n";
     }
     return text + "}\n\n";
   }
