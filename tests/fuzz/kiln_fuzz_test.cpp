@@ -133,6 +133,23 @@ TEST(KilnFuzzHazards, ProductOfZeroAndOverflowingFactorsIsAHazard) {
   EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({57}), small)})).empty());
 }
 
+TEST(KilnFuzzHazards, SumsWhoseTermsMayOverflowAreHazards) {
+  // seed 3, graph 2655: [9, -9, -1, 4, 2] . 1.7e308 is inf (OpenBLAS) or NaN (in order).
+  const std::string text =
+      "func @f(%0: f64[2,5], %1: f64[5,1]) -> (f64[2,1]) {\n"
+      "  %2 = f64[2,1] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+      "  return %2\n"
+      "}\n";
+  std::vector<double> a = {4, 8, 9, 9, 1, 9, -9, -1, 4, 2};
+  std::vector<Hazard> huge = find_hazards(case_of(
+      text, {array_of(DType::f64, Shape({2, 5}), a), array_of(DType::f64, Shape({5, 1}), std::vector<double>(5, 1.7e308))}));
+  ASSERT_EQ(huge.size(), 1u);
+  EXPECT_EQ(huge[0].value, 2);
+  EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f64, Shape({2, 5}), a),
+                                          array_of(DType::f64, Shape({5, 1}), std::vector<double>(5, 1.5))}))
+                  .empty());
+}
+
 TEST(KilnFuzzHazards, NearTiesOverflowAndSingularitiesAreHazards) {
   FuzzCase tie = case_of(
       "func @f(%0: f32[1], %1: f32[1]) -> (bool[1]) {\n"

@@ -121,6 +121,10 @@ class HazardFinder {
         return check_argmax(id);
       case Op::reduce_prod:
         return check_product(id);
+      case Op::reduce_sum:
+      case Op::reduce_mean:
+      case Op::matmul:
+        return check_sum_overflow(id);
       default:
         return;
     }
@@ -207,6 +211,32 @@ class HazardFinder {
     }
     if (zero && std::fabs(log2_magnitude) >= std::log2(largest_safe(v.dtype)))
       report(id, "product of a zero and factors that overflow (the order decides 0 or NaN)");
+  }
+
+  // A sum whose terms may overflow: +inf and -inf terms give NaN in one order,
+  // and in another the exact sum rounds to inf (kiln-fuzz seed 3, graph 2655:
+  // an f64 matmul by 1.7e308, inf from OpenBLAS, NaN from the reference's
+  // in-order sum). Bounded over the whole operands: the largest term times
+  // the number of terms. The sum itself is replaced.
+  void check_sum_overflow(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    if (!is_floating(node.type.dtype)) return;
+    auto largest = [&](ir::ValueId operand) {
+      double result = 0;
+      for (double x : value(operand).values)
+        if (std::isfinite(x)) result = std::max(result, std::fabs(x));  // infinities: the same in any order
+      return result;
+    };
+    const Shape& input = graph_.type(node.operands[0]).shape;
+    double term = largest(node.operands[0]), terms = 1;
+    if (node.op == Op::matmul) {
+      term *= largest(node.operands[1]);
+      terms = static_cast<double>(node.attributes.transpose_a ? input[input.rank() - 2] : input[input.rank() - 1]);
+    } else {
+      terms = static_cast<double>(input.numel()) / std::max<double>(1, static_cast<double>(node.type.shape.numel()));
+    }
+    if (term * terms > largest_safe(node.type.dtype))  // (an overflow of term itself is inf: a hazard too)
+      report(id, "sum whose terms may overflow (the order decides inf or NaN)");
   }
 
   void check_argmax(ir::ValueId id) {
