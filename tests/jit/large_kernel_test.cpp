@@ -1,8 +1,9 @@
-// Kernels over data far larger than the caches take two paths that small
+// Kernels over data far larger than the caches take three paths that small
 // tests never reach: element outputs of 16 MiB or more are written with
 // non-temporal stores (store_streaming, falling back to plain stores on rows
 // that are not 64-byte aligned), and multi-pass row kernels over rows of 4 KiB
-// or more prefetch the next row. Both are checked here against the standard
+// or more prefetch the next row, and loop kernels over inputs of 16 MiB or
+// more prefetch each input 8 KiB ahead. All are checked here against the standard
 // executor and the float64 reference, with the generated source showing that
 // the path was taken.
 
@@ -52,6 +53,8 @@ TEST(LargeKernels, ElementwiseF64AndBooleanOutputs) {
   std::string source = jit.get_compiler_ir(Stage::source, x);
   EXPECT_NE(source.find("store_streaming<double>("), std::string::npos);
   EXPECT_NE(source.find("store<uint8_t>("), std::string::npos);
+  // The 16 MiB input is prefetched 8 KiB (1024 doubles) ahead.
+  EXPECT_NE(source.find("__builtin_prefetch(row_x0 + j + 1024, 0, 2)"), std::string::npos);
 }
 
 TEST(LargeKernels, SmallOutputsUsePlainStores) {
