@@ -31,6 +31,22 @@ bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
   return without_ones(node.type.shape) == without_ones(graph.type(node.operands[0]).shape);
 }
 
+bool is_transcendental(ir::Op op) {
+  switch (op) {
+    case ir::Op::sin:
+    case ir::Op::cos:
+    case ir::Op::exp:
+    case ir::Op::log:
+    case ir::Op::tanh:
+    case ir::Op::erf:
+    case ir::Op::sigmoid:
+    case ir::Op::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
   const ir::Node& node = graph.node(value);
   switch (node.op) {
@@ -76,16 +92,8 @@ bool is_loop_fusible(ir::Op op) {
 
 // Rough cost of one element, for the "do not recompute" rule.
 int cost_per_element(ir::Op op) {
+  if (is_transcendental(op)) return 20;
   switch (op) {
-    case ir::Op::sin:
-    case ir::Op::cos:
-    case ir::Op::exp:
-    case ir::Op::log:
-    case ir::Op::tanh:
-    case ir::Op::erf:
-    case ir::Op::sigmoid:
-    case ir::Op::pow:
-      return 20;
     case ir::Op::div:
     case ir::Op::sqrt:
     case ir::Op::rsqrt:

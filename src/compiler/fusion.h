@@ -55,6 +55,11 @@ FusionPlan fuse(const ir::Graph& graph);
 // The `fused` stage: the kernel plan with every decision.
 std::string print_plan(const ir::Graph& graph, const FusionPlan& plan);
 
+// True for ops evaluated by a function of vector_math (or libm): an order of
+// magnitude dearer per element than arithmetic. Fusion never recomputes them
+// per consumer; code generators keep them in a row cache between passes.
+bool is_transcendental(ir::Op op);
+
 // True for nodes that only move or produce data without arithmetic and are
 // recomputed wherever used: constants, iota, and broadcasts, transposes,
 // slices and reshapes of such nodes or of parameters.

@@ -29,6 +29,7 @@ class JitExecutable final : public exec::Executable {
     std::shared_ptr<runtime::Buffer> arena;
     if (uses_arena_) arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(assignment_.arena_bytes));
 
+    const kiln_runtime table = cpu::runtime_table();  // one per call: calls come from many threads
     std::vector<void*> buffers;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
@@ -50,8 +51,7 @@ class JitExecutable final : public exec::Executable {
         }
         buffers.push_back(slot.mutable_raw());
       }
-      const kiln_runtime runtime = cpu::runtime_table();
-      entries_[k](&runtime, buffers.data());
+      entries_[k](&table, buffers.data());
     }
     std::vector<runtime::Array> outputs;
     for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);

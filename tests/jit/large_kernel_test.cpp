@@ -49,8 +49,7 @@ TEST(LargeKernels, ElementwiseF64AndBooleanOutputs) {
   Tensor x = random_tensor(DType::f64, {(std::int64_t{1} << 21) + 5}, 25);
   auto body = [](Tensor x) { return std::vector<Tensor>{tanh(x) * 2.0, x > 0.5}; };
   expect_agreement("f64 tanh and compare, 2M + 5", body, x);
-  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
-  std::string source = jit.get_compiler_ir(Stage::source, x);
+  std::string source = source_of(body, x);
   EXPECT_NE(source.find("store_streaming<double>("), std::string::npos);
   EXPECT_NE(source.find("store<uint8_t>("), std::string::npos);
   // The 16 MiB input is prefetched 8 KiB (1024 doubles) ahead.

@@ -60,20 +60,9 @@ void copy_streaming(const float* source, float* destination, std::int64_t count)
 }  // namespace
 
 double copy_bandwidth(double footprint_bytes, int runs) {
-  auto count = static_cast<std::int64_t>(footprint_bytes / 2 / sizeof(float));
-  count = std::max<std::int64_t>(count, 1024);
-  runtime::Array source = runtime::allocate_array(DType::f32, Shape({count}));
-  runtime::Array destination = runtime::allocate_array(DType::f32, Shape({count}));
-  float* in = source.mutable_data<float>();
-  float* out = destination.mutable_data<float>();
-  for (std::int64_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 1000);
-  std::memset(out, 0, static_cast<std::size_t>(count) * sizeof(float));
-  double bytes = 2.0 * static_cast<double>(count) * sizeof(float);
-  int repeats = std::max(runs, 10);
-  Timing plain = time_calls([&] { copy_plain(in, out, count); }, repeats);
-  Timing streaming = time_calls([&] { copy_streaming(in, out, count); }, repeats);
-  double best_ms = std::min(plain.median_ms, streaming.median_ms);
-  return bytes / (best_ms * 1e-3);
+  BandwidthSampler sampler(footprint_bytes);
+  for (int i = 0; i < std::max(runs, 10); ++i) sampler.sample();
+  return sampler.bandwidth();
 }
 
 BandwidthSampler::BandwidthSampler(double footprint_bytes) {

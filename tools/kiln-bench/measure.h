@@ -24,9 +24,9 @@ struct Timing {
 // could still be running on a device).
 Timing time_calls(const std::function<void()>& call, int runs, int warmup = 2);
 
-// Best streaming copy bandwidth in bytes/s (read + write counted) over the
-// plain-store and non-temporal-store copies of `footprint_bytes` in total
-// (half source, half destination), using every kiln thread.
+// Copy bandwidth in bytes/s (read + write counted) of `footprint_bytes` in
+// total (half source, half destination), using every kiln thread: the median
+// of max(runs, 10) BandwidthSampler samples taken now.
 double copy_bandwidth(double footprint_bytes, int runs);
 
 // Copy bandwidth sampled in between a workload's timed calls. On a shared

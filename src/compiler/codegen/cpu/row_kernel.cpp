@@ -8,6 +8,7 @@
 // the thread count.
 
 #include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/fusion.h"
 
 #include <kiln/error.h>
 
@@ -248,7 +249,7 @@ class RowKernel {
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = at(id);
       if (uses[static_cast<std::size_t>(id)] > 1 && item.kind == Instance::Kind::compute &&
-          is_expensive(emitter_.graph().node(item.value).op))
+          is_transcendental(emitter_.graph().node(item.value).op))
         cached_.insert(id);
     }
     // Recollect with caches as cut points (later phases read the cache).
@@ -284,22 +285,6 @@ class RowKernel {
     needed.insert(root);
     if (written.count(root)) return;  // read back from the row cache
     for (int operand : at(root).operands) collect_with_cache(operand, written, needed);
-  }
-
-  static bool is_expensive(ir::Op op) {
-    switch (op) {
-      case ir::Op::sin:
-      case ir::Op::cos:
-      case ir::Op::exp:
-      case ir::Op::log:
-      case ir::Op::tanh:
-      case ir::Op::erf:
-      case ir::Op::sigmoid:
-      case ir::Op::pow:
-        return true;
-      default:
-        return false;
-    }
   }
 
   // The phase after which a row value can be computed (0: at the row's start).
