@@ -1,14 +1,22 @@
 """What every peer shares: the manifest kiln-bench writes, timing, and the
 command line and result file of a peer process.
 
-A peer module defines a `Peer` (its name, version, thread setup, how to turn
-a NumPy array into its tensors and back, how to wait for its work, its two
-modes, and the workload bodies) and calls `main(peer)`.
+A peer module defines `make_peer(device)`, which returns a `Peer` (its name,
+version, thread setup, how to turn a NumPy array into its tensors on the
+device and back, how to wait for its work, how to set the matmul precision,
+its two modes, and the workload bodies), and calls `main(make_peer)`.
+
+Devices: "cpu" (the default) or "cuda" (the first GPU). A CUDA manifest (from
+`kiln-bench --device cuda`) gives each workload a `batch` (the timed unit:
+`batch` back-to-back calls, then one wait) and, for matmuls, `tf32` (whether
+TF32 is allowed); a peer times and computes the same way (time_calls,
+Peer.precision).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,7 +25,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 
@@ -41,24 +49,44 @@ class Peer:
     wait: Callable[[Any], None]         # returns when the outputs are computed
     modes: dict[str, Mode]              # "standard" and "jit"
     bodies: dict[str, Callable]         # workload name -> body over framework tensors
+    device: str = "cpu"                 # where the tensors live, in words
+    # tf32 (True: TF32 allowed in f32 matmuls, False: full f32, None: the
+    # manifest does not say, leave the framework's default) -> a context that
+    # every call of a workload, compilation included, runs in.
+    precision: Callable[[bool | None], ContextManager] = lambda tf32: contextlib.nullcontext()
+    # Called before each workload: forget what earlier workloads compiled.
+    start_workload: Callable[[], None] = lambda: None
 
 
-def time_calls(call: Callable[[], Any], wait: Callable[[Any], None], runs: int, warmup: int = 2):
-    """First call (trace/compile) time, then `warmup` more calls, then the
-    median, min and max of `runs` timed calls, each waited for."""
+def time_calls(call: Callable[[], Any], wait: Callable[[Any], None], runs: int, batch: int = 1, warmup: int = 2):
+    """kiln-bench's measure. The first call (trace/compile + run) is timed
+    alone; then `warmup` calls, each waited for, and, if `batch` > 1, one
+    untimed batch; then `runs` timed runs of `batch` back-to-back calls and
+    one wait after the last (a device runs its queue in order). A run's
+    per-call time is its time / `batch`: the median, min and max of those.
+    With `batch` 1 every call is timed and waited for on its own."""
     start = time.perf_counter()
     outputs = call()
     wait(outputs)
     first_ms = (time.perf_counter() - start) * 1e3
     for _ in range(warmup):
         wait(call())
+    if batch > 1:
+        wait(batch_of(call, batch))
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        wait(call())
-        times.append((time.perf_counter() - start) * 1e3)
+        wait(batch_of(call, batch))
+        times.append((time.perf_counter() - start) * 1e3 / batch)
     return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "first_call_ms": first_ms}, outputs
+            "first_call_ms": first_ms, "batch": batch, "runs": runs}, outputs
+
+
+def batch_of(call: Callable[[], Any], batch: int) -> Any:
+    """Calls `call` `batch` times back to back; the last call's outputs."""
+    for _ in range(batch - 1):
+        call()
+    return call()
 
 
 def as_list(outputs) -> list:
@@ -67,17 +95,28 @@ def as_list(outputs) -> list:
 
 def run_workload(peer: Peer, workload: dict, data: Path, runs: int) -> dict:
     body = peer.bodies[workload["name"]]
-    inputs = [peer.from_numpy(np.load(data / name)) for name in workload["files"]["inputs"]]
-    kiln_jit = [np.load(data / name) for name in workload["files"]["jit"]]
-    kiln_standard = [np.load(data / name) for name in workload["files"]["standard"]]
+    batch = max(1, int(workload.get("batch") or 1))  # absent in CPU manifests: one call per timed run
+    tf32 = workload.get("tf32")                      # absent in CPU manifests: the framework's default
     result = {}
+    try:
+        peer.start_workload()
+        inputs = [peer.from_numpy(np.load(data / name)) for name in workload["files"]["inputs"]]
+        kiln_jit = [np.load(data / name) for name in workload["files"]["jit"]]
+        kiln_standard = [np.load(data / name) for name in workload["files"]["standard"]]
+    except Exception as error:  # e.g. a missing file, or no memory left on the device
+        traceback.print_exc()
+        message = f"{type(error).__name__}: {error}".strip()[:500]
+        return {mode_name: {"error": message} for mode_name in peer.modes}
     for mode_name, mode in peer.modes.items():
         try:
-            function = mode.wrap(body)
-            timing, outputs = time_calls(lambda: function(*inputs), peer.wait, runs)
+            with peer.precision(tf32):
+                function = mode.wrap(body)
+                timing, outputs = time_calls(lambda: function(*inputs), peer.wait, runs, batch)
             outputs = [peer.to_numpy(output) for output in as_list(outputs)]
             timing["difference_to_kiln_jit"] = checks.relative_difference(outputs, kiln_jit)
             timing["difference_to_kiln_standard"] = checks.relative_difference(outputs, kiln_standard)
+            if tf32 is not None:
+                timing["tf32"] = bool(tf32)
             if all(output.size == 1 for output in outputs):
                 timing["values"] = [float(output.reshape(())) for output in outputs]
             result[mode_name] = timing
@@ -85,42 +124,61 @@ def run_workload(peer: Peer, workload: dict, data: Path, runs: int) -> dict:
             result[mode_name] = {"error": f"{type(error).__name__}: {error}".strip()[:500]}
             traceback.print_exc()
         print(f"{peer.system} {workload['id']} {mode_name}: "
-              f"{result[mode_name].get('median_ms', result[mode_name].get('error'))}", flush=True)
+              f"{result[mode_name].get('median_ms', result[mode_name].get('error'))}"
+              + (f" (per call, batches of {batch})" if batch > 1 and "median_ms" in result[mode_name] else ""),
+              flush=True)
     return result
 
 
-def main(make_peer: Callable[[], Peer]) -> None:
+def main(make_peer: Callable[[str], Peer]) -> None:
     parser = argparse.ArgumentParser(description="Runs kiln-bench's workloads in one framework.")
     parser.add_argument("--manifest", type=Path, required=True, help="kiln-bench's --json output")
     parser.add_argument("--data", type=Path, required=True, help="kiln-bench's --save-inputs directory")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the framework runs (cuda: its first GPU)")
     parser.add_argument("--out", type=Path, required=True, help="the result file (JSON)")
     arguments = parser.parse_args()
 
     manifest = json.loads(arguments.manifest.read_text())
-    report: dict[str, Any] = {"workloads": {}}
+    report: dict[str, Any] = {"workloads": {}, "device_requested": arguments.device}
     try:
-        peer = make_peer()
+        peer = make_peer(arguments.device)
         report.update(system=peer.system, label=peer.label, version=peer.version(),
-                      threads=peer.set_threads(arguments.threads),
+                      threads=peer.set_threads(arguments.threads), device=peer.device,
                       modes={name: mode.label for name, mode in peer.modes.items()})
-    except Exception as error:  # ImportError above all: the framework is not installed
-        report["error"] = f"{type(error).__name__}: {error}"
-        arguments.out.write_text(json.dumps(report, indent=1))
+    except ImportError as error:  # the framework is not installed
+        report["error"] = f"not installed ({type(error).__name__}: {error})"
+        write_result(arguments.out, report)
         print(report["error"], file=sys.stderr)
         sys.exit(0)
+    except Exception as error:  # e.g. installed without support for the device
+        report["error"] = f"{type(error).__name__}: {error}".strip()[:500]
+        write_result(arguments.out, report)
+        print(report["error"], file=sys.stderr)
+        sys.exit(0)
+    write_result(arguments.out, report)  # what a peer killed at its time limit leaves
     for workload in manifest["workloads"]:
         if "files" not in workload or workload["name"] not in peer.bodies:
             continue
         report["workloads"][workload["id"]] = run_workload(peer, workload, arguments.data, arguments.runs)
-        arguments.out.write_text(json.dumps(report, indent=1))
-    arguments.out.write_text(json.dumps(report, indent=1))
+        write_result(arguments.out, report)
+    write_result(arguments.out, report)
+
+
+def write_result(path: Path, report: dict[str, Any]) -> None:
+    """Replaces the result file whole (a peer killed at its time limit leaves
+    the last complete one)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(report, indent=1))
+    os.replace(partial, path)
 
 
 def thread_environment(threads: int) -> dict[str, str]:
     """Environment for a peer process: every OpenMP/MKL/BLAS/TF pool sized to
-    `threads` (the processes also run on `threads` CPUs only, see __main__)."""
+    `threads` (on the CPU the processes also run on `threads` CPUs only, see
+    __main__)."""
     environment = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS", "KILN_NUM_THREADS"):

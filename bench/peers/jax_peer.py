@@ -1,7 +1,9 @@
-"""JAX: op-by-op dispatch vs jax.jit (XLA) on kiln-bench's workloads."""
+"""JAX: op-by-op dispatch vs jax.jit (XLA) on kiln-bench's workloads, on the
+CPU or on the first GPU (`--device cuda`)."""
 
 from __future__ import annotations
 
+import contextlib
 from importlib import metadata
 
 import numpy as np
@@ -9,7 +11,7 @@ import numpy as np
 from bench.peers import common
 
 
-def make_peer() -> common.Peer:
+def make_peer(device: str = "cpu") -> common.Peer:
     import jax
     import jax.numpy as jnp
 
@@ -44,19 +46,31 @@ def make_peer() -> common.Peer:
         return jnp.matmul(jax.nn.softmax(scores, axis=-1), v)
 
     def set_threads(threads: int) -> str:
+        if device == "cuda":
+            return f"{target.device_kind}; host: all CPUs"
         # XLA:CPU has no thread-count option; its pool is sized by the CPUs
         # the process may run on, which __main__ limits to `threads`.
         return f"{len(jax.devices('cpu'))} device, {threads} CPUs (affinity)"
 
-    cpu = jax.devices("cpu")[0]
+    def precision(tf32: bool | None):
+        # The precision of every f32 matmul traced inside: jnp.matmul
+        # op by op, and what jax.jit traces on the first call.
+        if tf32 is None:
+            return contextlib.nullcontext()
+        return jax.default_matmul_precision("tensorfloat32" if tf32 else "float32")
+
+    # jax.devices("gpu") raises when this jaxlib has no GPU support or sees no GPU.
+    target = jax.devices("gpu")[0] if device == "cuda" else jax.devices("cpu")[0]
     return common.Peer(
         system="jax",
         label="JAX",
         version=lambda: f"jax {jax.__version__}, jaxlib {metadata.version('jaxlib')}",
         set_threads=set_threads,
-        from_numpy=lambda array: jax.device_put(array, cpu),
+        from_numpy=lambda array: jax.device_put(array, target),
         to_numpy=np.asarray,
         wait=jax.block_until_ready,
+        device=f"{target.platform}:{target.id} ({target.device_kind})",
+        precision=precision,
         modes={
             "standard": common.Mode("op-by-op", lambda body: body),
             "jit": common.Mode("jax.jit", jax.jit),

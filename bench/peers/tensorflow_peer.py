@@ -1,14 +1,17 @@
 """TensorFlow: the seed article's own code, tf.function vs
-tf.function(jit_compile=True) (XLA), on kiln-bench's workloads."""
+tf.function(jit_compile=True) (XLA), on kiln-bench's workloads, on the CPU or
+the first GPU (`--device cuda`)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
 from bench.peers import common
 
 
-def make_peer() -> common.Peer:
+def make_peer(device: str = "cpu") -> common.Peer:
     import tensorflow as tf
 
     def seed(x, y):  # the article's function, verbatim
@@ -45,9 +48,26 @@ def make_peer() -> common.Peer:
         return (f"intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
                 f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()}")
 
+    where = "/GPU:0" if device == "cuda" else "/CPU:0"
+    if device == "cuda" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(f"tensorflow {tf.__version__} sees no GPU")
+
     def from_numpy(array: np.ndarray):
-        with tf.device("/CPU:0"):
-            return tf.constant(array)
+        with tf.device(where):
+            # Eager tf.constant lives in host memory; tf.identity copies it to the GPU.
+            return tf.identity(tf.constant(array)) if device == "cuda" else tf.constant(array)
+
+    @contextlib.contextmanager
+    def precision(tf32: bool | None):
+        if tf32 is None:
+            yield
+            return
+        saved = tf.config.experimental.tensor_float_32_execution_enabled()
+        tf.config.experimental.enable_tensor_float_32_execution(bool(tf32))
+        try:
+            yield
+        finally:
+            tf.config.experimental.enable_tensor_float_32_execution(saved)
 
     def wait(outputs) -> None:
         # Waits for pending device work without copying the outputs (.numpy()
@@ -63,6 +83,8 @@ def make_peer() -> common.Peer:
         from_numpy=from_numpy,
         to_numpy=lambda tensor: tensor.numpy(),
         wait=wait,
+        device=where,
+        precision=precision,
         modes={
             "standard": common.Mode("tf.function", lambda body: tf.function(body)),
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),

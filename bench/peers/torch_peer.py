@@ -1,14 +1,17 @@
-"""PyTorch: eager vs torch.compile (Inductor's C++/OpenMP CPU backend) on
-kiln-bench's workloads."""
+"""PyTorch: eager vs torch.compile on kiln-bench's workloads: Inductor's
+C++/OpenMP backend on the CPU, its Triton backend on the first GPU
+(`--device cuda`)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
 from bench.peers import common
 
 
-def make_peer() -> common.Peer:
+def make_peer(device: str = "cpu") -> common.Peer:
     import torch
     import torch.nn.functional as F
 
@@ -49,14 +52,54 @@ def make_peer() -> common.Peer:
                 return function(*arguments)
         return call
 
+    @contextlib.contextmanager
+    def precision(tf32: bool | None):
+        # TF32 in f32 matmuls (cuBLAS, and what Inductor generates): the
+        # precision setting and the older allow_tf32 switch, set alike.
+        if tf32 is None:
+            yield
+            return
+        saved = torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(saved[0])
+            torch.backends.cuda.matmul.allow_tf32 = saved[1]
+
+    def start_workload() -> None:
+        # Each workload compiles afresh, as kiln does: without this, Dynamo
+        # would recompile the same body at a second shape with dynamic
+        # shapes (automatic_dynamic_shapes) and carry guards across workloads.
+        torch._dynamo.reset()
+
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"torch {torch.__version__} sees no CUDA device "
+                               f"(built with CUDA {torch.version.cuda})")
+        target = torch.device("cuda", 0)
+        where = f"cuda:0 ({torch.cuda.get_device_name(0)})"
+        from_numpy = lambda array: torch.from_numpy(array).to(target)  # noqa: E731
+        to_numpy = lambda tensor: tensor.detach().cpu().numpy()  # noqa: E731
+        wait = lambda outputs: torch.cuda.synchronize(target)  # noqa: E731
+    else:
+        where = "cpu"
+        from_numpy = torch.from_numpy
+        to_numpy = lambda tensor: tensor.detach().numpy()  # noqa: E731
+        wait = lambda outputs: None  # noqa: E731 (CPU ops return when their work is done)
+
     return common.Peer(
         system="torch",
         label="torch",
         version=lambda: f"torch {torch.__version__}",
         set_threads=set_threads,
-        from_numpy=torch.from_numpy,
-        to_numpy=lambda tensor: tensor.detach().numpy(),
-        wait=lambda outputs: None,  # CPU ops return when their work is done
+        from_numpy=from_numpy,
+        to_numpy=to_numpy,
+        wait=wait,
+        device=where,
+        precision=precision,
+        start_workload=start_workload,
         modes={
             "standard": common.Mode("eager", no_grad),
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),

@@ -1,0 +1,351 @@
+"""Tests of bench/peers without JAX, PyTorch, TensorFlow or a GPU: the batch
+timing, the matmul-precision hook, and the GPU report and its done-when checks,
+on a hand-made GPU run (write_fake_run: kiln.json as `kiln-bench --device
+cuda` writes it, small .npy inputs and NumPy outputs).
+
+    python3 -m unittest bench.peers.test_peers          (from the repository root; ~1 s)
+
+write_fake_run also serves to try a real peer on the GPU code path without a GPU:
+
+    python3 -c "from bench.peers.test_peers import write_fake_run; write_fake_run('/tmp/fake-gpu')"
+    .venv-peers/bin/python -m bench.peers.torch_peer --manifest /tmp/fake-gpu/kiln.json \\
+        --data /tmp/fake-gpu/data --threads 2 --runs 3 --out /tmp/fake-gpu/torch.json
+    python3 -m bench.peers.report /tmp/fake-gpu
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+from bench.peers import __main__ as peers_main
+from bench.peers import checks, common, report
+
+# ---- NumPy versions of the workloads (the references of the fake run) ---------------------
+
+
+def seed(x, y):
+    z = x.astype(np.float64) @ y.astype(np.float64)
+    return np.array(np.sum(np.maximum(z + np.sin(z), 0)), dtype=np.float32)
+
+
+def gelu(x):
+    return (0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))).astype(np.float32)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def layernorm(x, gamma, beta):
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return ((x - mean) / np.sqrt(variance + 1e-5) * gamma + beta).astype(np.float32)
+
+
+def adam(parameter, gradient, m, v):
+    learning_rate, beta1, beta2, epsilon = 1e-3, 0.9, 0.999, 1e-8
+    new_m = beta1 * m + (1 - beta1) * gradient
+    new_v = beta2 * v + (1 - beta2) * gradient * gradient
+    step = (new_m / (1 - beta1**10)) / (np.sqrt(new_v / (1 - beta2**10)) + epsilon)
+    return [(parameter - learning_rate * step).astype(np.float32), new_m.astype(np.float32),
+            new_v.astype(np.float32)]
+
+
+BODIES = {"seed": seed, "gelu": gelu, "softmax": softmax, "layernorm": layernorm, "adam": adam}
+
+# The GPU suite's ids, names and fields, at small sizes: (id, name, input shapes, batch, tf32).
+FAKE_SUITE = [
+    ("seed-256", "seed", [(32, 32), (32, 32)], 8, False),
+    ("seed-8192", "seed", [(64, 64), (64, 64)], 2, False),
+    ("seed-8192-tf32", "seed", [(64, 64), (64, 64)], 3, True),
+    ("gelu", "gelu", [(16, 64)], 4, None),
+    ("softmax", "softmax", [(16, 64)], 4, None),
+    ("layernorm", "layernorm", [(16, 64), (64,), (64,)], 4, None),
+    ("adam", "adam", [(1000,)] * 4, 2, None),
+]
+
+# kiln's times of the fake run (ms per call): jit, standard, floor figures. The
+# checks they give: gelu 1.1x PASS, softmax 1.3x FAIL, layernorm 1.197x PASS,
+# adam 1.16x FAIL, seed-8192 1.02x cuBLAS PASS; seed-8192-tf32 and seed-256
+# depend on the peers' times (FAKE_PEER_TIMES).
+FAKE_KILN_TIMES = {
+    "seed-256": dict(jit_ms=0.010, standard_ms=0.030, blas_ms=0.008),
+    "seed-8192": dict(jit_ms=25.5, standard_ms=30.0, blas_ms=25.0),
+    "seed-8192-tf32": dict(jit_ms=3.0, standard_ms=4.0, blas_ms=2.8),
+    "gelu": dict(jit_ms=0.1452, standard_ms=0.5, memory_floor_ms=0.132),
+    "softmax": dict(jit_ms=0.1716, standard_ms=0.6, memory_floor_ms=0.132),
+    "layernorm": dict(jit_ms=0.1580, standard_ms=0.9, memory_floor_ms=0.132),
+    "adam": dict(jit_ms=0.4593, standard_ms=1.5, memory_floor_ms=0.396),
+}
+# Peer per-call times: seed-8192-tf32 kiln 3.0 vs jax.jit 3.2 -> PASS; seed-256
+# kiln 0.010 vs the fastest peer (torch.compile 0.009) -> FAIL.
+FAKE_PEER_TIMES = {
+    "jax": {"seed-256": (0.020, 0.012), "seed-8192-tf32": (3.5, 3.2)},
+    "torch": {"seed-256": (0.015, 0.009), "seed-8192-tf32": (3.1, 3.3)},
+}
+
+
+def write_fake_run(directory: str | Path, device: str = "cuda:0", seed_value: int = 1) -> Path:
+    """kiln.json and data/ as `kiln-bench --device cuda --json --save-inputs`
+    would write them, at small sizes, outputs from NumPy."""
+    out = Path(directory)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    random = np.random.default_rng(seed_value)
+    workloads = []
+    for workload_id, name, shapes, batch, tf32 in FAKE_SUITE:
+        (out / "data" / workload_id).mkdir(exist_ok=True)
+        inputs = [random.standard_normal(shape).astype(np.float32) for shape in shapes]
+        if name == "adam":
+            inputs[3] = np.abs(inputs[3])  # v >= 0
+        outputs = BODIES[name](*inputs)
+        outputs = outputs if isinstance(outputs, list) else [outputs]
+        files = {"inputs": [], "standard": [], "jit": []}
+        for kind, arrays in (("inputs", inputs), ("standard", outputs), ("jit", outputs)):
+            for index, array in enumerate(arrays):
+                relative = f"{workload_id}/{'input' if kind == 'inputs' else kind}{index}.npy"
+                np.save(out / "data" / relative, array)
+                files[kind].append(relative)
+        times = FAKE_KILN_TIMES[workload_id]
+        memory_floor = times.get("memory_floor_ms", 0.001)
+        entry = {"id": workload_id, "name": name, "shape": "x".join(map(str, shapes[0])), "batch": batch,
+                 "standard_ms": times["standard_ms"], "jit_ms": times["jit_ms"],
+                 "floor_ms": max(memory_floor, times.get("blas_ms", 0)),
+                 "jit_note": "", "jit_vs_standard_difference": 0,
+                 "bytes": memory_floor * 4.0e9 * 1e-3, "flops": 0, "memory_floor_ms": memory_floor,
+                 "copy_bandwidth_gbs": 4000.0, "cold_first_call_ms": 250.0, "files": files}
+        if tf32 is not None:
+            entry["tf32"] = tf32
+        if "blas_ms" in times:
+            entry.update(blas_ms=times["blas_ms"], compute_floor_ms=times["blas_ms"], kiln_matmuls_ms=times["blas_ms"])
+        workloads.append(entry)
+    manifest = {"tool": "kiln-bench", "date": "2026-12-01T00:00:00Z", "cpu": "fake host CPU", "cores": 16,
+                "threads": 16, "runs": 10, "blas": "OpenBLAS (fake)", "device": device, "workloads": workloads}
+    if device.startswith("cuda"):
+        manifest["gpu"] = "NVIDIA H200 (fake)"
+    (out / "kiln.json").write_text(json.dumps(manifest, indent=1))
+    return out
+
+
+def write_fake_peer(out: Path, system: str, label: str, timed_out_after: str | None = None) -> None:
+    """A peer's result file with FAKE_PEER_TIMES (and kiln's differences 0);
+    with `timed_out_after`, only the workloads before it, as a killed peer leaves it."""
+    manifest = json.loads((out / "kiln.json").read_text())
+    result = {"system": system, "label": label, "version": f"{system} 0.0 (fake)", "threads": "fake",
+              "device": "cuda:0 (fake)", "modes": {"standard": "standard", "jit": "jit"}, "workloads": {}}
+    for workload in manifest["workloads"]:
+        if workload["id"] == timed_out_after:
+            result["timed_out"] = "timed out after 150 s, see torch.log"
+            break
+        standard, jit = FAKE_PEER_TIMES[system].get(workload["id"], (workload["standard_ms"], workload["jit_ms"]))
+        result["workloads"][workload["id"]] = {
+            mode: {"median_ms": time, "min_ms": time, "max_ms": time, "first_call_ms": 1000.0,
+                   "batch": workload["batch"], "difference_to_kiln_jit": 0.0, "difference_to_kiln_standard": 0.0}
+            for mode, time in (("standard", standard), ("jit", jit))}
+    (out / f"{system}.json").write_text(json.dumps(result, indent=1))
+
+
+# ---- tests ----------------------------------------------------------------------------------
+
+
+class Clock:
+    """A fake device: calls are queued; wait() runs them, 1 ms each."""
+
+    def __init__(self):
+        self.queued = 0
+        self.calls = 0
+        self.waits = 0
+        self.now = 0.0
+
+    def call(self):
+        self.queued += 1
+        self.calls += 1
+        return self.calls
+
+    def wait(self, outputs):
+        self.waits += 1
+        self.now += self.queued * 1e-3
+        self.queued = 0
+
+    def perf_counter(self):
+        return self.now
+
+
+class TimeCallsTest(unittest.TestCase):
+    def measure(self, runs: int, batch: int):
+        clock = Clock()
+        real = common.time.perf_counter
+        common.time.perf_counter = clock.perf_counter
+        try:
+            timing, outputs = common.time_calls(clock.call, clock.wait, runs, batch)
+        finally:
+            common.time.perf_counter = real
+        return clock, timing, outputs
+
+    def test_batches_of_calls_with_one_wait_each(self):
+        clock, timing, outputs = self.measure(runs=5, batch=4)
+        self.assertEqual(outputs, 1)  # the first call's outputs are what gets compared
+        self.assertEqual(clock.calls, 1 + 2 + 4 + 5 * 4)  # first, warm-up, one untimed batch, the runs
+        self.assertEqual(clock.waits, 1 + 2 + 1 + 5)
+        self.assertAlmostEqual(timing["median_ms"], 1.0)  # per call: run time / batch
+        self.assertAlmostEqual(timing["first_call_ms"], 1.0)
+        self.assertEqual(timing["batch"], 4)
+
+    def test_batch_one_waits_for_every_call(self):
+        clock, timing, _ = self.measure(runs=3, batch=1)
+        self.assertEqual(clock.calls, 1 + 2 + 3)
+        self.assertEqual(clock.waits, clock.calls)
+        self.assertAlmostEqual(timing["median_ms"], 1.0)
+
+
+def numpy_peer(precisions: list) -> common.Peer:
+    """A peer made of the NumPy references: records the precision asked for."""
+
+    @contextlib.contextmanager
+    def precision(tf32):
+        precisions.append(tf32)
+        yield
+
+    return common.Peer(system="numpy", label="NumPy", version=lambda: "numpy", set_threads=lambda threads: "",
+                       from_numpy=lambda array: array, to_numpy=np.asarray, wait=lambda outputs: None,
+                       modes={"standard": common.Mode("call", lambda body: body),
+                              "jit": common.Mode("call again", lambda body: body)},
+                       bodies=BODIES, precision=precision)
+
+
+class RunWorkloadTest(unittest.TestCase):
+    def test_gpu_manifest_batch_and_precision(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            manifest = json.loads((out / "kiln.json").read_text())
+            for workload in manifest["workloads"]:
+                precisions: list = []
+                with contextlib.redirect_stdout(io.StringIO()):
+                    result = common.run_workload(numpy_peer(precisions), workload, out / "data", runs=2)
+                self.assertEqual(precisions, [workload.get("tf32")] * 2, workload["id"])
+                for mode in ("standard", "jit"):
+                    self.assertNotIn("error", result[mode], workload["id"])
+                    self.assertEqual(result[mode]["batch"], workload["batch"])
+                    self.assertLessEqual(result[mode]["difference_to_kiln_jit"], 1e-6, workload["id"])
+                    self.assertEqual("tf32" in result[mode], "tf32" in workload)
+
+    def test_a_failing_mode_is_reported(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            workload = json.loads((out / "kiln.json").read_text())["workloads"][3]
+            peer = numpy_peer([])
+            peer.modes["jit"] = common.Mode("broken", lambda body: lambda *inputs: 1 / 0)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                result = common.run_workload(peer, workload, out / "data", runs=2)
+            self.assertIn("median_ms", result["standard"])
+            self.assertIn("ZeroDivisionError", result["jit"]["error"])
+
+
+class GpuReportTest(unittest.TestCase):
+    def combined(self, directory: str, torch_timed_out_after: str | None = None) -> dict:
+        out = write_fake_run(directory)
+        write_fake_peer(out, "jax", "JAX")
+        write_fake_peer(out, "torch", "torch", timed_out_after=torch_timed_out_after)
+        (out / "tensorflow.json").write_text(json.dumps(
+            {"workloads": {}, "error": "not installed (ModuleNotFoundError: No module named 'tensorflow')"}))
+        return report.combine(out, None)
+
+    def test_done_when_checks(self):
+        with tempfile.TemporaryDirectory() as directory:
+            verdicts = {check["id"]: check["verdict"] for check in self.combined(directory)["done_when"]}
+        self.assertEqual(verdicts, {"gelu": "PASS", "softmax": "FAIL", "layernorm": "PASS", "adam": "FAIL",
+                                    "seed-8192": "PASS", "seed-8192-tf32": "PASS", "seed-256": "FAIL"})
+
+    def test_table_last_with_the_gpu_columns(self):
+        with tempfile.TemporaryDirectory() as directory:
+            combined = self.combined(directory)
+            text = io.StringIO()
+            report.print_report(combined, text)
+            markdown = report.markdown(combined)
+        lines = text.getvalue().splitlines()
+        heading = next(line for line in lines if line.startswith("workload"))
+        for column in ("kiln std", "kiln JIT", "JAX op-by-op", "jax.jit", "torch eager", "torch.compile",
+                       "floor", "JIT/floor", "JIT/cuBLAS"):
+            self.assertIn(column, heading)
+        self.assertNotIn("TF", heading)  # asked for but not installed: listed, no columns
+        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text.getvalue())
+        self.assertTrue(lines[-1].strip().startswith("PASS") or lines[-1].strip().startswith("FAIL"))
+        self.assertIn("done-when (this run): 4 PASS, 3 FAIL", text.getvalue())
+        self.assertIn("| seed-8192-tf32 | 64x64 tf32 |", markdown)
+
+    def test_timed_out_peer(self):
+        with tempfile.TemporaryDirectory() as directory:
+            combined = self.combined(directory, torch_timed_out_after="gelu")
+            text = io.StringIO()
+            report.print_report(combined, text)
+        row = next(line for line in text.getvalue().splitlines() if line.startswith("adam "))
+        self.assertIn("timed out", row)
+        self.assertEqual(report.failures(combined), [])
+        checks_by_id = {check["id"]: check for check in combined["done_when"]}
+        self.assertEqual(checks_by_id["seed-256"]["verdict"], "FAIL")  # torch's seed-256 finished before
+
+    def test_missing_jit_and_peer_times_are_not_checked(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            manifest = json.loads((out / "kiln.json").read_text())
+            manifest["workloads"][3].update(jit_ms=None, jit_note="fell back: no CUDA JIT for tanh")
+            manifest["workloads"][4].update(jit_ms=None, jit_note="WRONG: differs from the standard executor")
+            (out / "kiln.json").write_text(json.dumps(manifest))
+            combined = report.combine(out, None)  # no peer ran at all
+            report.print_report(combined, io.StringIO())
+        verdicts = {check["id"]: check["verdict"] for check in combined["done_when"]}
+        self.assertEqual(verdicts["gelu"], "NOT CHECKED")
+        self.assertEqual(verdicts["softmax"], "FAIL")
+        self.assertEqual(verdicts["seed-8192-tf32"], "NOT CHECKED")
+        self.assertEqual(verdicts["seed-256"], "NOT CHECKED")
+
+    def test_tf32_tolerance(self):
+        self.assertEqual(checks.tolerance("seed", True), checks.TOLERANCE_TF32["seed"])
+        self.assertEqual(checks.tolerance("seed", False), checks.TOLERANCE["seed"])
+        self.assertEqual(checks.tolerance("gelu", True), checks.TOLERANCE["gelu"])
+
+    def test_cpu_run_keeps_its_report(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory, device="cpu")
+            manifest = json.loads((out / "kiln.json").read_text())
+            del manifest["device"]  # as older kiln-bench files
+            for workload in manifest["workloads"]:
+                del workload["batch"]
+                workload.pop("tf32", None)
+            (out / "kiln.json").write_text(json.dumps(manifest))
+            combined = report.combine(out, None)
+            text = io.StringIO()
+            report.print_report(combined, text)
+        self.assertNotIn("done_when", combined)
+        self.assertTrue(text.getvalue().startswith("kiln vs peers, "))
+        self.assertIn("TF function", text.getvalue())
+
+
+class TimeLimitTest(unittest.TestCase):
+    def test_defaults_and_overrides(self):
+        self.assertEqual(peers_main.parse_time_limits(None, "cpu"), {"tensorflow": None, "jax": None, "torch": None})
+        self.assertEqual(peers_main.parse_time_limits(None, "cuda"), peers_main.GPU_TIME_LIMITS)
+        self.assertEqual(peers_main.parse_time_limits("torch=200,jax=0", "cuda"),
+                         {"tensorflow": 120.0, "jax": None, "torch": 200.0})
+        self.assertEqual(peers_main.parse_time_limits("60", "cpu"), {"tensorflow": 60.0, "jax": 60.0, "torch": 60.0})
+
+    def test_a_peer_past_its_limit_is_killed(self):
+        with tempfile.TemporaryDirectory() as directory:
+            log = Path(directory) / "log"
+            status = peers_main.run_logged(["sh", "-c", "echo started; sleep 30"], log, {"PATH": "/usr/bin:/bin"},
+                                           echo=False, time_limit=0.5)
+            self.assertIsNone(status)
+            self.assertIn("started", log.read_text())
+            self.assertEqual(peers_main.run_logged(["true"], log, {"PATH": "/usr/bin:/bin"}, echo=False,
+                                                   time_limit=5), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
