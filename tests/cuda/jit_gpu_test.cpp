@@ -12,6 +12,7 @@
 #include <kiln/nn.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace kiln {
@@ -180,6 +181,37 @@ TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
   config::allow_tf32 = true;  // TF32: 10-bit mantissas, so only close
   double with_tf32 = jit(gx, gy).item<double>();
   EXPECT_NEAR(with_tf32, first, 1e-2 * std::abs(first) + 1);
+  config::allow_tf32 = tf32;
+}
+
+// Dense layers run as one cuBLASLt call with its bias/relu epilogue
+// (jit_codegen_test.cpp checks which fit); their results must match the
+// standard executor's matmul + add + relu and the float64 reference.
+TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
+  KILN_REQUIRE_GPU();
+  bool tf32 = config::allow_tf32.load();
+  config::allow_tf32 = false;
+  for (const auto& [m, k, n] : {std::tuple{64, 32, 48}, std::tuple{257, 129, 67}, std::tuple{1024, 512, 1000}}) {
+    std::string size = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    Tensor x = random_tensor(DType::f32, {m, k}, 32), w = random_tensor(DType::f32, {k, n}, 33);
+    Tensor b = random_tensor(DType::f32, {n}, 34);
+    EXPECT_EQ(expect_gpu_agreement("relu(x @ w + b) " + size,
+                                   [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); }, x, w, b)
+                  .kernels_per_call,
+              1);
+    expect_gpu_agreement("b + x @ w " + size, [](Tensor x, Tensor w, Tensor b) { return b + matmul(x, w); }, x, w, b);
+    expect_gpu_agreement("relu(x^T @ w) " + size,
+                         [](Tensor x, Tensor w) { return nn::relu(matmul(x, w, {.transpose_a = true})); },
+                         transpose(x), w);
+    // A bias sliced from a longer vector (an offset of one element when it
+    // stays a view): whichever way the plan takes it, the results agree.
+    Tensor wide = random_tensor(DType::f32, {n + 1}, 35);
+    expect_gpu_agreement("dense with an unaligned bias " + size,
+                         [n](Tensor x, Tensor w, Tensor wide) {
+                           return nn::relu(matmul(x, w) + slice(wide, {.start = {1}, .stop = {n + 1}}));
+                         },
+                         x, w, wide);
+  }
   config::allow_tf32 = tf32;
 }
 

@@ -1,6 +1,7 @@
 // CUDA matmul against the CPU's: f32 with TF32 (kiln::config::allow_tf32,
 // the default) within TF32 tolerance and without it within f32 tolerance,
-// f64, and integers exactly; transposes, batches, broadcast batch axes.
+// f64, and integers exactly; transposes, batches, broadcast batch axes; and
+// products large enough for cuBLASLt's timed choice of algorithm (blas_lt.h).
 
 #include "cuda/cuda_test_support.h"
 
@@ -104,6 +105,33 @@ TEST_F(CudaMatmul, Tf32SwitchChangesPrecisionOnly) {
   expect_close_scaled(exact, cast(matmul(a32, a32), DType::f64), scale, 3e-5, "f32 without TF32 vs f64");
   config::allow_tf32 = true;
   expect_close_scaled(exact, cast(matmul(a32, a32), DType::f64), scale, 4e-3, "TF32 vs f64");
+}
+
+// Products of 2^30 flops and more: cuBLASLt times its candidate algorithms
+// on the first call and keeps the fastest; the result must not depend on
+// which one won, and later calls (the kept plan) repeat it bit for bit.
+TEST_F(CudaMatmul, TunedProductsAgreeWithTheCpuAndRepeat) {
+  KILN_REQUIRE_GPU();
+  config::allow_tf32 = false;
+  const std::vector<Case> large = {
+      {Shape{1024, 1024}, Shape{1024, 512}},
+      {Shape{1024, 1024}, Shape{512, 1024}, false, true},
+      {Shape{1024, 1024}, Shape{1024, 512}, true, false},
+      {Shape{4, 512, 512}, Shape{4, 512, 512}},  // strided batch
+      {Shape{1000, 1030}, Shape{1030, 520}},     // odd sizes
+  };
+  for (const Case& c : large) {
+    Tensor a = random_tensor(DType::f32, c.a, 87), b = random_tensor(DType::f32, c.b, 88);
+    MatmulOptions options{.transpose_a = c.transpose_a, .transpose_b = c.transpose_b};
+    Tensor first = matmul(a.to(gpu), b.to(gpu), options);
+    Tensor again = matmul(a.to(gpu), b.to(gpu), options);
+    expect_close_scaled(matmul(a, b, options), first, matmul(abs(a), abs(b), options), 1e-4,
+                        describe(c, DType::f32));
+    expect_same(first, again, 0, describe(c, DType::f32) + " repeated");
+  }
+  config::allow_tf32 = true;
+  Tensor a = random_tensor(DType::f32, {1024, 1024}, 89), b = random_tensor(DType::f32, {1024, 1024}, 90);
+  expect_close_scaled(matmul(a, b), matmul(a.to(gpu), b.to(gpu)), matmul(abs(a), abs(b)), 4e-3, "TF32 1024^3");
 }
 
 }  // namespace

@@ -2,7 +2,11 @@
 // Every number is relative to a floor measured in the same run.
 //
 //   kiln-bench seed [--size N] [--runs R] [--threads T] [--device cpu|cuda]
-//   kiln-bench [all | WORKLOAD ...] [--big] [--runs R] [--threads T] [--json FILE] [--save-inputs DIR]
+//   kiln-bench [all | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda] [--json FILE]
+//              [--save-inputs DIR]
+//
+// With --device cuda the suite runs on the GPU, with its own sizes and floors
+// (workloads.h, device_timing.h).
 
 #include "runtime/parallel.h"
 #include "seed_experiment.h"
@@ -40,12 +44,14 @@ struct Options {
             << "                  [--json FILE|-] [--save-inputs DIR]\n"
             << "         the workload suite; --big adds seed-8192; --save-inputs writes each workload's inputs\n"
             << "         and outputs as .npy files under DIR/<workload>/ (for bench/peers)\n"
-            << "workloads: seed-<N> (the article's function at size N)";
+            << "workloads: seed-<N> (the article's function at size N; seed-<N>-tf32 on a GPU: TF32 matmul)";
   for (const std::string& id : suite_ids(false))
     if (!id.starts_with("seed-")) std::cerr << ", " << id;
   std::cerr << "\nsuite: ";
   for (const std::string& id : suite_ids(false)) std::cerr << id << " ";
-  std::cerr << "(+ seed-8192 with --big)\n";
+  std::cerr << "(+ seed-8192 with --big)\nsuite on a GPU: ";
+  for (const std::string& id : suite_ids(false, Device::cuda())) std::cerr << id << " ";
+  std::cerr << "(gelu, softmax, layernorm 8192x8192; adam 64M)\n";
   std::exit(problem == "help" ? 0 : 2);
 }
 
@@ -87,17 +93,21 @@ Options parse_options(int argc, char** argv) {
     else if (argument == "--help" || argument == "-h") usage("help");
     else if (!argument.empty() && argument[0] == '-') usage("unknown option " + argument);
     else if (argument == "seed") options.seed_experiment = true;
-    else if (argument == "all") {
-      std::vector<std::string> suite = suite_ids(false);
-      options.workloads.insert(options.workloads.end(), suite.begin(), suite.end());
-    } else options.workloads.push_back(argument);
+    else if (argument == "all") options.workloads.push_back(argument);  // expanded once the device is known
+    else options.workloads.push_back(argument);
   }
+  std::vector<std::string> ids;
+  for (const std::string& id : options.workloads) {
+    if (id != "all") ids.push_back(id);
+    else for (const std::string& member : suite_ids(false, options.device)) ids.push_back(member);
+  }
+  options.workloads = ids;
   if (options.seed_experiment) {
     if (!options.workloads.empty() || options.big || !options.json_path.empty() || !options.save_directory.empty())
       usage("'seed' (the article's experiment) runs alone; in the suite the seed workload is seed-<N>");
   } else {
     if (size_given) usage("--size belongs to 'kiln-bench seed'; in the suite, name seed-<N> instead");
-    if (options.workloads.empty()) options.workloads = suite_ids(false);
+    if (options.workloads.empty()) options.workloads = suite_ids(false, options.device);
     auto& ids = options.workloads;
     if (options.big && std::find(ids.begin(), ids.end(), "seed-8192") == ids.end()) {
       auto after = std::find(ids.begin(), ids.end(), "seed-2048");
@@ -112,17 +122,17 @@ Options parse_options(int argc, char** argv) {
 int run_suite(const Options& options) {
   std::vector<Result> results;
   for (const std::string& id : options.workloads) {
-    Workload workload = make_workload(id, {.device = options.device});
+    Workload workload = make_workload(id, options_for(options.device));
     std::cerr << "kiln-bench: " << id << " " << workload.shape << "...\n";
     results.push_back(run_workload(workload, options.runs, options.save_directory));
   }
-  print_table(results, options.runs);
+  print_table(results, options.runs, options.device);
   if (!options.json_path.empty()) {
     if (options.json_path == "-") {
-      write_json(results, options.runs, std::cout);
+      write_json(results, options.runs, options.device, std::cout);
     } else {
       std::ofstream file(options.json_path);
-      write_json(results, options.runs, file);
+      write_json(results, options.runs, options.device, file);
       if (!file) throw std::runtime_error("cannot write " + options.json_path);
     }
   }
@@ -141,8 +151,6 @@ int main(int argc, char** argv) {
     return options.seed_experiment ? run_seed_experiment(options.seed) : run_suite(options);
   } catch (const kiln::DeviceError& error) {
     std::cerr << "kiln-bench: --device " << options.device.to_string() << ": " << error.what() << "\n";
-    if (options.device.is_cuda())
-      std::cerr << "kiln-bench: CUDA support arrives with its own issue; until then run with --device cpu\n";
     return 1;
   } catch (const std::exception& error) {
     std::cerr << "kiln-bench: " << error.what() << "\n";

@@ -1,10 +1,14 @@
 #include "suite.h"
 
 #include "compiler/cache/module_cache.h"
+#include "device_timing.h"
 #include "ir/parser.h"
 #include "kernels/cpu/blas.h"
 #include "npy.h"
 #include "runtime/parallel.h"
+
+#include <kiln/config.h>
+#include <kiln/cuda.h>
 
 #include <unistd.h>
 
@@ -102,6 +106,29 @@ std::string utc_now() {
   return text;
 }
 
+// `call` timed on `device`: one waited call each on the CPU, batches of
+// back-to-back calls on a GPU (device_timing.h).
+Timing time_on(Device device, const std::function<void()>& call, int runs) {
+  if (device.is_cpu()) return time_calls(call, runs);
+  return time_device_calls(device, call, runs, batch_for(single_call_ms(device, call)));
+}
+
+// Sets kiln::config::allow_tf32 while alive when `tf32` holds a value.
+class MatmulPrecision {
+ public:
+  explicit MatmulPrecision(std::optional<bool> tf32) : previous_(config::allow_tf32.load()), set_(tf32.has_value()) {
+    if (set_) config::allow_tf32 = *tf32;
+  }
+  ~MatmulPrecision() {
+    if (set_) config::allow_tf32 = previous_;
+  }
+  MatmulPrecision(const MatmulPrecision&) = delete;
+  MatmulPrecision& operator=(const MatmulPrecision&) = delete;
+
+ private:
+  bool previous_, set_;
+};
+
 }  // namespace
 
 void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, const std::vector<Tensor>& compiled,
@@ -123,18 +150,22 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, c
 }
 
 void measure_floors(const Workload& workload, int runs, Result& result, double sampled_bandwidth) {
+  const Device device = workload.device;
   result.bytes = workload.bytes;
   result.flops = workload.flops;
-  result.bandwidth = sampled_bandwidth > 0 ? sampled_bandwidth : copy_bandwidth(workload.bytes, runs);
+  if (sampled_bandwidth > 0) result.bandwidth = sampled_bandwidth;
+  else if (device.is_cuda()) result.bandwidth = device_copy_bandwidth(device, workload.bytes, runs);
+  else result.bandwidth = copy_bandwidth(workload.bytes, runs);
   result.memory_floor_ms = workload.bytes / result.bandwidth * 1e3;
   if (workload.blas_alone) {
     result.blas_ms = workload.blas_alone(runs).median_ms;
     // OpenBLAS on small or batched shapes runs below its peak, and other
     // GEMMs (oneDNN in TensorFlow) beat it there: the floor takes the best
-    // rate seen in this run.
-    result.sgemm_rate = std::max(workload.flops / (result.blas_ms * 1e-3), peak_sgemm_rate(runs));
+    // rate seen in this run. On a GPU the floor is cuBLAS on these shapes.
+    result.sgemm_rate = workload.flops / (result.blas_ms * 1e-3);
+    if (device.is_cpu()) result.sgemm_rate = std::max(result.sgemm_rate, peak_sgemm_rate(runs));
     result.compute_floor_ms = workload.flops / result.sgemm_rate * 1e3;
-    result.matmul_ms = time_calls(workload.kiln_matmuls_alone, runs).median_ms;
+    result.matmul_ms = time_on(device, workload.kiln_matmuls_alone, runs).median_ms;
     result.matmul_output_bytes = workload.matmul_output_bytes;
   }
   result.floor_ms = std::max(result.memory_floor_ms, result.compute_floor_ms);
@@ -152,6 +183,7 @@ void measure_first_calls(const Workload& workload, Result& result) {
     Call fresh = workload.fresh_jit();
     auto start = std::chrono::steady_clock::now();
     fresh(workload.inputs);
+    synchronize(workload.device);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   result.cold_first_call_ms = first_call_ms();
@@ -160,13 +192,13 @@ void measure_first_calls(const Workload& workload, Result& result) {
   std::error_code ignored;
   fs::remove_all(directory, ignored);
 
-  std::int64_t before = memory_statistics().bytes_in_use;
-  reset_peak_memory();
+  std::int64_t before = memory_statistics(workload.device).bytes_in_use;
+  reset_peak_memory(workload.device);
   std::vector<Tensor> outputs = workload.jit(workload.inputs);
   double output_bytes = 0;
   for (const Tensor& output : outputs) output_bytes += static_cast<double>(output.numel()) * 4;
   result.jit_peak_temporary_bytes =
-      static_cast<double>(memory_statistics().peak_bytes_in_use - before) - output_bytes;
+      static_cast<double>(memory_statistics(workload.device).peak_bytes_in_use - before) - output_bytes;
 }
 
 void save_tensors(const std::string& directory, const Workload& workload, const std::vector<Tensor>& standard,
@@ -184,10 +216,13 @@ void save_tensors(const std::string& directory, const Workload& workload, const 
 }
 
 Result run_workload(const Workload& workload, int runs, const std::string& save_directory) {
+  MatmulPrecision precision(workload.tf32);
   Result result;
   result.id = workload.id;
   result.name = workload.name;
   result.shape = workload.shape;
+  result.device = workload.device;
+  result.tf32 = workload.tf32;
   std::vector<Tensor> standard_outputs = workload.standard(workload.inputs);
   std::vector<Tensor> jit_outputs = workload.jit(workload.inputs);
   judge_jit(workload, standard_outputs, jit_outputs, result);
@@ -195,12 +230,27 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   standard_outputs.clear();
   jit_outputs.clear();
 
+  auto standard = [&] { workload.standard(workload.inputs); };
+  auto jit = [&] { workload.jit(workload.inputs); };
+  if (workload.device.is_cuda()) {
+    // One batch size for both functions (and the peers): from the faster one.
+    double single_ms = single_call_ms(workload.device, standard);
+    if (result.jit_note.empty()) single_ms = std::min(single_ms, single_call_ms(workload.device, jit));
+    result.batch = batch_for(single_ms);
+    result.standard = time_device_calls(workload.device, standard, runs, result.batch);
+    if (result.jit_note.empty()) {
+      result.jit = time_device_calls(workload.device, jit, runs, result.batch);
+      measure_first_calls(workload, result);
+    }
+    measure_floors(workload, runs, result);
+    return result;
+  }
   // The copy floor is sampled between the timed calls (see BandwidthSampler).
   BandwidthSampler sampler(workload.bytes);
   auto sample = [&] { sampler.sample(); };
-  result.standard = time_calls_between([&] { workload.standard(workload.inputs); }, runs, sample);
+  result.standard = time_calls_between(standard, runs, sample);
   if (result.jit_note.empty()) {
-    result.jit = time_calls_between([&] { workload.jit(workload.inputs); }, runs, sample);
+    result.jit = time_calls_between(jit, runs, sample);
     measure_first_calls(workload, result);
   }
   measure_floors(workload, runs, result, sampler.bandwidth());
@@ -217,71 +267,87 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-void print_table(const std::vector<Result>& results, int runs) {
-  std::printf("kiln-bench: %s, %u cores, %d threads, %d timed runs each (median ms, after warm-up)\n",
-              cpu_model().c_str(), std::thread::hardware_concurrency(), runtime::thread_count(), runs);
-  std::printf("BLAS: %s\n", kernels::cpu::blas::describe().c_str());
-  std::printf("floor: max(bytes that must move / copy bandwidth at the same footprint, matmul flops / best OpenBLAS\n"
-              "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n");
+void print_table(const std::vector<Result>& results, int runs, Device device) {
+  const bool gpu = device.is_cuda();
+  const char* blas = gpu ? "cuBLAS" : "OpenBLAS";
+  if (gpu) {
+    std::printf("kiln-bench on %s: %s; host %s; %d timed runs each\n", device.to_string().c_str(),
+                device_description(device).c_str(), cpu_model().c_str(), runs);
+    std::printf("times: ms per call, the median run's; a run is `batch` calls queued back to back, then one wait\n");
+    std::printf("floor: max(bytes that must move / device-to-device copy bandwidth at the same footprint, matmul flops /\n"
+                "       cuBLAS's rate on the workload's own shapes and precision)\n");
+  } else {
+    std::printf("kiln-bench: %s, %u cores, %d threads, %d timed runs each (median ms, after warm-up)\n",
+                cpu_model().c_str(), std::thread::hardware_concurrency(), runtime::thread_count(), runs);
+    std::printf("BLAS: %s\n", kernels::cpu::blas::describe().c_str());
+    std::printf("floor: max(bytes that must move / copy bandwidth at the same footprint, matmul flops / best OpenBLAS\n"
+                "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n");
+  }
   std::printf("std/op-floors: standard time over the sum of its ops' own floors; kernels: launched per call (standard/JIT)\n\n");
-  std::printf("%-10s %-12s %12s %10s %8s %10s %14s %10s %10s %8s\n", "workload", "shape", "standard ms", "JIT ms",
-              "speedup", "floor ms", "std/op-floors", "JIT/floor", "copy GB/s", "kernels");
+  std::printf("%-15s %-12s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", "workload", "shape", "standard ms", "JIT ms",
+              "speedup", "floor ms", "std/op-floors", "JIT/floor", "copy GB/s", "kernels", gpu ? "  batch" : "");
   for (const Result& r : results) {
-    std::string jit = r.jit ? format(r.jit->median_ms) : "n/a";
     std::string speedup = r.jit ? format(r.standard.median_ms / r.jit->median_ms) + "x" : "n/a";
     std::string jit_floor = r.jit ? format(r.jit->median_ms / r.floor_ms) : "n/a";
     std::string kernels = std::to_string(r.standard_kernels) + "/" + std::to_string(r.jit_kernels);
-    std::printf("%-10s %-12s %12s %10s %8s %10s %14s %10s %10s %8s\n", r.id.c_str(), r.shape.c_str(),
-                format(r.standard.median_ms).c_str(), jit.c_str(), speedup.c_str(), format(r.floor_ms).c_str(),
-                format(r.standard.median_ms / r.op_floors_ms).c_str(), jit_floor.c_str(),
-                format(r.bandwidth / 1e9, 1).c_str(), kernels.c_str());
+    const int decimals = r.floor_ms < 1 ? 4 : 2;  // GPU calls take fractions of a millisecond
+    std::printf("%-15s %-12s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", r.id.c_str(), r.shape.c_str(),
+                format(r.standard.median_ms, decimals).c_str(), r.jit ? format(r.jit->median_ms, decimals).c_str() : "n/a",
+                speedup.c_str(), format(r.floor_ms, decimals).c_str(), format(r.standard.median_ms / r.op_floors_ms).c_str(),
+                jit_floor.c_str(), format(r.bandwidth / 1e9, 1).c_str(), kernels.c_str(),
+                gpu ? ("  " + std::to_string(r.batch)).c_str() : "");
   }
   for (const Result& r : results)
     if (!r.jit_note.empty()) std::printf("\n%s: JIT %s\n", r.id.c_str(), r.jit_note.c_str());
   for (const Result& r : results) {
     if (r.blas_ms <= 0) continue;
-    std::printf("\n%s %s: OpenBLAS alone on the same shapes %.2f ms (%.0f GFLOP/s; best rate in this run %.0f GFLOP/s);\n"
-                "  kiln standard matmuls %.2f ms = %.1f%% of OpenBLAS's rate on these shapes\n",
-                r.id.c_str(), r.shape.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6, r.sgemm_rate * 1e-9,
-                r.matmul_ms, 100 * r.blas_ms / r.matmul_ms);
+    std::string precision = r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";
+    std::printf("\n%s %s: %s alone on the same shapes%s %.3f ms (%.0f GFLOP/s; rate of the floor %.0f GFLOP/s);\n"
+                "  kiln standard matmuls %.3f ms = %.1f%% of %s's rate on these shapes\n",
+                r.id.c_str(), r.shape.c_str(), blas, precision.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6,
+                r.sgemm_rate * 1e-9, r.matmul_ms, 100 * r.blas_ms / r.matmul_ms, blas);
     if (r.jit)
-      std::printf("%s %s: JIT %.2f ms = %.3fx the time of OpenBLAS alone; peak temporary memory %.1f%% of the largest matmul output\n",
-                  r.id.c_str(), r.shape.c_str(), r.jit->median_ms, r.jit->median_ms / r.blas_ms,
+      std::printf("%s %s: JIT %.3f ms = %.3fx the time of %s alone; peak temporary memory %.1f%% of the largest matmul output\n",
+                  r.id.c_str(), r.shape.c_str(), r.jit->median_ms, r.jit->median_ms / r.blas_ms, blas,
                   100 * r.jit_peak_temporary_bytes / r.matmul_output_bytes);
   }
   std::printf("\nJIT first call: cold = trace + compile with empty caches; warm = a new function with the disk cache warm\n");
-  std::printf("%-10s %14s %18s %12s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB");
+  std::printf("%-15s %14s %18s %12s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB");
   for (const Result& r : results) {
     if (!r.jit) continue;
-    std::printf("%-10s %14.1f %18.2f %12.2f %16.2f\n", r.id.c_str(), r.cold_first_call_ms, r.warm_cache_first_call_ms,
+    std::printf("%-15s %14.1f %18.2f %12.3f %16.2f\n", r.id.c_str(), r.cold_first_call_ms, r.warm_cache_first_call_ms,
                 r.jit->median_ms, r.jit_peak_temporary_bytes / (1 << 20));
   }
 }
 
-void write_json(const std::vector<Result>& results, int runs, std::ostream& out) {
+void write_json(const std::vector<Result>& results, int runs, Device device, std::ostream& out) {
   auto timing = [](const Timing& t) {
-    return "{\"median_ms\": " + format(t.median_ms, 4) + ", \"min_ms\": " + format(t.min_ms, 4) +
-           ", \"max_ms\": " + format(t.max_ms, 4) + "}";
+    return "{\"median_ms\": " + number(t.median_ms) + ", \"min_ms\": " + number(t.min_ms) +
+           ", \"max_ms\": " + number(t.max_ms) + "}";
   };
   out << "{\n  \"tool\": \"kiln-bench\",\n  \"date\": " << quoted(utc_now()) << ",\n  \"cpu\": " << quoted(cpu_model())
       << ",\n  \"cores\": " << std::thread::hardware_concurrency() << ",\n  \"threads\": " << runtime::thread_count()
       << ",\n  \"runs\": " << runs << ",\n  \"blas\": " << quoted(kernels::cpu::blas::describe())
-      << ",\n  \"workloads\": [\n";
+      << ",\n  \"device\": " << quoted(device.to_string());
+  if (device.is_cuda()) out << ",\n  \"gpu\": " << quoted(device_description(device));
+  out << ",\n  \"workloads\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     out << "    {\"id\": " << quoted(r.id) << ", \"name\": " << quoted(r.name) << ", \"shape\": " << quoted(r.shape)
-        << ",\n     \"standard_ms\": " << format(r.standard.median_ms, 4)
-        << ", \"jit_ms\": " << (r.jit ? format(r.jit->median_ms, 4) : "null")
-        << ", \"floor_ms\": " << format(r.floor_ms, 4) << ",\n     \"standard\": " << timing(r.standard)
+        << ", \"batch\": " << r.batch;
+    if (r.tf32) out << ", \"tf32\": " << (*r.tf32 ? "true" : "false");
+    out << ",\n     \"standard_ms\": " << number(r.standard.median_ms)
+        << ", \"jit_ms\": " << (r.jit ? number(r.jit->median_ms) : "null")
+        << ", \"floor_ms\": " << number(r.floor_ms) << ",\n     \"standard\": " << timing(r.standard)
         << ", \"jit\": " << (r.jit ? timing(*r.jit) : "null") << ", \"jit_note\": " << quoted(r.jit_note)
         << ",\n     \"jit_vs_standard_difference\": " << number(r.jit_difference)
         << ", \"kernels_per_call\": {\"standard\": " << r.standard_kernels << ", \"jit\": " << r.jit_kernels << "}"
         << ",\n     \"bytes\": " << format(r.bytes, 0) << ", \"flops\": " << format(r.flops, 0)
-        << ", \"memory_floor_ms\": " << format(r.memory_floor_ms, 4) << ", \"op_floors_ms\": "
-        << format(r.op_floors_ms, 4) << ", \"copy_bandwidth_gbs\": " << format(r.bandwidth / 1e9, 2);
+        << ", \"memory_floor_ms\": " << number(r.memory_floor_ms) << ", \"op_floors_ms\": "
+        << number(r.op_floors_ms) << ", \"copy_bandwidth_gbs\": " << format(r.bandwidth / 1e9, 2);
     if (r.blas_ms > 0)
-      out << ",\n     \"blas_ms\": " << format(r.blas_ms, 4) << ", \"kiln_matmuls_ms\": " << format(r.matmul_ms, 4)
-          << ", \"compute_floor_ms\": " << format(r.compute_floor_ms, 4)
+      out << ",\n     \"blas_ms\": " << number(r.blas_ms) << ", \"kiln_matmuls_ms\": " << number(r.matmul_ms)
+          << ", \"compute_floor_ms\": " << number(r.compute_floor_ms)
           << ", \"sgemm_gflops\": " << format(r.sgemm_rate * 1e-9, 1);
     if (r.jit)
       out << ",\n     \"cold_first_call_ms\": " << format(r.cold_first_call_ms, 2)

@@ -14,19 +14,23 @@ namespace kiln::bench {
 
 struct Result {
   std::string id, name, shape;
+  Device device = Device::cpu();
+  std::optional<bool> tf32;        // a GPU workload's matmul precision (Workload::tf32)
+  int batch = 1;                   // calls per timed run on a GPU (device_timing.h); 1 on the CPU
   Timing standard;
   std::optional<Timing> jit;       // empty when the JIT fell back or computed something else
   std::string jit_note;            // why there is no JIT time
   double jit_difference = 0;       // largest |JIT - standard| / largest |standard|, per output
   std::int64_t standard_kernels = 0, jit_kernels = 0;  // kernels launched per call
   double bytes = 0, flops = 0;
-  double bandwidth = 0;            // bytes/s at this workload's footprint
+  double bandwidth = 0;            // bytes/s at this workload's footprint (device to device on a GPU)
   double memory_floor_ms = 0;      // bytes / bandwidth
   double compute_floor_ms = 0;     // flops / the best sgemm rate measured in this run
-  double sgemm_rate = 0;           // that rate: OpenBLAS on the workload's shapes, or at 2048^2 if faster
+  double sgemm_rate = 0;           // that rate: OpenBLAS on the workload's shapes, or at 2048^2 if faster;
+                                   // on a GPU, cuBLAS on the workload's shapes
   double floor_ms = 0;             // max(memory floor, compute floor)
   double op_floors_ms = 0;         // sum of the standard executor's ops' floors
-  double blas_ms = 0;              // OpenBLAS alone on the workload's matmul work, same shapes (0: no matmul)
+  double blas_ms = 0;              // OpenBLAS (cuBLAS on a GPU) alone on the workload's matmul work (0: no matmul)
   double matmul_ms = 0;            // kiln's standard matmuls alone
   double matmul_output_bytes = 0;  // the largest matmul result
   double cold_first_call_ms = 0;        // trace + compile + run, empty caches
@@ -51,12 +55,14 @@ void measure_first_calls(const Workload& workload, Result& result);
 void save_tensors(const std::string& directory, const Workload& workload, const std::vector<Tensor>& standard,
                   const std::vector<Tensor>& jit, Result& result);
 
-// Everything above plus median timings of both functions.
+// Everything above plus median timings of both functions (on a GPU, per
+// call in batches of back-to-back calls: device_timing.h).
 Result run_workload(const Workload& workload, int runs, const std::string& save_directory);
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model();
-void print_table(const std::vector<Result>& results, int runs);
-void write_json(const std::vector<Result>& results, int runs, std::ostream& out);
+// The results of one device's suite.
+void print_table(const std::vector<Result>& results, int runs, Device device);
+void write_json(const std::vector<Result>& results, int runs, Device device, std::ostream& out);
 
 }  // namespace kiln::bench

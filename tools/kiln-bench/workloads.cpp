@@ -1,5 +1,7 @@
 #include "workloads.h"
 
+#include "device_timing.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -91,7 +93,18 @@ Tensor attention_body(Tensor q, Tensor k, Tensor v) {
 
 }  // namespace
 
-std::vector<std::string> suite_ids(bool big) {
+WorkloadOptions options_for(Device device) {
+  WorkloadOptions options;
+  options.device = device;
+  if (device.is_cuda()) {
+    options.rows = options.columns = 8192;
+    options.elements = std::int64_t{64} << 20;
+  }
+  return options;
+}
+
+std::vector<std::string> suite_ids(bool big, Device device) {
+  if (device.is_cuda()) return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id : {"gelu", "softmax", "layernorm", "adam", "attention"}) ids.push_back(id);
@@ -102,12 +115,13 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
   const Device device = options.device;
   Workload workload;
   if (id.starts_with("seed-")) {
+    std::string size = id.substr(5);
+    const bool tf32 = size.ends_with("-tf32");
+    if (tf32) size.resize(size.size() - 5);
     std::int64_t n = 0;
-    try {
-      n = std::stoll(id.substr(5));
-    } catch (const std::exception&) {
-    }
+    if (!size.empty() && size.find_first_not_of("0123456789") == std::string::npos) n = std::stoll(size);
     if (n <= 0) throw std::invalid_argument("unknown workload '" + id + "' (seed-<N> needs a size N > 0)");
+    if (tf32 && !device.is_cuda()) throw std::invalid_argument(id + ": TF32 is a GPU precision (use --device cuda)");
     std::vector<Tensor> inputs{random::normal({n, n}, {.seed = 1, .device = device}),
                                random::normal({n, n}, {.seed = 2, .device = device})};
     double nd = static_cast<double>(n);
@@ -115,11 +129,19 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload.bytes += 4;
     workload.flops = 2 * nd * nd * nd;
     workload.matmul_output_bytes = nd * nd * 4;
-    workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
+    if (device.is_cuda()) {
+      workload.tf32 = tf32;
+      workload.blas_alone = [inputs, device](int runs) {
+        auto gemm = [&] { time_cublas_sgemm(inputs[0], inputs[1], 1, 1); };
+        return time_cublas_sgemm(inputs[0], inputs[1], runs, batch_for(single_call_ms(device, gemm)));
+      };
+    } else {
+      workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
+    }
     workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
   } else if (id == "gelu") {
-    std::vector<Tensor> inputs{random::normal({options.elements}, {.seed = 3, .device = device})};
-    workload = make<1>(id, id, std::to_string(options.elements >> 20) + "M", inputs, [](Tensor x) { return nn::gelu(x); });
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
+    workload = make<1>(id, id, dimensions({options.rows, options.columns}), inputs, [](Tensor x) { return nn::gelu(x); });
     workload.bytes += bytes_of(inputs);
   } else if (id == "softmax") {
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4, .device = device})};
@@ -153,11 +175,19 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     double s = static_cast<double>(options.sequence), d = static_cast<double>(options.head_size);
     workload.flops = slices * 2 * (2 * s * s * d);
     workload.matmul_output_bytes = slices * s * s * 4;
-    workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
     workload.kiln_matmuls_alone = [inputs] { matmul(matmul(inputs[0], inputs[1], {.transpose_b = true}), inputs[2]); };
+    if (device.is_cuda()) {
+      // kiln's CUDA matmuls are one cublasGemmStridedBatchedEx each: cuBLAS alone.
+      workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
+        return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+      };
+    } else {
+      workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
+    }
   } else {
     throw std::invalid_argument("unknown workload '" + id + "'");
   }
+  workload.device = device;
   return workload;
 }
 

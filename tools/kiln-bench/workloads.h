@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,20 +38,34 @@ struct Workload {
   std::function<Timing(int runs)> blas_alone;
   std::function<void()> kiln_matmuls_alone;
   double matmul_output_bytes = 0;  // the largest matmul result, which a fused kernel need not write
+  Device device = Device::cpu();   // where the inputs live and the calls run
+  // On a GPU, the matmul precision the workload runs with (kiln::config::allow_tf32
+  // for its duration, and the peers' setting): seed-N is full f32, seed-N-tf32
+  // TF32. Empty on the CPU, which has no TF32.
+  std::optional<bool> tf32;
 };
 
 struct WorkloadOptions {
-  std::int64_t elements = 16 << 20;          // gelu and Adam
-  std::int64_t rows = 4096, columns = 4096;  // softmax and layernorm
+  std::int64_t elements = 16 << 20;          // Adam
+  std::int64_t rows = 4096, columns = 4096;  // gelu, softmax and layernorm
   // attention: Q, K, V f32[batch, heads, sequence, head_size]
   std::int64_t batch = 4, heads = 16, sequence = 512, head_size = 64;
   Device device = Device::cpu();
 };
 
-// The suite's workload ids, in order; `big` adds seed-8192.
-std::vector<std::string> suite_ids(bool big);
+// The sizes of the suite on `device`: the ones above on the CPU; on a GPU,
+// which streams 20-50x faster, 8192 x 8192 matrices and 64M-element vectors,
+// large enough that a launch's fixed costs are a few percent of a call.
+WorkloadOptions options_for(Device device);
+
+// The suite's workload ids on `device`, in order. On the CPU: seed-256,
+// -1024, -2048 (`big` adds seed-8192), gelu, softmax, layernorm, adam,
+// attention. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu,
+// softmax, layernorm, adam.
+std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // Builds a workload from its id: seed-<N> (the article's function on two
-// N x N matrices), gelu, softmax, layernorm, adam or attention.
+// N x N matrices; seed-<N>-tf32 on a GPU with TF32 matmuls), gelu, softmax,
+// layernorm, adam or attention.
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench

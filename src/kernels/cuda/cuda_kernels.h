@@ -57,6 +57,20 @@ void argmax(std::int64_t axis, const runtime::Array& input, const runtime::Array
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
 
+// What cuBLASLt can apply to a product before writing it (its epilogues):
+// a bias vector along the rows (output[i, j] = product[i, j] + bias[j]),
+// then relu. The relu epilogue is max(x, 0), which turns a NaN product into
+// 0 where kiln's relu keeps the NaN; XLA's GEMM rewriter accepts the same.
+enum class GemmEpilogue { none, bias, relu, bias_relu };
+const char* to_string(GemmEpilogue epilogue);
+
+// output = epilogue(op(a) op(b) [+ bias]) for f32 matrices (rank 2) in one
+// cuBLASLt call. Returns false having queued nothing when cuBLASLt cannot
+// (the caller then computes the product and the epilogue separately).
+// `bias` is f32[n] (an empty Array without a bias epilogue).
+bool matmul_with_epilogue(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
+                          GemmEpilogue epilogue, const runtime::Array& bias, const runtime::Array& output);
+
 // ---- shape ops (shape_kernels.cu) -------------------------------------------------
 void transpose(const std::vector<std::int64_t>& permutation, const runtime::Array& input,
                const runtime::Array& output);

@@ -6,8 +6,9 @@
 // broadcast or one operand is broadcast along every batch axis -- and each
 // run is one call.
 //
-// f32/f64 go through cuBLAS (cublasGemmStridedBatchedEx; cublasGemmEx for a
-// single matrix). kiln's arrays are row-major and cuBLAS is column-major, so
+// f32/f64 go through cuBLASLt with a timed choice of algorithm (blas_lt.h),
+// or cuBLAS (cublasGemmStridedBatchedEx; cublasGemmEx for a single matrix)
+// for what cuBLASLt does not take. kiln's arrays are row-major and cuBLAS is column-major, so
 // C = A B is computed as C^T = B^T A^T: the row-major buffers read as the
 // transposed column-major matrices, with the operands swapped. f32 uses the
 // TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) while
@@ -17,6 +18,7 @@
 // i32/i64 use a plain 16x16 shared-memory tiled kernel in unsigned
 // arithmetic (wraparound, as the CPU kernel), exact in any order.
 
+#include "kernels/cuda/blas_lt.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -62,6 +64,21 @@ void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, 
       const T* a_first = a + run.a_offset + done * run.a_stride;
       const T* b_first = b + run.b_offset + done * run.b_stride;
       T* c_first = c + (run.first + done) * c_size;
+      GemmProblem problem{.transpose_a = transpose_a,
+                          .transpose_b = transpose_b,
+                          .m = plan.m,
+                          .n = plan.n,
+                          .k = plan.k,
+                          .batch = count,
+                          .stride_a = run.a_stride,
+                          .stride_b = run.b_stride,
+                          .stride_c = c_size,
+                          .dtype = is_f32 ? DType::f32 : DType::f64,
+                          .tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32};
+      if (lt_matmul(context, problem, a_first, b_first, c_first)) {
+        done += count;
+        continue;
+      }
       // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
       if (count == 1) {
         runtime::cuda::check(cublasGemmEx(handle, operation_b, operation_a, n, m, k, &alpha, b_first, type,
@@ -166,6 +183,42 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
       break;
     case DType::boolean: throw DTypeError("matmul", "does not accept bool operands", std::string());
   }
+}
+
+const char* to_string(GemmEpilogue epilogue) {
+  switch (epilogue) {
+    case GemmEpilogue::none: return "none";
+    case GemmEpilogue::bias: return "bias";
+    case GemmEpilogue::relu: return "relu";
+    case GemmEpilogue::bias_relu: return "bias + relu";
+  }
+  return "?";
+}
+
+bool matmul_with_epilogue(bool transpose_a, bool transpose_b, const Array& a, const Array& b, GemmEpilogue epilogue,
+                          const Array& bias, const Array& output) {
+  if (a.dtype != DType::f32 || b.dtype != DType::f32 || output.dtype != DType::f32 || a.shape.rank() != 2 ||
+      b.shape.rank() != 2 || output.shape.rank() != 2)
+    return false;
+  const MatmulPlan plan = plan_matmul(transpose_a, transpose_b, a.shape, b.shape, output.shape);
+  if (plan.m == 0 || plan.n == 0 || plan.k == 0) return false;
+  for (int64_t size : {plan.m, plan.n, plan.k})
+    if (size > INT_MAX) return false;
+  const bool with_bias = epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu;
+  if (with_bias && (bias.dtype != DType::f32 || bias.shape.numel() != plan.n)) return false;
+  auto& context = context_of(output, "matmul");
+  GemmProblem problem{.transpose_a = transpose_a,
+                      .transpose_b = transpose_b,
+                      .m = plan.m,
+                      .n = plan.n,
+                      .k = plan.k,
+                      .stride_c = plan.m * plan.n,
+                      .dtype = DType::f32,
+                      .tf32 = config::allow_tf32.load(),
+                      .epilogue = epilogue,
+                      .bias = with_bias ? bias.raw() : nullptr};
+  std::lock_guard lock(context.cublas_mutex);
+  return lt_matmul(context, problem, a.raw(), b.raw(), output.mutable_raw());
 }
 
 }  // namespace kiln::kernels::cuda

@@ -22,9 +22,15 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
             kernel.space.to_string() + " ====\n";
     KernelEmitter emitter(graph, kernel, static_cast<int>(index));
     for (ir::ValueId member : kernel.members) text += emitter.describe(member) + "\n";
-    KernelWriter writer(emitter);
     KernelLaunch launch;
     launch.kernel = static_cast<int>(index);
+    if (fit_library_epilogue(graph, kernel, launch)) {
+      text += "// (no kernel: one cuBLASLt call computes the product with its epilogue, " +
+              std::string(kernels::cuda::to_string(launch.epilogue)) + ", applied before the product is written)\n";
+      module.launches.push_back(std::move(launch));
+      continue;
+    }
+    KernelWriter writer(emitter);
     bool by_rows = kernel.kind == KernelKind::reduction && !is_grid_reduction(writer);
     text += by_rows ? emit_reduction_kernel(writer, launch) : emit_loop_kernel(writer, launch);
     module.launches.push_back(std::move(launch));

@@ -24,10 +24,14 @@
 //              to it and reduces: each block's partial result goes to a
 //              module-global array, and the last block to finish combines
 //              the partials in block order (deterministic: the grid size is
-//              fixed here, never by the device).
+//              fixed here, never by the device). An epilogue that cuBLASLt
+//              applies itself -- a bias along the rows, relu, or both, on an
+//              f32 matrix -- has no generated kernel: one cuBLASLt call
+//              computes the kernel whole (KernelLaunch::epilogue).
 
 #include "compiler/fusion.h"
 #include "ir/graph.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 #include <cstdint>
 #include <string>
@@ -45,6 +49,10 @@ struct KernelLaunch {
   std::int64_t vector_blocks = 1;
   bool fixed_grid = false;       // launch exactly `blocks` (gemm reductions); else at most a few waves
   int parameter_count = 0;       // pointers the kernel takes
+  // A gemm kernel that cuBLASLt computes whole (no function): its epilogue,
+  // and the bias vector's position in the kernel's inputs (-1 for none).
+  kernels::cuda::GemmEpilogue epilogue = kernels::cuda::GemmEpilogue::none;
+  int bias_input = -1;
 };
 
 struct ModuleSource {

@@ -85,23 +85,31 @@ class CudaExecutable final : public exec::Executable {
     values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, device_);
   }
 
+  // The buffer of a kernel output: its place in the arena, or its own.
+  runtime::Array& output_slot(ir::ValueId output, const std::shared_ptr<runtime::Buffer>& arena,
+                              std::vector<runtime::Array>& values) const {
+    runtime::Array& slot = values[static_cast<std::size_t>(output)];
+    const ir::Type& type = graph_.type(output);
+    std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
+    if (offset >= 0) {
+      std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
+      slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
+    } else {
+      slot = runtime::allocate_array(type.dtype, type.shape, device_);
+    }
+    return slot;
+  }
+
   void run_generated(const FusedKernel& kernel, std::size_t position, const std::shared_ptr<runtime::Buffer>& arena,
                      std::vector<runtime::Array>& values) const {
     const KernelLaunch& launch = launches_[position];
+    if (launch.epilogue != kernels::cuda::GemmEpilogue::none) {
+      run_library_epilogue(kernel, launch, output_slot(kernel.outputs.front(), arena, values), values);
+      return;
+    }
     std::vector<void*> pointers;
     for (ir::ValueId input : kernel.inputs) pointers.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
-    for (ir::ValueId output : kernel.outputs) {
-      runtime::Array& slot = values[static_cast<std::size_t>(output)];
-      const ir::Type& type = graph_.type(output);
-      std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
-      if (offset >= 0) {
-        std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
-        slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
-      } else {
-        slot = runtime::allocate_array(type.dtype, type.shape, device_);
-      }
-      pointers.push_back(slot.mutable_raw());
-    }
+    for (ir::ValueId output : kernel.outputs) pointers.push_back(output_slot(output, arena, values).mutable_raw());
     runtime::Array product;
     if (kernel.kind == KernelKind::gemm) {
       product = run_matmul(kernel, values);
@@ -128,6 +136,28 @@ class CudaExecutable final : public exec::Executable {
     if (status != CUDA_SUCCESS)
       throw DeviceError(graph_.name, driver_error(status, "cuLaunchKernel") + " (" + launch.function + ")",
                         std::string());
+  }
+
+  // One cuBLASLt call for the product and its epilogue, into `output`. When
+  // cuBLASLt declines (no algorithm for these sizes), the kernel's members
+  // run one by one as standard kernels instead: slower, never wrong.
+  void run_library_epilogue(const FusedKernel& kernel, const KernelLaunch& launch, const runtime::Array& output,
+                            std::vector<runtime::Array>& values) const {
+    const ir::Node& product = graph_.node(kernel.members.front());
+    runtime::Array bias;
+    if (launch.bias_input >= 0)
+      bias = values[static_cast<std::size_t>(kernel.inputs[static_cast<std::size_t>(launch.bias_input)])];
+    if (kernels::cuda::matmul_with_epilogue(product.attributes.transpose_a, product.attributes.transpose_b,
+                                            values[static_cast<std::size_t>(product.operands[0])],
+                                            values[static_cast<std::size_t>(product.operands[1])], launch.epilogue,
+                                            bias, output))
+      return;
+    for (ir::ValueId member : kernel.members) {
+      const ir::Node& node = graph_.node(member);
+      std::vector<runtime::Array> operands;
+      for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+      values[static_cast<std::size_t>(member)] = kernels::run(node, operands, device_);
+    }
   }
 
   // cuBLAS (through the standard matmul, which honours config::allow_tf32)

@@ -82,6 +82,12 @@ class KernelWriter {
 // over the whole GPU instead of one block.
 bool is_grid_reduction(const KernelWriter& writer);
 
+// For a gemm kernel whose whole epilogue cuBLASLt can apply -- the f32
+// matrix product, then optionally + a bias vector along the rows, then
+// optionally relu, and nothing else -- fills launch.epilogue and
+// launch.bias_input and returns true (no kernel is generated).
+bool fit_library_epilogue(const ir::Graph& graph, const FusedKernel& kernel, KernelLaunch& launch);
+
 // The generators of each kind: the kernel's text, and its launch filled in.
 std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);       // loop, gemm, grid reductions
 std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch);  // reduction

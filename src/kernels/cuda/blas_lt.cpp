@@ -1,0 +1,251 @@
+#include "kernels/cuda/blas_lt.h"
+
+#include <kiln/error.h>
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace kiln::kernels::cuda {
+namespace {
+
+using std::int64_t;
+
+constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself uses on Hopper
+constexpr int candidates = 8;
+constexpr double tuning_flops = double(1 << 30);  // smaller products take the heuristic's first choice
+constexpr int timed_runs = 3;
+
+void check_lt(cublasStatus_t status, const char* call) { runtime::cuda::check(status, call, "matmul"); }
+
+bool autotune_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("KILN_CUDA_GEMM_AUTOTUNE");
+    return !(value && std::string(value) == "0");
+  }();
+  return enabled;
+}
+
+// Per GPU: the cuBLASLt handle and its workspace (outside kiln's allocator,
+// like cuBLAS's own workspace: it lives as long as the process).
+struct LtDevice {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+// Guards the handles and the plans below (shared by every GPU's thread).
+std::mutex state_mutex;
+
+LtDevice& lt_device(runtime::cuda::DeviceContext& context) {
+  static std::map<int, LtDevice> devices;
+  LtDevice& device = devices[context.index];
+  if (!device.handle) {
+    check_lt(cublasLtCreate(&device.handle), "cublasLtCreate");
+    runtime::cuda::check(cudaMalloc(&device.workspace, workspace_bytes), "cudaMalloc", "matmul");
+  }
+  return device;
+}
+
+// The descriptors of one problem and the algorithm chosen for it.
+struct Plan {
+  cublasLtMatmulDesc_t operation = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+  cublasLtMatmulAlgo_t algorithm{};
+  bool usable = false;  // false: cuBLASLt offered no algorithm; use cublasGemmEx
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (result) cublasLtMatrixLayoutDestroy(result);
+    if (second) cublasLtMatrixLayoutDestroy(second);
+    if (first) cublasLtMatrixLayoutDestroy(first);
+    if (operation) cublasLtMatmulDescDestroy(operation);
+  }
+};
+
+// The bias pointer is not part of the key: it is set on the plan before each
+// call (its alignment, which algorithms depend on, is checked in lt_matmul).
+using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int>;
+
+Key key_of(int device, const GemmProblem& p) {
+  return {device, p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_c,
+          static_cast<int>(p.dtype), p.tf32, static_cast<int>(p.epilogue)};
+}
+
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue epilogue) {
+  switch (epilogue) {
+    case GemmEpilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::relu: return CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::bias_relu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool has_bias(GemmEpilogue epilogue) { return epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu; }
+
+void set_bias(const cublasLtMatmulDesc_t operation, const void* bias) {
+  check_lt(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+           "cublasLtMatmulDescSetAttribute");
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType type, int64_t rows, int64_t columns, int64_t leading, int64_t batch,
+                              int64_t stride) {
+  cublasLtMatrixLayout_t result = nullptr;
+  check_lt(cublasLtMatrixLayoutCreate(&result, type, static_cast<std::uint64_t>(rows),
+                                      static_cast<std::uint64_t>(columns), leading),
+           "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    const std::int32_t count = static_cast<std::int32_t>(batch);
+    check_lt(cublasLtMatrixLayoutSetAttribute(result, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+             "cublasLtMatrixLayoutSetAttribute");
+    check_lt(cublasLtMatrixLayoutSetAttribute(result, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                              sizeof stride),
+             "cublasLtMatrixLayoutSetAttribute");
+  }
+  return result;
+}
+
+void run(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan, const cublasLtMatmulAlgo_t& algorithm,
+         DType dtype, const void* a, const void* b, void* c) {
+  const float alpha32 = 1, beta32 = 0;
+  const double alpha64 = 1, beta64 = 0;
+  const void* alpha = dtype == DType::f32 ? static_cast<const void*>(&alpha32) : &alpha64;
+  const void* beta = dtype == DType::f32 ? static_cast<const void*>(&beta32) : &beta64;
+  // Column-major C^T = op(B)^T op(A)^T: B is the first operand.
+  check_lt(cublasLtMatmul(device.handle, plan.operation, alpha, b, plan.first, a, plan.second, beta, c, plan.result, c,
+                          plan.result, &algorithm, device.workspace, workspace_bytes, context.stream),
+           "cublasLtMatmul");
+}
+
+// The fastest of `found` on this problem's buffers: each run once to warm up,
+// then `timed_runs` times between two events. Waits for the stream.
+int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan,
+            const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype, const void* a, const void* b,
+            void* c) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  runtime::cuda::check(cudaEventCreate(&start), "cudaEventCreate", "matmul");
+  runtime::cuda::check(cudaEventCreate(&stop), "cudaEventCreate", "matmul");
+  int best = 0;
+  float best_ms = 0;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    float elapsed = 0;
+    try {
+      run(context, device, plan, found[i].algo, dtype, a, b, c);
+      runtime::cuda::check(cudaEventRecord(start, context.stream), "cudaEventRecord", "matmul");
+      for (int r = 0; r < timed_runs; ++r) run(context, device, plan, found[i].algo, dtype, a, b, c);
+      runtime::cuda::check(cudaEventRecord(stop, context.stream), "cudaEventRecord", "matmul");
+      runtime::cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize", "matmul");
+      runtime::cuda::check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime", "matmul");
+    } catch (const DeviceError&) {
+      continue;  // a candidate that fails to launch is not a candidate
+    }
+    if (best_ms == 0 || elapsed < best_ms) {
+      best = static_cast<int>(i);
+      best_ms = elapsed;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
+                                const void* a, const void* b, void* c) {
+  auto plan = std::make_unique<Plan>();
+  const bool f32 = p.dtype == DType::f32;
+  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute = !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  check_lt(cublasLtMatmulDescCreate(&plan->operation, compute, type), "cublasLtMatmulDescCreate");
+  const cublasOperation_t first_operation = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t second_operation = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_TRANSA, &first_operation,
+                                          sizeof first_operation),
+           "cublasLtMatmulDescSetAttribute");
+  check_lt(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_TRANSB, &second_operation,
+                                          sizeof second_operation),
+           "cublasLtMatmulDescSetAttribute");
+  if (p.epilogue != GemmEpilogue::none) {
+    // In the column-major view the bias runs along the rows of C^T [n, m]:
+    // one value per row-major column j, as kiln's product + bias[j].
+    const cublasLtEpilogue_t epilogue = lt_epilogue(p.epilogue);
+    check_lt(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+             "cublasLtMatmulDescSetAttribute");
+    if (has_bias(p.epilogue)) set_bias(plan->operation, p.bias);
+  }
+  // Layouts as stored (before the transposes): row-major [r, c] is column-major [c, r].
+  plan->first = p.transpose_b ? layout(type, p.k, p.n, p.k, p.batch, p.stride_b)   // B stored [n, k]
+                              : layout(type, p.n, p.k, p.n, p.batch, p.stride_b);  // B stored [k, n]
+  plan->second = p.transpose_a ? layout(type, p.m, p.k, p.m, p.batch, p.stride_a)   // A stored [k, m]
+                               : layout(type, p.k, p.m, p.k, p.batch, p.stride_a);  // A stored [m, k]
+  plan->result = layout(type, p.n, p.m, p.n, p.batch, p.stride_c);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+  const std::uint64_t workspace = workspace_bytes;
+  check_lt(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                sizeof workspace),
+           "cublasLtMatmulPreferenceSetAttribute");
+  std::vector<cublasLtMatmulHeuristicResult_t> found(candidates);
+  int count = 0;
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(device.handle, plan->operation, plan->first, plan->second, plan->result,
+                                     plan->result, preference, candidates, found.data(), &count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS || count == 0) return plan;  // not usable: cublasGemmEx takes it
+  found.resize(static_cast<std::size_t>(count));
+  std::erase_if(found, [](const cublasLtMatmulHeuristicResult_t& result) {
+    return result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize > workspace_bytes;
+  });
+  if (found.empty()) return plan;
+  const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
+                       static_cast<double>(p.batch);
+  int chosen = 0;
+  if (autotune_enabled() && found.size() > 1 && flops >= tuning_flops)
+    chosen = fastest(context, device, *plan, found, p.dtype, a, b, c);
+  plan->algorithm = found[static_cast<std::size_t>(chosen)].algo;
+  plan->usable = true;
+  return plan;
+}
+
+}  // namespace
+
+bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem, const void* a, const void* b,
+               void* c) {
+  if (problem.dtype != DType::f32 && problem.dtype != DType::f64) return false;
+  if (problem.epilogue != GemmEpilogue::none) {
+    if (problem.dtype != DType::f32 || problem.batch != 1) return false;
+    // Plans are chosen for a 16-byte aligned bias (kiln's buffers are 256-byte aligned; a view may not be).
+    if (has_bias(problem.epilogue) && (!problem.bias || reinterpret_cast<std::uintptr_t>(problem.bias) % 16 != 0))
+      return false;
+  }
+  if (problem.batch > INT_MAX) return false;
+  // A broadcast operand (batch stride 0) is left to cublasGemmStridedBatchedEx.
+  if (problem.batch > 1 && (problem.stride_a == 0 || problem.stride_b == 0)) return false;
+  static std::map<Key, std::unique_ptr<Plan>> plans;  // kept for the process, like loaded modules
+  runtime::cuda::DeviceGuard guard(context.index);
+  std::unique_lock lock(state_mutex);
+  LtDevice& device = lt_device(context);
+  Key key = key_of(context.index, problem);
+  auto found = plans.find(key);
+  if (found == plans.end()) found = plans.emplace(key, make_plan(context, device, problem, a, b, c)).first;
+  const Plan& plan = *found->second;
+  lock.unlock();  // plans are never removed once made; the caller's cublas_mutex serializes their use
+  if (!plan.usable) return false;
+  if (has_bias(problem.epilogue)) set_bias(plan.operation, problem.bias);
+  run(context, device, plan, plan.algorithm, problem.dtype, a, b, c);
+  return true;
+}
+
+}  // namespace kiln::kernels::cuda
