@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from bench.peers import common, report
@@ -72,6 +73,19 @@ def kiln_revision() -> str:
 def load_average() -> str:
     """The 1-, 5- and 15-minute load averages: how quiet the machine was."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+
+
+REPORT_SECONDS = 20  # kept from a --deadline for the report after the last peer
+
+
+def share_of_deadline(left: float, system: str, waiting: list[str], limits: dict[str, float | None]) -> float:
+    """`system`'s time limit when `left` seconds remain for it and the peers
+    after it (`waiting`, itself first): a share in proportion to their own
+    limits (equal shares for peers without one), never above its own, at least 10 s."""
+    weights = {peer: limits.get(peer) or 120.0 for peer in waiting}
+    share = (left - REPORT_SECONDS) * weights[system] / sum(weights.values())
+    own = limits.get(system)
+    return max(10.0, min(share, own) if own else share)
 
 
 def parse_time_limits(text: str | None, device: str) -> dict[str, float | None]:
@@ -186,6 +200,9 @@ def main() -> int:
     parser.add_argument("--time-limit", metavar="SECONDS|PEER=SECONDS,...",
                         help="wall-clock limit per peer process, 0 = none (default: none on cpu; on cuda "
                         + ", ".join(f"{system}={seconds:g}" for system, seconds in GPU_TIME_LIMITS.items()) + ")")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
+                        help="finish the whole run (kiln-bench, peers, report) within SECONDS: the peers' "
+                        "time limits shrink to share what kiln-bench leaves, in proportion to their limits")
     parser.add_argument("--reuse-kiln", action="store_true", help="keep OUT/kiln.json and OUT/data from a "
                         "previous run (for working on the peers; the table is then not from one run)")
     parser.add_argument("--chart", type=Path, help="PNG to draw (default OUT/chart.png; CPU runs only)")
@@ -219,6 +236,7 @@ def main() -> int:
         signal.signal(signal_number, stop_peers_and_exit)
     load_before = load_average()
 
+    started = time.monotonic()
     kiln_failed = False
     if not arguments.reuse_kiln:
         for stale in ["kiln.json"] + [f"{system}.json" for system in report.PEERS]:
@@ -242,9 +260,12 @@ def main() -> int:
                   f"going on with its results", file=sys.stderr)
             kiln_failed = True
 
-    for system in peers:
+    for position, system in enumerate(peers):
         result = out / f"{system}.json"
         result.unlink(missing_ok=True)
+        if arguments.deadline:
+            time_limits[system] = share_of_deadline(arguments.deadline - (time.monotonic() - started), system,
+                                                    peers[position:], time_limits)
         command = [sys.executable, "-m", f"bench.peers.{system}_peer", "--manifest", str(out / "kiln.json"),
                    "--data", str(out / "data"), "--threads", str(threads), "--runs", str(arguments.runs),
                    "--device", device, "--out", str(result)]

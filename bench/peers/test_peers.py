@@ -336,6 +336,15 @@ class TimeLimitTest(unittest.TestCase):
                          {"tensorflow": 120.0, "jax": None, "torch": 200.0})
         self.assertEqual(peers_main.parse_time_limits("60", "cpu"), {"tensorflow": 60.0, "jax": 60.0, "torch": 60.0})
 
+    def test_a_deadline_is_shared_in_proportion_to_the_limits(self):
+        limits = {"jax": 120.0, "torch": 150.0, "tensorflow": None}
+        # 290 s left, 20 kept for the report: jax gets 120/270 of 270.
+        self.assertAlmostEqual(peers_main.share_of_deadline(290, "jax", ["jax", "torch"], limits), 120.0)
+        self.assertAlmostEqual(peers_main.share_of_deadline(200, "jax", ["jax", "torch"], limits), 80.0)
+        self.assertAlmostEqual(peers_main.share_of_deadline(1000, "torch", ["torch"], limits), 150.0)  # its own
+        self.assertAlmostEqual(peers_main.share_of_deadline(5, "torch", ["torch"], limits), 10.0)  # at least 10 s
+        self.assertAlmostEqual(peers_main.share_of_deadline(140, "tensorflow", ["tensorflow"], limits), 120.0)
+
     def test_a_peer_past_its_limit_is_killed(self):
         with tempfile.TemporaryDirectory() as directory:
             log = Path(directory) / "log"
