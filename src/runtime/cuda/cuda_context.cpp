@@ -132,8 +132,12 @@ cublasHandle_t cublas_handle(DeviceContext& context) {
 
 DeviceGuard::DeviceGuard(int index) {
   check(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != index) check(cudaSetDevice(index), "cudaSetDevice");
-  else previous_ = -1;  // nothing to restore
+  // Called even when `index` is already the current device: cudaGetDevice
+  // does not bind a context to a new thread, and cudaSetDevice does (CUDA
+  // 12+), which the driver API calls of the JIT (cuModuleLoadData,
+  // cuLaunchKernel) need on a thread that has made no runtime call yet.
+  check(cudaSetDevice(index), "cudaSetDevice");
+  if (previous_ == index) previous_ = -1;  // nothing to restore
 }
 
 DeviceGuard::~DeviceGuard() {

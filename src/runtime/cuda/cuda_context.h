@@ -59,7 +59,8 @@ cublasHandle_t cublas_handle(DeviceContext& context);
 // index is out of range, or `device` is not a CUDA device.
 DeviceContext& context(Device device, const std::string& op = "cuda", const std::string& location = std::string());
 
-// Makes `index` the calling thread's current CUDA device while alive, and
+// Makes `index` the calling thread's current CUDA device (with its primary
+// context bound to the thread, as the driver API needs) while alive, and
 // restores the previous one.
 class DeviceGuard {
  public:
