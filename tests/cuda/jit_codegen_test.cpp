@@ -123,6 +123,55 @@ TEST(CudaCodegen, SoftmaxOfLongRowsIsOneBlockPerRow) {
   EXPECT_NE(module.text.find("block_reduce<512>"), std::string::npos);
 }
 
+// The text of kernel variant `function` ("kiln_kernel_0" or "kiln_kernel_0_vector").
+std::string kernel_text(const compiler::cuda::ModuleSource& module, const std::string& function) {
+  std::size_t start = module.text.find(" " + function + "(");
+  std::size_t end = module.text.find("\n}\n", start);
+  return start == std::string::npos ? "" : module.text.substr(start, end - start);
+}
+
+TEST(CudaCodegen, ShortRowsAreReadFromMemoryOnce) {
+  // 8192 floats per row: 16 per thread of the block, or 4 packs of 4, kept in
+  // registers for the max pass, the sum of exponentials and the output pass.
+  auto module = compiles(
+      "softmax_8192", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {4, 8192}, 42));
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(module.launches[0].threads, 512);
+  std::string scalar = kernel_text(module, "kiln_kernel_0"), vector = kernel_text(module, "kiln_kernel_0_vector");
+  EXPECT_EQ(count(scalar, "input0["), 1u) << scalar;
+  EXPECT_EQ(count(scalar, "float row_x0[16];"), 1u) << scalar;
+  EXPECT_EQ(count(scalar, "row_x0[step]"), 4u) << scalar;  // stored once, read by each of the 3 passes
+  EXPECT_EQ(count(scalar, "for (int step = 0; step < 16; ++step)"), 4u) << scalar;
+  EXPECT_EQ(count(scalar, "continue;"), 0u) << scalar;  // 8192 = 16 * 512: no partial last step
+  EXPECT_EQ(count(vector, "input0 + "), 1u) << vector;
+  EXPECT_EQ(count(vector, "Pack<float, 4> row_x0[4];"), 1u) << vector;
+  EXPECT_EQ(count(vector, "#pragma unroll\n    for (int step = 0; step < 4; ++step)"), 4u) << vector;
+
+  // layer_norm: x in registers; gamma and beta, read by the output pass only, from memory there.
+  auto norm = compiles(
+      "layer_norm_8192", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); },
+      random_tensor(DType::f32, {4, 8192}, 43), random_tensor(DType::f32, {8192}, 44),
+      random_tensor(DType::f32, {8192}, 45));
+  ASSERT_EQ(norm.launches.size(), 1u);
+  std::string norm_vector = kernel_text(norm, "kiln_kernel_0_vector");
+  EXPECT_EQ(count(norm_vector, "input0 + "), 1u) << norm_vector;
+  EXPECT_EQ(count(norm_vector, "input1 + "), 1u) << norm_vector;
+  EXPECT_EQ(count(norm_vector, "input2 + "), 1u) << norm_vector;
+  EXPECT_EQ(count(norm_vector, "> row_"), 1u) << norm_vector;  // one array: x's
+
+  // A partial last step (3000 = 5 * 512 + 440) is bounds-checked; a row of
+  // 20000 (40 per thread) keeps the strided loop, a pass per read.
+  auto softmax = [](Tensor x) { return nn::softmax(x); };
+  std::string partial =
+      kernel_text(compiles("softmax_3000", softmax, random_tensor(DType::f32, {2, 3000}, 46)), "kiln_kernel_0");
+  EXPECT_EQ(count(partial, "float row_x0[6];"), 1u) << partial;
+  EXPECT_EQ(count(partial, "if (position >= 3000) continue;"), 4u) << partial;
+  std::string long_rows =
+      kernel_text(compiles("softmax_20000", softmax, random_tensor(DType::f32, {2, 20000}, 47)), "kiln_kernel_0");
+  EXPECT_EQ(count(long_rows, "row_x0"), 0u) << long_rows;
+  EXPECT_EQ(count(long_rows, "input0["), 3u) << long_rows;
+}
+
 TEST(CudaCodegen, LayerNormIsOneKernel) {
   auto module = compiles("layer_norm", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); },
                          random_tensor(DType::f32, {64, 768}, 4), random_tensor(DType::f32, {768}, 5),

@@ -292,6 +292,52 @@ TEST(CudaEmulatedKernels, SoftmaxLayerNormAndComposites) {
   }
 }
 
+// Short rows keep this thread's elements of x in registers across the passes
+// (unrolled loops over a constant number of steps): rows that split evenly
+// over the threads and rows whose last step is partial, by block (512
+// threads) and by warp, scalar and `_vector`, rank 3, no rows, more inputs
+// than the register budget holds, middle loops, and a long row that keeps
+// the strided loop.
+TEST(CudaEmulatedKernels, ShortRowsInRegisters) {
+  auto nn_body = [](Tensor x, Tensor gamma, Tensor beta) {
+    return std::vector<Tensor>{nn::softmax(x), nn::layer_norm(x, gamma, beta)};
+  };
+  struct Case {
+    Shape shape;
+    bool vector;
+  };
+  for (const Case& row :
+       {Case{{3, 8192}, true}, Case{{3, 8192}, false}, Case{{5, 3000}, false}, Case{{5, 3000}, true},
+        Case{{4, 1025}, false}, Case{{9, 1024}, true}, Case{{9, 1024}, false}, Case{{9, 33}, false},
+        Case{{2, 3, 1000}, true}, Case{{2, 3, 1000}, false}, Case{{0, 8192}, false}, Case{{0, 33}, false}}) {
+    std::int64_t columns = row.shape[row.shape.rank() - 1];
+    Tensor x = random_tensor(DType::f32, row.shape, 90);
+    Tensor gamma = random_tensor(DType::f32, {columns}, 91), beta = random_tensor(DType::f32, {columns}, 92);
+    expect_emulated_agreement("registers " + row.shape.to_string() + (row.vector ? " vector" : ""), row.vector, nn_body,
+                              x, gamma, beta);
+  }
+  auto log_softmax_and_sum = [](Tensor x) { return std::vector<Tensor>{nn::log_softmax(x), reduce_sum(x, {-1})}; };
+  expect_emulated_agreement("registers f64[3,2000]", false, log_softmax_and_sum,
+                            random_tensor(DType::f64, {3, 2000}, 93));
+  // Three inputs that each pass reads: two fit the 128 bytes per thread, the third is read per pass.
+  for (bool vector : {false, true})
+    expect_emulated_agreement(
+        std::string("registers over budget") + (vector ? " vector" : ""), vector,
+        [](Tensor x, Tensor y, Tensor z) { return nn::softmax(x * y + z); }, random_tensor(DType::f32, {2, 8192}, 94),
+        random_tensor(DType::f32, {2, 8192}, 95), random_tensor(DType::f32, {2, 8192}, 96));
+  // Rows over two axes, the inner one not contiguous: middle loops.
+  expect_emulated_agreement(
+      "registers with middle loops", false,
+      [](Tensor x) {
+        Tensor t = transpose(x, {0, 2, 1});
+        Tensor e = exp(t - reduce_max(t, {1, 2}, true));
+        return e / reduce_sum(e, {1, 2}, true);
+      },
+      random_tensor(DType::f32, {3, 40, 30}, 97));
+  auto softmax = [](Tensor x) { return nn::softmax(x); };
+  expect_emulated_agreement("long rows stay strided", true, softmax, random_tensor(DType::f32, {2, 20000}, 98));
+}
+
 TEST(CudaEmulatedKernels, GridReductionsAndTheSeedEpilogue) {
   for (bool vector : {false, true}) {
     std::string variant = vector ? " vector" : "";

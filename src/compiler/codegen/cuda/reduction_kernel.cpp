@@ -7,10 +7,18 @@
 // warps, shared memory combine them in a fixed tree, so the result does not
 // depend on timing or on the grid. Values that depend on a reduction
 // (x - max in softmax) are computed after its pass; the element outputs in a
-// last pass. Inputs are read once per pass; the rows of softmax and
-// layer_norm stay in L1/L2 between passes. Where every buffer is read and
-// written contiguously along the row, a `_vector` variant gives each thread
-// 16-byte packs of consecutive elements instead of single ones.
+// last pass. Where every buffer is read and written contiguously along the
+// row, a `_vector` variant gives each thread 16-byte packs of consecutive
+// elements instead of single ones.
+//
+// Short rows (at most row_share_bytes per thread: rows of up to 16384
+// floats by block, 1024 by warp) are walked by fully unrolled loops of a
+// constant number of steps, and each input that more than one pass reads (x
+// in softmax and layer_norm, not gamma or beta) is read from memory once,
+// into a per-thread array that the unrolled loops index with constants, so
+// it stays in registers (while the arrays fit row_share_bytes): the row
+// crosses DRAM once, and later passes do not re-read it through L1/L2.
+// Longer rows keep a strided loop and read such inputs once per pass.
 
 #include "compiler/codegen/cuda/kernel_writer.h"
 
@@ -24,6 +32,14 @@ namespace {
 constexpr std::int64_t warp_row_limit = 1024;  // longest row one warp reduces
 constexpr int warp_block_threads = 256;        // 8 warps: 8 rows per block
 constexpr int row_block_threads = 512;         // one block per long row
+// Rows are walked by unrolled loops where this thread's share of the row, in
+// the widest type the passes compute, is at most this many bytes (32 floats:
+// rows of up to 16384 floats by block, 1024 by warp), and the per-thread row
+// arrays hold at most as many bytes in all: 32 of the 128 registers that
+// __launch_bounds__(512) leaves each thread. Larger shares spill (ptxas
+// hoists the unrolled loads: softmax of f64[_, 1024] by warp spills at 256
+// bytes).
+constexpr std::int64_t row_share_bytes = 128;
 
 class RowReductionKernel {
  public:
@@ -55,12 +71,14 @@ class RowReductionKernel {
     launch_.threads = by_warp_ ? warp_block_threads : row_block_threads;
     launch_.blocks = std::max<std::int64_t>(1, (rows + rows_per_block() - 1) / rows_per_block());
     launch_.parameter_count = writer_.parameter_count();
+    plan_row_walk();
     std::string text = kernel();
     width_ = vector_width();
     if (width_ > 1) {
       vector_ = true;
       launch_.vector_function = launch_.function + "_vector";
       launch_.vector_blocks = launch_.blocks;
+      plan_row_walk();
       text += "\n" + kernel();
     }
     return text;
@@ -68,6 +86,90 @@ class RowReductionKernel {
 
  private:
   std::int64_t rows_per_block() const { return by_warp_ ? warp_block_threads / 32 : 1; }
+
+  // What a thread steps over along the row: elements, or packs of width_ in
+  // the vector variant.
+  std::int64_t row_items() const { return vector_ ? row_length_ / width_ : row_length_; }
+  std::string item_index() const { return vector_ ? "pack" : "position"; }
+
+  // For the variant about to be emitted: whether the row is walked in steps_
+  // unrolled steps (0: a strided loop), and which loads stay in registers
+  // across the passes -- the varying ones that more than one pass reads, in
+  // instance order while they fit row_share_bytes.
+  void plan_row_walk() {
+    steps_ = 0;
+    in_registers_.clear();
+    std::int64_t steps = (row_items() + threads_per_row_ - 1) / threads_per_row_;
+    std::int64_t elements = steps * (vector_ ? width_ : 1);
+    std::size_t widest = 1;
+    for (const std::set<int>& pass : passes_)
+      for (int id : pass) widest = std::max(widest, size_of(emitter_.graph().type(writer_.at(id).value).dtype));
+    if (steps == 0 || elements * static_cast<std::int64_t>(widest) > row_share_bytes) return;
+    steps_ = static_cast<int>(steps);
+    std::int64_t bytes = 0;
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = writer_.at(id);
+      if (item.kind != Instance::Kind::load || !writer_.varying(id)) continue;
+      auto reads =
+          std::count_if(passes_.begin(), passes_.end(), [&](const std::set<int>& pass) { return pass.count(id) > 0; });
+      std::int64_t size = elements * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
+      if (reads < 2 || bytes + size > row_share_bytes) continue;
+      bytes += size;
+      in_registers_.insert(id);
+    }
+  }
+
+  // The head of a loop over this thread's items of the row, named
+  // item_index(): a strided loop, or for short rows one unrolled over steps_
+  // (`step` and the row arrays' indices are constants once unrolled). The
+  // body ends with "    }\n".
+  std::string thread_loop() const {
+    std::string index = item_index(), items = std::to_string(row_items());
+    std::string stride = std::to_string(threads_per_row_);
+    if (steps_ == 0)
+      return "    for (int64_t " + index + " = lane; " + index + " < " + items + "; " + index + " += " + stride +
+             ") {\n";
+    std::string text = "#pragma unroll\n    for (int step = 0; step < " + std::to_string(steps_) + "; ++step) {\n";
+    text += "      const int64_t " + index + " = lane + int64_t{" + stride + "} * step;\n";
+    if (row_items() % threads_per_row_ != 0)
+      text += "      if (" + index + " >= " + items + ") continue;  // this thread's last step is past the row's end\n";
+    return text;
+  }
+
+  // j (and the middle coordinates d*) of the element at `position`.
+  std::string element_coordinates() const {
+    if (layout_.middle_sizes.empty()) return "      const int64_t j = position;\n";
+    std::string inner = std::to_string(layout_.inner_size);
+    return "      const int64_t middle = position / " + inner + ";\n" + "      const int64_t j = position - middle * " +
+           inner + ";\n" + writer_.middle_coordinates(layout_, "      ");
+  }
+
+  // The first step of a short row: this thread's elements of the loads in
+  // in_registers_, read from memory into arrays row_<name>[steps_] once for
+  // all the passes.
+  std::string register_loads() const {
+    if (in_registers_.empty()) return "";
+    std::string steps = std::to_string(steps_), width = std::to_string(width_);
+    std::string text = "    // This thread's elements of the row: step s holds " + item_index() + " lane + " +
+                       std::to_string(threads_per_row_) + " * s" + (vector_ ? " (a pack of " + width + ")" : "") +
+                       ".\n    // Read from memory once, here; every pass below reads these arrays, which stay in\n"
+                       "    // registers: the loops are unrolled, so each index is a constant.\n";
+    for (int id : in_registers_) {
+      std::string type = vector_ ? "Pack<" + writer_.type(id) + ", " + width + ">" : writer_.type(id);
+      text += "    " + type + " row_" + writer_.at(id).name + "[" + steps + "];\n";
+    }
+    text += thread_loop();
+    text += vector_ ? "      const int64_t j0 = pack * " + width + ";\n" : element_coordinates();
+    for (int id : in_registers_) {
+      const Instance& item = writer_.at(id);
+      std::string input = emitter_.input_name(item.buffer);
+      text += "      row_" + item.name + "[step] = " +
+              (vector_ ? "load_pack<" + width + ">(" + input + " + " + writer_.offset(item.address, layout_, "j0") + ")"
+                       : input + "[" + writer_.offset(item.address, layout_, "j") + "]") +
+              ";\n";
+    }
+    return text + "    }\n";
+  }
 
   // The pass after which a per-row value can be computed (0: at the row's start).
   int ready_phase(int id) const {
@@ -94,41 +196,37 @@ class RowReductionKernel {
   // (`tail` empty) the stores of the element outputs.
   std::string row_loop(const std::set<int>& needed, const std::string& tail) const {
     if (vector_) return vector_row_loop(needed, tail);
-    std::string text = "    for (int64_t position = lane; position < " + std::to_string(row_length_) +
-                       "; position += " + std::to_string(threads_per_row_) + ") {\n";
-    if (layout_.middle_sizes.empty()) {
-      text += "      const int64_t j = position;\n";
-    } else {
-      std::string inner = std::to_string(layout_.inner_size);
-      text += "      const int64_t middle = position / " + inner + ";\n";
-      text += "      const int64_t j = position - middle * " + inner + ";\n";
-      text += writer_.middle_coordinates(layout_, "      ");
-    }
-    for (int id : needed) text += writer_.declaration(id, layout_, "j", "      ");
+    std::string text = thread_loop() + element_coordinates();
+    for (int id : needed)
+      text += in_registers_.count(id) ? "      const " + writer_.type(id) + " " + writer_.at(id).name + " = row_" +
+                                            writer_.at(id).name + "[step];\n"
+                                      : writer_.declaration(id, layout_, "j", "      ");
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
-        text += "      " + emitter_.output_name(value) + "[" + writer_.offset(writer_.output_address(value), layout_, "j") +
-                "] = " + writer_.at(id).name + ";\n";
+        text += "      " + emitter_.output_name(value) + "[" +
+                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
     return text + tail + "    }\n";
   }
 
   // row_loop over packs of width_ elements (no middle loops here).
   std::string vector_row_loop(const std::set<int>& needed, const std::string& tail) const {
     std::string width = std::to_string(width_);
-    std::string text = "    for (int64_t pack = lane; pack < " + std::to_string(row_length_ / width_) +
-                       "; pack += " + std::to_string(threads_per_row_) + ") {\n";
-    text += "      const int64_t j0 = pack * " + width + ";\n";
+    std::string text = thread_loop() + "      const int64_t j0 = pack * " + width + ";\n";
     std::set<int> from_packs;
     for (int id : needed) {
       const Instance& item = writer_.at(id);
       if (item.kind != Instance::Kind::load || emitter_.inner_coefficient(item.address, layout_) == 0) continue;
       from_packs.insert(id);
-      text += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + item.name + " = load_pack<" + width +
-              ">(" + emitter_.input_name(item.buffer) + " + " + writer_.offset(item.address, layout_, "j0") + ");\n";
+      text += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + item.name + " = " +
+              (in_registers_.count(id) ? "row_" + item.name + "[step]"
+                                       : "load_pack<" + width + ">(" + emitter_.input_name(item.buffer) + " + " +
+                                             writer_.offset(item.address, layout_, "j0") + ")") +
+              ";\n";
     }
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
-        text += "      Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) + ";\n";
+        text += "      Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) +
+                ";\n";
     text += "#pragma unroll\n      for (int element = 0; element < " + width + "; ++element) {\n";
     text += "        const int64_t j = j0 + element;\n";
     for (int id : needed) {
@@ -168,7 +266,8 @@ class RowReductionKernel {
       for (int id : pass) {
         const Instance& item = writer_.at(id);
         if (item.kind == Instance::Kind::load && emitter_.inner_coefficient(item.address, layout_) != 0)
-          streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
+          streams.push_back(
+              {item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
       }
     for (const auto& [value, id] : element_outputs())
       streams.push_back({writer_.output_address(value), emitter_.graph().type(value).dtype});
@@ -197,10 +296,9 @@ class RowReductionKernel {
     text += "    " + type + " " + accumulator + " = " + info.identity + ";\n";
     text += row_loop(passes_[k], "      " + accumulator + " = " + info.combine + "(" + accumulator + ", " +
                                      writer_.at(reduction.operands[0]).name + ");\n");
-    std::string combined =
-        by_warp_ ? "warp_reduce(" + accumulator + ", " + info.combine + ")"
-                 : "block_reduce<" + std::to_string(row_block_threads) + ">(" + accumulator + ", " + info.identity +
-                       ", shared" + std::to_string(k) + ", " + info.combine + ")";
+    std::string combined = by_warp_ ? "warp_reduce(" + accumulator + ", " + info.combine + ")"
+                                    : "block_reduce<" + std::to_string(row_block_threads) + ">(" + accumulator + ", " +
+                                          info.identity + ", shared" + std::to_string(k) + ", " + info.combine + ")";
     if (node.op == ir::Op::reduce_mean)
       combined = "div(" + combined + ", splat<" + type + ">(" + std::to_string(row_length_) + "))";
     return text + "    const " + type + " " + reduction.name + " = " + combined + ";\n";
@@ -225,6 +323,7 @@ class RowReductionKernel {
       text += "  for (int64_t row = blockIdx.x; row < " + std::to_string(layout_.rows()) + "; row += gridDim.x) {\n";
     }
     text += writer_.row_coordinates(layout_, "    ");
+    text += register_loads();
     text += row_values(0);
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       text += reduction_pass(k);
@@ -248,8 +347,10 @@ class RowReductionKernel {
   std::int64_t row_length_ = 1;
   bool by_warp_ = true;
   int threads_per_row_ = 32;
-  int width_ = 1;        // elements per pack of the vector variant
-  bool vector_ = false;  // emitting the vector variant
+  int width_ = 1;               // elements per pack of the vector variant
+  bool vector_ = false;         // emitting the vector variant
+  int steps_ = 0;               // this variant's unrolled steps per row (0: a strided loop)
+  std::set<int> in_registers_;  // loads read once per row into row_<name>[steps_]
 };
 
 }  // namespace
