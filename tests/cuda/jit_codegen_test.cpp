@@ -140,12 +140,26 @@ TEST(CudaCodegen, ShortRowsAreReadFromMemoryOnce) {
   std::string scalar = kernel_text(module, "kiln_kernel_0"), vector = kernel_text(module, "kiln_kernel_0_vector");
   EXPECT_EQ(count(scalar, "input0["), 1u) << scalar;
   EXPECT_EQ(count(scalar, "float row_x0[16];"), 1u) << scalar;
-  EXPECT_EQ(count(scalar, "row_x0[step]"), 4u) << scalar;  // stored once, read by each of the 3 passes
+  // Stored once, read by the max and the sum passes; the output pass reads
+  // exp(x - max), kept from the sum pass: one exp per element.
+  EXPECT_EQ(count(scalar, "row_x0[step]"), 3u) << scalar;
+  EXPECT_EQ(count(scalar, "float row_v3[16];"), 1u) << scalar;
+  EXPECT_EQ(count(scalar, " = exp("), 1u) << scalar;
+  EXPECT_EQ(count(vector, " = exp("), 1u) << vector;
+  EXPECT_EQ(count(vector, "row_v3[step * 4 + element]"), 2u) << vector;
   EXPECT_EQ(count(scalar, "for (int step = 0; step < 16; ++step)"), 4u) << scalar;
   EXPECT_EQ(count(scalar, "continue;"), 0u) << scalar;  // 8192 = 16 * 512: no partial last step
   EXPECT_EQ(count(vector, "input0 + "), 1u) << vector;
   EXPECT_EQ(count(vector, "Pack<float, 4> row_x0[4];"), 1u) << vector;
   EXPECT_EQ(count(vector, "#pragma unroll\n    for (int step = 0; step < 4; ++step)"), 4u) << vector;
+
+  // softmax of 16384: x alone fills the registers' budget; exp is computed again by the output pass.
+  std::string wide =
+      kernel_text(compiles("softmax_16384", [](Tensor x) { return nn::softmax(x); },
+                           random_tensor(DType::f32, {2, 16384}, 48)),
+                  "kiln_kernel_0");
+  EXPECT_EQ(count(wide, "float row_x0[32];"), 1u) << wide;
+  EXPECT_EQ(count(wide, " = exp("), 2u) << wide;
 
   // layer_norm: x in registers; gamma and beta, read by the output pass only, from memory there.
   auto norm = compiles(
@@ -197,6 +211,47 @@ TEST(CudaCodegen, SeedIsCublasAndOneEpilogueKernelWithAGridReduction) {
   EXPECT_NE(module.text.find("product["), std::string::npos);
   EXPECT_NE(module.text.find("kernel_0_partials0"), std::string::npos);
   EXPECT_NE(module.text.find("atomicAdd(&kernel_0_blocks_done"), std::string::npos);
+}
+
+// Dense layers: cuBLASLt applies a row bias and relu itself, so no kernel is
+// generated; anything more in the epilogue keeps the generated kernel.
+TEST(CudaCodegen, DenseLayersAreOneCublasLtCallWithItsEpilogue) {
+  using kernels::cuda::GemmEpilogue;
+  Tensor x = random_tensor(DType::f32, {64, 32}, 13), w = random_tensor(DType::f32, {32, 48}, 14);
+  Tensor b = random_tensor(DType::f32, {48}, 15), row = random_tensor(DType::f32, {1, 48}, 16);
+  Tensor full = random_tensor(DType::f32, {64, 48}, 17);
+  struct Expected {
+    std::string name;
+    GemmEpilogue epilogue;
+    int bias_input;
+  };
+  auto check = [&](const Expected& expected, const compiler::cuda::ModuleSource& module) {
+    ASSERT_EQ(module.launches.size(), 1u) << expected.name;
+    EXPECT_EQ(module.launches[0].epilogue, expected.epilogue) << expected.name;
+    EXPECT_EQ(module.launches[0].bias_input, expected.bias_input) << expected.name;
+    EXPECT_EQ(module.launches[0].function.empty(), expected.epilogue != GemmEpilogue::none) << expected.name;
+  };
+  check({"relu(x @ w + b)", GemmEpilogue::bias_relu, 2},
+        compiles("dense_relu", [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); }, x, w, b));
+  check({"b + x @ w^T", GemmEpilogue::bias, 2},
+        compiles("dense_transposed", [](Tensor x, Tensor w, Tensor b) { return b + matmul(x, w, {.transpose_b = true}); },
+                 x, transpose(w), b));
+  check({"relu(x @ w)", GemmEpilogue::relu, -1},
+        compiles("matmul_relu", [](Tensor x, Tensor w) { return nn::relu(matmul(x, w)); }, x, w));
+  check({"x @ w + b[1, n]", GemmEpilogue::bias, 2},
+        compiles("dense_row", [](Tensor x, Tensor w, Tensor b) { return matmul(x, w) + b; }, x, w, row));
+  // Not cuBLASLt's: a full matrix added, gelu, a bias after relu, two outputs.
+  check({"x @ w + c", GemmEpilogue::none, -1},
+        compiles("matmul_add", [](Tensor x, Tensor w, Tensor c) { return matmul(x, w) + c; }, x, w, full));
+  check({"gelu(x @ w + b)", GemmEpilogue::none, -1},
+        compiles("dense_gelu", [](Tensor x, Tensor w, Tensor b) { return nn::gelu(matmul(x, w) + b); }, x, w, b));
+  check({"relu(x @ w) + b", GemmEpilogue::none, -1},
+        compiles("relu_then_bias", [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w)) + b; }, x, w, b));
+  auto two = compiles("two_outputs", [](Tensor x, Tensor w, Tensor b) {
+    Tensor y = matmul(x, w) + b;
+    return std::vector<Tensor>{y, nn::relu(y)};
+  }, x, w, b);
+  for (const auto& launch : two.launches) EXPECT_EQ(launch.epilogue, GemmEpilogue::none);
 }
 
 TEST(CudaCodegen, OddShapesBroadcastsTransposesAndSlices) {

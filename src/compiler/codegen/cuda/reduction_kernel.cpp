@@ -18,9 +18,13 @@
 // into a per-thread array that the unrolled loops index with constants, so
 // it stays in registers (while the arrays fit row_share_bytes): the row
 // crosses DRAM once, and later passes do not re-read it through L1/L2.
-// Longer rows keep a strided loop and read such inputs once per pass.
+// What the arrays leave of that budget keeps transcendental values that a
+// later pass needs again (exp(x - max) in softmax, used by the sum and by the
+// output): computed once per element instead of once per pass. Longer rows
+// keep a strided loop and read such inputs once per pass.
 
 #include "compiler/codegen/cuda/kernel_writer.h"
+#include "compiler/fusion.h"
 
 #include <kiln/error.h>
 
@@ -99,6 +103,8 @@ class RowReductionKernel {
   void plan_row_walk() {
     steps_ = 0;
     in_registers_.clear();
+    computed_in_registers_.clear();
+    passes_to_emit_ = passes_;
     std::int64_t steps = (row_items() + threads_per_row_ - 1) / threads_per_row_;
     std::int64_t elements = steps * (vector_ ? width_ : 1);
     std::size_t widest = 1;
@@ -117,6 +123,68 @@ class RowReductionKernel {
       bytes += size;
       in_registers_.insert(id);
     }
+    // Then, in what is left, transcendental values that a later pass needs
+    // again (exp(x - max) in softmax): computed once, kept for that pass.
+    for (int id = 0; id < emitter_.instance_count(); ++id) {
+      const Instance& item = writer_.at(id);
+      if (item.kind != Instance::Kind::compute || !writer_.varying(id) ||
+          !is_transcendental(emitter_.graph().node(item.value).op))
+        continue;
+      std::int64_t size = elements * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
+      if (passes_reading(id) < 2 || bytes + size > row_share_bytes) continue;
+      bytes += size;
+      computed_in_registers_.insert(id);
+    }
+    // The passes after the one that computes a kept value read it instead of
+    // computing it, and so need none of its operands for it.
+    for (std::size_t pass = 0; pass < passes_.size(); ++pass) {
+      std::set<int> kept;
+      for (int id : computed_in_registers_)
+        if (first_pass(id) < static_cast<int>(pass)) kept.insert(id);
+      if (kept.empty()) continue;
+      std::set<int> needed;
+      if (pass < reductions_.size()) collect_until(writer_.at(reductions_[pass]).operands[0], kept, needed);
+      else
+        for (const auto& [value, id] : element_outputs()) collect_until(id, kept, needed);
+      passes_to_emit_[pass] = needed;
+    }
+  }
+
+  int passes_reading(int id) const {
+    return static_cast<int>(
+        std::count_if(passes_.begin(), passes_.end(), [&](const std::set<int>& pass) { return pass.count(id) > 0; }));
+  }
+
+  // The first pass that computes `id`.
+  int first_pass(int id) const {
+    for (std::size_t pass = 0; pass < passes_.size(); ++pass)
+      if (passes_[pass].count(id)) return static_cast<int>(pass);
+    return -1;
+  }
+
+  // KernelWriter::collect_elements, stopping at the values in `kept` (read,
+  // not computed).
+  void collect_until(int root, const std::set<int>& kept, std::set<int>& needed) const {
+    if (!writer_.varying(root) || needed.count(root)) return;
+    needed.insert(root);
+    if (kept.count(root)) return;
+    for (int operand : writer_.at(root).operands) collect_until(operand, kept, needed);
+  }
+
+  // A kept value's array element for this thread's step (and pack element).
+  std::string kept_element(int id) const {
+    return "row_" + writer_.at(id).name + (vector_ ? "[step * " + std::to_string(width_) + " + element]" : "[step]");
+  }
+
+  // The declaration of needed value `id` in `pass`: from its row array when
+  // kept and computed by an earlier pass; else computed (and, in the pass
+  // that first computes a kept value, stored to its array).
+  std::string element_value(int id, int pass, const std::string& indent) const {
+    if (computed_in_registers_.count(id) && first_pass(id) < pass)
+      return indent + "const " + writer_.type(id) + " " + writer_.at(id).name + " = " + kept_element(id) + ";\n";
+    std::string text = writer_.declaration(id, layout_, "j", indent);
+    if (computed_in_registers_.count(id)) text += indent + kept_element(id) + " = " + writer_.at(id).name + ";\n";
+    return text;
   }
 
   // The head of a loop over this thread's items of the row, named
@@ -148,7 +216,14 @@ class RowReductionKernel {
   // in_registers_, read from memory into arrays row_<name>[steps_] once for
   // all the passes.
   std::string register_loads() const {
-    if (in_registers_.empty()) return "";
+    std::string kept;
+    if (!computed_in_registers_.empty()) {
+      kept = "    // Transcendental values a later pass needs again, computed once and kept here.\n";
+      for (int id : computed_in_registers_)
+        kept += "    " + writer_.type(id) + " row_" + writer_.at(id).name + "[" +
+                std::to_string(steps_ * (vector_ ? width_ : 1)) + "];\n";
+    }
+    if (in_registers_.empty()) return kept;
     std::string steps = std::to_string(steps_), width = std::to_string(width_);
     std::string text = "    // This thread's elements of the row: step s holds " + item_index() + " lane + " +
                        std::to_string(threads_per_row_) + " * s" + (vector_ ? " (a pack of " + width + ")" : "") +
@@ -168,7 +243,7 @@ class RowReductionKernel {
                        : input + "[" + writer_.offset(item.address, layout_, "j") + "]") +
               ";\n";
     }
-    return text + "    }\n";
+    return text + "    }\n" + kept;
   }
 
   // The pass after which a per-row value can be computed (0: at the row's start).
@@ -194,13 +269,14 @@ class RowReductionKernel {
   // The loop of one pass over the row: this thread's elements, the values
   // `needed` at each, then `tail` (an accumulation), or for the last pass
   // (`tail` empty) the stores of the element outputs.
-  std::string row_loop(const std::set<int>& needed, const std::string& tail) const {
-    if (vector_) return vector_row_loop(needed, tail);
+  std::string row_loop(int pass, const std::string& tail) const {
+    const std::set<int>& needed = passes_to_emit_[static_cast<std::size_t>(pass)];
+    if (vector_) return vector_row_loop(pass, tail);
     std::string text = thread_loop() + element_coordinates();
     for (int id : needed)
       text += in_registers_.count(id) ? "      const " + writer_.type(id) + " " + writer_.at(id).name + " = row_" +
                                             writer_.at(id).name + "[step];\n"
-                                      : writer_.declaration(id, layout_, "j", "      ");
+                                      : element_value(id, pass, "      ");
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
         text += "      " + emitter_.output_name(value) + "[" +
@@ -209,7 +285,8 @@ class RowReductionKernel {
   }
 
   // row_loop over packs of width_ elements (no middle loops here).
-  std::string vector_row_loop(const std::set<int>& needed, const std::string& tail) const {
+  std::string vector_row_loop(int pass, const std::string& tail) const {
+    const std::set<int>& needed = passes_to_emit_[static_cast<std::size_t>(pass)];
     std::string width = std::to_string(width_);
     std::string text = thread_loop() + "      const int64_t j0 = pack * " + width + ";\n";
     std::set<int> from_packs;
@@ -234,7 +311,7 @@ class RowReductionKernel {
         text += "        const " + writer_.type(id) + " " + writer_.at(id).name + " = pack_" + writer_.at(id).name +
                 ".value[element];\n";
       else
-        text += writer_.declaration(id, layout_, "j", "        ");
+        text += element_value(id, pass, "        ");
     }
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
@@ -294,7 +371,7 @@ class RowReductionKernel {
     std::string type = writer_.type(reductions_[k]), accumulator = "accumulator" + std::to_string(k);
     std::string text = "    " + emitter_.describe(reduction.value) + "\n";
     text += "    " + type + " " + accumulator + " = " + info.identity + ";\n";
-    text += row_loop(passes_[k], "      " + accumulator + " = " + info.combine + "(" + accumulator + ", " +
+    text += row_loop(static_cast<int>(k), "      " + accumulator + " = " + info.combine + "(" + accumulator + ", " +
                                      writer_.at(reduction.operands[0]).name + ");\n");
     std::string combined = by_warp_ ? "warp_reduce(" + accumulator + ", " + info.combine + ")"
                                     : "block_reduce<" + std::to_string(row_block_threads) + ">(" + accumulator + ", " +
@@ -329,7 +406,8 @@ class RowReductionKernel {
       text += reduction_pass(k);
       text += row_values(static_cast<int>(k) + 1);
     }
-    if (!element_outputs().empty()) text += "    // The element outputs.\n" + row_loop(passes_.back(), "");
+    if (!element_outputs().empty())
+      text += "    // The element outputs.\n" + row_loop(static_cast<int>(passes_.size()) - 1, "");
     for (const auto& [value, id] : writer_.outputs())
       if (writer_.is_row_output(value, id))
         text += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
@@ -351,6 +429,8 @@ class RowReductionKernel {
   bool vector_ = false;         // emitting the vector variant
   int steps_ = 0;               // this variant's unrolled steps per row (0: a strided loop)
   std::set<int> in_registers_;  // loads read once per row into row_<name>[steps_]
+  std::set<int> computed_in_registers_;  // transcendental values computed once per row into row_<name>[]
+  std::vector<std::set<int>> passes_to_emit_;  // passes_, reading kept values instead of computing them
 };
 
 }  // namespace
