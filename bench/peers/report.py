@@ -177,6 +177,27 @@ def cell(row: dict[str, Any], key: str) -> str:
     return f"{time:.2f} ({time / jit:.2f})"
 
 
+def say_first_calls_losses_and_failures(combined: dict[str, Any], say, id_width: int) -> None:
+    """The report's common tail: first-call times, where kiln loses, and any
+    outputs that disagree."""
+    say()
+    say("first call (trace + compile + run) in ms; kiln: cold, empty caches:")
+    for row in combined["rows"]:
+        parts = [f"{HEADINGS[tuple(key.split('-', 1))]} {value:.0f}" for key, value in row["first_call_ms"].items()
+                 if value is not None and key.endswith("jit")]
+        say(f"  {row['id']:<{id_width}} " + ", ".join(parts))
+    say()
+    say("where kiln loses (a peer faster than kiln's JIT, or the JIT slower than kiln's standard executor):")
+    for line in losses(combined):
+        say("  " + line)
+    failed = failures(combined)
+    if failed:
+        say()
+        say("AGREEMENT FAILURES:")
+        for line in failed:
+            say("  " + line)
+
+
 def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
     if is_gpu(combined):
         print_gpu_report(combined, file)
@@ -247,23 +268,7 @@ def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
             else:
                 say(f"  seed-1024 vs {key}: NOT CHECKED ({row['notes'].get(key, 'no value')})")
 
-    say()
-    say("first call (trace + compile + run) in ms; kiln: cold, empty caches:")
-    for row in combined["rows"]:
-        parts = [f"{HEADINGS[tuple(key.split('-', 1))]} {value:.0f}" for key, value in row["first_call_ms"].items()
-                 if value is not None and key.endswith("jit")]
-        say(f"  {row['id']:<10} " + ", ".join(parts))
-
-    say()
-    say("where kiln loses (a peer faster than kiln's JIT, or the JIT slower than kiln's standard executor):")
-    for line in losses(combined):
-        say("  " + line)
-    failed = failures(combined)
-    if failed:
-        say()
-        say("AGREEMENT FAILURES:")
-        for line in failed:
-            say("  " + line)
+    say_first_calls_losses_and_failures(combined, say, 10)
 
 
 def losses(combined: dict[str, Any]) -> list[str]:
@@ -397,22 +402,7 @@ def print_gpu_report(combined: dict[str, Any], file=sys.stdout) -> None:
             + ", ".join(f"{HEADINGS.get(tuple(key.split('-', 1)), key)} {error:.1e}"
                         for key, error in check["errors"].items()))
 
-    say()
-    say("first call (trace + compile + run) in ms; kiln: cold, empty caches:")
-    for row in combined["rows"]:
-        parts = [f"{HEADINGS[tuple(key.split('-', 1))]} {value:.0f}" for key, value in row["first_call_ms"].items()
-                 if value is not None and key.endswith("jit")]
-        say(f"  {row['id']:<15} " + ", ".join(parts))
-    say()
-    say("where kiln loses (a peer faster than kiln's JIT, or the JIT slower than kiln's standard executor):")
-    for line in losses(combined):
-        say("  " + line)
-    failed = failures(combined)
-    if failed:
-        say()
-        say("AGREEMENT FAILURES:")
-        for line in failed:
-            say("  " + line)
+    say_first_calls_losses_and_failures(combined, say, 15)
 
     say()
     say(f"time per call in ms: the median of {combined['runs']} runs, each `batch` calls queued back to back "

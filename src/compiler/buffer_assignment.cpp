@@ -71,4 +71,13 @@ std::string print_assignment(const ir::Graph& graph, const BufferAssignment& ass
   return text;
 }
 
+runtime::Array output_array(const ir::Graph& graph, const BufferAssignment& assignment, ir::ValueId value,
+                            const std::shared_ptr<runtime::Buffer>& arena, Device device) {
+  const ir::Type& type = graph.type(value);
+  std::int64_t offset = assignment.arena_offset[static_cast<std::size_t>(value)];
+  if (offset < 0) return runtime::allocate_array(type.dtype, type.shape, device);
+  std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
+  return runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
+}
+
 }  // namespace kiln::compiler

@@ -6,8 +6,10 @@
 
 #include "compiler/fusion.h"
 #include "ir/graph.h"
+#include "runtime/buffer.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ struct BufferAssignment {
 };
 
 BufferAssignment assign_buffers(const ir::Graph& graph, const FusionPlan& plan);
+
+// The buffer a kernel writes `value` into during a call: a view of this
+// call's `arena` at the value's offset, or, for a value not in the arena, a
+// new buffer on `device`.
+runtime::Array output_array(const ir::Graph& graph, const BufferAssignment& assignment, ir::ValueId value,
+                            const std::shared_ptr<runtime::Buffer>& arena, Device device);
 
 std::string print_assignment(const ir::Graph& graph, const BufferAssignment& assignment);
 

@@ -41,14 +41,7 @@ class JitExecutable final : public exec::Executable {
       for (ir::ValueId input : kernel.inputs) buffers.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
       for (ir::ValueId output : kernel.outputs) {
         runtime::Array& slot = values[static_cast<std::size_t>(output)];
-        const ir::Type& type = graph_.type(output);
-        std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
-        if (offset >= 0) {
-          std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
-          slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
-        } else {
-          slot = runtime::allocate_array(type.dtype, type.shape);
-        }
+        slot = output_array(graph_, assignment_, output, arena, Device::cpu());
         buffers.push_back(slot.mutable_raw());
       }
       entries_[k](&table, buffers.data());

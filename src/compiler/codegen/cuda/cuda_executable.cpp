@@ -85,18 +85,11 @@ class CudaExecutable final : public exec::Executable {
     values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, device_);
   }
 
-  // The buffer of a kernel output: its place in the arena, or its own.
+  // The buffer of a kernel output, recorded in `values`.
   runtime::Array& output_slot(ir::ValueId output, const std::shared_ptr<runtime::Buffer>& arena,
                               std::vector<runtime::Array>& values) const {
     runtime::Array& slot = values[static_cast<std::size_t>(output)];
-    const ir::Type& type = graph_.type(output);
-    std::int64_t offset = assignment_.arena_offset[static_cast<std::size_t>(output)];
-    if (offset >= 0) {
-      std::size_t bytes = static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype);
-      slot = runtime::Array{runtime::Buffer::view(arena, static_cast<std::size_t>(offset), bytes), type.dtype, type.shape};
-    } else {
-      slot = runtime::allocate_array(type.dtype, type.shape, device_);
-    }
+    slot = output_array(graph_, assignment_, output, arena, device_);
     return slot;
   }
 
