@@ -115,6 +115,7 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
                 "device": device, "systems": systems, "rows": rows}
     if kiln.get("gpu"):
         combined["gpu"] = kiln["gpu"]
+    combined["kiln_failures"] = {failure["id"]: failure["error"] for failure in kiln.get("failed_workloads", [])}
     combined["seed_checks"] = seed_checks(out, kiln, rows)
     if is_gpu(combined):
         combined["done_when"] = done_when(combined)
@@ -151,7 +152,7 @@ def tolerance(row: dict[str, Any]) -> float:
 
 
 def failures(combined: dict[str, Any]) -> list[str]:
-    found = []
+    found = [f"{workload}: kiln-bench failed: {error}" for workload, error in combined.get("kiln_failures", {}).items()]
     for row in combined["rows"]:
         for key, difference in row["differences"].items():
             if difference is None or not math.isfinite(difference) or difference > tolerance(row):
@@ -445,7 +446,9 @@ def done_when(combined: dict[str, Any]) -> list[dict[str, Any]]:
     for workload, target in DONE_WHEN.items():
         row = rows.get(workload)
         check = {"id": workload, "target": target}
-        if row is None:
+        if row is None and workload in combined.get("kiln_failures", {}):
+            check.update(verdict="FAIL", detail=f"kiln-bench failed: {combined['kiln_failures'][workload]}")
+        elif row is None:
             check.update(verdict="NOT CHECKED", detail="not in this run")
         elif row["times"].get("kiln-jit") is None:
             note = row["notes"].get("kiln-jit") or "n/a"

@@ -291,6 +291,19 @@ class GpuReportTest(unittest.TestCase):
         checks_by_id = {check["id"]: check for check in combined["done_when"]}
         self.assertEqual(checks_by_id["seed-256"]["verdict"], "FAIL")  # torch's seed-256 finished before
 
+    def test_a_workload_kiln_bench_failed_is_a_failure(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            manifest = json.loads((out / "kiln.json").read_text())
+            manifest["workloads"] = [w for w in manifest["workloads"] if w["id"] != "adam"]
+            manifest["failed_workloads"] = [{"id": "adam", "error": "kiln::DeviceError: cudaMalloc: out of memory"}]
+            (out / "kiln.json").write_text(json.dumps(manifest))
+            combined = report.combine(out, None)
+        checks_by_id = {check["id"]: check for check in combined["done_when"]}
+        self.assertEqual(checks_by_id["adam"]["verdict"], "FAIL")
+        self.assertIn("out of memory", checks_by_id["adam"]["detail"])
+        self.assertIn("adam: kiln-bench failed: kiln::DeviceError: cudaMalloc: out of memory", report.failures(combined))
+
     def test_missing_jit_and_peer_times_are_not_checked(self):
         with tempfile.TemporaryDirectory() as directory:
             out = write_fake_run(directory)

@@ -13,9 +13,11 @@
 #include "suite.h"
 #include "workloads.h"
 
+#include <kiln/cuda.h>
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -120,22 +122,35 @@ Options parse_options(int argc, char** argv) {
 }
 
 int run_suite(const Options& options) {
+  synchronize(options.device);  // a missing GPU stops the run here, with its reason
   std::vector<Result> results;
+  std::vector<Failure> failures;
   for (const std::string& id : options.workloads) {
-    Workload workload = make_workload(id, options_for(options.device));
-    std::cerr << "kiln-bench: " << id << " " << workload.shape << "...\n";
-    results.push_back(run_workload(workload, options.runs, options.save_directory));
+    // A workload that throws (a kiln::Error on this device, say) is reported
+    // and the others still run: one failure must not lose a whole GPU run.
+    try {
+      Workload workload = make_workload(id, options_for(options.device));
+      std::cerr << "kiln-bench: " << id << " " << workload.shape << "...\n";
+      results.push_back(run_workload(workload, options.runs, options.save_directory));
+    } catch (const std::invalid_argument&) {
+      throw;  // an unknown workload id: a usage error
+    } catch (const std::exception& error) {
+      std::cerr << "kiln-bench: " << id << " FAILED: " << error.what() << "\n";
+      failures.push_back({id, error.what()});
+    }
   }
   print_table(results, options.runs, options.device);
+  for (const Failure& failure : failures) std::printf("\n%s FAILED: %s\n", failure.id.c_str(), failure.error.c_str());
   if (!options.json_path.empty()) {
     if (options.json_path == "-") {
-      write_json(results, options.runs, options.device, std::cout);
+      write_json(results, failures, options.runs, options.device, std::cout);
     } else {
       std::ofstream file(options.json_path);
-      write_json(results, options.runs, options.device, file);
+      write_json(results, failures, options.runs, options.device, file);
       if (!file) throw std::runtime_error("cannot write " + options.json_path);
     }
   }
+  if (!failures.empty()) return 1;
   for (const Result& result : results)
     if (result.jit_note.starts_with("WRONG")) return 1;
   return 0;

@@ -320,7 +320,8 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
   }
 }
 
-void write_json(const std::vector<Result>& results, int runs, Device device, std::ostream& out) {
+void write_json(const std::vector<Result>& results, const std::vector<Failure>& failures, int runs, Device device,
+                std::ostream& out) {
   auto timing = [](const Timing& t) {
     return "{\"median_ms\": " + number(t.median_ms) + ", \"min_ms\": " + number(t.min_ms) +
            ", \"max_ms\": " + number(t.max_ms) + "}";
@@ -358,7 +359,10 @@ void write_json(const std::vector<Result>& results, int runs, Device device, std
           << ", \"standard\": " << quoted_list(r.standard_files) << ", \"jit\": " << quoted_list(r.jit_files) << "}";
     out << "}" << (i + 1 < results.size() ? "," : "") << "\n";
   }
-  out << "  ]\n}\n";
+  out << "  ],\n  \"failed_workloads\": [";
+  for (std::size_t i = 0; i < failures.size(); ++i)
+    out << (i ? ", " : "") << "{\"id\": " << quoted(failures[i].id) << ", \"error\": " << quoted(failures[i].error) << "}";
+  out << "]\n}\n";
 }
 
 }  // namespace kiln::bench

@@ -61,8 +61,14 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model();
+// A workload that threw instead of giving a Result.
+struct Failure {
+  std::string id, error;
+};
+
 // The results of one device's suite.
 void print_table(const std::vector<Result>& results, int runs, Device device);
-void write_json(const std::vector<Result>& results, int runs, Device device, std::ostream& out);
+void write_json(const std::vector<Result>& results, const std::vector<Failure>& failures, int runs, Device device,
+                std::ostream& out);
 
 }  // namespace kiln::bench
