@@ -106,6 +106,11 @@ TEST(CudaCodegen, GeluIsOneVectorizedLoopKernel) {
   EXPECT_EQ(module.launches[0].vector_function, "kiln_kernel_0_vector");
   EXPECT_NE(module.text.find("load_pack<4>"), std::string::npos);
   EXPECT_NE(module.text.find("tanh("), std::string::npos);
+  // One input: rounds of two packs per thread, both loaded before either is computed.
+  std::string vector = module.text.substr(module.text.find("kiln_kernel_0_vector"));
+  EXPECT_EQ(count(vector, "Pack<float, 4> loaded_x0[2];"), 1u) << vector;
+  EXPECT_LT(vector.find("loaded_x0[round] = load_pack<4>"), vector.find("store_pack<4>")) << vector;
+  EXPECT_EQ(module.launches[0].vector_blocks, 2);  // 1024 packs, 512 per block
 }
 
 TEST(CudaCodegen, SoftmaxIsOneKernelOneWarpPerShortRow) {
@@ -201,6 +206,8 @@ TEST(CudaCodegen, AdamIsOneKernelWithThreeOutputs) {
   ASSERT_EQ(module.launches.size(), 1u);
   EXPECT_EQ(module.launches[0].parameter_count, 7);  // 4 inputs, 3 outputs
   EXPECT_EQ(count(kernels_of(module), "store_pack<4>"), 3u);
+  // Four packs per element are in flight already: one pack per thread per iteration.
+  EXPECT_EQ(kernels_of(module).find("loaded_"), std::string::npos);
 }
 
 TEST(CudaCodegen, SeedIsCublasAndOneEpilogueKernelWithAGridReduction) {
