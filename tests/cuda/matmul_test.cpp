@@ -110,6 +110,9 @@ TEST_F(CudaMatmul, Tf32SwitchChangesPrecisionOnly) {
 // Products of 2^30 flops and more: cuBLASLt times its candidate algorithms
 // on the first call and keeps the fastest; the result must not depend on
 // which one won, and later calls (the kept plan) repeat it bit for bit.
+// Batch items at odd offsets check that only algorithms working at the
+// operands' real alignment are chosen (the small odd batches of `cases`
+// check it below the tuning threshold).
 TEST_F(CudaMatmul, TunedProductsAgreeWithTheCpuAndRepeat) {
   KILN_REQUIRE_GPU();
   config::allow_tf32 = false;
@@ -119,6 +122,7 @@ TEST_F(CudaMatmul, TunedProductsAgreeWithTheCpuAndRepeat) {
       {Shape{1024, 1024}, Shape{1024, 512}, true, false},
       {Shape{4, 512, 512}, Shape{4, 512, 512}},  // strided batch
       {Shape{1000, 1030}, Shape{1030, 520}},     // odd sizes
+      {Shape{3, 999, 1031}, Shape{3, 1031, 517}},  // batch items 4-byte aligned only
   };
   for (const Case& c : large) {
     Tensor a = random_tensor(DType::f32, c.a, 87), b = random_tensor(DType::f32, c.b, 88);

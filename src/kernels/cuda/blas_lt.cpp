@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <compare>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -74,13 +75,38 @@ struct Plan {
   }
 };
 
-// The bias pointer is not part of the key: it is set on the plan before each
-// call (its alignment, which algorithms depend on, is checked in lt_matmul).
-using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int>;
+// The alignment in bytes (a power of two, at most 256) of every matrix of a
+// batch: of `pointer` and of each step of `stride` elements of `element_size`.
+// cuBLASLt's heuristic assumes 256-byte aligned operands unless told less,
+// and an algorithm that relies on more alignment than an operand has faults
+// on a misaligned address, which ends the CUDA context; kiln's views (batch
+// items, slices, arena temporaries) can be aligned to as little as 4 bytes.
+std::uint32_t alignment_of(const void* pointer, int64_t stride, std::size_t element_size) {
+  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(pointer) | 256u;
+  if (stride != 0) bits |= static_cast<std::uint64_t>(stride) * element_size;
+  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
+}
 
-Key key_of(int device, const GemmProblem& p) {
+struct Alignments {
+  std::uint32_t a = 256, b = 256, c = 256, bias = 256;
+  auto operator<=>(const Alignments&) const = default;
+};
+
+Alignments alignments_of(const GemmProblem& p, const void* a, const void* b, const void* c) {
+  const std::size_t size = p.dtype == DType::f32 ? 4 : 8;
+  const bool batched = p.batch > 1;
+  return {alignment_of(a, batched ? p.stride_a : 0, size), alignment_of(b, batched ? p.stride_b : 0, size),
+          alignment_of(c, batched ? p.stride_c : 0, size), p.bias ? alignment_of(p.bias, 0, size) : 256u};
+}
+
+// The bias pointer itself is not part of the key (it is set on the plan
+// before each call), its alignment is.
+using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int,
+                       Alignments>;
+
+Key key_of(int device, const GemmProblem& p, const Alignments& alignments) {
   return {device, p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_c,
-          static_cast<int>(p.dtype), p.tf32, static_cast<int>(p.epilogue)};
+          static_cast<int>(p.dtype), p.tf32, static_cast<int>(p.epilogue), alignments};
 }
 
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue epilogue) {
@@ -162,7 +188,7 @@ int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan&
 }
 
 std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
-                                const void* a, const void* b, void* c) {
+                                const Alignments& alignments, const void* a, const void* b, void* c) {
   auto plan = std::make_unique<Plan>();
   const bool f32 = p.dtype == DType::f32;
   const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
@@ -197,6 +223,14 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
   check_lt(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                 sizeof workspace),
            "cublasLtMatmulPreferenceSetAttribute");
+  // Only algorithms that work at the operands' alignment (cuBLASLt's A is kiln's B: the operands swap).
+  for (const auto& [attribute, alignment] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignments.b},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments.a},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments.c},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments.c}})
+    check_lt(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof alignment),
+             "cublasLtMatmulPreferenceSetAttribute");
   std::vector<cublasLtMatmulHeuristicResult_t> found(candidates);
   int count = 0;
   cublasStatus_t status =
@@ -226,9 +260,7 @@ bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem
   if (problem.dtype != DType::f32 && problem.dtype != DType::f64) return false;
   if (problem.epilogue != GemmEpilogue::none) {
     if (problem.dtype != DType::f32 || problem.batch != 1) return false;
-    // Plans are chosen for a 16-byte aligned bias (kiln's buffers are 256-byte aligned; a view may not be).
-    if (has_bias(problem.epilogue) && (!problem.bias || reinterpret_cast<std::uintptr_t>(problem.bias) % 16 != 0))
-      return false;
+    if (has_bias(problem.epilogue) && !problem.bias) return false;
   }
   if (problem.batch > INT_MAX) return false;
   // A broadcast operand (batch stride 0) is left to cublasGemmStridedBatchedEx.
@@ -237,9 +269,11 @@ bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem
   runtime::cuda::DeviceGuard guard(context.index);
   std::unique_lock lock(state_mutex);
   LtDevice& device = lt_device(context);
-  Key key = key_of(context.index, problem);
+  const Alignments alignments = alignments_of(problem, a, b, c);
+  Key key = key_of(context.index, problem, alignments);
   auto found = plans.find(key);
-  if (found == plans.end()) found = plans.emplace(key, make_plan(context, device, problem, a, b, c)).first;
+  if (found == plans.end())
+    found = plans.emplace(key, make_plan(context, device, problem, alignments, a, b, c)).first;
   const Plan& plan = *found->second;
   lock.unlock();  // plans are never removed once made; the caller's cublas_mutex serializes their use
   if (!plan.usable) return false;
