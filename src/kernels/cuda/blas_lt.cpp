@@ -1,10 +1,13 @@
 #include "kernels/cuda/blas_lt.h"
 
+#include "runtime/log.h"
+
 #include <kiln/error.h>
 
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <compare>
 #include <climits>
 #include <cstdint>
@@ -62,7 +65,9 @@ struct Plan {
   cublasLtMatmulDesc_t operation = nullptr;
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
   cublasLtMatmulAlgo_t algorithm{};
-  bool usable = false;  // false: cuBLASLt offered no algorithm; use cublasGemmEx
+  // False when cuBLASLt offered no algorithm or its choice returned an error:
+  // cublasGemmEx takes the problem. Atomic: plans are shared by every thread.
+  std::atomic<bool> usable = false;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -143,41 +148,40 @@ cublasLtMatrixLayout_t layout(cudaDataType type, int64_t rows, int64_t columns, 
   return result;
 }
 
-void run(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan, const cublasLtMatmulAlgo_t& algorithm,
-         DType dtype, const void* a, const void* b, void* c) {
+cublasStatus_t run(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan,
+                   const cublasLtMatmulAlgo_t& algorithm, DType dtype, const void* a, const void* b, void* c) {
   const float alpha32 = 1, beta32 = 0;
   const double alpha64 = 1, beta64 = 0;
   const void* alpha = dtype == DType::f32 ? static_cast<const void*>(&alpha32) : &alpha64;
   const void* beta = dtype == DType::f32 ? static_cast<const void*>(&beta32) : &beta64;
   // Column-major C^T = op(B)^T op(A)^T: B is the first operand.
-  check_lt(cublasLtMatmul(device.handle, plan.operation, alpha, b, plan.first, a, plan.second, beta, c, plan.result, c,
-                          plan.result, &algorithm, device.workspace, workspace_bytes, context.stream),
-           "cublasLtMatmul");
+  return cublasLtMatmul(device.handle, plan.operation, alpha, b, plan.first, a, plan.second, beta, c, plan.result, c,
+                        plan.result, &algorithm, device.workspace, workspace_bytes, context.stream);
 }
 
 // The fastest of `found` on this problem's buffers: each run once to warm up,
-// then `timed_runs` times between two events. Waits for the stream.
+// then `timed_runs` times between two events. Waits for the stream. -1 when
+// none of them runs.
 int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan,
             const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype, const void* a, const void* b,
             void* c) {
   cudaEvent_t start = nullptr, stop = nullptr;
   runtime::cuda::check(cudaEventCreate(&start), "cudaEventCreate", "matmul");
   runtime::cuda::check(cudaEventCreate(&stop), "cudaEventCreate", "matmul");
-  int best = 0;
+  int best = -1;
   float best_ms = 0;
   for (std::size_t i = 0; i < found.size(); ++i) {
+    // A candidate that cuBLASLt refuses to run is not a candidate.
+    if (run(context, device, plan, found[i].algo, dtype, a, b, c) != CUBLAS_STATUS_SUCCESS) continue;
+    runtime::cuda::check(cudaEventRecord(start, context.stream), "cudaEventRecord", "matmul");
+    bool ran = true;
+    for (int r = 0; r < timed_runs; ++r)
+      ran = ran && run(context, device, plan, found[i].algo, dtype, a, b, c) == CUBLAS_STATUS_SUCCESS;
+    runtime::cuda::check(cudaEventRecord(stop, context.stream), "cudaEventRecord", "matmul");
+    runtime::cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize", "matmul");
     float elapsed = 0;
-    try {
-      run(context, device, plan, found[i].algo, dtype, a, b, c);
-      runtime::cuda::check(cudaEventRecord(start, context.stream), "cudaEventRecord", "matmul");
-      for (int r = 0; r < timed_runs; ++r) run(context, device, plan, found[i].algo, dtype, a, b, c);
-      runtime::cuda::check(cudaEventRecord(stop, context.stream), "cudaEventRecord", "matmul");
-      runtime::cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize", "matmul");
-      runtime::cuda::check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime", "matmul");
-    } catch (const DeviceError&) {
-      continue;  // a candidate that fails to launch is not a candidate
-    }
-    if (best_ms == 0 || elapsed < best_ms) {
+    runtime::cuda::check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime", "matmul");
+    if (ran && (best < 0 || elapsed < best_ms)) {
       best = static_cast<int>(i);
       best_ms = elapsed;
     }
@@ -248,6 +252,7 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
   int chosen = 0;
   if (autotune_enabled() && found.size() > 1 && flops >= tuning_flops)
     chosen = fastest(context, device, *plan, found, p.dtype, a, b, c);
+  if (chosen < 0) return plan;  // none ran: cublasGemmEx takes it
   plan->algorithm = found[static_cast<std::size_t>(chosen)].algo;
   plan->usable = true;
   return plan;
@@ -274,12 +279,18 @@ bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem
   auto found = plans.find(key);
   if (found == plans.end())
     found = plans.emplace(key, make_plan(context, device, problem, alignments, a, b, c)).first;
-  const Plan& plan = *found->second;
+  Plan& plan = *found->second;
   lock.unlock();  // plans are never removed once made; the caller's cublas_mutex serializes their use
   if (!plan.usable) return false;
   if (has_bias(problem.epilogue)) set_bias(plan.operation, problem.bias);
-  run(context, device, plan, plan.algorithm, problem.dtype, a, b, c);
-  return true;
+  cublasStatus_t status = run(context, device, plan, plan.algorithm, problem.dtype, a, b, c);
+  if (status == CUBLAS_STATUS_SUCCESS) return true;
+  // Refused before running (a status, not a fault of the running kernel):
+  // say so once, and leave this problem to cublasGemmEx from now on.
+  plan.usable = false;
+  runtime::warn("matmul: cuBLASLt refused its chosen algorithm (" + std::string(cublasGetStatusString(status)) +
+               "); cuBLAS's cublasGemmEx computes this product instead");
+  return false;
 }
 
 }  // namespace kiln::kernels::cuda
