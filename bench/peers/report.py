@@ -178,6 +178,19 @@ def cell(row: dict[str, Any], key: str) -> str:
     return f"{time:.2f} ({time / jit:.2f})"
 
 
+def say_agreement(combined: dict[str, Any], systems: list[dict[str, Any]], say, id_width: int) -> None:
+    """Per workload, each system's difference from kiln's JIT and its verdict."""
+    for row in combined["rows"]:
+        parts = []
+        for system in systems:
+            difference = row["differences"].get(system["key"])
+            if difference is None:
+                continue
+            verdict = "ok" if math.isfinite(difference) and difference <= tolerance(row) else "FAIL"
+            parts.append(f"{system['heading']} {difference:.1e} {verdict}")
+        say(f"  {row['id']:<{id_width}} (tolerance {tolerance(row):.0e}): " + (", ".join(parts) or "nothing to compare"))
+
+
 def say_first_calls_losses_and_failures(combined: dict[str, Any], say, id_width: int) -> None:
     """The report's common tail: first-call times, where kiln loses, and any
     outputs that disagree."""
@@ -241,15 +254,7 @@ def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
 
     say()
     say("agreement with kiln's JIT on the same inputs (max |a - b| / max |kiln JIT|, per output):")
-    for row in combined["rows"]:
-        parts = []
-        for system in systems:
-            difference = row["differences"].get(system["key"])
-            if difference is None:
-                continue
-            verdict = "ok" if math.isfinite(difference) and difference <= tolerance(row) else "FAIL"
-            parts.append(f"{system['heading']} {difference:.1e} {verdict}")
-        say(f"  {row['id']:<10} (tolerance {tolerance(row):.0e}): " + ", ".join(parts))
+    say_agreement(combined, systems, say, 10)
     for check in combined["seed_checks"]:
         say(f"  {check['id']}: float64 value {check['float64']:.9g}; the sin term is {check['sin_share']:.1e} of it;"
             f" relative error of each f32 result:")
@@ -389,15 +394,7 @@ def print_gpu_report(combined: dict[str, Any], file=sys.stdout) -> None:
     say()
     say("agreement with kiln's JIT on the same inputs (max |a - b| / max |kiln JIT|, per output; "
         "TF32 tolerances on TF32 workloads):")
-    for row in combined["rows"]:
-        parts = []
-        for system in systems:
-            difference = row["differences"].get(system["key"])
-            if difference is None:
-                continue
-            verdict = "ok" if math.isfinite(difference) and difference <= tolerance(row) else "FAIL"
-            parts.append(f"{system['heading']} {difference:.1e} {verdict}")
-        say(f"  {row['id']:<15} (tolerance {tolerance(row):.0e}): " + (", ".join(parts) or "nothing to compare"))
+    say_agreement(combined, systems, say, 15)
     for check in combined["seed_checks"]:
         say(f"  {check['id']}: float64 value {check['float64']:.9g}; relative error of each f32 result: "
             + ", ".join(f"{HEADINGS.get(tuple(key.split('-', 1)), key)} {error:.1e}"

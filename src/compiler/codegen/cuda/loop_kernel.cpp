@@ -251,17 +251,7 @@ class ElementKernel {
     for (const auto& [id, address] : sources)
       text += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = loaded_" +
               writer_.at(id).name + "[round];\n";
-    for (const auto& [value, id] : element_outputs_)
-      text += "      Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) +
-              ";\n";
-    text += "#pragma unroll\n      for (int lane = 0; lane < " + width + "; ++lane) {\n";
-    text += "        const int64_t j = j0 + lane;\n";
-    text += element_body("        ", true, from_packs);
-    text += "      }\n";
-    for (const auto& [value, id] : element_outputs_)
-      text += "      store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
-              writer_.offset(writer_.output_address(value), layout_, "j0") + ", pack_" + emitter_.output_name(value) +
-              ");\n";
+    text += pack_body("      ", from_packs);
     return text + "    }\n  }\n";
   }
 
@@ -299,17 +289,27 @@ class ElementKernel {
       text += "    const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = load_pack<" +
               width + ">(" + address + ");\n";
     }
+    text += pack_body("    ", from_packs);
+    return text + "  }\n";
+  }
+
+  // The work on one pack at j0 whose inputs `from_packs` are in pack_<name>:
+  // the output packs, the per-element loop, the stores.
+  std::string pack_body(const std::string& indent, const std::set<int>& from_packs) const {
+    const std::string width = std::to_string(width_);
+    std::string text;
     for (const auto& [value, id] : element_outputs_)
-      text += "    Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) + ";\n";
-    text += "#pragma unroll\n    for (int lane = 0; lane < " + width + "; ++lane) {\n";
-    text += "      const int64_t j = j0 + lane;\n";
-    text += element_body("      ", true, from_packs);
-    text += "    }\n";
+      text += indent + "Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) +
+              ";\n";
+    text += "#pragma unroll\n" + indent + "for (int lane = 0; lane < " + width + "; ++lane) {\n";
+    text += indent + "  const int64_t j = j0 + lane;\n";
+    text += element_body(indent + "  ", true, from_packs);
+    text += indent + "}\n";
     for (const auto& [value, id] : element_outputs_)
-      text += "    store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
+      text += indent + "store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
               writer_.offset(writer_.output_address(value), layout_, "j0") + ", pack_" + emitter_.output_name(value) +
               ");\n";
-    return text + "  }\n";
+    return text;
   }
 
   std::string grid_reduction() const {
