@@ -178,6 +178,15 @@ def cell(row: dict[str, Any], key: str) -> str:
     return f"{time:.2f} ({time / jit:.2f})"
 
 
+def say_notes(notes: list[tuple[str, str, str]], say) -> None:
+    """(workload, system key, note) lines, under a heading, if any."""
+    if notes:
+        say()
+        say("notes:")
+        for workload, key, note in notes:
+            say(f"  {workload} {key}: {note}")
+
+
 def say_agreement(combined: dict[str, Any], systems: list[dict[str, Any]], say, id_width: int) -> None:
     """Per workload, each system's difference from kiln's JIT and its verdict."""
     for row in combined["rows"]:
@@ -246,11 +255,7 @@ def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
             say(f"  {system['version']}: {system['threads']}")
     notes = [(row["id"], key, note) for row in combined["rows"] for key, note in row["notes"].items()
              if not note.startswith("not installed")]
-    if notes:
-        say()
-        say("notes:")
-        for workload, key, note in notes:
-            say(f"  {workload} {key}: {note}")
+    say_notes(notes, say)
 
     say()
     say("agreement with kiln's JIT on the same inputs (max |a - b| / max |kiln JIT|, per output):")
@@ -385,11 +390,7 @@ def print_gpu_report(combined: dict[str, Any], file=sys.stdout) -> None:
     peer_errors = {system["key"]: system.get("error") for system in systems}  # said once above
     notes = [(row["id"], key, note) for row in combined["rows"] for key, note in row["notes"].items()
              if not note.startswith("not installed") and note != "not run" and note != peer_errors.get(key)]
-    if notes:
-        say()
-        say("notes:")
-        for workload, key, note in notes:
-            say(f"  {workload} {key}: {note}")
+    say_notes(notes, say)
 
     say()
     say("agreement with kiln's JIT on the same inputs (max |a - b| / max |kiln JIT|, per output; "
