@@ -34,7 +34,7 @@ class JitExecutable final : public exec::Executable {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
       if (kernel.kind == KernelKind::library) {
-        run_library(kernel, values);
+        run_standard_node(graph_, kernel.members.front(), values, Device::cpu());
         continue;
       }
       buffers.clear();
@@ -54,14 +54,6 @@ class JitExecutable final : public exec::Executable {
   int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
 
  private:
-  void run_library(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
-    ir::ValueId id = kernel.members.front();
-    const ir::Node& node = graph_.node(id);
-    std::vector<runtime::Array> operands;
-    for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-    values[static_cast<std::size_t>(id)] = kernels::run(node, operands, Device::cpu());
-  }
-
   ir::Graph graph_;
   FusionPlan plan_;
   BufferAssignment assignment_;
@@ -71,6 +63,13 @@ class JitExecutable final : public exec::Executable {
 };
 
 }  // namespace
+
+void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array>& values, Device device) {
+  const ir::Node& node = graph.node(value);
+  std::vector<runtime::Array> operands;
+  for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+  values[static_cast<std::size_t>(value)] = kernels::run(node, operands, device);
+}
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module) {

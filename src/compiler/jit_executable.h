@@ -9,8 +9,14 @@
 #include "exec/executable.h"
 
 #include <memory>
+#include <vector>
 
 namespace kiln::compiler {
+
+// Runs node `value` of `graph` with its standard kernel on `device`: its
+// operands from `values`, its result stored there. The JIT executables (CPU
+// and CUDA) run library kernels this way.
+void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array>& values, Device device);
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module);

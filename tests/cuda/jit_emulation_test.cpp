@@ -19,6 +19,7 @@
 #include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/codegen/cuda/cuda_codegen.h"
 #include "compiler/fusion.h"
+#include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
 #include "ir/parser.h"
 #include "kernels/kernels.h"
@@ -140,21 +141,13 @@ void expect_emulated_agreement(const std::string& label, bool vector, Body body,
   std::size_t generated = 0;
   for (const compiler::FusedKernel& kernel : plan.kernels) {
     if (kernel.kind == compiler::KernelKind::library) {
-      const ir::Node& node = graph.node(kernel.members.front());
-      std::vector<runtime::Array> operands;
-      for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-      values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, Device::cpu());
+      compiler::run_standard_node(graph, kernel.members.front(), values, Device::cpu());
       continue;
     }
     const auto& launch = module.launches[generated++];
     if (launch.epilogue != kernels::cuda::GemmEpilogue::none) {
       // cuBLASLt's work (no generated code to emulate): the members on the CPU.
-      for (ir::ValueId member : kernel.members) {
-        const ir::Node& node = graph.node(member);
-        std::vector<runtime::Array> operands;
-        for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-        values[static_cast<std::size_t>(member)] = kernels::run(node, operands, Device::cpu());
-      }
+      for (ir::ValueId member : kernel.members) compiler::run_standard_node(graph, member, values, Device::cpu());
       continue;
     }
     std::vector<void*> parameters;

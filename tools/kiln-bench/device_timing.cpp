@@ -17,23 +17,6 @@
 #include <vector>
 
 namespace kiln::bench {
-namespace {
-
-Timing summarize(std::vector<double> times) {
-  std::sort(times.begin(), times.end());
-  std::size_t middle = times.size() / 2;
-  double median = times.size() % 2 ? times[middle] : 0.5 * (times[middle - 1] + times[middle]);
-  double total = 0;
-  for (double time : times) total += time;
-  return {median, times.front(), times.back(), total / static_cast<double>(times.size())};
-}
-
-[[noreturn]] void no_cuda(const char* what) {
-  throw DeviceError(what, "kiln-bench was built without CUDA support (configure with -DKILN_CUDA=ON)", std::string());
-}
-
-}  // namespace
-
 Timing time_device_calls(Device device, const std::function<void()>& call, int runs, int batch, int warmup) {
   for (int i = 0; i < warmup; ++i) call();
   synchronize(device);
@@ -105,6 +88,14 @@ Timing time_cublas_sgemm(const Tensor& a, const Tensor& b, int runs, int batch) 
 }
 
 #else
+
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw DeviceError(what, "kiln-bench was built without CUDA support (configure with -DKILN_CUDA=ON)", std::string());
+}
+
+}  // namespace
 
 double device_copy_bandwidth(Device, double, int) { no_cuda("copy bandwidth"); }
 Timing time_cublas_sgemm(const Tensor&, const Tensor&, int, int) { no_cuda("cublas"); }

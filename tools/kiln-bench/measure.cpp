@@ -19,15 +19,19 @@ Timing time_calls(const std::function<void()>& call, int runs, int warmup) {
 Timing time_calls_between(const std::function<void()>& call, int runs, const std::function<void()>& between,
                           int warmup) {
   for (int i = 0; i < warmup; ++i) call();
-  std::vector<double> times;
-  double total = 0;  // the timed calls only, as the article's loop would see them without `between`
+  std::vector<double> times;  // the timed calls only, as the article's loop would see them without `between`
   for (int i = 0; i < std::max(runs, 1); ++i) {
     auto start = std::chrono::steady_clock::now();
     call();
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    total += times.back();
     if (between) between();
   }
+  return summarize(std::move(times));
+}
+
+Timing summarize(std::vector<double> times) {
+  double total = 0;
+  for (double time : times) total += time;
   std::sort(times.begin(), times.end());
   std::size_t middle = times.size() / 2;
   double median = times.size() % 2 ? times[middle] : 0.5 * (times[middle - 1] + times[middle]);

@@ -19,6 +19,9 @@ struct Timing {
   double mean_ms = 0;  // the loop's total time / runs, as the seed article reports it
 };
 
+// Median, min, max and mean of per-run times in ms (at least one).
+Timing summarize(std::vector<double> times);
+
 // Runs `call` `warmup` times, then `runs` times, timing each run. `call`
 // must return only when its work is done (read a result back if the work
 // could still be running on a device).

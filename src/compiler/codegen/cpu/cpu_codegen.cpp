@@ -23,10 +23,8 @@ std::string generate_source(const ir::Graph& graph, const FusionPlan& plan) {
   for (std::size_t index = 0; index < plan.kernels.size(); ++index) {
     const FusedKernel& kernel = plan.kernels[index];
     if (kernel.kind == KernelKind::library) continue;
-    text += "\n// ==== kernel " + std::to_string(index) + ": " + std::string(to_string(kernel.kind)) + " over " +
-            kernel.space.to_string() + " ====\n";
     KernelEmitter emitter(graph, kernel, static_cast<int>(index));
-    for (ir::ValueId member : kernel.members) text += emitter.describe(member) + "\n";
+    text += emitter.heading();
     text += "namespace {\n\n" + emit_row_kernel(emitter);
   }
   return text;

@@ -306,6 +306,13 @@ std::string KernelEmitter::state_initialization() const {
   return text;
 }
 
+std::string KernelEmitter::heading() const {
+  std::string text = "\n// ==== kernel " + std::to_string(index_) + ": " + std::string(to_string(kernel_.kind)) +
+                     " over " + kernel_.space.to_string() + " ====\n";
+  for (ir::ValueId member : kernel_.members) text += describe(member) + "\n";
+  return text;
+}
+
 std::string KernelEmitter::describe(ir::ValueId value) const {
   const ir::Node& node = graph_.node(value);
   std::string text = "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));

@@ -114,6 +114,9 @@ class KernelEmitter {
   std::string storage_type(ir::ValueId value) const;
   // A comment line describing a node: "// %4 = f32[4,4] add(%2, %3)".
   std::string describe(ir::ValueId value) const;
+  // The comment that opens the kernel in a module: its index, kind and
+  // space, then each member described.
+  std::string heading() const;
 
  private:
   IndexMap operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const;

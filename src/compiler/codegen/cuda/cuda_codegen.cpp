@@ -18,10 +18,8 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
   for (std::size_t index = 0; index < plan.kernels.size(); ++index) {
     const FusedKernel& kernel = plan.kernels[index];
     if (kernel.kind == KernelKind::library) continue;
-    text += "\n// ==== kernel " + std::to_string(index) + ": " + std::string(to_string(kernel.kind)) + " over " +
-            kernel.space.to_string() + " ====\n";
     KernelEmitter emitter(graph, kernel, static_cast<int>(index));
-    for (ir::ValueId member : kernel.members) text += emitter.describe(member) + "\n";
+    text += emitter.heading();
     KernelLaunch launch;
     launch.kernel = static_cast<int>(index);
     if (fit_library_epilogue(graph, kernel, launch)) {

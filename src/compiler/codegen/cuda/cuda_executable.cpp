@@ -2,8 +2,8 @@
 
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/cuda/driver_api.h"
+#include "compiler/jit_executable.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/kernels.h"
 #include "runtime/cuda/cuda_context.h"
 
 #include <kiln/error.h>
@@ -65,7 +65,7 @@ class CudaExecutable final : public exec::Executable {
     std::size_t generated = 0;
     for (const FusedKernel& kernel : plan_.kernels) {
       if (kernel.kind == KernelKind::library) {
-        run_library(kernel, values);
+        run_standard_node(graph_, kernel.members.front(), values, device_);
         continue;
       }
       run_generated(kernel, generated++, arena, values);
@@ -78,13 +78,6 @@ class CudaExecutable final : public exec::Executable {
   int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
 
  private:
-  void run_library(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
-    const ir::Node& node = graph_.node(kernel.members.front());
-    std::vector<runtime::Array> operands;
-    for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-    values[static_cast<std::size_t>(kernel.members.front())] = kernels::run(node, operands, device_);
-  }
-
   // The buffer of a kernel output, recorded in `values`.
   runtime::Array& output_slot(ir::ValueId output, const std::shared_ptr<runtime::Buffer>& arena,
                               std::vector<runtime::Array>& values) const {
@@ -145,12 +138,7 @@ class CudaExecutable final : public exec::Executable {
                                             values[static_cast<std::size_t>(product.operands[1])], launch.epilogue,
                                             bias, output))
       return;
-    for (ir::ValueId member : kernel.members) {
-      const ir::Node& node = graph_.node(member);
-      std::vector<runtime::Array> operands;
-      for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-      values[static_cast<std::size_t>(member)] = kernels::run(node, operands, device_);
-    }
+    for (ir::ValueId member : kernel.members) run_standard_node(graph_, member, values, device_);
   }
 
   // cuBLAS (through the standard matmul, which honours config::allow_tf32)

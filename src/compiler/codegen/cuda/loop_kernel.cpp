@@ -78,7 +78,7 @@ class ElementKernel {
     if (width_ > 1) {
       launch_.vector_function = launch_.function + "_vector";
       std::int64_t packs = total_ / width_;
-      const std::int64_t per_block = std::int64_t{block_threads} * packs_per_round();
+      const std::int64_t per_block = std::int64_t{block_threads} * packs_per_round(pack_sources().size());
       launch_.vector_blocks =
           launch_.fixed_grid ? launch_.blocks : std::max<std::int64_t>(1, (packs + per_block - 1) / per_block);
       text += "\n" + kernel(true);
@@ -222,7 +222,7 @@ class ElementKernel {
   // this pack's store by itself).
   std::string vector_rounds() const {
     const std::vector<std::pair<int, std::string>> sources = pack_sources();
-    const int round_packs = packs_per_round();
+    const int round_packs = packs_per_round(sources.size());
     const std::string width = std::to_string(width_), rounds = std::to_string(round_packs);
     const std::string items = std::to_string(total_ / width_);
     if (round_packs == 1) return vector_loop(sources);
@@ -272,9 +272,8 @@ class ElementKernel {
   // kernel reading two or more packs per element (Adam: four) has them in
   // flight already, and more rounds would only cost registers (Adam's rise
   // from 48 to 108 with two rounds: a quarter of the threads resident).
-  int packs_per_round() const {
-    const int loads = static_cast<int>(pack_sources().size());
-    return std::max(1, bytes_in_flight / (16 * std::max(1, loads)));
+  static int packs_per_round(std::size_t loads) {
+    return std::max(1, bytes_in_flight / (16 * std::max(1, static_cast<int>(loads))));
   }
 
   // One pack per thread per iteration: loads, computation, stores.
