@@ -95,8 +95,11 @@ if(KILN_WITH_CUDA)
   #   the CPU, so the standard kernels round as the CPU ones do (random numbers
   #   equal bit for bit, elementwise arithmetic exactly);
   # --expt-relaxed-constexpr: std::numeric_limits<T>::max() and friends in device code.
-  set(KILN_CUDA_FLAGS --fmad=false --expt-relaxed-constexpr -Werror=all-warnings
-      -Xcompiler=-Wall,-Wextra,-Werror)
+  # Warnings are errors unless KILN_WERROR is off, as for the C++ sources.
+  set(KILN_CUDA_FLAGS --fmad=false --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra)
+  if(KILN_WERROR)
+    list(APPEND KILN_CUDA_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
   message(STATUS "kiln: CUDA support on (${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")
 endif()

@@ -76,16 +76,19 @@ def load_average() -> str:
 
 
 REPORT_SECONDS = 20  # kept from a --deadline for the report after the last peer
+SHORTEST_PEER_SECONDS = 15  # a peer given less would not get past importing its framework
 
 
 def share_of_deadline(left: float, system: str, waiting: list[str], limits: dict[str, float | None]) -> float:
     """`system`'s time limit when `left` seconds remain for it and the peers
     after it (`waiting`, itself first): a share in proportion to their own
-    limits (equal shares for peers without one), never above its own, at least 10 s."""
+    limits (equal shares for peers without one), never above its own. 0 when
+    that share is too short to be worth starting (the peer is then skipped)."""
     weights = {peer: limits.get(peer) or 120.0 for peer in waiting}
     share = (left - REPORT_SECONDS) * weights[system] / sum(weights.values())
     own = limits.get(system)
-    return max(10.0, min(share, own) if own else share)
+    share = min(share, own) if own else share
+    return share if share >= SHORTEST_PEER_SECONDS else 0.0
 
 
 def parse_time_limits(text: str | None, device: str) -> dict[str, float | None]:
@@ -106,6 +109,13 @@ def parse_time_limits(text: str | None, device: str) -> dict[str, float | None]:
 # Process groups of the peers running now: killed if this process is told to stop
 # (scripts/gpu-check's `timeout` signals only our own process group).
 RUNNING_GROUPS: set[int] = set()
+# OUT/data with --discard-data: deleted however the run ends (gigabytes of .npy on the GPU).
+DATA_TO_DISCARD: list[Path] = []
+
+
+def discard_data() -> None:
+    for folder in DATA_TO_DISCARD:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stop_peers_and_exit(signal_number, frame) -> None:
@@ -114,6 +124,7 @@ def stop_peers_and_exit(signal_number, frame) -> None:
             os.killpg(group, signal.SIGKILL)
         except OSError:
             pass
+    discard_data()
     signal.signal(signal_number, signal.SIG_DFL)
     os.kill(os.getpid(), signal_number)
 
@@ -234,8 +245,18 @@ def main() -> int:
     environment["PYTHONPATH"] = str(REPOSITORY) + os.pathsep + environment.get("PYTHONPATH", "")
     for signal_number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signal_number, stop_peers_and_exit)
-    load_before = load_average()
+    if arguments.discard_data:
+        DATA_TO_DISCARD.append(out / "data")
+    try:
+        return run_all(arguments, device, peers, time_limits, out, threads, environment)
+    finally:
+        discard_data()
 
+
+def run_all(arguments: argparse.Namespace, device: str, peers: list[str], time_limits: dict[str, float | None],
+            out: Path, threads: int, environment: dict[str, str]) -> int:
+    """kiln-bench, then each peer, then the report; main() has read the arguments."""
+    load_before = load_average()
     started = time.monotonic()
     kiln_failed = False
     if not arguments.reuse_kiln:
@@ -251,9 +272,13 @@ def main() -> int:
         if arguments.big:
             command.append("--big")
         print("bench-peers: " + " ".join(command), flush=True)
-        status = run_logged(command, out / "kiln-bench.txt", environment, echo=True)
+        # Under a --deadline kiln-bench may take all but the report's time: the peers
+        # are then skipped, and a kiln-bench that hangs is stopped in time to say so.
+        limit = arguments.deadline - REPORT_SECONDS if arguments.deadline else None
+        status = run_logged(command, out / "kiln-bench.txt", environment, echo=True, time_limit=limit)
         if not (out / "kiln.json").exists():
-            print(f"bench-peers: kiln-bench failed (exit {status}); see {out / 'kiln-bench.txt'}", file=sys.stderr)
+            why = f"killed after {limit:g} s" if status is None else f"exit {status}"
+            print(f"bench-peers: kiln-bench failed ({why}); see {out / 'kiln-bench.txt'}", file=sys.stderr)
             return 1
         if status != 0:  # it wrote its results: a JIT output was WRONG; the peers and the report still run
             print(f"bench-peers: kiln-bench exited with {status} (see {out / 'kiln-bench.txt'}); "
@@ -270,6 +295,10 @@ def main() -> int:
                    "--data", str(out / "data"), "--threads", str(threads), "--runs", str(arguments.runs),
                    "--device", device, "--out", str(result)]
         limit = time_limits[system]
+        if limit == 0.0:
+            print(f"\nbench-peers: {system} skipped: too little of the deadline left", flush=True)
+            result.write_text(json.dumps({"system": system, "timed_out": "not run: too little of the deadline left"}))
+            continue
         print(f"\nbench-peers: {system} (log: {out / (system + '.log')}"
               + (f", time limit {limit:g} s" if limit else "") + ")", flush=True)
         status = run_logged(command, out / f"{system}.log", environment, echo=False, time_limit=limit)
@@ -303,8 +332,6 @@ def main() -> int:
         report.print_report(combined)
         chart = draw_chart(device, out / "results.json", arguments.chart or out / "chart.png")
         print(f"\nbench-peers: table {out / 'table.md'}, report {out / 'report.txt'}, chart {chart}")
-    if arguments.discard_data:
-        shutil.rmtree(out / "data", ignore_errors=True)
     return 1 if kiln_failed or report.failures(combined) else 0
 
 

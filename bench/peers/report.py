@@ -221,7 +221,8 @@ def say_first_calls_losses_and_failures(combined: dict[str, Any], say, id_width:
             say("  " + line)
 
 
-def print_report(combined: dict[str, Any], file=sys.stdout) -> None:
+def print_report(combined: dict[str, Any], file=None) -> None:
+    file = file or sys.stdout  # looked up now, so that a redirected stdout is honoured
     if is_gpu(combined):
         print_gpu_report(combined, file)
         return

@@ -20,6 +20,7 @@ import io
 import json
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 
 import numpy as np
@@ -355,7 +356,9 @@ class TimeLimitTest(unittest.TestCase):
         self.assertAlmostEqual(peers_main.share_of_deadline(290, "jax", ["jax", "torch"], limits), 120.0)
         self.assertAlmostEqual(peers_main.share_of_deadline(200, "jax", ["jax", "torch"], limits), 80.0)
         self.assertAlmostEqual(peers_main.share_of_deadline(1000, "torch", ["torch"], limits), 150.0)  # its own
-        self.assertAlmostEqual(peers_main.share_of_deadline(5, "torch", ["torch"], limits), 10.0)  # at least 10 s
+        # A share too short to import a framework in: 0, the peer is skipped.
+        self.assertEqual(peers_main.share_of_deadline(34, "torch", ["torch"], limits), 0.0)
+        self.assertAlmostEqual(peers_main.share_of_deadline(36, "torch", ["torch"], limits), 16.0)
         self.assertAlmostEqual(peers_main.share_of_deadline(140, "tensorflow", ["tensorflow"], limits), 120.0)
 
     def test_a_peer_past_its_limit_is_killed(self):
@@ -367,6 +370,42 @@ class TimeLimitTest(unittest.TestCase):
             self.assertIn("started", log.read_text())
             self.assertEqual(peers_main.run_logged(["true"], log, {"PATH": "/usr/bin:/bin"}, echo=False,
                                                    time_limit=5), 0)
+
+
+# kiln-bench's stand-in for a whole run: copies a fake run's kiln.json and data/ to
+# where --json and --save-inputs say, as `kiln-bench --device cuda` would write them.
+FAKE_KILN_BENCH = """#!/usr/bin/env python3
+import shutil, sys
+arguments = sys.argv[1:]
+shutil.copy(sys.argv[0] + ".json", arguments[arguments.index("--json") + 1])
+shutil.copytree(sys.argv[0] + ".data", arguments[arguments.index("--save-inputs") + 1], dirs_exist_ok=True)
+"""
+
+
+class WholeRunTest(unittest.TestCase):
+    def test_peers_without_time_are_skipped_and_the_data_is_discarded(self):
+        with tempfile.TemporaryDirectory() as directory:
+            fake = write_fake_run(Path(directory) / "fake")
+            bench = Path(directory) / "kiln-bench"
+            bench.write_text(FAKE_KILN_BENCH)
+            bench.chmod(0o755)
+            (fake / "kiln.json").rename(str(bench) + ".json")
+            (fake / "data").rename(str(bench) + ".data")
+            out = Path(directory) / "out"
+            arguments = ["bench.peers", "--device", "cuda", "--kiln-bench", str(bench), "--out", str(out),
+                         "--peers", "jax,torch", "--discard-data", "--deadline", "30"]
+            with unittest.mock.patch("sys.argv", arguments), contextlib.redirect_stdout(io.StringIO()) as printed, \
+                    contextlib.redirect_stderr(io.StringIO()):
+                status = peers_main.main()
+            self.assertFalse((out / "data").exists())
+            results = json.loads((out / "results.json").read_text())
+            written_report = (out / "report.txt").read_text()
+        self.assertIn("jax skipped: too little of the deadline left", printed.getvalue())
+        self.assertIn("torch skipped", printed.getvalue())
+        self.assertIn("not run: too little of the deadline left", written_report)
+        self.assertIn("NOT CHECKED seed-256", printed.getvalue())  # the report, last on stdout
+        self.assertEqual(report.failures(results), [])
+        self.assertEqual(status, 0)
 
 
 if __name__ == "__main__":

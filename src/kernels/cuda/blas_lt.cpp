@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::kernels::cuda {
@@ -165,9 +166,15 @@ cublasStatus_t run(runtime::cuda::DeviceContext& context, LtDevice& device, cons
 int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan,
             const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype, const void* a, const void* b,
             void* c) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  runtime::cuda::check(cudaEventCreate(&start), "cudaEventCreate", "matmul");
-  runtime::cuda::check(cudaEventCreate(&stop), "cudaEventCreate", "matmul");
+  // Destroyed however this returns (a failed check throws).
+  using OwnedEvent = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, decltype(&cudaEventDestroy)>;
+  auto create_event = [] {
+    cudaEvent_t event = nullptr;
+    runtime::cuda::check(cudaEventCreate(&event), "cudaEventCreate", "matmul");
+    return OwnedEvent(event, &cudaEventDestroy);
+  };
+  OwnedEvent start_event = create_event(), stop_event = create_event();
+  cudaEvent_t start = start_event.get(), stop = stop_event.get();
   int best = -1;
   float best_ms = 0;
   for (std::size_t i = 0; i < found.size(); ++i) {
@@ -186,8 +193,6 @@ int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan&
       best_ms = elapsed;
     }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   return best;
 }
 
@@ -223,6 +228,8 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
 
   cublasLtMatmulPreference_t preference = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)>
+      owned_preference(preference, &cublasLtMatmulPreferenceDestroy);  // destroyed however this returns
   const std::uint64_t workspace = workspace_bytes;
   check_lt(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                 sizeof workspace),
@@ -240,7 +247,6 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
   cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(device.handle, plan->operation, plan->first, plan->second, plan->result,
                                      plan->result, preference, candidates, found.data(), &count);
-  cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || count == 0) return plan;  // not usable: cublasGemmEx takes it
   found.resize(static_cast<std::size_t>(count));
   std::erase_if(found, [](const cublasLtMatmulHeuristicResult_t& result) {
@@ -265,7 +271,11 @@ bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem
   if (problem.dtype != DType::f32 && problem.dtype != DType::f64) return false;
   if (problem.epilogue != GemmEpilogue::none) {
     if (problem.dtype != DType::f32 || problem.batch != 1) return false;
-    if (has_bias(problem.epilogue) && !problem.bias) return false;
+    // cuBLASLt has no alignment preference for the bias, and its epilogues
+    // read it in 16-byte pieces: a bias at a smaller alignment is left to the
+    // standard kernels (kiln's buffers and arena slots are 64-byte aligned).
+    if (has_bias(problem.epilogue) && (!problem.bias || reinterpret_cast<std::uintptr_t>(problem.bias) % 16 != 0))
+      return false;
   }
   if (problem.batch > INT_MAX) return false;
   // A broadcast operand (batch stride 0) is left to cublasGemmStridedBatchedEx.

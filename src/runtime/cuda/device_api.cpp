@@ -93,9 +93,9 @@ Event& Event::operator=(Event&& other) noexcept {
 
 void Event::record() {
   if (!state_) throw ValueError("kiln::Event::record", "the event was moved from", std::string());
-  state_->recorded = true;
   if (device_.is_cpu()) {
     state_->time = std::chrono::steady_clock::now();
+    state_->recorded = true;
     return;
   }
 #if KILN_HAVE_CUDA
@@ -103,6 +103,7 @@ void Event::record() {
   runtime::cuda::DeviceGuard guard(context.index);
   if (!state_->event) runtime::cuda::check(cudaEventCreate(&state_->event), "cudaEventCreate", "kiln::Event::record");
   runtime::cuda::check(cudaEventRecord(state_->event, context.stream), "cudaEventRecord", "kiln::Event::record");
+  state_->recorded = true;  // only once it is: a failed record leaves "never recorded"
 #endif
 }
 

@@ -328,6 +328,7 @@ class ElementKernel {
     text += "    __threadfence();  // the partials are visible before the count says so\n";
     text += "    last_block = atomicAdd(&" + done_name() + ", 1u) == gridDim.x - 1;\n  }\n";
     text += "  __syncthreads();\n  if (!last_block) return;\n";
+    text += "  __threadfence();  // and the last block reads them after seeing the count\n";
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       const Instance& reduction = writer_.at(reductions_[k]);
       const ir::Node& node = emitter_.graph().node(reduction.value);
