@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <kiln/memory.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -262,12 +263,11 @@ TEST(GemmEpilogue, BlocksFollowThePlan) {
   EXPECT_TRUE(check.ok);
 }
 
-// Without c, C lives in a panel buffer of a few row panels; an epilogue that copies the tiles out must see
-// exactly C, bitwise equal to the C that sgemm writes when given one (same blocking, same summation order).
-TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenC) {
-  const std::int64_t m = 1000, n = 1500, k = 300;
-  const GemmPlan plan = plan_sgemm(m, n, k);
-  EXPECT_LT(plan.panel_row_strips, plan.row_strips);  // several row panels
+// Without c, C lives in a panel buffer of a few row panels, or, whole-depth, in each thread's C strip; an
+// epilogue that copies the tiles out must see exactly C, bitwise equal to the C that sgemm writes when given
+// one (same blocking, same summation order), with one thread or two, and inside a pool job.
+void expect_tiles_without_c_equal_the_written_c(std::int64_t m, std::int64_t n, std::int64_t k) {
+  const int original = runtime::thread_count();
   for (bool transpose_a : {false, true}) {
     const Case test(m, n, k, transpose_a, false);
     struct Copy {
@@ -284,11 +284,41 @@ TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenC) {
                                                 sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
                                 },
                                 &copy};
-    sgemm(m, n, k, test.a.data(), test.lda, transpose_a, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
     const std::vector<float> written = test.run();
-    EXPECT_EQ(std::memcmp(copy.c.data(), written.data(), sizeof(float) * copy.c.size()), 0);
     expect_matches_reference(test, written);
+    for (int threads : {1, 2}) {
+      runtime::set_thread_count(threads);
+      std::fill(copy.c.begin(), copy.c.end(), Case::sentinel);
+      sgemm(m, n, k, test.a.data(), test.lda, transpose_a, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
+      EXPECT_EQ(std::memcmp(copy.c.data(), written.data(), sizeof(float) * copy.c.size()), 0)
+          << describe(test) << ", " << threads << " thread(s)";
+    }
+    std::fill(copy.c.begin(), copy.c.end(), Case::sentinel);
+    runtime::parallel_pieces(2, [&](std::int64_t piece, std::int64_t) {
+      if (piece == 0)
+        sgemm(m, n, k, test.a.data(), test.lda, transpose_a, test.b.data(), test.ldb, false, nullptr, 0, epilogue);
+    });
+    EXPECT_EQ(std::memcmp(copy.c.data(), written.data(), sizeof(float) * copy.c.size()), 0)
+        << describe(test) << ", inside a pool job";
   }
+  runtime::set_thread_count(original);
+}
+
+// A deep K: whole-depth panels would be narrow, so C-less calls keep row panels.
+TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenCInRowPanels) {
+  const std::int64_t m = 300, n = 400, k = 2000;
+  const GemmPlan plan = plan_sgemm(m, n, k);
+  EXPECT_FALSE(plan.whole_depth);
+  EXPECT_LT(plan.panel_row_strips, plan.row_strips);  // several row panels
+  expect_tiles_without_c_equal_the_written_c(m, n, k);
+}
+
+// A shallower K: B's whole depth fits, and is packed once instead of once per row panel.
+TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenCWholeDepth) {
+  const std::int64_t m = 1000, n = 1500, k = 300;
+  EXPECT_TRUE(plan_sgemm(m, n, k).whole_depth);
+  EXPECT_TRUE(plan_sgemm(1024, 1024, 1024).whole_depth);  // the seed's size users try first
+  expect_tiles_without_c_equal_the_written_c(m, n, k);
 }
 
 // The summation order must not depend on the thread count: bitwise identical results.

@@ -40,6 +40,9 @@ constexpr int kBBuffers = 3;
 // Extra floats per row of the C panel buffer: nc is a multiple of 32 floats, often of 256; a padded stride
 // keeps the rows of a C tile from falling into the same L1 sets.
 constexpr std::int64_t kCBufferPadding = 16;
+// Threads whose C strips (kMr x nc each, whole-depth calls) the plan keeps room for in the budget; more
+// threads take a little more (like the A strips, which are outside the budget).
+constexpr std::int64_t kReservedStrips = 2;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 // B buffers a problem with `depth_blocks` K blocks uses: no more than it has blocks.
@@ -196,11 +199,29 @@ void pack_b_panels(const Problem& problem, const Step& step, std::int64_t first,
   }
 }
 
+// The A rows a strip's microkernel calls prefetch for what runs next: rows [row_begin, row_begin + rows) of
+// K block [depth_begin, depth_begin + depth); none when rows is 0.
+struct NextStrip {
+  std::int64_t row_begin = 0, rows = 0, depth_begin = 0, depth = 0;
+};
+
+// The strip below `s` in the same K block, as RegionWork runs them.
+NextStrip strip_below(const Problem& problem, const Step& step, std::int64_t s) {
+  const std::int64_t row_begin = (s + 1) * kMr;
+  return {row_begin, std::clamp<std::int64_t>(problem.plan.m - row_begin, 0, kMr), step.depth_begin, step.depth};
+}
+
+// Where strip `s` of `step` accumulates in C: the caller's c, or the row panel's buffer.
+float* c_tile_of(const Problem& problem, const Step& step, std::int64_t s) {
+  const std::int64_t c_row = problem.c_is_buffer ? (s - step.first_strip) * kMr : s * kMr;
+  return problem.c + c_row * problem.ldc + (problem.c_is_buffer ? 0 : step.column_begin);
+}
+
 // One row strip of `step`: copy its A rows into the piece's strip buffer, run the microkernel across the
-// column panel (prefetching the A rows of the strip below when `prefetch_next`), and after the last K block
-// hand the finished tile to the epilogue.
+// column panel into `c_tile` (prefetching the A rows of `next`), and after the last K block hand the
+// finished tile to the epilogue.
 void run_strip(const Problem& problem, const Step& step, const float* b_panel, std::int64_t s, float* strip,
-               bool prefetch_next) {
+               float* c_tile, const NextStrip& next) {
   const GemmPlan& plan = problem.plan;
   const std::int64_t micro_panels = ceil_div(step.columns, kNr);
   const std::int64_t row_begin = s * kMr;
@@ -208,13 +229,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   pack_a_strip(problem, row_begin, rows, step.depth_begin, step.depth, strip);
   const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                           : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
-  const std::int64_t c_row = problem.c_is_buffer ? row_begin - step.first_strip * kMr : row_begin;
-  float* c_tile = problem.c + c_row * problem.ldc + (problem.c_is_buffer ? 0 : step.column_begin);
-  const std::int64_t next_rows = std::min<std::int64_t>(kMr, plan.m - row_begin - kMr);
-  prefetch_next = prefetch_next && next_rows > 0;
   for (std::int64_t p = 0; p < micro_panels; ++p) {
-    if (prefetch_next)
-      prefetch_a_strip(problem, row_begin + kMr, next_rows, step.depth_begin, step.depth, p, micro_panels);
+    if (next.rows > 0) prefetch_a_strip(problem, next.row_begin, next.rows, next.depth_begin, next.depth, p, micro_panels);
     const int columns = static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
     kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, columns,
            !step.first_depth);
@@ -377,8 +393,100 @@ void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWor
     }
     idle = 0;
     const Step step = make_step(problem, first_step + block);
-    run_strip(problem, step, problem.b_panels[block % kBBuffers], s, strip, work.next_is_likely(piece, s, block));
+    const NextStrip next = work.next_is_likely(piece, s, block) ? strip_below(problem, step, s) : NextStrip{};
+    run_strip(problem, step, problem.b_panels[block % kBBuffers], s, strip, c_tile_of(problem, step, s), next);
     work.strip_done(s, block);
+  }
+}
+
+// Calls without C whose whole-depth B panel fits the budget (plan.whole_depth) take another order: per
+// column panel, B is packed for all of K at once (k x nc floats, its K blocks one after another), and each
+// thread finishes one row strip at a time, through all K blocks, in a C strip of its own (kMr x nc, in L1/L2).
+// So B is packed once in all, where row panels would pack it once per row panel, and no C panel buffer is
+// needed. Each element still sums its K blocks in order: the results are bitwise those of the other order.
+// Pieces claim B micro-panels to pack (K blocks in order) and strips to run; a piece waits only for a
+// micro-panel another piece is packing right now, so pieces run one after another need no one else.
+class WholeDepthWork {
+ public:
+  WholeDepthWork(const Problem& problem, std::int64_t column_panel, float* panel)
+      : problem_(problem),
+        first_step_(column_panel * depth_blocks_of(problem.plan)),
+        depth_blocks_(depth_blocks_of(problem.plan)),
+        micro_panels_(ceil_div(make_step(problem, first_step_).columns, kNr)),
+        panel_(panel),
+        packed_(static_cast<std::size_t>(depth_blocks_)) {}
+
+  static std::int64_t depth_blocks_of(const GemmPlan& plan) {
+    return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  }
+
+  // A piece's work: strips until none is left, each through all K blocks.
+  void run_piece(float* a_strip, float* c_strip) {
+    const GemmPlan& plan = problem_.plan;
+    for (std::int64_t s; (s = next_strip_.fetch_add(1, std::memory_order_relaxed)) < plan.row_strips;) {
+      for (std::int64_t block = 0; block < depth_blocks_; ++block) {
+        const Step step = make_step(problem_, first_step_ + block);
+        wait_until_packed(block);
+        // Next: the same rows in the next K block (the next strip's rows are not known yet).
+        NextStrip next;
+        if (block + 1 < depth_blocks_) {
+          const Step following = make_step(problem_, first_step_ + block + 1);
+          next = {s * kMr, std::min<std::int64_t>(kMr, plan.m - s * kMr), following.depth_begin, following.depth};
+        }
+        run_strip(problem_, step, block_panel(step), s, a_strip, c_strip, next);
+      }
+    }
+  }
+
+ private:
+  // K block `step`'s micro-panels: after those of the blocks before it.
+  float* block_panel(const Step& step) const { return panel_ + step.depth_begin * micro_panels_ * kNr; }
+
+  // Packs micro-panels (in K order) until block `block` is packed; waits only for panels being packed now.
+  void wait_until_packed(std::int64_t block) {
+    for (int idle = 0; packed_[static_cast<std::size_t>(block)].load(std::memory_order_acquire) != micro_panels_;) {
+      const std::int64_t task = next_pack_.fetch_add(1, std::memory_order_relaxed);
+      if (task < depth_blocks_ * micro_panels_) {
+        const std::int64_t task_block = task / micro_panels_, micro_panel = task % micro_panels_;
+        const Step step = make_step(problem_, first_step_ + task_block);
+        pack_b_panels(problem_, step, micro_panel, micro_panel + 1, block_panel(step));
+        packed_[static_cast<std::size_t>(task_block)].fetch_add(1, std::memory_order_release);
+        continue;
+      }
+      if (++idle < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  const Problem& problem_;
+  const std::int64_t first_step_, depth_blocks_, micro_panels_;
+  float* const panel_;
+  std::atomic<std::int64_t> next_strip_{0}, next_pack_{0};
+  std::vector<std::atomic<std::int64_t>> packed_;  // per K block: micro-panels packed
+};
+
+// sgemm without C, in whole-depth order (see WholeDepthWork).
+void sgemm_whole_depth(Problem& problem) {
+  const GemmPlan& plan = problem.plan;
+  const int threads = runtime::thread_count();
+  const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
+  const std::int64_t strip_floats = kMr * kKcMax, c_strip_floats = kMr * problem.ldc;
+  auto work = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(
+                                                   panel_floats + threads * (strip_floats + c_strip_floats)));
+  float* panel = static_cast<float*>(work->data());
+  float* strips = panel + panel_floats;
+  const int pieces = static_cast<int>(std::min<std::int64_t>(threads, plan.row_strips));
+  for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel) {
+    WholeDepthWork panel_work(problem, column_panel, panel);
+    runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
+      float* own = strips + piece * (strip_floats + c_strip_floats);
+      panel_work.run_piece(own, own + strip_floats);
+    });
   }
 }
 
@@ -414,6 +522,21 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   const std::int64_t max_strips = std::max<std::int64_t>(1, std::min(plan.row_strips, strips_that_fit(nc)));
   const std::int64_t row_panels = ceil_div(plan.row_strips, max_strips);
   plan.panel_row_strips = ceil_div(plan.row_strips, row_panels);
+
+  // Several row panels pack B once each. The whole-depth order (WholeDepthWork) packs it once, if a panel of
+  // B's whole depth fits the budget with no more column panels (A is copied once per column panel).
+  if (row_panels > 1) {
+    // Columns w such that the panel (k x w) and the reserved C strips (kMr x (w + padding) each) fit.
+    const std::int64_t room = budget_floats - kReservedStrips * kMr * kCBufferPadding;
+    const std::int64_t fitting = room / (std::max<std::int64_t>(k, 1) + kReservedStrips * kMr) / kNr * kNr;
+    const std::int64_t whole_depth_columns = std::min(std::min(round_up(n, kNr), kNcTarget), fitting);
+    if (whole_depth_columns >= kNr && ceil_div(n, whole_depth_columns) <= plan.column_panels) {
+      plan.whole_depth = true;
+      plan.column_panels = ceil_div(n, whole_depth_columns);
+      plan.panel_columns = round_up(ceil_div(n, plan.column_panels), kNr);  // equal panels, as far as kNr allows
+      plan.panel_row_strips = plan.row_strips;
+    }
+  }
   plan.block_count = plan.row_strips * plan.column_panels;
   return plan;
 }
@@ -441,6 +564,13 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     problem.ldc = ldc;
     problem.c_is_buffer = false;
     problem.panel_row_strips = plan.row_strips;  // C needs no buffer: one row panel, B packed once
+  } else if (plan.whole_depth) {
+    problem.c = nullptr;  // each piece's own C strip (sgemm_whole_depth)
+    problem.ldc = plan.panel_columns + kCBufferPadding;
+    problem.c_is_buffer = true;
+    problem.panel_row_strips = plan.row_strips;
+    sgemm_whole_depth(problem);
+    return;
   } else {
     problem.ldc = plan.panel_columns + kCBufferPadding;
     c_buffer = runtime::allocate(Device::cpu(),

@@ -18,6 +18,10 @@
 // Packing traffic: B is packed once per row panel (once when C is given); A is read n / nc times (a plain
 // copy of 14 rows, ~1-2% of the time); C, or its buffer, is loaded and stored once per K block.
 // C accumulates in the caller's `c`, or, without one, in a panel buffer of rows x nc floats.
+// Without C, when B's whole depth for a column panel (k x nc) fits the budget and row panels would pack B
+// more than once, the order is instead (plan.whole_depth): for each column panel, B is packed for all of K,
+// and each thread takes one row strip at a time through all K blocks, in a C strip of its own -- B packed
+// once, no C panel buffer, the same summation order.
 
 #include <cstdint>
 
@@ -44,6 +48,9 @@ struct GemmPlan {
   std::int64_t column_panels = 0;   // ceil(n / panel_columns)
   std::int64_t depth_block = 0;     // K per block (kc); C sums K blocks in order
   std::int64_t panel_row_strips = 0;  // strips per row panel (bounds the C buffer when c is null)
+  // Calls without c pack B's whole depth per column panel and finish one row strip at a time (see
+  // WholeDepthWork in gemm.cpp): chosen when that fits the budget and saves packing B once per row panel.
+  bool whole_depth = false;
 };
 
 // Blocks of C the epilogue will see for this problem (so the caller can size per-block partials). Block
@@ -58,8 +65,9 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
 // depth_block in order, each summed in order with fused multiply-adds), so results are bitwise reproducible.
 // Multithreaded through runtime::parallel_pieces; never calls OpenBLAS. Temporaries come from
 // runtime::allocate: three packed B blocks (kc x nc, at most 1.5 MiB), an A strip per thread (21 KiB), and,
-// when c is null, the C panel buffer -- all together at most ~23% of m*n*4 bytes, or about 512 KiB when that
-// is more (small problems).
+// when c is null, the C panel buffer (or, whole-depth, B's whole depth for one column panel and a C strip
+// per thread) -- all together at most ~23% of m*n*4 bytes, or about 768 KiB when that is more (small
+// problems), plus the per-thread strips beyond two threads.
 // Preconditions (not checked): m, n, k >= 0; lda >= (transpose_a ? m : k), ldb >= (transpose_b ? k : n),
 // ldc >= n; c does not overlap a or b.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
