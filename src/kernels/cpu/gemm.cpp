@@ -230,7 +230,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                           : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
   for (std::int64_t p = 0; p < micro_panels; ++p) {
-    if (next.rows > 0) prefetch_a_strip(problem, next.row_begin, next.rows, next.depth_begin, next.depth, p, micro_panels);
+    if (next.rows > 0)
+      prefetch_a_strip(problem, next.row_begin, next.rows, next.depth_begin, next.depth, p, micro_panels);
     const int columns = static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
     kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, columns,
            !step.first_depth);
@@ -239,6 +240,18 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
     problem.epilogue.function(problem.epilogue.context, c_tile, problem.ldc, row_begin, row_begin + rows,
                               step.column_begin, step.column_begin + step.columns,
                               step.column_panel * plan.row_strips + s);
+  }
+}
+
+// One round of waiting for another thread's work: spin briefly (`idle` counts the rounds so far), then yield
+// the core, which on a loaded machine may be what the awaited thread needs.
+void wait_a_little(int& idle) {
+  if (++idle < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
   }
 }
 
@@ -382,13 +395,7 @@ void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWor
       claimed = work.claim(piece, cursor, s, block);
     }
     if (!claimed) {
-      if (++idle < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();
-      }
+      wait_a_little(idle);
       continue;
     }
     idle = 0;
@@ -453,13 +460,7 @@ class WholeDepthWork {
         packed_[static_cast<std::size_t>(task_block)].fetch_add(1, std::memory_order_release);
         continue;
       }
-      if (++idle < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();
-      }
+      wait_a_little(idle);
     }
   }
 
@@ -476,8 +477,9 @@ void sgemm_whole_depth(Problem& problem) {
   const int threads = runtime::thread_count();
   const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
   const std::int64_t strip_floats = kMr * kKcMax, c_strip_floats = kMr * problem.ldc;
-  auto work = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(
-                                                   panel_floats + threads * (strip_floats + c_strip_floats)));
+  auto work = runtime::allocate(
+      Device::cpu(),
+      sizeof(float) * static_cast<std::size_t>(panel_floats + threads * (strip_floats + c_strip_floats)));
   float* panel = static_cast<float*>(work->data());
   float* strips = panel + panel_floats;
   const int pieces = static_cast<int>(std::min<std::int64_t>(threads, plan.row_strips));

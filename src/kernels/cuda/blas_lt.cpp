@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <compare>
 #include <climits>
+#include <compare>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
