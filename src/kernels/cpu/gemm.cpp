@@ -48,6 +48,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // B buffers a problem with `depth_blocks` K blocks uses: no more than it has blocks.
 std::int64_t b_buffer_count(std::int64_t depth_blocks) { return std::min<std::int64_t>(kBBuffers, depth_blocks); }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+// K blocks of a plan (one when k is 0: its block has depth 0 and writes zeros).
+std::int64_t depth_blocks_of(const GemmPlan& plan) {
+  return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+}
 
 struct Problem {
   GemmPlan plan;
@@ -77,7 +81,7 @@ struct Step {
 
 Step make_step(const Problem& problem, std::int64_t index) {
   const GemmPlan& plan = problem.plan;
-  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  const std::int64_t depth_blocks = depth_blocks_of(plan);
   Step step;
   const std::int64_t depth_index = index % depth_blocks;
   const std::int64_t panel_step = index / depth_blocks;
@@ -96,7 +100,7 @@ Step make_step(const Problem& problem, std::int64_t index) {
 
 std::int64_t step_count(const Problem& problem) {
   const GemmPlan& plan = problem.plan;
-  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  const std::int64_t depth_blocks = depth_blocks_of(plan);
   return depth_blocks * plan.column_panels * ceil_div(plan.row_strips, problem.panel_row_strips);
 }
 
@@ -423,10 +427,6 @@ class WholeDepthWork {
         panel_(panel),
         packed_(static_cast<std::size_t>(depth_blocks_)) {}
 
-  static std::int64_t depth_blocks_of(const GemmPlan& plan) {
-    return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
-  }
-
   // A piece's work: strips until none is left, each through all K blocks.
   void run_piece(float* a_strip, float* c_strip) {
     const GemmPlan& plan = problem_.plan;
@@ -582,7 +582,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
     problem.panel_row_strips = plan.panel_row_strips;
   }
   const std::int64_t strip_floats = kMr * kKcMax;
-  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  const std::int64_t depth_blocks = depth_blocks_of(plan);
   const auto b_buffers = static_cast<int>(b_buffer_count(depth_blocks));
   auto work = runtime::allocate(
       Device::cpu(), sizeof(float) * static_cast<std::size_t>(b_buffers * b_panel_floats + threads * strip_floats));

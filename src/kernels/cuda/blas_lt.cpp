@@ -131,8 +131,6 @@ cublasLtEpilogue_t lt_epilogue(GemmEpilogue epilogue) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-bool has_bias(GemmEpilogue epilogue) { return epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu; }
-
 void set_bias(const cublasLtMatmulDesc_t operation, const void* bias) {
   check_lt(cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
            "cublasLtMatmulDescSetAttribute");

@@ -7,11 +7,11 @@
 // wrong on a given GPU), and XLA and PyTorch's autotuners time the
 // candidates. kiln does too: the first time a process meets a problem
 // (sizes, transposes, batch, dtype, precision, GPU) large enough for the
-// choice to matter, it times up to 8 of the heuristic's candidates on the
-// call's own buffers and keeps the fastest for the rest of the process.
-// The tuning costs a few runs of the product once (its first call waits for
-// them); it runs only on products of at least 2^30 flops, where a run
-// takes over 20 us.
+// choice to matter, it times the heuristic's candidates on the call's own
+// buffers (the first 8, then up to 32 within about 1 s of GPU time) and
+// keeps the fastest for the rest of the process. The tuning costs a few
+// runs of each candidate once (the first call waits for them); it runs only
+// on products of at least 2^30 flops, where a run takes over 20 us.
 //
 // Which algorithm wins can differ between processes when two are within the
 // timing noise, and two algorithms may round differently (the order of the

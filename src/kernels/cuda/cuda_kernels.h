@@ -62,6 +62,9 @@ void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const r
 // then relu. The relu epilogue is max(x, 0), which turns a NaN product into
 // 0 where kiln's relu keeps the NaN; XLA's GEMM rewriter accepts the same.
 enum class GemmEpilogue { none, bias, relu, bias_relu };
+inline bool has_bias(GemmEpilogue epilogue) {
+  return epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu;
+}
 const char* to_string(GemmEpilogue epilogue);
 
 // output = epilogue(op(a) op(b) [+ bias]) for f32 matrices (rank 2) in one

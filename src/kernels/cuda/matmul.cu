@@ -204,7 +204,7 @@ bool matmul_with_epilogue(bool transpose_a, bool transpose_b, const Array& a, co
   if (plan.m == 0 || plan.n == 0 || plan.k == 0) return false;
   for (int64_t size : {plan.m, plan.n, plan.k})
     if (size > INT_MAX) return false;
-  const bool with_bias = epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu;
+  const bool with_bias = has_bias(epilogue);
   if (with_bias && (bias.dtype != DType::f32 || bias.shape.numel() != plan.n)) return false;
   auto& context = context_of(output, "matmul");
   GemmProblem problem{.transpose_a = transpose_a,

@@ -14,10 +14,6 @@ namespace {
 
 using kernels::cuda::GemmEpilogue;
 
-bool is_input(const FusedKernel& kernel, ir::ValueId value) {
-  return std::find(kernel.inputs.begin(), kernel.inputs.end(), value) != kernel.inputs.end();
-}
-
 // True for an f32 vector of n values (leading axes of size 1 allowed): a bias
 // that broadcasts along the rows of an [m, n] product.
 bool is_row_bias(const ir::Type& type, std::int64_t n) {
@@ -47,8 +43,9 @@ bool fit_library_epilogue(const ir::Graph& graph, const FusedKernel& kernel, Ker
       // product + bias or bias + product (addition is commutative in IEEE arithmetic).
       ir::ValueId other = node.operands[0] == current ? node.operands[1] : node.operands[0];
       if ((node.operands[0] != current && node.operands[1] != current) || other == current) return false;
-      if (!is_input(kernel, other) || !is_row_bias(graph.type(other), n)) return false;
-      bias_input = static_cast<int>(std::find(kernel.inputs.begin(), kernel.inputs.end(), other) - kernel.inputs.begin());
+      auto position = std::find(kernel.inputs.begin(), kernel.inputs.end(), other);
+      if (position == kernel.inputs.end() || !is_row_bias(graph.type(other), n)) return false;
+      bias_input = static_cast<int>(position - kernel.inputs.begin());
       bias = true;
     } else if (node.op == ir::Op::relu && !relu && node.operands.size() == 1 && node.operands[0] == current) {
       relu = true;

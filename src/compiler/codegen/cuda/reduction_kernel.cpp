@@ -116,10 +116,8 @@ class RowReductionKernel {
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = writer_.at(id);
       if (item.kind != Instance::Kind::load || !writer_.varying(id)) continue;
-      auto reads =
-          std::count_if(passes_.begin(), passes_.end(), [&](const std::set<int>& pass) { return pass.count(id) > 0; });
       std::int64_t size = elements * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
-      if (reads < 2 || bytes + size > row_share_bytes) continue;
+      if (passes_reading(id) < 2 || bytes + size > row_share_bytes) continue;
       bytes += size;
       in_registers_.insert(id);
     }
