@@ -14,6 +14,8 @@ std::string_view to_string(KernelKind kind) {
       return "reduction";
     case KernelKind::gemm:
       return "gemm";
+    case KernelKind::attention:
+      return "attention";
     case KernelKind::library:
       return "library";
   }
@@ -560,7 +562,7 @@ std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
     const FusedKernel& kernel = plan.kernels[k];
     text += "kernel " + std::to_string(k) + " (" + std::string(to_string(kernel.kind)) + " over " +
             kernel.space.to_string();
-    if (kernel.kind == KernelKind::reduction)
+    if (kernel.kind == KernelKind::reduction || kernel.kind == KernelKind::attention)
       text += ", reducing the last " + std::to_string(kernel.reduced_axes) + " axes";
     text += "):";
     for (ir::ValueId member : kernel.members)

@@ -13,6 +13,12 @@
 //   gemm       a 2-D f32 matmul whose elementwise consumers (the epilogue)
 //              and full reductions of them are computed tile by tile, so the
 //              matmul output is never written to memory unless it is needed.
+//   attention  two f32 matmuls with a reduction kernel over the first one's
+//              rows between them (softmax(Q K^T / sqrt(d)) V): the first
+//              product is computed a strip of rows at a time, the row kernel
+//              applied and the strip multiplied into the output, so the
+//              scores never reach memory. Formed from a plan by
+//              fuse_attention (attention_fusion.h), on the CPU.
 //   library    one op run by its standard kernel (what the generator does not
 //              fuse: concat, argmax, reductions over leading axes, f64 and
 //              integer matmuls, batched matmuls).
@@ -30,7 +36,7 @@
 
 namespace kiln::compiler {
 
-enum class KernelKind { loop, reduction, gemm, library };
+enum class KernelKind { loop, reduction, gemm, attention, library };
 std::string_view to_string(KernelKind kind);
 
 struct FusedKernel {
@@ -38,8 +44,8 @@ struct FusedKernel {
   std::vector<ir::ValueId> members;  // nodes computed inside, in graph (topological) order
   std::vector<ir::ValueId> inputs;   // values read from memory: parameters and other kernels' outputs
   std::vector<ir::ValueId> outputs;  // members written to memory (used by later kernels or returned)
-  Shape space;                       // the iteration space (gemm: the matmul's output shape)
-  int reduced_axes = 0;              // reduction: how many trailing axes of `space` are reduced
+  Shape space;           // the iteration space (gemm: the matmul's output shape; attention: the first matmul's)
+  int reduced_axes = 0;  // reduction, attention: how many trailing axes of `space` are reduced
   std::vector<std::string> decisions;  // why members were fused
 };
 

@@ -10,6 +10,7 @@
 #include "compiler/codegen/cuda/nvrtc_build.h"
 #include "runtime/cuda/cuda_context.h"
 #endif
+#include "compiler/attention_fusion.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -90,6 +91,8 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   });
   std::string optimized = ir::print(graph);
   FusionPlan plan = fuse(graph);
+  // The attention kernel is the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between them.
+  if (device.is_cpu()) plan = fuse_attention(graph, std::move(plan));
   BufferAssignment assignment = assign_buffers(graph, plan);
   std::string fused = print_plan(graph, plan) + print_assignment(graph, assignment);
 #if KILN_HAVE_CUDA

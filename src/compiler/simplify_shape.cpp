@@ -1,6 +1,7 @@
 // Identities of data-movement ops: no-op reshapes, broadcasts, transposes
 // and slices disappear; chains collapse into one op; expand_dims and squeeze
-// become reshape (one op for the fusion pass to understand).
+// become reshape (one op for the fusion pass to understand); a matmul takes in
+// its transpose flags a transpose of its operand's last two axes.
 
 #include "compiler/simplify_rules.h"
 
@@ -48,6 +49,32 @@ bool transpose_chain(Match& match) {
   return match.changed();
 }
 
+// A permutation that swaps the last two axes and keeps the others.
+bool swaps_last_two_axes(const std::vector<std::int64_t>& permutation) {
+  const std::size_t rank = permutation.size();
+  if (rank < 2) return false;
+  for (std::size_t axis = 0; axis + 2 < rank; ++axis)
+    if (permutation[axis] != static_cast<std::int64_t>(axis)) return false;
+  return permutation[rank - 2] == static_cast<std::int64_t>(rank - 1) &&
+         permutation[rank - 1] == static_cast<std::int64_t>(rank - 2);
+}
+
+// matmul(transpose(x), y) -> matmul(x, y) with transpose_a flipped, and the same for y: every matmul kernel reads
+// either order, so no transposed copy is made (and the attention fusion sees the matmul's own operands).
+bool matmul_of_transpose(Match& match) {
+  bool rewritten = false;
+  for (std::size_t index : {0, 1}) {
+    const ir::Node& operand = match.operand(index);
+    if (operand.op != ir::Op::transpose || !swaps_last_two_axes(operand.attributes.axes)) continue;
+    ir::Node& node = match.node();
+    node.operands[index] = operand.operands[0];
+    bool& transposed = index == 0 ? node.attributes.transpose_a : node.attributes.transpose_b;
+    transposed = !transposed;
+    rewritten = true;
+  }
+  return rewritten && match.changed();
+}
+
 bool full_slice(Match& match) {
   const ir::Node& node = match.node();
   for (std::int64_t step : node.attributes.step)
@@ -64,6 +91,7 @@ const std::array shape = {
     Rule{"broadcast_to own shape -> x", ir::Op::broadcast_to, identity},
     Rule{"transpose(transpose(x)) -> transpose(x)", ir::Op::transpose, transpose_chain},
     Rule{"slice of everything -> x", ir::Op::slice, full_slice},
+    Rule{"matmul(transpose(x)) -> matmul(x) with the transpose flag", ir::Op::matmul, matmul_of_transpose},
     Rule{"concat of one -> x", ir::Op::concat, single_concat},
 };
 

@@ -1,10 +1,11 @@
 // Pass tests written as IR text: parse, run one pass, compare the printed
 // result (the style of XLA's HLO pass tests).
 
+#include "compiler/attention_fusion.h"
+#include "compiler/buffer_assignment.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
-#include "compiler/buffer_assignment.h"
 #include "compiler/simplify.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -101,6 +102,25 @@ TEST(Simplify, ShapeChainsCollapse) {
               "  %2 = f32[1,6] reshape(%1)\n"
               "  %3 = f32[6] reshape(%2)\n"
               "  return %0, %3\n"
+              "}\n");
+}
+
+TEST(Simplify, MatmulTakesTransposesOfItsOperandsLastTwoAxes) {
+  // A transpose of other axes ([1,0,2]) stays.
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[3,2], %1: f32[4,5,3], %2: f32[5,4,2]) -> (f32[4,2,5], f32[4,3,2]) {\n"
+              "  %3 = f32[2,3] transpose(%0) {permutation=[1,0]}\n"
+              "  %4 = f32[4,3,5] transpose(%1) {permutation=[0,2,1]}\n"
+              "  %5 = f32[4,2,5] matmul(%3, %4) {transpose_a=false, transpose_b=false}\n"
+              "  %6 = f32[4,5,2] transpose(%2) {permutation=[1,0,2]}\n"
+              "  %7 = f32[4,3,2] matmul(%4, %6) {transpose_a=false, transpose_b=false}\n"
+              "  return %5, %7\n"
+              "}\n",
+              "func @f(%0: f32[3,2], %1: f32[4,5,3], %2: f32[5,4,2]) -> (f32[4,2,5], f32[4,3,2]) {\n"
+              "  %3 = f32[4,2,5] matmul(%0, %1) {transpose_a=true, transpose_b=true}\n"
+              "  %4 = f32[4,5,2] transpose(%2) {permutation=[1,0,2]}\n"
+              "  %5 = f32[4,3,2] matmul(%1, %4) {transpose_a=true, transpose_b=false}\n"
+              "  return %3, %5\n"
               "}\n");
 }
 
@@ -230,6 +250,32 @@ TEST(Fusion, MatmulOperandsStayInMemory) {
   ASSERT_EQ(plan.kernels.size(), 2u) << printed;
   EXPECT_EQ(plan.kernels[1].kind, KernelKind::gemm) << printed;
   EXPECT_NE(printed.find("the matmul reads its operands from memory"), std::string::npos) << printed;
+}
+
+TEST(FuseAttention, MatmulRowKernelMatmulBecomeOneKernel) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[2,8,4], %1: f32[2,6,4], %2: f32[2,6,3]) -> (f32[2,8,3]) {\n"
+      "  %3 = f32[2,8,6] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+      "  %4 = f32[2,8,1] reduce_max(%3) {axes=[2], keepdims=true}\n"
+      "  %5 = f32[2,8,6] sub(%3, %4)\n"
+      "  %6 = f32[2,8,6] exp(%5)\n"
+      "  %7 = f32[2,8,1] reduce_sum(%6) {axes=[2], keepdims=true}\n"
+      "  %8 = f32[2,8,6] div(%6, %7)\n"
+      "  %9 = f32[2,8,3] matmul(%8, %2) {transpose_a=false, transpose_b=false}\n"
+      "  return %9\n"
+      "}\n");
+  FusionPlan plan = fuse_attention(graph, fuse(graph));
+  std::string printed = print_plan(graph, plan);
+  ASSERT_EQ(plan.kernels.size(), 1u) << printed;
+  const FusedKernel& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::attention) << printed;
+  EXPECT_EQ(kernel.members, (std::vector<ir::ValueId>{3, 4, 5, 6, 7, 8, 9})) << printed;
+  EXPECT_EQ(kernel.inputs, (std::vector<ir::ValueId>{0, 1, 2})) << printed;
+  EXPECT_EQ(kernel.outputs, (std::vector<ir::ValueId>{9})) << printed;
+  EXPECT_EQ(kernel.space, Shape({2, 8, 6})) << printed;
+  EXPECT_EQ(printed.find("library:"), std::string::npos) << printed;
+  // The scores written to memory are the buffer assignment's to see: none are left.
+  EXPECT_EQ(assign_buffers(graph, plan).arena_bytes, 0) << printed;
 }
 
 TEST(BufferAssignment, IntermediatesShareTheArenaByLiveness) {

@@ -1,12 +1,12 @@
 #include "kernels/cpu/gemm.h"
 
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_packing.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -104,27 +104,6 @@ std::int64_t step_count(const Problem& problem) {
   return depth_blocks * plan.column_panels * ceil_div(plan.row_strips, problem.panel_row_strips);
 }
 
-// Copies a strip of kMr (or fewer) rows of op(A), K block [depth_begin, depth_begin + depth), into the strip
-// buffer in the layout the microkernel reads (see ALayout): rows of A as stored, or rows of the stored A^T for
-// a transposed A. A plain copy either way, and cheap: its source lines were prefetched (prefetch_a_strip).
-void pack_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
-                  std::int64_t depth, float* strip) {
-  if (!problem.transpose_a) {
-    const float* source = problem.a + row_begin * problem.lda + depth_begin;
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(strip + r * kKcMax, source + r * problem.lda, sizeof(float) * static_cast<std::size_t>(depth));
-    return;
-  }
-  const float* source = problem.a + depth_begin * problem.lda + row_begin;
-  if (rows == kMr) {
-    for (std::int64_t kk = 0; kk < depth; ++kk)
-      std::memcpy(strip + kk * kMr, source + kk * problem.lda, sizeof(float) * kMr);
-  } else {
-    for (std::int64_t kk = 0; kk < depth; ++kk)
-      for (std::int64_t r = 0; r < rows; ++r) strip[kk * kMr + r] = source[kk * problem.lda + r];
-  }
-}
-
 // Asks for part `part` of `parts` of the cache lines that the next strip's copy will read, so that a strip's
 // microkernel calls spread those requests evenly. Into L1 (prefetcht0); measured, the copy then takes ~1.2% of
 // the strip's kernel time, against ~5-7% without prefetching. (Copying the next strip piecewise between the
@@ -150,56 +129,13 @@ void pack_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t r
   }
 }
 
-// One micro-panel of a transposed B: op(B)[kk, j] = B[j, kk], so each stored row (contiguous in K) becomes a
-// column of the micro-panel. kLanes x kLanes blocks are transposed in registers; K tails go element by element.
-void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth, std::int64_t columns, float* target) {
-  using gemm_detail::kLanes;
-  using gemm_detail::Vector;
-  std::int64_t kk = 0;
-  for (; kk + kLanes <= depth; kk += kLanes) {
-    for (int j0 = 0; j0 < kNr; j0 += kLanes) {
-      Vector rows[kLanes];
-      for (int j = 0; j < kLanes; ++j)
-        rows[j] = j0 + j < columns ? gemm_detail::load_vector(source + (j0 + j) * ldb + kk) : Vector{};
-      gemm_detail::transpose_block(rows);
-      for (int t = 0; t < kLanes; ++t) gemm_detail::store_vector(target + (kk + t) * kNr + j0, rows[t]);
-    }
-  }
-  for (; kk < depth; ++kk) {
-    for (std::int64_t j = 0; j < kNr; ++j) target[kk * kNr + j] = j < columns ? source[j * ldb + kk] : 0.0f;
-  }
-}
-
 // Packs micro-panels [first, end) of the B block of `step`: micro-panel p holds op(B)[K block, kNr columns
 // from column_begin + p * kNr] as depth rows of kNr floats, zero beyond the last column.
 void pack_b_panels(const Problem& problem, const Step& step, std::int64_t first, std::int64_t end, float* panel) {
   for (std::int64_t p = first; p < end; ++p) {
-    const std::int64_t column = step.column_begin + p * kNr;
     const std::int64_t columns = std::min<std::int64_t>(kNr, step.columns - p * kNr);
-    float* target = panel + p * step.depth * kNr;
-    if (!problem.transpose_b) {
-      const float* source = problem.b + step.depth_begin * problem.ldb + column;
-      if (columns == kNr) {
-        // Rows of B are ldb apart, too far for the hardware prefetchers: ask for the row 16 ahead into L1 and
-        // the row 64 ahead into L2 (the source is usually in L3, a few hundred cycles away).
-        for (std::int64_t kk = 0; kk < step.depth; ++kk) {
-          const float* near = source + std::min(kk + 16, step.depth - 1) * problem.ldb;
-          const float* far = source + std::min(kk + 64, step.depth - 1) * problem.ldb;
-          __builtin_prefetch(near, 0, 3);
-          __builtin_prefetch(near + kNr - 1, 0, 3);
-          __builtin_prefetch(far, 0, 2);
-          __builtin_prefetch(far + kNr - 1, 0, 2);
-          std::memcpy(target + kk * kNr, source + kk * problem.ldb, sizeof(float) * kNr);
-        }
-      } else {
-        for (std::int64_t kk = 0; kk < step.depth; ++kk) {
-          for (std::int64_t j = 0; j < columns; ++j) target[kk * kNr + j] = source[kk * problem.ldb + j];
-          for (std::int64_t j = columns; j < kNr; ++j) target[kk * kNr + j] = 0.0f;
-        }
-      }
-    } else {
-      pack_transposed_b(problem.b + column * problem.ldb + step.depth_begin, problem.ldb, step.depth, columns, target);
-    }
+    gemm_detail::pack_b_micro_panel(problem.b, problem.ldb, problem.transpose_b, step.depth_begin, step.depth,
+                                    step.column_begin + p * kNr, columns, panel + p * step.depth * kNr);
   }
 }
 
@@ -230,7 +166,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const std::int64_t micro_panels = ceil_div(step.columns, kNr);
   const std::int64_t row_begin = s * kMr;
   const std::int64_t rows = std::min<std::int64_t>(kMr, plan.m - row_begin);
-  pack_a_strip(problem, row_begin, rows, step.depth_begin, step.depth, strip);
+  gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin, step.depth,
+                            strip);
   const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                           : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
   for (std::int64_t p = 0; p < micro_panels; ++p) {

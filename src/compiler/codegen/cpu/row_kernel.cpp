@@ -77,6 +77,7 @@ class RowKernel {
   explicit RowKernel(KernelEmitter& emitter) : emitter_(emitter), kernel_(emitter.kernel()) {}
 
   std::string emit() {
+    if (kernel_.kind == KernelKind::attention) return emit_attention();
     build_instances();
     if (kernel_.kind == KernelKind::gemm) return emit_gemm();
     int split = kernel_.kind == KernelKind::reduction ? kernel_.space.rank() - kernel_.reduced_axes : -1;
@@ -331,6 +332,11 @@ class RowKernel {
       if (at(id).kind == Instance::Kind::tile ||
           (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
         continue;
+      if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
+        text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) +
+                " = probabilities + (row - row_begin) * ld;\n";
+        continue;
+      }
       Linear address = output_address(value);
       text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) + " = state." +
               emitter_.output_name(value) + " + (" + emitter_.row_offset(address, layout_) + ");\n";
@@ -494,11 +500,7 @@ class RowKernel {
     std::int64_t chunks = chunked_ || split_reduction_ ? (layout_.inner_size + chunk_size - 1) / chunk_size : 1;
     text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
     text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
-    for (int id : cached_)
-      text += "  " + emitter_.storage_type(at(id).value) + "* cache_" + at(id).name + " = static_cast<" +
-              emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
-              std::to_string(layout_.inner_size * layout_.middle_count()) + " * sizeof(" +
-              emitter_.storage_type(at(id).value) + ")));\n";
+    text += allocate_row_caches();
     text += "  for (int64_t item = begin; item < end; ++item) {\n";
     std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
     bool has_rows = !layout_.outer_sizes.empty();
@@ -516,8 +518,39 @@ class RowKernel {
     }
     text += row_setup();
     text += row_values(0);
+    text += reduction_passes(range_begin, range_end);
+    if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
+    text += "  }\n";
+    if (streaming_) text += "  end_streaming();\n";
+    text += release_row_caches() + "}\n\n";
+    text += entry(chunks);
+    return text;
+  }
+
+  // Row buffers of the values cached between passes (plan_phases), one row long, per call of the items
+  // function.
+  std::string allocate_row_caches() const {
+    std::string text;
+    for (int id : cached_)
+      text += "  " + emitter_.storage_type(at(id).value) + "* cache_" + at(id).name + " = static_cast<" +
+              emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
+              std::to_string(layout_.inner_size * layout_.middle_count()) + " * sizeof(" +
+              emitter_.storage_type(at(id).value) + ")));\n";
+    return text;
+  }
+
+  std::string release_row_caches() const {
+    std::string text;
+    for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
+    return text;
+  }
+
+  // One pass over the row per reduction, in order, each followed by the row values it makes computable (a
+  // split reduction's pass stores its chunk's partial result instead).
+  std::string reduction_passes(const std::string& begin, const std::string& end) const {
+    std::string text;
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
-      text += reduction_pass(k, range_begin, range_end);
+      text += reduction_pass(k, begin, end);
       if (split_reduction_) {
         text += "    state.partials[item] = " +
                 std::string(reduction_info(emitter_.graph().node(at(reductions_[k]).value).op,
@@ -530,12 +563,6 @@ class RowKernel {
               finish_reduction(k, "accumulator" + std::to_string(k)) + ";\n";
       text += row_values(static_cast<int>(k) + 1);
     }
-    if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
-    text += "  }\n";
-    if (streaming_) text += "  end_streaming();\n";
-    for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
-    text += "}\n\n";
-    text += entry(chunks);
     return text;
   }
 
@@ -703,6 +730,67 @@ class RowKernel {
               "(accumulator" + std::to_string(k) + ");\n";
     }
     return text + "}\n\n";
+  }
+
+  // ---- attention: the row kernel between two matmuls, on strips of the first product -------------
+  // The runtime's attention driver (kernels/cpu/attention.h) computes the first product a strip of rows at a
+  // time and calls `<prefix>_rows` on it: the row kernel's passes read the scores from the strip (`row_tile`)
+  // and write P, the second matmul's left operand, to the driver's other strip.
+  std::string emit_attention() {
+    const ir::Graph& graph = emitter_.graph();
+    std::vector<ir::ValueId> matmuls;  // in graph order: the first product, then the second
+    for (ir::ValueId member : kernel_.members)
+      if (graph.node(member).op == ir::Op::matmul) matmuls.push_back(member);
+    const ir::Node& first = graph.node(matmuls.front());
+    const ir::Node& second = graph.node(matmuls.back());
+    const ir::ValueId probabilities = second.operands[0];
+    outputs_.emplace_back(probabilities, emitter_.instance(probabilities, emitter_.broadcast_map(kernel_.space)));
+    layout_ = emitter_.layout(kernel_.space.rank() - 1, {output_address(probabilities)});
+    mark_varying();
+    plan_phases();
+
+    const std::string prefix = emitter_.prefix(), row_end = std::to_string(layout_.inner_size);
+    std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields() + "};\n\n";
+    text += "// Rows [row_begin, row_end) of the scores, numbered across the batch, to the same rows of %" +
+            std::to_string(probabilities) + ";\n// both strips hold just these rows, ld floats apart.\n";
+    text += "void " + prefix +
+            "_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, float* probabilities, "
+            "int64_t ld) {\n";
+    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+    text += allocate_row_caches() + "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+    text += "    const float* row_tile = scores + (row - row_begin) * ld;\n" + row_setup() + row_values(0);
+    text += reduction_passes("0", row_end) + element_pass("0", row_end) + "  }\n" + release_row_caches() + "}\n\n";
+
+    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
+            std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix +
+            "_state state;\n" + emitter_.state_initialization();
+    text += "  " + emitter_.describe(matmuls.front()) + "\n  " + emitter_.describe(matmuls.back()) + "\n";
+    const Shape& scores = first.type.shape;
+    const int rank = scores.rank();
+    std::int64_t batch = 1;
+    for (int axis = 0; axis + 2 < rank; ++axis) batch *= scores[axis];
+    const Shape& left = graph.type(first.operands[0]).shape;
+    const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
+    text += "  kiln_attention_problem problem = {};\n";
+    text += "  problem.batch = " + std::to_string(batch) + ";\n  problem.m = " + std::to_string(scores[rank - 2]) +
+            ";\n  problem.n = " + std::to_string(scores[rank - 1]) + ";\n  problem.k = " + std::to_string(k) +
+            ";\n  problem.d = " + std::to_string(second.type.shape[rank - 1]) + ";\n";
+    text += operand_fields("a", first.operands[0], first.attributes.transpose_a);
+    text += operand_fields("b", first.operands[1], first.attributes.transpose_b);
+    text += operand_fields("c", second.operands[1], second.attributes.transpose_b);
+    text += "  problem.out = state." + emitter_.output_name(matmuls.back()) + ";\n";
+    text += "  runtime->attention(&problem, " + prefix + "_rows, &state);\n}\n";
+    return text;
+  }
+
+  // problem.<name>, its batch stride (0: a matrix shared by every batch item) and its transpose flag.
+  std::string operand_fields(const std::string& name, ir::ValueId operand, bool transpose) const {
+    const Shape& shape = emitter_.graph().type(operand).shape;
+    const auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), operand) - kernel_.inputs.begin();
+    const std::int64_t stride = shape.rank() == 2 ? 0 : shape[shape.rank() - 2] * shape[shape.rank() - 1];
+    return "  problem." + name + " = state." + emitter_.input_name(static_cast<int>(position)) + ";\n  problem." +
+           name + "_batch_stride = " + std::to_string(stride) + ";\n  problem.transpose_" + name + " = " +
+           (transpose ? "1" : "0") + ";\n";
   }
 
   KernelEmitter& emitter_;

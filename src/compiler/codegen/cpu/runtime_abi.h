@@ -12,11 +12,32 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 1
+#define KILN_JIT_ABI_VERSION 2
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
                                    int64_t column_begin, int64_t column_end, int64_t block);
+
+// Called on rows [row_begin, row_end) of an attention kernel's first product (numbered across the batch): maps
+// `scores` to `probabilities`, both holding just these rows, `ld` floats apart (see kernels/cpu/attention.h).
+typedef void (*kiln_attention_rows)(void* context, int64_t row_begin, int64_t row_end, const float* scores,
+                                    float* probabilities, int64_t ld);
+
+// out[i] = rows(op(a[i]) op(b[i])) op(c[i]) for i < batch: op(a) is m x k, op(b) k x n, op(c) n x d, each stored
+// densely (transposed: as its transpose), items *_batch_stride floats apart (0: shared by every item).
+struct kiln_attention_problem {
+  int64_t batch, m, n, k, d;
+  const float* a;
+  int64_t a_batch_stride;
+  int transpose_a;
+  const float* b;
+  int64_t b_batch_stride;
+  int transpose_b;
+  const float* c;
+  int64_t c_batch_stride;
+  int transpose_c;
+  float* out;
+};
 
 struct kiln_runtime {
   int abi_version;
@@ -32,6 +53,8 @@ struct kiln_runtime {
   void (*sgemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b,
                 int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
                 void* epilogue_context);
+  // Both products of an attention kernel, with its generated row code between them.
+  void (*attention)(const struct kiln_attention_problem* problem, kiln_attention_rows rows, void* context);
 };
 
 // Every generated kernel is an entry point of this type: `buffers` holds the

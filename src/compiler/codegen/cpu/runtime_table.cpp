@@ -1,5 +1,6 @@
 #include "compiler/codegen/cpu/runtime_table.h"
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm.h"
 #include "runtime/allocator.h"
 #include "runtime/parallel.h"
@@ -46,6 +47,26 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int tra
   kernels::cpu::sgemm(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
 }
 
+void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, void* context) {
+  kernels::cpu::AttentionProblem unpacked;
+  unpacked.batch = problem->batch;
+  unpacked.m = problem->m;
+  unpacked.n = problem->n;
+  unpacked.k = problem->k;
+  unpacked.d = problem->d;
+  unpacked.a = problem->a;
+  unpacked.a_batch_stride = problem->a_batch_stride;
+  unpacked.transpose_a = problem->transpose_a != 0;
+  unpacked.b = problem->b;
+  unpacked.b_batch_stride = problem->b_batch_stride;
+  unpacked.transpose_b = problem->transpose_b != 0;
+  unpacked.c = problem->c;
+  unpacked.c_batch_stride = problem->c_batch_stride;
+  unpacked.transpose_c = problem->transpose_c != 0;
+  unpacked.out = problem->out;
+  kernels::cpu::attention(unpacked, rows, context);
+}
+
 }  // namespace
 
 kiln_runtime runtime_table() {
@@ -59,6 +80,7 @@ kiln_runtime runtime_table() {
     runtime.deallocate = deallocate;
     runtime.sgemm_block_count = sgemm_block_count;
     runtime.sgemm = sgemm;
+    runtime.attention = attention;
     return runtime;
   }();
   kiln_runtime for_this_call = table;

@@ -1,0 +1,208 @@
+#include "compiler/attention_fusion.h"
+
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace kiln::compiler {
+namespace {
+
+// Scratch per thread the attention kernel may take (packed operands and two strips of score rows); beyond
+// it the three kernels stay apart. 16 MiB: rows of 100k scores with a head size of 64.
+constexpr std::int64_t kScratchLimitBytes = std::int64_t{16} << 20;
+
+std::string describe(const ir::Graph& graph, ir::ValueId value) {
+  return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
+}
+
+// The matmul a kernel consists of, if it is one f32 matmul alone (a library kernel, or a gemm kernel without
+// an epilogue).
+std::optional<ir::ValueId> lone_matmul(const ir::Graph& graph, const FusedKernel& kernel) {
+  if ((kernel.kind != KernelKind::library && kernel.kind != KernelKind::gemm) || kernel.members.size() != 1)
+    return std::nullopt;
+  const ir::Node& node = graph.node(kernel.members.front());
+  if (node.op != ir::Op::matmul || node.type.dtype != DType::f32) return std::nullopt;
+  return kernel.members.front();
+}
+
+// An operand with the product's batch axes, or with none (shared by every item).
+bool batch_fits(const Shape& operand, const Shape& product) {
+  if (operand.rank() == 2) return true;
+  if (operand.rank() != product.rank()) return false;
+  for (int axis = 0; axis + 2 < product.rank(); ++axis)
+    if (operand[axis] != product[axis]) return false;
+  return true;
+}
+
+class AttentionFuser {
+ public:
+  AttentionFuser(const ir::Graph& graph, FusionPlan plan)
+      : graph_(graph), plan_(std::move(plan)), users_(static_cast<std::size_t>(graph.size())) {
+    for (ir::ValueId id = 0; id < graph.size(); ++id)
+      for (ir::ValueId operand : graph.node(id).operands) {
+        auto& users = users_[static_cast<std::size_t>(operand)];
+        if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
+      }
+  }
+
+  FusionPlan run() {
+    while (merge_first()) {
+    }
+    for (std::size_t row = 0; row < plan_.kernels.size(); ++row) {
+      const std::optional<Candidate> candidate = find(row);
+      if (!candidate) continue;
+      plan_.not_fused.push_back("not fused into an attention kernel: " + describe(graph_, candidate->first) + ", " +
+                                describe(graph_, candidate->second) +
+                                " and the row kernel between them: " + refusal(*candidate));
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  struct Candidate {
+    std::size_t first_kernel, row_kernel, second_kernel;
+    ir::ValueId first, second;  // the matmuls
+    ir::ValueId scores, probabilities;
+  };
+
+  const std::vector<ir::ValueId>& users(ir::ValueId value) const { return users_[static_cast<std::size_t>(value)]; }
+
+  std::optional<std::size_t> kernel_writing(ir::ValueId value) const {
+    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+      const auto& outputs = plan_.kernels[k].outputs;
+      if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return k;
+    }
+    return std::nullopt;
+  }
+
+  // A matmul kernel feeding reduction kernel `row` and a matmul kernel reading its output: the shape of the
+  // pattern, before its conditions (refusal) are checked.
+  std::optional<Candidate> find(std::size_t row) const {
+    const FusedKernel& kernel = plan_.kernels[row];
+    if (kernel.kind != KernelKind::reduction || kernel.reduced_axes != 1 || kernel.outputs.size() != 1 ||
+        kernel.space.rank() < 2)
+      return std::nullopt;
+    Candidate candidate{};
+    candidate.row_kernel = row;
+    candidate.probabilities = kernel.outputs.front();
+    bool found_first = false;
+    for (ir::ValueId input : kernel.inputs) {
+      const std::optional<std::size_t> producer = kernel_writing(input);
+      if (!producer || !lone_matmul(graph_, plan_.kernels[*producer])) continue;
+      candidate.first_kernel = *producer;
+      candidate.first = candidate.scores = input;
+      found_first = true;
+    }
+    if (!found_first || users(candidate.probabilities).size() != 1) return std::nullopt;
+    const ir::ValueId consumer = users(candidate.probabilities).front();
+    const std::optional<std::size_t> second_kernel = kernel_writing(consumer);
+    if (!second_kernel || !lone_matmul(graph_, plan_.kernels[*second_kernel])) return std::nullopt;
+    candidate.second_kernel = *second_kernel;
+    candidate.second = consumer;
+    return candidate;
+  }
+
+  // Merges the first candidate that passes; false if none does.
+  bool merge_first() {
+    for (std::size_t row = 0; row < plan_.kernels.size(); ++row) {
+      const std::optional<Candidate> candidate = find(row);
+      if (candidate && refusal(*candidate).empty()) {
+        merge(*candidate);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool is_output(ir::ValueId value) const {
+    return std::find(graph_.outputs.begin(), graph_.outputs.end(), value) != graph_.outputs.end();
+  }
+
+  // Why the candidate cannot be one kernel, or "" if it can.
+  std::string refusal(const Candidate& candidate) const {
+    const FusedKernel& row_kernel = plan_.kernels[candidate.row_kernel];
+    const ir::Node& first = graph_.node(candidate.first);
+    const ir::Node& second = graph_.node(candidate.second);
+    const Shape& scores = first.type.shape;
+    if (is_output(candidate.scores) || is_output(candidate.probabilities))
+      return "the scores or their row kernel's result are returned";
+    if (!(scores == row_kernel.space)) return "the row kernel's space is not the first product's shape";
+    for (ir::ValueId user : users(candidate.scores)) {
+      if (std::find(row_kernel.members.begin(), row_kernel.members.end(), user) == row_kernel.members.end())
+        return "the scores are also read outside the row kernel";
+      const ir::Op op = graph_.node(user).op;
+      if (!ir::is_elementwise(op) && !ir::is_reduction(op))
+        return "the row kernel moves the scores (" + describe(graph_, user) + "), not only computes with them";
+    }
+    if (second.operands[0] != candidate.probabilities || second.operands[1] == candidate.probabilities ||
+        second.attributes.transpose_a)
+      return "the second matmul does not read the row kernel's result as its left operand, untransposed";
+    for (const ir::Node* node : {&first, &second})
+      for (ir::ValueId operand : node->operands)
+        if (!batch_fits(graph_.type(operand).shape, node->type.shape))
+          return "an operand's batch axes are broadcast (only whole or absent batch axes are supported)";
+    const std::int64_t n = scores[scores.rank() - 1];
+    const Shape& left = graph_.type(first.operands[0]).shape;
+    const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
+    const std::int64_t d = second.type.shape[second.type.shape.rank() - 1];
+    if (kernels::cpu::attention_scratch_bytes(n, k, d) > kScratchLimitBytes)
+      return "its scratch per thread would exceed " + std::to_string(kScratchLimitBytes >> 20) + " MiB";
+    return "";
+  }
+
+  void merge(const Candidate& candidate) {
+    const FusedKernel& row_kernel = plan_.kernels[candidate.row_kernel];
+    FusedKernel merged;
+    merged.kind = KernelKind::attention;
+    merged.space = row_kernel.space;
+    merged.reduced_axes = row_kernel.reduced_axes;
+    std::set<ir::ValueId> members(row_kernel.members.begin(), row_kernel.members.end());
+    members.insert(candidate.first);
+    members.insert(candidate.second);
+    merged.members.assign(members.begin(), members.end());
+    for (ir::ValueId member : merged.members)
+      for (ir::ValueId operand : graph_.node(member).operands)
+        if (!members.count(operand) &&
+            std::find(merged.inputs.begin(), merged.inputs.end(), operand) == merged.inputs.end())
+          merged.inputs.push_back(operand);
+    merged.outputs = plan_.kernels[candidate.second_kernel].outputs;
+    merged.decisions = row_kernel.decisions;
+    merged.decisions.push_back("fused " + describe(graph_, candidate.first) + " and " +
+                               describe(graph_, candidate.second) + " around the row kernel: the scores " +
+                               graph_.type(candidate.scores).to_string() +
+                               " are computed a strip of rows at a time and never written to memory");
+    // In the second matmul's place: every input is ready by then, and nothing between reads S or P.
+    plan_.kernels[candidate.second_kernel] = std::move(merged);
+    // Both come before the second matmul's kernel (the plan is in execution order); the later one goes first.
+    const std::size_t later = std::max(candidate.first_kernel, candidate.row_kernel);
+    const std::size_t earlier = std::min(candidate.first_kernel, candidate.row_kernel);
+    plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(later));
+    plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(earlier));
+    drop_notes({candidate.first, candidate.second, candidate.scores, candidate.probabilities});
+  }
+
+  // Notes of fuse() that the merge made untrue: "library: %3 matmul ..." and "not fused: %10 div into ...".
+  void drop_notes(const std::vector<ir::ValueId>& values) {
+    std::erase_if(plan_.not_fused, [&](const std::string& note) {
+      for (ir::ValueId value : values) {
+        const std::string name = describe(graph_, value) + " ";
+        if (note.starts_with("library: " + name) || note.starts_with("not fused: " + name)) return true;
+      }
+      return false;
+    });
+  }
+
+  const ir::Graph& graph_;
+  FusionPlan plan_;
+  std::vector<std::vector<ir::ValueId>> users_;
+};
+
+}  // namespace
+
+FusionPlan fuse_attention(const ir::Graph& graph, FusionPlan plan) {
+  return AttentionFuser(graph, std::move(plan)).run();
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,163 @@
+#include "kernels/cpu/attention.h"
+
+#include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_packing.h"
+#include "runtime/buffer.h"
+#include "runtime/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using gemm_detail::ALayout;
+using gemm_detail::kKcMax;
+using gemm_detail::kMr;
+using gemm_detail::kNr;
+
+// K blocks as in sgemm: at most 256 deep, so that an A strip (kMr x kc) stays in L1 next to the B micro-panel
+// streaming through it; equal blocks (a K of 300 is two of 150).
+constexpr std::int64_t kKcTarget = 256;
+static_assert(kKcTarget <= kKcMax);
+// Score rows are padded to a multiple of 16 floats (64-byte aligned rows for the generated row code) and by 16
+// more, so that the rows of a tile do not share L1 sets when n is a multiple of 256.
+constexpr std::int64_t kRowPadding = 16;
+// Units of work per thread when the batch is small: a unit packs its item's B and C, so it should be many
+// strips long, but there should be enough units for a thread that the OS preempts to be covered by others.
+constexpr std::int64_t kUnitsPerThread = 4;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+std::int64_t row_stride(std::int64_t n) { return round_up(n, 16) + kRowPadding; }
+
+// A contraction of `total` split into equal K blocks (one of depth 0 when total is 0: it writes zeros).
+struct DepthBlocks {
+  explicit DepthBlocks(std::int64_t depth)
+      : total(depth),
+        count(std::max<std::int64_t>(1, ceil_div(depth, kKcTarget))),
+        size(std::max<std::int64_t>(1, ceil_div(depth, count))) {}
+  std::int64_t begin(std::int64_t block) const { return block * size; }
+  std::int64_t depth(std::int64_t block) const { return std::min(size, total - begin(block)); }
+  std::int64_t total, count, size;
+};
+
+// One batch item's op(X) (depth x columns) packed whole: the micro-panels of each K block in turn, as sgemm
+// packs one block (gemm_packing.h).
+class PackedOperand {
+ public:
+  PackedOperand(std::int64_t depth, std::int64_t columns) : blocks_(depth), columns_(columns) {}
+
+  static std::int64_t floats(std::int64_t depth, std::int64_t columns) { return depth * round_up(columns, kNr); }
+
+  void pack(const float* x, std::int64_t ld, bool transpose, float* target) {
+    for (std::int64_t block = 0; block < blocks_.count; ++block)
+      for (std::int64_t p = 0; p < micro_panels(); ++p)
+        gemm_detail::pack_b_micro_panel(x, ld, transpose, blocks_.begin(block), blocks_.depth(block), p * kNr,
+                                        columns_of(p), target + offset(block, p));
+    target_ = target;
+  }
+
+  const DepthBlocks& blocks() const { return blocks_; }
+  std::int64_t micro_panels() const { return ceil_div(columns_, kNr); }
+  int columns_of(std::int64_t p) const { return static_cast<int>(std::min<std::int64_t>(kNr, columns_ - p * kNr)); }
+  const float* micro_panel(std::int64_t block, std::int64_t p) const { return target_ + offset(block, p); }
+
+ private:
+  std::int64_t offset(std::int64_t block, std::int64_t p) const {
+    return blocks_.begin(block) * micro_panels() * kNr + p * blocks_.depth(block) * kNr;
+  }
+
+  DepthBlocks blocks_;
+  std::int64_t columns_;
+  const float* target_ = nullptr;
+};
+
+// C[0:rows, 0:columns of `packed`] = op(A)[rows of the strip] * packed, A strips copied K block by K block.
+void multiply_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64_t row_begin, std::int64_t rows,
+                    const PackedOperand& packed, float* a_strip, float* c, std::int64_t ldc) {
+  const auto kernel = transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
+                                  : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
+  const DepthBlocks& blocks = packed.blocks();
+  for (std::int64_t block = 0; block < blocks.count; ++block) {
+    gemm_detail::pack_a_strip(a, lda, transpose_a, row_begin, rows, blocks.begin(block), blocks.depth(block), a_strip);
+    for (std::int64_t p = 0; p < packed.micro_panels(); ++p)
+      kernel(blocks.depth(block), a_strip, packed.micro_panel(block, p), c + p * kNr, ldc, packed.columns_of(p),
+             block > 0);
+  }
+}
+
+// A thread's scratch: the current item's packed B and C, an A strip, and the score and probability strips.
+struct Scratch {
+  Scratch(const AttentionProblem& problem, float* memory)
+      : packed_b(problem.k, problem.n),
+        packed_c(problem.n, problem.d),
+        ld(row_stride(problem.n)),
+        b_memory(memory),
+        c_memory(b_memory + PackedOperand::floats(problem.k, problem.n)),
+        a_strip(c_memory + PackedOperand::floats(problem.n, problem.d)),
+        scores(a_strip + kMr * kKcMax),
+        probabilities(scores + kMr * ld) {}
+
+  static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
+    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + kMr * kKcMax + 2 * kMr * row_stride(n);
+  }
+
+  PackedOperand packed_b, packed_c;
+  std::int64_t ld;
+  float *b_memory, *c_memory, *a_strip, *scores, *probabilities;
+  std::int64_t item = -1;  // whose B and C are packed
+};
+
+void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,
+                AttentionRows rows_function, void* context, Scratch& scratch) {
+  const float* a = problem.a + item * problem.a_batch_stride;
+  if (scratch.item != item) {
+    scratch.packed_b.pack(problem.b + item * problem.b_batch_stride, problem.transpose_b ? problem.k : problem.n,
+                          problem.transpose_b, scratch.b_memory);
+    scratch.packed_c.pack(problem.c + item * problem.c_batch_stride, problem.transpose_c ? problem.n : problem.d,
+                          problem.transpose_c, scratch.c_memory);
+    scratch.item = item;
+  }
+  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
+  float* out = problem.out + item * problem.m * problem.d;
+  for (std::int64_t strip = strip_begin; strip < strip_end; ++strip) {
+    const std::int64_t row_begin = strip * kMr, rows = std::min<std::int64_t>(kMr, problem.m - row_begin);
+    multiply_strip(a, lda, problem.transpose_a, row_begin, rows, scratch.packed_b, scratch.a_strip, scratch.scores,
+                   scratch.ld);
+    const std::int64_t first_row = item * problem.m + row_begin;
+    rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld);
+    multiply_strip(scratch.probabilities, scratch.ld, false, 0, rows, scratch.packed_c, scratch.a_strip,
+                   out + row_begin * problem.d, problem.d);
+  }
+}
+
+}  // namespace
+
+std::int64_t attention_scratch_bytes(std::int64_t n, std::int64_t k, std::int64_t d) {
+  return Scratch::floats(n, k, d) * static_cast<std::int64_t>(sizeof(float));
+}
+
+void attention(const AttentionProblem& problem, AttentionRows rows_function, void* context) {
+  if (problem.batch <= 0 || problem.m <= 0) return;
+  const std::int64_t strips = ceil_div(problem.m, kMr);
+  const int threads = runtime::thread_count();
+  // Units: each item's strips in `groups` contiguous runs; whole items when the batch alone keeps every
+  // thread busy.
+  const std::int64_t groups = std::clamp<std::int64_t>(ceil_div(kUnitsPerThread * threads, problem.batch), 1, strips);
+  const std::int64_t units = problem.batch * groups;
+  const int pieces = static_cast<int>(std::min<std::int64_t>(threads, units));
+  const std::int64_t scratch_floats = Scratch::floats(problem.n, problem.k, problem.d);
+  auto memory = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(pieces * scratch_floats));
+  std::atomic<std::int64_t> next_unit{0};
+  runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
+    Scratch scratch(problem, static_cast<float*>(memory->data()) + piece * scratch_floats);
+    for (std::int64_t unit; (unit = next_unit.fetch_add(1, std::memory_order_relaxed)) < units;) {
+      const std::int64_t item = unit / groups, group = unit % groups;
+      run_strips(problem, item, strips * group / groups, strips * (group + 1) / groups, rows_function, context,
+                 scratch);
+    }
+  });
+}
+
+}  // namespace kiln::kernels::cpu

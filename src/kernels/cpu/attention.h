@@ -1,0 +1,54 @@
+#pragma once
+// The driver of the JIT's attention kernels (fusion kind `attention`): for every batch item,
+//   out = rows(op(A) * op(B)) * op(C)
+// where `rows` is generated code that maps whole rows of the first product (the scores) to rows of the same
+// width (softmax(scores / sqrt(d)) in attention; any row-wise fusion in general). The first product is computed
+// kMr rows at a time into a strip that stays in L1/L2, passed to `rows`, and multiplied into the output at
+// once, so the scores -- batch x m x n floats, 64 MiB for 4 x 16 heads of 512 x 512 -- are never written to
+// memory. The standard executor keeps running the two matmuls through OpenBLAS with a kernel between them.
+//
+// Work: units of a batch item's row strips, claimed by the threads one after another; a thread packs the
+// item's op(B) and op(C) once per item it works on (they stay in its L2). Every output element is summed in
+// one fixed order whatever the thread count (K blocks of at most 256 in order, fused multiply-adds in order),
+// so results are bitwise reproducible; they differ from OpenBLAS's by rounding only.
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu {
+
+struct AttentionProblem {
+  std::int64_t batch = 0;     // independent items
+  std::int64_t m = 0, n = 0;  // the first product is m x n (scores)
+  std::int64_t k = 0;         // its contraction
+  std::int64_t d = 0;         // the output is m x d
+  // op(A): m x k, stored m x k (lda = k), or k x m when transposed (lda = m). Items batch_stride floats apart
+  // (0: one matrix shared by every item).
+  const float* a = nullptr;
+  std::int64_t a_batch_stride = 0;
+  bool transpose_a = false;
+  // op(B): k x n, stored k x n, or n x k when transposed.
+  const float* b = nullptr;
+  std::int64_t b_batch_stride = 0;
+  bool transpose_b = false;
+  // op(C): n x d, stored n x d, or d x n when transposed.
+  const float* c = nullptr;
+  std::int64_t c_batch_stride = 0;
+  bool transpose_c = false;
+  float* out = nullptr;  // batch x m x d, dense
+};
+
+// Maps rows [row_begin, row_end) of the scores -- numbered across the batch (item * m + row) -- to the same
+// rows of `probabilities`. Both have `ld` floats per row and hold only these rows (row row_begin first). Called
+// from several threads at once, on disjoint rows.
+using AttentionRows = void (*)(void* context, std::int64_t row_begin, std::int64_t row_end, const float* scores,
+                               float* probabilities, std::int64_t ld);
+
+// Scratch one thread needs for a problem with these n, k, d (kiln's allocator provides it): the fusion pass
+// keeps it bounded.
+std::int64_t attention_scratch_bytes(std::int64_t n, std::int64_t k, std::int64_t d);
+
+// Multithreaded through runtime::parallel_pieces. Preconditions (not checked): sizes >= 0, out does not overlap
+// the operands.
+void attention(const AttentionProblem& problem, AttentionRows rows, void* context);
+
+}  // namespace kiln::kernels::cpu

@@ -1,0 +1,22 @@
+#pragma once
+// Copies of A and B in the layouts the GEMM microkernel reads (gemm_microkernel.h), shared by the two drivers
+// that call it: sgemm (gemm.cpp) and the attention kernel (attention.cpp). Private to kernels/cpu.
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu::gemm_detail {
+
+// Copies rows [row_begin, row_begin + rows) of op(A), columns (K) [depth_begin, depth_begin + depth), into a
+// strip buffer of kMr x kKcMax floats in the layout ALayout says: rows of A as stored (ALayout::rows), or, for
+// a transposed A, rows of the stored A^T (ALayout::k_major). A plain copy either way. rows <= kMr,
+// depth <= kKcMax; lda is the leading dimension of A as stored.
+void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, float* strip);
+
+// Packs one micro-panel of op(B): rows (K) [depth_begin, depth_begin + depth), columns [column, column +
+// columns) with columns <= kNr, as `depth` rows of kNr floats each, zero beyond `columns`. ldb is the leading
+// dimension of B as stored.
+void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
+                        std::int64_t depth, std::int64_t column, std::int64_t columns, float* target);
+
+}  // namespace kiln::kernels::cpu::gemm_detail
