@@ -418,17 +418,22 @@ class RowKernel {
     const std::string parameters =
         reducing ? "int64_t j, int count, " + partial_type + "& partial" : "int64_t j, int count";
     const std::string first = reducing ? ", partials[0]" : "";
+    // GCC unrolls a loop of a known, small trip count completely (rows of up to 16 x 16 floats): with a
+    // transcendental in the body that multiplied the compile time by 7 (a 512-wide softmax: 1.7 s against 0.2 s)
+    // and bought nothing measurable, so the generated loops ask for no unrolling.
+    const std::string no_unrolling = "      #pragma GCC unroll 1\n";
     std::string loop = "      auto step = [&](" + parameters + ") __attribute__((always_inline)) {\n" + body +
                        "      };\n      int64_t j = " + begin + ";\n";
     if (reducing && partial_count > 1) {
-      loop += "      for (; j + " + std::to_string(partial_count) + " * lanes <= " + end +
+      loop += no_unrolling + "      for (; j + " + std::to_string(partial_count) + " * lanes <= " + end +
               "; j += " + std::to_string(partial_count) + " * lanes) {\n";
       for (int p = 0; p < partial_count; ++p)
         loop += "        step(j" + (p == 0 ? std::string() : " + " + std::to_string(p) + " * lanes") +
                 ", lanes, partials[" + std::to_string(p) + "]);\n";
       loop += "      }\n";
     }
-    loop += "      for (; j + lanes <= " + end + "; j += lanes) step(j, lanes" + first + ");\n      if (j < " + end +
+    loop += no_unrolling + "      for (; j + lanes <= " + end + "; j += lanes) step(j, lanes" + first +
+            ");\n      if (j < " + end +
             ") step(j, static_cast<int>(" + end + " - j)" + first + ");\n";
     if (layout_.middle_sizes.empty()) return loop;
     std::string text, index = "0";
