@@ -10,6 +10,9 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <limits>
+#include <vector>
+
 namespace kiln {
 namespace {
 
@@ -274,6 +277,25 @@ TEST(DifferentialOps, NeuralNetworkComposites) {
     };
     expect_agreement("nn " + shape.to_string(), body, x, gamma, beta);
   }
+}
+
+// Row kernels multiply by the reciprocal of a divisor that is constant along the row (softmax's sum) only where
+// that reciprocal is a normal number: rows whose sums are zero, infinite, NaN, huge or subnormal divide.
+TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
+  constexpr std::int64_t columns = 19;
+  std::vector<float> values;
+  auto row = [&](auto element) {
+    for (std::int64_t j = 0; j < columns; ++j) values.push_back(element(j));
+  };
+  row([](std::int64_t j) { return 1.0f + 0.1f * static_cast<float>(j); });                // an ordinary sum
+  row([](std::int64_t j) { return j == columns - 1 ? 0.0f : (j % 2 ? 1.5f : -1.5f); });  // a sum of zero
+  row([](std::int64_t) { return 1e37f; });                      // 1.9e38: its reciprocal is subnormal
+  row([](std::int64_t j) { return 1e-42f * static_cast<float>(j + 1); });  // a subnormal sum
+  row([](std::int64_t j) { return j == 3 ? std::numeric_limits<float>::infinity() : 1.0f; });
+  row([](std::int64_t j) { return j == 5 ? std::numeric_limits<float>::quiet_NaN() : 1.0f; });
+  row([](std::int64_t j) { return -0.5f - 0.01f * static_cast<float>(j); });  // a negative sum
+  Tensor x = from_vector(values, {7, columns});
+  expect_agreement("x / row sum", [](Tensor x) { return x / reduce_sum(x, {1}, true); }, x);
 }
 
 TEST(DifferentialOps, RankZeroAndZeroSizeInsideFusedKernels) {

@@ -228,6 +228,18 @@ template <class V> [[gnu::always_inline]] inline V mul(V a, V b) {
   else return V(typename unsigned_of<V>::type(a) * typename unsigned_of<V>::type(b));
 }
 template <class V> [[gnu::always_inline]] inline V div(V a, V b) { return a / b; }
+// x / s for a divisor constant along a row (softmax's sum, layer_norm's deviation), as x * (1 / s) with 1 / s
+// computed once per row: two roundings instead of one, as long as 1 / s is a normal number, which
+// has_normal_reciprocal checks once per row; zero, infinities, NaN and extreme magnitudes keep the division.
+template <class T> [[gnu::always_inline]] inline bool has_normal_reciprocal(T divisor) {
+  const T magnitude = divisor < 0 ? -divisor : divisor;
+  if constexpr (sizeof(T) == 4) return magnitude >= 0x1p-125f && magnitude <= 0x1p125f;
+  else return magnitude >= 0x1p-1021 && magnitude <= 0x1p1021;
+}
+template <class V>
+[[gnu::always_inline]] inline V divide_by_row_value(V x, V divisor, V reciprocal, bool use_reciprocal) {
+  return use_reciprocal ? x * reciprocal : x / divisor;
+}
 
 // NaN in either operand gives NaN (the first one if both are NaN).
 template <class V> [[gnu::always_inline]] inline V maximum(V a, V b) {
