@@ -129,6 +129,10 @@ class AttentionFuser {
     if (is_output(candidate.scores) || is_output(candidate.probabilities))
       return "the scores or their row kernel's result are returned";
     if (!(scores == row_kernel.space)) return "the row kernel's space is not the first product's shape";
+    if (!(graph_.type(candidate.probabilities).shape == scores))
+      return "the row kernel's result is not of the scores' shape";
+    if (second.type.shape.rank() != scores.rank() || !batch_fits(scores, second.type.shape))
+      return "the second matmul has batch axes the scores do not have";
     for (ir::ValueId user : users(candidate.scores)) {
       if (std::find(row_kernel.members.begin(), row_kernel.members.end(), user) == row_kernel.members.end())
         return "the scores are also read outside the row kernel";

@@ -143,6 +143,16 @@ TEST(AttentionFusion, RefusalsKeepThreeKernelsAndSayWhy) {
   EXPECT_EQ(transposed.jit.kernels_per_call, 3) << transposed.fused;
   EXPECT_NE(transposed.fused.find("left operand, untransposed"), std::string::npos) << transposed.fused;
 
+  auto row_sums = expect_agreement("row sums into the second matmul", [](Tensor q, Tensor k, Tensor v) {
+    return matmul(reduce_sum(exp(matmul(q, k, {.transpose_b = true}) * 0.25), {2}, true), v);
+  }, q, k, random_tensor(DType::f32, {2, 1, 33}, 55));
+  EXPECT_NE(row_sums.fused.find("not of the scores' shape"), std::string::npos) << row_sums.fused;
+
+  Tensor q_matrix = random_tensor(DType::f32, {29, 16}, 56), k_matrix = random_tensor(DType::f32, {45, 16}, 57);
+  auto batched_values = expect_agreement("values batched, scores not", scaled_dot_product, q_matrix, k_matrix, v);
+  EXPECT_NE(batched_values.fused.find("batch axes the scores do not have"), std::string::npos)
+      << batched_values.fused;
+
   Tensor k_broadcast = random_tensor(DType::f32, {1, 45, 16}, 54);
   auto broadcast = expect_agreement("broadcast batch", scaled_dot_product, q, k_broadcast, v);
   EXPECT_EQ(broadcast.jit.kernels_per_call, 3) << broadcast.fused;
