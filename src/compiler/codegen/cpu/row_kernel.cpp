@@ -385,6 +385,12 @@ class RowKernel {
     return "";
   }
 
+  std::string divide_by_row_value(const Instance& division) const {
+    const std::string& divisor = at(division.operands[1]).name;
+    return "divide_by_row_value(" + at(division.operands[0]).name + ", " + divisor + ", reciprocal_" + divisor +
+           ", use_reciprocal_" + divisor + ")";
+  }
+
   std::string row_value(int id) const {
     const Instance& item = at(id);
     const ir::Node& node = emitter_.graph().node(item.value);
@@ -420,10 +426,7 @@ class RowKernel {
                 std::to_string(step) + ")";
       } else {
         text += "        " + emitter_.describe(item.value) + "\n";
-        const std::string& divisor = at(item.operands[1]).name;
-        value = divides_by_reciprocal(id) ? "divide_by_row_value(" + at(item.operands[0]).name + ", " + divisor +
-                                                ", reciprocal_" + divisor + ", use_reciprocal_" + divisor + ")"
-                                          : emitter_.expression(id);
+        value = divides_by_reciprocal(id) ? divide_by_row_value(item) : emitter_.expression(id);
       }
       text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
       if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
