@@ -106,18 +106,23 @@ struct Scratch {
   PackedOperand packed_b, packed_c;
   std::int64_t ld;
   float *b_memory, *c_memory, *a_strip, *scores, *probabilities;
-  std::int64_t item = -1;  // whose B and C are packed
+  // The matrices packed now: an item's own, or one shared by every item (batch stride 0, packed once).
+  const float* packed_b_source = nullptr;
+  const float* packed_c_source = nullptr;
 };
 
 void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,
                 AttentionRows rows_function, void* context, Scratch& scratch) {
   const float* a = problem.a + item * problem.a_batch_stride;
-  if (scratch.item != item) {
-    scratch.packed_b.pack(problem.b + item * problem.b_batch_stride, problem.transpose_b ? problem.k : problem.n,
-                          problem.transpose_b, scratch.b_memory);
-    scratch.packed_c.pack(problem.c + item * problem.c_batch_stride, problem.transpose_c ? problem.n : problem.d,
-                          problem.transpose_c, scratch.c_memory);
-    scratch.item = item;
+  const float* b = problem.b + item * problem.b_batch_stride;
+  const float* c = problem.c + item * problem.c_batch_stride;
+  if (scratch.packed_b_source != b) {
+    scratch.packed_b.pack(b, problem.transpose_b ? problem.k : problem.n, problem.transpose_b, scratch.b_memory);
+    scratch.packed_b_source = b;
+  }
+  if (scratch.packed_c_source != c) {
+    scratch.packed_c.pack(c, problem.transpose_c ? problem.n : problem.d, problem.transpose_c, scratch.c_memory);
+    scratch.packed_c_source = c;
   }
   const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
   float* out = problem.out + item * problem.m * problem.d;

@@ -8,9 +8,10 @@
 // memory. The standard executor keeps running the two matmuls through OpenBLAS with a kernel between them.
 //
 // Work: units of a batch item's row strips, claimed by the threads one after another; a thread packs the
-// item's op(B) and op(C) once per item it works on (they stay in its L2). Every output element is summed in
-// one fixed order whatever the thread count (K blocks of at most 256 in order, fused multiply-adds in order),
-// so results are bitwise reproducible; they differ from OpenBLAS's by rounding only.
+// item's op(B) and op(C) once per item it works on (they stay in its L2), or once in all when every item shares
+// them. Every output element is summed in one fixed order whatever the thread count (K blocks of at most 256
+// in order, fused multiply-adds in order), so results are bitwise reproducible; they differ from OpenBLAS's by
+// rounding only.
 
 #include <cstdint>
 
