@@ -4,13 +4,13 @@
 #include "kernels/cpu/attention.h"
 
 #include "runtime/parallel.h"
+#include "support/test_support.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,15 +18,6 @@ namespace kiln::kernels::cpu {
 namespace {
 
 constexpr double kEpsilon = 0x1p-24;
-
-// Random values in +-[0.25, 1.25]: never zero, so a missed or doubled term always shows.
-std::vector<float> random_values(std::int64_t count, std::uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::uniform_real_distribution<float> magnitude(0.25f, 1.25f);
-  std::vector<float> values(static_cast<std::size_t>(count));
-  for (auto& value : values) value = (generator() & 1 ? -1.0f : 1.0f) * magnitude(generator);
-  return values;
-}
 
 // The row function under test: p = s / 2 + (row % 7) / 8 -- exact in f32 up to the halving, and it shows a
 // row numbered wrongly across the batch. `context` points to n, the row length.
@@ -57,9 +48,9 @@ struct Case {
         transpose_c(tc),
         shared_b(sb),
         shared_c(sc) {
-    a = random_values(batch * m * k, 11 + static_cast<std::uint64_t>(m + k));
-    b = random_values((shared_b ? 1 : batch) * k * n, 12 + static_cast<std::uint64_t>(n + k));
-    c = random_values((shared_c ? 1 : batch) * n * d, 13 + static_cast<std::uint64_t>(n + d));
+    a = testing::random_floats(batch * m * k, 11 + static_cast<std::uint64_t>(m + k));
+    b = testing::random_floats((shared_b ? 1 : batch) * k * n, 12 + static_cast<std::uint64_t>(n + k));
+    c = testing::random_floats((shared_c ? 1 : batch) * n * d, 13 + static_cast<std::uint64_t>(n + d));
   }
 
   AttentionProblem problem(float* out) const {

@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm.h"
 
 #include "runtime/parallel.h"
+#include "support/test_support.h"
 
 #include <gtest/gtest.h>
 #include <kiln/memory.h>
@@ -12,22 +13,12 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
-
-// Random values in +-[0.25, 1.25]: never zero, so a missed or doubled term always shows.
-std::vector<float> random_values(std::int64_t count, std::uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::uniform_real_distribution<float> magnitude(0.25f, 1.25f);
-  std::vector<float> values(static_cast<std::size_t>(count));
-  for (auto& value : values) value = (generator() & 1 ? -1.0f : 1.0f) * magnitude(generator);
-  return values;
-}
 
 struct Case {
   std::int64_t m, n, k;
@@ -40,8 +31,8 @@ struct Case {
     lda = (ta ? m : k) + padding;
     ldb = (tb ? k : n) + padding;
     ldc = n + padding;
-    a = random_values((ta ? k : m) * lda + 1, 1000 + static_cast<std::uint64_t>(m * 7 + k));
-    b = random_values((tb ? n : k) * ldb + 1, 2000 + static_cast<std::uint64_t>(n * 7 + k));
+    a = testing::random_floats((ta ? k : m) * lda + 1, 1000 + static_cast<std::uint64_t>(m * 7 + k));
+    b = testing::random_floats((tb ? n : k) * ldb + 1, 2000 + static_cast<std::uint64_t>(n * 7 + k));
   }
   float a_at(std::int64_t i, std::int64_t p) const { return transpose_a ? a[p * lda + i] : a[i * lda + p]; }
   float b_at(std::int64_t p, std::int64_t j) const { return transpose_b ? b[j * ldb + p] : b[p * ldb + j]; }

@@ -42,6 +42,14 @@ Tensor random_uniform(DType dtype, const Shape& shape, double low, double high, 
   return random::uniform(shape, {.seed = seed, .low = low, .high = high, .dtype = dtype});
 }
 
+std::vector<float> random_floats(std::int64_t count, std::uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::uniform_real_distribution<float> magnitude(0.25f, 1.25f);
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (auto& value : values) value = (generator() & 1 ? -1.0f : 1.0f) * magnitude(generator);
+  return values;
+}
+
 namespace {
 std::mutex log_mutex;
 }

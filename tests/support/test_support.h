@@ -17,6 +17,10 @@ Tensor random_tensor(DType dtype, const Shape& shape, std::uint64_t seed);
 // Random values in [low, high] (floats only).
 Tensor random_uniform(DType dtype, const Shape& shape, double low, double high, std::uint64_t seed);
 
+// `count` random floats in +-[0.25, 1.25], for kernel tests on raw buffers: never zero, so a missed or
+// doubled term always shows.
+std::vector<float> random_floats(std::int64_t count, std::uint64_t seed);
+
 // Collects kiln's log messages while alive.
 class CapturedLog {
  public:

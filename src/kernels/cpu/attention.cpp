@@ -13,13 +13,10 @@ namespace {
 
 using gemm_detail::ALayout;
 using gemm_detail::kKcMax;
+using gemm_detail::kKcTarget;
 using gemm_detail::kMr;
 using gemm_detail::kNr;
 
-// K blocks as in sgemm: at most 256 deep, so that an A strip (kMr x kc) stays in L1 next to the B micro-panel
-// streaming through it; equal blocks (a K of 300 is two of 150).
-constexpr std::int64_t kKcTarget = 256;
-static_assert(kKcTarget <= kKcMax);
 // Score rows are padded to a multiple of 16 floats (64-byte aligned rows for the generated row code) and by 16
 // more, so that the rows of a tile do not share L1 sets when n is a multiple of 256.
 constexpr std::int64_t kRowPadding = 16;

@@ -16,12 +16,10 @@ namespace {
 
 using gemm_detail::ALayout;
 using gemm_detail::kKcMax;
+using gemm_detail::kKcTarget;
 using gemm_detail::kMr;
 using gemm_detail::kNr;
 
-// Target K block. Long enough to amortize loading and storing the C tile (once per kc * kMr * kNr FMAs); short
-// enough that the A strip (kMr x kc) stays in L1 next to the B micro-panel streaming through it.
-constexpr std::int64_t kKcTarget = 256;
 // Target column panel: the packed B block (kc x nc) is what every strip reads, so it should stay in L2 (2 MiB
 // here) next to the C rows being updated; wider panels read A fewer times (once per panel).
 constexpr std::int64_t kNcTarget = 512;

@@ -39,9 +39,14 @@ inline constexpr int kMr = 6;
 #endif
 inline constexpr int kVectorsPerRow = 2;
 inline constexpr int kNr = kLanes * kVectorsPerRow;  // columns of the C tile
-// Longest K block a strip buffer holds (gemm.cpp uses at most 256). The row-major A micro-panel has this
-// fixed row stride, so that the kernel addresses its rows with constant offsets.
+// Longest K block a strip buffer holds. The row-major A micro-panel has this fixed row stride, so that the
+// kernel addresses its rows with constant offsets.
 inline constexpr int kKcMax = 384;
+// The K block the drivers (sgemm, attention) aim for. Long enough to amortize loading and storing the C tile
+// (once per kc * kMr * kNr FMAs); short enough that the A strip (kMr x kc) stays in L1 next to the B
+// micro-panel streaming through it. Blocks are of equal depth, at most this (a K of 300 is two of 150).
+inline constexpr std::int64_t kKcTarget = 256;
+static_assert(kKcTarget <= kKcMax);
 
 using Vector = float __attribute__((vector_size(kLanes * sizeof(float))));
 
