@@ -31,6 +31,7 @@ void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth
 // A plain copy, and cheap in sgemm: its source lines were prefetched while the previous strip ran.
 void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, float* strip) {
+  if (depth <= 0) return;  // nothing to copy, and `a` may be null (an empty operand)
   if (!transpose_a) {
     const float* source = a + row_begin * lda + depth_begin;
     for (std::int64_t r = 0; r < rows; ++r)
