@@ -77,6 +77,25 @@ class AttentionFuser {
     return std::nullopt;
   }
 
+  std::optional<std::size_t> kernel_containing(ir::ValueId value) const {
+    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+      const auto& members = plan_.kernels[k].members;
+      if (std::find(members.begin(), members.end(), value) != members.end()) return k;
+    }
+    return std::nullopt;
+  }
+
+  // The second matmul's kernel: the matmul alone, or a gemm kernel (a 2-D matmul) with an elementwise epilogue,
+  // which then runs as a loop kernel of its own after the attention kernel (writing the matmul's m x d product
+  // costs less than the m x n scores it saves). An epilogue with reductions keeps its kernel.
+  bool second_kernel_fits(const FusedKernel& kernel, ir::ValueId matmul) const {
+    if (lone_matmul(graph_, kernel)) return true;
+    if (kernel.kind != KernelKind::gemm || graph_.node(matmul).op != ir::Op::matmul) return false;
+    for (ir::ValueId member : kernel.members)
+      if (ir::is_reduction(graph_.node(member).op)) return false;
+    return true;
+  }
+
   // A matmul kernel feeding reduction kernel `row` and a matmul kernel reading its output: the shape of the
   // pattern, before its conditions (refusal) are checked.
   std::optional<Candidate> find(std::size_t row) const {
@@ -97,8 +116,8 @@ class AttentionFuser {
     }
     if (!found_first || users(candidate.probabilities).size() != 1) return std::nullopt;
     const ir::ValueId consumer = users(candidate.probabilities).front();
-    const std::optional<std::size_t> second_kernel = kernel_writing(consumer);
-    if (!second_kernel || !lone_matmul(graph_, plan_.kernels[*second_kernel])) return std::nullopt;
+    const std::optional<std::size_t> second_kernel = kernel_containing(consumer);
+    if (!second_kernel || !second_kernel_fits(plan_.kernels[*second_kernel], consumer)) return std::nullopt;
     candidate.second_kernel = *second_kernel;
     candidate.second = consumer;
     return candidate;
@@ -171,7 +190,10 @@ class AttentionFuser {
         if (!members.count(operand) &&
             std::find(merged.inputs.begin(), merged.inputs.end(), operand) == merged.inputs.end())
           merged.inputs.push_back(operand);
-    merged.outputs = plan_.kernels[candidate.second_kernel].outputs;
+    const FusedKernel& second_kernel = plan_.kernels[candidate.second_kernel];
+    merged.outputs = second_kernel.members.size() == 1 ? second_kernel.outputs
+                                                       : std::vector<ir::ValueId>{candidate.second};
+    std::optional<FusedKernel> epilogue = epilogue_kernel(second_kernel, candidate.second);
     merged.decisions = row_kernel.decisions;
     merged.decisions.push_back("fused " + describe(graph_, candidate.first) + " and " +
                                describe(graph_, candidate.second) + " around the row kernel: the scores " +
@@ -179,12 +201,39 @@ class AttentionFuser {
                                " are computed a strip of rows at a time and never written to memory");
     // In the second matmul's place: every input is ready by then, and nothing between reads S or P.
     plan_.kernels[candidate.second_kernel] = std::move(merged);
+    if (epilogue)
+      plan_.kernels.insert(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(candidate.second_kernel) + 1,
+                           std::move(*epilogue));
     // Both come before the second matmul's kernel (the plan is in execution order); the later one goes first.
     const std::size_t later = std::max(candidate.first_kernel, candidate.row_kernel);
     const std::size_t earlier = std::min(candidate.first_kernel, candidate.row_kernel);
     plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(later));
     plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(earlier));
     drop_notes({candidate.first, candidate.second, candidate.scores, candidate.probabilities});
+  }
+
+  // The rest of a gemm kernel whose matmul joins an attention kernel, as a loop kernel reading the product from
+  // memory; none for a kernel of the matmul alone.
+  std::optional<FusedKernel> epilogue_kernel(const FusedKernel& gemm, ir::ValueId matmul) const {
+    if (gemm.members.size() == 1) return std::nullopt;
+    FusedKernel epilogue;
+    epilogue.kind = KernelKind::loop;
+    epilogue.space = graph_.type(matmul).shape;
+    for (ir::ValueId member : gemm.members)
+      if (member != matmul) epilogue.members.push_back(member);
+    for (ir::ValueId member : epilogue.members)
+      for (ir::ValueId operand : graph_.node(member).operands)
+        if (std::find(epilogue.members.begin(), epilogue.members.end(), operand) == epilogue.members.end() &&
+            std::find(epilogue.inputs.begin(), epilogue.inputs.end(), operand) == epilogue.inputs.end())
+          epilogue.inputs.push_back(operand);
+    for (ir::ValueId output : gemm.outputs)
+      if (output != matmul) epilogue.outputs.push_back(output);
+    const std::string matmul_fused = "fused " + describe(graph_, matmul) + ":";  // no longer true
+    for (const std::string& decision : gemm.decisions)
+      if (!decision.starts_with(matmul_fused)) epilogue.decisions.push_back(decision);
+    epilogue.decisions.push_back("the epilogue of " + describe(graph_, matmul) +
+                                 ", whose matmul joined an attention kernel, reads its product from memory");
+    return epilogue;
   }
 
   // Notes of fuse() that the merge made untrue: "library: %3 matmul ..." and "not fused: %10 div into ...".

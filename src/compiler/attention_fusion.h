@@ -6,8 +6,10 @@
 //
 // The pattern: a library kernel holding one matmul whose product S is read only by one reduction kernel,
 // over S's shape and reducing its last axis, through elementwise ops and reductions (no data movement of S);
-// that kernel's one output P read only by a second library matmul, as its left operand, not transposed. The
-// matmuls' operands each have the product's batch axes or none (a matrix shared by every batch item). Each
+// that kernel's one output P read only by a second matmul, as its left operand, not transposed, alone in its
+// kernel or with an elementwise epilogue (a 2-D matmul's gemm kernel), which then becomes a loop kernel of its
+// own after the attention kernel. The matmuls' operands each have the product's batch axes or none (a matrix
+// shared by every batch item). Each
 // candidate refused is a note in the plan with its reason; the notes that said those kernels were library
 // kernels are dropped.
 

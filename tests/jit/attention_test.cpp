@@ -94,6 +94,25 @@ TEST(AttentionFusion, MatricesAndSharedOperands) {
   expect_one_attention_kernel(expect_agreement("shared keys and values", scaled_dot_product, batched_q, k, v));
 }
 
+TEST(AttentionFusion, AnEpilogueOfTheSecondMatmulBecomesALoopKernel) {
+  // 2-D: the second matmul's gemm kernel holds the bias and relu; they run after the attention kernel.
+  Tensor q = random_tensor(DType::f32, {29, 16}, 24), k = random_tensor(DType::f32, {45, 16}, 25);
+  Tensor v = random_tensor(DType::f32, {45, 33}, 26), bias = random_tensor(DType::f32, {33}, 27);
+  auto result = expect_agreement("epilogue", [](Tensor q, Tensor k, Tensor v, Tensor bias) {
+    return nn::relu(scaled_dot_product(q, k, v) + bias);
+  }, q, k, v, bias);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_NE(result.fused.find("(attention over"), std::string::npos) << result.fused;
+  EXPECT_NE(result.fused.find("(loop over [29,33])"), std::string::npos) << result.fused;
+  EXPECT_NE(result.fused.find("reads its product from memory"), std::string::npos) << result.fused;
+  EXPECT_EQ(result.fused.find("matmul with its consumers as the epilogue"), std::string::npos) << result.fused;
+  // A full reduction in the epilogue keeps the gemm kernel (and the scores in memory).
+  auto reduced = expect_agreement("reduced epilogue", [](Tensor q, Tensor k, Tensor v) {
+    return reduce_sum(scaled_dot_product(q, k, v));
+  }, q, k, v);
+  EXPECT_EQ(reduced.jit.kernels_per_call, 3) << reduced.fused;
+}
+
 TEST(AttentionFusion, SeveralDepthBlocks) {
   // A head size of 300 and 600 keys: both products take two K blocks.
   Tensor q = random_tensor(DType::f32, {1, 2, 20, 300}, 30), k = random_tensor(DType::f32, {1, 2, 600, 300}, 31);
