@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace kiln {
 namespace {
 
@@ -154,6 +156,29 @@ TEST(JitRegression, ReductionOfAnEmptyMatmulIsTheIdentity) {
                          "  return %3, %5\n"
                          "}\n",
                          {random_tensor(DType::f32, {1, 7}, 8), random_tensor(DType::f32, {0, 7}, 9)});
+}
+
+// kiln-fuzz (seed 7, graph 624): a gemm epilogue that casts the f32 product to f64 and reduces it kept its
+// partial results in floats, and the module did not compile.
+TEST(JitRegression, GemmEpilogueReducingInAnotherDtype) {
+  const std::vector<Tensor> inputs{random_tensor(DType::f32, {5, 7}, 10), random_tensor(DType::f32, {3, 7}, 11)};
+  expect_graph_agreement("f64 mean of an f32 product",
+                         "func @f64_mean(%0: f32[5,7], %1: f32[3,7]) -> (f64[1,1]) {\n"
+                         "  %2 = f32[5,3] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+                         "  %3 = f64[5,3] cast(%2)\n"
+                         "  %4 = f64[1,1] reduce_mean(%3) {axes=[0,1], keepdims=true}\n"
+                         "  return %4\n"
+                         "}\n",
+                         inputs);
+  expect_graph_agreement("i32 sum of an f32 product",
+                         "func @i32_sum(%0: f32[5,7], %1: f32[3,7]) -> (i32[]) {\n"
+                         "  %2 = f32[5,3] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+                         "  %3 = f32[5,3] mul(%2, %2)\n"
+                         "  %4 = i32[5,3] cast(%3)\n"
+                         "  %5 = i32[] reduce_sum(%4) {axes=[0,1], keepdims=false}\n"
+                         "  return %5\n"
+                         "}\n",
+                         inputs);
 }
 
 }  // namespace

@@ -45,6 +45,15 @@ class Builder {
     max_elements_ = large_ ? options_.max_elements * 32 : options_.max_elements;
     int target = static_cast<int>(random_.between(1, std::max(1, options_.max_nodes)));
     int computed = 0;
+    if (random_.chance(0.05)) {
+      try {
+        last_ = build_attention_motif();
+        ++computed;
+        if (statistics_) statistics_->ops["(attention motif)"] += 1;
+      } catch (const Rejected&) {
+        if (statistics_) statistics_->rejected += 1;
+      }
+    }
     for (int attempt = 0; computed < target && attempt < 20 * target; ++attempt) {
       Op op = random_.pick(ops);
       try {
@@ -485,6 +494,68 @@ class Builder {
         type(b).shape[rank - 1] == type(a).shape[rank - 2])
       return add(Op::matmul, {b, a}, attributes);  // the pool value on the right
     return add(Op::matmul, {a, b}, attributes);
+  }
+
+  // matmul -> row-wise ops -> matmul in f32, the pattern of the attention fusion (compiler/attention_fusion.h),
+  // which random ops almost never form: softmax(Q K^T), with a scale and a mask or not, a layer norm, or
+  // another row normalization, between the products; operands transposed or not, batched or shared.
+  ValueId build_attention_motif() {
+    std::vector<std::int64_t> batch;
+    for (std::int64_t axes = static_cast<std::int64_t>(random_.weighted({3, 2, 1})); axes > 0; --axes)
+      batch.push_back(random_.between(1, 3));
+    const std::int64_t m = matrix_dim(), n = matrix_dim(), k = matrix_dim(), d = matrix_dim();
+    // op(X) is rows x columns; stored transposed when `transposed`; without batch axes sometimes.
+    auto operand = [&](std::int64_t rows, std::int64_t columns, bool transposed, bool may_share) {
+      std::vector<std::int64_t> dims;
+      if (!may_share || random_.chance(0.8)) dims = batch;
+      dims.push_back(transposed ? columns : rows);
+      dims.push_back(transposed ? rows : columns);
+      return add_parameter({DType::f32, Shape(dims)});
+    };
+    ir::Attributes first, second;
+    first.transpose_a = random_.chance(0.2);
+    first.transpose_b = random_.chance(0.7);
+    second.transpose_b = random_.chance(0.2);
+    const ValueId queries = operand(m, k, first.transpose_a, false);
+    const ValueId keys = operand(k, n, first.transpose_b, true);
+    const ValueId values = operand(n, d, second.transpose_b, true);
+    const ValueId scores = add(Op::matmul, {queries, keys}, first);
+    return add(Op::matmul, {row_normalization(scores), values}, second);
+  }
+
+  ValueId f32_constant(double value) {
+    ir::Attributes attributes;
+    attributes.float_value = value;
+    return add(Op::constant, {}, attributes, {DType::f32, Shape()});
+  }
+
+  // A row-wise function of x over its last axis (one of the shapes the attention fusion meets).
+  ValueId row_normalization(ValueId x) {
+    const int rank = type(x).shape.rank();
+    ir::Attributes rows;
+    rows.axes = {rank - 1};
+    rows.keepdims = true;
+    auto softmax = [&](ValueId y) {
+      const ValueId shifted = add(Op::sub, {y, add(Op::reduce_max, {y}, rows)});
+      const ValueId exponentials = add(Op::exp, {shifted});
+      return add(Op::div, {exponentials, add(Op::reduce_sum, {exponentials}, rows)});
+    };
+    switch (random_.weighted({3, 2, 1, 1})) {
+      case 0: return softmax(x);
+      case 1: {
+        const Shape& shape = type(x).shape;
+        const ValueId mask = add_parameter({DType::f32, Shape({shape[rank - 2], shape[rank - 1]})});
+        return softmax(add(Op::add, {add(Op::mul, {x, f32_constant(0.25)}), mask}));
+      }
+      case 2: {
+        const ValueId centered = add(Op::sub, {x, add(Op::reduce_mean, {x}, rows)});
+        const ValueId variance = add(Op::reduce_mean, {add(Op::mul, {centered, centered})}, rows);
+        return add(Op::div, {centered, add(Op::sqrt, {add(Op::add, {variance, f32_constant(1e-5)})})});
+      }
+      default:
+        return add(Op::div, {add(Op::tanh, {x}), add(Op::add, {add(Op::reduce_sum, {add(Op::abs, {x})}, rows),
+                                                               f32_constant(1)})});
+    }
   }
 
   // A random shape with `count` elements and rank 0..4.

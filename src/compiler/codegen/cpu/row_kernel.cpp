@@ -710,9 +710,12 @@ class RowKernel {
     };
     std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
     text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
-    for (std::size_t r = 0; r < reductions_.size(); ++r)
-      text += "  state.partials" + std::to_string(r) +
-              " = static_cast<float*>(runtime->allocate(blocks * sizeof(float)));\n";
+    // Partial results in the reductions' own dtypes: an epilogue may cast the f32 product (to f64, say).
+    for (std::size_t r = 0; r < reductions_.size(); ++r) {
+      const std::string type = emitter_.storage_type(at(reductions_[r]).value);
+      text += "  state.partials" + std::to_string(r) + " = static_cast<" + type + "*>(runtime->allocate(blocks * sizeof(" +
+              type + ")));\n";
+    }
     text += "  " + emitter_.describe(matmul) + "\n";
     text += "  runtime->sgemm(" + sizes + ", " + input(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
             (node.attributes.transpose_a ? "1" : "0") + ", " + input(node.operands[1]) + ", " + std::to_string(b[1]) +
@@ -723,13 +726,15 @@ class RowKernel {
       const ir::Node& reduction = graph.node(at(reductions_[r]).value);
       ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
       std::string p = "state.partials" + std::to_string(r);
+      const std::string type = emitter_.storage_type(at(reductions_[r]).value);
       text += "  {\n    " + emitter_.describe(at(reductions_[r]).value) + ": combine the blocks in order\n";
       // No blocks when the product is empty (a dimension of 0): the reduction's identity.
-      text += "    vec<float> total = blocks > 0 ? splat<float>(" + p + "[0]) : " + info.identity + ";\n";
-      text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
-              "(total, splat<float>(" + p + "[block]));\n";
+      text += "    vec<" + type + "> total = blocks > 0 ? splat<" + type + ">(" + p + "[0]) : " + info.identity + ";\n";
+      text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) + "(total, splat<" +
+              type + ">(" + p + "[block]));\n";
       std::string value = "first_lane(total)";
-      if (reduction.op == ir::Op::reduce_mean) value = "div(total, splat<float>(" + std::to_string(m * n) + ".0f))[0]";
+      if (reduction.op == ir::Op::reduce_mean)
+        value = "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(m * n) + ")))[0]";
       text += "    state." + emitter_.output_name(at(reductions_[r]).value) + "[0] = " + value + ";\n";
       text += "    runtime->deallocate(" + p + ");\n  }\n";
     }
@@ -742,8 +747,9 @@ class RowKernel {
                        "int64_t column_begin, int64_t column_end, int64_t block) {\n";
     text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
-      const ir::Node& reduction = emitter_.graph().node(at(reductions_[k]).value);
-      text += "  vec<float> accumulator" + std::to_string(k) + " = " +
+      const ir::ValueId reduction_value = at(reductions_[k]).value;
+      const ir::Node& reduction = emitter_.graph().node(reduction_value);
+      text += "  vec<" + emitter_.storage_type(reduction_value) + "> accumulator" + std::to_string(k) + " = " +
               reduction_info(reduction.op, reduction.type.dtype).identity + ";\n";
     }
     text += "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
