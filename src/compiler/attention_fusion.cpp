@@ -10,21 +10,19 @@ namespace kiln::compiler {
 namespace {
 
 // Scratch per thread the attention kernel may take (packed operands and two strips of score rows); beyond
-// it the three kernels stay apart. 16 MiB: rows of 100k scores with a head size of 64.
+// it the three kernels stay apart. 16 MiB: about 27k keys with a head size of 64.
 constexpr std::int64_t kScratchLimitBytes = std::int64_t{16} << 20;
 
 std::string describe(const ir::Graph& graph, ir::ValueId value) {
   return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
 }
 
-// The matmul a kernel consists of, if it is one f32 matmul alone (a library kernel, or a gemm kernel without
-// an epilogue).
-std::optional<ir::ValueId> lone_matmul(const ir::Graph& graph, const FusedKernel& kernel) {
+// Whether a kernel is one f32 matmul alone (a library kernel, or a gemm kernel without an epilogue).
+bool is_lone_matmul(const ir::Graph& graph, const FusedKernel& kernel) {
   if ((kernel.kind != KernelKind::library && kernel.kind != KernelKind::gemm) || kernel.members.size() != 1)
-    return std::nullopt;
+    return false;
   const ir::Node& node = graph.node(kernel.members.front());
-  if (node.op != ir::Op::matmul || node.type.dtype != DType::f32) return std::nullopt;
-  return kernel.members.front();
+  return node.op == ir::Op::matmul && node.type.dtype == DType::f32;
 }
 
 // An operand with the product's batch axes, or with none (shared by every item).
@@ -89,7 +87,7 @@ class AttentionFuser {
   // which then runs as a loop kernel of its own after the attention kernel (writing the matmul's m x d product
   // costs less than the m x n scores it saves). An epilogue with reductions keeps its kernel.
   bool second_kernel_fits(const FusedKernel& kernel, ir::ValueId matmul) const {
-    if (lone_matmul(graph_, kernel)) return true;
+    if (is_lone_matmul(graph_, kernel)) return true;
     if (kernel.kind != KernelKind::gemm || graph_.node(matmul).op != ir::Op::matmul) return false;
     for (ir::ValueId member : kernel.members)
       if (ir::is_reduction(graph_.node(member).op)) return false;
@@ -109,7 +107,7 @@ class AttentionFuser {
     bool found_first = false;
     for (ir::ValueId input : kernel.inputs) {
       const std::optional<std::size_t> producer = kernel_writing(input);
-      if (!producer || !lone_matmul(graph_, plan_.kernels[*producer])) continue;
+      if (!producer || !is_lone_matmul(graph_, plan_.kernels[*producer])) continue;
       candidate.first_kernel = *producer;
       candidate.first = candidate.scores = input;
       found_first = true;
