@@ -13,10 +13,6 @@ namespace {
 // it the three kernels stay apart. 16 MiB: about 27k keys with a head size of 64.
 constexpr std::int64_t kScratchLimitBytes = std::int64_t{16} << 20;
 
-std::string describe(const ir::Graph& graph, ir::ValueId value) {
-  return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
-}
-
 // Whether a kernel is one f32 matmul alone (a library kernel, or a gemm kernel without an epilogue).
 bool is_lone_matmul(const ir::Graph& graph, const FusedKernel& kernel) {
   if ((kernel.kind != KernelKind::library && kernel.kind != KernelKind::gemm) || kernel.members.size() != 1)
@@ -32,6 +28,17 @@ bool batch_fits(const Shape& operand, const Shape& product) {
   for (int axis = 0; axis + 2 < product.rank(); ++axis)
     if (operand[axis] != product[axis]) return false;
   return true;
+}
+
+// The values `members` read from outside themselves, in the order the members first read them.
+std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members) {
+  std::vector<ir::ValueId> inputs;
+  for (ir::ValueId member : members)
+    for (ir::ValueId operand : graph.node(member).operands)
+      if (std::find(members.begin(), members.end(), operand) == members.end() &&
+          std::find(inputs.begin(), inputs.end(), operand) == inputs.end())
+        inputs.push_back(operand);
+  return inputs;
 }
 
 class AttentionFuser {
@@ -67,18 +74,11 @@ class AttentionFuser {
 
   const std::vector<ir::ValueId>& users(ir::ValueId value) const { return users_[static_cast<std::size_t>(value)]; }
 
-  std::optional<std::size_t> kernel_writing(ir::ValueId value) const {
+  // The kernel whose `list` (&FusedKernel::outputs, &FusedKernel::members) holds `value`.
+  std::optional<std::size_t> kernel_with(ir::ValueId value, std::vector<ir::ValueId> FusedKernel::*list) const {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      const auto& outputs = plan_.kernels[k].outputs;
-      if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return k;
-    }
-    return std::nullopt;
-  }
-
-  std::optional<std::size_t> kernel_containing(ir::ValueId value) const {
-    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      const auto& members = plan_.kernels[k].members;
-      if (std::find(members.begin(), members.end(), value) != members.end()) return k;
+      const std::vector<ir::ValueId>& values = plan_.kernels[k].*list;
+      if (std::find(values.begin(), values.end(), value) != values.end()) return k;
     }
     return std::nullopt;
   }
@@ -106,7 +106,7 @@ class AttentionFuser {
     candidate.probabilities = kernel.outputs.front();
     bool found_first = false;
     for (ir::ValueId input : kernel.inputs) {
-      const std::optional<std::size_t> producer = kernel_writing(input);
+      const std::optional<std::size_t> producer = kernel_with(input, &FusedKernel::outputs);
       if (!producer || !is_lone_matmul(graph_, plan_.kernels[*producer])) continue;
       candidate.first_kernel = *producer;
       candidate.first = candidate.scores = input;
@@ -114,7 +114,7 @@ class AttentionFuser {
     }
     if (!found_first || users(candidate.probabilities).size() != 1) return std::nullopt;
     const ir::ValueId consumer = users(candidate.probabilities).front();
-    const std::optional<std::size_t> second_kernel = kernel_containing(consumer);
+    const std::optional<std::size_t> second_kernel = kernel_with(consumer, &FusedKernel::members);
     if (!second_kernel || !second_kernel_fits(plan_.kernels[*second_kernel], consumer)) return std::nullopt;
     candidate.second_kernel = *second_kernel;
     candidate.second = consumer;
@@ -182,12 +182,8 @@ class AttentionFuser {
     std::set<ir::ValueId> members(row_kernel.members.begin(), row_kernel.members.end());
     members.insert(candidate.first);
     members.insert(candidate.second);
-    merged.members.assign(members.begin(), members.end());
-    for (ir::ValueId member : merged.members)
-      for (ir::ValueId operand : graph_.node(member).operands)
-        if (!members.count(operand) &&
-            std::find(merged.inputs.begin(), merged.inputs.end(), operand) == merged.inputs.end())
-          merged.inputs.push_back(operand);
+    merged.members.assign(members.begin(), members.end());  // std::set is sorted: graph order
+    merged.inputs = inputs_of(graph_, merged.members);
     const FusedKernel& second_kernel = plan_.kernels[candidate.second_kernel];
     merged.outputs = second_kernel.members.size() == 1 ? second_kernel.outputs
                                                        : std::vector<ir::ValueId>{candidate.second};
@@ -219,11 +215,7 @@ class AttentionFuser {
     epilogue.space = graph_.type(matmul).shape;
     for (ir::ValueId member : gemm.members)
       if (member != matmul) epilogue.members.push_back(member);
-    for (ir::ValueId member : epilogue.members)
-      for (ir::ValueId operand : graph_.node(member).operands)
-        if (std::find(epilogue.members.begin(), epilogue.members.end(), operand) == epilogue.members.end() &&
-            std::find(epilogue.inputs.begin(), epilogue.inputs.end(), operand) == epilogue.inputs.end())
-          epilogue.inputs.push_back(operand);
+    epilogue.inputs = inputs_of(graph_, epilogue.members);
     for (ir::ValueId output : gemm.outputs)
       if (output != matmul) epilogue.outputs.push_back(output);
     const std::string matmul_fused = "fused " + describe(graph_, matmul) + ":";  // no longer true

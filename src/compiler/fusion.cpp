@@ -22,6 +22,10 @@ std::string_view to_string(KernelKind kind) {
   return "?";
 }
 
+std::string describe(const ir::Graph& graph, ir::ValueId value) {
+  return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
+}
+
 bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
   if (node.op != ir::Op::reshape && node.op != ir::Op::expand_dims && node.op != ir::Op::squeeze) return false;
   auto without_ones = [](const Shape& shape) {
@@ -103,11 +107,6 @@ int cost_per_element(ir::Op op) {
     default:
       return ir::is_elementwise(op) ? 1 : 0;
   }
-}
-
-std::string describe(const ir::Graph& graph, ir::ValueId value) {
-  const ir::Node& node = graph.node(value);
-  return "%" + std::to_string(value) + " " + std::string(ir::name(node.op));
 }
 
 // Reduced axes are the trailing `count` axes of the input.

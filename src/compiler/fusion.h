@@ -54,6 +54,9 @@ struct FusionPlan {
   std::vector<std::string> not_fused;  // decisions not to fuse, with reasons
 };
 
+// How fusion notes name a node: "%3 matmul".
+std::string describe(const ir::Graph& graph, ir::ValueId value);
+
 // `graph` must be optimized (simplify has turned expand_dims and squeeze into
 // reshape) and free of host ops and dynamic shapes.
 FusionPlan fuse(const ir::Graph& graph);

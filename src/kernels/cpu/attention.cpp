@@ -12,10 +12,12 @@ namespace kiln::kernels::cpu {
 namespace {
 
 using gemm_detail::ALayout;
+using gemm_detail::ceil_div;
 using gemm_detail::kKcMax;
 using gemm_detail::kKcTarget;
 using gemm_detail::kMr;
 using gemm_detail::kNr;
+using gemm_detail::round_up;
 
 // Score rows are padded to a multiple of 16 floats (64-byte aligned rows for the generated row code) and by 16
 // more, so that the rows of a tile do not share L1 sets when n is a multiple of 256.
@@ -24,8 +26,6 @@ constexpr std::int64_t kRowPadding = 16;
 // strips long, but there should be enough units for a thread that the OS preempts to be covered by others.
 constexpr std::int64_t kUnitsPerThread = 4;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 std::int64_t row_stride(std::int64_t n) { return round_up(n, 16) + kRowPadding; }
 
 // A contraction of `total` split into equal K blocks (one of depth 0 when total is 0: it writes zeros).
@@ -84,7 +84,8 @@ void multiply_strip(const float* a, std::int64_t lda, bool transpose_a, std::int
   }
 }
 
-// A thread's scratch: the current item's packed B and C, an A strip, and the score and probability strips.
+// A thread's scratch: the current item's packed B and C, an A strip, the score and probability strips, and the
+// row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned).
 struct Scratch {
   Scratch(const AttentionProblem& problem, float* memory)
       : packed_b(problem.k, problem.n),
@@ -94,15 +95,20 @@ struct Scratch {
         c_memory(b_memory + PackedOperand::floats(problem.k, problem.n)),
         a_strip(c_memory + PackedOperand::floats(problem.n, problem.d)),
         scores(a_strip + kMr * kKcMax),
-        probabilities(scores + kMr * ld) {}
+        probabilities(scores + kMr * ld),
+        row_scratch(probabilities + kMr * ld) {}
 
+  // Without the row function's part (row_floats).
   static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
     return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + kMr * kKcMax + 2 * kMr * row_stride(n);
+  }
+  static std::int64_t row_floats(const AttentionProblem& problem) {
+    return round_up(problem.row_scratch_bytes, 64) / static_cast<std::int64_t>(sizeof(float));
   }
 
   PackedOperand packed_b, packed_c;
   std::int64_t ld;
-  float *b_memory, *c_memory, *a_strip, *scores, *probabilities;
+  float *b_memory, *c_memory, *a_strip, *scores, *probabilities, *row_scratch;
   // The matrices packed now: an item's own, or one shared by every item (batch stride 0, packed once).
   const float* packed_b_source = nullptr;
   const float* packed_c_source = nullptr;
@@ -128,7 +134,8 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
     multiply_strip(a, lda, problem.transpose_a, row_begin, rows, scratch.packed_b, scratch.a_strip, scratch.scores,
                    scratch.ld);
     const std::int64_t first_row = item * problem.m + row_begin;
-    rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld);
+    rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld,
+                  scratch.row_scratch);
     multiply_strip(scratch.probabilities, scratch.ld, false, 0, rows, scratch.packed_c, scratch.a_strip,
                    out + row_begin * problem.d, problem.d);
   }
@@ -149,7 +156,7 @@ void attention(const AttentionProblem& problem, AttentionRows rows_function, voi
   const std::int64_t groups = std::clamp<std::int64_t>(ceil_div(kUnitsPerThread * threads, problem.batch), 1, strips);
   const std::int64_t units = problem.batch * groups;
   const int pieces = static_cast<int>(std::min<std::int64_t>(threads, units));
-  const std::int64_t scratch_floats = Scratch::floats(problem.n, problem.k, problem.d);
+  const std::int64_t scratch_floats = Scratch::floats(problem.n, problem.k, problem.d) + Scratch::row_floats(problem);
   auto memory = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(pieces * scratch_floats));
   std::atomic<std::int64_t> next_unit{0};
   runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {

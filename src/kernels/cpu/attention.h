@@ -36,13 +36,16 @@ struct AttentionProblem {
   std::int64_t c_batch_stride = 0;
   bool transpose_c = false;
   float* out = nullptr;  // batch x m x d, dense
+  // Scratch the row function needs for itself (the generated code's row caches): each thread has its own,
+  // 64-byte aligned, passed to every call, so the rows need no allocation of their own.
+  std::int64_t row_scratch_bytes = 0;
 };
 
 // Maps rows [row_begin, row_end) of the scores -- numbered across the batch (item * m + row) -- to the same
-// rows of `probabilities`. Both have `ld` floats per row and hold only these rows (row row_begin first). Called
-// from several threads at once, on disjoint rows.
+// rows of `probabilities`. Both have `ld` floats per row and hold only these rows (row row_begin first);
+// `scratch` is the calling thread's row_scratch_bytes. Called from several threads at once, on disjoint rows.
 using AttentionRows = void (*)(void* context, std::int64_t row_begin, std::int64_t row_end, const float* scores,
-                               float* probabilities, std::int64_t ld);
+                               float* probabilities, std::int64_t ld, void* scratch);
 
 // Scratch one thread needs for a problem with these n, k, d (kiln's allocator provides it): the fusion pass
 // keeps it bounded.

@@ -15,10 +15,12 @@ namespace kiln::kernels::cpu {
 namespace {
 
 using gemm_detail::ALayout;
+using gemm_detail::ceil_div;
 using gemm_detail::kKcMax;
 using gemm_detail::kKcTarget;
 using gemm_detail::kMr;
 using gemm_detail::kNr;
+using gemm_detail::round_up;
 
 // Target column panel: the packed B block (kc x nc) is what every strip reads, so it should stay in L2 (2 MiB
 // here) next to the C rows being updated; wider panels read A fewer times (once per panel).
@@ -42,10 +44,8 @@ constexpr std::int64_t kCBufferPadding = 16;
 // threads take a little more (like the A strips, which are outside the budget).
 constexpr std::int64_t kReservedStrips = 2;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 // B buffers a problem with `depth_blocks` K blocks uses: no more than it has blocks.
 std::int64_t b_buffer_count(std::int64_t depth_blocks) { return std::min<std::int64_t>(kBBuffers, depth_blocks); }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 // K blocks of a plan (one when k is 0: its block has depth 0 and writes zeros).
 std::int64_t depth_blocks_of(const GemmPlan& plan) {
   return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));

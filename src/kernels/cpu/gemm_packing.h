@@ -6,6 +6,10 @@
 
 namespace kiln::kernels::cpu::gemm_detail {
 
+// Block arithmetic of both drivers.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
 // Copies rows [row_begin, row_begin + rows) of op(A), columns (K) [depth_begin, depth_begin + depth), into a
 // strip buffer of kMr x kKcMax floats in the layout ALayout says: rows of A as stored (ALayout::rows), or, for
 // a transposed A, rows of the stored A^T (ALayout::k_major). A plain copy either way. rows <= kMr,

@@ -539,7 +539,7 @@ class RowKernel {
     text += "};\n\n";
     std::int64_t chunks = chunked_ || split_reduction_ ? (layout_.inner_size + chunk_size - 1) / chunk_size : 1;
     text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
-    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+    text += state_from_context();
     text += allocate_row_caches();
     text += "  for (int64_t item = begin; item < end; ++item) {\n";
     std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
@@ -576,6 +576,21 @@ class RowKernel {
               emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
               std::to_string(layout_.inner_size * layout_.middle_count()) + " * sizeof(" +
               emitter_.storage_type(at(id).value) + ")));\n";
+    return text;
+  }
+
+  // The row caches carved out of the attention driver's per-thread `scratch`, each 64-byte aligned; `bytes`
+  // receives the total the driver must provide.
+  std::string row_caches_in_scratch(std::int64_t& bytes) const {
+    std::string text;
+    bytes = 0;
+    for (int id : cached_) {
+      const std::string type = emitter_.storage_type(at(id).value);
+      text += "  " + type + "* cache_" + at(id).name + " = reinterpret_cast<" + type +
+              "*>(static_cast<char*>(scratch) + " + std::to_string(bytes) + ");\n";
+      const auto element_bytes = static_cast<std::int64_t>(size_of(emitter_.graph().type(at(id).value).dtype));
+      bytes += (layout_.inner_size * layout_.middle_count() * element_bytes + 63) / 64 * 64;
+    }
     return text;
   }
 
@@ -632,12 +647,29 @@ class RowKernel {
     return text;
   }
 
+  // The opening of the kernel's extern "C" entry point, up to its state filled from `buffers`.
+  std::string entry_opening() const {
+    return "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
+           std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " +
+           emitter_.prefix() + "_state state;\n" + emitter_.state_initialization();
+  }
+
+  // The first line of a callback that receives the kernel's state as its `context`.
+  std::string state_from_context() const {
+    const std::string prefix = emitter_.prefix();
+    return "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+  }
+
+  // The state field holding kernel input `value`.
+  std::string input_field(ir::ValueId value) const {
+    const auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), value) - kernel_.inputs.begin();
+    return "state." + emitter_.input_name(static_cast<int>(position));
+  }
+
   std::string entry(std::int64_t chunks) const {
     std::string prefix = emitter_.prefix();
     std::int64_t items = layout_.rows() * chunks;
-    std::string text = "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
-                       std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " +
-                       prefix + "_state state;\n" + emitter_.state_initialization();
+    std::string text = entry_opening();
     if (!split_reduction_) {
       text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n}\n";
       return text;
@@ -697,17 +729,11 @@ class RowKernel {
       text += "  " + emitter_.storage_type(at(reductions_[k]).value) + "* partials" + std::to_string(k) + ";\n";
     text += "};\n\n";
     if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
-    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
-            std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix +
-            "_state state;\n" + emitter_.state_initialization();
+    text += entry_opening();
     std::int64_t m = node.type.shape[0], n = node.type.shape[1];
     const Shape& a = graph.type(node.operands[0]).shape;
     const Shape& b = graph.type(node.operands[1]).shape;
     std::int64_t k = node.attributes.transpose_a ? a[0] : a[1];
-    auto input = [&](ir::ValueId value) {
-      auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), value) - kernel_.inputs.begin();
-      return "state." + emitter_.input_name(static_cast<int>(position));
-    };
     std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
     text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
     // Partial results in the reductions' own dtypes: an epilogue may cast the f32 product (to f64, say).
@@ -717,9 +743,9 @@ class RowKernel {
               type + ")));\n";
     }
     text += "  " + emitter_.describe(matmul) + "\n";
-    text += "  runtime->sgemm(" + sizes + ", " + input(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
-            (node.attributes.transpose_a ? "1" : "0") + ", " + input(node.operands[1]) + ", " + std::to_string(b[1]) +
-            ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
+    text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
+            (node.attributes.transpose_a ? "1" : "0") + ", " + input_field(node.operands[1]) + ", " +
+            std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
             (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
             std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
     for (std::size_t r = 0; r < reductions_.size(); ++r) {
@@ -745,7 +771,7 @@ class RowKernel {
     std::string text = "void " + prefix +
                        "_epilogue(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end, "
                        "int64_t column_begin, int64_t column_end, int64_t block) {\n";
-    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
+    text += state_from_context();
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       const ir::ValueId reduction_value = at(reductions_[k]).value;
       const ir::Node& reduction = emitter_.graph().node(reduction_value);
@@ -801,15 +827,14 @@ class RowKernel {
             std::to_string(probabilities) + ";\n// both strips hold just these rows, ld floats apart.\n";
     text += "void " + prefix +
             "_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, float* probabilities, "
-            "int64_t ld) {\n";
-    text += "  const " + prefix + "_state& state = *static_cast<const " + prefix + "_state*>(context);\n";
-    text += allocate_row_caches() + "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+            "int64_t ld, void* scratch) {\n";
+    text += state_from_context();
+    std::int64_t row_scratch_bytes = 0;
+    text += row_caches_in_scratch(row_scratch_bytes) + "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
     text += "    const float* row_tile = scores + (row - row_begin) * ld;\n" + row_setup() + row_values(0);
-    text += reduction_passes("0", row_end) + element_pass("0", row_end) + "  }\n" + release_row_caches() + "}\n\n";
+    text += reduction_passes("0", row_end) + element_pass("0", row_end) + "  }\n}\n\n";
 
-    text += "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
-            std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " + prefix +
-            "_state state;\n" + emitter_.state_initialization();
+    text += entry_opening();
     text += "  " + emitter_.describe(matmuls.front()) + "\n  " + emitter_.describe(matmuls.back()) + "\n";
     const Shape& scores = first.type.shape;
     const int rank = scores.rank();
@@ -825,6 +850,7 @@ class RowKernel {
     text += operand_fields("b", first.operands[1], first.attributes.transpose_b);
     text += operand_fields("c", second.operands[1], second.attributes.transpose_b);
     text += "  problem.out = state." + emitter_.output_name(matmuls.back()) + ";\n";
+    text += "  problem.row_scratch_bytes = " + std::to_string(row_scratch_bytes) + ";\n";
     text += "  runtime->attention(&problem, " + prefix + "_rows, &state);\n}\n";
     return text;
   }
@@ -832,10 +858,9 @@ class RowKernel {
   // problem.<name>, its batch stride (0: a matrix shared by every batch item) and its transpose flag.
   std::string operand_fields(const std::string& name, ir::ValueId operand, bool transpose) const {
     const Shape& shape = emitter_.graph().type(operand).shape;
-    const auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), operand) - kernel_.inputs.begin();
     const std::int64_t stride = shape.rank() == 2 ? 0 : shape[shape.rank() - 2] * shape[shape.rank() - 1];
-    return "  problem." + name + " = state." + emitter_.input_name(static_cast<int>(position)) + ";\n  problem." +
-           name + "_batch_stride = " + std::to_string(stride) + ";\n  problem.transpose_" + name + " = " +
+    return "  problem." + name + " = " + input_field(operand) + ";\n  problem." + name +
+           "_batch_stride = " + std::to_string(stride) + ";\n  problem.transpose_" + name + " = " +
            (transpose ? "1" : "0") + ";\n";
   }
 

@@ -19,9 +19,10 @@ typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld,
                                    int64_t column_begin, int64_t column_end, int64_t block);
 
 // Called on rows [row_begin, row_end) of an attention kernel's first product (numbered across the batch): maps
-// `scores` to `probabilities`, both holding just these rows, `ld` floats apart (see kernels/cpu/attention.h).
+// `scores` to `probabilities`, both holding just these rows, `ld` floats apart; `scratch` is the calling
+// thread's row_scratch_bytes (see kernels/cpu/attention.h).
 typedef void (*kiln_attention_rows)(void* context, int64_t row_begin, int64_t row_end, const float* scores,
-                                    float* probabilities, int64_t ld);
+                                    float* probabilities, int64_t ld, void* scratch);
 
 // out[i] = rows(op(a[i]) op(b[i])) op(c[i]) for i < batch: op(a) is m x k, op(b) k x n, op(c) n x d, each stored
 // densely (transposed: as its transpose), items *_batch_stride floats apart (0: shared by every item).
@@ -37,6 +38,7 @@ struct kiln_attention_problem {
   int64_t c_batch_stride;
   int transpose_c;
   float* out;
+  int64_t row_scratch_bytes;  // what the row function needs for itself (its row caches), 64-byte aligned
 };
 
 struct kiln_runtime {

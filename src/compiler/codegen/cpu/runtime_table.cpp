@@ -64,6 +64,7 @@ void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, 
   unpacked.c_batch_stride = problem->c_batch_stride;
   unpacked.transpose_c = problem->transpose_c != 0;
   unpacked.out = problem->out;
+  unpacked.row_scratch_bytes = problem->row_scratch_bytes;
   kernels::cpu::attention(unpacked, rows, context);
 }
 
