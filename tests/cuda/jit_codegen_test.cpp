@@ -305,6 +305,13 @@ TEST(CudaCodegen, ReductionsOfEveryDtypeAndZeroSizes) {
     };
     compiles("reductions_" + std::string(to_string(dtype)), body, random_tensor(dtype, {5, 2000}, 33));
   }
+  // any and all: by warp, by block and over the whole array.
+  auto any_all = [](Tensor x) {
+    Tensor positive = x > 0;
+    return std::vector<Tensor>{reduce_max(positive, {-1}), reduce_min(positive, {-1}), reduce_max(positive)};
+  };
+  compiles("booleans_by_warp", any_all, random_tensor(DType::f32, {5, 7}, 38));
+  compiles("booleans_by_block", any_all, random_tensor(DType::f32, {5, 2000}, 39));
   compiles("empty_rows", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {0, 3}, 34));
   compiles("empty_reduction", [](Tensor x) { return reduce_sum(x, {-1}); }, random_tensor(DType::f32, {4, 0}, 35));
 }

@@ -1,33 +1,23 @@
-// Generated CUDA kernels run without a GPU: the module's text (prelude
-// included) is compiled by the host C++ compiler with CUDA's few keywords
-// and built-ins emulated -- each block's threads are host threads,
-// __syncthreads a barrier, __shfl_xor_sync an exchange through memory
-// between a warp's 32 threads, atomicAdd an atomic -- and the blocks of the
-// grid run one after another. This checks, here, the generated index math
+// Generated CUDA kernels run without a GPU (tools/kiln-fuzz/cuda_emulation.h:
+// the module compiled by the host C++ compiler, CUDA's built-ins emulated,
+// each block's threads on host threads): the generated index math
 // (broadcasts, transposes, slices, rows and packs of the `_vector` variants),
 // the row and grid reductions, the gemm epilogue (the product computed by the
-// CPU kernel) and the op semantics of the NVRTC prelude against the standard
-// executor and the float64 reference. It cannot check what only a GPU
-// shows: memory ordering between real blocks, launch limits, speed
-// (jit_gpu_test.cpp does on a GPU).
+// CPU kernel) and the op semantics of the NVRTC prelude, against the standard
+// executor and the float64 reference, on chosen graphs. kiln-fuzz
+// --cuda-emulation does the same on random ones; jit_gpu_test.cpp runs the
+// kernels on a GPU.
 
 #include "cuda/cuda_test_support.h"
+#include "cuda_emulation.h"
 #include "support/differential.h"
 
 #include "api/tensor_impl.h"
-#include "compiler/cache/module_cache.h"
-#include "compiler/codegen/cpu/compile_command.h"
-#include "compiler/codegen/cuda/cuda_codegen.h"
-#include "compiler/fusion.h"
-#include "compiler/jit_executable.h"
-#include "compiler/pipeline.h"
 #include "ir/parser.h"
-#include "kernels/kernels.h"
 #include "runtime/buffer.h"
 
 #include <kiln/nn.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,156 +26,22 @@ namespace {
 
 using testing::random_tensor;
 
-// CUDA on host threads: the built-ins generated kernels and the prelude use.
-// These modules cannot be unloaded (<barrier> brings a GNU unique symbol),
-// which once made a later module load as this one: LoadedModule now keeps
-// the descriptor number of a module that stays loaded.
-constexpr const char* emulation_header = R"emulation(
-#include <barrier>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <thread>
-#include <utility>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(threads)
-#define __shared__ static
-struct EmulatedDim { unsigned x = 0, y = 0, z = 0; };
-static thread_local EmulatedDim threadIdx;
-static EmulatedDim blockIdx, blockDim, gridDim;
-static std::barrier<>* block_barrier = nullptr;
-static std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
-static unsigned long long shuffle_slots[32][32];  // [warp][lane]
-static float __int_as_float(int bits) { float value; std::memcpy(&value, &bits, 4); return value; }
-static double __longlong_as_double(long long bits) { double value; std::memcpy(&value, &bits, 8); return value; }
-static void __syncthreads() { block_barrier->arrive_and_wait(); }
-static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static unsigned atomicAdd(unsigned* address, unsigned value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
-template <class T> static T __shfl_xor_sync(unsigned, T value, int mask) {
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  std::memcpy(&shuffle_slots[warp][lane], &value, sizeof(T));
-  warp_barriers[warp]->arrive_and_wait();
-  T other;
-  std::memcpy(&other, &shuffle_slots[warp][lane ^ static_cast<unsigned>(mask)], sizeof(T));
-  warp_barriers[warp]->arrive_and_wait();
-  return other;
-}
-template <class Kernel> static void emulate_grid(Kernel kernel, unsigned blocks, unsigned threads) {
-  gridDim.x = blocks;
-  blockDim.x = threads;
-  for (unsigned block = 0; block < blocks; ++block) {
-    blockIdx.x = block;
-    std::barrier<> block_sync(threads);
-    block_barrier = &block_sync;
-    warp_barriers.clear();
-    for (unsigned warp = 0; warp < (threads + 31) / 32; ++warp) warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
-    std::vector<std::thread> workers;
-    for (unsigned thread = 0; thread < threads; ++thread)
-      workers.emplace_back([=] {
-        threadIdx.x = thread;
-        kernel();
-      });
-    for (std::thread& worker : workers) worker.join();
-  }
-}
-)emulation";
-
-// Appended after the module: runs kernel `name` over a grid of `blocks`,
-// with its pointer parameters from `parameters`.
-std::string runner(const std::string& name) {
-  return "template <class... P, std::size_t... I> void call_" + name +
-         "(void (*kernel)(P...), void** parameters, std::index_sequence<I...>) {\n"
-         "  kernel(static_cast<P>(parameters[I])...);\n}\n"
-         "template <class... P> void call_" + name + "(void (*kernel)(P...), void** parameters) {\n"
-         "  call_" + name + "(kernel, parameters, std::index_sequence_for<P...>{});\n}\n"
-         "extern \"C\" __attribute__((visibility(\"default\"))) void emulate_" + name + "(void** parameters, unsigned blocks, unsigned threads) {\n"
-         "  emulate_grid([=] { call_" + name + "(kiln::jit::" + name + ", parameters); }, blocks, threads);\n}\n";
-}
-
-using Emulated = void (*)(void**, unsigned, unsigned);
-
-// Generates `body`'s CUDA module and runs it on the host as the CUDA
-// executable does (library kernels and gemm products by the CPU kernels) --
-// the scalar kernels, or the `_vector` variants where there are -- and
-// compares the results with the standard executor and the float64
-// reference. Grids that may be any size are capped at 3 blocks, so
-// grid-stride loops wrap.
+// Runs `body`'s CUDA module on the host -- the scalar kernels, or the
+// `_vector` variants where there are -- and compares the results with the
+// standard executor and the float64 reference. Grids that may be any size
+// are cut to 3 blocks, so that grid-stride loops wrap.
 template <class Body, class... Inputs>
 void expect_emulated_agreement(const std::string& label, bool vector, Body body, const Inputs&... inputs) {
   std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
-  ir::Graph graph = ir::parse(traced);
-  compiler::optimize(graph);
-  compiler::FusionPlan plan = compiler::fuse(graph);
-  compiler::cuda::ModuleSource module = compiler::cuda::generate_source(graph, plan);
-  std::string source = std::string(emulation_header) + module.text;
-  for (const auto& launch : module.launches) {
-    if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue
-    source += runner(launch.function);
-    if (!launch.vector_function.empty()) source += runner(launch.vector_function);
-  }
-  std::string name = "emulated_" + std::to_string(std::hash<std::string>{}(label));
-  std::string image = compiler::compile_shared_object(
-      compiler::compiler_identity(name), source, {"-std=c++20", "-O1", "-ffp-contract=off", "-fvisibility=hidden", "-fPIC", "-shared", "-w"},
-      name);
-  auto loaded = compiler::LoadedModule::load(image, name);
-
-  std::vector<runtime::Array> values(static_cast<std::size_t>(graph.size()));
-  std::vector<Tensor> arguments = {inputs...};
-  for (std::size_t i = 0; i < arguments.size(); ++i)
-    values[static_cast<std::size_t>(graph.parameters[i])] = arguments[i].impl().array;
-  int used_vector = 0;
-  std::size_t generated = 0;
-  for (const compiler::FusedKernel& kernel : plan.kernels) {
-    if (kernel.kind == compiler::KernelKind::library) {
-      compiler::run_standard_node(graph, kernel.members.front(), values, Device::cpu());
-      continue;
-    }
-    const auto& launch = module.launches[generated++];
-    if (launch.epilogue != kernels::cuda::GemmEpilogue::none) {
-      // cuBLASLt's work (no generated code to emulate): the members on the CPU.
-      for (ir::ValueId member : kernel.members) compiler::run_standard_node(graph, member, values, Device::cpu());
-      continue;
-    }
-    std::vector<void*> parameters;
-    for (ir::ValueId input : kernel.inputs) parameters.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
-    for (ir::ValueId output : kernel.outputs) {
-      values[static_cast<std::size_t>(output)] = runtime::allocate_array(graph.type(output).dtype, graph.type(output).shape);
-      parameters.push_back(values[static_cast<std::size_t>(output)].mutable_raw());
-    }
-    runtime::Array product;
-    if (kernel.kind == compiler::KernelKind::gemm) {
-      for (ir::ValueId member : kernel.members)
-        if (graph.node(member).op == ir::Op::matmul) {
-          const ir::Node& node = graph.node(member);
-          std::vector<runtime::Array> operands;
-          for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-          product = kernels::run(node, operands, Device::cpu());
-          if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end())
-            values[static_cast<std::size_t>(member)] = product;
-        }
-      std::size_t position = kernel.inputs.size();
-      for (ir::ValueId output : kernel.outputs)
-        parameters[position++] = values[static_cast<std::size_t>(output)].mutable_raw();
-      parameters.push_back(product.mutable_raw());
-    }
-    if (launch.function.empty()) continue;
-    bool use_vector = vector && !launch.vector_function.empty();
-    used_vector += use_vector ? 1 : 0;
-    std::string function = use_vector ? launch.vector_function : launch.function;
-    auto emulate = reinterpret_cast<Emulated>(loaded->symbol(("emulate_" + function).c_str()));
-    std::int64_t blocks = use_vector ? launch.vector_blocks : launch.blocks;
-    if (!launch.fixed_grid) blocks = std::min<std::int64_t>(blocks, 3);
-    emulate(parameters.data(), static_cast<unsigned>(blocks), static_cast<unsigned>(launch.threads));
-  }
+  fuzz::EmulatedCudaModule module(ir::parse(traced));
   if (vector) {
-    EXPECT_GT(used_vector, 0) << label << ": no kernel has a vector variant";
+    EXPECT_TRUE(module.has_vector_variants()) << label << ": no kernel has a vector variant";
   }
+  std::vector<Tensor> arguments = {inputs...};
+  std::vector<runtime::Array> values;
+  for (const Tensor& argument : arguments) values.push_back(argument.impl().array);
   std::vector<Tensor> emulated;
-  for (ir::ValueId output : graph.outputs) emulated.push_back(detail::make_tensor(values[static_cast<std::size_t>(output)]));
+  for (const runtime::Array& output : module.run(values, vector)) emulated.push_back(detail::make_tensor(output));
   testing::check_outputs(label, traced, arguments, testing::flatten_result(function(body)(inputs...)), emulated);
 }
 
@@ -269,6 +125,22 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
   expect_emulated_agreement("reduction of a transpose", false,
                             [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
                             random_tensor(DType::f32, {5, 6, 7}, 72));
+}
+
+// any and all (reduce_max and reduce_min of bools) by warp, by block, over
+// the whole array (a grid reduction) and over columns; empty rows give
+// false and true. The rows of x > 0.9 are mostly all false, of x > -0.9
+// mostly all true, so both answers occur.
+TEST(CudaEmulatedKernels, BooleanReductions) {
+  auto body = [](Tensor x) {
+    Tensor rare = x > 0.9, common = x > -0.9;
+    return std::vector<Tensor>{reduce_max(rare, {-1}), reduce_min(common, {-1}),
+                               reduce_max(rare),       reduce_min(common),
+                               reduce_max(rare, {0}),  logical_and(rare, reduce_min(common, {-1}, true))};
+  };
+  for (const Shape& shape : {Shape({9, 7}), Shape({3, 2000}), Shape({0, 5}), Shape({4, 0})})
+    expect_emulated_agreement("bool " + shape.to_string(), false, body, random_tensor(DType::f32, shape, 86));
+  expect_emulated_agreement("bool vector", true, body, random_tensor(DType::f32, {3, 2000}, 87));
 }
 
 TEST(CudaEmulatedKernels, RowReductionsVectorized) {

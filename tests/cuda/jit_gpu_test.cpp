@@ -133,6 +133,12 @@ TEST(CudaJit, ReductionsOverTrailingAxesOfEveryDtypeAndLength) {
                        random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 14));
   expect_gpu_agreement("reduction of a transpose", [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
                        random_tensor(DType::f32, {5, 6, 7}, 15));
+  auto any_all = [](Tensor x) {
+    Tensor rare = x > 0.9, common = x > -0.9;
+    return std::vector<Tensor>{reduce_max(rare, {-1}), reduce_min(common, {-1}), reduce_max(rare), reduce_min(common)};
+  };
+  for (const Shape& shape : {Shape({9, 7}), Shape({3, 2000}), Shape({2, 70000}), Shape({4, 0})})
+    expect_gpu_agreement("any and all " + shape.to_string(), any_all, random_tensor(DType::f32, shape, 16));
 }
 
 TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {

@@ -114,7 +114,7 @@ bool child_crashes(const std::vector<std::string>& arguments, int timeout_second
   return WIFSIGNALED(status);
 }
 
-bool crashes_in_child(const FuzzCase& fuzz_case) {
+bool crashes_in_child(const FuzzCase& fuzz_case, const std::string& executors) {
   const char* directory = std::getenv("TMPDIR");
   std::string path = std::string(directory && *directory ? directory : "/tmp") + "/kiln-fuzz-XXXXXX";
   int file = ::mkstemp(path.data());
@@ -122,7 +122,7 @@ bool crashes_in_child(const FuzzCase& fuzz_case) {
   std::string text = describe(fuzz_case);
   bool written = ::write(file, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(file);
-  bool crashed = written && child_crashes({"--replay", path, "--no-shrink"});
+  bool crashed = written && child_crashes({"--replay", path, "--no-shrink", "--executors", executors});
   ::unlink(path.c_str());
   return crashed;
 }

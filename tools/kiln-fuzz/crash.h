@@ -29,7 +29,7 @@ void install_crash_handlers();
 bool child_crashes(const std::vector<std::string>& arguments, int timeout_seconds = 300);
 
 // True if `kiln-fuzz --replay` of the case (written to a temporary file with
-// its inputs) dies of a signal.
-bool crashes_in_child(const FuzzCase& fuzz_case);
+// its inputs), checking `executors` (--executors), dies of a signal.
+bool crashes_in_child(const FuzzCase& fuzz_case, const std::string& executors);
 
 }  // namespace kiln::fuzz

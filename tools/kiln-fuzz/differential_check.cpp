@@ -1,5 +1,7 @@
 #include "differential_check.h"
 
+#include "cuda_emulation.h"
+
 #include "compiler/jit.h"
 #include "exec/standard_executor.h"
 #include "reference/compare.h"
@@ -8,6 +10,7 @@
 #include <kiln/error.h>
 
 #include <chrono>
+#include <optional>
 
 namespace kiln::fuzz {
 namespace {
@@ -80,17 +83,42 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The CUDA JIT's kernels on the host: the scalar kernels, then the `_vector`
+// variants where the module has any. A module that does not compile fails
+// both.
+void check_cuda_emulated(const FuzzCase& fuzz_case, const std::vector<reference::Value>& expected, CheckTimes& times,
+                         std::vector<Failure>& failures) {
+  std::optional<EmulatedCudaModule> module;
+  try {
+    Stopwatch stopwatch("CUDA emulation compile", &times.cuda_compile);
+    module.emplace(fuzz_case.graph);
+  } catch (const std::exception& error) {
+    failures.push_back(exception_failure(Executor::cuda_emulated, error));
+    return;
+  }
+  for (Executor executor : {Executor::cuda_emulated, Executor::cuda_emulated_vector}) {
+    const bool vector = executor == Executor::cuda_emulated_vector;
+    if (vector && !module->has_vector_variants()) continue;
+    try {
+      std::vector<runtime::Array> outputs;
+      {
+        Stopwatch stopwatch("CUDA emulation run", &times.cuda_run);
+        outputs = module->run(fuzz_case.inputs, vector);
+      }
+      compare_outputs(executor, fuzz_case.graph, outputs, expected, failures);
+    } catch (const std::exception& error) {
+      failures.push_back(exception_failure(executor, error));
+    }
+  }
+}
+
 }  // namespace
 
 const char* current_stage() { return stage; }
 
 std::string_view to_string(Executor executor) {
-  switch (executor) {
-    case Executor::reference: return "reference";
-    case Executor::standard: return "standard";
-    case Executor::jit: break;
-  }
-  return "jit";
+  static constexpr std::string_view names[] = {"reference", "standard", "jit", "cuda-emulated", "cuda-emulated-vector"};
+  return names[static_cast<int>(executor)];
 }
 
 std::string Failure::signature() const {
@@ -144,6 +172,7 @@ std::vector<Failure> check(const FuzzCase& fuzz_case, const CheckOptions& option
       failures.push_back(exception_failure(Executor::jit, error));
     }
   }
+  if (options.cuda_emulated) check_cuda_emulated(fuzz_case, expected, *times, failures);
   return failures;
 }
 

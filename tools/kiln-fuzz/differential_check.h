@@ -2,7 +2,9 @@
 // Runs a fuzz case on the float64 reference, the standard executor and the
 // JIT, and compares both executors' outputs with the reference's within
 // reference::graph_tolerance. The graph is valid and the inputs fit it, so
-// every exception (kiln::Error or not) is a failure.
+// every exception (kiln::Error or not) is a failure. With CUDA support it can
+// also run the CUDA JIT's generated kernels on the host (cuda_emulation.h),
+// scalar and `_vector` variants.
 
 #include "fuzz_case.h"
 
@@ -11,7 +13,8 @@
 
 namespace kiln::fuzz {
 
-enum class Executor { reference, standard, jit };
+// In to_string()'s order.
+enum class Executor { reference, standard, jit, cuda_emulated, cuda_emulated_vector };
 std::string_view to_string(Executor executor);
 
 struct Failure {
@@ -24,7 +27,8 @@ struct Failure {
 
   // What must stay the same while shrinking, so that it does not slip to
   // another bug: the executor, and the error kind or the mismatch.
-  // ("jit mismatch f32 value", "standard kiln::InternalError")
+  // ("jit mismatch f32 value", "standard kiln::InternalError",
+  // "cuda-emulated-vector mismatch f64 NaN")
   std::string signature() const;
   std::string to_string() const;
 };
@@ -32,15 +36,17 @@ struct Failure {
 struct CheckOptions {
   bool standard = true;
   bool jit = true;
+  bool cuda_emulated = false;  // needs cuda_emulation_available()
 };
 
 // Where a check's time went, in seconds (accumulated).
 struct CheckTimes {
-  double reference = 0, standard = 0, compile = 0, jit_run = 0;
+  double reference = 0, standard = 0, compile = 0, jit_run = 0, cuda_compile = 0, cuda_run = 0;
 };
 
 // What the calling thread's check() is running ("reference", "standard
-// executor", "JIT compile", "JIT run", or ""), for a crash report.
+// executor", "JIT compile", "JIT run", "CUDA emulation compile", "CUDA
+// emulation run", or ""), for a crash report.
 const char* current_stage();
 
 // Every failure of `fuzz_case` (empty: all executors agree with the

@@ -2,8 +2,9 @@
 // against the float64 reference evaluator.
 //
 //   kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B]
-//             [--jobs J] [--verbose] [--keep-going] [--no-shrink] [--dump]
-//   kiln-fuzz --replay FILE [--seed S] [--no-shrink]
+//             [--jobs J] [--executors LIST] [--verbose] [--keep-going]
+//             [--no-shrink] [--dump]
+//   kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--no-shrink]
 //
 // Generates N random graphs numbered from I (default 0; graph i of seed S
 // is always the same graph, see graph_generator.h), runs B of them at a time
@@ -16,10 +17,15 @@
 // crashing graph and shrink it in child processes (crash.h). --dump prints
 // every generated graph. --replay runs one IR file (inputs from its
 // "# input %i: [...]" comments, else random) and shrinks it if it fails.
+// --executors chooses what is checked against the reference, from
+// `standard`, `jit` and `cuda-emulated` (the CUDA JIT's kernels run on the
+// host, cuda_emulation.h; needs a kiln built with CUDA support), comma
+// separated; the default is standard,jit.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
 #include "crash.h"
+#include "cuda_emulation.h"
 #include "differential_check.h"
 #include "fuzz_case.h"
 #include "graph_generator.h"
@@ -51,6 +57,8 @@ struct Options {
   int batch = 16;
   int jobs = 2;
   GeneratorOptions generator;
+  CheckOptions check;
+  std::string executors = "standard,jit";
   bool verbose = false;
   bool keep_going = false;
   bool shrink = true;
@@ -63,8 +71,9 @@ struct Options {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "kiln-fuzz: " << problem << "\n"
             << "usage: kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B] [--jobs J]\n"
-               "                 [--verbose] [--keep-going] [--no-shrink] [--dump]\n"
-            << "       kiln-fuzz --replay FILE [--seed S] [--verbose] [--no-shrink]\n";
+               "                 [--executors standard,jit,cuda-emulated] [--verbose] [--keep-going]\n"
+               "                 [--no-shrink] [--dump]\n"
+            << "       kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--verbose] [--no-shrink]\n";
   std::exit(2);
 }
 
@@ -73,6 +82,26 @@ std::int64_t number(const char* text, const char* flag, std::int64_t minimum) {
   long long value = std::strtoll(text, &end, 10);
   if (!*text || *end || value < minimum) usage(std::string("bad value for ") + flag + ": " + text);
   return value;
+}
+
+CheckOptions parse_executors(const std::string& list) {
+  CheckOptions check;
+  check.standard = check.jit = false;
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item == "standard")
+      check.standard = true;
+    else if (item == "jit")
+      check.jit = true;
+    else if (item == "cuda-emulated")
+      check.cuda_emulated = true;
+    else
+      usage("unknown executor '" + item + "' in --executors (standard, jit, cuda-emulated)");
+  }
+  if (!check.standard && !check.jit && !check.cuda_emulated) usage("--executors names no executor");
+  if (check.cuda_emulated && !cuda_emulation_available())
+    usage("cuda-emulated needs a kiln built with CUDA support (cmake -DKILN_CUDA=ON)");
+  return check;
 }
 
 Options parse_options(int argc, char** argv) {
@@ -96,8 +125,11 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--find-crash") options.find_crash = true;
     else if (flag == "--shrink-crash") options.shrink_crash = true;
     else if (flag == "--replay") options.replay = value();
+    else if (flag == "--executors")
+      options.executors = value();
     else usage("unknown argument " + flag);
   }
+  options.check = parse_executors(options.executors);
   return options;
 }
 
@@ -107,6 +139,7 @@ StillFails same_failure(const std::string& signature) {
   CheckOptions check_options;
   check_options.jit = signature.rfind("jit", 0) == 0;
   check_options.standard = signature.rfind("standard", 0) == 0;
+  check_options.cuda_emulated = signature.rfind("cuda-emulated", 0) == 0;
   return [signature, check_options](const FuzzCase& candidate) {
     if (!find_hazards(candidate).empty()) return false;
     set_crash_context(describe(candidate));
@@ -128,7 +161,7 @@ void report(const FuzzCase& fuzz_case, const Failure& failure, const std::string
     std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
               << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
               << static_cast<int>(statistics.seconds) << " s)\n";
-    for (const Failure& again : check(smallest))
+    for (const Failure& again : check(smallest, options.check))
       if (again.signature() == failure.signature()) {
         std::cout << "minimized failure: " << again.to_string() << "\n";
         break;
@@ -181,7 +214,8 @@ int report_crash(const FuzzCase& fuzz_case, const std::string& origin, const Opt
     ShrinkStatistics statistics;
     ShrinkOptions shrink_options;
     shrink_options.verbose = options.verbose;
-    smallest = shrink(fuzz_case, crashes_in_child, shrink_options, &statistics);
+    auto crashes = [&options](const FuzzCase& candidate) { return crashes_in_child(candidate, options.executors); };
+    smallest = shrink(fuzz_case, crashes, shrink_options, &statistics);
     std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
               << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
               << static_cast<int>(statistics.seconds) << " s)\n";
@@ -195,8 +229,15 @@ int report_crash(const FuzzCase& fuzz_case, const std::string& origin, const Opt
 // Graphs [start, start + count) crashed when run together: which one does
 // alone, or else the batch.
 int find_crash(const Options& options) {
-  std::vector<std::string> common = {"--seed", std::to_string(options.seed), "--max-nodes",
-                                     std::to_string(options.generator.max_nodes), "--no-shrink", "--jobs", "1"};
+  std::vector<std::string> common = {"--seed",
+                                     std::to_string(options.seed),
+                                     "--max-nodes",
+                                     std::to_string(options.generator.max_nodes),
+                                     "--executors",
+                                     options.executors,
+                                     "--no-shrink",
+                                     "--jobs",
+                                     "1"};
   for (std::int64_t index = options.start; index < options.start + options.count; ++index) {
     std::vector<std::string> arguments = common;
     arguments.insert(arguments.end(), {"--start", std::to_string(index), "--count", "1"});
@@ -208,7 +249,7 @@ int find_crash(const Options& options) {
   for (std::int64_t index = options.start; index < options.start + options.count; ++index)
     cases.push_back(generate_graph(options.seed, static_cast<std::uint64_t>(index), options.generator));
   FuzzCase batch = merge(cases, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(options.start), nullptr);
-  if (!crashes_in_child(batch)) {
+  if (!crashes_in_child(batch, options.executors)) {
     std::cout << "kiln-fuzz: graphs " << options.start << ".." << options.start + options.count - 1
               << " crashed together in a batch, but neither alone nor merged in a new process\n";
     return 1;
@@ -244,14 +285,16 @@ int replay(const Options& options) {
   if (options.shrink_crash) return report_crash(fuzz_case, options.replay, options);
   // A crash reruns this file in --shrink-crash mode (unless this is already
   // a child checking one candidate).
-  if (options.shrink) set_crash_command({"--replay", options.replay, "--shrink-crash", "--seed", std::to_string(options.seed)});
+  if (options.shrink)
+    set_crash_command({"--replay", options.replay, "--shrink-crash", "--seed", std::to_string(options.seed),
+                       "--executors", options.executors});
   for (const Hazard& hazard : find_hazards(fuzz_case))
     std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
               << " (a mismatch there may not be a bug)\n";
   set_crash_context(describe(fuzz_case));
-  std::vector<Failure> failures = check(fuzz_case);
+  std::vector<Failure> failures = check(fuzz_case, options.check);
   if (failures.empty()) {
-    std::cout << "ok: standard executor and JIT agree with the reference\n";
+    std::cout << "ok: " << options.executors << " agree with the reference\n";
     return 0;
   }
   for (const Failure& failure : failures) std::cout << failure.to_string() << "\n";
@@ -286,7 +329,7 @@ void run_batch(const Options& options, Batch& batch) {
                        &batch.owner);
   set_crash_context("(seed " + std::to_string(options.seed) + ", graphs " + std::to_string(batch.first) + ".." +
                     std::to_string(batch.last - 1) + ")\n" + describe(batch.merged));
-  batch.failures = check(batch.merged, {}, &batch.times);
+  batch.failures = check(batch.merged, options.check, &batch.times);
 }
 
 // Finds the graphs at fault in a failing batch -- the owner of a mismatching
@@ -304,7 +347,7 @@ int report_batch(const Options& options, const Batch& batch) {
   if (culprits.empty()) {
     for (std::size_t c = 0; c < batch.cases.size(); ++c) {
       set_crash_context(describe(batch.cases[c]));
-      std::vector<Failure> alone = check(batch.cases[c]);
+      std::vector<Failure> alone = check(batch.cases[c], options.check);
       if (!alone.empty()) culprits.emplace_back(batch.first + static_cast<std::int64_t>(c), alone.front());
     }
   }
@@ -319,7 +362,7 @@ int report_batch(const Options& options, const Batch& batch) {
     const FuzzCase& culprit = batch.cases[static_cast<std::size_t>(index - batch.first)];
     // The failure as the graph alone shows it (in the batch it may differ).
     set_crash_context(describe(culprit));
-    std::vector<Failure> alone = check(culprit);
+    std::vector<Failure> alone = check(culprit, options.check);
     std::string origin = "graph " + std::to_string(index) + " of seed " + std::to_string(options.seed);
     if (alone.empty())
       report(batch.merged, failure, origin + " (only in its batch)", options);
@@ -351,7 +394,7 @@ int fuzz(const Options& options) {
       std::int64_t round_end = std::min(end, round + options.batch * options.jobs);
       set_crash_command({"--find-crash", "--seed", std::to_string(options.seed), "--start", std::to_string(round),
                          "--count", std::to_string(round_end - round), "--max-nodes",
-                         std::to_string(options.generator.max_nodes)});
+                         std::to_string(options.generator.max_nodes), "--executors", options.executors});
     }
     std::vector<std::thread> workers;
     for (std::size_t b = 1; b < batches.size(); ++b)
@@ -369,6 +412,8 @@ int fuzz(const Options& options) {
       times.standard += batch.times.standard;
       times.compile += batch.times.compile;
       times.jit_run += batch.times.jit_run;
+      times.cuda_compile += batch.times.cuda_compile;
+      times.cuda_run += batch.times.cuda_run;
       generating += batch.generating;
       graphs += batch.last - batch.first;
       ++compiles;
@@ -390,9 +435,9 @@ int fuzz(const Options& options) {
             << (seconds > 0 ? static_cast<double>(graphs) / seconds : 0.0) << " graphs/s; "
             << statistics.hazards_replaced << " hazards replaced; " << failures_found << " failures\n";
   if (options.verbose) {
-    std::cout << "time (all jobs): generating " << generating << " s, reference " << times.reference
-              << " s, standard " << times.standard << " s, JIT compile " << times.compile << " s, JIT run "
-              << times.jit_run << " s\n";
+    std::cout << "time (all jobs): generating " << generating << " s, reference " << times.reference << " s, standard "
+              << times.standard << " s, JIT compile " << times.compile << " s, JIT run " << times.jit_run
+              << " s, CUDA emulation compile " << times.cuda_compile << " s, run " << times.cuda_run << " s\n";
     std::cout << "nodes per op:";
     for (const auto& [op, count] : statistics.ops) std::cout << " " << op << "=" << count;
     std::cout << "\nrejected constructions: " << statistics.rejected << "\n";

@@ -7,10 +7,9 @@
 namespace kiln::compiler::cuda {
 
 ReductionInfo reduction_info(const ir::Node& reduction) {
+  // Bool (any and all as reduce_max and reduce_min) combines as bytes of 0
+  // and 1; lowest<Bool>() and highest<Bool>() are 0 and 1 (prelude.cuh).
   std::string type = cpu::storage_type(reduction.type.dtype);
-  if (reduction.type.dtype == DType::boolean)
-    throw CompileError(std::string(ir::name(reduction.op)), "the CUDA generator has no boolean reductions",
-                       reduction.location);
   switch (reduction.op) {
     case ir::Op::reduce_sum:
     case ir::Op::reduce_mean: return {"ops::Add{}", "splat<" + type + ">(0)"};

@@ -1,0 +1,268 @@
+#include "cuda_emulation.h"
+
+#include <kiln/error.h>
+
+#if defined(KILN_HAVE_CUDA)
+
+#include "compiler/cache/module_cache.h"
+#include "compiler/codegen/cpu/compile_command.h"
+#include "compiler/codegen/cuda/cuda_codegen.h"
+#include "compiler/fusion.h"
+#include "compiler/jit_executable.h"
+#include "compiler/pipeline.h"
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <string>
+
+namespace kiln::fuzz {
+namespace {
+
+// CUDA on the host: the built-ins generated kernels and the prelude use.
+// Each thread of a block is a fiber (ucontext) on the calling host thread;
+// the scheduler runs every fiber that can run until it waits at a barrier or
+// ends, so __syncthreads (a barrier of the block) and __shfl_xor_sync (two
+// barriers of the warp around an exchange through memory) cost a context
+// switch, not a wake-up of an OS thread. Blocks run one after another.
+// Waiting at a barrier that not all of its threads reach is a deadlock, as
+// on a GPU: it is reported, and the process aborts.
+// -fno-gnu-unique (in the flags below) keeps inline statics of the standard
+// headers from becoming GNU unique symbols, which would stop the module from
+// unloading.
+constexpr const char* emulation_header = R"emulation(
+#include <ucontext.h>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(threads)
+#define __shared__ static
+struct EmulatedDim { unsigned x = 0, y = 0, z = 0; };
+static EmulatedDim threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
+struct EmulatedThread {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  int waiting = -1;  // the barrier it waits at (0: the block's, 1 + w: warp w's), or -1
+  bool finished = false;
+};
+constexpr std::size_t emulated_stack_bytes = 256 * 1024;
+static std::vector<EmulatedThread> emulated_threads;
+static std::vector<unsigned> barrier_arrivals;
+static ucontext_t scheduler_context;
+static std::function<void()>* emulated_kernel = nullptr;
+static void wait_at_barrier(int barrier, unsigned size) {
+  if (++barrier_arrivals[barrier] == size) {  // the last to arrive releases the others and goes on
+    barrier_arrivals[barrier] = 0;
+    for (EmulatedThread& thread : emulated_threads)
+      if (thread.waiting == barrier) thread.waiting = -1;
+    return;
+  }
+  EmulatedThread& self = emulated_threads[threadIdx.x];
+  self.waiting = barrier;
+  swapcontext(&self.context, &scheduler_context);
+}
+static float __int_as_float(int bits) { float value; std::memcpy(&value, &bits, 4); return value; }
+static double __longlong_as_double(long long bits) { double value; std::memcpy(&value, &bits, 8); return value; }
+static void __syncthreads() { wait_at_barrier(0, blockDim.x); }
+static void __threadfence() {}
+static unsigned atomicAdd(unsigned* address, unsigned value) { unsigned old = *address; *address = old + value; return old; }
+static unsigned long long shuffle_slots[32][32];  // [warp][lane]
+template <class T> static T __shfl_xor_sync(unsigned, T value, int mask) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::memcpy(&shuffle_slots[warp][lane], &value, sizeof(T));
+  wait_at_barrier(1 + static_cast<int>(warp), 32);
+  T other;
+  std::memcpy(&other, &shuffle_slots[warp][lane ^ static_cast<unsigned>(mask)], sizeof(T));
+  wait_at_barrier(1 + static_cast<int>(warp), 32);
+  return other;
+}
+static void run_emulated_thread() {
+  (*emulated_kernel)();
+  emulated_threads[threadIdx.x].finished = true;  // then back to the scheduler (uc_link)
+}
+// kernel(parameters[0], parameters[1], ...), each cast to its parameter's type.
+template <class... P, std::size_t... I>
+static void call_kernel(void (*kernel)(P...), void** parameters, std::index_sequence<I...>) {
+  kernel(static_cast<P>(parameters[I])...);
+}
+template <class... P> static void call_kernel(void (*kernel)(P...), void** parameters) {
+  call_kernel(kernel, parameters, std::index_sequence_for<P...>{});
+}
+template <class Kernel> static void emulate_grid(Kernel kernel, unsigned blocks, unsigned threads) {
+  std::function<void()> body = kernel;
+  emulated_kernel = &body;
+  gridDim.x = blocks;
+  blockDim.x = threads;
+  emulated_threads.resize(threads);
+  barrier_arrivals.assign(1 + (threads + 31) / 32, 0);
+  for (unsigned block = 0; block < blocks; ++block) {
+    blockIdx.x = block;
+    for (EmulatedThread& thread : emulated_threads) {
+      if (!thread.stack) thread.stack.reset(new char[emulated_stack_bytes]);
+      getcontext(&thread.context);
+      thread.context.uc_stack.ss_sp = thread.stack.get();
+      thread.context.uc_stack.ss_size = emulated_stack_bytes;
+      thread.context.uc_link = &scheduler_context;
+      makecontext(&thread.context, run_emulated_thread, 0);
+      thread.waiting = -1;
+      thread.finished = false;
+    }
+    for (unsigned remaining = threads; remaining > 0;) {
+      bool ran = false;
+      for (unsigned index = 0; index < threads; ++index) {
+        EmulatedThread& thread = emulated_threads[index];
+        if (thread.finished || thread.waiting >= 0) continue;
+        threadIdx.x = index;
+        swapcontext(&scheduler_context, &thread.context);
+        ran = true;
+        if (thread.finished) --remaining;
+      }
+      if (!ran) {
+        std::fprintf(stderr, "emulated CUDA: block %u deadlocks: %u threads wait at a barrier the others never reach\n",
+                     block, remaining);
+        std::abort();
+      }
+    }
+  }
+}
+)emulation";
+
+// Appended after the module: emulate_<name>(parameters, blocks, threads) runs
+// kernel `name` over a grid, with its pointer parameters from `parameters`.
+std::string runner(const std::string& name) {
+  const std::string signature = "void emulate_" + name + "(void** parameters, unsigned blocks, unsigned threads)";
+  const std::string call = "call_kernel(kiln::jit::" + name + ", parameters)";
+  return "extern \"C\" __attribute__((visibility(\"default\"))) " + signature + " {\n  emulate_grid([=] { " + call +
+         "; }, blocks, threads);\n}\n";
+}
+
+using Emulated = void (*)(void**, unsigned, unsigned);
+
+std::size_t slot(ir::ValueId value) { return static_cast<std::size_t>(value); }
+
+}  // namespace
+
+struct EmulatedCudaModule::State {
+  ir::Graph graph;
+  compiler::FusionPlan plan;
+  compiler::cuda::ModuleSource module;
+  std::shared_ptr<const compiler::LoadedModule> loaded;
+};
+
+bool cuda_emulation_available() { return true; }
+
+EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::make_unique<State>()) {
+  state_->graph = graph;
+  compiler::optimize(state_->graph);
+  state_->plan = compiler::fuse(state_->graph);
+  state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
+  std::string source = std::string(emulation_header) + state_->module.text;
+  for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
+    if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue
+    source += runner(launch.function);
+    if (!launch.vector_function.empty()) source += runner(launch.vector_function);
+  }
+  // A name of its own per module: the temporary files and messages use it.
+  static std::atomic<std::uint64_t> modules{0};
+  std::string name = "emulated_" + state_->graph.name + "_" + std::to_string(modules++);
+  std::string image = compiler::compile_shared_object(
+      compiler::compiler_identity(name), source,
+      {"-std=c++20", "-O1", "-ffp-contract=off", "-fno-gnu-unique", "-fvisibility=hidden", "-fPIC", "-shared", "-w"},
+      name);
+  state_->loaded = compiler::LoadedModule::load(image, name);
+}
+
+EmulatedCudaModule::~EmulatedCudaModule() = default;
+EmulatedCudaModule::EmulatedCudaModule(EmulatedCudaModule&&) noexcept = default;
+EmulatedCudaModule& EmulatedCudaModule::operator=(EmulatedCudaModule&&) noexcept = default;
+
+bool EmulatedCudaModule::has_vector_variants() const {
+  return std::any_of(state_->module.launches.begin(), state_->module.launches.end(),
+                     [](const compiler::cuda::KernelLaunch& launch) { return !launch.vector_function.empty(); });
+}
+
+std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::Array>& inputs, bool vector,
+                                                    int max_blocks) const {
+  const ir::Graph& graph = state_->graph;
+  if (inputs.size() != graph.parameters.size())
+    throw ValueError("cuda emulation", "expected one input per parameter", std::string());
+  std::vector<runtime::Array> values(static_cast<std::size_t>(graph.size()));
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[slot(graph.parameters[i])] = inputs[i];
+  std::size_t generated = 0;
+  for (const compiler::FusedKernel& kernel : state_->plan.kernels) {
+    if (kernel.kind == compiler::KernelKind::library) {
+      compiler::run_standard_node(graph, kernel.members.front(), values, Device::cpu());
+      continue;
+    }
+    const compiler::cuda::KernelLaunch& launch = state_->module.launches[generated++];
+    if (launch.epilogue != kernels::cuda::GemmEpilogue::none) {
+      // cuBLASLt's work (no generated code to emulate): the members on the CPU.
+      for (ir::ValueId member : kernel.members) compiler::run_standard_node(graph, member, values, Device::cpu());
+      continue;
+    }
+    std::vector<void*> parameters;
+    for (ir::ValueId input : kernel.inputs) parameters.push_back(values[slot(input)].mutable_raw());
+    for (ir::ValueId output : kernel.outputs) {
+      values[slot(output)] = runtime::allocate_array(graph.type(output).dtype, graph.type(output).shape);
+      parameters.push_back(values[slot(output)].mutable_raw());
+    }
+    runtime::Array product;  // a gemm kernel's: cuBLAS's, by the CPU kernel
+    if (kernel.kind == compiler::KernelKind::gemm) {
+      for (ir::ValueId member : kernel.members) {
+        const ir::Node& node = graph.node(member);
+        if (node.op != ir::Op::matmul) continue;
+        std::vector<runtime::Array> operands;
+        for (ir::ValueId operand : node.operands) operands.push_back(values[slot(operand)]);
+        product = kernels::run(node, operands, Device::cpu());
+        // It is also an output where the plan returns it.
+        if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end())
+          values[slot(member)] = product;
+      }
+      std::size_t position = kernel.inputs.size();
+      for (ir::ValueId output : kernel.outputs) parameters[position++] = values[slot(output)].mutable_raw();
+      parameters.push_back(product.mutable_raw());
+    }
+    if (launch.function.empty()) continue;
+    const bool use_vector = vector && !launch.vector_function.empty();
+    const std::string& function = use_vector ? launch.vector_function : launch.function;
+    auto emulate = reinterpret_cast<Emulated>(state_->loaded->symbol(("emulate_" + function).c_str()));
+    std::int64_t blocks = use_vector ? launch.vector_blocks : launch.blocks;
+    if (!launch.fixed_grid) blocks = std::min<std::int64_t>(blocks, max_blocks);
+    emulate(parameters.data(), static_cast<unsigned>(blocks), static_cast<unsigned>(launch.threads));
+  }
+  std::vector<runtime::Array> outputs;
+  for (ir::ValueId output : graph.outputs) outputs.push_back(values[slot(output)]);
+  return outputs;
+}
+
+}  // namespace kiln::fuzz
+
+#else  // no CUDA support in this build
+
+namespace kiln::fuzz {
+
+struct EmulatedCudaModule::State {};
+
+bool cuda_emulation_available() { return false; }
+
+EmulatedCudaModule::EmulatedCudaModule(const ir::Graph&) {
+  throw CompileError("cuda emulation", "this kiln was built without CUDA support (KILN_CUDA)", std::string());
+}
+EmulatedCudaModule::~EmulatedCudaModule() = default;
+EmulatedCudaModule::EmulatedCudaModule(EmulatedCudaModule&&) noexcept = default;
+EmulatedCudaModule& EmulatedCudaModule::operator=(EmulatedCudaModule&&) noexcept = default;
+bool EmulatedCudaModule::has_vector_variants() const { return false; }
+std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::Array>&, bool, int) const { return {}; }
+
+}  // namespace kiln::fuzz
+
+#endif
