@@ -4,6 +4,7 @@
 
 #if defined(KILN_HAVE_CUDA)
 
+#include "compiler/buffer_assignment.h"
 #include "compiler/cache/module_cache.h"
 #include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/codegen/cuda/cuda_codegen.h"
@@ -14,7 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace kiln::fuzz {
@@ -154,6 +156,7 @@ std::size_t slot(ir::ValueId value) { return static_cast<std::size_t>(value); }
 struct EmulatedCudaModule::State {
   ir::Graph graph;
   compiler::FusionPlan plan;
+  compiler::BufferAssignment assignment;
   compiler::cuda::ModuleSource module;
   std::shared_ptr<const compiler::LoadedModule> loaded;
 };
@@ -164,6 +167,7 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   state_->graph = graph;
   compiler::optimize(state_->graph);
   state_->plan = compiler::fuse(state_->graph);
+  state_->assignment = compiler::assign_buffers(state_->graph, state_->plan);
   state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
   std::string source = std::string(emulation_header) + state_->module.text;
   for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
@@ -192,11 +196,20 @@ bool EmulatedCudaModule::has_vector_variants() const {
 
 std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::Array>& inputs, bool vector,
                                                     int max_blocks) const {
+  // As CudaExecutable::run (codegen/cuda/cuda_executable.cpp) does, buffers
+  // included: intermediate values in one arena at their assigned offsets.
   const ir::Graph& graph = state_->graph;
   if (inputs.size() != graph.parameters.size())
     throw ValueError("cuda emulation", "expected one input per parameter", std::string());
   std::vector<runtime::Array> values(static_cast<std::size_t>(graph.size()));
   for (std::size_t i = 0; i < inputs.size(); ++i) values[slot(graph.parameters[i])] = inputs[i];
+  std::shared_ptr<runtime::Buffer> arena;  // also when every value in it is empty: they are views of it
+  const std::vector<std::int64_t>& offsets = state_->assignment.arena_offset;
+  if (std::any_of(offsets.begin(), offsets.end(), [](std::int64_t offset) { return offset >= 0; }))
+    arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(state_->assignment.arena_bytes));
+  auto output_slot = [&](ir::ValueId output) -> runtime::Array& {
+    return values[slot(output)] = compiler::output_array(graph, state_->assignment, output, arena, Device::cpu());
+  };
   std::size_t generated = 0;
   for (const compiler::FusedKernel& kernel : state_->plan.kernels) {
     if (kernel.kind == compiler::KernelKind::library) {
@@ -211,10 +224,7 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
     }
     std::vector<void*> parameters;
     for (ir::ValueId input : kernel.inputs) parameters.push_back(values[slot(input)].mutable_raw());
-    for (ir::ValueId output : kernel.outputs) {
-      values[slot(output)] = runtime::allocate_array(graph.type(output).dtype, graph.type(output).shape);
-      parameters.push_back(values[slot(output)].mutable_raw());
-    }
+    for (ir::ValueId output : kernel.outputs) parameters.push_back(output_slot(output).mutable_raw());
     runtime::Array product;  // a gemm kernel's: cuBLAS's, by the CPU kernel
     if (kernel.kind == compiler::KernelKind::gemm) {
       for (ir::ValueId member : kernel.members) {
@@ -223,16 +233,18 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
         std::vector<runtime::Array> operands;
         for (ir::ValueId operand : node.operands) operands.push_back(values[slot(operand)]);
         product = kernels::run(node, operands, Device::cpu());
-        // It is also an output where the plan returns it.
-        if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end())
-          values[slot(member)] = product;
+        // Written into its output buffer where the kernel returns it.
+        if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end()) {
+          if (product.bytes() > 0) std::memcpy(values[slot(member)].mutable_raw(), product.raw(), product.bytes());
+          product = values[slot(member)];
+        }
       }
-      std::size_t position = kernel.inputs.size();
-      for (ir::ValueId output : kernel.outputs) parameters[position++] = values[slot(output)].mutable_raw();
       parameters.push_back(product.mutable_raw());
     }
     if (launch.function.empty()) continue;
-    const bool use_vector = vector && !launch.vector_function.empty();
+    // The `_vector` variant needs every buffer 16-byte aligned (the arena's offsets may not be).
+    bool use_vector = vector && !launch.vector_function.empty();
+    for (void* pointer : parameters) use_vector = use_vector && reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
     const std::string& function = use_vector ? launch.vector_function : launch.function;
     auto emulate = reinterpret_cast<Emulated>(state_->loaded->symbol(("emulate_" + function).c_str()));
     std::int64_t blocks = use_vector ? launch.vector_blocks : launch.blocks;

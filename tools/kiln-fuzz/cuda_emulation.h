@@ -6,16 +6,18 @@
 // host C++ compiler with CUDA's few keywords and built-ins emulated -- each
 // block's threads are host threads, __syncthreads a barrier, __shfl_xor_sync
 // an exchange through memory between a warp's 32 threads, atomicAdd an
-// atomic -- and the blocks of a grid run one after another. Library kernels
-// and cuBLAS products are computed by the CPU kernels, as the CUDA
-// executable has cuBLAS and the standard CUDA kernels compute them.
+// atomic -- and the blocks of a grid run one after another. The buffers are
+// the CUDA executable's: intermediate values share one arena as the buffer
+// assignment places them. Library kernels and cuBLAS products are computed
+// by the CPU kernels where the executable has the standard CUDA kernels and
+// cuBLAS compute them.
 //
 // This checks, without a GPU, the generated index math, the row and grid
 // reductions, the gemm epilogues and the op semantics of the NVRTC prelude
 // (tests/cuda/jit_emulation_test.cpp on chosen graphs, kiln-fuzz
 // --cuda-emulation on random ones). It cannot check what only a GPU shows:
-// memory ordering between blocks that really run at once, launch limits,
-// buffers shared by the executable's buffer assignment, speed.
+// memory ordering between blocks and warps that really run at once, launch
+// limits, the standard CUDA kernels and cuBLAS, speed.
 //
 // Built with CUDA support only (KILN_HAVE_CUDA); elsewhere
 // cuda_emulation_available() is false and EmulatedCudaModule throws.
@@ -45,9 +47,9 @@ class EmulatedCudaModule {
   bool has_vector_variants() const;
 
   // Runs the graph on `inputs` (one per parameter): each generated kernel as
-  // its `_vector` variant where `vector` and it has one, else its scalar
-  // kernel. Grids whose size does not change the result are cut to at most
-  // `max_blocks` blocks, so that grid-stride loops wrap.
+  // its `_vector` variant where `vector`, it has one and all its buffers are
+  // 16-byte aligned (as the executable decides), else its scalar kernel. Grids whose size does not change the result
+  // are cut to at most `max_blocks` blocks, so that grid-stride loops wrap.
   std::vector<runtime::Array> run(const std::vector<runtime::Array>& inputs, bool vector, int max_blocks = 3) const;
 
  private:
