@@ -5,6 +5,8 @@
 #   make bench     the full kiln-bench workload suite
 #   make test-asan the suite under AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included)
 #   make test-tsan the suite under ThreadSanitizer
+#   make test-cuda the suite built with CUDA (needs the toolkit, not a GPU): without a GPU the
+#                  NVRTC and emulated-kernel tests run, and the tests that need one skip
 #   make bench-peers  kiln-bench, TensorFlow, JAX and PyTorch side by side on the same
 #                  inputs and threads (creates .venv-peers from PyPI on first use)
 
@@ -13,7 +15,8 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-all test-asan test-tsan demo bench clean kiln-bench peers-venv bench-peers
+.PHONY: all deps configure build test test-all test-asan test-tsan test-cuda demo bench clean kiln-bench peers-venv \
+	bench-peers
 
 all: build
 
@@ -72,8 +75,14 @@ test-tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/scripts/tsan.supp \
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow
 
+# CUDA support forced on (AUTO wants a GPU too), in its own build directory.
+test-cuda: deps
+	cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DKILN_CUDA=ON $(CMAKE_FLAGS)
+	cmake --build build-cuda -j $(JOBS)
+	ctest --test-dir build-cuda --output-on-failure -j $(JOBS) -LE slow
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-cuda
 
 # libFuzzer targets for the IR parser, verifier and reference evaluator
 # (clang, ASan + UBSan), each run FUZZ_SECONDS from the seed corpus in

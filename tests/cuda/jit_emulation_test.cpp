@@ -233,5 +233,29 @@ TEST(CudaEmulatedKernels, GridReductionsAndTheSeedEpilogue) {
                             random_tensor(DType::i64, {1000}, 80));
 }
 
+// A whole-array reduction whose kernel returns a shape op of it (a reshape,
+// a slice of its one element) stores into that output: the generator named
+// the reduction's buffer instead, which does not exist (found by kiln-fuzz).
+TEST(CudaEmulatedKernels, GridReductionsReturnedThroughShapeOps) {
+  for (bool vector : {false, true}) {
+    std::string variant = vector ? " vector" : "";
+    expect_emulated_agreement(
+        "reshaped sum" + variant, vector,
+        [](Tensor x) {
+          return reshape(reduce_sum(x), {1, 1});
+        },
+        random_tensor(DType::f32, {300, 40}, 99));
+    expect_emulated_agreement(
+        "sliced min" + variant, vector,
+        [](Tensor x) {
+          return slice(reduce_min(x, {0, 1}, true), {.start = {0, 0}, .step = {-3, 1}});
+        },
+        random_tensor(DType::f32, {30, 40}, 100));
+    expect_emulated_agreement(
+        "seed reshaped" + variant, vector, [](Tensor x, Tensor y) { return expand_dims(seed_function(x, y), 0); },
+        random_tensor(DType::f32, {64, 32}, 101), random_tensor(DType::f32, {32, 48}, 102));
+  }
+}
+
 }  // namespace
 }  // namespace kiln

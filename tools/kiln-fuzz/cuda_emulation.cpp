@@ -163,6 +163,12 @@ struct EmulatedCudaModule::State {
 
 bool cuda_emulation_available() { return true; }
 
+std::string generated_cuda_source(const ir::Graph& traced) {
+  ir::Graph graph = traced;
+  compiler::optimize(graph);
+  return compiler::cuda::generate_source(graph, compiler::fuse(graph)).text;
+}
+
 EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::make_unique<State>()) {
   state_->graph = graph;
   compiler::optimize(state_->graph);
@@ -265,6 +271,10 @@ namespace kiln::fuzz {
 struct EmulatedCudaModule::State {};
 
 bool cuda_emulation_available() { return false; }
+
+std::string generated_cuda_source(const ir::Graph&) {
+  throw CompileError("cuda emulation", "this kiln was built without CUDA support (KILN_CUDA)", std::string());
+}
 
 EmulatedCudaModule::EmulatedCudaModule(const ir::Graph&) {
   throw CompileError("cuda emulation", "this kiln was built without CUDA support (KILN_CUDA)", std::string());

@@ -26,11 +26,16 @@
 #include "runtime/buffer.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace kiln::fuzz {
 
 bool cuda_emulation_available();
+
+// The CUDA module the JIT generates for `graph` (optimized and fused as the
+// JIT does), for reading. Throws kiln::CompileError as the generator does.
+std::string generated_cuda_source(const ir::Graph& graph);
 
 class EmulatedCudaModule {
  public:

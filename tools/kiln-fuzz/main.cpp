@@ -291,6 +291,13 @@ int replay(const Options& options) {
   for (const Hazard& hazard : find_hazards(fuzz_case))
     std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
               << " (a mismatch there may not be a bug)\n";
+  if (options.verbose && options.check.cuda_emulated) {
+    try {
+      std::cout << "--- generated CUDA ---\n" << generated_cuda_source(fuzz_case.graph) << "---\n";
+    } catch (const std::exception& error) {
+      std::cout << "no CUDA module: " << error.what() << "\n";
+    }
+  }
   set_crash_context(describe(fuzz_case));
   std::vector<Failure> failures = check(fuzz_case, options.check);
   if (failures.empty()) {

@@ -53,6 +53,7 @@ class ElementKernel {
           throw CompileError(std::string(ir::name(graph.node(value).op)), "a reduction in a loop kernel",
                              graph.node(value).location);
         reductions_.push_back(id);
+        reduction_outputs_.push_back(value);
         collect(item.operands[0]);
       } else {
         element_outputs_.emplace_back(value, id);
@@ -344,7 +345,8 @@ class ElementKernel {
       std::string value = total;
       if (node.op == ir::Op::reduce_mean)
         value = "div(" + total + ", splat<" + type + ">(" + std::to_string(total_) + "))";
-      text += "    if (threadIdx.x == 0) " + emitter_.output_name(reduction.value) + "[0] = " + value + ";\n  }\n";
+      text +=
+          "    if (threadIdx.x == 0) " + emitter_.output_name(reduction_outputs_[k]) + "[0] = " + value + ";\n  }\n";
     }
     text += "  if (threadIdx.x == 0) " + done_name() + " = 0;  // ready for the next launch\n";
     return text;
@@ -357,6 +359,9 @@ class ElementKernel {
   Layout layout_;
   std::set<int> needed_;  // instances computed per element, in creation (topological) order
   std::vector<int> reductions_;
+  // The output each of reductions_ is stored as: the reduction itself, or a
+  // shape op of its one element (a reshape, a slice) that the kernel returns.
+  std::vector<ir::ValueId> reduction_outputs_;
   std::vector<std::pair<ir::ValueId, int>> element_outputs_;
   std::int64_t total_ = 0;
   int width_ = 1;
