@@ -8,6 +8,7 @@
 #include "compiler/cache/module_cache.h"
 #include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/codegen/cuda/cuda_codegen.h"
+#include "compiler/codegen/cuda/nvrtc_build.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -24,8 +25,8 @@ namespace {
 
 // CUDA on the host: the built-ins generated kernels and the prelude use.
 // Each thread of a block is a fiber (ucontext) on the calling host thread;
-// the scheduler runs every fiber that can run until it waits at a barrier or
-// ends, so __syncthreads (a barrier of the block) and __shfl_xor_sync (two
+// the scheduler runs every fiber that can run, in a shuffled order, until it
+// waits at a barrier or ends, so __syncthreads (a barrier of the block) and __shfl_xor_sync (two
 // barriers of the warp around an exchange through memory) cost a context
 // switch, not a wake-up of an OS thread. Blocks run one after another.
 // Waiting at a barrier that not all of its threads reach is a deadlock, as
@@ -118,9 +119,20 @@ template <class Kernel> static void emulate_grid(Kernel kernel, unsigned blocks,
       thread.waiting = -1;
       thread.finished = false;
     }
+    // The threads run in a shuffled order (the same for the same block), so
+    // that a thread reading what another wrote without a barrier between
+    // them sees stale values here as it may on a GPU.
+    std::vector<unsigned> order(threads);
+    unsigned long long state = 0x9e3779b97f4a7c15ull * (block + 1);
+    for (unsigned index = 0; index < threads; ++index) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const unsigned other = static_cast<unsigned>((state >> 33) % (index + 1));
+      order[index] = order[other];
+      order[other] = index;
+    }
     for (unsigned remaining = threads; remaining > 0;) {
       bool ran = false;
-      for (unsigned index = 0; index < threads; ++index) {
+      for (unsigned index : order) {
         EmulatedThread& thread = emulated_threads[index];
         if (thread.finished || thread.waiting >= 0) continue;
         threadIdx.x = index;
@@ -175,6 +187,9 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   state_->plan = compiler::fuse(state_->graph);
   state_->assignment = compiler::assign_buffers(state_->graph, state_->plan);
   state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
+  // The module must also be CUDA that the JIT can build: host C++ accepts
+  // some things NVRTC does not (host-only functions, for one).
+  compiler::cuda::nvrtc_compile(state_->module.text, "sm_90", state_->graph.name);
   std::string source = std::string(emulation_header) + state_->module.text;
   for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
     if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue

@@ -39,10 +39,11 @@ std::string generated_cuda_source(const ir::Graph& graph);
 
 class EmulatedCudaModule {
  public:
-  // Generates and compiles `graph`'s CUDA module (through the module cache).
-  // Throws kiln::CompileError when the CUDA generator cannot emit the graph
-  // (the JIT would fall back to the standard executor) or the host compiler
-  // rejects the module.
+  // Generates `graph`'s CUDA module, compiles it with NVRTC for sm_90 (as
+  // the JIT would for an H100/H200; the cubin is not used), then with the
+  // host compiler for the emulation. Throws kiln::CompileError when the CUDA
+  // generator cannot emit the graph (the JIT would fall back to the standard
+  // executor) or either compiler rejects the module.
   explicit EmulatedCudaModule(const ir::Graph& graph);
   ~EmulatedCudaModule();
   EmulatedCudaModule(EmulatedCudaModule&&) noexcept;
