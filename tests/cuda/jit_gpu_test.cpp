@@ -139,6 +139,12 @@ TEST(CudaJit, ReductionsOverTrailingAxesOfEveryDtypeAndLength) {
   };
   for (const Shape& shape : {Shape({9, 7}), Shape({3, 2000}), Shape({2, 70000}), Shape({4, 0})})
     expect_gpu_agreement("any and all " + shape.to_string(), any_all, random_tensor(DType::f32, shape, 16));
+  expect_gpu_agreement(
+      "whole-array sum returned reshaped",
+      [](Tensor x) {
+        return reshape(reduce_sum(x), {1, 1});
+      },
+      random_tensor(DType::f32, {300, 40}, 17));
 }
 
 TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
