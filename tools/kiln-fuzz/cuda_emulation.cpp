@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -161,6 +162,26 @@ std::string runner(const std::string& name) {
 
 using Emulated = void (*)(void**, unsigned, unsigned);
 
+// What a GPU would refuse at launch, or run wrongly, checked before the
+// emulation (which would run it anyway): more threads than the kernel's
+// __launch_bounds__ or than a block holds, and partial warps (the warp
+// shuffles' full masks need whole warps).
+void check_launch(const std::string& text, const std::string& function, int threads) {
+  auto fail = [&](const std::string& detail) {
+    throw InternalError("cuda emulation",
+                        function + " is launched with " + std::to_string(threads) + " threads per block, " + detail,
+                        std::string());
+  };
+  if (threads < 32 || threads > 1024 || threads % 32 != 0) fail("not whole warps up to 1024");
+  const std::string declaration = ") " + function + "(";
+  const std::size_t at = text.find(declaration);
+  const std::size_t bounds = text.rfind("__launch_bounds__(", at);
+  if (at == std::string::npos || bounds == std::string::npos || text.find('\n', bounds) < at)
+    fail("and has no __launch_bounds__ on its line");
+  const int limit = std::atoi(text.c_str() + bounds + std::strlen("__launch_bounds__("));
+  if (threads > limit) fail("over its __launch_bounds__(" + std::to_string(limit) + ")");
+}
+
 std::size_t slot(ir::ValueId value) { return static_cast<std::size_t>(value); }
 
 }  // namespace
@@ -193,8 +214,11 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   std::string source = std::string(emulation_header) + state_->module.text;
   for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
     if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue
+    check_launch(state_->module.text, launch.function, launch.threads);
     source += runner(launch.function);
-    if (!launch.vector_function.empty()) source += runner(launch.vector_function);
+    if (launch.vector_function.empty()) continue;
+    check_launch(state_->module.text, launch.vector_function, launch.threads);
+    source += runner(launch.vector_function);
   }
   // A name of its own per module: the temporary files and messages use it.
   static std::atomic<std::uint64_t> modules{0};

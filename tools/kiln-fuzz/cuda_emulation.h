@@ -43,7 +43,9 @@ class EmulatedCudaModule {
   // the JIT would for an H100/H200; the cubin is not used), then with the
   // host compiler for the emulation. Throws kiln::CompileError when the CUDA
   // generator cannot emit the graph (the JIT would fall back to the standard
-  // executor) or either compiler rejects the module.
+  // executor) or either compiler rejects the module, and
+  // kiln::InternalError for a launch a GPU would refuse (more threads than
+  // the kernel's __launch_bounds__, partial warps).
   explicit EmulatedCudaModule(const ir::Graph& graph);
   ~EmulatedCudaModule();
   EmulatedCudaModule(EmulatedCudaModule&&) noexcept;
