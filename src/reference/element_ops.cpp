@@ -137,8 +137,12 @@ double binary_float(const ir::Node& node, double a, double b) {
     case Op::mul: return a * b;
     case Op::div: return a / b;
     case Op::pow: return std::pow(a, b);
-    case Op::maximum: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
-    case Op::minimum: return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::min(a, b);
+    // Equal operands give b, so maximum(-0, +0) = +0 and maximum(+0, -0) = -0: the kernels' a > b ? a : b
+    // (and PyTorch's); std::max gives a.
+    case Op::maximum:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : a > b ? a : b;
+    case Op::minimum:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : a < b ? a : b;
     default: internal_error(node, "is not a float binary op");
   }
 }

@@ -18,6 +18,7 @@
 
 #include <kiln/nn.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
                                 random_tensor(dtype, {3, 16}, 50), random_tensor(dtype, {16}, 51),
                                 random_tensor(DType::boolean, {3, 16}, 52));
   }
+}
+
+// relu(-0) is +0, which 1 / relu(x) shows (found by kiln-fuzz).
+TEST(CudaEmulatedKernels, ReluOfSignedZeros) {
+  std::vector<float> values = {-0.0f, 0.0f, -1.5f, 2.5f, NAN, -INFINITY, INFINITY, -0.0f};
+  auto body = [](Tensor x) { return std::vector<Tensor>{relu(x), 1.0 / relu(x)}; };
+  for (bool vector : {false, true})
+    expect_emulated_agreement(std::string("relu of signed zeros") + (vector ? " vector" : ""), vector, body,
+                              from_vector(values, {8}));
 }
 
 TEST(CudaEmulatedKernels, BroadcastsTransposesSlicesAndOddShapes) {

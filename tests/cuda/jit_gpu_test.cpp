@@ -11,6 +11,7 @@
 #include <kiln/config.h>
 #include <kiln/nn.h>
 
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -105,6 +106,17 @@ TEST(CudaJit, LogicalOpsComparisonsWhereAndCasts) {
     if (from != DType::boolean) expect_gpu_agreement("casts from " + std::string(to_string(from)), casts,
                                                      random_tensor(from, {257}, 10));
   }
+}
+
+TEST(CudaJit, ReluOfSignedZeros) {
+  KILN_REQUIRE_GPU();
+  std::vector<float> values = {-0.0f, 0.0f, -1.5f, 2.5f, NAN, -INFINITY, INFINITY, -0.0f};
+  expect_gpu_agreement(
+      "relu of signed zeros",
+      [](Tensor x) {
+        return std::vector<Tensor>{relu(x), 1.0 / relu(x)};
+      },
+      from_vector(values, {8}));
 }
 
 TEST(CudaJit, TransposedSlicedAndBroadcastInputs) {

@@ -281,6 +281,27 @@ TEST(DifferentialOps, NeuralNetworkComposites) {
 
 // Row kernels multiply by the reciprocal of a divisor that is constant along the row (softmax's sum) only where
 // that reciprocal is a normal number: rows whose sums are zero, infinite, NaN, huge or subnormal divide.
+// Signed zeros, which a division shows (1 / -0 = -inf): relu(-0) is +0 (as
+// max(-0, +0), and the reference), where the kernels' x < 0 ? 0 : x kept -0
+// (found by kiln-fuzz --executors cuda-emulated; every executor had it);
+// maximum and minimum of equal operands give the second (the kernels', and
+// PyTorch's), where the reference's std::max gave the first.
+TEST(DifferentialOps, SignedZerosThroughReluMaximumAndMinimum) {
+  const float infinity = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {-0.0f, 0.0f, -0.0f, 0.0f, -1.5f, 2.5f, nan, -infinity, infinity, 1.0f};
+  std::vector<float> y = {0.0f, -0.0f, -0.0f, 0.0f, 2.5f, -1.5f, 0.0f, 0.0f, -0.0f, nan};
+  for (int copies = 0; copies < 3; ++copies) {
+    x.insert(x.end(), x.begin(), x.begin() + 10);
+    y.insert(y.end(), y.begin(), y.begin() + 10);
+  }
+  auto body = [](Tensor x, Tensor y) {
+    return std::vector<Tensor>{relu(x), 1.0 / relu(x), 1.0 / maximum(x, y), 1.0 / minimum(x, y)};
+  };
+  expect_agreement("signed zeros f32", body, from_vector(x, {4, 10}), from_vector(y, {4, 10}));
+  std::vector<double> x64(x.begin(), x.end()), y64(y.begin(), y.end());
+  expect_agreement("signed zeros f64", body, from_vector(x64, {40}), from_vector(y64, {40}));
+}
+
 TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
   constexpr std::int64_t columns = 19;
   std::vector<float> values;

@@ -171,7 +171,9 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
       case Op::square:
         map<T, T>(input, output, grain, [](T x) { return static_cast<T>(static_cast<U>(x) * static_cast<U>(x)); });
         return true;
-      case Op::relu: map<T, T>(input, output, grain, [](T x) { return x < 0 ? T(0) : x; }); return true;
+      case Op::relu:
+        map<T, T>(input, output, grain, [](T x) { return x <= 0 ? T(0) : x; });
+        return true;
       case Op::floor:
       case Op::ceil: map<T, T>(input, output, grain, [](T x) { return x; }); return true;
       default: return false;
@@ -183,8 +185,11 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
       // Zeros keep their sign and NaN stays NaN.
       case Op::sign: map<T, T>(input, output, grain, [](T x) { return x > 0 ? T(1) : x < 0 ? T(-1) : x; }); return true;
       case Op::square: map<T, T>(input, output, grain, [](T x) { return x * x; }); return true;
-      // relu(NaN) = NaN: the comparison is false for NaN, which passes through.
-      case Op::relu: map<T, T>(input, output, grain, [](T x) { return x < 0 ? T(0) : x; }); return true;
+      // relu(-0) = +0 (as max(-0, +0) with +0 above -0, and the reference); relu(NaN) = NaN: the comparison is
+      // false for NaN, which passes through.
+      case Op::relu:
+        map<T, T>(input, output, grain, [](T x) { return x <= 0 ? T(0) : x; });
+        return true;
       case Op::floor: exact_math<T>(ExactMath::floor, input, output); return true;
       case Op::ceil: exact_math<T>(ExactMath::ceil, input, output); return true;
       case Op::sqrt: exact_math<T>(ExactMath::sqrt, input, output); return true;

@@ -59,8 +59,12 @@ struct Square {
   }
 };
 // relu(NaN) = NaN: the comparison is false for NaN, which passes through.
+// relu(-0) = +0 and relu(NaN) = NaN, as the CPU kernels.
 struct Relu {
-  template <class T> __device__ T operator()(T x) const { return x < 0 ? T(0) : x; }
+  template <class T>
+  __device__ T operator()(T x) const {
+    return x <= 0 ? T(0) : x;
+  }
 };
 struct Floor {
   template <class T> __device__ T operator()(T x) const {

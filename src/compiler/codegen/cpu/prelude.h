@@ -181,7 +181,11 @@ template <class V> [[gnu::always_inline]] inline V square(V x) {
     return V(U(x) * U(x));
   }
 }
-template <class V> [[gnu::always_inline]] inline V relu(V x) { return x < 0 ? V{} : x; }
+// relu(-0) = +0 and relu(NaN) = NaN, as the standard kernel.
+template <class V>
+[[gnu::always_inline]] inline V relu(V x) {
+  return x <= 0 ? V{} : x;
+}
 template <class V> [[gnu::always_inline]] inline V floor(V x) {
   if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_floorf(v); });
   else if constexpr (__is_same(V, f64x16)) return per_lane(x, [](double v) { return __builtin_floor(v); });
