@@ -27,11 +27,12 @@ namespace {
 // CUDA on the host: the built-ins generated kernels and the prelude use.
 // Each thread of a block is a fiber (ucontext) on the calling host thread;
 // the scheduler runs every fiber that can run, in a shuffled order, until it
-// waits at a barrier or ends, so __syncthreads (a barrier of the block) and __shfl_xor_sync (two
-// barriers of the warp around an exchange through memory) cost a context
-// switch, not a wake-up of an OS thread. Blocks run one after another.
-// Waiting at a barrier that not all of its threads reach is a deadlock, as
-// on a GPU: it is reported, and the process aborts.
+// waits at a barrier or ends, so __syncthreads (a barrier of the block) and
+// __shfl_xor_sync (two barriers of the warp around an exchange through
+// memory) cost a context switch, not a wake-up of an OS thread. Blocks run
+// one after another. Waiting at a barrier that not all of its threads reach
+// is a deadlock, as on a GPU: it is reported, and the process aborts. The
+// state is the module's statics: one grid at a time per module.
 // -fno-gnu-unique (in the flags below) keeps inline statics of the standard
 // headers from becoming GNU unique symbols, which would stop the module from
 // unloading.

@@ -2,25 +2,25 @@
 // The CUDA JIT's generated kernels, run without a GPU.
 //
 // A graph goes through the CUDA JIT's pipeline (optimize, fuse, generate the
-// CUDA module); the module's text, prelude included, is then compiled by the
-// host C++ compiler with CUDA's few keywords and built-ins emulated -- each
-// block's threads are host threads, __syncthreads a barrier, __shfl_xor_sync
-// an exchange through memory between a warp's 32 threads, atomicAdd an
-// atomic -- and the blocks of a grid run one after another. The buffers are
-// the CUDA executable's: intermediate values share one arena as the buffer
-// assignment places them. Library kernels and cuBLAS products are computed
-// by the CPU kernels where the executable has the standard CUDA kernels and
-// cuBLAS compute them.
+// CUDA module). NVRTC compiles the module for sm_90, as the JIT would; then
+// the host C++ compiler compiles it with CUDA's few keywords and built-ins
+// emulated: each thread of a block is a fiber on the calling thread, run in a
+// shuffled order; __syncthreads is a barrier of the block, __shfl_xor_sync an
+// exchange through memory between two barriers of the warp; the blocks of a
+// grid run one after another. The buffers are the CUDA executable's:
+// intermediate values share one arena as the buffer assignment places them.
+// Library kernels and cuBLAS products are computed by the CPU kernels where
+// the executable has the standard CUDA kernels and cuBLAS compute them.
 //
 // This checks, without a GPU, the generated index math, the row and grid
-// reductions, the gemm epilogues and the op semantics of the NVRTC prelude
-// (tests/cuda/jit_emulation_test.cpp on chosen graphs, kiln-fuzz
-// --cuda-emulation on random ones). It cannot check what only a GPU shows:
-// memory ordering between blocks and warps that really run at once, launch
-// limits, the standard CUDA kernels and cuBLAS, speed.
+// reductions, the gemm epilogues, the launch shapes and the op semantics of
+// the NVRTC prelude (tests/cuda/jit_emulation_test.cpp on chosen graphs,
+// kiln-fuzz --executors cuda-emulated on random ones). It cannot check what
+// only a GPU shows: memory ordering between blocks that really run at once,
+// the standard CUDA kernels and cuBLAS, speed.
 //
 // Built with CUDA support only (KILN_HAVE_CUDA); elsewhere
-// cuda_emulation_available() is false and EmulatedCudaModule throws.
+// cuda_emulation_available() is false and the rest throws.
 
 #include "ir/graph.h"
 #include "runtime/buffer.h"
@@ -56,8 +56,10 @@ class EmulatedCudaModule {
 
   // Runs the graph on `inputs` (one per parameter): each generated kernel as
   // its `_vector` variant where `vector`, it has one and all its buffers are
-  // 16-byte aligned (as the executable decides), else its scalar kernel. Grids whose size does not change the result
-  // are cut to at most `max_blocks` blocks, so that grid-stride loops wrap.
+  // 16-byte aligned (as the executable decides), else its scalar kernel.
+  // Grids whose size does not change the result are cut to at most
+  // `max_blocks` blocks, so that grid-stride loops wrap.
+  // One call at a time per module (the emulation's state is the module's).
   std::vector<runtime::Array> run(const std::vector<runtime::Array>& inputs, bool vector, int max_blocks = 3) const;
 
  private:
