@@ -58,8 +58,8 @@ struct Square {
     else return static_cast<T>(static_cast<Unsigned<T>>(x) * static_cast<Unsigned<T>>(x));
   }
 };
-// relu(NaN) = NaN: the comparison is false for NaN, which passes through.
-// relu(-0) = +0 and relu(NaN) = NaN, as the CPU kernels.
+// relu(-0) = +0, and relu(NaN) = NaN (the comparison is false for NaN), as
+// the CPU kernels.
 struct Relu {
   template <class T>
   __device__ T operator()(T x) const {
