@@ -11,6 +11,7 @@
 #include "cuda/cuda_test_support.h"
 #include "cuda_emulation.h"
 #include "support/differential.h"
+#include "support/special_values.h"
 
 #include "api/tensor_impl.h"
 #include "ir/parser.h"
@@ -82,6 +83,15 @@ TEST(CudaEmulatedKernels, ReluOfSignedZeros) {
   for (bool vector : {false, true})
     expect_emulated_agreement(std::string("relu of signed zeros") + (vector ? " vector" : ""), vector, body,
                               from_vector(values, {8}));
+}
+
+// The prelude's ops on every pair of special values, zero signs included.
+TEST(CudaEmulatedKernels, SpecialValuesAndTheSignsOfZeros) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto [a, b] = testing::special_value_pairs(dtype);
+    expect_emulated_agreement("special values " + std::string(to_string(dtype)), false, testing::special_value_ops, a,
+                              b);
+  }
 }
 
 TEST(CudaEmulatedKernels, BroadcastsTransposesSlicesAndOddShapes) {

@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_test_support.h"
 #include "support/differential.h"
+#include "support/special_values.h"
 #include "support/workloads.h"
 
 #include <kiln/config.h>
@@ -117,6 +118,14 @@ TEST(CudaJit, ReluOfSignedZeros) {
         return std::vector<Tensor>{relu(x), 1.0 / relu(x)};
       },
       from_vector(values, {8}));
+}
+
+TEST(CudaJit, SpecialValuesAndTheSignsOfZeros) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto [a, b] = testing::special_value_pairs(dtype);
+    expect_gpu_agreement("special values " + std::string(to_string(dtype)), testing::special_value_ops, a, b);
+  }
 }
 
 TEST(CudaJit, TransposedSlicedAndBroadcastInputs) {

@@ -5,6 +5,7 @@
 // covers many of them.
 
 #include "support/differential.h"
+#include "support/special_values.h"
 #include "support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -300,6 +301,16 @@ TEST(DifferentialOps, SignedZerosThroughReluMaximumAndMinimum) {
   expect_agreement("signed zeros f32", body, from_vector(x, {4, 10}), from_vector(y, {4, 10}));
   std::vector<double> x64(x.begin(), x.end()), y64(y.begin(), y.end());
   expect_agreement("signed zeros f64", body, from_vector(x64, {40}), from_vector(y64, {40}));
+}
+
+// testing::special_value_ops: every float op on every pair of special
+// values, the signs of zero results included.
+TEST(DifferentialOps, SpecialValuesAndTheSignsOfZeros) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto [a, b] = testing::special_value_pairs(dtype);
+    expect_named_agreement("special values " + std::string(to_string(dtype)), testing::special_value_names(),
+                           testing::special_value_ops, a, b);
+  }
 }
 
 TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
