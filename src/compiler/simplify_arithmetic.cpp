@@ -45,11 +45,20 @@ bool power_two(Match& match) {
 
 bool same_dtype_cast(Match& match) { return match.operand_has_result_type(0) && match.replace_with(match.operand_id(0)); }
 
-// A reduction over no axes returns its input (sum, max, min, prod); mean
-// divides by one.
-bool empty_reduction(Match& match) {
-  return match.node().attributes.axes.empty() && match.operand_has_result_type(0) &&
-         match.replace_with(match.operand_id(0));
+// A reduction of one element per result -- over no axes, or only over axes
+// of size 1 -- is that element (mean divides by one, prod multiplies by one):
+// its input, or a reshape of it. The standard kernels copy it too, so a sum
+// of -0 alone stays -0 in every executor (a row kernel would add it to +0).
+bool one_element_reduction(Match& match) {
+  ir::Node& node = match.node();
+  const ir::Type& input = match.graph().type(match.operand_id(0));
+  if (input.dtype != node.type.dtype) return false;
+  for (std::int64_t axis : node.attributes.axes)
+    if (input.shape[static_cast<int>(axis)] != 1) return false;
+  if (match.operand_has_result_type(0)) return match.replace_with(match.operand_id(0));
+  node.op = ir::Op::reshape;
+  node.attributes = {};
+  return match.changed();
 }
 
 const std::array arithmetic = {
@@ -63,11 +72,11 @@ const std::array arithmetic = {
     Rule{"ceil(ceil(x)) -> ceil(x)", ir::Op::ceil, idempotent},
     Rule{"pow(x, 2) -> square(x)", ir::Op::pow, power_two},
     Rule{"cast to own dtype -> x", ir::Op::cast, same_dtype_cast},
-    Rule{"reduce_sum over no axes -> x", ir::Op::reduce_sum, empty_reduction},
-    Rule{"reduce_mean over no axes -> x", ir::Op::reduce_mean, empty_reduction},
-    Rule{"reduce_max over no axes -> x", ir::Op::reduce_max, empty_reduction},
-    Rule{"reduce_min over no axes -> x", ir::Op::reduce_min, empty_reduction},
-    Rule{"reduce_prod over no axes -> x", ir::Op::reduce_prod, empty_reduction},
+    Rule{"reduce_sum of one element -> x", ir::Op::reduce_sum, one_element_reduction},
+    Rule{"reduce_mean of one element -> x", ir::Op::reduce_mean, one_element_reduction},
+    Rule{"reduce_max of one element -> x", ir::Op::reduce_max, one_element_reduction},
+    Rule{"reduce_min of one element -> x", ir::Op::reduce_min, one_element_reduction},
+    Rule{"reduce_prod of one element -> x", ir::Op::reduce_prod, one_element_reduction},
 };
 
 }  // namespace

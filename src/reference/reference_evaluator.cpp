@@ -403,11 +403,15 @@ class Evaluator {
   // Reductions over sorted attributes.axes. Empty: sum 0, prod 1, mean NaN,
   // max -inf (the dtype's lowest for integers, false for bool), min +inf
   // (highest, true). A NaN anywhere makes max/min NaN. Integer sum and prod
-  // wrap.
+  // wrap. A reduction of one element (no axes, or axes of size 1) is that
+  // element, as the kernels and XLA have it: a sum of -0 alone stays -0 where
+  // 0 + -0 would give +0.
   Value reduce(const ir::Node& node, const ir::Type& type) const {
     const Value& input = operand(node, 0);
     Value value = make_value(type.dtype, type.shape);
     std::vector<std::int64_t> map = reduction_map(input.shape, node.attributes.axes);
+    double count = 1;
+    for (std::int64_t axis : node.attributes.axes) count *= static_cast<double>(input.shape[static_cast<int>(axis)]);
     const double infinity = std::numeric_limits<double>::infinity();
     bool floating = is_float(value.dtype);
     std::vector<std::uint64_t> integer_accumulators(value.values.size());
@@ -440,7 +444,7 @@ class Evaluator {
         switch (node.op) {
           case Op::reduce_sum:
           case Op::reduce_mean:
-            result += x;
+            result = count == 1 ? x : result + x;
             magnitude += std::fabs(x) + error;
             break;
           case Op::reduce_prod:
@@ -470,8 +474,6 @@ class Evaluator {
     }
 
     if (node.op == Op::reduce_mean) {
-      double count = 1;
-      for (std::int64_t axis : node.attributes.axes) count *= static_cast<double>(input.shape[static_cast<int>(axis)]);
       for (std::size_t out = 0; out < value.values.size(); ++out) {
         value.values[out] /= count;  // 0 / 0 = NaN for an empty mean
         value.magnitudes[out] /= count;

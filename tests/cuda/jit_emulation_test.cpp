@@ -85,6 +85,16 @@ TEST(CudaEmulatedKernels, ReluOfSignedZeros) {
                               from_vector(values, {8}));
 }
 
+// A sum or mean of one element (an axis of size 1) is that element: -0 stays -0.
+TEST(CudaEmulatedKernels, ReductionsOfOneElementKeepTheSignOfZero) {
+  expect_emulated_agreement(
+      "one-element sums", false,
+      [](Tensor x) {
+        return std::vector<Tensor>{1.0 / reduce_sum(x, {1}), 1.0 / reduce_mean(x, {1})};
+      },
+      from_vector(std::vector<float>{-0.0f, 0.0f, -0.0f, -0.0f}, {4, 1}));
+}
+
 // The prelude's ops on every pair of special values, zero signs included.
 TEST(CudaEmulatedKernels, SpecialValuesAndTheSignsOfZeros) {
   for (DType dtype : {DType::f32, DType::f64}) {

@@ -313,6 +313,19 @@ TEST(DifferentialOps, SpecialValuesAndTheSignsOfZeros) {
   }
 }
 
+// A reduction of one element (no axes, or an axis of size 1) is that
+// element: a sum or mean of -0 alone is -0 (the reference gave 0 + -0 = +0;
+// found by kiln-fuzz --executors cuda-emulated). Longer rows of -0 sum to +0
+// everywhere (the sum starts from +0).
+TEST(DifferentialOps, ReductionsOfOneElementKeepTheSignOfZero) {
+  std::vector<float> values = {-0.0f, 0.0f, -0.0f, -0.0f, 0.0f, -0.0f};
+  auto body = [](Tensor x) {
+    return std::vector<Tensor>{1.0 / reduce_sum(x, {}), 1.0 / reduce_sum(x, {1}), 1.0 / reduce_mean(x, {1}),
+                               1.0 / reduce_sum(x, {0})};
+  };
+  expect_agreement("one-element sums", body, from_vector(values, {6, 1}));
+}
+
 TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
   constexpr std::int64_t columns = 19;
   std::vector<float> values;
