@@ -93,6 +93,14 @@ TEST(CudaEmulatedKernels, ReductionsOfOneElementKeepTheSignOfZero) {
         return std::vector<Tensor>{1.0 / reduce_sum(x, {1}), 1.0 / reduce_mean(x, {1})};
       },
       from_vector(std::vector<float>{-0.0f, 0.0f, -0.0f, -0.0f}, {4, 1}));
+  // Its outer reduction becomes a reshape to a scalar of the inner one's only row (found by kiln-fuzz: the
+  // generator refused an output of another shape than the rows').
+  expect_emulated_agreement(
+      "a single row's result as a scalar", false,
+      [](Tensor x) {
+        return std::vector<Tensor>{reduce_max(reduce_max(x > 0, {1}), {0}), reduce_sum(reduce_sum(x, {1}), {0})};
+      },
+      random_tensor(DType::f32, {1, 7}, 103));
 }
 
 // The prelude's ops on every pair of special values, zero signs included.

@@ -44,6 +44,11 @@ KernelWriter::KernelWriter(KernelEmitter& emitter) : emitter_(emitter) {
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
     while (dims.size() > kept.size() && dims.back() == 1) dims.pop_back();
     bool row = kernel.kind == KernelKind::reduction && dims == kept;
+    // The one row's result returned in any shape of one element (a reshape
+    // of a single-row reduction to a scalar): element 0, whatever the shape.
+    std::int64_t rows = 1;
+    for (std::int64_t dim : kept) rows *= dim;
+    if (kernel.kind == KernelKind::reduction && rows == 1 && shape.numel() == 1) row = true;
     if (kernel.kind == KernelKind::gemm) row = ir::is_reduction(graph.node(value).op) && shape.numel() == 1;
     if (!element && !row)
       throw CompileError(std::string(ir::name(graph.node(value).op)),
