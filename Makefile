@@ -7,6 +7,8 @@
 #   make test-tsan the suite under ThreadSanitizer
 #   make test-cuda the suite built with CUDA (needs the toolkit, not a GPU): without a GPU the
 #                  NVRTC and emulated-kernel tests run, and the tests that need one skip
+#   make test-cuda-simulated  the CUDA tests against kiln's CUDA simulator (tools/cuda-simulator):
+#                  no GPU needed, every one of them runs (needs the toolkit's headers and NVRTC)
 #   make bench-peers  kiln-bench, TensorFlow, JAX and PyTorch side by side on the same
 #                  inputs and threads (creates .venv-peers from PyPI on first use)
 
@@ -15,7 +17,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-all test-asan test-tsan test-cuda demo bench clean kiln-bench peers-venv \
+.PHONY: all deps configure build test test-all test-asan test-tsan test-cuda test-cuda-simulated demo bench clean kiln-bench peers-venv \
 	bench-peers
 
 all: build
@@ -81,8 +83,14 @@ test-cuda: deps
 	cmake --build build-cuda -j $(JOBS)
 	ctest --test-dir build-cuda --output-on-failure -j $(JOBS) -LE slow
 
+# The CUDA side on the simulated device: the `cuda` tests, none skipped for want of a GPU.
+test-cuda-simulated: deps
+	cmake -S . -B build-cuda-simulated -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DKILN_CUDA=SIMULATED $(CMAKE_FLAGS)
+	cmake --build build-cuda-simulated -j $(JOBS)
+	ctest --test-dir build-cuda-simulated --output-on-failure -j $(JOBS) -L cuda -LE slow
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-cuda
+	rm -rf $(BUILD) build-asan build-tsan build-cuda build-cuda-simulated
 
 # libFuzzer targets for the IR parser, verifier and reference evaluator
 # (clang, ASan + UBSan), each run FUZZ_SECONDS from the seed corpus in

@@ -7,11 +7,16 @@
 #   ON              build it; fail clearly if the toolkit is missing (a GPU is not
 #                   needed to build: the tests then skip with the reason).
 #   OFF             never.
+#   SIMULATED       build it against kiln's CUDA simulator (tools/cuda-simulator/):
+#                   no GPU and no nvcc needed, only the toolkit's headers and NVRTC;
+#                   the CUDA sources are compiled as host C++ and every CUDA test runs
+#                   on the simulated device. For testing; never for speed.
 # Sets KILN_WITH_CUDA (ON/OFF) in the including scope and, when ON, enables the
 # CUDA language for sm_90 machine code plus compute_90 PTX (which newer GPUs JIT
 # at load time) unless CMAKE_CUDA_ARCHITECTURES is given.
 
 set(KILN_WITH_CUDA OFF)
+set(KILN_CUDA_SIMULATED OFF)
 
 # Sets `out` to TRUE when an NVIDIA GPU is visible, and `why` to what was seen.
 function(kiln_gpu_visible out why)
@@ -75,11 +80,19 @@ elseif(kiln_cuda_mode MATCHES "^(ON|TRUE|YES|Y|1)$")
                         "cuBLASLt and NVRTC libraries. Install the toolkit, or configure with -DKILN_CUDA=AUTO or OFF.")
   endif()
   set(KILN_WITH_CUDA ON)
+elseif(kiln_cuda_mode STREQUAL "SIMULATED")
+  find_package(CUDAToolkit QUIET)
+  if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::nvrtc)
+    message(FATAL_ERROR "kiln: KILN_CUDA=SIMULATED needs the CUDA toolkit's headers and NVRTC (not found)")
+  endif()
+  set(KILN_WITH_CUDA ON)
+  set(KILN_CUDA_SIMULATED ON)
+  message(STATUS "kiln: CUDA support on, against the CUDA simulator (host memory, no GPU)")
 elseif(NOT kiln_cuda_mode MATCHES "^(OFF|FALSE|NO|N|0)$")
-  message(FATAL_ERROR "kiln: KILN_CUDA must be AUTO, ON or OFF (got '${KILN_CUDA}')")
+  message(FATAL_ERROR "kiln: KILN_CUDA must be AUTO, ON, OFF or SIMULATED (got '${KILN_CUDA}')")
 endif()
 
-if(KILN_WITH_CUDA)
+if(KILN_WITH_CUDA AND NOT KILN_CUDA_SIMULATED)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
     set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
   endif()

@@ -97,13 +97,17 @@ Tensor constant(Scalar value, DType dtype, const Shape& shape, Device device, co
   node.attributes = attributes;
   node.location = to_string(location);
   if (trace::TraceContext* context = trace::TraceContext::current()) {
-    if (device != context->device())
+    // A constant in a traced function is part of its graph and lives on the
+    // function's device, as in tf.function and jax.jit: `full({}, 3)` (on the
+    // CPU by default) inside a function traced for a GPU is a GPU constant.
+    // Asking for another GPU is a mistake worth reporting.
+    if (device != context->device() && !device.is_cpu())
       throw DeviceError("constant",
                         "cannot create a constant on " + device.to_string() + " inside a function traced for " +
                             context->device().to_string(),
                         location);
     ir::ValueId value_id = context->add_node(std::move(node));
-    return make_traced_tensor(current_context(), value_id, device);
+    return make_traced_tensor(current_context(), value_id, context->device());
   }
   return make_tensor(kernels::run(node, {}, device));
 }

@@ -53,8 +53,9 @@ std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
   std::string header = std::string(kiln::to_string(dtype())) + shape().to_string() + " " + device().to_string();
   if (is_traced()) return header + " (traced: no value until the graph runs)";
-  const runtime::Array& array = impl().array;
-  if (!array.device().is_cpu()) return to(Device::cpu()).to_string();
+  // Values are read from host memory; the header names the tensor's own device.
+  const Tensor host = impl().array.device().is_cpu() ? *this : to(Device::cpu());
+  const runtime::Array& array = host.impl().array;
   std::string body;
   if (shape().rank() == 0) body = format_element(array, 0);
   else format_axis(array, 0, 0, shape().numel() > summarize_above, body);

@@ -39,17 +39,17 @@ template <class T> std::int64_t ulp_distance(T a, T b) {
   return distance < 0 ? -distance : distance;
 }
 
-// Checks that `actual` (any device) has `expected`'s dtype and shape and
+// Checks that `actual` (any device, as `expected`) has `expected`'s dtype and shape and
 // equals it element for element (NaN equals NaN; for floats, at most
 // `max_ulps` apart).
 inline void expect_same(const Tensor& expected, const Tensor& actual, std::int64_t max_ulps = 0,
                         const std::string& what = "") {
   ASSERT_EQ(expected.dtype(), actual.dtype()) << what;
   ASSERT_EQ(expected.shape(), actual.shape()) << what;
-  Tensor host = actual.to(Device::cpu());
+  Tensor host = actual.to(Device::cpu()), expected_host = expected.to(Device::cpu());
   std::int64_t count = expected.numel(), reported = 0;
   visit_dtype(expected.dtype(), [&]<class T>() {
-    const T* want = static_cast<const T*>(expected.data());
+    const T* want = static_cast<const T*>(expected_host.data());
     const T* got = static_cast<const T*>(host.data());
     for (std::int64_t i = 0; i < count && reported < 5; ++i) {
       bool equal;

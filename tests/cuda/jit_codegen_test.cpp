@@ -370,7 +370,12 @@ TEST(CudaCodegen, TargetsTheGpuArchitectureOrPtxOfAnOlderOne) {
   std::string ptx = compiler::cuda::nvrtc_compile(
       std::string(compiler::cuda::prelude()) + "\nextern \"C\" __global__ void k(float* x) { x[0] = kiln::jit::sin(x[0]); }\n",
       future, "ptx");
+#if defined(KILN_CUDA_SIMULATOR)
+  // The CUDA simulator's NVRTC returns the (checked) source as the image.
+  EXPECT_NE(ptx.find("extern \"C\" __global__ void k("), std::string::npos);
+#else
   EXPECT_NE(ptx.find(".entry k"), std::string::npos);
+#endif
 }
 
 }  // namespace

@@ -88,6 +88,29 @@ TEST(CudaJit, BinaryOpsWithBroadcastingOnEveryDtype) {
                        random_tensor(DType::f32, {8}, 5));
 }
 
+// A constant made inside a traced function (on the CPU by default) is part
+// of the graph, on the function's device, as in tf.function and jax.jit;
+// one asked for on another GPU is refused, naming the user's line.
+TEST(CudaJit, ConstantsInsideAGpuFunctionLiveOnItsDevice) {
+  KILN_REQUIRE_GPU();
+  auto body = [](Tensor x) { return std::vector<Tensor>{x * full({}, 3), x + zeros({4}), full({2, 4}, 1.5) * x}; };
+  expect_gpu_agreement("constants", body, random_tensor(DType::f32, {2, 4}, 41));
+  for (bool jit : {false, true}) {
+    auto other_gpu =
+        function([](Tensor x) { return x + full({}, 1, DType::f32, Device::cuda(7)); }, {.jit_compile = jit});
+    try {
+      (void)other_gpu(random_tensor(DType::f32, {3}, 42).to(gpu));
+      ADD_FAILURE() << "expected kiln::DeviceError";
+    } catch (const DeviceError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("cannot create a constant on cuda:7 inside a function traced for cuda:0"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("jit_gpu_test.cpp"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(CudaJit, LogicalOpsComparisonsWhereAndCasts) {
   KILN_REQUIRE_GPU();
   Tensor p = random_tensor(DType::boolean, {3, 1, 5}, 6), q = random_tensor(DType::boolean, {4, 5}, 7);

@@ -21,144 +21,23 @@
 #include <cstring>
 #include <string>
 
+// CUDA's device built-ins on the host (tools/cuda-simulator/emulated_device.h).
+extern const char* const kiln_simulated_device_header;
+
 namespace kiln::fuzz {
 namespace {
 
-// CUDA on the host: the built-ins generated kernels and the prelude use.
-// Each thread of a block is a fiber (ucontext) on the calling host thread;
-// the scheduler runs every fiber that can run, in a shuffled order, until it
-// waits at a barrier or ends, so __syncthreads (a barrier of the block) and
-// __shfl_xor_sync (two barriers of the warp around an exchange through
-// memory) cost a context switch, not a wake-up of an OS thread. Blocks run
-// one after another. Waiting at a barrier that not all of its threads reach
-// is a deadlock, as on a GPU: it is reported, and the process aborts. The
-// state is the module's statics: one grid at a time per module.
-// -fno-gnu-unique (in the flags below) keeps inline statics of the standard
-// headers from becoming GNU unique symbols, which would stop the module from
-// unloading.
-constexpr const char* emulation_header = R"emulation(
-#include <ucontext.h>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <utility>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(threads)
-#define __shared__ static
-struct EmulatedDim { unsigned x = 0, y = 0, z = 0; };
-static EmulatedDim threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
-struct EmulatedThread {
-  ucontext_t context;
-  std::unique_ptr<char[]> stack;
-  int waiting = -1;  // the barrier it waits at (0: the block's, 1 + w: warp w's), or -1
-  bool finished = false;
-};
-constexpr std::size_t emulated_stack_bytes = 256 * 1024;
-static std::vector<EmulatedThread> emulated_threads;
-static std::vector<unsigned> barrier_arrivals;
-static ucontext_t scheduler_context;
-static std::function<void()>* emulated_kernel = nullptr;
-static void wait_at_barrier(int barrier, unsigned size) {
-  if (++barrier_arrivals[barrier] == size) {  // the last to arrive releases the others and goes on
-    barrier_arrivals[barrier] = 0;
-    for (EmulatedThread& thread : emulated_threads)
-      if (thread.waiting == barrier) thread.waiting = -1;
-    return;
-  }
-  EmulatedThread& self = emulated_threads[threadIdx.x];
-  self.waiting = barrier;
-  swapcontext(&self.context, &scheduler_context);
-}
-static float __int_as_float(int bits) { float value; std::memcpy(&value, &bits, 4); return value; }
-static double __longlong_as_double(long long bits) { double value; std::memcpy(&value, &bits, 8); return value; }
-static void __syncthreads() { wait_at_barrier(0, blockDim.x); }
-static void __threadfence() {}
-static unsigned atomicAdd(unsigned* address, unsigned value) { unsigned old = *address; *address = old + value; return old; }
-static unsigned long long shuffle_slots[32][32];  // [warp][lane]
-template <class T> static T __shfl_xor_sync(unsigned, T value, int mask) {
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  std::memcpy(&shuffle_slots[warp][lane], &value, sizeof(T));
-  wait_at_barrier(1 + static_cast<int>(warp), 32);
-  T other;
-  std::memcpy(&other, &shuffle_slots[warp][lane ^ static_cast<unsigned>(mask)], sizeof(T));
-  wait_at_barrier(1 + static_cast<int>(warp), 32);
-  return other;
-}
-static void run_emulated_thread() {
-  (*emulated_kernel)();
-  emulated_threads[threadIdx.x].finished = true;  // then back to the scheduler (uc_link)
-}
-// kernel(parameters[0], parameters[1], ...), each cast to its parameter's type.
-template <class... P, std::size_t... I>
-static void call_kernel(void (*kernel)(P...), void** parameters, std::index_sequence<I...>) {
-  kernel(static_cast<P>(parameters[I])...);
-}
-template <class... P> static void call_kernel(void (*kernel)(P...), void** parameters) {
-  call_kernel(kernel, parameters, std::index_sequence_for<P...>{});
-}
-template <class Kernel> static void emulate_grid(Kernel kernel, unsigned blocks, unsigned threads) {
-  std::function<void()> body = kernel;
-  emulated_kernel = &body;
-  gridDim.x = blocks;
-  blockDim.x = threads;
-  emulated_threads.resize(threads);
-  barrier_arrivals.assign(1 + (threads + 31) / 32, 0);
-  for (unsigned block = 0; block < blocks; ++block) {
-    blockIdx.x = block;
-    for (EmulatedThread& thread : emulated_threads) {
-      if (!thread.stack) thread.stack.reset(new char[emulated_stack_bytes]);
-      getcontext(&thread.context);
-      thread.context.uc_stack.ss_sp = thread.stack.get();
-      thread.context.uc_stack.ss_size = emulated_stack_bytes;
-      thread.context.uc_link = &scheduler_context;
-      makecontext(&thread.context, run_emulated_thread, 0);
-      thread.waiting = -1;
-      thread.finished = false;
-    }
-    // The threads run in a shuffled order (the same for the same block), so
-    // that a thread reading what another wrote without a barrier between
-    // them sees stale values here as it may on a GPU.
-    std::vector<unsigned> order(threads);
-    unsigned long long state = 0x9e3779b97f4a7c15ull * (block + 1);
-    for (unsigned index = 0; index < threads; ++index) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const unsigned other = static_cast<unsigned>((state >> 33) % (index + 1));
-      order[index] = order[other];
-      order[other] = index;
-    }
-    for (unsigned remaining = threads; remaining > 0;) {
-      bool ran = false;
-      for (unsigned index : order) {
-        EmulatedThread& thread = emulated_threads[index];
-        if (thread.finished || thread.waiting >= 0) continue;
-        threadIdx.x = index;
-        swapcontext(&scheduler_context, &thread.context);
-        ran = true;
-        if (thread.finished) --remaining;
-      }
-      if (!ran) {
-        std::fprintf(stderr, "emulated CUDA: block %u deadlocks: %u threads wait at a barrier the others never reach\n",
-                     block, remaining);
-        std::abort();
-      }
-    }
-  }
-}
-)emulation";
-
 // Appended after the module: emulate_<name>(parameters, blocks, threads) runs
-// kernel `name` over a grid, with its pointer parameters from `parameters`.
+// kernel `name` over a grid; parameters[i] points to its i-th argument, as
+// for cuLaunchKernel.
 std::string runner(const std::string& name) {
-  const std::string signature = "void emulate_" + name + "(void** parameters, unsigned blocks, unsigned threads)";
-  const std::string call = "call_kernel(kiln::jit::" + name + ", parameters)";
-  return "extern \"C\" __attribute__((visibility(\"default\"))) " + signature + " {\n  emulate_grid([=] { " + call +
-         "; }, blocks, threads);\n}\n";
+  return "extern \"C\" __attribute__((visibility(\"default\"))) void emulate_" + name +
+         "(void** parameters, unsigned blocks, unsigned threads) {\n"
+         "  std::unique_ptr<std::function<void()>> bound(static_cast<std::function<void()>*>(\n"
+         "      kiln_simulated_device::bind_kernel(&kiln::jit::" +
+         name +
+         ", parameters)));\n"
+         "  kiln_simulated_device::run_grid(*bound, {blocks, 1, 1}, {threads, 1, 1});\n}\n";
 }
 
 using Emulated = void (*)(void**, unsigned, unsigned);
@@ -212,7 +91,7 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   // The module must also be CUDA that the JIT can build: host C++ accepts
   // some things NVRTC does not (host-only functions, for one).
   compiler::cuda::nvrtc_compile(state_->module.text, "sm_90", state_->graph.name);
-  std::string source = std::string(emulation_header) + state_->module.text;
+  std::string source = std::string(kiln_simulated_device_header) + state_->module.text;
   for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
     if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue
     check_launch(state_->module.text, launch.function, launch.threads);
@@ -293,9 +172,11 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
     for (void* pointer : parameters) use_vector = use_vector && reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
     const std::string& function = use_vector ? launch.vector_function : launch.function;
     auto emulate = reinterpret_cast<Emulated>(state_->loaded->symbol(("emulate_" + function).c_str()));
+    std::vector<void*> arguments;
+    for (void*& pointer : parameters) arguments.push_back(&pointer);
     std::int64_t blocks = use_vector ? launch.vector_blocks : launch.blocks;
     if (!launch.fixed_grid) blocks = std::min<std::int64_t>(blocks, max_blocks);
-    emulate(parameters.data(), static_cast<unsigned>(blocks), static_cast<unsigned>(launch.threads));
+    emulate(arguments.data(), static_cast<unsigned>(blocks), static_cast<unsigned>(launch.threads));
   }
   std::vector<runtime::Array> outputs;
   for (ir::ValueId output : graph.outputs) outputs.push_back(values[slot(output)]);

@@ -31,24 +31,26 @@ inline runtime::cuda::DeviceContext& context_of(const runtime::Array& array, con
   return runtime::cuda::context(array.device(), op);
 }
 
+// Launches with an explicit grid (for kernels that map blocks to work).
+template <class... Parameters, class... Arguments>
+void launch_grid(const char* name, runtime::cuda::DeviceContext& context, dim3 blocks, dim3 threads,
+                 void (*kernel)(Parameters...), Arguments&&... arguments) {
+  runtime::cuda::DeviceGuard guard(context.index);
+#if defined(KILN_CUDA_SIMULATOR)  // host C++ (tools/cuda-simulator): no <<<>>>
+  simulated_launch(blocks, threads, context.stream, kernel, std::forward<Arguments>(arguments)...);
+#else
+  kernel<<<blocks, threads, 0, context.stream>>>(std::forward<Arguments>(arguments)...);
+#endif
+  runtime::cuda::check_launch(name);
+}
+
 // Launches `kernel` on `context`'s stream as a grid-stride loop over `items`
 // work items (block_threads per block) and checks the launch.
 template <class... Parameters, class... Arguments>
 void launch(const char* name, runtime::cuda::DeviceContext& context, std::int64_t items,
             void (*kernel)(Parameters...), Arguments&&... arguments) {
   Launch shape = grid_stride_launch(items, block_threads, context.properties.multiProcessorCount);
-  runtime::cuda::DeviceGuard guard(context.index);
-  kernel<<<shape.blocks, shape.threads, 0, context.stream>>>(std::forward<Arguments>(arguments)...);
-  runtime::cuda::check_launch(name);
-}
-
-// Launches with an explicit grid (for kernels that map blocks to work).
-template <class... Parameters, class... Arguments>
-void launch_grid(const char* name, runtime::cuda::DeviceContext& context, dim3 blocks, dim3 threads,
-                 void (*kernel)(Parameters...), Arguments&&... arguments) {
-  runtime::cuda::DeviceGuard guard(context.index);
-  kernel<<<blocks, threads, 0, context.stream>>>(std::forward<Arguments>(arguments)...);
-  runtime::cuda::check_launch(name);
+  launch_grid(name, context, dim3(shape.blocks), dim3(shape.threads), kernel, std::forward<Arguments>(arguments)...);
 }
 
 [[noreturn]] inline void internal_error(const std::string& op, const std::string& detail) {

@@ -116,6 +116,9 @@ ModuleImage compile_module(const std::string& source, const std::string& target,
   for (const std::string& option : nvrtc_options()) field(option);
   field("nvrtc " + nvrtc_version());
   field(target);
+#if defined(KILN_CUDA_SIMULATOR)
+  field("kiln CUDA simulator");  // its images are marked source, never a GPU build's cubins
+#endif
   CachedImage cached =
       get_or_build_image(hash.finish(), name, [&] { return nvrtc_compile(source, target, name); });
   image.bytes = std::move(cached.bytes);
