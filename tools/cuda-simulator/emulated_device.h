@@ -16,8 +16,7 @@
 // and one per JIT module (built with hidden visibility and loaded with
 // RTLD_LOCAL). The simulator runs one grid at a time.
 //
-// Each thread of a block is a fiber (ucontext) on the host thread that runs
-// the grid. The scheduler runs every fiber that can run, in an order shuffled
+// Each thread of a block is a fiber on the host thread that runs the grid. The scheduler runs every fiber that can run, in an order shuffled
 // per block (the same every run), until it waits at a barrier or ends:
 // __syncthreads is a barrier of the block, and a warp shuffle two barriers of
 // the warp around an exchange through memory. So a thread that reads what
@@ -55,15 +54,84 @@ struct kiln_simulated_dim3 {
 
 namespace kiln_simulated_device {
 
-struct Thread {
+// ---- fibers -----------------------------------------------------------------------------
+//
+// ucontext's swapcontext saves and restores the signal mask with a system
+// call at every switch (about a microsecond, and a block of 256 threads needs
+// 512 switches or more); on x86-64 a switch is done here by hand instead:
+// the callee-saved registers, MXCSR and the x87 control word pushed on the
+// running stack, the stack pointer swapped, the other side's popped.
+
+#if defined(__x86_64__)
+
+struct Context {
+  void* stack_pointer = nullptr;
+};
+
+// Saves the running context into *save and resumes `load` (where its own
+// call of switch_to returns, or a fresh fiber's entry function starts).
+__attribute__((naked, noinline)) static void switch_stack(void** /*save: rdi*/, void* /*load: rsi*/) {
+  asm("pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $8, %rsp\n\t"
+      "stmxcsr (%rsp)\n\t"
+      "fnstcw 4(%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "ldmxcsr (%rsp)\n\t"
+      "fldcw 4(%rsp)\n\t"
+      "addq $8, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret\n\t");
+}
+
+inline void switch_to(Context& save, Context& load) { switch_stack(&save.stack_pointer, load.stack_pointer); }
+
+// A context that starts `entry` (which must never return) on `stack`.
+inline void prepare(Context& context, char* stack, std::size_t bytes, void (*entry)()) {
+  auto* slot = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(stack + bytes) & ~std::uintptr_t{15});
+  *--slot = 0;                                         // entry's return address: none (the stack as after a call)
+  *--slot = reinterpret_cast<std::uint64_t>(entry);  // where switch_stack's ret goes
+  for (int saved = 0; saved < 6; ++saved) *--slot = 0;  // rbp, rbx, r12-r15
+  *--slot = std::uint64_t{0x037f} << 32 | 0x1f80;      // the default x87 control word and MXCSR
+  context.stack_pointer = slot;
+}
+
+#else  // elsewhere, ucontext
+
+struct Context {
   ucontext_t context;
+};
+
+inline void switch_to(Context& save, Context& load) { swapcontext(&save.context, &load.context); }
+
+inline void prepare(Context& context, char* stack, std::size_t bytes, void (*entry)()) {
+  getcontext(&context.context);
+  context.context.uc_stack.ss_sp = stack;
+  context.context.uc_stack.ss_size = bytes;
+  context.context.uc_link = nullptr;  // entry never returns
+  makecontext(&context.context, entry, 0);
+}
+
+#endif
+
+struct Thread {
+  Context context;
   std::unique_ptr<char[]> stack;
   kiln_simulated_dim3 index;
   int waiting = -1;  // the barrier it waits at (0: the block's, 1 + w: warp w's), or -1
   bool finished = false;
 };
 
-// Enough for the kernels' frames in an unoptimized build; only touched pages cost memory.
 inline constexpr std::size_t stack_bytes = 256 * 1024;
 
 struct State {
@@ -71,7 +139,7 @@ struct State {
   std::vector<unsigned> barrier_arrivals;         // per barrier
   std::vector<unsigned> barrier_sizes;            // threads that must arrive
   std::vector<unsigned long long> shuffle_slots;  // one per thread
-  ucontext_t scheduler;
+  Context scheduler;  // the host thread's, while a block runs
   const std::function<void()>* kernel = nullptr;
   unsigned block_index = 0;
   unsigned running = 0;  // linear index of the running thread
@@ -104,7 +172,7 @@ inline void wait_at_barrier(int barrier) {
   }
   Thread& self = state.threads[state.running];
   self.waiting = barrier;
-  swapcontext(&self.context, &state.scheduler);
+  switch_to(self.context, state.scheduler);
 }
 
 // Threads in the running thread's warp (the last warp of a block may be partial).
@@ -132,9 +200,13 @@ T exchange(T value, unsigned mask, Source source) {
   return result;
 }
 
+// A fiber's entry: the kernel, then back to the scheduler for good.
 inline void run_thread() {
   (*state.kernel)();
-  state.threads[state.running].finished = true;  // then back to the scheduler (uc_link)
+  Thread& self = state.threads[state.running];
+  self.finished = true;
+  switch_to(self.context, state.scheduler);
+  fail("a finished thread was resumed");
 }
 
 inline void set_thread_index(unsigned linear) {
@@ -147,11 +219,7 @@ inline void run_block() {
   for (unsigned linear = 0; linear < count; ++linear) {
     Thread& thread = state.threads[linear];
     if (!thread.stack) thread.stack.reset(new char[stack_bytes]);
-    getcontext(&thread.context);
-    thread.context.uc_stack.ss_sp = thread.stack.get();
-    thread.context.uc_stack.ss_size = stack_bytes;
-    thread.context.uc_link = &state.scheduler;
-    makecontext(&thread.context, run_thread, 0);
+    prepare(thread.context, thread.stack.get(), stack_bytes, run_thread);
     thread.waiting = -1;
     thread.finished = false;
   }
@@ -170,7 +238,7 @@ inline void run_block() {
       Thread& thread = state.threads[linear];
       if (thread.finished || thread.waiting >= 0) continue;
       set_thread_index(linear);
-      swapcontext(&state.scheduler, &thread.context);
+      switch_to(state.scheduler, thread.context);
       ran = true;
       if (thread.finished) --remaining;
     }

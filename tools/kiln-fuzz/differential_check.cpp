@@ -7,7 +7,12 @@
 #include "reference/compare.h"
 #include "reference/reference_evaluator.h"
 
+#include <kiln/config.h>
 #include <kiln/error.h>
+
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/cuda_context.h"
+#endif
 
 #include <chrono>
 #include <optional>
@@ -112,12 +117,62 @@ void check_cuda_emulated(const FuzzCase& fuzz_case, const std::vector<reference:
   }
 }
 
+#if KILN_HAVE_CUDA
+std::vector<runtime::Array> to_device(const std::vector<runtime::Array>& arrays, Device device) {
+  std::vector<runtime::Array> copies;
+  for (const runtime::Array& array : arrays) copies.push_back(runtime::cuda::copy_to(array, device));
+  return copies;
+}
+
+// The standard executor and the JIT on cuda:0, inputs copied there and
+// outputs back.
+void check_cuda(const FuzzCase& fuzz_case, const std::vector<reference::Value>& expected, CheckTimes& times,
+                std::vector<Failure>& failures) {
+  const Device gpu = Device::cuda(0);
+  config::allow_tf32 = false;  // graph_tolerance is float32's; TF32 products are tested on their own
+  try {
+    std::vector<runtime::Array> outputs;
+    {
+      Stopwatch stopwatch("CUDA standard executor", &times.cuda_run);
+      outputs = to_device(exec::run_standard(fuzz_case.graph, to_device(fuzz_case.inputs, gpu)), Device::cpu());
+    }
+    compare_outputs(Executor::cuda_standard, fuzz_case.graph, outputs, expected, failures);
+  } catch (const std::exception& error) {
+    failures.push_back(exception_failure(Executor::cuda_standard, error));
+  }
+  try {
+    compiler::CompiledFunction compiled;
+    {
+      Stopwatch stopwatch("CUDA JIT compile", &times.cuda_compile);
+      compiled = compiler::compile(fuzz_case.graph, gpu);
+    }
+    std::vector<runtime::Array> outputs;
+    {
+      Stopwatch stopwatch("CUDA JIT run", &times.cuda_run);
+      outputs = to_device(compiled.executable->run(to_device(fuzz_case.inputs, gpu)), Device::cpu());
+    }
+    compare_outputs(Executor::cuda_jit, fuzz_case.graph, outputs, expected, failures);
+  } catch (const std::exception& error) {
+    failures.push_back(exception_failure(Executor::cuda_jit, error));
+  }
+}
+#endif
+
 }  // namespace
+
+bool cuda_device_available() {
+#if KILN_HAVE_CUDA
+  return runtime::cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
 
 const char* current_stage() { return stage; }
 
 std::string_view to_string(Executor executor) {
-  static constexpr std::string_view names[] = {"reference", "standard", "jit", "cuda-emulated", "cuda-emulated-vector"};
+  static constexpr std::string_view names[] = {"reference",     "standard",      "jit",     "cuda-emulated",
+                                               "cuda-emulated-vector", "cuda-standard", "cuda-jit"};
   return names[static_cast<int>(executor)];
 }
 
@@ -173,6 +228,9 @@ std::vector<Failure> check(const FuzzCase& fuzz_case, const CheckOptions& option
     }
   }
   if (options.cuda_emulated) check_cuda_emulated(fuzz_case, expected, *times, failures);
+#if KILN_HAVE_CUDA
+  if (options.cuda) check_cuda(fuzz_case, expected, *times, failures);
+#endif
   return failures;
 }
 

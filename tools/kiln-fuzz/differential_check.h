@@ -4,7 +4,8 @@
 // reference::graph_tolerance. The graph is valid and the inputs fit it, so
 // every exception (kiln::Error or not) is a failure. With CUDA support it can
 // also run the CUDA JIT's generated kernels on the host (cuda_emulation.h),
-// scalar and `_vector` variants.
+// scalar and `_vector` variants, and run both executors on cuda:0 (a GPU, or
+// the CUDA simulator of a KILN_CUDA=SIMULATED build).
 
 #include "fuzz_case.h"
 
@@ -14,7 +15,7 @@
 namespace kiln::fuzz {
 
 // In to_string()'s order.
-enum class Executor { reference, standard, jit, cuda_emulated, cuda_emulated_vector };
+enum class Executor { reference, standard, jit, cuda_emulated, cuda_emulated_vector, cuda_standard, cuda_jit };
 std::string_view to_string(Executor executor);
 
 struct Failure {
@@ -37,7 +38,11 @@ struct CheckOptions {
   bool standard = true;
   bool jit = true;
   bool cuda_emulated = false;  // needs cuda_emulation_available()
+  bool cuda = false;           // the standard executor and the JIT on cuda:0; needs cuda_device_available()
 };
+
+// Whether cuda:0 exists (a GPU, or the CUDA simulator).
+bool cuda_device_available();
 
 // Where a check's time went, in seconds (accumulated).
 struct CheckTimes {
@@ -46,7 +51,8 @@ struct CheckTimes {
 
 // What the calling thread's check() is running ("reference", "standard
 // executor", "JIT compile", "JIT run", "CUDA emulation compile", "CUDA
-// emulation run", or ""), for a crash report.
+// emulation run", "CUDA standard executor", "CUDA JIT compile", "CUDA JIT
+// run", or ""), for a crash report.
 const char* current_stage();
 
 // Every failure of `fuzz_case` (empty: all executors agree with the

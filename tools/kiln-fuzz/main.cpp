@@ -18,9 +18,11 @@
 // every generated graph. --replay runs one IR file (inputs from its
 // "# input %i: [...]" comments, else random) and shrinks it if it fails.
 // --executors chooses what is checked against the reference, from
-// `standard`, `jit` and `cuda-emulated` (the CUDA JIT's kernels run on the
-// host, cuda_emulation.h; needs a kiln built with CUDA support), comma
-// separated; the default is standard,jit.
+// `standard`, `jit`, `cuda-emulated` (the CUDA JIT's kernels run on the
+// host, cuda_emulation.h; needs a kiln built with CUDA support) and `cuda`
+// (the standard executor and the JIT on cuda:0: a GPU, or the CUDA simulator
+// of a KILN_CUDA=SIMULATED build), comma separated; the default is
+// standard,jit.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
@@ -71,7 +73,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "kiln-fuzz: " << problem << "\n"
             << "usage: kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B] [--jobs J]\n"
-               "                 [--executors standard,jit,cuda-emulated] [--verbose] [--keep-going]\n"
+               "                 [--executors standard,jit,cuda-emulated,cuda] [--verbose] [--keep-going]\n"
                "                 [--no-shrink] [--dump]\n"
             << "       kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--verbose] [--no-shrink]\n";
   std::exit(2);
@@ -95,12 +97,16 @@ CheckOptions parse_executors(const std::string& list) {
       check.jit = true;
     else if (item == "cuda-emulated")
       check.cuda_emulated = true;
+    else if (item == "cuda")
+      check.cuda = true;
     else
-      usage("unknown executor '" + item + "' in --executors (standard, jit, cuda-emulated)");
+      usage("unknown executor '" + item + "' in --executors (standard, jit, cuda-emulated, cuda)");
   }
-  if (!check.standard && !check.jit && !check.cuda_emulated) usage("--executors names no executor");
+  if (!check.standard && !check.jit && !check.cuda_emulated && !check.cuda) usage("--executors names no executor");
   if (check.cuda_emulated && !cuda_emulation_available())
     usage("cuda-emulated needs a kiln built with CUDA support (cmake -DKILN_CUDA=ON)");
+  if (check.cuda && !cuda_device_available())
+    usage("cuda needs a kiln built with CUDA support and a GPU, or the CUDA simulator (cmake -DKILN_CUDA=SIMULATED)");
   return check;
 }
 
@@ -140,6 +146,7 @@ StillFails same_failure(const std::string& signature) {
   check_options.jit = signature.rfind("jit", 0) == 0;
   check_options.standard = signature.rfind("standard", 0) == 0;
   check_options.cuda_emulated = signature.rfind("cuda-emulated", 0) == 0;
+  check_options.cuda = signature.rfind("cuda-standard", 0) == 0 || signature.rfind("cuda-jit", 0) == 0;
   return [signature, check_options](const FuzzCase& candidate) {
     if (!find_hazards(candidate).empty()) return false;
     set_crash_context(describe(candidate));
