@@ -1,0 +1,185 @@
+// The CUDA simulator's product and argument checks, shared by its cuBLAS
+// (blas.cpp) and cuBLASLt (blas_lt.cpp): what they are and promise is said in
+// blas_product.h.
+
+#include "blas_product.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::cuda_simulator::blas {
+namespace {
+
+// TF32 keeps float's 8 exponent bits and the top 10 of its 23 mantissa bits.
+// Rounded to nearest, ties to even; infinities and NaN stay as they are, and
+// a value above TF32's largest rounds to infinity. (Ampere's cvt.rna.tf32.f32
+// breaks ties away from zero instead, and a tensor core fed raw f32 bits
+// truncates; cuBLAS does not document which its kernels use.)
+float round_to_tf32(float value) {
+  constexpr std::uint32_t exponent_mask = 0x7f800000u;
+  constexpr int dropped = 13;  // 23 - 10 mantissa bits
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & exponent_mask) == exponent_mask) return value;
+  const std::uint32_t kept_lowest = (bits >> dropped) & 1u;
+  bits += (1u << (dropped - 1)) - 1 + kept_lowest;
+  bits &= ~((1u << dropped) - 1);
+  return std::bit_cast<float>(bits);
+}
+
+// RELU is max(x, 0) as a GPU's fmaxf (PTX max.f32) computes it, which is how
+// CUTLASS's ReLu epilogue is written; cuBLASLt's kernels are closed, and this
+// was not checked on a GPU. So NaN is dropped, giving +0, and +0 ranks above
+// -0, so relu(-0) = +0. kiln's own relu keeps NaN (kernels/cpu/elementwise.cpp).
+// GELU is the tanh approximation that cuBLASLt's GELU epilogues compute (the
+// one PyTorch matches them with), 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+// x^3))); it keeps NaN and gives NaN at -infinity (-inf * 0), as the formula
+// does in float.
+double activate(Activation activation, double x) {
+  switch (activation) {
+    case Activation::none:
+      return x;
+    case Activation::relu:
+      return x > 0 ? x : 0.0;
+    case Activation::gelu: {
+      constexpr double sqrt_2_over_pi = 0.7978845608028654;
+      return 0.5 * x * (1 + std::tanh(sqrt_2_over_pi * (x + 0.044715 * x * x * x)));
+    }
+  }
+  return x;
+}
+
+template <class T>
+double input_value(T value, bool tf32) {
+  if constexpr (std::is_same_v<T, float>)
+    if (tf32) return round_to_tf32(value);
+  return value;
+}
+
+template <class T>
+void multiply(const Gemm& gemm) {
+  const int64_t m = gemm.m, n = gemm.n, k = gemm.k;
+  const T* a = static_cast<const T*>(gemm.a.data);
+  const T* b = static_cast<const T*>(gemm.b.data);
+  const T* c = static_cast<const T*>(gemm.c.data);
+  T* d = static_cast<T*>(gemm.d.data);
+  const T* bias = static_cast<const T*>(gemm.bias);
+  // op(A)'s rows and op(B)'s columns, each contiguous, so that each output is one dot product.
+  std::vector<double> rows_of_a(static_cast<std::size_t>(m * k)), columns_of_b(static_cast<std::size_t>(n * k));
+  for (int64_t item = 0; item < gemm.batch; ++item) {
+    const int64_t a_start = item * gemm.a.batch_stride, b_start = item * gemm.b.batch_stride;
+    const int64_t c_start = item * gemm.c.batch_stride, d_start = item * gemm.d.batch_stride;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t index = gemm.transpose_a ? p + i * gemm.a.leading : i + p * gemm.a.leading;
+        rows_of_a[static_cast<std::size_t>(i * k + p)] = input_value(a[a_start + index], gemm.tf32);
+      }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t index = gemm.transpose_b ? j + p * gemm.b.leading : p + j * gemm.b.leading;
+        columns_of_b[static_cast<std::size_t>(j * k + p)] = input_value(b[b_start + index], gemm.tf32);
+      }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        const double* row = rows_of_a.data() + i * k;
+        const double* column = columns_of_b.data() + j * k;
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += row[p] * column[p];
+        double value = k > 0 ? gemm.alpha * sum : 0.0;  // an empty sum leaves beta C
+        if (gemm.beta != 0) value += gemm.beta * static_cast<double>(c[c_start + i + j * gemm.c.leading]);
+        if (bias) value += static_cast<double>(bias[i]);
+        d[d_start + i + j * gemm.d.leading] = static_cast<T>(activate(gemm.activation, value));
+      }
+  }
+}
+
+void multiply(const Gemm& gemm) {
+  if (gemm.element == Element::f32)
+    multiply<float>(gemm);
+  else
+    multiply<double>(gemm);
+}
+
+}  // namespace
+
+void enqueue_product(cudaStream_t stream, const Gemm& gemm) {
+  enqueue(stream, [gemm] { multiply(gemm); });
+}
+
+// ---- argument checks ------------------------------------------------------------------
+
+std::optional<Element> element_of(int type) {
+  if (type == CUDA_R_32F) return Element::f32;
+  if (type == CUDA_R_64F) return Element::f64;
+  return std::nullopt;
+}
+
+std::optional<Precision> precision_of(int compute) {
+  switch (compute) {
+    case CUBLAS_COMPUTE_32F:
+      return Precision{Element::f32, false};
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      return Precision{Element::f32, true};
+    case CUBLAS_COMPUTE_64F:
+      return Precision{Element::f64, false};
+  }
+  return std::nullopt;
+}
+
+cublasStatus_t read_operation(int operation, bool& transpose) {
+  if (operation == CUBLAS_OP_N || operation == CUBLAS_OP_T) {
+    transpose = operation == CUBLAS_OP_T;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  return operation == CUBLAS_OP_C ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+namespace {
+
+// Whether every element of `batch` column-major rows x columns matrices,
+// `batch_stride` elements apart, lies in one device allocation, at an address
+// aligned to its element (a GPU faults on a misaligned one). An empty matrix
+// reads nothing and passes.
+bool on_device(const void* data, Element element, int64_t rows, int64_t columns, int64_t leading, int64_t batch,
+               int64_t batch_stride) {
+  if (rows == 0 || columns == 0 || batch == 0) return true;
+  const auto size = static_cast<int64_t>(size_of(element));
+  if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(size) != 0) return false;
+  int64_t extent = 0, last_item = 0, bytes = 0;  // in elements, then bytes
+  if (__builtin_mul_overflow(columns - 1, leading, &extent) || __builtin_add_overflow(extent, rows, &extent) ||
+      __builtin_mul_overflow(batch - 1, batch_stride, &last_item))
+    return false;
+  const int64_t lowest = std::min<int64_t>(0, last_item), highest = std::max<int64_t>(0, last_item);
+  if (__builtin_add_overflow(highest - lowest, extent, &bytes) || __builtin_mul_overflow(bytes, size, &bytes))
+    return false;
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(data) + static_cast<std::uintptr_t>(lowest * size);
+  return is_device_memory(reinterpret_cast<const void*>(first), static_cast<std::size_t>(bytes));
+}
+
+}  // namespace
+
+bool host_scalars(const void* alpha, const void* beta, Element element) {
+  return !is_device_memory(alpha, size_of(element)) && !is_device_memory(beta, size_of(element));
+}
+
+double read_scalar(const void* pointer, Element element) {
+  if (element == Element::f32) return *static_cast<const float*>(pointer);
+  return *static_cast<const double*>(pointer);
+}
+
+bool operands_on_device(const Gemm& gemm) {
+  const int64_t a_rows = gemm.transpose_a ? gemm.k : gemm.m, a_columns = gemm.transpose_a ? gemm.m : gemm.k;
+  const int64_t b_rows = gemm.transpose_b ? gemm.n : gemm.k, b_columns = gemm.transpose_b ? gemm.k : gemm.n;
+  const Element element = gemm.element;
+  return on_device(gemm.a.data, element, a_rows, a_columns, gemm.a.leading, gemm.batch, gemm.a.batch_stride) &&
+         on_device(gemm.b.data, element, b_rows, b_columns, gemm.b.leading, gemm.batch, gemm.b.batch_stride) &&
+         (gemm.beta == 0 ||
+          on_device(gemm.c.data, element, gemm.m, gemm.n, gemm.c.leading, gemm.batch, gemm.c.batch_stride)) &&
+         on_device(gemm.d.data, element, gemm.m, gemm.n, gemm.d.leading, gemm.batch, gemm.d.batch_stride) &&
+         (!gemm.bias || on_device(gemm.bias, element, gemm.m, 1, gemm.m, 1, 0));
+}
+
+}  // namespace kiln::cuda_simulator::blas
