@@ -192,4 +192,31 @@ TEST(CudaSimulatorDeathTest, AFullMaskShuffleInAPartialWarpAborts) {
   EXPECT_DEATH(run_neighbour("partial_warp_shuffle", 48, 0), "partial warp");
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// In an ASan build, a kernel that reads one element past its buffer is
+// reported (a GPU would read whatever lies there, or fault later).
+TEST(CudaSimulatorDeathTest, AddressSanitizerSeesAKernelReadPastItsBuffer) {
+  constexpr const char* source = R"(
+extern "C" __global__ void __launch_bounds__(32) copy_one_more(const float* in, float* out) {
+  out[threadIdx.x] = in[threadIdx.x + 1];
+}
+)";
+  auto run = [&] {
+    Driver api = driver();
+    std::string image = compile(source);
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    if (api.load(&module, image.data()) != CUDA_SUCCESS || api.function(&function, module, "copy_one_more"))
+      return;
+    float *in = nullptr, *out = nullptr;
+    (void)cudaMalloc(reinterpret_cast<void**>(&in), 32 * sizeof(float));
+    (void)cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(float));
+    void* arguments[] = {&in, &out};
+    (void)api.launch(function, 1, 1, 1, 32, 1, 1, 0, nullptr, arguments, nullptr);
+    (void)cudaDeviceSynchronize();
+  };
+  EXPECT_DEATH(run(), "AddressSanitizer");
+}
+#endif
+
 }  // namespace

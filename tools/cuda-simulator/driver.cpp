@@ -174,6 +174,13 @@ std::string entry_points(const std::vector<KernelDeclaration>& kernels) {
   return text;
 }
 
+// In an ASan build the modules' kernels are checked too.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr const char* sanitize_flags = "-fsanitize=address -fno-omit-frame-pointer ";
+#else
+constexpr const char* sanitize_flags = "";
+#endif
+
 // Compiles `source` into a shared object in a fresh temporary folder and
 // loads it; null (with the compiler's output on stderr) if that fails.
 void* build_and_load(const std::string& source) {
@@ -185,11 +192,9 @@ void* build_and_load(const std::string& source) {
   std::ofstream(source_path) << source;
   // -ffp-contract=off: NVRTC's --fmad=false, as kiln asks. -fno-gnu-unique
   // keeps inline statics of the standard headers from pinning the library.
-  const std::string command = std::string(KILN_SIMULATOR_CXX) +
-                              " -std=c++20 -O1 -ffp-contract=off -fno-gnu-unique -fvisibility=hidden -fPIC -shared -w "
-                              "-o '" +
-                              library_path.string() + "' '" + source_path.string() + "' > '" + log_path.string() +
-                              "' 2>&1";
+  const std::string command = std::string(KILN_SIMULATOR_CXX) + " -std=c++20 -O1 -ffp-contract=off -fno-gnu-unique " +
+                              sanitize_flags + "-fvisibility=hidden -fPIC -shared -w -o '" + library_path.string() +
+                              "' '" + source_path.string() + "' > '" + log_path.string() + "' 2>&1";
   void* library = nullptr;
   if (std::system(command.c_str()) == 0) {
     library = dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -230,7 +235,10 @@ CUresult load_data(CUmodule* module, const void* image) {
     if (!function->bind || !loaded->run || !loaded->release) return CUDA_ERROR_INVALID_IMAGE;
     loaded->functions[kernel.name] = std::move(function);
   }
-  *module = loaded.release();  // modules stay loaded, as kiln never unloads them
+  // Modules stay loaded for the process (kiln never unloads one), kept here.
+  static auto* modules = new std::vector<std::unique_ptr<CUmod_st>>();
+  *module = loaded.get();
+  modules->push_back(std::move(loaded));
   return CUDA_SUCCESS;
 }
 

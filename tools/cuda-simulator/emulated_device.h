@@ -16,8 +16,8 @@
 // and one per JIT module (built with hidden visibility and loaded with
 // RTLD_LOCAL). The simulator runs one grid at a time.
 //
-// Each thread of a block is a fiber on the host thread that runs the grid. The scheduler runs every fiber that can run, in an order shuffled
-// per block (the same every run), until it waits at a barrier or ends:
+// Each thread of a block is a fiber on the host thread that runs the grid. The scheduler runs every fiber that can run,
+// in an order shuffled per block (the same every run), until it waits at a barrier or ends:
 // __syncthreads is a barrier of the block, and a warp shuffle two barriers of
 // the warp around an exchange through memory. So a thread that reads what
 // another wrote without a barrier in between sees a stale value, as it may
@@ -26,6 +26,10 @@
 // abort the process, as they would hang or be undefined on a GPU.
 
 #include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -64,7 +68,7 @@ namespace kiln_simulated_device {
 
 #if defined(__x86_64__)
 
-struct Context {
+struct MachineContext {
   void* stack_pointer = nullptr;
 };
 
@@ -94,27 +98,29 @@ __attribute__((naked, noinline)) static void switch_stack(void** /*save: rdi*/, 
       "ret\n\t");
 }
 
-inline void switch_to(Context& save, Context& load) { switch_stack(&save.stack_pointer, load.stack_pointer); }
+inline void switch_machine(MachineContext& save, MachineContext& load) {
+  switch_stack(&save.stack_pointer, load.stack_pointer);
+}
 
 // A context that starts `entry` (which must never return) on `stack`.
-inline void prepare(Context& context, char* stack, std::size_t bytes, void (*entry)()) {
+inline void prepare_machine(MachineContext& context, char* stack, std::size_t bytes, void (*entry)()) {
   auto* slot = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(stack + bytes) & ~std::uintptr_t{15});
-  *--slot = 0;                                         // entry's return address: none (the stack as after a call)
-  *--slot = reinterpret_cast<std::uint64_t>(entry);  // where switch_stack's ret goes
+  *--slot = 0;                                          // entry's return address: none (the stack as after a call)
+  *--slot = reinterpret_cast<std::uint64_t>(entry);     // where switch_stack's ret goes
   for (int saved = 0; saved < 6; ++saved) *--slot = 0;  // rbp, rbx, r12-r15
-  *--slot = std::uint64_t{0x037f} << 32 | 0x1f80;      // the default x87 control word and MXCSR
+  *--slot = std::uint64_t{0x037f} << 32 | 0x1f80;       // the default x87 control word and MXCSR
   context.stack_pointer = slot;
 }
 
 #else  // elsewhere, ucontext
 
-struct Context {
+struct MachineContext {
   ucontext_t context;
 };
 
-inline void switch_to(Context& save, Context& load) { swapcontext(&save.context, &load.context); }
+inline void switch_machine(MachineContext& save, MachineContext& load) { swapcontext(&save.context, &load.context); }
 
-inline void prepare(Context& context, char* stack, std::size_t bytes, void (*entry)()) {
+inline void prepare_machine(MachineContext& context, char* stack, std::size_t bytes, void (*entry)()) {
   getcontext(&context.context);
   context.context.uc_stack.ss_sp = stack;
   context.context.uc_stack.ss_size = bytes;
@@ -123,6 +129,35 @@ inline void prepare(Context& context, char* stack, std::size_t bytes, void (*ent
 }
 
 #endif
+
+// A context with its stack's bounds, which AddressSanitizer must be told of
+// at every switch (in an ASan build of the simulator, whose kernels' memory
+// accesses it then checks).
+struct Context {
+  MachineContext machine;
+  const void* stack_bottom = nullptr;  // the host thread's: learnt by the first fiber it starts
+  std::size_t stack_size = 0;
+};
+
+inline void prepare(Context& context, char* stack, std::size_t bytes, void (*entry)()) {
+  prepare_machine(context.machine, stack, bytes, entry);
+  context.stack_bottom = stack;
+  context.stack_size = bytes;
+}
+
+// Leaves `save` (the running context) for `load`; `ending`: `save` is a
+// fiber that will not be resumed.
+inline void switch_to(Context& save, Context& load, bool ending = false) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(ending ? nullptr : &fake_stack, load.stack_bottom, load.stack_size);
+  switch_machine(save.machine, load.machine);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+  (void)ending;
+  switch_machine(save.machine, load.machine);
+#endif
+}
 
 struct Thread {
   Context context;
@@ -139,7 +174,7 @@ struct State {
   std::vector<unsigned> barrier_arrivals;         // per barrier
   std::vector<unsigned> barrier_sizes;            // threads that must arrive
   std::vector<unsigned long long> shuffle_slots;  // one per thread
-  Context scheduler;  // the host thread's, while a block runs
+  Context scheduler;                              // the host thread's, while a block runs
   const std::function<void()>* kernel = nullptr;
   unsigned block_index = 0;
   unsigned running = 0;  // linear index of the running thread
@@ -202,10 +237,13 @@ T exchange(T value, unsigned mask, Source source) {
 
 // A fiber's entry: the kernel, then back to the scheduler for good.
 inline void run_thread() {
+#if defined(__SANITIZE_ADDRESS__)  // the first code on this fiber's stack: it learns the host thread's
+  __sanitizer_finish_switch_fiber(nullptr, &state.scheduler.stack_bottom, &state.scheduler.stack_size);
+#endif
   (*state.kernel)();
   Thread& self = state.threads[state.running];
   self.finished = true;
-  switch_to(self.context, state.scheduler);
+  switch_to(self.context, state.scheduler, true);
   fail("a finished thread was resumed");
 }
 

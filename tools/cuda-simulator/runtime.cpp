@@ -10,6 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -317,6 +321,10 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
   // A GPU's fresh memory holds whatever was there: all-ones bytes (NaN as a
   // float) make a read of memory nothing wrote show in results.
   std::memset(data, 0xff, rounded);
+#if defined(__SANITIZE_ADDRESS__)
+  // Past what was asked for: an access there is reported, though a GPU would not fault.
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(data) + bytes, rounded - bytes);
+#endif
   device.allocated += rounded;
   simulator().allocations[reinterpret_cast<std::uintptr_t>(data)] = Allocation{bytes, rounded, current_device};
   *pointer = data;
@@ -330,6 +338,9 @@ cudaError_t cudaFree(void* pointer) {
   if (found == simulator().allocations.end()) return result(cudaErrorInvalidDevicePointer);
   run_device(-1);  // cudaFree waits for the device
   simulator().devices[static_cast<std::size_t>(found->second.device)]->allocated -= found->second.rounded;
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(pointer, found->second.rounded);
+#endif
   simulator().allocations.erase(found);
   std::free(pointer);
   return cudaSuccess;
