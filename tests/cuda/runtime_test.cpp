@@ -6,6 +6,7 @@
 
 #include <kiln/config.h>
 
+#include <cmath>
 #include <string>
 
 namespace {
@@ -139,14 +140,15 @@ TEST(CudaRuntime, AllocatorStatisticsAndCache) {
 
 TEST(CudaRuntime, SynchronizeAndEvents) {
   KILN_REQUIRE_GPU();
-  Tensor x = random::normal({2048, 2048}, {.seed = 3, .device = gpu});
+  Tensor x = random::normal({512, 512}, {.seed = 3, .device = gpu});
   Event start(gpu), stop(gpu);
   start.record();
   Tensor y = matmul(x, x);
   stop.record();
+  // No bound on the time itself (machines differ; the CUDA simulator takes seconds).
   double milliseconds = elapsed_milliseconds(start, stop);
   EXPECT_GE(milliseconds, 0.0);
-  EXPECT_LT(milliseconds, 10'000.0);
+  EXPECT_TRUE(std::isfinite(milliseconds));
   synchronize(gpu);
   Event cpu_start, cpu_stop;
   cpu_start.record();
