@@ -88,6 +88,27 @@ TEST(Function, TracedIrOfTheSeedFunction) {
             "}\n");
 }
 
+// A constant made inside a traced function lives on the function's device;
+// one asked for on a GPU inside a function traced for the CPU is refused,
+// naming the user's line (docs/design-notes.md, "Constants in traced functions").
+TEST(Function, ConstantsOnAnotherDeviceInsideATraceAreRefused) {
+  for (bool jit : {false, true}) {
+    auto scaled = function([](Tensor x) { return x * full({}, 3); }, {.jit_compile = jit});
+    EXPECT_EQ(scaled(from_vector<float>({1, 2})).to_vector<float>(), (std::vector<float>{3, 6}));
+    auto on_a_gpu =
+        function([](Tensor x) { return x + full({}, 1, DType::f32, Device::cuda(0)); }, {.jit_compile = jit});
+    try {
+      (void)on_a_gpu(from_vector<float>({1, 2}));
+      ADD_FAILURE() << "expected kiln::DeviceError";
+    } catch (const DeviceError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("cannot create a constant on cuda:0 inside a function traced for cpu"), std::string::npos)
+          << message;
+      EXPECT_NE(message.find("function_test.cpp"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(Function, ControlFlowIsUnrolledAtTraceTime) {
   auto f = function([](Tensor x) {
     for (int i = 0; i < 3; ++i) x = x * 2;

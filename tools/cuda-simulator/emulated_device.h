@@ -167,6 +167,8 @@ struct Thread {
   bool finished = false;
 };
 
+// Enough for the kernels' frames in an unoptimized build; only the pages a
+// fiber touches cost memory.
 inline constexpr std::size_t stack_bytes = 256 * 1024;
 
 struct State {
