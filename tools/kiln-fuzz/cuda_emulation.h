@@ -17,7 +17,10 @@
 // the NVRTC prelude (tests/cuda/jit_emulation_test.cpp on chosen graphs,
 // kiln-fuzz --executors cuda-emulated on random ones). It cannot check what
 // only a GPU shows: memory ordering between blocks that really run at once,
-// the standard CUDA kernels and cuBLAS, speed.
+// speed. The standard CUDA kernels, cuBLAS and the executables themselves run
+// on the CUDA simulator instead (tools/cuda-simulator; kiln-fuzz --executors
+// cuda in a KILN_CUDA=SIMULATED build). The device built-ins are the
+// simulator's (emulated_device.h).
 //
 // Built with CUDA support only (KILN_HAVE_CUDA); elsewhere
 // cuda_emulation_available() is false and the rest throws.
