@@ -29,10 +29,6 @@
 
 extern const char* const kiln_simulated_device_header;  // emulated_device.h, embedded at build time
 
-struct kiln_simulated_dim3 {  // as in emulated_device.h
-  unsigned x, y, z;
-};
-
 struct CUmod_st;
 
 struct CUfunc_st {

@@ -51,7 +51,8 @@
 #define __shared__ static
 
 // Grid and block sizes as the simulator passes them (also across the C
-// interface of kiln_simulator_enqueue_grid).
+// interface of kiln_simulator_enqueue_grid; simulator.h repeats it, token for
+// token).
 struct kiln_simulated_dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
@@ -176,6 +177,7 @@ struct State {
   std::vector<unsigned> barrier_arrivals;         // per barrier
   std::vector<unsigned> barrier_sizes;            // threads that must arrive
   std::vector<unsigned long long> shuffle_slots;  // one per thread
+  std::vector<unsigned> order;                    // the running block's order of threads
   Context scheduler;                              // the host thread's, while a block runs
   const std::function<void()>* kernel = nullptr;
   unsigned block_index = 0;
@@ -263,8 +265,9 @@ inline void run_block() {
     thread.waiting = -1;
     thread.finished = false;
   }
-  // A shuffled order, the same for the same block.
-  std::vector<unsigned> order(count);
+  // A shuffled order, the same for the same block (its storage reused from block to block).
+  std::vector<unsigned>& order = state.order;
+  order.resize(count);
   unsigned long long random = 0x9e3779b97f4a7c15ull * (state.block_index + 1);
   for (unsigned index = 0; index < count; ++index) {
     random = random * 6364136223846793005ull + 1442695040888963407ull;

@@ -26,10 +26,6 @@
 #include <string>
 #include <vector>
 
-struct kiln_simulated_dim3 {  // as in emulated_device.h
-  unsigned x, y, z;
-};
-
 // The opaque types of cuda_runtime_api.h, defined here.
 struct CUstream_st {
   int device = 0;

@@ -8,6 +8,13 @@
 #include <cstddef>
 #include <functional>
 
+// Grid and block sizes across the C interface of kiln_simulator_enqueue_grid
+// and of JIT modules' entry points: token for token emulated_device.h's
+// definition (which must stand alone), so the program has one type.
+struct kiln_simulated_dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
 namespace kiln::cuda_simulator {
 
 // Queues `work` on `stream` (nullptr: the default stream of the current
