@@ -71,9 +71,19 @@ class Dumper {
   std::string name_;
 };
 
-}  // namespace
+// The pipeline up to generated source, shared by compile() and lower(): the
+// texts of the stages, and what building needs.
+struct Lowering {
+  ir::Graph graph;
+  FusionPlan plan;
+  BufferAssignment assignment;
+  std::string optimized, fused, source;
+#if KILN_HAVE_CUDA
+  cuda::ModuleSource module;  // on CUDA: source is module.text
+#endif
+};
 
-CompiledFunction compile(const ir::Graph& traced, Device device) {
+Lowering lower_graph(const ir::Graph& traced, Device device, Dumper& dumper) {
 #if !KILN_HAVE_CUDA
   if (!device.is_cpu())
     throw CompileError("kiln::function", "kiln was built without CUDA support; inputs on " + device.to_string() +
@@ -81,53 +91,81 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
                        std::string());
 #endif
   check_compilable(traced);
-  ir::Graph graph = traced;
-  Dumper dumper(graph.name);
+  Lowering lowering;
+  lowering.graph = traced;
+  ir::Graph& graph = lowering.graph;
   dumper.write("0-traced.txt", ir::print(graph, {.locations = true}));
   int pass_number = 0;
   optimize(graph, [&](std::string_view pass, const ir::Graph& after) {
     if (dumper.enabled())
       dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
   });
-  std::string optimized = ir::print(graph);
-  FusionPlan plan = fuse(graph);
+  lowering.optimized = ir::print(graph);
+  lowering.plan = fuse(graph);
   // The attention kernel is the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between them.
-  if (device.is_cpu()) plan = fuse_attention(graph, std::move(plan));
-  BufferAssignment assignment = assign_buffers(graph, plan);
-  std::string fused = print_plan(graph, plan) + print_assignment(graph, assignment);
+  if (device.is_cpu()) lowering.plan = fuse_attention(graph, std::move(lowering.plan));
+  lowering.assignment = assign_buffers(graph, lowering.plan);
+  lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA
   if (device.is_cuda()) {
-    cuda::ModuleSource module = cuda::generate_source(graph, plan);
+    lowering.module = cuda::generate_source(graph, lowering.plan);
+    lowering.source = lowering.module.text;
     // The plan's gemm decisions describe the CPU's tile-by-tile epilogue.
-    for (const FusedKernel& kernel : plan.kernels)
+    for (const FusedKernel& kernel : lowering.plan.kernels)
       if (kernel.kind == KernelKind::gemm) {
-        fused += "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
+        lowering.fused +=
+            "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
         break;
       }
-    dumper.write("2-optimized.txt", optimized);
-    dumper.write("3-fused.txt", fused);
-    dumper.write("4-source.cu", module.text);
-    const cudaDeviceProp& properties = runtime::cuda::context(device, graph.name).properties;
+  }
+#endif
+  if (device.is_cpu()) lowering.source = cpu::generate_source(graph, lowering.plan);
+  dumper.write("2-optimized.txt", lowering.optimized);
+  dumper.write("3-fused.txt", lowering.fused);
+  dumper.write(device.is_cpu() ? "4-source.cpp" : "4-source.cu", lowering.source);
+  return lowering;
+}
+
+std::vector<std::pair<Stage, std::string>> stage_texts(const Lowering& lowering) {
+  return {{Stage::optimized, lowering.optimized}, {Stage::fused, lowering.fused}, {Stage::source, lowering.source}};
+}
+
+}  // namespace
+
+LoweredFunction lower(const ir::Graph& traced, Device device) {
+  Dumper dumper(traced.name);
+  Lowering lowering = lower_graph(traced, device, dumper);
+  LoweredFunction lowered;
+  lowered.stages = stage_texts(lowering);
+#if KILN_HAVE_CUDA
+  for (const cuda::KernelLaunch& launch : lowering.module.launches) {
+    if (!launch.function.empty()) lowered.cuda_kernels.push_back({launch.function, launch.threads});
+    if (!launch.vector_function.empty()) lowered.cuda_kernels.push_back({launch.vector_function, launch.threads});
+  }
+#endif
+  return lowered;
+}
+
+CompiledFunction compile(const ir::Graph& traced, Device device) {
+  Dumper dumper(traced.name);
+  Lowering lowering = lower_graph(traced, device, dumper);
+  CompiledFunction compiled;
+  compiled.stages = stage_texts(lowering);
+#if KILN_HAVE_CUDA
+  if (device.is_cuda()) {
+    const cudaDeviceProp& properties = runtime::cuda::context(device, traced.name).properties;
     cuda::ModuleImage image =
-        cuda::compile_module(module.text, cuda::nvrtc_target(properties.major, properties.minor), graph.name);
-    CompiledFunction compiled;
+        cuda::compile_module(lowering.source, cuda::nvrtc_target(properties.major, properties.minor), traced.name);
     compiled.from_disk_cache = image.from_disk_cache;
-    compiled.stages = {{Stage::optimized, optimized}, {Stage::fused, fused}, {Stage::source, module.text}};
-    compiled.executable =
-        cuda::make_cuda_executable(std::move(graph), std::move(plan), std::move(assignment), module, image, device);
+    compiled.executable = cuda::make_cuda_executable(std::move(lowering.graph), std::move(lowering.plan),
+                                                     std::move(lowering.assignment), lowering.module, image, device);
     return compiled;
   }
 #endif
-  std::string source = cpu::generate_source(graph, plan);
-  dumper.write("2-optimized.txt", optimized);
-  dumper.write("3-fused.txt", fused);
-  dumper.write("4-source.cpp", source);
-
-  BuildResult built = build_module(source, BuildOptions{cpu::compile_flags(), graph.name});
-  CompiledFunction compiled;
+  BuildResult built = build_module(lowering.source, BuildOptions{cpu::compile_flags(), traced.name});
   compiled.from_disk_cache = built.from_disk_cache;
-  compiled.stages = {{Stage::optimized, optimized}, {Stage::fused, fused}, {Stage::source, source}};
-  compiled.executable = make_jit_executable(std::move(graph), std::move(plan), std::move(assignment), built.module);
+  compiled.executable = make_jit_executable(std::move(lowering.graph), std::move(lowering.plan),
+                                            std::move(lowering.assignment), built.module);
   return compiled;
 }
 

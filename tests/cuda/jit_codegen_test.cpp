@@ -10,6 +10,7 @@
 #include "compiler/codegen/cuda/cuda_codegen.h"
 #include "compiler/codegen/cuda/nvrtc_build.h"
 #include "compiler/fusion.h"
+#include "compiler/jit.h"
 #include "compiler/pipeline.h"
 #include "ir/parser.h"
 
@@ -376,6 +377,28 @@ TEST(CudaCodegen, TargetsTheGpuArchitectureOrPtxOfAnOlderOne) {
 #else
   EXPECT_NE(ptx.find(".entry k"), std::string::npos);
 #endif
+}
+
+// What kiln-dump --device cuda --build reports: lower() names every entry
+// point with the block size it is launched with (its __launch_bounds__), and
+// ptxas's report covers each of them.
+TEST(CudaCodegen, LowerNamesEachKernelWithItsBlockSizeForTheResourceReport) {
+  ir::Graph graph = ir::parse(function([](Tensor x) {
+                                return nn::softmax(x);
+                              }).get_compiler_ir(Stage::traced, random_tensor(DType::f32, {6, 2000}, 39)));
+  compiler::LoweredFunction lowered = compiler::lower(graph, Device::cuda());
+  ASSERT_EQ(lowered.stages.size(), 3u);
+  const std::string& source = lowered.stages[2].second;
+  ASSERT_EQ(lowered.cuda_kernels.size(), 2u);  // the kernel and its _vector variant
+  std::string report = compiler::cuda::nvrtc_resource_report(source, "sm_90", graph.name);
+  for (const auto& kernel : lowered.cuda_kernels) {
+    EXPECT_EQ(kernel.threads, 512) << kernel.function;  // rows of 2000: one block per row
+    EXPECT_NE(source.find("__launch_bounds__(" + std::to_string(kernel.threads) + ") " + kernel.function + "("),
+              std::string::npos)
+        << kernel.function;
+    EXPECT_NE(report.find("Compiling entry function '" + kernel.function + "'"), std::string::npos) << report;
+  }
+  EXPECT_NE(report.find("registers"), std::string::npos) << report;
 }
 
 }  // namespace

@@ -34,9 +34,15 @@ std::vector<int> supported_architectures() {
   return architectures;
 }
 
-}  // namespace
+// One NVRTC compile: the image, and NVRTC's log (warnings, and ptxas's report
+// when `extra_options` ask for it).
+struct NvrtcOutput {
+  std::string image;
+  std::string log;
+};
 
-std::string nvrtc_compile(const std::string& source, const std::string& target, const std::string& name) {
+NvrtcOutput run_nvrtc(const std::string& source, const std::string& target, const std::string& name,
+                      const std::vector<std::string>& extra_options) {
   const bool is_ptx = target.starts_with("compute_");
   auto fail = [&](const std::string& detail) { return CompileError(name, detail, std::string()); };
   nvrtcProgram program = nullptr;
@@ -46,6 +52,7 @@ std::string nvrtc_compile(const std::string& source, const std::string& target, 
   std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> owner(&program, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
   std::vector<std::string> options = nvrtc_options();
   options.push_back("--gpu-architecture=" + target);
+  options.insert(options.end(), extra_options.begin(), extra_options.end());
   std::vector<const char*> arguments;
   for (const std::string& option : options) arguments.push_back(option.c_str());
   auto start = std::chrono::steady_clock::now();
@@ -75,7 +82,17 @@ std::string nvrtc_compile(const std::string& source, const std::string& target, 
     throw fail(std::string("NVRTC produced no ") + (is_ptx ? "PTX" : "cubin") + ": " + nvrtcGetErrorString(status));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   runtime::log(LogLevel::info, "NVRTC compiled " + name + " for " + target + " in " + std::to_string(seconds) + " s");
-  return image;
+  return {std::move(image), std::move(log)};
+}
+
+}  // namespace
+
+std::string nvrtc_compile(const std::string& source, const std::string& target, const std::string& name) {
+  return run_nvrtc(source, target, name, {}).image;
+}
+
+std::string nvrtc_resource_report(const std::string& source, const std::string& target, const std::string& name) {
+  return run_nvrtc(source, target, name, {"--ptxas-options=-v"}).log;
 }
 
 std::string nvrtc_target(int major, int minor) {

@@ -34,6 +34,12 @@ std::string nvrtc_version();
 // first lines of NVRTC's log when the source does not compile.
 std::string nvrtc_compile(const std::string& source, const std::string& target, const std::string& name);
 
+// NVRTC's log for `source` compiled for `target` (an sm_XY) with ptxas's
+// report on: per kernel, "Used N registers", its spill stores and loads, its
+// stack frame and shared memory. Not cached; the image is dropped. Throws as
+// nvrtc_compile does.
+std::string nvrtc_resource_report(const std::string& source, const std::string& target, const std::string& name);
+
 // Compiles `source` for `target` ("sm_90" or "compute_90"), or takes it from
 // the disk cache (key: the source, the options, the NVRTC version and the
 // target). Throws kiln::CompileError (op = `name`) with NVRTC's log when the
