@@ -83,7 +83,7 @@ struct Lowering {
 #endif
 };
 
-Lowering lower_graph(const ir::Graph& traced, Device device, Dumper& dumper) {
+Lowering lower_graph(const ir::Graph& traced, Device device) {
 #if !KILN_HAVE_CUDA
   if (!device.is_cpu())
     throw CompileError("kiln::function", "kiln was built without CUDA support; inputs on " + device.to_string() +
@@ -91,6 +91,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device, Dumper& dumper) {
                        std::string());
 #endif
   check_compilable(traced);
+  Dumper dumper(traced.name);
   Lowering lowering;
   lowering.graph = traced;
   ir::Graph& graph = lowering.graph;
@@ -133,8 +134,7 @@ std::vector<std::pair<Stage, std::string>> stage_texts(const Lowering& lowering)
 }  // namespace
 
 LoweredFunction lower(const ir::Graph& traced, Device device) {
-  Dumper dumper(traced.name);
-  Lowering lowering = lower_graph(traced, device, dumper);
+  Lowering lowering = lower_graph(traced, device);
   LoweredFunction lowered;
   lowered.stages = stage_texts(lowering);
 #if KILN_HAVE_CUDA
@@ -147,8 +147,7 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
 }
 
 CompiledFunction compile(const ir::Graph& traced, Device device) {
-  Dumper dumper(traced.name);
-  Lowering lowering = lower_graph(traced, device, dumper);
+  Lowering lowering = lower_graph(traced, device);
   CompiledFunction compiled;
   compiled.stages = stage_texts(lowering);
 #if KILN_HAVE_CUDA
