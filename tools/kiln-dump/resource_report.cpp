@@ -1,19 +1,31 @@
 #include "resource_report.h"
 
 #include <algorithm>
-#include <regex>
+#include <cctype>
+#include <string_view>
 
 namespace kiln::dump {
+
+namespace {
+
+// The number that ends just before `suffix` in `line` ("32" in "32 bytes stack
+// frame" for " bytes stack frame"), or -1.
+std::int64_t number_before(const std::string& line, std::string_view suffix) {
+  const std::size_t end = line.find(suffix);
+  if (end == std::string::npos) return -1;
+  std::size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(line[begin - 1]))) --begin;
+  return begin == end ? -1 : std::stoll(line.substr(begin, end - begin));
+}
+
+}  // namespace
 
 std::vector<KernelResources> parse_ptxas_report(const std::string& log) {
   // ptxas's lines, as CUDA 11-13 write them:
   //   ptxas info    : Compiling entry function 'kiln_kernel_0' for 'sm_90'
   //   ptxas         .     32 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
   //   ptxas info    : Used 22 registers, used 1 barriers, 32 bytes cumulative stack size, 33 bytes smem
-  static const std::regex entry(R"(Compiling entry function '([^']+)')");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex registers(R"(Used (\d+) registers)");
-  static const std::regex shared(R"((\d+) bytes smem)");
+  constexpr std::string_view entry = "Compiling entry function '";
   std::vector<KernelResources> kernels;
   std::size_t begin = 0;
   while (begin < log.size()) {
@@ -22,21 +34,22 @@ std::vector<KernelResources> parse_ptxas_report(const std::string& log) {
     const std::string line = log.substr(begin, end - begin);
     begin = end + 1;
     if (!line.starts_with("ptxas")) continue;
-    std::smatch match;
-    if (std::regex_search(line, match, entry)) {
-      kernels.push_back({.function = match[1]});
+    if (const std::size_t name = line.find(entry); name != std::string::npos) {
+      const std::size_t name_begin = name + entry.size();
+      kernels.emplace_back().function = line.substr(name_begin, line.find('\'', name_begin) - name_begin);
       continue;
     }
     if (kernels.empty()) continue;
     KernelResources& kernel = kernels.back();
-    if (std::regex_search(line, match, frame)) {
-      kernel.stack_bytes = std::stoll(match[1]);
-      kernel.spill_store_bytes = std::stoll(match[2]);
-      kernel.spill_load_bytes = std::stoll(match[3]);
+    if (const std::int64_t stack = number_before(line, " bytes stack frame"); stack >= 0) {
+      kernel.stack_bytes = stack;
+      kernel.spill_store_bytes = std::max<std::int64_t>(number_before(line, " bytes spill stores"), 0);
+      kernel.spill_load_bytes = std::max<std::int64_t>(number_before(line, " bytes spill loads"), 0);
     }
-    if (std::regex_search(line, match, registers)) kernel.registers = std::stoi(match[1]);
-    if (line.find("Used ") != std::string::npos && std::regex_search(line, match, shared))
-      kernel.shared_bytes = std::stoll(match[1]);
+    if (line.find("Used ") != std::string::npos) {
+      kernel.registers = static_cast<int>(std::max<std::int64_t>(number_before(line, " registers"), 0));
+      kernel.shared_bytes = std::max<std::int64_t>(number_before(line, " bytes smem"), 0);
+    }
   }
   return kernels;
 }
