@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <numbers>
 #include <random>
@@ -90,6 +91,25 @@ Problem complete(Problem p) {
   if (p.stride_b < 0) p.stride_b = extent(p.b_rows(), p.b_columns(), p.ldb) + 5;
   if (p.stride_c < 0) p.stride_c = extent(p.m, p.n, p.ldc) + 5;
   return p;
+}
+
+// Every problem of sizes m x n x k from the lists, with either operand
+// transposed or not, scaled by `alpha` and `beta`.
+template <class Visit>
+void for_each_problem(std::initializer_list<int> ms, std::initializer_list<int> ns, std::initializer_list<int> ks,
+                      double alpha, double beta, Visit visit) {
+  for (int m : ms)
+    for (int n : ns)
+      for (int k : ks)
+        for (bool transpose_a : {false, true})
+          for (bool transpose_b : {false, true})
+            visit(Problem{.transpose_a = transpose_a,
+                          .transpose_b = transpose_b,
+                          .m = m,
+                          .n = n,
+                          .k = k,
+                          .alpha = alpha,
+                          .beta = beta});
 }
 
 std::size_t buffer_size(int64_t rows, int64_t columns, int64_t leading, int batch, int64_t stride) {
@@ -262,21 +282,10 @@ class SimulatedCublas : public ::testing::Test {
 
 TEST_F(SimulatedCublas, EveryTransposeAndOddSizeMatchesTheReference) {
   unsigned seed = 1;
-  for (int m : {1, 3, 17, 33})
-    for (int n : {1, 3, 17})
-      for (int k : {1, 3, 33})
-        for (bool transpose_a : {false, true})
-          for (bool transpose_b : {false, true}) {
-            const Problem p{.transpose_a = transpose_a,
-                            .transpose_b = transpose_b,
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .alpha = 0.75,
-                            .beta = -1.25};
-            check<float>(p, ++seed);
-            check<double>(p, ++seed);
-          }
+  for_each_problem({1, 3, 17, 33}, {1, 3, 17}, {1, 3, 33}, 0.75, -1.25, [&](const Problem& p) {
+    check<float>(p, ++seed);
+    check<double>(p, ++seed);
+  });
 }
 
 TEST_F(SimulatedCublas, LeadingDimensionsPastTheRowsSkipTheGaps) {
@@ -574,24 +583,13 @@ class SimulatedCublasLt : public ::testing::Test {
 
 TEST_F(SimulatedCublasLt, EveryTransposeAndOddSizeMatchesTheReference) {
   unsigned seed = 100;
-  for (int m : {1, 3, 17, 33})
-    for (int n : {1, 17})
-      for (int k : {1, 3, 33})
-        for (bool transpose_a : {false, true})
-          for (bool transpose_b : {false, true}) {
-            const Problem p{.transpose_a = transpose_a,
-                            .transpose_b = transpose_b,
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .alpha = -0.5,
-                            .beta = 1.5};
-            check<float>(p, ++seed);
-            check<double>(p, ++seed);
-            Problem tf32 = p;
-            tf32.tf32 = true;
-            check<float>(tf32, ++seed);
-          }
+  for_each_problem({1, 3, 17, 33}, {1, 17}, {1, 3, 33}, -0.5, 1.5, [&](const Problem& p) {
+    check<float>(p, ++seed);
+    check<double>(p, ++seed);
+    Problem tf32 = p;
+    tf32.tf32 = true;
+    check<float>(tf32, ++seed);
+  });
 }
 
 TEST_F(SimulatedCublasLt, LeadingDimensionsAndStridedBatches) {

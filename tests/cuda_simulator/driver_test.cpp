@@ -2,6 +2,8 @@
 // driver.cpp) and the emulated device (emulated_device.h): CUDA source in,
 // kernels run, and what a GPU refuses refused.
 
+#include "compiler/codegen/cuda/driver_api.h"
+
 #include <gtest/gtest.h>
 
 #include <cuda.h>
@@ -14,29 +16,8 @@
 
 namespace {
 
-struct Driver {
-  CUresult (*load)(CUmodule*, const void*) = nullptr;
-  CUresult (*function)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**,
-                     void**) = nullptr;
-};
-
-template <class Function>
-void find(Function& function, const char* symbol) {
-  void* address = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  ASSERT_EQ(cudaGetDriverEntryPointByVersion(symbol, &address, 12000, cudaEnableDefault, &found), cudaSuccess);
-  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
-  function = reinterpret_cast<Function>(address);
-}
-
-Driver driver() {
-  Driver api;
-  find(api.load, "cuModuleLoadData");
-  find(api.function, "cuModuleGetFunction");
-  find(api.launch, "cuLaunchKernel");
-  return api;
-}
+using kiln::compiler::cuda::driver_api;
+using kiln::compiler::cuda::DriverApi;
 
 // The module image of `source` (NVRTC, for sm_90), or "" with `log` set.
 std::string compile(const std::string& source, std::string* log = nullptr) {
@@ -82,15 +63,15 @@ extern "C" __global__ void __launch_bounds__(256) block_sum(const float* in, flo
 )";
 
 TEST(CudaSimulatorDriver, RunsAKernelFromCudaSource) {
-  Driver api = driver();
+  const DriverApi& api = driver_api();
   std::string image = compile(block_sum_source);
   ASSERT_FALSE(image.empty());
   CUmodule module = nullptr;
-  ASSERT_EQ(api.load(&module, image.data()), CUDA_SUCCESS);
+  ASSERT_EQ(api.module_load_data(&module, image.data()), CUDA_SUCCESS);
   CUfunction function = nullptr;
-  ASSERT_EQ(api.function(&function, module, "block_sum"), CUDA_SUCCESS);
-  EXPECT_EQ(api.function(&function, module, "warp_sum"), CUDA_ERROR_NOT_FOUND);
-  ASSERT_EQ(api.function(&function, module, "block_sum"), CUDA_SUCCESS);
+  ASSERT_EQ(api.module_get_function(&function, module, "block_sum"), CUDA_SUCCESS);
+  EXPECT_EQ(api.module_get_function(&function, module, "warp_sum"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(api.module_get_function(&function, module, "block_sum"), CUDA_SUCCESS);
 
   const int count = 700, blocks = 3;
   std::vector<float> values(count);
@@ -101,7 +82,7 @@ TEST(CudaSimulatorDriver, RunsAKernelFromCudaSource) {
   ASSERT_EQ(cudaMemcpy(in, values.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   int argument_count = count;
   void* arguments[] = {&in, &out, &argument_count};
-  ASSERT_EQ(api.launch(function, blocks, 1, 1, 256, 1, 1, 0, nullptr, arguments, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(api.launch_kernel(function, blocks, 1, 1, 256, 1, 1, 0, nullptr, arguments, nullptr), CUDA_SUCCESS);
   argument_count = 0;  // a launch copies its arguments
   std::vector<float> sums(blocks);
   ASSERT_EQ(cudaMemcpy(sums.data(), out, blocks * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -112,9 +93,9 @@ TEST(CudaSimulatorDriver, RunsAKernelFromCudaSource) {
   }
 
   // What a GPU refuses: more threads than the launch bounds, an empty grid.
-  EXPECT_EQ(api.launch(function, 1, 1, 1, 512, 1, 1, 0, nullptr, arguments, nullptr),
+  EXPECT_EQ(api.launch_kernel(function, 1, 1, 1, 512, 1, 1, 0, nullptr, arguments, nullptr),
             CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
-  EXPECT_EQ(api.launch(function, 0, 1, 1, 256, 1, 1, 0, nullptr, arguments, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api.launch_kernel(function, 0, 1, 1, 256, 1, 1, 0, nullptr, arguments, nullptr), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cudaFree(in), cudaSuccess);
   EXPECT_EQ(cudaFree(out), cudaSuccess);
 }
@@ -132,12 +113,12 @@ extern "C" __global__ void kernel() { std::FILE* file = std::fopen("x", "r"); (v
 }
 
 TEST(CudaSimulatorDriver, LoadsOnlyItsOwnImages) {
-  Driver api = driver();
+  const DriverApi& api = driver_api();
   CUmodule module = nullptr;
   const char not_an_image[] =
       "\x7f"
       "ELF not a simulated module";
-  EXPECT_EQ(api.load(&module, not_an_image), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_EQ(api.module_load_data(&module, not_an_image), CUDA_ERROR_INVALID_IMAGE);
 }
 
 // A kernel that reads its neighbour's shared slot, with or without a barrier between.
@@ -159,16 +140,16 @@ extern "C" __global__ void __launch_bounds__(64) partial_warp_shuffle() {
 // Runs `name` of neighbour_source over one block of `threads`; the first
 // `threads` ints it writes.
 std::vector<int> run_neighbour(const char* name, unsigned threads, int with_barrier) {
-  Driver api = driver();
+  const DriverApi& api = driver_api();
   std::string image = compile(neighbour_source);
   CUmodule module = nullptr;
-  EXPECT_EQ(api.load(&module, image.data()), CUDA_SUCCESS);
+  EXPECT_EQ(api.module_load_data(&module, image.data()), CUDA_SUCCESS);
   CUfunction function = nullptr;
-  EXPECT_EQ(api.function(&function, module, name), CUDA_SUCCESS);
+  EXPECT_EQ(api.module_get_function(&function, module, name), CUDA_SUCCESS);
   int* out = nullptr;
   EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int)), cudaSuccess);
   void* arguments[] = {&out, &with_barrier};
-  EXPECT_EQ(api.launch(function, 1, 1, 1, threads, 1, 1, 0, nullptr, arguments, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(api.launch_kernel(function, 1, 1, 1, threads, 1, 1, 0, nullptr, arguments, nullptr), CUDA_SUCCESS);
   std::vector<int> result(64);
   EXPECT_EQ(cudaMemcpy(result.data(), out, 64 * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaFree(out), cudaSuccess);
@@ -202,17 +183,18 @@ extern "C" __global__ void __launch_bounds__(32) copy_one_more(const float* in, 
 }
 )";
   auto run = [&] {
-    Driver api = driver();
+    const DriverApi& api = driver_api();
     std::string image = compile(source);
     CUmodule module = nullptr;
     CUfunction function = nullptr;
-    if (api.load(&module, image.data()) != CUDA_SUCCESS || api.function(&function, module, "copy_one_more"))
+    if (api.module_load_data(&module, image.data()) != CUDA_SUCCESS ||
+        api.module_get_function(&function, module, "copy_one_more"))
       return;
     float *in = nullptr, *out = nullptr;
     (void)cudaMalloc(reinterpret_cast<void**>(&in), 32 * sizeof(float));
     (void)cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(float));
     void* arguments[] = {&in, &out};
-    (void)api.launch(function, 1, 1, 1, 32, 1, 1, 0, nullptr, arguments, nullptr);
+    (void)api.launch_kernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, arguments, nullptr);
     (void)cudaDeviceSynchronize();
   };
   EXPECT_DEATH(run(), "AddressSanitizer");
