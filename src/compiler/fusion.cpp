@@ -303,6 +303,33 @@ class Fuser {
     return true;
   }
 
+  // Whether the members of group `group_index` read `value`, and what they
+  // compute from it, only at each element's own position: through
+  // elementwise ops, reductions and shape ops that move no element. A GEMM
+  // epilogue reads the product's element at the position it computes, so
+  // transpose(matmul(a, b)) -- of the same shape when the product is square
+  // -- must read the product from memory instead.
+  bool read_in_place(ir::ValueId value, int group_index) const {
+    const Shape& shape = graph_.type(value).shape;
+    for (ir::ValueId user : users_[index(value)]) {
+      if (group_of_[index(user)] != group_index) continue;
+      const ir::Node& node = graph_.node(user);
+      if (ir::is_reduction(node.op)) continue;  // every element once, in any order
+      bool moves_nothing = ir::is_elementwise(node.op) || is_unit_reshape(graph_, node) ||
+                           (node.op == ir::Op::broadcast_to && node.type.shape == shape);
+      if (node.op == ir::Op::transpose)
+        moves_nothing = std::is_sorted(node.attributes.axes.begin(), node.attributes.axes.end());
+      if (node.op == ir::Op::slice && node.type.shape == shape) {
+        // Of the same shape, a slice moves elements only by reversing an axis.
+        moves_nothing = true;
+        for (int axis = 0; axis < shape.rank(); ++axis)
+          if (shape[axis] > 1 && node.attributes.step[static_cast<std::size_t>(axis)] != 1) moves_nothing = false;
+      }
+      if (!moves_nothing || !read_in_place(user, group_index)) return false;
+    }
+    return true;
+  }
+
   bool try_fuse(ir::ValueId id, int group_index) {
     Group& group = groups_[static_cast<std::size_t>(group_index)];
     const ir::Node& node = graph_.node(id);
@@ -370,6 +397,10 @@ class Fuser {
         if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != group.space.numel())
           return refuse(describe(graph_, member) + " does not have the matmul's shape");
       }
+      if (!read_in_place(id, group_index))
+        return refuse(
+            "the consumers read the product at other elements' positions (a transpose of a square "
+            "product), and an epilogue reads only the element it computes");
       group.kind = KernelKind::gemm;
       return accept("matmul with its consumers as the epilogue, computed tile by tile while each tile is in cache");
     }

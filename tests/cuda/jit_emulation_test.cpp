@@ -295,5 +295,17 @@ TEST(CudaEmulatedKernels, GridReductionsReturnedThroughShapeOps) {
   }
 }
 
+// A transpose of a square product, or a slice reversing its rows, has the
+// product's shape; in the epilogue it read the product element being
+// computed instead of the moved one (found by kiln-fuzz, seed 62).
+TEST(CudaEmulatedKernels, TransposedOrReversedSquareProductIsNotAnEpilogue) {
+  auto body = [](Tensor x, Tensor w, Tensor c) {
+    Tensor product = matmul(x, w);
+    return std::vector<Tensor>{transpose(product) + c, slice(product, {.start = {47, 0}, .step = {-1, 1}}) * c};
+  };
+  expect_emulated_agreement("moved product", false, body, random_tensor(DType::f32, {48, 20}, 103),
+                            random_tensor(DType::f32, {20, 48}, 104), random_tensor(DType::f32, {48, 48}, 105));
+}
+
 }  // namespace
 }  // namespace kiln

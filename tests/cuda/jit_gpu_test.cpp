@@ -271,6 +271,18 @@ TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
   config::allow_tf32 = tf32;
 }
 
+// A consumer that moves the product's elements (a transpose of a square
+// product, a slice reversing its rows) is not part of the epilogue.
+TEST(CudaJit, TransposedOrReversedSquareProduct) {
+  KILN_REQUIRE_GPU();
+  auto body = [](Tensor x, Tensor w, Tensor c) {
+    Tensor product = matmul(x, w);
+    return std::vector<Tensor>{transpose(product) + c, slice(product, {.start = {255, 0}, .step = {-1, 1}}) * c};
+  };
+  expect_gpu_agreement("moved product", body, random_tensor(DType::f32, {256, 64}, 36),
+                       random_tensor(DType::f32, {64, 256}, 37), random_tensor(DType::f32, {256, 256}, 38));
+}
+
 TEST(CudaJit, RankZeroAndZeroSizeInsideFusedKernels) {
   KILN_REQUIRE_GPU();
   Tensor scalar = random_tensor(DType::f32, {}, 29), empty = random_tensor(DType::f32, {0, 3}, 30);

@@ -252,6 +252,34 @@ TEST(Fusion, MatmulOperandsStayInMemory) {
   EXPECT_NE(printed.find("the matmul reads its operands from memory"), std::string::npos) << printed;
 }
 
+// An epilogue reads the product at the element it computes: a consumer that
+// moves elements (a transpose of a square product, a slice reversing an axis)
+// keeps the product in memory, and one that moves none joins the epilogue.
+TEST(Fusion, OnlyConsumersReadingTheProductInPlaceFormItsEpilogue) {
+  auto kernels_for = [](const std::string& consumer) {
+    ir::Graph graph = ir::parse(
+        "func @f(%0: f32[8,16], %1: f32[16,8], %2: f32[8,8]) -> (f32[8,8]) {\n"
+        "  %3 = f32[8,8] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+        "  %4 = f32[8,8] " +
+        consumer +
+        "\n"
+        "  %5 = f32[8,8] add(%4, %2)\n"
+        "  return %5\n"
+        "}\n");
+    FusionPlan plan = fuse(graph);
+    return std::pair{plan.kernels.size(), print_plan(graph, plan)};
+  };
+  for (const std::string moving : {"transpose(%3) {permutation=[1,0]}", "slice(%3) {start=[0,7], step=[1,-1]}"}) {
+    auto [kernels, printed] = kernels_for(moving);
+    EXPECT_EQ(kernels, 2u) << printed;
+    EXPECT_NE(printed.find("an epilogue reads only the element it computes"), std::string::npos) << printed;
+  }
+  for (const std::string in_place : {"relu(%3)", "slice(%3) {start=[0,0], step=[1,1]}"}) {
+    auto [kernels, printed] = kernels_for(in_place);
+    EXPECT_EQ(kernels, 1u) << printed;
+  }
+}
+
 TEST(FuseAttention, MatmulRowKernelMatmulBecomeOneKernel) {
   ir::Graph graph = ir::parse(
       "func @f(%0: f32[2,8,4], %1: f32[2,6,4], %2: f32[2,6,3]) -> (f32[2,8,3]) {\n"

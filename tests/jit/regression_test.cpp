@@ -181,5 +181,32 @@ TEST(JitRegression, GemmEpilogueReducingInAnotherDtype) {
                          inputs);
 }
 
+// kiln-fuzz (CUDA seed 62, graph 262): a transpose of a square product has
+// the product's shape, so it joined the matmul's epilogue, which reads the
+// product element it computes: the result was the product untransposed (CPU
+// JIT, once the module compiled) or garbage (CUDA). A slice that reverses an
+// axis moves elements the same way. Both now read the product from memory.
+TEST(JitRegression, TransposedOrReversedSquareProductIsNotAnEpilogue) {
+  const std::vector<Tensor> inputs{random_tensor(DType::f32, {6, 5}, 12), random_tensor(DType::f32, {5, 6}, 13),
+                                   random_tensor(DType::f32, {6, 6}, 14)};
+  expect_graph_agreement("transpose of a square product",
+                         "func @transposed(%0: f32[6,5], %1: f32[5,6], %2: f32[6,6]) -> (f32[6,6], f32[]) {\n"
+                         "  %3 = f32[6,6] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+                         "  %4 = f32[6,6] transpose(%3) {permutation=[1,0]}\n"
+                         "  %5 = f32[6,6] add(%4, %2)\n"
+                         "  %6 = f32[] reduce_sum(%5) {axes=[0,1], keepdims=false}\n"
+                         "  return %5, %6\n"
+                         "}\n",
+                         inputs);
+  expect_graph_agreement("reversed rows of a square product",
+                         "func @reversed(%0: f32[6,5], %1: f32[5,6], %2: f32[6,6]) -> (f32[6,6]) {\n"
+                         "  %3 = f32[6,6] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+                         "  %4 = f32[6,6] slice(%3) {start=[5,0], step=[-1,1]}\n"
+                         "  %5 = f32[6,6] mul(%4, %2)\n"
+                         "  return %5\n"
+                         "}\n",
+                         inputs);
+}
+
 }  // namespace
 }  // namespace kiln
