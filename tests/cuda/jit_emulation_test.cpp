@@ -250,6 +250,15 @@ TEST(CudaEmulatedKernels, ShortRowsInRegisters) {
       random_tensor(DType::f32, {3, 40, 30}, 97));
   auto softmax = [](Tensor x) { return nn::softmax(x); };
   expect_emulated_agreement("long rows stay strided", true, softmax, random_tensor(DType::f32, {2, 20000}, 98));
+  // cos(erf(x)), read by both passes: the cos is kept, the erf is not.
+  for (bool vector : {false, true})
+    expect_emulated_agreement(
+        std::string("kept chain") + (vector ? " vector" : ""), vector,
+        [](Tensor x) {
+          Tensor c = cos(erf(x));
+          return std::vector<Tensor>{reduce_min(c, {-1}, true), c};
+        },
+        random_tensor(DType::f32, {5, 40}, 106));
 }
 
 TEST(CudaEmulatedKernels, GridReductionsAndTheSeedEpilogue) {

@@ -89,8 +89,12 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   state_->assignment = compiler::assign_buffers(state_->graph, state_->plan);
   state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
   // The module must also be CUDA that the JIT can build: host C++ accepts
-  // some things NVRTC does not (host-only functions, for one).
-  compiler::cuda::nvrtc_compile(state_->module.text, "sm_90", state_->graph.name);
+  // some things NVRTC does not (host-only functions, for one). And it must
+  // compile cleanly: a warning in generated code (an unused variable, a
+  // narrowing) is noise to the user who reads it, or a bug.
+  if (std::string warnings = compiler::cuda::nvrtc_warnings(state_->module.text, "sm_90", state_->graph.name);
+      !warnings.empty())
+    throw CompileError(state_->graph.name, "NVRTC warns about the generated CUDA:\n" + warnings, std::string());
   std::string source = std::string(kiln_simulated_device_header) + state_->module.text;
   for (const compiler::cuda::KernelLaunch& launch : state_->module.launches) {
     if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue

@@ -4,6 +4,8 @@
 
 #include <kiln/error.h>
 
+#include <cctype>
+
 namespace kiln::compiler::cuda {
 
 ReductionInfo reduction_info(const ir::Node& reduction) {
@@ -105,29 +107,71 @@ void KernelWriter::collect_elements(int root, std::set<int>& needed) const {
   for (int operand : at(root).operands) collect_elements(operand, needed);
 }
 
-std::string KernelWriter::row_coordinates(const Layout& layout, const std::string& indent) const {
-  std::size_t axes = layout.outer_sizes.size();
-  if (axes == 0) return "";
-  if (axes == 1) return indent + "const int64_t c0 = row;\n";
-  std::string text = indent + "int64_t rest = row;\n";
-  for (std::size_t t = axes; t-- > 1;) {
-    std::string size = std::to_string(layout.outer_sizes[t]);
-    text += indent + "const int64_t c" + std::to_string(t) + " = rest % " + size + ";\n" + indent + "rest /= " + size + ";\n";
+namespace {
+
+// The strides of the mixed-radix index `sizes` (the last varies fastest),
+// as "c<t> = index / stride % size" declarations named `prefix`<t>.
+std::vector<IndexVariable> mixed_radix(const std::vector<std::int64_t>& sizes, const std::string& index,
+                                       const std::string& prefix) {
+  std::vector<IndexVariable> variables(sizes.size());
+  std::int64_t stride = 1;
+  for (std::size_t t = sizes.size(); t-- > 0;) {
+    std::string value = index;
+    if (stride != 1) value += " / " + std::to_string(stride);
+    if (t > 0) value += " % " + std::to_string(sizes[t]);
+    variables[t] = {prefix + std::to_string(t), value};
+    stride *= sizes[t];
   }
-  return text + indent + "const int64_t c0 = rest;\n";
+  return variables;
 }
 
-std::string KernelWriter::middle_coordinates(const Layout& layout, const std::string& indent) const {
-  std::size_t axes = layout.middle_sizes.size();
-  if (axes == 0) return "";
-  if (axes == 1) return indent + "const int64_t d0 = middle;\n";
-  std::string text = indent + "int64_t middle_rest = middle;\n";
-  for (std::size_t t = axes; t-- > 1;) {
-    std::string size = std::to_string(layout.middle_sizes[t]);
-    text += indent + "const int64_t d" + std::to_string(t) + " = middle_rest % " + size + ";\n" + indent +
-            "middle_rest /= " + size + ";\n";
+bool is_identifier_character(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// True when identifier `name` occurs in `code` outside its // comments.
+bool reads(const std::string& code, const std::string& name) {
+  std::size_t line_begin = 0;
+  while (line_begin < code.size()) {
+    std::size_t line_end = code.find('\n', line_begin);
+    if (line_end == std::string::npos) line_end = code.size();
+    std::size_t comment = code.find("//", line_begin);
+    std::size_t end = comment < line_end ? comment : line_end;
+    for (std::size_t at = code.find(name, line_begin); at != std::string::npos && at + name.size() <= end;
+         at = code.find(name, at + 1)) {
+      bool starts = at == 0 || !is_identifier_character(code[at - 1]);
+      bool ends = at + name.size() == code.size() || !is_identifier_character(code[at + name.size()]);
+      if (starts && ends) return true;
+    }
+    line_begin = line_end + 1;
   }
-  return text + indent + "const int64_t d0 = middle_rest;\n";
+  return false;
+}
+
+}  // namespace
+
+std::string declarations_used_by(const std::vector<IndexVariable>& variables, const std::string& code,
+                                 const std::string& indent) {
+  // From the last to the first: a variable's value can read only those
+  // before it, so each one's readers are settled when it is reached.
+  std::string readers = code;
+  std::vector<bool> kept(variables.size(), false);
+  for (std::size_t k = variables.size(); k-- > 0;) {
+    if (!reads(readers, variables[k].name)) continue;
+    kept[k] = true;
+    readers += "\n" + variables[k].value;
+  }
+  std::string text;
+  for (std::size_t k = 0; k < variables.size(); ++k)
+    if (kept[k])
+      text += indent + "const " + variables[k].type + " " + variables[k].name + " = " + variables[k].value + ";\n";
+  return text;
+}
+
+std::vector<IndexVariable> KernelWriter::row_coordinates(const Layout& layout) const {
+  return mixed_radix(layout.outer_sizes, "row", "c");
+}
+
+std::vector<IndexVariable> KernelWriter::middle_coordinates(const Layout& layout) const {
+  return mixed_radix(layout.middle_sizes, "middle", "d");
 }
 
 std::string KernelWriter::offset(const Linear& linear, const Layout& layout, const std::string& inner) const {

@@ -30,6 +30,21 @@ ReductionInfo reduction_info(const ir::Node& reduction);
 // A constant's value as CUDA text of its storage type.
 std::string literal(const ir::Node& constant);
 
+// An index variable of generated code: `const <type> <name> = <value>;`.
+struct IndexVariable {
+  std::string name;
+  std::string value;  // may read variables declared before it in its list
+  std::string type = "int64_t";
+};
+
+// The declarations, at `indent`, of those `variables` that `code` reads,
+// directly or through the value of another one kept. Generated code declares
+// no index it does not use: NVRTC warns about each one (#177-D), and a user
+// reading the dump should not have to wonder what it is for. `code` is what
+// follows the declarations in their scope; its comments do not count.
+std::string declarations_used_by(const std::vector<IndexVariable>& variables, const std::string& code,
+                                 const std::string& indent);
+
 class KernelWriter {
  public:
   explicit KernelWriter(KernelEmitter& emitter);
@@ -57,10 +72,13 @@ class KernelWriter {
   // The varying instances `root` needs (stopping at per-row values), added to `needed`.
   void collect_elements(int root, std::set<int>& needed) const;
 
-  // "const int64_t c0 = row;" ... for the layout's outer axes, from `row`.
-  std::string row_coordinates(const Layout& layout, const std::string& indent) const;
-  // "d0 = ..." for the middle axes, from `middle`.
-  std::string middle_coordinates(const Layout& layout, const std::string& indent) const;
+  // c0, c1, ... of the layout's outer axes, from `row` ("c1 = row / 5 % 4").
+  // Each is computed from `row` alone, so a kernel declares only those it
+  // reads (declarations_used_by). The sizes are nonzero wherever a row
+  // exists; callers emit no row loop for a space without rows.
+  std::vector<IndexVariable> row_coordinates(const Layout& layout) const;
+  // d0, d1, ... of the middle axes, from `middle`.
+  std::vector<IndexVariable> middle_coordinates(const Layout& layout) const;
   // The element offset of `linear` at row coordinates c*, middle d* and inner `inner`.
   std::string offset(const Linear& linear, const Layout& layout, const std::string& inner) const;
 

@@ -114,7 +114,7 @@ class ElementKernel {
   // read with a stride, rows not a multiple of the pack, a pack straddling
   // rows or starting unaligned.
   int vector_width() const {
-    if (layout_.inner_axis < 0 || !layout_.middle_sizes.empty()) return 1;
+    if (layout_.inner_axis < 0 || !layout_.middle_sizes.empty() || total_ == 0) return 1;
     std::vector<std::pair<Linear, DType>> streams;
     for (int id : needed_) {
       const Instance& item = writer_.at(id);
@@ -163,27 +163,37 @@ class ElementKernel {
       text += "  " + writer_.type(reductions_[k]) + " accumulator" + std::to_string(k) + " = " +
               reduction_info(node).identity + ";\n";
     }
-    if (vector) {
+    if (total_ == 0) {
+      // No element loop: its coordinates would divide by a zero size.
+      text += "  // The space " + kernel_.space.to_string() + " has no elements.\n";
+    } else if (vector) {
       text += vector_rounds();
     } else {
       std::string step = std::to_string(block_threads);
       text += "  for (int64_t element = blockIdx.x * int64_t{" + step + "} + threadIdx.x; element < " +
               std::to_string(total_) + "; element += gridDim.x * int64_t{" + step + "}) {\n";
-      text += coordinates(false, "    ") + element_body("    ", false) + "  }\n";
+      text += with_coordinates(false, element_body("    ", false), "    ") + "  }\n";
     }
     text += grid_reduction();
     return text + "}\n";
   }
 
-  // The row coordinates and `j` (or `j0`, the first element of pack `pack`)
-  // of `element` (the scalar kernel's loop variable).
-  std::string coordinates(bool vector, const std::string& indent) const {
-    std::string inner = vector ? "j0" : "j", text;
-    if (vector) text += indent + "const int64_t element = pack * " + std::to_string(width_) + ";\n";
-    if (layout_.outer_sizes.empty()) return text + indent + "const int64_t " + inner + " = element;\n";
-    text += indent + "const int64_t row = element / " + std::to_string(layout_.inner_size) + ";\n";
-    text += indent + "const int64_t " + inner + " = element - row * " + std::to_string(layout_.inner_size) + ";\n";
-    return text + writer_.row_coordinates(layout_, indent);
+  // `code` after the declarations it reads of the row coordinates and `j`
+  // (or `j0`, the first element of pack `pack`) of `element` (the scalar
+  // kernel's loop variable).
+  std::string with_coordinates(bool vector, const std::string& code, const std::string& indent) const {
+    std::string inner = vector ? "j0" : "j";
+    std::vector<IndexVariable> variables;
+    if (vector) variables.push_back({"element", "pack * " + std::to_string(width_)});
+    if (layout_.outer_sizes.empty()) {
+      variables.push_back({inner, "element"});
+    } else {
+      std::string size = std::to_string(layout_.inner_size);
+      variables.push_back({"row", "element / " + size});
+      variables.push_back({inner, "element - row * " + size});
+      for (IndexVariable& coordinate : writer_.row_coordinates(layout_)) variables.push_back(std::move(coordinate));
+    }
+    return declarations_used_by(variables, code, indent) + code;
   }
 
   // Declarations of the needed values at element `j`, then the stores and
@@ -227,10 +237,10 @@ class ElementKernel {
     const std::string width = std::to_string(width_), rounds = std::to_string(round_packs);
     const std::string items = std::to_string(total_ / width_);
     if (round_packs == 1) return vector_loop(sources);
-    auto round_loop = [&] {
+    auto round_loop = [&](const std::string& body) {
       return "#pragma unroll\n    for (int round = 0; round < " + rounds + "; ++round) {\n" +
              "      const int64_t pack = first + round * stride;\n      if (pack >= " + items + ") break;\n" +
-             coordinates(true, "      ");
+             with_coordinates(true, body, "      ") + "    }\n";
     };
     std::string text = "  // Rounds of " + rounds + " packs of " + width + " per thread, a grid's width apart: all of a "
                        "round's loads are issued\n  // before any is used, to keep enough memory traffic in flight.\n";
@@ -241,19 +251,19 @@ class ElementKernel {
     if (!sources.empty()) {
       for (const auto& [id, address] : sources)
         text += "    Pack<" + writer_.type(id) + ", " + width + "> loaded_" + writer_.at(id).name + "[" + rounds + "];\n";
-      text += round_loop();
+      std::string loads;
       for (const auto& [id, address] : sources) {
-        text += "      loaded_" + writer_.at(id).name + "[round] = load_pack<" + width + ">(" + address + ");\n";
+        loads += "      loaded_" + writer_.at(id).name + "[round] = load_pack<" + width + ">(" + address + ");\n";
         from_packs.insert(id);
       }
-      text += "    }\n";
+      text += round_loop(loads);
     }
-    text += round_loop();
+    std::string body;
     for (const auto& [id, address] : sources)
-      text += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = loaded_" +
+      body += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = loaded_" +
               writer_.at(id).name + "[round];\n";
-    text += pack_body("      ", from_packs);
-    return text + "    }\n  }\n";
+    text += round_loop(body + pack_body("      ", from_packs));
+    return text + "  }\n";
   }
 
   // Instances read as packs, with the address of each one's pack at j0.
@@ -282,15 +292,14 @@ class ElementKernel {
     const std::string width = std::to_string(width_), step = std::to_string(block_threads);
     std::string text = "  for (int64_t pack = blockIdx.x * int64_t{" + step + "} + threadIdx.x; pack < " +
                        std::to_string(total_ / width_) + "; pack += gridDim.x * int64_t{" + step + "}) {\n";
-    text += coordinates(true, "    ");
     std::set<int> from_packs;
+    std::string body;
     for (const auto& [id, address] : sources) {
       from_packs.insert(id);
-      text += "    const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = load_pack<" +
+      body += "    const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = load_pack<" +
               width + ">(" + address + ");\n";
     }
-    text += pack_body("    ", from_packs);
-    return text + "  }\n";
+    return text + with_coordinates(true, body + pack_body("    ", from_packs), "    ") + "  }\n";
   }
 
   // The work on one pack at j0 whose inputs `from_packs` are in pack_<name>:
@@ -302,8 +311,8 @@ class ElementKernel {
       text += indent + "Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) +
               ";\n";
     text += "#pragma unroll\n" + indent + "for (int lane = 0; lane < " + width + "; ++lane) {\n";
-    text += indent + "  const int64_t j = j0 + lane;\n";
-    text += element_body(indent + "  ", true, from_packs);
+    const std::string body = element_body(indent + "  ", true, from_packs);
+    text += declarations_used_by({{"j", "j0 + lane"}}, body, indent + "  ") + body;
     text += indent + "}\n";
     for (const auto& [value, id] : element_outputs_)
       text += indent + "store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +

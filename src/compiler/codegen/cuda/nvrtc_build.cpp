@@ -91,6 +91,10 @@ std::string nvrtc_compile(const std::string& source, const std::string& target, 
   return run_nvrtc(source, target, name, {}).image;
 }
 
+std::string nvrtc_warnings(const std::string& source, const std::string& target, const std::string& name) {
+  return run_nvrtc(source, target, name, {}).log;
+}
+
 std::string nvrtc_resource_report(const std::string& source, const std::string& target, const std::string& name) {
   return run_nvrtc(source, target, name, {"--ptxas-options=-v"}).log;
 }

@@ -34,6 +34,12 @@ std::string nvrtc_version();
 // first lines of NVRTC's log when the source does not compile.
 std::string nvrtc_compile(const std::string& source, const std::string& target, const std::string& name);
 
+// NVRTC's log for `source` compiled for `target`: its warnings, empty when it
+// has none. Generated modules are meant to have none (a user reads them in
+// KILN_DUMP_TO's files); kiln-fuzz's CUDA emulation checks this. Throws as
+// nvrtc_compile does.
+std::string nvrtc_warnings(const std::string& source, const std::string& target, const std::string& name);
+
 // NVRTC's log for `source` compiled for `target` (an sm_XY) with ptxas's
 // report on: per kernel, "Used N registers", its spill stores and loads, its
 // stack frame and shared memory. Not cached; the image is dropped. Throws as

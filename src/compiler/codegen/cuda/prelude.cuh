@@ -24,7 +24,7 @@ using uint8_t = unsigned char;
 using int32_t = int;
 using int64_t = long long;
 
-constexpr int warp_size = 32;
+inline constexpr int warp_size = 32;  // inline: no unused-variable warning in modules without a reduction
 
 // ---- values ------------------------------------------------------------------------------
 

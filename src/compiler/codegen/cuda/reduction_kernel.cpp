@@ -146,6 +146,15 @@ class RowReductionKernel {
         for (const auto& [value, id] : element_outputs()) collect_until(id, kept, needed);
       passes_to_emit_[pass] = needed;
     }
+    // A kept value whose readers in later passes are all kept values too
+    // (erf in cos(erf(x)), where the cos is kept) is read by no later pass:
+    // it is computed where it is needed and not kept.
+    for (auto kept = computed_in_registers_.begin(); kept != computed_in_registers_.end();) {
+      bool read_later = false;
+      for (std::size_t pass = static_cast<std::size_t>(first_pass(*kept)) + 1; pass < passes_to_emit_.size(); ++pass)
+        read_later = read_later || passes_to_emit_[pass].count(*kept) > 0;
+      kept = read_later ? std::next(kept) : computed_in_registers_.erase(kept);
+    }
   }
 
   int passes_reading(int id) const {
@@ -185,29 +194,36 @@ class RowReductionKernel {
     return text;
   }
 
-  // The head of a loop over this thread's items of the row, named
-  // item_index(): a strided loop, or for short rows one unrolled over steps_
-  // (`step` and the row arrays' indices are constants once unrolled). The
-  // body ends with "    }\n".
-  std::string thread_loop() const {
+  // A loop over this thread's items of the row, named item_index(), around
+  // `body` and the declarations of `coordinates` it reads: a strided loop,
+  // or for short rows one unrolled over steps_ (`step` and the row arrays'
+  // indices are constants once unrolled). Nothing for an empty row, whose
+  // coordinates would divide by a zero size.
+  std::string thread_loop(const std::vector<IndexVariable>& coordinates, const std::string& body) const {
+    if (row_items() == 0) return "";
     std::string index = item_index(), items = std::to_string(row_items());
     std::string stride = std::to_string(threads_per_row_);
+    std::string inner = declarations_used_by(coordinates, body, "      ") + body;
     if (steps_ == 0)
       return "    for (int64_t " + index + " = lane; " + index + " < " + items + "; " + index + " += " + stride +
-             ") {\n";
-    std::string text = "#pragma unroll\n    for (int step = 0; step < " + std::to_string(steps_) + "; ++step) {\n";
-    text += "      const int64_t " + index + " = lane + int64_t{" + stride + "} * step;\n";
+             ") {\n" + inner + "    }\n";
     if (row_items() % threads_per_row_ != 0)
-      text += "      if (" + index + " >= " + items + ") continue;  // this thread's last step is past the row's end\n";
-    return text;
+      inner = "      if (" + index + " >= " + items +
+              ") continue;  // this thread's last step is past the row's end\n" + inner;
+    return "#pragma unroll\n    for (int step = 0; step < " + std::to_string(steps_) + "; ++step) {\n" +
+           declarations_used_by({{index, "lane + int64_t{" + stride + "} * step"}}, inner, "      ") + inner +
+           "    }\n";
   }
 
-  // j (and the middle coordinates d*) of the element at `position`.
-  std::string element_coordinates() const {
-    if (layout_.middle_sizes.empty()) return "      const int64_t j = position;\n";
+  // The coordinates of this thread's item: j (and the middle coordinates d*)
+  // of the element at `position`, or j0, the first element of `pack`.
+  std::vector<IndexVariable> item_coordinates() const {
+    if (vector_) return {{"j0", "pack * " + std::to_string(width_)}};
+    if (layout_.middle_sizes.empty()) return {{"j", "position"}};
     std::string inner = std::to_string(layout_.inner_size);
-    return "      const int64_t middle = position / " + inner + ";\n" + "      const int64_t j = position - middle * " +
-           inner + ";\n" + writer_.middle_coordinates(layout_, "      ");
+    std::vector<IndexVariable> variables = {{"middle", "position / " + inner}, {"j", "position - middle * " + inner}};
+    for (IndexVariable& coordinate : writer_.middle_coordinates(layout_)) variables.push_back(std::move(coordinate));
+    return variables;
   }
 
   // The first step of a short row: this thread's elements of the loads in
@@ -231,17 +247,17 @@ class RowReductionKernel {
       std::string type = vector_ ? "Pack<" + writer_.type(id) + ", " + width + ">" : writer_.type(id);
       text += "    " + type + " row_" + writer_.at(id).name + "[" + steps + "];\n";
     }
-    text += thread_loop();
-    text += vector_ ? "      const int64_t j0 = pack * " + width + ";\n" : element_coordinates();
+    std::string loads;
     for (int id : in_registers_) {
       const Instance& item = writer_.at(id);
       std::string input = emitter_.input_name(item.buffer);
-      text += "      row_" + item.name + "[step] = " +
-              (vector_ ? "load_pack<" + width + ">(" + input + " + " + writer_.offset(item.address, layout_, "j0") + ")"
-                       : input + "[" + writer_.offset(item.address, layout_, "j") + "]") +
-              ";\n";
+      loads +=
+          "      row_" + item.name + "[step] = " +
+          (vector_ ? "load_pack<" + width + ">(" + input + " + " + writer_.offset(item.address, layout_, "j0") + ")"
+                   : input + "[" + writer_.offset(item.address, layout_, "j") + "]") +
+          ";\n";
     }
-    return text + "    }\n" + kept;
+    return text + thread_loop(item_coordinates(), loads) + kept;
   }
 
   // The pass after which a per-row value can be computed (0: at the row's start).
@@ -254,14 +270,27 @@ class RowReductionKernel {
     return ready;
   }
 
+  // The per-row values ready after pass `phase`. An empty row has no
+  // passes, so then only those that the row outputs read are declared.
   std::string row_values(int phase) const {
+    std::set<int> stored;
+    if (row_items() == 0)
+      for (const auto& [value, id] : writer_.outputs())
+        if (writer_.is_row_output(value, id)) collect_row_value(id, stored);
     std::string text;
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = writer_.at(id);
       if (writer_.varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
+      if (row_items() == 0 && !stored.count(id)) continue;
       text += writer_.declaration(id, layout_, "j", "    ");
     }
     return text;
+  }
+
+  // `root` and the per-row values it reads, up to the reductions.
+  void collect_row_value(int root, std::set<int>& values) const {
+    if (!values.insert(root).second || writer_.at(root).kind == Instance::Kind::reduction) return;
+    for (int operand : writer_.at(root).operands) collect_row_value(operand, values);
   }
 
   // The loop of one pass over the row: this thread's elements, the values
@@ -270,23 +299,23 @@ class RowReductionKernel {
   std::string row_loop(int pass, const std::string& tail) const {
     const std::set<int>& needed = passes_to_emit_[static_cast<std::size_t>(pass)];
     if (vector_) return vector_row_loop(pass, tail);
-    std::string text = thread_loop() + element_coordinates();
+    std::string body;
     for (int id : needed)
-      text += in_registers_.count(id) ? "      const " + writer_.type(id) + " " + writer_.at(id).name + " = row_" +
+      body += in_registers_.count(id) ? "      const " + writer_.type(id) + " " + writer_.at(id).name + " = row_" +
                                             writer_.at(id).name + "[step];\n"
                                       : element_value(id, pass, "      ");
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
-        text += "      " + emitter_.output_name(value) + "[" +
+        body += "      " + emitter_.output_name(value) + "[" +
                 writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
-    return text + tail + "    }\n";
+    return thread_loop(item_coordinates(), body + tail);
   }
 
   // row_loop over packs of width_ elements (no middle loops here).
   std::string vector_row_loop(int pass, const std::string& tail) const {
     const std::set<int>& needed = passes_to_emit_[static_cast<std::size_t>(pass)];
     std::string width = std::to_string(width_);
-    std::string text = thread_loop() + "      const int64_t j0 = pack * " + width + ";\n";
+    std::string text;
     std::set<int> from_packs;
     for (int id : needed) {
       const Instance& item = writer_.at(id);
@@ -302,27 +331,28 @@ class RowReductionKernel {
       for (const auto& [value, id] : element_outputs())
         text += "      Pack<" + emitter_.storage_type(value) + ", " + width + "> pack_" + emitter_.output_name(value) +
                 ";\n";
-    text += "#pragma unroll\n      for (int element = 0; element < " + width + "; ++element) {\n";
-    text += "        const int64_t j = j0 + element;\n";
+    std::string element_code;
     for (int id : needed) {
       if (from_packs.count(id))
-        text += "        const " + writer_.type(id) + " " + writer_.at(id).name + " = pack_" + writer_.at(id).name +
-                ".value[element];\n";
+        element_code += "        const " + writer_.type(id) + " " + writer_.at(id).name + " = pack_" +
+                        writer_.at(id).name + ".value[element];\n";
       else
-        text += element_value(id, pass, "        ");
+        element_code += element_value(id, pass, "        ");
     }
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
-        text += "        pack_" + emitter_.output_name(value) + ".value[element] = " + writer_.at(id).name + ";\n";
+        element_code +=
+            "        pack_" + emitter_.output_name(value) + ".value[element] = " + writer_.at(id).name + ";\n";
     else
-      text += "  " + tail;
-    text += "      }\n";
+      element_code += "  " + tail;
+    text += "#pragma unroll\n      for (int element = 0; element < " + width + "; ++element) {\n";
+    text += declarations_used_by({{"j", "j0 + element"}}, element_code, "        ") + element_code + "      }\n";
     if (tail.empty())
       for (const auto& [value, id] : element_outputs())
         text += "      store_pack<" + width + ">(" + emitter_.output_name(value) + " + " +
                 writer_.offset(writer_.output_address(value), layout_, "j0") + ", pack_" + emitter_.output_name(value) +
                 ");\n";
-    return text + "    }\n";
+    return thread_loop(item_coordinates(), text);
   }
 
   std::vector<std::pair<ir::ValueId, int>> element_outputs() const {
@@ -353,7 +383,7 @@ class RowReductionKernel {
     }
     if (widest == 0) return 1;
     int width = static_cast<int>(16 / widest);
-    if (width < 2 || row_length_ % width != 0) return 1;
+    if (width < 2 || row_length_ == 0 || layout_.rows() == 0 || row_length_ % width != 0) return 1;
     for (const auto& [linear, dtype] : streams) {
       if (linear.offset % width != 0) return 1;
       for (int axis : layout_.outer_axes)
@@ -383,10 +413,27 @@ class RowReductionKernel {
     std::string threads = std::to_string(launch_.threads);
     std::string text = "extern \"C\" __global__ void __launch_bounds__(" + threads + ") " + launch_.function +
                        (vector_ ? "_vector(" : "(") + writer_.parameters() + ") {\n";
+    // No row loop: its coordinates would divide by a zero size.
+    if (layout_.rows() == 0) return text + "  // The space " + kernel_.space.to_string() + " has no rows.\n}\n";
+    std::string row = register_loads() + row_values(0);
+    for (std::size_t k = 0; k < reductions_.size(); ++k) {
+      row += reduction_pass(k);
+      row += row_values(static_cast<int>(k) + 1);
+    }
+    if (!element_outputs().empty() && row_items() > 0)
+      row += "    // The element outputs.\n" + row_loop(static_cast<int>(passes_.size()) - 1, "");
+    for (const auto& [value, id] : writer_.outputs())
+      if (writer_.is_row_output(value, id))
+        row += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
+               writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
+    row = declarations_used_by(writer_.row_coordinates(layout_), row, "    ") + row;
+    // The thread's place in its row (unused when the row is empty and
+    // nothing is stored per row).
+    const IndexVariable lane{"lane", by_warp_ ? "threadIdx.x % 32" : "threadIdx.x", "int"};
     if (by_warp_) {
       std::string per_block = std::to_string(rows_per_block());
       text += "  // One warp per row of " + std::to_string(row_length_) + " elements.\n";
-      text += "  const int lane = threadIdx.x % 32;\n";
+      text += declarations_used_by({lane}, row, "  ");
       text += "  for (int64_t row = blockIdx.x * int64_t{" + per_block + "} + threadIdx.x / 32; row < " +
               std::to_string(layout_.rows()) + "; row += gridDim.x * int64_t{" + per_block + "}) {\n";
     } else {
@@ -394,23 +441,10 @@ class RowReductionKernel {
       for (std::size_t k = 0; k < reductions_.size(); ++k)
         text += "  __shared__ " + writer_.type(reductions_[k]) + " shared" + std::to_string(k) + "[" +
                 std::to_string(row_block_threads / 32) + "];\n";
-      text += "  const int lane = threadIdx.x;\n";
+      text += declarations_used_by({lane}, row, "  ");
       text += "  for (int64_t row = blockIdx.x; row < " + std::to_string(layout_.rows()) + "; row += gridDim.x) {\n";
     }
-    text += writer_.row_coordinates(layout_, "    ");
-    text += register_loads();
-    text += row_values(0);
-    for (std::size_t k = 0; k < reductions_.size(); ++k) {
-      text += reduction_pass(k);
-      text += row_values(static_cast<int>(k) + 1);
-    }
-    if (!element_outputs().empty())
-      text += "    // The element outputs.\n" + row_loop(static_cast<int>(passes_.size()) - 1, "");
-    for (const auto& [value, id] : writer_.outputs())
-      if (writer_.is_row_output(value, id))
-        text += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
-                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
-    return text + "  }\n}\n";
+    return text + row + "  }\n}\n";
   }
 
   KernelWriter& writer_;
