@@ -24,6 +24,14 @@ bool Match::operand_has_result_type(std::size_t index) const {
   return operand(index).type == graph_.node(id_).type;
 }
 
+std::size_t Match::use_count(ir::ValueId value) const {
+  std::size_t uses = 0;
+  for (ir::ValueId id = value + 1; id < graph_.size(); ++id)
+    for (ir::ValueId operand : graph_.node(id).operands) uses += operand == value ? 1 : 0;
+  for (ir::ValueId output : graph_.outputs) uses += output == value ? 1 : 0;
+  return uses;
+}
+
 bool Match::replace_with(ir::ValueId value) {
   rewriter_.replace_uses(id_, value);
   return true;

@@ -28,6 +28,11 @@ class Match {
   bool operand_is(std::size_t index, double value) const;
   // True if operand `index` has exactly the node's own type.
   bool operand_has_result_type(std::size_t index) const;
+  // The uses of `value` by nodes and by the outputs, as the graph stands: a
+  // use that a pending replacement will redirect to it later in the walk is
+  // not counted, so a rule may only lose speed by trusting it, never
+  // correctness.
+  std::size_t use_count(ir::ValueId value) const;
 
   // Uses of this node now read `value` (which must have the node's type).
   bool replace_with(ir::ValueId value);

@@ -1,7 +1,8 @@
 // Identities of data-movement ops: no-op reshapes, broadcasts, transposes
 // and slices disappear; chains collapse into one op; expand_dims and squeeze
 // become reshape (one op for the fusion pass to understand); a matmul takes in
-// its transpose flags a transpose of its operand's last two axes.
+// its transpose flags a transpose of its operand's last two axes, and of its
+// product's.
 
 #include "compiler/simplify_rules.h"
 
@@ -75,6 +76,26 @@ bool matmul_of_transpose(Match& match) {
   return rewritten && match.changed();
 }
 
+// transpose(matmul(a, b)) over the last two axes -> matmul(b, a) with both
+// transpose flags swapped and flipped ((AB)^T = B^T A^T), when the transpose
+// is the product's only use: no transposed copy of the product is made, and
+// the transpose's consumers can be the matmul's epilogue, which reads each
+// element of the product where it is computed.
+bool transpose_of_matmul(Match& match) {
+  const ir::Node& product = match.operand(0);
+  if (product.op != ir::Op::matmul || !swaps_last_two_axes(match.node().attributes.axes) ||
+      match.use_count(match.operand_id(0)) != 1)
+    return false;
+  ir::Node& node = match.node();
+  const bool transpose_a = product.attributes.transpose_a, transpose_b = product.attributes.transpose_b;
+  node.operands = {product.operands[1], product.operands[0]};
+  node.op = ir::Op::matmul;
+  node.attributes = {};
+  node.attributes.transpose_a = !transpose_b;
+  node.attributes.transpose_b = !transpose_a;
+  return match.changed();
+}
+
 bool full_slice(Match& match) {
   const ir::Node& node = match.node();
   for (std::int64_t step : node.attributes.step)
@@ -90,6 +111,7 @@ const std::array shape = {
     Rule{"squeeze -> reshape", ir::Op::squeeze, to_reshape},
     Rule{"broadcast_to own shape -> x", ir::Op::broadcast_to, identity},
     Rule{"transpose(transpose(x)) -> transpose(x)", ir::Op::transpose, transpose_chain},
+    Rule{"transpose(matmul(a, b)) -> matmul(b, a) with the transpose flags", ir::Op::transpose, transpose_of_matmul},
     Rule{"slice of everything -> x", ir::Op::slice, full_slice},
     Rule{"matmul(transpose(x)) -> matmul(x) with the transpose flag", ir::Op::matmul, matmul_of_transpose},
     Rule{"concat of one -> x", ir::Op::concat, single_concat},

@@ -124,6 +124,25 @@ TEST(Simplify, MatmulTakesTransposesOfItsOperandsLastTwoAxes) {
               "}\n");
 }
 
+TEST(Simplify, TransposeOfAProductIsAProductOfTheSwappedOperands) {
+  // (A B)^T = B^T A^T: the flags swap places and flip. A product with a
+  // second use keeps its transpose (the matmul would run twice).
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[3,2], %1: f32[4,3], %2: f32[5,5]) -> (f32[4,2], f32[5,5], f32[5,5]) {\n"
+              "  %3 = f32[2,4] matmul(%0, %1) {transpose_a=true, transpose_b=true}\n"
+              "  %4 = f32[4,2] transpose(%3) {permutation=[1,0]}\n"
+              "  %5 = f32[5,5] matmul(%2, %2) {transpose_a=false, transpose_b=false}\n"
+              "  %6 = f32[5,5] transpose(%5) {permutation=[1,0]}\n"
+              "  return %4, %5, %6\n"
+              "}\n",
+              "func @f(%0: f32[3,2], %1: f32[4,3], %2: f32[5,5]) -> (f32[4,2], f32[5,5], f32[5,5]) {\n"
+              "  %3 = f32[4,2] matmul(%1, %0) {transpose_a=false, transpose_b=false}\n"
+              "  %4 = f32[5,5] matmul(%2, %2) {transpose_a=false, transpose_b=false}\n"
+              "  %5 = f32[5,5] transpose(%4) {permutation=[1,0]}\n"
+              "  return %3, %4, %5\n"
+              "}\n");
+}
+
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
   expect_pass(
       [](ir::Graph& graph) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -186,6 +187,8 @@ TEST(JitRegression, GemmEpilogueReducingInAnotherDtype) {
 // product element it computes: the result was the product untransposed (CPU
 // JIT, once the module compiled) or garbage (CUDA). A slice that reverses an
 // axis moves elements the same way. Both now read the product from memory.
+// (The product has a second use here: a transpose that is its only use
+// becomes a matmul of the swapped operands, as in the next test.)
 TEST(JitRegression, TransposedOrReversedSquareProductIsNotAnEpilogue) {
   const std::vector<Tensor> inputs{random_tensor(DType::f32, {6, 5}, 12), random_tensor(DType::f32, {5, 6}, 13),
                                    random_tensor(DType::f32, {6, 6}, 14)};
@@ -194,7 +197,7 @@ TEST(JitRegression, TransposedOrReversedSquareProductIsNotAnEpilogue) {
                          "  %3 = f32[6,6] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
                          "  %4 = f32[6,6] transpose(%3) {permutation=[1,0]}\n"
                          "  %5 = f32[6,6] add(%4, %2)\n"
-                         "  %6 = f32[] reduce_sum(%5) {axes=[0,1], keepdims=false}\n"
+                         "  %6 = f32[] reduce_sum(%3) {axes=[0,1], keepdims=false}\n"
                          "  return %5, %6\n"
                          "}\n",
                          inputs);
@@ -206,6 +209,28 @@ TEST(JitRegression, TransposedOrReversedSquareProductIsNotAnEpilogue) {
                          "  return %5\n"
                          "}\n",
                          inputs);
+}
+
+// simplify's transpose(matmul(a, b)) -> matmul(b, a) with the flags swapped
+// and flipped, for each combination of flags and a batched product.
+TEST(JitRegression, TransposeOfAProductIsTheProductOfTheSwappedOperands) {
+  for (const char* flags : {"transpose_a=false, transpose_b=false", "transpose_a=true, transpose_b=false",
+                            "transpose_a=false, transpose_b=true", "transpose_a=true, transpose_b=true"}) {
+    bool transpose_a = std::string(flags).find("transpose_a=true") != std::string::npos;
+    bool transpose_b = std::string(flags).find("transpose_b=true") != std::string::npos;
+    std::string a = transpose_a ? "f32[2,5,6]" : "f32[2,6,5]", b = transpose_b ? "f32[2,4,5]" : "f32[2,5,4]";
+    Shape a_shape = transpose_a ? Shape({2, 5, 6}) : Shape({2, 6, 5});
+    Shape b_shape = transpose_b ? Shape({2, 4, 5}) : Shape({2, 5, 4});
+    expect_graph_agreement(std::string("transposed product, ") + flags,
+                           "func @transposed(%0: " + a + ", %1: " + b + ", %2: f32[2,4,6]) -> (f32[2,4,6]) {\n" +
+                               "  %3 = f32[2,6,4] matmul(%0, %1) {" + flags + "}\n" +
+                               "  %4 = f32[2,4,6] transpose(%3) {permutation=[0,2,1]}\n"
+                               "  %5 = f32[2,4,6] add(%4, %2)\n"
+                               "  return %5\n"
+                               "}\n",
+                           {random_tensor(DType::f32, a_shape, 15), random_tensor(DType::f32, b_shape, 16),
+                            random_tensor(DType::f32, {2, 4, 6}, 17)});
+  }
 }
 
 }  // namespace
