@@ -74,6 +74,9 @@ TEST(KilnFuzzGenerator, GraphsAreValidHazardFreeAndCoverEveryOp) {
     if (op == ir::Op::parameter || ir::info(op).category == ir::OpCategory::host) continue;
     EXPECT_GT(statistics.ops[std::string(ir::name(op))], 0) << ir::name(op);
   }
+  // About 15 of each motif in 300 graphs.
+  EXPECT_GT(statistics.ops["(attention motif)"], 3);
+  EXPECT_GT(statistics.ops["(epilogue motif)"], 3);
   EXPECT_EQ(dtypes.size(), 5u);
   for (int rank = 0; rank <= 4; ++rank) EXPECT_TRUE(ranks.count(rank)) << "rank " << rank;
   EXPECT_TRUE(zero_size);

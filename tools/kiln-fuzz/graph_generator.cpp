@@ -45,11 +45,14 @@ class Builder {
     max_elements_ = large_ ? options_.max_elements * 32 : options_.max_elements;
     int target = static_cast<int>(random_.between(1, std::max(1, options_.max_nodes)));
     int computed = 0;
-    if (random_.chance(0.05)) {
+    // Motifs that random ops almost never form, each in one graph in twenty.
+    for (const auto& [name, motif] : {std::pair{"(attention motif)", &Builder::build_attention_motif},
+                                      std::pair{"(epilogue motif)", &Builder::build_epilogue_motif}}) {
+      if (!random_.chance(0.05)) continue;
       try {
-        last_ = build_attention_motif();
+        last_ = (this->*motif)();
         ++computed;
-        if (statistics_) statistics_->ops["(attention motif)"] += 1;
+        if (statistics_) statistics_->ops[name] += 1;
       } catch (const Rejected&) {
         if (statistics_) statistics_->rejected += 1;
       }
@@ -521,6 +524,56 @@ class Builder {
     const ValueId values = operand(n, d, second.transpose_b, true);
     const ValueId scores = add(Op::matmul, {queries, keys}, first);
     return add(Op::matmul, {row_normalization(scores), values}, second);
+  }
+
+  // An f32 matrix product and a chain of consumers of its shape: the GEMM
+  // epilogue's fusion (compiler/fusion.cpp). Half the products are square, so
+  // that a transpose or a slice reversing an axis keeps the product's shape:
+  // such consumers move elements and must stay out of the epilogue, which
+  // reads the element it computes (kiln-fuzz met this once in ~20,000 random
+  // graphs, in seed 62 of the CUDA emulation).
+  ValueId build_epilogue_motif() {
+    const std::int64_t m = matrix_dim(), k = matrix_dim(), n = random_.chance(0.5) ? m : matrix_dim();
+    ir::Attributes flags;
+    flags.transpose_a = random_.chance(0.3);
+    flags.transpose_b = random_.chance(0.3);
+    const ValueId a = add_parameter({DType::f32, flags.transpose_a ? Shape({k, m}) : Shape({m, k})});
+    const ValueId b = add_parameter({DType::f32, flags.transpose_b ? Shape({n, k}) : Shape({k, n})});
+    ValueId value = add(Op::matmul, {a, b}, flags);
+    for (std::int64_t step = random_.between(1, 4); step > 0; --step) {
+      const Shape shape = type(value).shape;  // a copy: adding nodes moves the graph's storage
+      switch (random_.weighted({3, 2, 2, 1})) {
+        case 0: {  // elementwise, with a bias along the rows, the columns or everywhere
+          const Shape bias = random_.pick(std::vector<Shape>{Shape({shape[1]}), Shape({shape[0], 1}), shape});
+          value = add(random_.pick(std::vector<Op>{Op::add, Op::mul, Op::maximum}),
+                      {value, add_parameter({DType::f32, bias})});
+          value = add(random_.pick(std::vector<Op>{Op::relu, Op::tanh, Op::neg, Op::exp}), {value});
+          break;
+        }
+        case 1: {
+          ir::Attributes swap;
+          swap.axes = {1, 0};
+          value = add(Op::transpose, {value}, swap);
+          break;
+        }
+        case 2: {  // every element, one axis or both reversed
+          ir::Attributes reversed;
+          const bool rows = random_.chance(0.6), columns = !rows || random_.chance(0.3);
+          reversed.start = {rows ? std::max<std::int64_t>(shape[0] - 1, 0) : 0,
+                            columns ? std::max<std::int64_t>(shape[1] - 1, 0) : 0};
+          reversed.step = {rows ? -1 : 1, columns ? -1 : 1};
+          value = add(Op::slice, {value}, reversed, {DType::f32, shape});
+          break;
+        }
+        default: {  // a reduction of the whole epilogue, or over its rows
+          ir::Attributes reduced;
+          reduced.axes = random_.chance(0.5) ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{1};
+          reduced.keepdims = random_.chance(0.5);
+          return add(random_.pick(std::vector<Op>{Op::reduce_sum, Op::reduce_max}), {value}, reduced);
+        }
+      }
+    }
+    return value;
   }
 
   ValueId f32_constant(double value) {
