@@ -397,6 +397,12 @@ class Fuser {
         if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != group.space.numel())
           return refuse(describe(graph_, member) + " does not have the matmul's shape");
       }
+      for (ir::ValueId member : group.members)
+        if (ir::is_reduction(graph_.node(member).op))
+          for (ir::ValueId user : users_[index(member)])
+            if (group_of_[index(user)] == group_index)
+              return refuse(describe(graph_, user) + " reads " + describe(graph_, member) +
+                            ", a reduction of the whole product, complete only after the epilogue's last tile");
       if (!read_in_place(id, group_index))
         return refuse(
             "the consumers read the product at other elements' positions (a transpose of a square "

@@ -316,5 +316,25 @@ TEST(CudaEmulatedKernels, TransposedOrReversedSquareProductIsNotAnEpilogue) {
                             random_tensor(DType::f32, {20, 48}, 104), random_tensor(DType::f32, {48, 48}, 105));
 }
 
+// A slice reversing a size-1 axis moves nothing and may be the epilogue; as
+// an output it is the product's tile, not the product cuBLAS writes: the
+// kernel must store it (it was left unwritten; kiln-fuzz, seed 2).
+// A product compared with its own maximum: the comparison cannot be the
+// epilogue of the product, whose maximum is known only after every block.
+TEST(CudaEmulatedKernels, OneHotOfTheProductsMaximum) {
+  auto body = [](Tensor x, Tensor w) {
+    Tensor product = matmul(x, w);
+    return cast(eq(product, reduce_max(product, {0, 1}, true)), DType::f32);
+  };
+  expect_emulated_agreement("one-hot of the maximum", false, body, random_tensor(DType::f32, {40, 9}, 109),
+                            random_tensor(DType::f32, {9, 30}, 110));
+}
+
+TEST(CudaEmulatedKernels, ProductReturnedThroughASliceThatMovesNothing) {
+  auto body = [](Tensor x, Tensor w) { return slice(matmul(x, w), {.start = {0, 0}, .step = {1, -1}}); };
+  expect_emulated_agreement("unit reversal", false, body, random_tensor(DType::f32, {40, 9}, 107),
+                            random_tensor(DType::f32, {9, 1}, 108));
+}
+
 }  // namespace
 }  // namespace kiln

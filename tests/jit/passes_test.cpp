@@ -299,6 +299,24 @@ TEST(Fusion, OnlyConsumersReadingTheProductInPlaceFormItsEpilogue) {
   }
 }
 
+// An epilogue runs tile by tile, so it cannot read a reduction of the whole
+// product: x == max(x) stays out of it (the maximum is still fused).
+TEST(Fusion, AnEpilogueDoesNotReadItsOwnFullReduction) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[8,16], %1: f32[16,4]) -> (f32[8,4]) {\n"
+      "  %2 = f32[8,4] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+      "  %3 = f32[1,1] reduce_max(%2) {axes=[0,1], keepdims=true}\n"
+      "  %4 = bool[8,4] eq(%2, %3)\n"
+      "  %5 = f32[8,4] cast(%4)\n"
+      "  return %5\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  ASSERT_EQ(plan.kernels.size(), 2u) << printed;
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::gemm) << printed;
+  EXPECT_NE(printed.find("complete only after the epilogue's last tile"), std::string::npos) << printed;
+}
+
 TEST(FuseAttention, MatmulRowKernelMatmulBecomeOneKernel) {
   ir::Graph graph = ir::parse(
       "func @f(%0: f32[2,8,4], %1: f32[2,6,4], %2: f32[2,6,3]) -> (f32[2,8,3]) {\n"

@@ -211,6 +211,40 @@ TEST(JitRegression, TransposedOrReversedSquareProductIsNotAnEpilogue) {
                          inputs);
 }
 
+// kiln-fuzz (seed 2, graph 1402, with the epilogue motif): a slice that
+// reverses a size-1 axis moves nothing, so it may be the epilogue; returned,
+// its instance is the product's tile, and the generators took it for the
+// product itself, which sgemm/cuBLAS writes: the CPU module named a row
+// pointer it never declared, and CUDA left the output unwritten.
+TEST(JitRegression, ProductReturnedThroughASliceThatMovesNothing) {
+  expect_graph_agreement("reversed size-1 axis of a product",
+                         "func @unit_reversal(%0: f32[1,9], %1: f32[9,1], %2: f32[4,9]) -> (f32[1,1], f32[4,1]) {\n"
+                         "  %3 = f32[1,1] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+                         "  %4 = f32[1,1] slice(%3) {start=[0,0], step=[-1,1]}\n"
+                         "  %5 = f32[4,1] matmul(%2, %1) {transpose_a=false, transpose_b=false}\n"
+                         "  %6 = f32[4,1] slice(%5) {start=[0,0], step=[1,-1]}\n"
+                         "  return %4, %6\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {1, 9}, 18), random_tensor(DType::f32, {9, 1}, 19),
+                          random_tensor(DType::f32, {4, 9}, 20)});
+}
+
+// kiln-fuzz (seed 2, graph 6543): a product compared with its own maximum
+// (a one-hot of the largest element) joined the product's epilogue, which
+// cannot read a reduction of the whole product before its last tile: the
+// module did not compile (the function fell back to the standard executor).
+TEST(JitRegression, EpilogueReadingAReductionOfTheWholeProductCompiles) {
+  expect_graph_agreement("one-hot of the product's maximum",
+                         "func @one_hot(%0: f32[8,8], %1: f32[4,8]) -> (f32[8,4]) {\n"
+                         "  %2 = f32[8,4] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+                         "  %3 = f32[1,1] reduce_max(%2) {axes=[0,1], keepdims=true}\n"
+                         "  %4 = bool[8,4] eq(%2, %3)\n"
+                         "  %5 = f32[8,4] cast(%4)\n"
+                         "  return %5\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {8, 8}, 21), random_tensor(DType::f32, {4, 8}, 22)});
+}
+
 // simplify's transpose(matmul(a, b)) -> matmul(b, a) with the flags swapped
 // and flipped, for each combination of flags and a batched product.
 TEST(JitRegression, TransposeOfAProductIsTheProductOfTheSwappedOperands) {

@@ -329,9 +329,10 @@ class RowKernel {
               emitter_.row_offset(item.address, layout_) + ");\n";
     }
     for (const auto& [value, id] : outputs_) {
-      if (at(id).kind == Instance::Kind::tile ||
-          (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction))
-        continue;
+      // The product itself is written by sgemm; a shape op of it that moves
+      // nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
+      const bool product = at(id).kind == Instance::Kind::tile && emitter_.graph().node(value).op == ir::Op::matmul;
+      if (product || (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction)) continue;
       if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
         text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) +
                 " = probabilities + (row - row_begin) * ld;\n";

@@ -47,7 +47,9 @@ class ElementKernel {
     }
     for (const auto& [value, id] : writer_.outputs()) {
       const Instance& item = writer_.at(id);
-      if (item.kind == Instance::Kind::tile) continue;  // cuBLAS writes the product itself
+      // cuBLAS writes the product itself; a shape op of it that moves nothing
+      // (a reversed slice of a size-1 axis) is an element output.
+      if (item.kind == Instance::Kind::tile && graph.node(value).op == ir::Op::matmul) continue;
       if (item.kind == Instance::Kind::reduction) {
         if (kernel_.kind == KernelKind::loop)
           throw CompileError(std::string(ir::name(graph.node(value).op)), "a reduction in a loop kernel",
