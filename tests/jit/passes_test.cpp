@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace kiln::compiler {
 namespace {
 
@@ -196,6 +199,18 @@ TEST(Dce, RemovesUnusedNodesKeepsParameters) {
 
 FusionPlan plan_of(const std::string& text) { return fuse(ir::parse(text)); }
 
+// The plan for `text` and its printed form (the `fused` stage), to show in failures.
+struct PrintedPlan {
+  FusionPlan plan;
+  std::string printed;
+};
+PrintedPlan printed_plan_of(const std::string& text) {
+  ir::Graph graph = ir::parse(text);
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  return {std::move(plan), std::move(printed)};
+}
+
 TEST(Fusion, SoftmaxIsOneReductionKernelWithTwoPasses) {
   FusionPlan plan = plan_of(
       "func @softmax(%0: f32[8,16]) -> (f32[8,16]) {\n"
@@ -257,15 +272,13 @@ TEST(Fusion, RowValuesJoinTheRowKernel) {
 }
 
 TEST(Fusion, MatmulOperandsStayInMemory) {
-  ir::Graph graph = ir::parse(
+  auto [plan, printed] = printed_plan_of(
       "func @f(%0: f32[8,16], %1: f32[16,4]) -> (f32[8,4]) {\n"
       "  %2 = f32[8,16] exp(%0)\n"
       "  %3 = f32[8,4] matmul(%2, %1) {transpose_a=false, transpose_b=false}\n"
       "  %4 = f32[8,4] relu(%3)\n"
       "  return %4\n"
       "}\n");
-  FusionPlan plan = fuse(graph);
-  std::string printed = print_plan(graph, plan);
   ASSERT_EQ(plan.kernels.size(), 2u) << printed;
   EXPECT_EQ(plan.kernels[1].kind, KernelKind::gemm) << printed;
   EXPECT_NE(printed.find("the matmul reads its operands from memory"), std::string::npos) << printed;
@@ -275,34 +288,31 @@ TEST(Fusion, MatmulOperandsStayInMemory) {
 // moves elements (a transpose of a square product, a slice reversing an axis)
 // keeps the product in memory, and one that moves none joins the epilogue.
 TEST(Fusion, OnlyConsumersReadingTheProductInPlaceFormItsEpilogue) {
-  auto kernels_for = [](const std::string& consumer) {
-    ir::Graph graph = ir::parse(
+  auto plan_for = [](const std::string& consumer) {
+    return printed_plan_of(
         "func @f(%0: f32[8,16], %1: f32[16,8], %2: f32[8,8]) -> (f32[8,8]) {\n"
         "  %3 = f32[8,8] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
         "  %4 = f32[8,8] " +
-        consumer +
-        "\n"
+        consumer + "\n" +
         "  %5 = f32[8,8] add(%4, %2)\n"
         "  return %5\n"
         "}\n");
-    FusionPlan plan = fuse(graph);
-    return std::pair{plan.kernels.size(), print_plan(graph, plan)};
   };
   for (const std::string moving : {"transpose(%3) {permutation=[1,0]}", "slice(%3) {start=[0,7], step=[1,-1]}"}) {
-    auto [kernels, printed] = kernels_for(moving);
-    EXPECT_EQ(kernels, 2u) << printed;
+    auto [plan, printed] = plan_for(moving);
+    EXPECT_EQ(plan.kernels.size(), 2u) << printed;
     EXPECT_NE(printed.find("an epilogue reads only the element it computes"), std::string::npos) << printed;
   }
   for (const std::string in_place : {"relu(%3)", "slice(%3) {start=[0,0], step=[1,1]}"}) {
-    auto [kernels, printed] = kernels_for(in_place);
-    EXPECT_EQ(kernels, 1u) << printed;
+    auto [plan, printed] = plan_for(in_place);
+    EXPECT_EQ(plan.kernels.size(), 1u) << printed;
   }
 }
 
 // An epilogue runs tile by tile, so it cannot read a reduction of the whole
 // product: x == max(x) stays out of it (the maximum is still fused).
 TEST(Fusion, AnEpilogueDoesNotReadItsOwnFullReduction) {
-  ir::Graph graph = ir::parse(
+  auto [plan, printed] = printed_plan_of(
       "func @f(%0: f32[8,16], %1: f32[16,4]) -> (f32[8,4]) {\n"
       "  %2 = f32[8,4] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
       "  %3 = f32[1,1] reduce_max(%2) {axes=[0,1], keepdims=true}\n"
@@ -310,8 +320,6 @@ TEST(Fusion, AnEpilogueDoesNotReadItsOwnFullReduction) {
       "  %5 = f32[8,4] cast(%4)\n"
       "  return %5\n"
       "}\n");
-  FusionPlan plan = fuse(graph);
-  std::string printed = print_plan(graph, plan);
   ASSERT_EQ(plan.kernels.size(), 2u) << printed;
   EXPECT_EQ(plan.kernels[0].kind, KernelKind::gemm) << printed;
   EXPECT_NE(printed.find("complete only after the epilogue's last tile"), std::string::npos) << printed;
