@@ -16,9 +16,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln::kernels::cuda {
@@ -164,42 +166,89 @@ cublasStatus_t run(runtime::cuda::DeviceContext& context, LtDevice& device, cons
                         plan.result, &algorithm, device.workspace, workspace_bytes, context.stream);
 }
 
-// The fastest of `found` on this problem's buffers: each run once to warm up,
-// then `timed_runs` times between two events, in order, until the tuning
-// budget is spent (see `candidates`). Waits for the stream. -1 when none of
-// them runs.
-int fastest(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan,
-            const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype, const void* a, const void* b,
-            void* c) {
-  // Destroyed however this returns (a failed check throws).
+// Times runs of one way of computing a product on the stream: `call` (which
+// returns whether it ran) once to warm up, then `timed_runs` times between
+// two events. Waits for the stream.
+class GemmTimer {
+ public:
+  explicit GemmTimer(runtime::cuda::DeviceContext& context) : context_(context) {}
+
+  // Milliseconds for the timed runs, or nothing when a run failed.
+  template <class Call>
+  std::optional<float> time(Call call) {
+    if (!call()) return std::nullopt;
+    runtime::cuda::check(cudaEventRecord(start_.get(), context_.stream), "cudaEventRecord", "matmul");
+    bool ran = true;
+    for (int r = 0; r < timed_runs; ++r) ran = ran && call();
+    runtime::cuda::check(cudaEventRecord(stop_.get(), context_.stream), "cudaEventRecord", "matmul");
+    runtime::cuda::check(cudaEventSynchronize(stop_.get()), "cudaEventSynchronize", "matmul");
+    float elapsed = 0;
+    runtime::cuda::check(cudaEventElapsedTime(&elapsed, start_.get(), stop_.get()), "cudaEventElapsedTime", "matmul");
+    spent_ms_ += elapsed * (timed_runs + 1) / timed_runs;  // the warm-up run too
+    if (!ran) return std::nullopt;
+    return elapsed;
+  }
+  float spent_ms() const { return spent_ms_; }
+
+ private:
+  // Destroyed however the timer goes (a failed check throws).
   using OwnedEvent = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, decltype(&cudaEventDestroy)>;
-  auto create_event = [] {
+  static OwnedEvent create_event() {
     cudaEvent_t event = nullptr;
     runtime::cuda::check(cudaEventCreate(&event), "cudaEventCreate", "matmul");
     return OwnedEvent(event, &cudaEventDestroy);
-  };
-  OwnedEvent start_event = create_event(), stop_event = create_event();
-  cudaEvent_t start = start_event.get(), stop = stop_event.get();
+  }
+
+  runtime::cuda::DeviceContext& context_;
+  OwnedEvent start_ = create_event(), stop_ = create_event();
+  float spent_ms_ = 0;
+};
+
+// The fastest of `found` on this problem's buffers and its time for
+// `timed_runs` runs, trying them in order until the tuning budget is spent
+// (see `candidates`). -1 when none of them runs.
+std::pair<int, float> fastest(GemmTimer& timer, runtime::cuda::DeviceContext& context, LtDevice& device,
+                              const Plan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype,
+                              const void* a, const void* b, void* c) {
   int best = -1;
-  float best_ms = 0, spent_ms = 0;
-  for (std::size_t i = 0; i < found.size() && (i < always_tried || spent_ms < tuning_budget_ms); ++i) {
+  float best_ms = 0;
+  for (std::size_t i = 0; i < found.size() && (i < always_tried || timer.spent_ms() < tuning_budget_ms); ++i) {
     // A candidate that cuBLASLt refuses to run is not a candidate.
-    if (run(context, device, plan, found[i].algo, dtype, a, b, c) != CUBLAS_STATUS_SUCCESS) continue;
-    runtime::cuda::check(cudaEventRecord(start, context.stream), "cudaEventRecord", "matmul");
-    bool ran = true;
-    for (int r = 0; r < timed_runs; ++r)
-      ran = ran && run(context, device, plan, found[i].algo, dtype, a, b, c) == CUBLAS_STATUS_SUCCESS;
-    runtime::cuda::check(cudaEventRecord(stop, context.stream), "cudaEventRecord", "matmul");
-    runtime::cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize", "matmul");
-    float elapsed = 0;
-    runtime::cuda::check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime", "matmul");
-    spent_ms += elapsed * (timed_runs + 1) / timed_runs;  // the warm-up run too
-    if (ran && (best < 0 || elapsed < best_ms)) {
+    std::optional<float> elapsed =
+        timer.time([&] { return run(context, device, plan, found[i].algo, dtype, a, b, c) == CUBLAS_STATUS_SUCCESS; });
+    if (elapsed && (best < 0 || *elapsed < best_ms)) {
       best = static_cast<int>(i);
-      best_ms = elapsed;
+      best_ms = *elapsed;
     }
   }
-  return best;
+  return {best, best_ms};
+}
+
+// cuBLAS's own choice for the product (cublasGemmEx, or its strided batched
+// form), which is what lt_matmul's caller runs when the plan is not usable.
+bool run_cublas_default(runtime::cuda::DeviceContext& context, const GemmProblem& p, const void* a, const void* b,
+                        void* c) {
+  const bool f32 = p.dtype == DType::f32;
+  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute =
+      !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const float alpha32 = 1, beta32 = 0;
+  const double alpha64 = 1, beta64 = 0;
+  const void* alpha = f32 ? static_cast<const void*>(&alpha32) : &alpha64;
+  const void* beta = f32 ? static_cast<const void*>(&beta32) : &beta64;
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  const int lda = static_cast<int>(p.transpose_a ? p.m : p.k), ldb = static_cast<int>(p.transpose_b ? p.k : p.n);
+  const cublasOperation_t operation_a = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t operation_b = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasHandle_t handle = runtime::cuda::cublas_handle(context);
+  // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
+  const cublasStatus_t status =
+      p.batch == 1 ? cublasGemmEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c,
+                                  type, n, compute, CUBLAS_GEMM_DEFAULT)
+                   : cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb,
+                                                p.stride_b, a, type, lda, p.stride_a, beta, c, type, n, p.stride_c,
+                                                static_cast<int>(p.batch), compute, CUBLAS_GEMM_DEFAULT);
+  return status == CUBLAS_STATUS_SUCCESS;
 }
 
 std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
@@ -262,9 +311,20 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
   const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) *
                        static_cast<double>(p.batch);
   int chosen = 0;
-  if (autotune_enabled() && found.size() > 1 && flops >= tuning_flops)
-    chosen = fastest(context, device, *plan, found, p.dtype, a, b, c);
-  if (chosen < 0) return plan;  // none ran: cublasGemmEx takes it
+  if (autotune_enabled() && flops >= tuning_flops) {
+    GemmTimer timer(context);
+    float chosen_ms = 0;
+    std::tie(chosen, chosen_ms) = fastest(timer, context, device, *plan, found, p.dtype, a, b, c);
+    if (chosen < 0) return plan;  // none ran: cublasGemmEx takes it
+    // cuBLAS's own choice runs too, and takes the product when it is faster:
+    // the heuristic's candidates do not always include it (on an H200,
+    // TF32 8192^3: 3.20 ms for the fastest candidate, 2.76 for cublasGemmEx).
+    // Without an epilogue only: cublasGemmEx applies none.
+    if (p.epilogue == GemmEpilogue::none) {
+      std::optional<float> cublas_ms = timer.time([&] { return run_cublas_default(context, p, a, b, c); });
+      if (cublas_ms && *cublas_ms < chosen_ms) return plan;  // not usable: cublasGemmEx takes it
+    }
+  }
   plan->algorithm = found[static_cast<std::size_t>(chosen)].algo;
   plan->usable = true;
   return plan;
