@@ -224,33 +224,6 @@ std::pair<int, float> fastest(GemmTimer& timer, runtime::cuda::DeviceContext& co
   return {best, best_ms};
 }
 
-// cuBLAS's own choice for the product (cublasGemmEx, or its strided batched
-// form), which is what lt_matmul's caller runs when the plan is not usable.
-bool run_cublas_default(runtime::cuda::DeviceContext& context, const GemmProblem& p, const void* a, const void* b,
-                        void* c) {
-  const bool f32 = p.dtype == DType::f32;
-  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  const float alpha32 = 1, beta32 = 0;
-  const double alpha64 = 1, beta64 = 0;
-  const void* alpha = f32 ? static_cast<const void*>(&alpha32) : &alpha64;
-  const void* beta = f32 ? static_cast<const void*>(&beta32) : &beta64;
-  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
-  const int lda = static_cast<int>(p.transpose_a ? p.m : p.k), ldb = static_cast<int>(p.transpose_b ? p.k : p.n);
-  const cublasOperation_t operation_a = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t operation_b = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasHandle_t handle = runtime::cuda::cublas_handle(context);
-  // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
-  const cublasStatus_t status =
-      p.batch == 1 ? cublasGemmEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c,
-                                  type, n, compute, CUBLAS_GEMM_DEFAULT)
-                   : cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb,
-                                                p.stride_b, a, type, lda, p.stride_a, beta, c, type, n, p.stride_c,
-                                                static_cast<int>(p.batch), compute, CUBLAS_GEMM_DEFAULT);
-  return status == CUBLAS_STATUS_SUCCESS;
-}
-
 std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
                                 const Alignments& alignments, const void* a, const void* b, void* c) {
   auto plan = std::make_unique<Plan>();
@@ -321,7 +294,8 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
     // TF32 8192^3: 3.20 ms for the fastest candidate, 2.76 for cublasGemmEx).
     // Without an epilogue only: cublasGemmEx applies none.
     if (p.epilogue == GemmEpilogue::none) {
-      std::optional<float> cublas_ms = timer.time([&] { return run_cublas_default(context, p, a, b, c); });
+      std::optional<float> cublas_ms =
+          timer.time([&] { return cublas_matmul(context, p, a, b, c) == CUBLAS_STATUS_SUCCESS; });
       if (cublas_ms && *cublas_ms < chosen_ms) return plan;  // not usable: cublasGemmEx takes it
     }
   }
@@ -331,6 +305,30 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
 }
 
 }  // namespace
+
+cublasStatus_t cublas_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& p, const void* a, const void* b,
+                             void* c) {
+  const bool f32 = p.dtype == DType::f32;
+  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute =
+      !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const float alpha32 = 1, beta32 = 0;
+  const double alpha64 = 1, beta64 = 0;
+  const void* alpha = f32 ? static_cast<const void*>(&alpha32) : &alpha64;
+  const void* beta = f32 ? static_cast<const void*>(&beta32) : &beta64;
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  const int lda = static_cast<int>(p.transpose_a ? p.m : p.k), ldb = static_cast<int>(p.transpose_b ? p.k : p.n);
+  const cublasOperation_t operation_a = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t operation_b = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasHandle_t handle = runtime::cuda::cublas_handle(context);
+  // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
+  if (p.batch == 1)
+    return cublasGemmEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c, type, n,
+                        compute, CUBLAS_GEMM_DEFAULT);
+  return cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, p.stride_b, a, type,
+                                    lda, p.stride_a, beta, c, type, n, p.stride_c, static_cast<int>(p.batch), compute,
+                                    CUBLAS_GEMM_DEFAULT);
+}
 
 bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem, const void* a, const void* b,
                void* c) {

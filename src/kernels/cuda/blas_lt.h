@@ -52,4 +52,11 @@ struct GemmProblem {
 bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem, const void* a, const void* b,
                void* c);
 
+// Queues the product (no epilogue) through cuBLAS's own choice of algorithm:
+// cublasGemmEx, or cublasGemmStridedBatchedEx for a batch (which takes a
+// broadcast operand, batch stride 0). What runs when lt_matmul returns false,
+// and what its tuning races. Call with context.cublas_mutex held.
+cublasStatus_t cublas_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem, const void* a,
+                             const void* b, void* c);
+
 }  // namespace kiln::kernels::cuda

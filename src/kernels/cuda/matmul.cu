@@ -45,19 +45,11 @@ void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, 
       throw ValueError("matmul", "matrix dimension " + std::to_string(size) + " exceeds cuBLAS's 32-bit limit",
                        std::string());
   constexpr bool is_f32 = std::is_same_v<T, float>;
-  const cudaDataType type = is_f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      !is_f32 ? CUBLAS_COMPUTE_64F
-              : (config::allow_tf32.load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  const cublasOperation_t operation_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t operation_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int m = static_cast<int>(plan.m), n = static_cast<int>(plan.n), k = static_cast<int>(plan.k);
-  const T alpha = 1, beta = 0;
+  const bool tf32 = is_f32 && config::allow_tf32.load();
   const int64_t c_size = plan.m * plan.n;
 
   std::lock_guard lock(context.cublas_mutex);
   runtime::cuda::DeviceGuard guard(context.index);
-  cublasHandle_t handle = runtime::cuda::cublas_handle(context);
   for (const BatchRun& run : plan.runs) {
     for (int64_t done = 0; done < run.count;) {
       const int64_t count = std::min<int64_t>(run.count - done, INT_MAX);
@@ -74,25 +66,13 @@ void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, 
                           .stride_b = run.b_stride,
                           .stride_c = c_size,
                           .dtype = is_f32 ? DType::f32 : DType::f64,
-                          .tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32};
+                          .tf32 = tf32};
       if (lt_matmul(context, problem, a_first, b_first, c_first)) {
         done += count;
         continue;
       }
-      // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
-      if (count == 1) {
-        runtime::cuda::check(cublasGemmEx(handle, operation_b, operation_a, n, m, k, &alpha, b_first, type,
-                                          static_cast<int>(ldb), a_first, type, static_cast<int>(lda), &beta, c_first,
-                                          type, n, compute, CUBLAS_GEMM_DEFAULT),
-                             "cublasGemmEx", "matmul");
-      } else {
-        runtime::cuda::check(
-            cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, &alpha, b_first, type,
-                                       static_cast<int>(ldb), run.b_stride, a_first, type, static_cast<int>(lda),
-                                       run.a_stride, &beta, c_first, type, n, c_size, static_cast<int>(count), compute,
-                                       CUBLAS_GEMM_DEFAULT),
-            "cublasGemmStridedBatchedEx", "matmul");
-      }
+      runtime::cuda::check(cublas_matmul(context, problem, a_first, b_first, c_first),
+                           count == 1 ? "cublasGemmEx" : "cublasGemmStridedBatchedEx", "matmul");
       done += count;
     }
   }
