@@ -58,20 +58,27 @@ class Peer:
     start_workload: Callable[[], None] = lambda: None
 
 
-def time_calls(call: Callable[[], Any], wait: Callable[[Any], None], runs: int, batch: int = 1, warmup: int = 2):
+def time_calls(call: Callable[[], Any], wait: Callable[[Any], None], runs: int, batch: int = 1, warmup: int = 2,
+               settle_ms: float = 0):
     """kiln-bench's measure. The first call (trace/compile + run) is timed
     alone; then `warmup` calls, each waited for, and, if `batch` > 1, one
-    untimed batch; then `runs` timed runs of `batch` back-to-back calls and
-    one wait after the last (a device runs its queue in order). A run's
-    per-call time is its time / `batch`: the median, min and max of those.
-    With `batch` 1 every call is timed and waited for on its own."""
+    untimed batch; then more untimed batches until `settle_ms` have passed
+    since the warm-up (a GPU's clock settles under sustained work; kiln-bench
+    gives the time in its manifest); then `runs` timed runs of `batch`
+    back-to-back calls and one wait after the last (a device runs its queue
+    in order). A run's per-call time is its time / `batch`: the median, min
+    and max of those. With `batch` 1 every call is timed and waited for on
+    its own."""
     start = time.perf_counter()
     outputs = call()
     wait(outputs)
     first_ms = (time.perf_counter() - start) * 1e3
     for _ in range(warmup):
         wait(call())
+    settle_start = time.perf_counter()
     if batch > 1:
+        wait(batch_of(call, batch))
+    while (time.perf_counter() - settle_start) * 1e3 < settle_ms:
         wait(batch_of(call, batch))
     times = []
     for _ in range(runs):
@@ -93,7 +100,7 @@ def as_list(outputs) -> list:
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
-def run_workload(peer: Peer, workload: dict, data: Path, runs: int) -> dict:
+def run_workload(peer: Peer, workload: dict, data: Path, runs: int, settle_ms: float = 0) -> dict:
     body = peer.bodies[workload["name"]]
     batch = max(1, int(workload.get("batch") or 1))  # absent in CPU manifests: one call per timed run
     tf32 = workload.get("tf32")                      # absent in CPU manifests: the framework's default
@@ -111,7 +118,7 @@ def run_workload(peer: Peer, workload: dict, data: Path, runs: int) -> dict:
         try:
             with peer.precision(tf32):
                 function = mode.wrap(body)
-                timing, outputs = time_calls(lambda: function(*inputs), peer.wait, runs, batch)
+                timing, outputs = time_calls(lambda: function(*inputs), peer.wait, runs, batch, settle_ms=settle_ms)
             outputs = [peer.to_numpy(output) for output in as_list(outputs)]
             timing["difference_to_kiln_jit"] = checks.relative_difference(outputs, kiln_jit)
             timing["difference_to_kiln_standard"] = checks.relative_difference(outputs, kiln_standard)
@@ -162,7 +169,8 @@ def main(make_peer: Callable[[str], Peer]) -> None:
     for workload in manifest["workloads"]:
         if "files" not in workload or workload["name"] not in peer.bodies:
             continue
-        report["workloads"][workload["id"]] = run_workload(peer, workload, arguments.data, arguments.runs)
+        report["workloads"][workload["id"]] = run_workload(peer, workload, arguments.data, arguments.runs,
+                                                           manifest.get("settle_ms", 0))
         write_result(arguments.out, report)
     write_result(arguments.out, report)
 

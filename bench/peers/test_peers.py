@@ -180,12 +180,12 @@ class Clock:
 
 
 class TimeCallsTest(unittest.TestCase):
-    def measure(self, runs: int, batch: int):
+    def measure(self, runs: int, batch: int, settle_ms: float = 0):
         clock = Clock()
         real = common.time.perf_counter
         common.time.perf_counter = clock.perf_counter
         try:
-            timing, outputs = common.time_calls(clock.call, clock.wait, runs, batch)
+            timing, outputs = common.time_calls(clock.call, clock.wait, runs, batch, settle_ms=settle_ms)
         finally:
             common.time.perf_counter = real
         return clock, timing, outputs
@@ -198,6 +198,14 @@ class TimeCallsTest(unittest.TestCase):
         self.assertAlmostEqual(timing["median_ms"], 1.0)  # per call: run time / batch
         self.assertAlmostEqual(timing["first_call_ms"], 1.0)
         self.assertEqual(timing["batch"], 4)
+
+    def test_untimed_batches_until_the_settle_time_has_passed(self):
+        clock, timing, _ = self.measure(runs=5, batch=4, settle_ms=10)
+        # 1 ms a call: after the warm-up, three untimed batches (12 ms) are the first to pass 10 ms
+        self.assertEqual(clock.calls, 1 + 2 + 3 * 4 + 5 * 4)
+        self.assertAlmostEqual(timing["median_ms"], 1.0)
+        clock, _, _ = self.measure(runs=3, batch=1, settle_ms=2.5)
+        self.assertEqual(clock.calls, 1 + 2 + 3 + 3)
 
     def test_batch_one_waits_for_every_call(self):
         clock, timing, _ = self.measure(runs=3, batch=1)

@@ -21,6 +21,12 @@ namespace kiln::bench {
 Timing time_device_calls(Device device, const std::function<void()>& call, int runs, int batch, int warmup) {
   for (int i = 0; i < warmup; ++i) call();
   synchronize(device);
+  const auto settle_start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - settle_start).count() <
+         settle_ms) {
+    for (int i = 0; i < batch; ++i) call();
+    synchronize(device);
+  }
   std::vector<double> times;
   for (int run = 0; run < std::max(runs, 1); ++run) {
     auto start = std::chrono::steady_clock::now();

@@ -22,8 +22,18 @@
 
 namespace kiln::bench {
 
-// `warmup` calls, then `runs` timed runs of `batch` calls each, queued back
-// to back with one kiln::synchronize(device) at the end of each run.
+// Before its timed runs, every device measurement (kiln's and, through the
+// manifest's "settle_ms", the peers') runs its call for this long. A GPU's
+// clock falls from its boost as sustained work heats it, and a TF32 product
+// is power bound: on an H200, cuBLAS alone on the TF32 seed took 2.76 to
+// 2.94 ms, and torch.compile's call (the same GEMM and one more kernel)
+// 2.77, depending on what ran just before each ~60 ms measurement. Measured
+// after a settle, each system runs at the clock that sustained use sees.
+inline constexpr double settle_ms = 500;
+
+// `warmup` calls, then whole batches for `settle_ms`, then `runs` timed runs
+// of `batch` calls each, queued back to back with one
+// kiln::synchronize(device) at the end of each run.
 Timing time_device_calls(Device device, const std::function<void()>& call, int runs, int batch, int warmup = 2);
 
 // Calls per timed run for a call that takes `single_call_ms` when waited

@@ -331,7 +331,8 @@ void write_json(const std::vector<Result>& results, const std::vector<Failure>& 
       << ",\n  \"cores\": " << std::thread::hardware_concurrency() << ",\n  \"threads\": " << runtime::thread_count()
       << ",\n  \"runs\": " << runs << ",\n  \"blas\": " << quoted(kernels::cpu::blas::describe())
       << ",\n  \"device\": " << quoted(device.to_string());
-  if (device.is_cuda()) out << ",\n  \"gpu\": " << quoted(device_description(device));
+  if (device.is_cuda())
+    out << ",\n  \"gpu\": " << quoted(device_description(device)) << ",\n  \"settle_ms\": " << number(settle_ms);
   out << ",\n  \"workloads\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];

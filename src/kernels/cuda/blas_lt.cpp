@@ -11,6 +11,7 @@
 #include <climits>
 #include <compare>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -29,12 +30,13 @@ namespace {
 using std::int64_t;
 
 constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself uses on Hopper
-// Tuning: the heuristic's first `candidates` algorithms, in its order of preference, are timed on the
-// problem; all of the first `always_tried`, then more while the GPU time spent stays under the budget
-// (XLA's autotuner weighs up to 128 cuBLASLt algorithms; a TF32 8192^3 product takes ~3 ms a run, so
-// about 32 fit, where an f32 one, ~25 ms, gets about 10).
+// Tuning: the heuristic's first `candidates` algorithms, in its order of preference, race cuBLAS's own
+// choice on the problem (see Race); all of the first `always_tried`, then more while the GPU time spent
+// stays under the budget (XLA's autotuner weighs up to 128 cuBLASLt algorithms). A candidate and the
+// baseline it is compared with take 8 runs: on a TF32 8192^3 product, ~3 ms a run, all 32 fit; an f32
+// one, ~22 ms, gets about 6.
 constexpr int candidates = 32;
-constexpr std::size_t always_tried = 8;
+constexpr int always_tried = 4;
 constexpr float tuning_budget_ms = 1000;
 constexpr double tuning_flops = double(1 << 30);  // smaller products take the heuristic's first choice
 constexpr int timed_runs = 3;
@@ -204,25 +206,103 @@ class GemmTimer {
   float spent_ms_ = 0;
 };
 
-// The fastest of `found` on this problem's buffers and its time for
-// `timed_runs` runs, trying them in order until the tuning budget is spent
-// (see `candidates`). -1 when none of them runs.
-std::pair<int, float> fastest(GemmTimer& timer, runtime::cuda::DeviceContext& context, LtDevice& device,
-                              const Plan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& found, DType dtype,
-                              const void* a, const void* b, void* c) {
-  int best = -1;
-  float best_ms = 0;
-  for (std::size_t i = 0; i < found.size() && (i < always_tried || timer.spent_ms() < tuning_budget_ms); ++i) {
-    // A candidate that cuBLASLt refuses to run is not a candidate.
-    std::optional<float> elapsed =
-        timer.time([&] { return run(context, device, plan, found[i].algo, dtype, a, b, c) == CUBLAS_STATUS_SUCCESS; });
-    if (elapsed && (best < 0 || *elapsed < best_ms)) {
-      best = static_cast<int>(i);
-      best_ms = *elapsed;
+// The way of computing a product that a race chose: cuBLAS's own choice
+// (cublasGemmEx) or one of the heuristic's candidates.
+constexpr int cublas_choice = -1;
+
+// Races the heuristic's candidates (`found`) on this problem's buffers
+// against a baseline, `baseline`: cuBLAS's own choice, or, when it cannot
+// run or the problem has an epilogue (cublasGemmEx applies none), the
+// heuristic's first candidate. Returns the way that computes the product
+// (cublas_choice or an index into `found`).
+//
+// Each candidate is timed between two timings of the baseline and compared
+// with their mean, and replaces the baseline only when faster by `margin`.
+// A GPU's clock drifts as it heats during the race (a TF32 product is power
+// bound): with each candidate timed once in turn, as before, the first ones
+// ran at a higher clock than the last, and on an H200 the race kept a
+// candidate that ran at 86% of cublasGemmEx's rate in steady use.
+class Race {
+ public:
+  Race(runtime::cuda::DeviceContext& context, LtDevice& device, const Plan& plan, const GemmProblem& problem,
+       const std::vector<cublasLtMatmulHeuristicResult_t>& found, const void* a, const void* b, void* c)
+      : context_(context),
+        device_(device),
+        plan_(plan),
+        problem_(problem),
+        found_(found),
+        a_(a),
+        b_(b),
+        c_(c),
+        timer_(context) {}
+
+  int choose(int baseline) {
+    std::optional<float> before = time(baseline);
+    if (!before) return baseline == cublas_choice ? choose(0) : cublas_choice;  // cuBLAS's choice refused it
+    int chosen = baseline;
+    double chosen_ratio = 1 - margin;
+    for (int i = 0; i < static_cast<int>(found_.size()); ++i) {
+      if (i == baseline) continue;
+      if (i >= always_tried && timer_.spent_ms() >= tuning_budget_ms) break;
+      std::optional<float> elapsed = time(i);  // nothing when cuBLASLt refuses to run it: not a candidate
+      std::optional<float> after = time(baseline);
+      if (!after) break;
+      const double ratio = elapsed ? *elapsed / ((*before + *after) / 2) : 0;
+      if (elapsed && ratio < chosen_ratio) {
+        chosen = i;
+        chosen_ratio = ratio;
+      }
+      if (log_) report_ += " #" + std::to_string(i) + " " + (elapsed ? format_number(ratio) + "x" : "refused");
+      before = after;
     }
+    if (log_) {
+      runtime::log(LogLevel::debug, "matmul tuning " + describe(problem_) + ", time over " + name(baseline) +
+                                        "'s:" + report_ + "; chosen: " + name(chosen) + ", after " +
+                                        format_number(timer_.spent_ms()) + " ms of GPU time");
+    }
+    return chosen;
   }
-  return {best, best_ms};
-}
+
+ private:
+  static constexpr double margin = 0.02;
+
+  std::optional<float> time(int way) {
+    return timer_.time([&] {
+      if (way == cublas_choice) return cublas_matmul(context_, problem_, a_, b_, c_) == CUBLAS_STATUS_SUCCESS;
+      return kiln::kernels::cuda::run(context_, device_, plan_, found_[static_cast<std::size_t>(way)].algo,
+                                      problem_.dtype, a_, b_, c_) == CUBLAS_STATUS_SUCCESS;
+    });
+  }
+
+  static std::string name(int way) {
+    return way == cublas_choice ? "cuBLAS's own choice" : "candidate #" + std::to_string(way);
+  }
+  static std::string format_number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", value);
+    return text;
+  }
+  static std::string describe(const GemmProblem& p) {
+    return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+           (p.batch > 1 ? " batch=" + std::to_string(p.batch) : "") +
+           (p.dtype == DType::f64 ? " f64"
+            : p.tf32              ? " tf32"
+                                  : " f32") +
+           (p.epilogue == GemmEpilogue::none ? "" : " with an epilogue");
+  }
+
+  runtime::cuda::DeviceContext& context_;
+  LtDevice& device_;
+  const Plan& plan_;
+  const GemmProblem& problem_;
+  const std::vector<cublasLtMatmulHeuristicResult_t>& found_;
+  const void* a_;
+  const void* b_;
+  void* c_;
+  GemmTimer timer_;
+  const bool log_ = runtime::log_enabled(LogLevel::debug);
+  std::string report_;
+};
 
 std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
                                 const Alignments& alignments, const void* a, const void* b, void* c) {
@@ -285,19 +365,9 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
                        static_cast<double>(p.batch);
   int chosen = 0;
   if (autotune_enabled() && flops >= tuning_flops) {
-    GemmTimer timer(context);
-    float chosen_ms = 0;
-    std::tie(chosen, chosen_ms) = fastest(timer, context, device, *plan, found, p.dtype, a, b, c);
-    if (chosen < 0) return plan;  // none ran: cublasGemmEx takes it
-    // cuBLAS's own choice runs too, and takes the product when it is faster:
-    // the heuristic's candidates do not always include it (on an H200,
-    // TF32 8192^3: 3.20 ms for the fastest candidate, 2.76 for cublasGemmEx).
-    // Without an epilogue only: cublasGemmEx applies none.
-    if (p.epilogue == GemmEpilogue::none) {
-      std::optional<float> cublas_ms =
-          timer.time([&] { return cublas_matmul(context, p, a, b, c) == CUBLAS_STATUS_SUCCESS; });
-      if (cublas_ms && *cublas_ms < chosen_ms) return plan;  // not usable: cublasGemmEx takes it
-    }
+    chosen =
+        Race(context, device, *plan, p, found, a, b, c).choose(p.epilogue == GemmEpilogue::none ? cublas_choice : 0);
+    if (chosen == cublas_choice) return plan;  // not usable: cublasGemmEx takes it
   }
   plan->algorithm = found[static_cast<std::size_t>(chosen)].algo;
   plan->usable = true;
