@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/vector_math_f64.h"
 
 #include <kiln/error.h>
 
@@ -59,21 +60,22 @@ void map(const Array& input, const Array& output, std::int64_t grain, Function f
   });
 }
 
-// map for f32 with a vector_math function of 16 floats; the tail goes
+// map for f32 and f64 with a vector_math function of 16 lanes; the tail goes
 // through a partial vector, so every element sees the same code. These
 // functions are compute-bound (two cores cannot evaluate them as fast as
 // memory streams), so the main loop works on 4 independent vectors at a
 // time, which measured 5-10% faster than one (more independent work for the
 // out-of-order core between the long dependency chains).
-template <class VectorFunction>
-void map_f32x16(const Array& input, const Array& output, VectorFunction function) {
-  const float* in = input.data<float>();
-  float* out = output.mutable_data<float>();
+template <class T, class VectorFunction>
+void map_vector_math(const Array& input, const Array& output, VectorFunction function) {
+  const T* in = input.data<T>();
+  T* out = output.mutable_data<T>();
   runtime::parallel_for(output.shape.numel(), elementwise::costly_grain, [&](std::int64_t begin, std::int64_t end) {
     constexpr int unroll = 4;
+    using Vector = decltype(vm::load(in));
     std::int64_t i = begin;
     for (; i + 16 * unroll <= end; i += 16 * unroll) {
-      vm::f32x16 results[unroll];
+      Vector results[unroll];
       for (int u = 0; u < unroll; ++u) results[u] = function(vm::load(in + i + 16 * u));
       for (int u = 0; u < unroll; ++u) vm::store(out + i + 16 * u, results[u]);
     }
@@ -199,38 +201,41 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
   }
 }
 
-// Transcendentals: vector_math for f32 (the functions the JIT's generated
-// code uses too), the C library for f64. The lambdas are always inlined:
-// without AVX-512 (KILN_NATIVE=OFF) a function returning f32x16 would
-// otherwise trip GCC's -Wpsabi, an error under -Werror.
-bool unary_transcendental_f32(Op op, const Array& input, const Array& output) {
+// Transcendentals: vector_math.h for f32 and vector_math_f64.h for f64, the
+// functions the JIT's generated code uses too. The lambdas are always
+// inlined: without AVX-512 (KILN_NATIVE=OFF) a function returning a 64- or
+// 128-byte vector would otherwise trip GCC's -Wpsabi, an error under -Werror.
+template <class T>
+bool unary_transcendental(Op op, const Array& input, const Array& output) {
+  using Vector = decltype(vm::load(static_cast<const T*>(nullptr)));
+#define KILN_MAP_VECTOR_MATH(name) \
+  map_vector_math<T>(              \
+      input, output, [](Vector x) __attribute__((always_inline)) { return vm::name(x); })
   switch (op) {
-    case Op::sin: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::sin(x); }); return true;
-    case Op::cos: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::cos(x); }); return true;
-    case Op::exp: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::exp(x); }); return true;
-    case Op::log: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::log(x); }); return true;
-    case Op::tanh: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::tanh(x); }); return true;
-    case Op::sigmoid: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::sigmoid(x); }); return true;
-    case Op::erf: map_f32x16(input, output, [](vm::f32x16 x) __attribute__((always_inline)) { return vm::erf(x); }); return true;
-    default: return false;
-  }
-}
-
-bool unary_transcendental_f64(Op op, const Array& input, const Array& output) {
-  constexpr auto grain = elementwise::costly_grain;
-  switch (op) {
-    case Op::sin: map<double, double>(input, output, grain, [](double x) { return std::sin(x); }); return true;
-    case Op::cos: map<double, double>(input, output, grain, [](double x) { return std::cos(x); }); return true;
-    case Op::exp: map<double, double>(input, output, grain, [](double x) { return std::exp(x); }); return true;
-    case Op::log: map<double, double>(input, output, grain, [](double x) { return std::log(x); }); return true;
-    case Op::tanh: map<double, double>(input, output, grain, [](double x) { return std::tanh(x); }); return true;
-    case Op::erf: map<double, double>(input, output, grain, [](double x) { return std::erf(x); }); return true;
+    case Op::sin:
+      KILN_MAP_VECTOR_MATH(sin);
+      return true;
+    case Op::cos:
+      KILN_MAP_VECTOR_MATH(cos);
+      return true;
+    case Op::exp:
+      KILN_MAP_VECTOR_MATH(exp);
+      return true;
+    case Op::log:
+      KILN_MAP_VECTOR_MATH(log);
+      return true;
+    case Op::tanh:
+      KILN_MAP_VECTOR_MATH(tanh);
+      return true;
     case Op::sigmoid:
-      // exp(-x) overflows to inf for x < -709, giving the correct limit 0.
-      map<double, double>(input, output, grain, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+      KILN_MAP_VECTOR_MATH(sigmoid);
+      return true;
+    case Op::erf:
+      KILN_MAP_VECTOR_MATH(erf);
       return true;
     default: return false;
   }
+#undef KILN_MAP_VECTOR_MATH
 }
 
 // ---- cast -------------------------------------------------------------------
@@ -262,8 +267,12 @@ void unary(Op op, const Array& input, const Array& output) {
     throw InternalError(std::string(ir::name(op)), "input and output dtypes differ", std::string());
   bool done = false;
   switch (input.dtype) {
-    case DType::f32: done = unary_numeric<float>(op, input, output) || unary_transcendental_f32(op, input, output); break;
-    case DType::f64: done = unary_numeric<double>(op, input, output) || unary_transcendental_f64(op, input, output); break;
+    case DType::f32:
+      done = unary_numeric<float>(op, input, output) || unary_transcendental<float>(op, input, output);
+      break;
+    case DType::f64:
+      done = unary_numeric<double>(op, input, output) || unary_transcendental<double>(op, input, output);
+      break;
     case DType::i32: done = unary_numeric<std::int32_t>(op, input, output); break;
     case DType::i64: done = unary_numeric<std::int64_t>(op, input, output); break;
     case DType::boolean:

@@ -16,17 +16,18 @@
 
 #include "compiler/codegen/cpu/runtime_abi.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/vector_math_f64.h"
 
 #include <stdint.h>
 
 namespace kiln::jit {
 
 using vector_math::f32x16;
+using vector_math::f64x16;
 using vector_math::i32x16;
+using vector_math::i64x16;
 using vector_math::u32x16;
-using f64x16 = double __attribute__((vector_size(128)));
-using i64x16 = int64_t __attribute__((vector_size(128)));
-using u64x16 = uint64_t __attribute__((vector_size(128)));
+using vector_math::u64x16;
 using u8x16 = uint8_t __attribute__((vector_size(16)));
 
 // A vector of 16 booleans, each lane 0 or 1 (stored as bytes in memory).
@@ -146,8 +147,8 @@ template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition
   }
 }
 
-// Applies a scalar function lane by lane (for what has no vector form: f64
-// transcendentals, pow); GCC vectorizes these where it can.
+// Applies a scalar function lane by lane (for what has no vector form: floor
+// and ceil without AVX-512, sqrt, pow); GCC vectorizes these where it can.
 template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, F function) {
   V result;
   for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane]);
@@ -202,18 +203,16 @@ template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
 }
 template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
 
-#define KILN_TRANSCENDENTAL(name, f64_body)                                               \
-  [[gnu::always_inline]] inline f32x16 name(f32x16 x) { return vector_math::name(x); }  \
-  [[gnu::always_inline]] inline f64x16 name(f64x16 x) {                                  \
-    return per_lane(x, [](double v) { return f64_body; });                               \
-  }
-KILN_TRANSCENDENTAL(sin, __builtin_sin(v))
-KILN_TRANSCENDENTAL(cos, __builtin_cos(v))
-KILN_TRANSCENDENTAL(exp, __builtin_exp(v))
-KILN_TRANSCENDENTAL(log, __builtin_log(v))
-KILN_TRANSCENDENTAL(tanh, __builtin_tanh(v))
-KILN_TRANSCENDENTAL(erf, __builtin_erf(v))
-KILN_TRANSCENDENTAL(sigmoid, 1.0 / (1.0 + __builtin_exp(-v)))
+#define KILN_TRANSCENDENTAL(name)                                                      \
+  [[gnu::always_inline]] inline f32x16 name(f32x16 x) { return vector_math::name(x); } \
+  [[gnu::always_inline]] inline f64x16 name(f64x16 x) { return vector_math::name(x); }
+KILN_TRANSCENDENTAL(sin)
+KILN_TRANSCENDENTAL(cos)
+KILN_TRANSCENDENTAL(exp)
+KILN_TRANSCENDENTAL(log)
+KILN_TRANSCENDENTAL(tanh)
+KILN_TRANSCENDENTAL(erf)
+KILN_TRANSCENDENTAL(sigmoid)
 #undef KILN_TRANSCENDENTAL
 
 [[gnu::always_inline]] inline boolean logical_not(boolean x) { return boolean{x.lanes ^ 1}; }
