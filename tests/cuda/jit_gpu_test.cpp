@@ -271,6 +271,34 @@ TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
   config::allow_tf32 = tf32;
 }
 
+// cuBLASLt's relu epilogue is max(x, 0) (kernels/cuda/cuda_kernels.h): a NaN
+// product becomes 0 in the JIT where the standard executor's relu keeps the
+// NaN, as with XLA's GEMM rewriter. The CUDA simulator models the epilogue
+// that way; on a GPU this checks the model. The other rows agree as always.
+TEST(CudaJit, ReluEpilogueTurnsANanProductIntoZero) {
+  KILN_REQUIRE_GPU();
+  bool tf32 = config::allow_tf32.load();
+  config::allow_tf32 = false;
+  std::vector<float> values = random_tensor(DType::f32, {64, 32}, 41).to_vector<float>();
+  for (int column = 0; column < 32; ++column) values[5 * 32 + column] = std::nanf("");
+  Tensor x = from_vector(values, {64, 32}).to(gpu), w = random_tensor(DType::f32, {32, 48}, 42).to(gpu);
+  auto body = [](Tensor x, Tensor w) { return nn::relu(matmul(x, w)); };
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::vector<float> standard = function(body)(x, w).to_vector<float>(), fused = jit(x, w).to_vector<float>();
+  EXPECT_EQ(jit.statistics().kernels_per_call, 1);  // the cuBLASLt call alone
+  for (int row = 0; row < 64; ++row)
+    for (int column = 0; column < 48; ++column) {
+      const std::size_t index = static_cast<std::size_t>(row * 48 + column);
+      if (row == 5) {
+        EXPECT_TRUE(std::isnan(standard[index])) << column;
+        EXPECT_EQ(fused[index], 0.0f) << "relu epilogue of a NaN product, column " << column;
+      } else {
+        EXPECT_NEAR(fused[index], standard[index], 1e-4f * (1 + std::fabs(standard[index]))) << row << ", " << column;
+      }
+    }
+  config::allow_tf32 = tf32;
+}
+
 // A consumer that moves the product's elements (a transpose of a square
 // product, a slice reversing its rows) is not part of the epilogue.
 TEST(CudaJit, TransposedOrReversedSquareProduct) {
