@@ -8,7 +8,7 @@
 // Every f64x16 stays inside the always-inline calls of a kernel-style wrapper that
 // takes pointers, as in vector_math_test.cpp.
 
-#include "kernels/cpu/vector_math_f64.h"
+#include "kernels/vector_math_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@
 namespace {
 
 namespace vm = kiln::vector_math;
+namespace support = kiln::testing::vector_math;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -96,81 +97,16 @@ const Function& function_named(const std::string& name) {
   return all_functions().front();
 }
 
-// The vector path, 16 at a time, the tail through load_partial / store_partial.
-std::vector<double> evaluate(const Function& function, const std::vector<double>& inputs) {
-  std::vector<double> outputs(inputs.size());
-  std::size_t i = 0;
-  for (; i + 16 <= inputs.size(); i += 16) function.vector16(inputs.data() + i, outputs.data() + i);
-  if (i < inputs.size()) {
-    double in[16] = {}, out[16];
-    const int rest = static_cast<int>(inputs.size() - i);
-    vm::store(in, vm::load_partial(inputs.data() + i, rest));
-    function.vector16(in, out);
-    vm::store_partial(outputs.data() + i, vm::load(out), rest);
-  }
-  return outputs;
-}
-
 void expect_within_bound(const Function& function, const std::vector<double>& inputs, const std::string& what) {
-  const std::vector<double> outputs = evaluate(function, inputs);
-  double worst = 0;
-  std::size_t worst_index = 0;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const double error = ulp_error(outputs[i], function.reference(inputs[i]));
-    if (!(error <= worst)) {
-      worst = error;
-      worst_index = i;
-    }
-  }
-  EXPECT_LE(worst, function.ulp_bound()) << function.name << " on " << what << ": x = " << inputs[worst_index]
-                                         << " (bits 0x" << std::hex << bits_of(inputs[worst_index]) << std::dec
-                                         << ") gives " << outputs[worst_index] << ", want "
-                                         << static_cast<double>(function.reference(inputs[worst_index]));
+  const std::vector<double> outputs = support::evaluate(function, inputs);
+  const support::Worst worst = support::worst_error(function, inputs, outputs, ulp_error);
+  EXPECT_LE(worst.error, function.ulp_bound())
+      << function.name << " on " << what << ": x = " << inputs[worst.index] << " (bits 0x" << std::hex
+      << bits_of(inputs[worst.index]) << std::dec << ") gives " << outputs[worst.index] << ", want "
+      << static_cast<double>(function.reference(inputs[worst.index]));
 }
 
-struct Rng {  // splitmix64: deterministic
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-};
-
-std::vector<double> uniform(double low, double high, int count, std::uint64_t seed) {
-  Rng rng{seed};
-  std::vector<double> values(static_cast<std::size_t>(count));
-  for (double& value : values) value = low + (high - low) * rng.uniform();
-  return values;
-}
-
-// Every finite double bit pattern equally likely: log-uniform over the whole range,
-// both signs, denormals included.
-std::vector<double> all_finite_doubles(int count, std::uint64_t seed) {
-  Rng rng{seed};
-  std::vector<double> values;
-  while (values.size() < static_cast<std::size_t>(count)) {
-    const std::uint64_t bits = rng.next();
-    double value;
-    std::memcpy(&value, &bits, sizeof value);
-    if (std::isfinite(value)) values.push_back(value);
-  }
-  return values;
-}
-
-// `center` and its `radius` double neighbours on each side.
-void add_neighbours(std::vector<double>& values, double center, int radius) {
-  double below = center, above = center;
-  values.push_back(center);
-  for (int step = 0; step < radius; ++step) {
-    below = std::nextafter(below, -kInf);
-    above = std::nextafter(above, kInf);
-    values.push_back(below);
-    values.push_back(above);
-  }
-}
+using support::add_neighbours;
 
 constexpr int kRandomCount = 1 << 17;
 
@@ -197,9 +133,9 @@ TEST_P(VectorMathF64Random, WithinUlpBound) {
   const Function& function = function_named(range.function);
   const std::uint64_t seed = std::hash<std::string>{}(function.name) ^ bits_of(range.low);
   if (range.low > range.high) {
-    expect_within_bound(function, all_finite_doubles(kRandomCount, seed), "all finite doubles");
+    expect_within_bound(function, support::all_finite<double>(kRandomCount, seed), "all finite doubles");
   } else {
-    expect_within_bound(function, uniform(range.low, range.high, kRandomCount, seed),
+    expect_within_bound(function, support::uniform<double>(range.low, range.high, kRandomCount, seed),
                         "[" + std::to_string(range.low) + ", " + std::to_string(range.high) + "]");
   }
 }
@@ -291,11 +227,11 @@ TEST(VectorMathF64Seams, TanhErfSigmoidAroundTheirSplits) {
 }
 
 TEST(VectorMathF64Scalar, IdenticalBitsToTheVectorLanes) {
-  std::vector<double> inputs = all_finite_doubles(4096, 7);
-  const std::vector<double> moderate = uniform(-30, 30, 4096, 8);
+  std::vector<double> inputs = support::all_finite<double>(4096, 7);
+  const std::vector<double> moderate = support::uniform<double>(-30, 30, 4096, 8);
   inputs.insert(inputs.end(), moderate.begin(), moderate.end());
   for (const Function& function : all_functions()) {
-    const std::vector<double> outputs = evaluate(function, inputs);
+    const std::vector<double> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_EQ(bits_of(outputs[i]), bits_of(function.scalar(inputs[i])))
           << function.name << "(" << inputs[i] << ") depends on the other lanes";

@@ -6,7 +6,7 @@
 // Every f32x16 stays inside the always-inline calls of a kernel-style wrapper that takes
 // pointers, so this file also builds without AVX-512 (-mavx2, baseline x86-64).
 
-#include "kernels/cpu/vector_math.h"
+#include "kernels/vector_math_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@
 namespace {
 
 namespace vm = kiln::vector_math;
+namespace support = kiln::testing::vector_math;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -110,83 +111,18 @@ const Function& function_named(const std::string& name) {
   return all_functions().front();
 }
 
-// Evaluates `function` on all inputs through the vector path (16 at a time, the tail
-// through load_partial / store_partial) and returns the results.
-std::vector<float> evaluate(const Function& function, const std::vector<float>& inputs) {
-  std::vector<float> outputs(inputs.size());
-  std::size_t i = 0;
-  for (; i + vm::kLanes <= inputs.size(); i += vm::kLanes) {
-    function.vector16(inputs.data() + i, outputs.data() + i);
-  }
-  if (i < inputs.size()) {
-    float in[vm::kLanes] = {}, out[vm::kLanes];
-    const int rest = static_cast<int>(inputs.size() - i);
-    vm::store(in, vm::load_partial(inputs.data() + i, rest));
-    function.vector16(in, out);
-    vm::store_partial(outputs.data() + i, vm::load(out), rest);
-  }
-  return outputs;
-}
-
 // Checks every input against the reference; reports the worst offender.
 void expect_within_bound(const Function& function, const std::vector<float>& inputs, const std::string& what) {
-  const std::vector<float> outputs = evaluate(function, inputs);
-  double worst = 0;
-  std::size_t worst_index = 0;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const double error = ulp_error(outputs[i], function.reference(inputs[i]));
-    if (!(error <= worst)) {
-      worst = error;
-      worst_index = i;
-    }
-  }
-  EXPECT_LE(worst, function.ulp_bound()) << function.name << " on " << what << ": x = " << inputs[worst_index]
-                                         << " (bits 0x" << std::hex << bits_of(inputs[worst_index]) << std::dec
-                                         << ") gives " << outputs[worst_index] << ", want "
-                                         << function.reference(inputs[worst_index]);
+  const std::vector<float> outputs = support::evaluate(function, inputs);
+  const support::Worst worst = support::worst_error(function, inputs, outputs, ulp_error);
+  EXPECT_LE(worst.error, function.ulp_bound())
+      << function.name << " on " << what << ": x = " << inputs[worst.index] << " (bits 0x" << std::hex
+      << bits_of(inputs[worst.index]) << std::dec << ") gives " << outputs[worst.index] << ", want "
+      << function.reference(inputs[worst.index]);
 }
 
-struct Rng {  // splitmix64: deterministic
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-};
-
-std::vector<float> uniform(double low, double high, int count, std::uint64_t seed) {
-  Rng rng{seed};
-  std::vector<float> values(static_cast<std::size_t>(count));
-  for (float& value : values) value = static_cast<float>(low + (high - low) * rng.uniform());
-  return values;
-}
-
-// Every finite float bit pattern equally likely: log-uniform over the whole range, both
-// signs, denormals included.
-std::vector<float> all_finite_floats(int count, std::uint64_t seed) {
-  Rng rng{seed};
-  std::vector<float> values;
-  while (values.size() < static_cast<std::size_t>(count)) {
-    const auto bits = static_cast<std::uint32_t>(rng.next());
-    if ((bits & 0x7f800000u) != 0x7f800000u) values.push_back(from_bits(bits));
-  }
-  return values;
-}
-
-// `center` and its `radius` float neighbours on each side.
-void add_neighbours(std::vector<float>& values, float center, int radius) {
-  float below = center, above = center;
-  values.push_back(center);
-  for (int step = 0; step < radius; ++step) {
-    below = std::nextafter(below, -kInf);
-    above = std::nextafter(above, kInf);
-    values.push_back(below);
-    values.push_back(above);
-  }
-}
+using support::add_neighbours;
+using support::Rng;
 
 constexpr int kRandomCount = 1 << 18;
 
@@ -220,11 +156,11 @@ TEST_P(VectorMathRandom, WithinUlpBound) {
   const std::uint64_t seed =
       std::hash<std::string>{}(function.name) ^ static_cast<std::uint64_t>(static_cast<std::int64_t>(range.low));
   if (range.low > range.high) {
-    expect_within_bound(function, all_finite_floats(kRandomCount, seed), "all finite floats");
+    expect_within_bound(function, support::all_finite<float>(kRandomCount, seed), "all finite floats");
   } else {
     char label[64];
     std::snprintf(label, sizeof label, "[%g, %g]", range.low, range.high);
-    expect_within_bound(function, uniform(range.low, range.high, kRandomCount, seed), label);
+    expect_within_bound(function, support::uniform<float>(range.low, range.high, kRandomCount, seed), label);
   }
 }
 
@@ -318,7 +254,7 @@ TEST(VectorMathSpecial, EveryNaNPropagates) {
     inputs.push_back(from_bits(0x7f800000u | payload | (i % 2 ? 0x80000000u : 0u)));
   }
   for (const Function& function : all_functions()) {
-    const std::vector<float> outputs = evaluate(function, inputs);
+    const std::vector<float> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_TRUE(std::isnan(outputs[i]))
           << function.name << "(NaN 0x" << std::hex << bits_of(inputs[i]) << ") = " << outputs[i];
@@ -338,11 +274,11 @@ TEST(VectorMathSpecial, TinyArgumentsAreRelativelyAccurate) {
 TEST(VectorMathSpecial, ResultsStayInsideTheirRange) {
   // |tanh|, |erf| <= 1 and sigmoid in [0, 1] everywhere, including just below
   // saturation where a rational approximation could overshoot.
-  std::vector<float> inputs = uniform(-12, 12, kRandomCount, 7);
+  std::vector<float> inputs = support::uniform<float>(-12, 12, kRandomCount, 7);
   for (float x = 0.5f; x < 12.0f; x = std::nextafter(x, kInf) + 1e-4f) inputs.push_back(x);
   for (const std::string name : {"tanh", "erf", "sigmoid"}) {
     const Function& function = function_named(name);
-    const std::vector<float> outputs = evaluate(function, inputs);
+    const std::vector<float> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const float low = name == "sigmoid" ? 0.0f : -1.0f;
       ASSERT_TRUE(outputs[i] >= low && outputs[i] <= 1.0f) << name << "(" << inputs[i] << ") = " << outputs[i];
@@ -369,7 +305,7 @@ TEST(VectorMathDenormals, DenormalInputs) {
 
 TEST(VectorMathDenormals, DenormalResults) {
   // exp and sigmoid results fall into the denormal range for x in about [-104, -87.3].
-  const std::vector<float> inputs = uniform(-104, -87, kRandomCount, 5);
+  const std::vector<float> inputs = support::uniform<float>(-104, -87, kRandomCount, 5);
   expect_within_bound(function_named("exp"), inputs, "exp with denormal results");
   expect_within_bound(function_named("sigmoid"), inputs, "sigmoid with denormal results");
   // The smallest results: exp(x) rounds to 2^-149 or to 0 around x = -103.97.
@@ -411,12 +347,12 @@ TEST(VectorMathSeams, SinCosAroundTheSlowPathThreshold) {
   for (const float big : {1e6f, 1e10f, 1e20f, 1e30f, kFloatMax, -kFloatMax, 3.4e38f}) {
     add_neighbours(inputs, big, 20);
   }
-  const std::vector<float> mixed = uniform(-2e5, 2e5, kRandomCount, 11);
+  const std::vector<float> mixed = support::uniform<float>(-2e5, 2e5, kRandomCount, 11);
   inputs.insert(inputs.end(), mixed.begin(), mixed.end());
   for (const char* name : {"sin", "cos"}) {
     const Function& function = function_named(name);
     expect_within_bound(function, inputs, "around the slow-path threshold");
-    const std::vector<float> outputs = evaluate(function, inputs);
+    const std::vector<float> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_EQ(bits_of(outputs[i]), bits_of(function.scalar(inputs[i])))
           << name << "(" << inputs[i] << ") depends on the other lanes";
@@ -470,15 +406,15 @@ TEST(VectorMathSeams, TanhErfSigmoidAroundTheirSplits) {
 // ---- scalar == vector -----------------------------------------------------------------------
 
 TEST(VectorMathScalar, IdenticalBitsToTheVectorLanes) {
-  std::vector<float> inputs = all_finite_floats(kRandomCount, 21);
-  const std::vector<float> moderate = uniform(-12, 12, kRandomCount, 22);
+  std::vector<float> inputs = support::all_finite<float>(kRandomCount, 21);
+  const std::vector<float> moderate = support::uniform<float>(-12, 12, kRandomCount, 22);
   inputs.insert(inputs.end(), moderate.begin(), moderate.end());
   for (const float special : {0.0f, -0.0f, kInf, -kInf, kNaN, kDenormMin, 1e5f, 2e5f}) {
     inputs.push_back(special);
   }
   inputs.push_back(1.0f);  // an odd count: the last vector goes through load_partial
   for (const Function& function : all_functions()) {
-    const std::vector<float> outputs = evaluate(function, inputs);
+    const std::vector<float> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const float scalar = function.scalar(inputs[i]);
       if (std::isnan(scalar) && std::isnan(outputs[i])) continue;
