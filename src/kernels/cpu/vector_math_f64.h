@@ -17,8 +17,8 @@
 // "Double precision"): sin, cos, exp, log <= 2; tanh, erf, sigmoid <= 4.
 //
 // Method: the classic range reductions with Taylor series where the reduced argument
-// is small enough for them (truncation error at most 4e-18 relative, 0.04 ULP), a
-// least-squares Chebyshev fit for tanh near 0 and a Chebyshev series for erfc;
+// is small enough for them (truncation error at most 4e-18 relative, 0.04 ULP),
+// least-squares Chebyshev fits for tanh and erf near 0 and Chebyshev series for erfc;
 // scripts/vector-math-f64-coefficients computes every constant (mpmath, 60 digits,
 // rounded to double once).
 
@@ -302,42 +302,51 @@ inline constexpr double kTrigFastLimit = 0x1p19;
 
 // ---- erf --------------------------------------------------------------------------
 // Odd, computed on a = |x|.
-// a < 1: erf = a + a K(a^2), K the Taylor series of erf(a)/a - 1 to a^36 (truncation
-//   2.4e-19 at a = 1; its terms alternate, and the largest, 0.38 a^3, is 0.45 of the
-//   result at a = 1).
+// a < 1: erf = a + a K(a^2), K a degree-11 polynomial (least-squares Chebyshev fit of
+//   erf(a)/a - 1, error 7e-18).
 // 1 <= a < 6: erf = 1 - e^(-a^2) g(a), g(a) = erfc(a) e^(a^2) in [0.093, 0.43] as a
-//   Chebyshev series of degree 30 in t = (2a - 7) / 5 (error 1.7e-18 relative),
-//   summed by Clenshaw's rule. a^2 = high + low exactly (low = fma(a, a, -high)), and
-//   e^(-a^2) = e^(-high) (1 - low).
+//   Chebyshev series summed by Clenshaw's rule: degree 20 in t = a - 2 on [1, 3] (error
+//   5.6e-18 relative), degree 14 in t = (2a - 9) / 3 on [3, 6] (error 4.9e-13 relative,
+//   but erfc <= 2.2e-5 there: 1.1e-17 of erf). a^2 = high + low exactly (low =
+//   fma(a, a, -high)), and e^(-a^2) = e^(-high) (1 - low).
 // a >= 6: erf rounds to 1 (erfc(6) = 2.2e-17 < 2^-54).
-inline constexpr double kErfTaylor[] = {
-    0x1.06eba8214db69p-3,  -0x1.812746b0379e7p-2,  0x1.ce2f21a042be2p-4,  -0x1.b82ce31288b51p-6,
-    0x1.565bcd0e6a53fp-8,  -0x1.c02db40040b86p-11, 0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17,
-    0x1.b9e6c9dc651a3p-20, -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30,
-    0x1.9e6ad5e55a730p-34, -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42, -0x1.f56f071a885cfp-46,
-    0x1.d70b3537f4765p-50, -0x1.a2007af3447f6p-54, 0x1.5f7919bc67b8cp-58};
-inline constexpr double kErfcScaledChebyshev[] = {
-    0x1.9da05807e61e7p-3,  -0x1.2ede3ea18ae18p-3,  0x1.a904e79e3d955p-5,  -0x1.1f2427c8d9b32p-6,
-    0x1.76fbea41daa83p-8,  -0x1.dabcd4b278727p-10, 0x1.2410dcc5babbap-11, -0x1.5e00ed1a77936p-13,
-    0x1.993e67bb98738p-15, -0x1.d39cc07251d16p-17, 0x1.056c6e5fd4214p-18, -0x1.1e60a2476317dp-20,
-    0x1.33ae55be4c71cp-22, -0x1.448592385caa8p-24, 0x1.504f8ecfd50cbp-26, -0x1.56b62b562b7abp-28,
-    0x1.57a6190fe80b9p-30, -0x1.534bf2863d54dp-32, 0x1.4a0cfc9dc34cep-34, -0x1.3c7ca074bd3f0p-36,
-    0x1.2b4fda69531f4p-38, -0x1.174fe00d76d13p-40, 0x1.014d22812d0b9p-42, -0x1.d4273b22fcd35p-45,
-    0x1.a4c2409c1f072p-47, -0x1.75bbe6f0d5f0ap-49, 0x1.482ff9996b1e8p-51, -0x1.1d005da437643p-53,
-    0x1.e9a10d3e3a4bap-56, -0x1.9f78daa632a7dp-58, 0x1.4f2a5e597886bp-60};
+inline constexpr double kErfSmallPolynomial[] = {
+    0x1.06eba8214db68p-3,  -0x1.812746b0379c1p-2,  0x1.ce2f21a040f66p-4,  -0x1.b82ce31203772p-6,
+    0x1.565bccfa44156p-8,  -0x1.c02db0665e53dp-11, 0x1.f9a2be4f731a1p-14, -0x1.f4ca838adb73bp-17,
+    0x1.b981d78881a5dp-20, -0x1.5c131500d3f88p-23, 0x1.d76af6ca49787p-27, -0x1.ac9585a44fe29p-31};
+inline constexpr double kErfcScaledNear[] = {0x1.1d394f9d6689ep-2,   -0x1.ea125cdccafedp-4,  0x1.8800725987f26p-6,
+                                             -0x1.272c2552290f0p-8,  0x1.a5d0398552a05p-11,  -0x1.1fbca13c77b16p-13,
+                                             0x1.788ebfb7e334ep-16,  -0x1.da895bcf21fbap-19, 0x1.20d74c890c1a6p-21,
+                                             -0x1.5493ead6c2890p-24, 0x1.85d9b939a0643p-27,  -0x1.b2109177ae063p-30,
+                                             0x1.d6e5e981296dfp-33,  -0x1.f280bd0d7ac32p-36, 0x1.01d33ba66addfp-38,
+                                             -0x1.04e6c1c8d7854p-41, 0x1.028e7f8e05598p-44,  -0x1.f65b8f1cda48ap-48,
+                                             0x1.ded10884bdc27p-51,  -0x1.c00f59b3967a4p-54, 0x1.96f36d42ac01ep-57};
+inline constexpr double kErfcScaledFar[] = {0x1.083f415292348p-3,   -0x1.5869e2f4a7961p-5,  0x1.b6fdf71e26364p-8,
+                                            -0x1.11f6ea55606e6p-10, 0x1.4f3fa58144ce0p-13,  -0x1.929fbfa95d3e3p-16,
+                                            0x1.db01511466fcdp-19,  -0x1.137c181c793fep-21, 0x1.3a67345e63a91p-24,
+                                            -0x1.614b20927d696p-27, 0x1.87204f687ab1fp-30,  -0x1.aadb18ade7829p-33,
+                                            0x1.cb7850904f2ecp-36,  -0x1.e7ea3c6e653d9p-39, 0x1.f750633f800c4p-42};
 inline constexpr double kErfSaturation = 6.0;
 
-[[gnu::always_inline]] inline f64x8 erfc_scaled(f64x8 a) {
-  const f64x8 t = mul_add(a, broadcast(0.4), broadcast(-1.4));
+// sum_j coefficients[j] T_j(t) for t in [-1, 1].
+template <int N>
+[[gnu::always_inline]] inline f64x8 clenshaw(f64x8 t, const double (&coefficients)[N]) {
   const f64x8 two_t = t + t;
-  constexpr int degree = static_cast<int>(sizeof(kErfcScaledChebyshev) / sizeof(double)) - 1;
   f64x8 next = {}, after = {};  // b(k+1), b(k+2)
-  for (int k = degree; k >= 1; --k) {
-    const f64x8 current = mul_add(two_t, next, kErfcScaledChebyshev[k] - after);
+  for (int k = N - 1; k >= 1; --k) {
+    const f64x8 current = mul_add(two_t, next, coefficients[k] - after);
     after = next;
     next = current;
   }
-  return mul_add(t, next, kErfcScaledChebyshev[0] - after);
+  return mul_add(t, next, coefficients[0] - after);
+}
+
+// erfc(a) e^(a^2) for a in [1, 6); the far piece only when a lane needs it.
+[[gnu::always_inline]] inline f64x8 erfc_scaled(f64x8 a) {
+  f64x8 result = clenshaw(a - 2.0, kErfcScaledNear);
+  const i64x8 far = a >= 3.0;
+  if (any(far)) result = select(far, clenshaw(mul_add(a, broadcast(2.0 / 3), broadcast(-3.0)), kErfcScaledFar), result);
+  return result;
 }
 
 // The low part of a * a = high + low, exactly: an FMA, or Dekker's product without one.
@@ -354,7 +363,7 @@ inline constexpr double kErfSaturation = 6.0;
 
 [[gnu::always_inline]] inline f64x8 erf(f64x8 x) {
   const f64x8 a = abs(x);
-  const f64x8 small = mul_add(a, horner(a * a, kErfTaylor), a);
+  const f64x8 small = mul_add(a, horner(a * a, kErfSmallPolynomial), a);
   f64x8 result = small;
   const i64x8 large = a >= 1.0;  // NaN takes the small path, which keeps it
   if (any(large)) {
