@@ -147,8 +147,8 @@ template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition
   }
 }
 
-// Applies a scalar function lane by lane (for what has no vector form: floor
-// and ceil without AVX-512, sqrt, pow); GCC vectorizes these where it can.
+// Applies a scalar function lane by lane (floor, ceil, sqrt, pow): GCC
+// vectorizes these where it can (all but pow, a libm call per lane).
 template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, F function) {
   V result;
   for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane]);
