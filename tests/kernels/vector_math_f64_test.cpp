@@ -226,6 +226,82 @@ TEST(VectorMathF64Seams, TanhErfSigmoidAroundTheirSplits) {
   }
 }
 
+// ---- pow (float, computed in double) ----------------------------------------------------
+
+// Error in ULPs of the float nearest to `want` (2^-149 in the denormal range).
+double float_ulp_error(float got, long double want) {
+  const float rounded = static_cast<float>(want);
+  if (std::isnan(rounded) || std::isnan(got)) return std::isnan(rounded) && std::isnan(got) ? 0.0 : kInf;
+  if (std::isinf(rounded) || std::isinf(got)) return rounded == got ? 0.0 : kInf;
+  int exponent = 0;
+  std::frexp(static_cast<double>(want), &exponent);
+  const long double ulp = std::ldexp(1.0L, std::max(exponent - 1, -126) - 23);
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+// 16 pows at a time through the vector path, the tail through a partial vector.
+std::vector<float> vector_pow(const std::vector<float>& x, const std::vector<float>& y) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); i += 16) {
+    const int count = static_cast<int>(std::min<std::size_t>(16, x.size() - i));
+    vm::store_partial(out.data() + i,
+                      vm::pow(vm::load_partial(x.data() + i, count), vm::load_partial(y.data() + i, count)), count);
+  }
+  return out;
+}
+
+TEST(VectorMathPow, CorrectlyRoundedOnRandomArguments) {
+  // Positive bases to powers in [-20, 20], and negative bases to integer powers.
+  std::vector<float> x = support::uniform<float>(0, 10, kRandomCount, 31),
+                     y = support::uniform<float>(-20, 20, kRandomCount, 32);
+  const std::vector<float> negative = support::uniform<float>(-10, 0, kRandomCount / 4, 33);
+  for (const float base : negative) {
+    x.push_back(base);
+    y.push_back(std::round(y[x.size() % y.size()]));
+  }
+  const std::vector<float> got = vector_pow(x, y);
+  double worst = 0;
+  std::size_t worst_index = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double error = float_ulp_error(got[i], powl(x[i], y[i]));
+    if (!(error <= worst)) {
+      worst = error;
+      worst_index = i;
+    }
+  }
+  // 0.5 plus the reference's own error: correctly rounded except within 2e-14 of a midpoint.
+  EXPECT_LE(worst, 0.5001) << "pow(" << x[worst_index] << ", " << y[worst_index] << ") = " << got[worst_index];
+}
+
+TEST(VectorMathPow, SpecialValuesAsPowf) {
+  const float infinity = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> specials = {0.0f,  -0.0f, infinity, -infinity, nan,  1e-40f, -1e-40f, 3.4e38f,
+                                       -1.0f, 1.0f,  -0.5f,    0.5f,      2.0f, 3.0f,   -3.0f,   0.25f};
+  for (const float x : specials)
+    for (const float y : specials) {
+      const float got = vm::pow(x, y), want = std::pow(x, y);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "pow(" << x << ", " << y << ") = " << got;
+      } else {
+        EXPECT_EQ(got, want) << "pow(" << x << ", " << y << ")";
+        EXPECT_EQ(std::signbit(got), std::signbit(want)) << "pow(" << x << ", " << y << "): the sign of " << got;
+      }
+    }
+  EXPECT_EQ(vm::pow(-2.0f, 3.0f), -8.0f);
+  EXPECT_EQ(vm::pow(-2.0f, 0x1p25f), infinity);  // an even integer: positive
+  EXPECT_TRUE(std::isnan(vm::pow(-2.0f, 0.5f)));
+  EXPECT_EQ(vm::pow(1e10f, 10.0f), infinity);   // overflow
+  EXPECT_EQ(vm::pow(0.5f, 149.0f), 0x1p-149f);  // the smallest denormal, exactly
+}
+
+TEST(VectorMathPow, SquareIsXTimesX) {
+  // The JIT rewrites pow(x, 2) to square(x): the standard executor's pow must agree.
+  for (const float x : support::all_finite<float>(1 << 16, 34)) {
+    const float got = vm::pow(x, 2.0f), want = x * x;
+    ASSERT_EQ(bits_of(static_cast<double>(got)), bits_of(static_cast<double>(want))) << x;
+  }
+}
+
 TEST(VectorMathF64Scalar, IdenticalBitsToTheVectorLanes) {
   std::vector<double> inputs = support::all_finite<double>(4096, 7);
   const std::vector<double> moderate = support::uniform<double>(-30, 30, 4096, 8);

@@ -11,9 +11,11 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/vector_math_f64.h"
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -24,6 +26,7 @@ namespace {
 using ir::Op;
 using runtime::Array;
 using Bool = std::uint8_t;
+namespace vm = kiln::vector_math;
 
 template <class T> using Unsigned = std::make_unsigned_t<T>;
 template <class T> inline constexpr bool is_bool_v = std::is_same_v<T, Bool>;
@@ -56,7 +59,8 @@ struct Divide {
 // squaring, wrapping on overflow like the other integer ops; a negative
 // exponent gives the truncated value of 1 / base^-exponent, which is 0
 // except for base 1 (1) and base -1 (-1 for odd exponents, 1 for even);
-// 0 to a negative power gives 0. Float pow is std::pow.
+// 0 to a negative power gives 0. f64 pow is std::pow; f32 pow is
+// vector_math's (power_f32).
 struct Power {
   template <class T> T operator()(T base, T exponent) const {
     if constexpr (std::is_floating_point_v<T>) {
@@ -142,9 +146,11 @@ void check_operand(std::string_view op, const Array& operand, const Array& outpu
 
 // ---- the loops ----------------------------------------------------------------
 
-// out = function(a, b) with a and b broadcast to output.shape.
-template <class In, class Out, class Function>
-void broadcast_binary(const Array& a, const Array& b, const Array& output, std::int64_t grain, Function function) {
+// out = a op b with a and b broadcast to output.shape: `row(x, y, out_row,
+// length)` computes one run of `length` outputs, x and y being RunOperands
+// (contiguous, or one value repeated).
+template <class In, class Out, class Row>
+void broadcast_binary_rows(const Array& a, const Array& b, const Array& output, std::int64_t grain, Row row_function) {
   std::int64_t count = output.shape.numel();
   if (count == 0) return;
   const auto walk = elementwise::plan_walk<2>(output.shape, {&a.shape, &b.shape});
@@ -160,9 +166,8 @@ void broadcast_binary(const Array& a, const Array& b, const Array& output, std::
                                  const In* b_row = b_data + offsets[1];
                                  Out* out_row = out + start;
                                  for (std::int64_t row = 0; row < rows; ++row) {
-                                   const elementwise::RunOperand<In, ContiguousA> x(a_row);
-                                   const elementwise::RunOperand<In, ContiguousB> y(b_row);
-                                   for (std::int64_t i = 0; i < length; ++i) out_row[i] = function(x[i], y[i]);
+                                   row_function(elementwise::RunOperand<In, ContiguousA>(a_row),
+                                                elementwise::RunOperand<In, ContiguousB>(b_row), out_row, length);
                                    a_row += a_row_stride;
                                    b_row += b_row_stride;
                                    out_row += length;
@@ -173,6 +178,32 @@ void broadcast_binary(const Array& a, const Array& b, const Array& output, std::
   if (!walk.inner_contiguous(1)) run_walk.template operator()<true, false>();
   else if (!walk.inner_contiguous(0)) run_walk.template operator()<false, true>();
   else run_walk.template operator()<true, true>();
+}
+
+// out = function(a, b) element by element.
+template <class In, class Out, class Function>
+void broadcast_binary(const Array& a, const Array& b, const Array& output, std::int64_t grain, Function function) {
+  broadcast_binary_rows<In, Out>(a, b, output, grain,
+                                 [&](const auto& x, const auto& y, Out* out_row, std::int64_t length) {
+                                   for (std::int64_t i = 0; i < length; ++i) out_row[i] = function(x[i], y[i]);
+                                 });
+}
+
+// f32 pow through vector_math's pow, 16 at a time (the tail through a
+// partial vector), as the JIT's generated code computes it.
+void power_f32(const Array& a, const Array& b, const Array& output) {
+  broadcast_binary_rows<float, float>(
+      a, b, output, elementwise::costly_grain, [](const auto& x, const auto& y, float* out_row, std::int64_t length) {
+        for (std::int64_t start = 0; start < length; start += 16) {
+          const int count = static_cast<int>(std::min<std::int64_t>(16, length - start));
+          float bases[16] = {}, exponents[16] = {};
+          for (int i = 0; i < count; ++i) {
+            bases[i] = x[start + i];
+            exponents[i] = y[start + i];
+          }
+          vm::store_partial(out_row + start, vm::pow(vm::load(bases), vm::load(exponents)), count);
+        }
+      });
 }
 
 // Runs `op` on operands of storage type T; returns false if T is not a
@@ -197,7 +228,13 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
     case Op::mul: if constexpr (!is_bool) return arithmetic(Multiply{}, cheap); break;
     case Op::div: if constexpr (is_float) return arithmetic(Divide{}, cheap); break;
     case Op::pow:
-      if constexpr (!is_bool) return arithmetic(Power{}, is_float ? elementwise::costly_grain : cheap);
+      if constexpr (std::is_same_v<T, float>) {
+        if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
+        power_f32(a, b, output);
+        return true;
+      } else if constexpr (!is_bool) {
+        return arithmetic(Power{}, is_float ? elementwise::costly_grain : cheap);
+      }
       break;
     case Op::maximum: return arithmetic(Maximum{}, cheap);
     case Op::minimum: return arithmetic(Minimum{}, cheap);

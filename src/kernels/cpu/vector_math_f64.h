@@ -1,5 +1,6 @@
 // kiln's vectorized double-precision math: exp, log, sin, cos, tanh, erf and sigmoid on
-// 16 doubles (f64x16, two AVX-512 registers), the f64 counterpart of vector_math.h.
+// 16 doubles (f64x16, two AVX-512 registers), the f64 counterpart of vector_math.h; and
+// pow for floats, which it computes in double.
 //
 // The same contracts as vector_math.h: used by the standard CPU kernels and embedded
 // verbatim into every JIT-generated translation unit (after vector_math.h), so both
@@ -419,6 +420,33 @@ template <class Function>
   return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+// ---- pow (float) ---------------------------------------------------------------------
+// powf(x, y) computed in double: |x|^y = e^(y log|x|). log's and exp's errors (about an
+// ULP of a double each) and the rounding of y log|x| put the double within 2.2e-14
+// relative of x^y for every result a float can hold (|y log|x|| <= 104), so the one
+// rounding to float is the correct one unless x^y lies within that distance of a
+// midpoint between two floats. y = 2 is x * x in float, exactly as square(x) (the JIT
+// rewrites pow(x, 2) so). Special values as C's powf: pow(x, +-0) = 1 and pow(1, y) = 1
+// even for NaN; pow(-1, +-inf) = 1; a finite negative x to a finite non-integer power is
+// NaN; otherwise the sign is x's when y is an odd integer (-0 and -inf included).
+[[gnu::always_inline]] inline f64x8 pow_float_lanes(f64x8 x, f64x8 y) {
+  const f64x8 magnitude = exp(y * log(abs(x)));
+  const f64x8 y_magnitude = abs(y);
+  // Floats of magnitude 2^24 and more are even integers; below, y is an integer when
+  // truncating it (exactly, in double) changes nothing.
+  const i64x8 small_y = y_magnitude < 0x1p24;
+  const i64x8 truncated = __builtin_convertvector(select(small_y, y, broadcast(0.0)), i64x8);
+  const i64x8 integer = (y_magnitude >= 0x1p24) | (__builtin_convertvector(truncated, f64x8) == y);
+  const i64x8 odd = small_y & integer & ((truncated & 1) != 0);
+  const u64x8 sign = to_bits(x) & 0x8000000000000000u;
+  f64x8 result = from_bits(to_bits(magnitude) | (sign & __builtin_bit_cast(u64x8, odd)));
+  const i64x8 finite_negative = (x < 0) & (x > -kInfinity);
+  result = select(finite_negative & ~integer & (y_magnitude < kInfinity), broadcast(kQuietNaN), result);
+  result = select((x == -1.0) & (y_magnitude == kInfinity), broadcast(1.0), result);
+  result = select((y == 0) | (x == 1.0), broadcast(1.0), result);
+  return result;
+}
+
 }  // namespace detail_f64
 
 // clang-format off
@@ -437,6 +465,23 @@ KILN_VECTOR_MATH_F64(tanh, detail_f64::tanh(half))
 KILN_VECTOR_MATH_F64(erf, detail_f64::erf(half))
 KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 #undef KILN_VECTOR_MATH_F64
+
+// x^y for floats, as C's powf (see pow_float_lanes).
+[[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
+  using f32x8 = float __attribute__((vector_size(32)));
+  auto half = [](f32x8 base, f32x8 exponent) __attribute__((always_inline)) {
+    return __builtin_convertvector(detail_f64::pow_float_lanes(__builtin_convertvector(base, detail_f64::f64x8),
+                                                               __builtin_convertvector(exponent, detail_f64::f64x8)),
+                                   f32x8);
+  };
+  const f32x8 low = half(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7),
+                         __builtin_shufflevector(y, y, 0, 1, 2, 3, 4, 5, 6, 7));
+  const f32x8 high = half(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15),
+                          __builtin_shufflevector(y, y, 8, 9, 10, 11, 12, 13, 14, 15));
+  const f32x16 result = __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return select(y == 2.0f, x * x, result);
+}
+[[gnu::always_inline]] inline float pow(float x, float y) { return pow(broadcast(x), broadcast(y))[0]; }
 
 }  // namespace kiln::vector_math
 

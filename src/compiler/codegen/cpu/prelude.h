@@ -147,7 +147,7 @@ template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition
   }
 }
 
-// Applies a scalar function lane by lane (floor, ceil, sqrt, pow): GCC
+// Applies a scalar function lane by lane (floor, ceil, sqrt, f64 pow): GCC
 // vectorizes these where it can (all but pow, a libm call per lane).
 template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, F function) {
   V result;
@@ -268,7 +268,8 @@ template <class T> [[gnu::always_inline]] inline T integer_power(T base, T expon
   return static_cast<T>(result);
 }
 template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
-  if constexpr (__is_same(V, f32x16)) return per_lane(a, b, [](float x, float y) { return __builtin_powf(x, y); });
+  if constexpr (__is_same(V, f32x16))
+    return vector_math::pow(a, b);
   else if constexpr (__is_same(V, f64x16)) return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
   else if constexpr (__is_same(V, i32x16)) return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
   else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
