@@ -89,13 +89,7 @@ const std::vector<Function>& all_functions() {
 }
 #undef KILN_TEST_FUNCTION
 
-const Function& function_named(const std::string& name) {
-  for (const Function& function : all_functions()) {
-    if (function.name == name) return function;
-  }
-  ADD_FAILURE() << "no function " << name;
-  return all_functions().front();
-}
+const Function& function_named(const std::string& name) { return support::function_named(all_functions(), name); }
 
 void expect_within_bound(const Function& function, const std::vector<double>& inputs, const std::string& what) {
   const std::vector<double> outputs = support::evaluate(function, inputs);
@@ -228,17 +222,6 @@ TEST(VectorMathF64Seams, TanhErfSigmoidAroundTheirSplits) {
 
 // ---- pow (float, computed in double) ----------------------------------------------------
 
-// Error in ULPs of the float nearest to `want` (2^-149 in the denormal range).
-double float_ulp_error(float got, long double want) {
-  const float rounded = static_cast<float>(want);
-  if (std::isnan(rounded) || std::isnan(got)) return std::isnan(rounded) && std::isnan(got) ? 0.0 : kInf;
-  if (std::isinf(rounded) || std::isinf(got)) return rounded == got ? 0.0 : kInf;
-  int exponent = 0;
-  std::frexp(static_cast<double>(want), &exponent);
-  const long double ulp = std::ldexp(1.0L, std::max(exponent - 1, -126) - 23);
-  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
-}
-
 // 16 pows at a time through the vector path, the tail through a partial vector.
 std::vector<float> vector_pow(const std::vector<float>& x, const std::vector<float>& y) {
   std::vector<float> out(x.size());
@@ -263,7 +246,7 @@ TEST(VectorMathPow, CorrectlyRoundedOnRandomArguments) {
   double worst = 0;
   std::size_t worst_index = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    const double error = float_ulp_error(got[i], powl(x[i], y[i]));
+    const double error = support::float_ulp_error(got[i], static_cast<double>(powl(x[i], y[i])));
     if (!(error <= worst)) {
       worst = error;
       worst_index = i;

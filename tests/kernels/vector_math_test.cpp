@@ -43,21 +43,7 @@ float from_bits(std::uint32_t bits) {
   return value;
 }
 
-// Error of `got` in units of the last place of the float nearest to `want`: ULP =
-// 2^(e-23) for want in [2^e, 2^(e+1)), 2^-149 in the denormal range. Infinite when
-// NaN-ness or infinity (after rounding `want` to float) does not match.
-double ulp_error(float got, double want) {
-  if (std::isnan(want) || std::isnan(got)) {
-    return std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
-  }
-  if (std::isinf(static_cast<float>(want)) || std::isinf(got)) {
-    return static_cast<float>(want) == got ? 0.0 : std::numeric_limits<double>::infinity();
-  }
-  int exponent = 0;
-  std::frexp(want, &exponent);
-  const double ulp = std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
-  return std::fabs(static_cast<double>(got) - want) / ulp;
-}
+using support::float_ulp_error;
 
 // One function under test: a 16-lane kernel (pointer in, pointer out), the scalar
 // overload, the double-precision reference and the ULP bounds.
@@ -103,18 +89,12 @@ const std::vector<Function>& all_functions() {
 }
 #undef KILN_TEST_FUNCTION
 
-const Function& function_named(const std::string& name) {
-  for (const Function& function : all_functions()) {
-    if (function.name == name) return function;
-  }
-  ADD_FAILURE() << "no function " << name;
-  return all_functions().front();
-}
+const Function& function_named(const std::string& name) { return support::function_named(all_functions(), name); }
 
 // Checks every input against the reference; reports the worst offender.
 void expect_within_bound(const Function& function, const std::vector<float>& inputs, const std::string& what) {
   const std::vector<float> outputs = support::evaluate(function, inputs);
-  const support::Worst worst = support::worst_error(function, inputs, outputs, ulp_error);
+  const support::Worst worst = support::worst_error(function, inputs, outputs, float_ulp_error);
   EXPECT_LE(worst.error, function.ulp_bound())
       << function.name << " on " << what << ": x = " << inputs[worst.index] << " (bits 0x" << std::hex
       << bits_of(inputs[worst.index]) << std::dec << ") gives " << outputs[worst.index] << ", want "
@@ -129,16 +109,16 @@ constexpr int kRandomCount = 1 << 18;
 // ---- the metric itself ----------------------------------------------------------------
 
 TEST(VectorMathUlp, MeasuresUnitsInTheLastPlace) {
-  EXPECT_EQ(ulp_error(1.0f, 1.0), 0.0);
-  EXPECT_EQ(ulp_error(std::nextafter(1.0f, 2.0f), 1.0), 1.0);
-  EXPECT_EQ(ulp_error(std::nextafter(1.0f, 0.0f), 1.0), 0.5);  // ULP of 1 is 2^-23
-  EXPECT_EQ(ulp_error(2 * kDenormMin, static_cast<double>(kDenormMin)), 1.0);
-  EXPECT_EQ(ulp_error(0.0f, -0.0), 0.0);
-  EXPECT_EQ(ulp_error(kInf, 1e39), 0.0);  // 1e39 rounds to +inf in float
-  EXPECT_TRUE(std::isinf(ulp_error(kFloatMax, 1e39)));
-  EXPECT_TRUE(std::isinf(ulp_error(kNaN, 1.0)));
-  EXPECT_TRUE(std::isinf(ulp_error(1.0f, std::nan(""))));
-  EXPECT_EQ(ulp_error(kNaN, std::nan("")), 0.0);
+  EXPECT_EQ(float_ulp_error(1.0f, 1.0), 0.0);
+  EXPECT_EQ(float_ulp_error(std::nextafter(1.0f, 2.0f), 1.0), 1.0);
+  EXPECT_EQ(float_ulp_error(std::nextafter(1.0f, 0.0f), 1.0), 0.5);  // ULP of 1 is 2^-23
+  EXPECT_EQ(float_ulp_error(2 * kDenormMin, static_cast<double>(kDenormMin)), 1.0);
+  EXPECT_EQ(float_ulp_error(0.0f, -0.0), 0.0);
+  EXPECT_EQ(float_ulp_error(kInf, 1e39), 0.0);  // 1e39 rounds to +inf in float
+  EXPECT_TRUE(std::isinf(float_ulp_error(kFloatMax, 1e39)));
+  EXPECT_TRUE(std::isinf(float_ulp_error(kNaN, 1.0)));
+  EXPECT_TRUE(std::isinf(float_ulp_error(1.0f, std::nan(""))));
+  EXPECT_EQ(float_ulp_error(kNaN, std::nan("")), 0.0);
 }
 
 // ---- accuracy on random inputs ----------------------------------------------------------
@@ -267,7 +247,7 @@ TEST(VectorMathSpecial, TinyArgumentsAreRelativelyAccurate) {
   for (const float x : {1e-5f, -1e-5f, 3e-8f, 1e-20f, 1e-38f}) {
     EXPECT_EQ(vm::tanh(x), x);
     EXPECT_EQ(vm::sin(x), x);
-    EXPECT_LE(ulp_error(vm::erf(x), std::erf(static_cast<double>(x))), 1.0) << x;
+    EXPECT_LE(float_ulp_error(vm::erf(x), std::erf(static_cast<double>(x))), 1.0) << x;
   }
 }
 

@@ -7,14 +7,44 @@
 
 #include "kernels/cpu/vector_math_f64.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 namespace kiln::testing::vector_math {
+
+// Error of a float result `got` in units of the last place of the float nearest to
+// `want`: ULP = 2^(e-23) for want in [2^e, 2^(e+1)), 2^-149 in the denormal range.
+// Infinite when NaN-ness or infinity (after rounding `want` to float) does not match.
+inline double float_ulp_error(float got, double want) {
+  if (std::isnan(want) || std::isnan(got)) {
+    return std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  if (std::isinf(static_cast<float>(want)) || std::isinf(got)) {
+    return static_cast<float>(want) == got ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  int exponent = 0;
+  std::frexp(want, &exponent);
+  const double ulp = std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// The function of `functions` called `name` (a test failure, and the first, if none).
+template <class Function>
+const Function& function_named(const std::vector<Function>& functions, const std::string& name) {
+  for (const Function& function : functions) {
+    if (function.name == name) return function;
+  }
+  ADD_FAILURE() << "no function " << name;
+  return functions.front();
+}
 
 struct Rng {  // splitmix64: deterministic
   std::uint64_t state;

@@ -212,8 +212,11 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
   constexpr auto cheap = elementwise::cheap_grain;
   constexpr bool is_bool = is_bool_v<T>;
   constexpr bool is_float = std::is_floating_point_v<T>;
-  auto arithmetic = [&](auto function, std::int64_t grain) {
+  auto check_arithmetic_output = [&] {
     if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
+  };
+  auto arithmetic = [&](auto function, std::int64_t grain) {
+    check_arithmetic_output();
     broadcast_binary<T, T>(a, b, output, grain, function);
     return true;
   };
@@ -229,7 +232,7 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
     case Op::div: if constexpr (is_float) return arithmetic(Divide{}, cheap); break;
     case Op::pow:
       if constexpr (std::is_same_v<T, float>) {
-        if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
+        check_arithmetic_output();
         power_f32(a, b, output);
         return true;
       } else if constexpr (!is_bool) {

@@ -68,10 +68,12 @@ namespace detail_f64 {
 
 // The functions work on 8 doubles, one AVX-512 register (two AVX2 ones), and the
 // f64x16 ones below apply them to each half: GCC has no 1024-bit vectors to lower
-// f64x16 comparisons and selects to, and compiled them lane by lane.
-using f64x8 = double __attribute__((vector_size(64)));
+// f64x16 comparisons and selects to, and compiled them lane by lane. (vector_math.h's
+// float sin/cos reduce in double without FMA: the 8-double types and the reduction
+// constants shared with it are its.)
+using detail::f64x8;
+using detail::u64x8;
 using i64x8 = std::int64_t __attribute__((vector_size(64)));
-using u64x8 = std::uint64_t __attribute__((vector_size(64)));
 
 [[gnu::always_inline]] inline f64x8 broadcast(double value) {
   return f64x8{value, value, value, value, value, value, value, value};
@@ -127,7 +129,7 @@ inline constexpr double kInfinity = __builtin_inf();
 inline constexpr double kQuietNaN = __builtin_nan("");
 // Adding then subtracting 1.5 * 2^52 rounds a double of magnitude < 2^51 to the
 // nearest integer, and the low bits of the sum hold that integer.
-inline constexpr double kRoundMagic = 0x1.8p52;
+using detail::kRoundMagicDouble;
 
 template <int First = 0, int N>
 [[gnu::always_inline]] inline f64x8 horner(f64x8 x, const double (&coefficients)[N]) {
@@ -138,9 +140,9 @@ template <int First = 0, int N>
   }
 }
 
-// The integer held in the low bits of `shifted` = value + kRoundMagic.
+// The integer held in the low bits of `shifted` = value + kRoundMagicDouble.
 [[gnu::always_inline]] inline i64x8 rounded_integer(f64x8 shifted) {
-  return __builtin_bit_cast(i64x8, to_bits(shifted) - to_bits(broadcast(kRoundMagic)));
+  return __builtin_bit_cast(i64x8, to_bits(shifted) - to_bits(broadcast(kRoundMagicDouble)));
 }
 // 2^n for integer lanes n in [-1022, 1023].
 [[gnu::always_inline]] inline f64x8 power_of_two(i64x8 n) {
@@ -173,8 +175,8 @@ struct Reduced {
   i64x8 k;
 };
 [[gnu::always_inline]] inline Reduced reduce_ln2(f64x8 x) {
-  const f64x8 shifted = mul_add(x, broadcast(kLog2e), broadcast(kRoundMagic));
-  const f64x8 k = shifted - kRoundMagic;
+  const f64x8 shifted = mul_add(x, broadcast(kLog2e), broadcast(kRoundMagicDouble));
+  const f64x8 k = shifted - kRoundMagicDouble;
   const f64x8 exact = x - k * kLn2High;
   return {mul_add(k, broadcast(-kLn2Low), exact), rounded_integer(shifted)};
 }
@@ -190,8 +192,8 @@ struct Reduced {
   return mantissa * power_of_two(half) * power_of_two(reduced.k - half);
 }
 
-// e^x - 1 for x in [1.25, 44] (what tanh needs): 2^k (e^r - 1) + (2^k - 1), both terms
-// exact or rounded once; for k = 0 it is e^r - 1 itself, accurate for tiny x.
+// e^x - 1 for x in [1.25, 44] (what tanh needs): 2^k (e^r - 1) + (2^k - 1), with
+// 2^k (e^r - 1) exact and 2^k - 1 exact up to k = 53, so the sum rounds once.
 [[gnu::always_inline]] inline f64x8 expm1_nonnegative(f64x8 x) {
   const Reduced reduced = reduce_ln2(x);
   const f64x8 scale = power_of_two(reduced.k);
@@ -233,14 +235,14 @@ inline constexpr double kLogAtanhTaylor[] = {0x1.5555555555555p-1, 0x1.999999999
 
 // ---- sin / cos --------------------------------------------------------------------
 // j = round(x 2/pi), r = x - j pi/2 with pi/2 in three parts (33 + 33 + 53 bits; the
-// first two products are exact for |j| < 2^20, and x - j * kPiOver2Part1 is exact),
+// first two products are exact for |j| < 2^20, and x - j * kPiOver2High is exact),
 // kept as a sum of two doubles (see sin_cos_fast); |r| <= pi/4 (about).
 // sin(r) = r + r^3 S(r^2), S the Taylor series to r^17; cos(r) = w + ((1 - w) - r^2/2
 // + r^4 C(r^2)), w = 1 - r^2/2, C to r^18 (the parenthesis recovers w's rounding
 // error; fdlibm's arrangement). Truncation about 1e-19 relative at |r| = pi/4. Beyond
 // kTrigFastLimit the lanes are recomputed with libm.
-inline constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
-inline constexpr double kPiOver2Part1 = 0x1.921fb54400000p+0;
+using detail::kPiOver2High;  // 33 significant bits
+using detail::kTwoOverPiDouble;
 inline constexpr double kPiOver2Part2 = 0x1.0b4611a600000p-34;
 inline constexpr double kPiOver2Part3 = 0x1.3198a2e037073p-69;
 inline constexpr double kSinTaylor[] = {-0x1.5555555555555p-3,  0x1.1111111111111p-7,   -0x1.a01a01a01a01ap-13,
@@ -253,12 +255,12 @@ inline constexpr double kTrigFastLimit = 0x1p19;
 
 // sin(x) if quadrant_offset is 0, cos(x) if it is 1.
 [[gnu::always_inline]] inline f64x8 sin_cos_fast(f64x8 x, std::uint64_t quadrant_offset) {
-  const f64x8 shifted = mul_add(x, broadcast(kTwoOverPi), broadcast(kRoundMagic));
-  const f64x8 j = shifted - kRoundMagic;
+  const f64x8 shifted = mul_add(x, broadcast(kTwoOverPiDouble), broadcast(kRoundMagicDouble));
+  const f64x8 j = shifted - kRoundMagicDouble;
   // r = high + low: the first step is exact, the second (an exact product) is
   // subtracted with its rounding error kept (Knuth's two-sum), the third goes
   // into the low part.
-  const f64x8 first = x - j * kPiOver2Part1;
+  const f64x8 first = x - j * kPiOver2High;
   const f64x8 second_product = j * kPiOver2Part2;
   const f64x8 high = first - second_product;
   const f64x8 first_part = high + second_product;
@@ -454,8 +456,11 @@ template <class Function>
   [[gnu::always_inline]] inline f64x16 name(f64x16 x) {                                                  \
     return detail_f64::on_halves(x, [](detail_f64::f64x8 half) __attribute__((always_inline)) { return body; }); \
   }                                                                                                      \
-  /* The scalar overload: the vector code on a broadcast value, lane 0. */                               \
-  [[gnu::always_inline]] inline double name(double x) { return name(broadcast(x))[0]; }
+  /* The scalar overload: the vector code on a broadcast half, lane 0. */                               \
+  [[gnu::always_inline]] inline double name(double x) {                                                  \
+    const detail_f64::f64x8 half = detail_f64::broadcast(x);                                             \
+    return (body)[0];                                                                                    \
+  }
 // clang-format on
 KILN_VECTOR_MATH_F64(exp, detail_f64::exp(half))
 KILN_VECTOR_MATH_F64(log, detail_f64::log(half))
