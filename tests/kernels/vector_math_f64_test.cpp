@@ -285,6 +285,39 @@ TEST(VectorMathPow, SquareIsXTimesX) {
   }
 }
 
+TEST(VectorMathPow, CubeIsCorrectlyRounded) {
+  // gelu's x^3 takes the short path (x * x * x in double): every float, overflow and
+  // denormal results included, rounds as x^3 does.
+  for (const float x : support::all_finite<float>(1 << 18, 35)) {
+    const float got = vm::pow(x, 3.0f);
+    const long double exact = static_cast<long double>(x) * x * x;  // within 2^-64 of x^3
+    if (std::isinf(got)) {
+      ASSERT_GE(fabsl(exact), 0x1.ffffffp127L) << x;  // past the midpoint above FLT_MAX
+    } else {
+      ASSERT_LE(support::float_ulp_error(got, static_cast<double>(exact)), 0.5001) << x;
+      ASSERT_EQ(std::signbit(got), std::signbit(x)) << x;
+    }
+  }
+}
+
+TEST(VectorMathPow, LanesAgreeWhateverTheirNeighboursExponents) {
+  // A vector of 2s and 3s skips the general path, a mixed one selects per lane: each
+  // lane's result must not depend on which way its vector went.
+  const std::vector<float> x = support::uniform<float>(-30, 30, 4096, 36);
+  std::vector<float> y = support::uniform<float>(-8, 8, x.size(), 37);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (i % 3 == 0) y[i] = 2.0f;
+    if (i % 5 == 0) y[i] = 3.0f;
+    if (x[i] < 0) y[i] = std::round(y[i]);
+  }
+  const std::vector<float> got = vector_pow(x, y);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float alone = vm::pow(x[i], y[i]);  // a uniform vector
+    ASSERT_EQ(bits_of(static_cast<double>(got[i])), bits_of(static_cast<double>(alone)))
+        << "pow(" << x[i] << ", " << y[i] << ")";
+  }
+}
+
 TEST(VectorMathF64Scalar, IdenticalBitsToTheVectorLanes) {
   std::vector<double> inputs = support::all_finite<double>(4096, 7);
   const std::vector<double> moderate = support::uniform<double>(-30, 30, 4096, 8);

@@ -471,20 +471,54 @@ KILN_VECTOR_MATH_F64(erf, detail_f64::erf(half))
 KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 #undef KILN_VECTOR_MATH_F64
 
-// x^y for floats, as C's powf (see pow_float_lanes).
-[[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
-  using f32x8 = float __attribute__((vector_size(32)));
-  auto half = [](f32x8 base, f32x8 exponent) __attribute__((always_inline)) {
-    return __builtin_convertvector(detail_f64::pow_float_lanes(__builtin_convertvector(base, detail_f64::f64x8),
-                                                               __builtin_convertvector(exponent, detail_f64::f64x8)),
-                                   f32x8);
+namespace detail_f64 {
+// 8 floats as doubles. GCC 12 converts them 4 at a time and joins the halves; the
+// AVX-512 instruction takes all 8.
+[[gnu::always_inline]] inline f64x8 widen(detail::f32x8 x) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_cvtps2pd512_mask(x, f64x8{}, static_cast<unsigned char>(0xff), 4);
+#else
+  return __builtin_convertvector(x, f64x8);
+#endif
+}
+}  // namespace detail_f64
+
+// f32x16 through two 8-double halves: `function` of the widened lanes, rounded to float.
+template <class Function>
+[[gnu::always_inline]] inline f32x16 in_double(f32x16 x, f32x16 y, Function function) {
+  using detail::f32x8;
+  auto half = [&](f32x8 base, f32x8 exponent) __attribute__((always_inline)) {
+    return __builtin_convertvector(function(detail_f64::widen(base), detail_f64::widen(exponent)), f32x8);
   };
   const f32x8 low = half(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7),
                          __builtin_shufflevector(y, y, 0, 1, 2, 3, 4, 5, 6, 7));
   const f32x8 high = half(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15),
                           __builtin_shufflevector(y, y, 8, 9, 10, 11, 12, 13, 14, 15));
-  const f32x16 result = __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  return select(y == 2.0f, x * x, result);
+  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// x^y for floats, as C's powf (see pow_float_lanes). Two exponents cost two products
+// instead of a log and an exp: y = 2 is x * x in float (exact before its one rounding);
+// y = 3 (gelu's x^3) is x * x * x in double -- x * x is exact there, so x^3 is rounded
+// once to double and once to float, as correctly rounded as the general path. When every
+// lane's exponent is one of the two, the general path is skipped.
+[[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
+  const i32x16 two = y == 2.0f, three = y == 3.0f;
+  f32x16 result = x * x;
+  if (any(~(two | three))) {
+    const f32x16 general = in_double(
+        x, y, [](detail_f64::f64x8 base, detail_f64::f64x8 exponent) __attribute__((always_inline)) {
+          return detail_f64::pow_float_lanes(base, exponent);
+        });
+    result = select(two, result, general);
+  }
+  if (any(three)) {
+    const f32x16 cube = in_double(
+        x, y,
+        [](detail_f64::f64x8 base, detail_f64::f64x8) __attribute__((always_inline)) { return base * base * base; });
+    result = select(three, cube, result);
+  }
+  return result;
 }
 [[gnu::always_inline]] inline float pow(float x, float y) { return pow(broadcast(x), broadcast(y))[0]; }
 
