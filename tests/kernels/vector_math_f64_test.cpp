@@ -300,14 +300,30 @@ TEST(VectorMathPow, CubeIsCorrectlyRounded) {
   }
 }
 
+TEST(VectorMathPow, SquareRootAndReciprocalAreTheInstructions) {
+  // pow(x, 0.5) and pow(x, -1) take sqrt and 1 / x, both correctly rounded, so they
+  // equal the correctly rounded x^y (special values are SpecialValuesAsPowf's).
+  for (const float x : support::all_finite<float>(1 << 16, 38)) {
+    const float root = vm::pow(x, 0.5f), reciprocal = vm::pow(x, -1.0f);
+    if (x < 0) {
+      ASSERT_TRUE(std::isnan(root)) << x;
+    } else {
+      ASSERT_EQ(bits_of(static_cast<double>(root)), bits_of(static_cast<double>(std::sqrt(x)))) << x;
+    }
+    ASSERT_EQ(bits_of(static_cast<double>(reciprocal)), bits_of(static_cast<double>(1.0f / x))) << x;
+  }
+}
+
 TEST(VectorMathPow, LanesAgreeWhateverTheirNeighboursExponents) {
-  // A vector of 2s and 3s skips the general path, a mixed one selects per lane: each
+  // A vector of 2s, 3s, 0.5s and -1s skips the general path, a mixed one selects per lane: each
   // lane's result must not depend on which way its vector went.
   const std::vector<float> x = support::uniform<float>(-30, 30, 4096, 36);
   std::vector<float> y = support::uniform<float>(-8, 8, x.size(), 37);
   for (std::size_t i = 0; i < y.size(); ++i) {
     if (i % 3 == 0) y[i] = 2.0f;
     if (i % 5 == 0) y[i] = 3.0f;
+    if (i % 7 == 0) y[i] = 0.5f;
+    if (i % 11 == 0) y[i] = -1.0f;
     if (x[i] < 0) y[i] = std::round(y[i]);
   }
   const std::vector<float> got = vector_pow(x, y);

@@ -497,15 +497,31 @@ template <class Function>
   return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
-// x^y for floats, as C's powf (see pow_float_lanes). Two exponents cost two products
-// instead of a log and an exp: y = 2 is x * x in float (exact before its one rounding);
-// y = 3 (gelu's x^3) is x * x * x in double -- x * x is exact there, so x^3 is rounded
-// once to double and once to float, as correctly rounded as the general path. When every
-// lane's exponent is one of the two, the general path is skipped.
+// Correctly rounded square roots (the instruction; GCC vectorizes a lane loop of
+// __builtin_sqrtf only without errno).
+[[gnu::always_inline]] inline f32x16 square_root(f32x16 x) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_sqrtps512_mask(x, x, static_cast<unsigned short>(0xffff), 4);
+#else
+  f32x16 result;
+  for (int lane = 0; lane < kLanes; ++lane) result[lane] = __builtin_sqrtf(x[lane]);
+  return result;
+#endif
+}
+
+// x^y for floats, as C's powf (see pow_float_lanes). Four exponents skip the log and
+// the exp, each as correctly rounded as the general path:
+//   y = 2: x * x in float (exact before its one rounding; square(x), as the JIT rewrites it);
+//   y = 3 (gelu's x^3): x * x * x in double, where x * x is exact, so x^3 is rounded once
+//     to double and once to float;
+//   y = 0.5: sqrt(x), correctly rounded, with powf's pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf;
+//   y = -1: 1 / x, correctly rounded, the same special values.
+// A vector whose exponents are all among them skips the general path (in the JIT, where
+// the exponent is a constant, GCC removes it); a mixed one selects lane by lane.
 [[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
-  const i32x16 two = y == 2.0f, three = y == 3.0f;
+  const i32x16 two = y == 2.0f, three = y == 3.0f, half = y == 0.5f, minus_one = y == -1.0f;
   f32x16 result = x * x;
-  if (any(~(two | three))) {
+  if (any(~(two | three | half | minus_one))) {
     const f32x16 general = in_double(
         x, y, [](detail_f64::f64x8 base, detail_f64::f64x8 exponent) __attribute__((always_inline)) {
           return detail_f64::pow_float_lanes(base, exponent);
@@ -518,6 +534,11 @@ template <class Function>
         [](detail_f64::f64x8 base, detail_f64::f64x8) __attribute__((always_inline)) { return base * base * base; });
     result = select(three, cube, result);
   }
+  if (any(half)) {
+    const f32x16 root = select(x == -__builtin_inff(), broadcast(__builtin_inff()), square_root(x) + 0.0f);  // -0 -> +0
+    result = select(half, root, result);
+  }
+  if (any(minus_one)) result = select(minus_one, 1.0f / x, result);
   return result;
 }
 [[gnu::always_inline]] inline float pow(float x, float y) { return pow(broadcast(x), broadcast(y))[0]; }
