@@ -473,9 +473,9 @@ KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 
 namespace detail_f64 {
 // 8 floats as doubles. GCC 12 converts them 4 at a time and joins the halves; the
-// AVX-512 instruction takes all 8.
+// AVX-512 instruction takes all 8 (Clang emits it for the conversion itself).
 [[gnu::always_inline]] inline f64x8 widen(detail::f32x8 x) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && !defined(__clang__)
   return __builtin_ia32_cvtps2pd512_mask(x, f64x8{}, static_cast<unsigned char>(0xff), 4);
 #else
   return __builtin_convertvector(x, f64x8);
@@ -497,10 +497,12 @@ template <class Function>
   return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
-// Correctly rounded square roots (the instruction; GCC vectorizes a lane loop of
-// __builtin_sqrtf only without errno).
+// Correctly rounded square roots: the instruction (GCC vectorizes a lane loop of
+// __builtin_sqrtf only without errno), through each compiler's builtin.
 [[gnu::always_inline]] inline f32x16 square_root(f32x16 x) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__clang__)
+  return __builtin_ia32_sqrtps512(x, 4);
+#elif defined(__AVX512F__)
   return __builtin_ia32_sqrtps512_mask(x, x, static_cast<unsigned short>(0xffff), 4);
 #else
   f32x16 result;
