@@ -82,7 +82,12 @@ template <class T> [[gnu::always_inline]] inline void store_streaming(T* destina
       for (unsigned part = 0; part < sizeof(vec<T>) / 64; ++part) {
         f32x16 piece;
         __builtin_memcpy(&piece, reinterpret_cast<const char*>(&value) + 64 * part, 64);
-        __builtin_ia32_movntps512(reinterpret_cast<float*>(reinterpret_cast<char*>(destination) + 64 * part), piece);
+        char* line = reinterpret_cast<char*>(destination) + 64 * part;
+#if defined(__clang__)  // GCC's builtin is not Clang's
+        __builtin_nontemporal_store(piece, reinterpret_cast<f32x16*>(line));
+#else
+        __builtin_ia32_movntps512(reinterpret_cast<float*>(line), piece);
+#endif
       }
       return;
     }
