@@ -500,7 +500,9 @@ TEST_F(ElementwiseSelect, EveryDtypeAndBroadcast) {
   };
   std::uint32_t seed = 5000;
   for (DType dtype : all_dtypes) {
-    for (const auto& [c_shape, a_shape, b_shape] : shapes) {
+    for (const auto& shape_triple : shapes) {
+      // Named copies, not structured bindings: Clang before 16 cannot capture those in the lambda below.
+      const Shape c_shape = shape_triple[0], a_shape = shape_triple[1], b_shape = shape_triple[2];
       Array condition = make(DType::boolean, c_shape), a = make(dtype, a_shape), b = make(dtype, b_shape);
       fill_random(condition, seed++, {});
       fill_random(a, seed++, wide);

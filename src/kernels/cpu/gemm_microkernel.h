@@ -101,7 +101,7 @@ void microkernel(std::int64_t kc, const float* __restrict a, const float* __rest
 #pragma GCC unroll 4
     for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = Vector{};
   }
-  auto step = [&](std::int64_t k) [[gnu::always_inline]] {
+  auto step = [&](std::int64_t k) __attribute__((always_inline)) {
     Vector bk[kVectorsPerRow];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectorsPerRow; ++v) bk[v] = load_vector(b + k * kNr + v * kLanes);
