@@ -100,24 +100,175 @@ inline constexpr bool kHardwareFma = false;
                 value, value, value, value, value, value, value, value};
 }
 
-// Lane-wise `mask ? if_true : if_false` (nonzero mask lane = true).
-[[gnu::always_inline]] inline f32x16 select(i32x16 mask, f32x16 if_true, f32x16 if_false) {
-  return mask ? if_true : if_false;
+// ---------------------------------------------------------------------------------
+// Comparisons and selects, register by register.
+//
+// GCC (12) compiles arithmetic on a vector wider than the target's registers as one
+// operation per register, but a comparison or a `mask ? a : b` on one lane by lane:
+// 16 scalar compares and branches for an f32x16 on an AVX2 machine, and for the JIT's
+// f64x16 even on an AVX-512 one. These helpers split wider vectors in halves down to the
+// register width (64 bytes with AVX-512, 32 with AVX, else 16), where they are the plain
+// operators, and join the results. Every comparison and select of vectors that may be
+// wider than a register goes through them (`less(x, 0.0f)`, not `x < 0.0f`); on AVX-512
+// an f32x16 comparison is one instruction either way.
+#if defined(__AVX512F__)
+inline constexpr unsigned kRegisterBytes = 64;
+#elif defined(__AVX__)
+inline constexpr unsigned kRegisterBytes = 32;
+#else
+inline constexpr unsigned kRegisterBytes = 16;
+#endif
+
+namespace halves {
+template <class V>
+inline constexpr int lane_count = sizeof(V) / sizeof(V{}[0]);
+
+template <class V>
+[[gnu::always_inline]] inline auto low(V v) {
+  constexpr int n = lane_count<V>;
+  static_assert(n == 4 || n == 8 || n == 16 || n == 32, "halves of 4 to 32 lanes");
+  if constexpr (n == 32)
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  else if constexpr (n == 16)
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  else if constexpr (n == 8)
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  else
+    return __builtin_shufflevector(v, v, 0, 1);
 }
-[[gnu::always_inline]] inline i32x16 select(i32x16 mask, i32x16 if_true, i32x16 if_false) {
-  return mask ? if_true : if_false;
+template <class V>
+[[gnu::always_inline]] inline auto high(V v) {
+  constexpr int n = lane_count<V>;
+  if constexpr (n == 32)
+    return __builtin_shufflevector(v, v, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  else if constexpr (n == 16)
+    return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  else if constexpr (n == 8)
+    return __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  else
+    return __builtin_shufflevector(v, v, 2, 3);
+}
+template <class H>
+[[gnu::always_inline]] inline auto join(H low, H high) {
+  constexpr int n = lane_count<H>;
+  if constexpr (n == 16)
+    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                   21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  else if constexpr (n == 8)
+    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  else if constexpr (n == 4)
+    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7);
+  else
+    return __builtin_shufflevector(low, high, 0, 1, 2, 3);
+}
+// `value` in every lane of a V, bit for bit (V{} + value would turn -0 into +0); a V
+// passes through.
+template <class V, class S>
+[[gnu::always_inline]] inline V as_vector(S value) {
+  if constexpr (__is_same(V, S)) {
+    return value;
+  } else {
+    V result;
+    for (int lane = 0; lane < lane_count<V>; ++lane) result[lane] = static_cast<__typeof__(result[0] + 0)>(value);
+    return result;
+  }
+}
+}  // namespace halves
+
+// Lane masks (-1 where true, 0 where false) of a comparison; `b` may be a scalar.
+template <class V, class S>
+[[gnu::always_inline]] inline auto less(V a, S b_value) {
+  const V b = halves::as_vector<V>(b_value);
+  if constexpr (sizeof(V) > kRegisterBytes)
+    return halves::join(less(halves::low(a), halves::low(b)), less(halves::high(a), halves::high(b)));
+  else
+    return a < b;
+}
+template <class V, class S>
+[[gnu::always_inline]] inline auto less_equal(V a, S b_value) {
+  const V b = halves::as_vector<V>(b_value);
+  if constexpr (sizeof(V) > kRegisterBytes)
+    return halves::join(less_equal(halves::low(a), halves::low(b)), less_equal(halves::high(a), halves::high(b)));
+  else
+    return a <= b;
+}
+template <class V, class S>
+[[gnu::always_inline]] inline auto greater(V a, S b) {
+  return less(halves::as_vector<V>(b), a);
+}
+template <class V, class S>
+[[gnu::always_inline]] inline auto greater_equal(V a, S b) {
+  return less_equal(halves::as_vector<V>(b), a);
+}
+template <class V, class S>
+[[gnu::always_inline]] inline auto equal(V a, S b_value) {
+  const V b = halves::as_vector<V>(b_value);
+  if constexpr (sizeof(V) > kRegisterBytes)
+    return halves::join(equal(halves::low(a), halves::low(b)), equal(halves::high(a), halves::high(b)));
+  else
+    return a == b;
+}
+template <class V, class S>
+[[gnu::always_inline]] inline auto not_equal(V a, S b_value) {
+  const V b = halves::as_vector<V>(b_value);
+  if constexpr (sizeof(V) > kRegisterBytes)
+    return halves::join(not_equal(halves::low(a), halves::low(b)), not_equal(halves::high(a), halves::high(b)));
+  else
+    return a != b;
+}
+// NaN lanes.
+template <class V>
+[[gnu::always_inline]] inline auto is_nan(V x) {
+  return not_equal(x, x);
 }
 
-// True if any lane of the mask is nonzero. Narrowing the lanes to bytes lets Clang emit
-// one kortest on AVX-512 and GCC a short sequence; used once per 16 elements to detect
-// rare slow cases.
-[[gnu::always_inline]] inline bool any(i32x16 mask) {
-  using i8x16 = std::int8_t __attribute__((vector_size(16)));
-  const i8x16 narrow = __builtin_convertvector(mask != 0, i8x16);
-  std::uint64_t words[2];
-  __builtin_memcpy(words, &narrow, sizeof(words));
-  return (words[0] | words[1]) != 0;
+// Lane-wise `mask ? if_true : if_false` (nonzero mask lane = true) for any vector V and
+// a mask of as many lanes of the same width.
+template <class M, class V>
+[[gnu::always_inline]] inline V select_lanes(M mask, V if_true, V if_false) {
+  if constexpr (sizeof(V) > kRegisterBytes)
+    return halves::join(select_lanes(halves::low(mask), halves::low(if_true), halves::low(if_false)),
+                        select_lanes(halves::high(mask), halves::high(if_true), halves::high(if_false)));
+  else
+    return mask ? if_true : if_false;
 }
+[[gnu::always_inline]] inline f32x16 select(i32x16 mask, f32x16 if_true, f32x16 if_false) {
+  return select_lanes(mask, if_true, if_false);
+}
+[[gnu::always_inline]] inline i32x16 select(i32x16 mask, i32x16 if_true, i32x16 if_false) {
+  return select_lanes(mask, if_true, if_false);
+}
+
+// True if any lane of the mask is nonzero; used once per vector to detect rare slow
+// cases. Wider than a register: the halves' lanes or-ed first. A 64-byte mask (AVX-512)
+// narrowed to bytes lets Clang emit one kortest and GCC a short sequence; below, the
+// mask's 16 bytes are read as two words.
+template <class M>
+[[gnu::always_inline]] inline bool any_lane(M mask) {
+  if constexpr (sizeof(M) > kRegisterBytes || (sizeof(M) > 16 && sizeof(M) < 64)) {
+    return any_lane(halves::low(mask) | halves::high(mask));
+  } else if constexpr (sizeof(M) == 64) {
+    using i8x16 = std::int8_t __attribute__((vector_size(16)));
+    using i8x8 = std::int8_t __attribute__((vector_size(8)));
+    if constexpr (halves::lane_count<M> == 16) {
+      const i8x16 narrow = __builtin_convertvector(not_equal(mask, 0), i8x16);
+      std::uint64_t words[2];
+      __builtin_memcpy(words, &narrow, sizeof(words));
+      return (words[0] | words[1]) != 0;
+    } else {
+      const i8x8 narrow = __builtin_convertvector(not_equal(mask, 0), i8x8);
+      std::uint64_t word;
+      __builtin_memcpy(&word, &narrow, sizeof(word));
+      return word != 0;
+    }
+  } else {
+    static_assert(sizeof(M) == 16);
+    std::uint64_t words[2];
+    __builtin_memcpy(words, &mask, sizeof(words));
+    return (words[0] | words[1]) != 0;
+  }
+}
+[[gnu::always_inline]] inline bool any(i32x16 mask) { return any_lane(mask); }
 
 [[gnu::always_inline]] inline u32x16 to_bits(f32x16 value) { return __builtin_bit_cast(u32x16, value); }
 [[gnu::always_inline]] inline f32x16 from_bits(u32x16 bits) { return __builtin_bit_cast(f32x16, bits); }
@@ -239,8 +390,8 @@ struct ExpFactors {
   f32x16 scale;    // 2^(n - n/2)
 };
 [[gnu::always_inline]] inline ExpFactors exp_factors(f32x16 x) {
-  x = select(x > kExpClampHigh, broadcast(kExpClampHigh), x);  // NaN passes through
-  x = select(x < kExpClampLow, broadcast(kExpClampLow), x);
+  x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);  // NaN passes through
+  x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const ExpReduced reduced = exp_reduce(x);
   const u32x16 half_n = __builtin_bit_cast(u32x16, __builtin_bit_cast(i32x16, reduced.n) >> 1);
   const u32x16 other_half_n = reduced.n - half_n;
@@ -347,7 +498,7 @@ inline constexpr double kRoundMagicDouble = 0x1.8p52;            // as kRoundMag
   const f32x16 sine = mul_add(r3, horner(r2, kSinPolynomial), r);
   const f32x16 cosine = mul_add(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
   // Odd quadrants swap sin and cos; quadrants 2 and 3 negate.
-  const f32x16 result = select((quadrant & 1u) != 0u, cosine, sine);
+  const f32x16 result = select(not_equal(quadrant & 1u, 0u), cosine, sine);
   return from_bits(to_bits(result) ^ ((quadrant & 2u) << 30));
 }
 
@@ -800,7 +951,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #if defined(__AVX512F__)
   return detail::avx512::log(x);
 #else
-  const i32x16 tiny = x < 0x1p-126f;
+  const i32x16 tiny = less(x, 0x1p-126f);
   const f32x16 scaled = select(tiny, x * 0x1p23f, x);
   const u32x16 bits = to_bits(scaled);
   const u32x16 offset = bits - detail::kSqrtHalfBits;
@@ -815,9 +966,9 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   tail = mul_add(f2, broadcast(-0.5f), tail);  // exact product: same bits fused or not
   f32x16 result = f + tail;
   result = mul_add(k, broadcast(detail::kLn2Coarse), result);    // exact product
-  result = select((x > 0x1.fffffep127f) | (x != x), x, result);  // +inf, NaN
-  result = select(x == 0.0f, broadcast(-detail::kInfinity), result);
-  result = select(x < 0.0f, broadcast(detail::kQuietNaN), result);
+  result = select(greater(x, 0x1.fffffep127f) | is_nan(x), x, result);  // +inf, NaN
+  result = select(equal(x, 0.0f), broadcast(-detail::kInfinity), result);
+  result = select(less(x, 0.0f), broadcast(detail::kQuietNaN), result);
   return result;
 #endif
 }
@@ -832,8 +983,8 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #else
   f32x16 result = detail::sin_cos_fast(x, 0u);
   // r + r^3 S(r^2) is +0 for r = -0 (the two zeros of a sum round to +0): keep the sign.
-  result = select(x == 0.0f, x, result);
-  if (any(abs(x) > detail::kTrigFastLimit)) [[unlikely]] {
+  result = select(equal(x, 0.0f), x, result);
+  if (any(greater(abs(x), detail::kTrigFastLimit))) [[unlikely]] {
     result = detail::sin_cos_large(x, result, false);
   }
   return result;
@@ -849,7 +1000,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   return result;
 #else
   f32x16 result = detail::sin_cos_fast(x, 1u);
-  if (any(abs(x) > detail::kTrigFastLimit)) [[unlikely]] {
+  if (any(greater(abs(x), detail::kTrigFastLimit))) [[unlikely]] {
     result = detail::sin_cos_large(x, result, true);
   }
   return result;
@@ -865,11 +1016,11 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   const f32x16 a2 = a * a;
   const f32x16 small = mul_add(a2 * a, detail::horner(a2, detail::kTanhSmallPolynomial), a);
   f32x16 twice = a + a;
-  twice = select(twice > detail::kTanhExpClamp, broadcast(detail::kTanhExpClamp), twice);
+  twice = select(greater(twice, detail::kTanhExpClamp), broadcast(detail::kTanhExpClamp), twice);
   const f32x16 large = 1.0f - 2.0f / (detail::exp_normal_range(twice) + 1.0f);
   // Written so that NaN (a >= limit is false) takes the NaN-propagating small branch:
   // exp_normal_range's exponent arithmetic can turn a NaN into a number.
-  return detail::with_sign_of(select(a >= detail::kTanhSmallLimit, large, small), x);
+  return detail::with_sign_of(select(greater_equal(a, detail::kTanhSmallLimit), large, small), x);
 #endif
 }
 
@@ -883,10 +1034,10 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   const f32x16 small = mul_add(a, detail::horner(a2, detail::kErfSmallPolynomial), a);
   // e^(-x^2) for |x| <= 3.93; larger lanes (clamped to keep the exponent arithmetic
   // in range) are replaced by 1 below.
-  const f32x16 gauss = detail::exp_normal_range(-select(a2 > 16.0f, broadcast(16.0f), a2));
+  const f32x16 gauss = detail::exp_normal_range(-select(greater(a2, 16.0f), broadcast(16.0f), a2));
   const f32x16 large = mul_add(-gauss, detail::horner(a - 1.0f, detail::kErfcScaledPolynomial), broadcast(1.0f));
-  f32x16 result = select(a >= detail::kErfSmallLimit, large, small);  // NaN: small
-  result = select(a > detail::kErfSaturation, broadcast(1.0f), result);
+  f32x16 result = select(greater_equal(a, detail::kErfSmallLimit), large, small);  // NaN: small
+  result = select(greater(a, detail::kErfSaturation), broadcast(1.0f), result);
   return detail::with_sign_of(result, x);
 #endif
 }
@@ -903,7 +1054,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
   // contraction choice can change the bits).
   const f32x16 denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
-  return select(x < 0.0f, e, broadcast(1.0f)) / denominator;
+  return select(less(x, 0.0f), e, broadcast(1.0f)) / denominator;
 #endif
 }
 

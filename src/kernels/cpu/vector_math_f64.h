@@ -79,16 +79,10 @@ using i64x8 = std::int64_t __attribute__((vector_size(64)));
   return f64x8{value, value, value, value, value, value, value, value};
 }
 [[gnu::always_inline]] inline f64x8 select(i64x8 mask, f64x8 if_true, f64x8 if_false) {
-  return mask ? if_true : if_false;
+  return select_lanes(mask, if_true, if_false);
 }
 // True if any lane of the mask is nonzero.
-[[gnu::always_inline]] inline bool any(i64x8 mask) {
-  using i8x8 = std::int8_t __attribute__((vector_size(8)));
-  const i8x8 narrow = __builtin_convertvector(mask != 0, i8x8);
-  std::uint64_t word;
-  __builtin_memcpy(&word, &narrow, sizeof(word));
-  return word != 0;
-}
+[[gnu::always_inline]] inline bool any(i64x8 mask) { return any_lane(mask); }
 [[gnu::always_inline]] inline u64x8 to_bits(f64x8 value) { return __builtin_bit_cast(u64x8, value); }
 [[gnu::always_inline]] inline f64x8 from_bits(u64x8 bits) { return __builtin_bit_cast(f64x8, bits); }
 [[gnu::always_inline]] inline f64x8 abs(f64x8 value) { return from_bits(to_bits(value) & 0x7fffffffffffffffu); }
@@ -184,8 +178,8 @@ struct Reduced {
 [[gnu::always_inline]] inline f64x8 expm1_reduced(f64x8 r) { return mul_add(r * r, horner(r, kExpTaylor), r); }
 
 [[gnu::always_inline]] inline f64x8 exp(f64x8 x) {
-  x = select(x > kExpClampHigh, broadcast(kExpClampHigh), x);
-  x = select(x < kExpClampLow, broadcast(kExpClampLow), x);
+  x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
+  x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const Reduced reduced = reduce_ln2(x);
   const f64x8 mantissa = expm1_reduced(reduced.r) + 1.0;
   const i64x8 half = reduced.k >> 1;
@@ -214,7 +208,7 @@ inline constexpr double kLogAtanhTaylor[] = {0x1.5555555555555p-1, 0x1.999999999
                                              0x1.8618618618618p-4, 0x1.642c8590b2164p-4};
 
 [[gnu::always_inline]] inline f64x8 log(f64x8 x) {
-  const i64x8 denormal = (x < 0x1p-1022) & (x > 0);
+  const i64x8 denormal = less(x, 0x1p-1022) & greater(x, 0);
   const f64x8 scaled = select(denormal, x * 0x1p54, x);
   const u64x8 offset = to_bits(scaled) - kSqrtHalfBits;
   const f64x8 e = __builtin_convertvector(__builtin_bit_cast(i64x8, offset) >> 52, f64x8) -
@@ -227,10 +221,10 @@ inline constexpr double kLogAtanhTaylor[] = {0x1.5555555555555p-1, 0x1.999999999
   const f64x8 atanh_tail = mul_add(z, horner(z, kLogAtanhTaylor), half_square);  // h + R
   const f64x8 small = mul_add(s, atanh_tail, e * kLn2Low);
   f64x8 result = e * kLn2High - ((half_square - small) - f);
-  result = select(x == kInfinity, x, result);
-  result = select(x == 0, broadcast(-kInfinity), result);
-  result = select(x < 0, broadcast(kQuietNaN), result);
-  return select(x != x, x, result);
+  result = select(equal(x, kInfinity), x, result);
+  result = select(equal(x, 0), broadcast(-kInfinity), result);
+  result = select(less(x, 0), broadcast(kQuietNaN), result);
+  return select(is_nan(x), x, result);
 }
 
 // ---- sin / cos --------------------------------------------------------------------
@@ -276,7 +270,7 @@ inline constexpr double kTrigFastLimit = 0x1p19;
   const f64x8 w = 1.0 - half_z;
   const f64x8 cosine_low = mul_add(-high, low, (1.0 - w) - half_z);
   const f64x8 cosine = w + mul_add(z * z, horner(z, kCosTaylor), cosine_low);
-  const f64x8 result = select(__builtin_bit_cast(i64x8, quadrant & 1) != 0, cosine, sine);
+  const f64x8 result = select(not_equal(__builtin_bit_cast(i64x8, quadrant & 1), 0), cosine, sine);
   return from_bits(to_bits(result) ^ ((quadrant & 2) << 62));
 }
 
@@ -292,8 +286,8 @@ inline constexpr double kTrigFastLimit = 0x1p19;
 
 [[gnu::always_inline]] inline f64x8 sin_cos(f64x8 x, bool cosine) {
   f64x8 result = sin_cos_fast(x, cosine ? 1 : 0);
-  if (!cosine) result = select(x == 0, x, result);  // sin(-0) = -0: the sums above give +0
-  if (any(abs(x) > kTrigFastLimit)) {
+  if (!cosine) result = select(equal(x, 0), x, result);  // sin(-0) = -0: the sums above give +0
+  if (any(greater(abs(x), kTrigFastLimit))) {
     double x_lanes[8], result_lanes[8];
     __builtin_memcpy(x_lanes, &x, sizeof(x));
     __builtin_memcpy(result_lanes, &result, sizeof(result));
@@ -347,7 +341,7 @@ template <int N>
 // erfc(a) e^(a^2) for a in [1, 6); the far piece only when a lane needs it.
 [[gnu::always_inline]] inline f64x8 erfc_scaled(f64x8 a) {
   f64x8 result = clenshaw(a - 2.0, kErfcScaledNear);
-  const i64x8 far = a >= 3.0;
+  const i64x8 far = greater_equal(a, 3.0);
   if (any(far)) result = select(far, clenshaw(mul_add(a, broadcast(2.0 / 3), broadcast(-3.0)), kErfcScaledFar), result);
   return result;
 }
@@ -368,14 +362,14 @@ template <int N>
   const f64x8 a = abs(x);
   const f64x8 small = mul_add(a, horner(a * a, kErfSmallPolynomial), a);
   f64x8 result = small;
-  const i64x8 large = a >= 1.0;  // NaN takes the small path, which keeps it
+  const i64x8 large = greater_equal(a, 1.0);  // NaN takes the small path, which keeps it
   if (any(large)) {
     const f64x8 high = a * a;
     const f64x8 low = square_error(a, high);
     const f64x8 decay = exp(-high);
     const f64x8 exact_decay = mul_add(decay, -low, decay);
     const f64x8 tail = mul_add(-exact_decay, erfc_scaled(a), broadcast(1.0));
-    result = select(large, select(a >= kErfSaturation, broadcast(1.0), tail), small);
+    result = select(large, select(greater_equal(a, kErfSaturation), broadcast(1.0), tail), small);
   }
   return with_sign_of(result, x);
 }
@@ -397,9 +391,9 @@ inline constexpr double kTanhSmallPolynomial[] = {
   const f64x8 z = a * a;
   const f64x8 small = mul_add(a * z, horner(z, kTanhSmallPolynomial), a);
   f64x8 result = small;
-  const i64x8 large = a >= kTanhSmallLimit;  // NaN takes the small path, which keeps it
+  const i64x8 large = greater_equal(a, kTanhSmallLimit);  // NaN takes the small path, which keeps it
   if (any(large)) {
-    const f64x8 twice = select(a > 22.0, broadcast(44.0), a * 2.0);
+    const f64x8 twice = select(greater(a, 22.0), broadcast(44.0), a * 2.0);
     const f64x8 grown = expm1_nonnegative(twice);
     result = select(large, grown / (grown + 2.0), small);
   }
@@ -411,7 +405,7 @@ inline constexpr double kTanhSmallPolynomial[] = {
 [[gnu::always_inline]] inline f64x8 sigmoid(f64x8 x) {
   const f64x8 decay = exp(-abs(x));
   const f64x8 denominator = decay + 1.0;
-  return select(x >= 0, 1.0 / denominator, decay / denominator);
+  return select(greater_equal(x, 0), 1.0 / denominator, decay / denominator);
 }
 
 // f(x) on each half of x.
@@ -436,16 +430,16 @@ template <class Function>
   const f64x8 y_magnitude = abs(y);
   // Floats of magnitude 2^24 and more are even integers; below, y is an integer when
   // truncating it (exactly, in double) changes nothing.
-  const i64x8 small_y = y_magnitude < 0x1p24;
+  const i64x8 small_y = less(y_magnitude, 0x1p24);
   const i64x8 truncated = __builtin_convertvector(select(small_y, y, broadcast(0.0)), i64x8);
-  const i64x8 integer = (y_magnitude >= 0x1p24) | (__builtin_convertvector(truncated, f64x8) == y);
-  const i64x8 odd = small_y & integer & ((truncated & 1) != 0);
+  const i64x8 integer = greater_equal(y_magnitude, 0x1p24) | equal(__builtin_convertvector(truncated, f64x8), y);
+  const i64x8 odd = small_y & integer & not_equal(truncated & 1, 0);
   const u64x8 sign = to_bits(x) & 0x8000000000000000u;
   f64x8 result = from_bits(to_bits(magnitude) | (sign & __builtin_bit_cast(u64x8, odd)));
-  const i64x8 finite_negative = (x < 0) & (x > -kInfinity);
-  result = select(finite_negative & ~integer & (y_magnitude < kInfinity), broadcast(kQuietNaN), result);
-  result = select((x == -1.0) & (y_magnitude == kInfinity), broadcast(1.0), result);
-  result = select((y == 0) | (x == 1.0), broadcast(1.0), result);
+  const i64x8 finite_negative = less(x, 0) & greater(x, -kInfinity);
+  result = select(finite_negative & ~integer & less(y_magnitude, kInfinity), broadcast(kQuietNaN), result);
+  result = select(equal(x, -1.0) & equal(y_magnitude, kInfinity), broadcast(1.0), result);
+  result = select(equal(y, 0) | equal(x, 1.0), broadcast(1.0), result);
   return result;
 }
 
@@ -521,7 +515,7 @@ template <class Function>
 // A vector whose exponents are all among them skips the general path (in the JIT, where
 // the exponent is a constant, GCC removes it); a mixed one selects lane by lane.
 [[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
-  const i32x16 two = y == 2.0f, three = y == 3.0f, half = y == 0.5f, minus_one = y == -1.0f;
+  const i32x16 two = equal(y, 2.0f), three = equal(y, 3.0f), half = equal(y, 0.5f), minus_one = equal(y, -1.0f);
   f32x16 result = x * x;
   if (any(~(two | three | half | minus_one))) {
     const f32x16 general = in_double(
@@ -537,7 +531,8 @@ template <class Function>
     result = select(three, cube, result);
   }
   if (any(half)) {
-    const f32x16 root = select(x == -__builtin_inff(), broadcast(__builtin_inff()), square_root(x) + 0.0f);  // -0 -> +0
+    const f32x16 root =
+        select(equal(x, -__builtin_inff()), broadcast(__builtin_inff()), square_root(x) + 0.0f);  // -0 -> +0
     result = select(half, root, result);
   }
   if (any(minus_one)) result = select(minus_one, 1.0f / x, result);

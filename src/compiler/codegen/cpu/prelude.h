@@ -146,9 +146,9 @@ template <class M> [[gnu::always_inline]] inline boolean to_boolean(M mask) {
 // A boolean as a full-width mask for selecting lanes of V.
 template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition) {
   if constexpr (sizeof(V) == 128) {
-    return __builtin_convertvector(condition.lanes, i64x16) != 0;
+    return vector_math::not_equal(__builtin_convertvector(condition.lanes, i64x16), 0);
   } else {
-    return condition.lanes != 0;
+    return vector_math::not_equal(condition.lanes, 0);
   }
 }
 
@@ -174,11 +174,15 @@ template <class V> [[gnu::always_inline]] inline V neg(V x) {
 template <class V> [[gnu::always_inline]] inline V abs(V x) {
   if constexpr (__is_same(V, f32x16)) return vector_math::abs(x);
   else if constexpr (__is_same(V, f64x16)) return (f64x16)((u64x16)x & 0x7fffffffffffffffULL);
-  else return x < 0 ? neg(x) : x;
+  else
+    return vector_math::select_lanes(vector_math::less(x, 0), neg(x), x);
 }
 template <class V> [[gnu::always_inline]] inline V sign(V x) {
-  if constexpr (is_float_vector<V>) return x > 0 ? V{} + 1 : (x < 0 ? V{} - 1 : x);
-  else return V((x > 0) & 1) - V((x < 0) & 1);
+  using vector_math::greater, vector_math::less, vector_math::select_lanes;
+  if constexpr (is_float_vector<V>)
+    return select_lanes(greater(x, 0), V{} + 1, select_lanes(less(x, 0), V{} - 1, x));
+  else
+    return V(greater(x, 0) & 1) - V(less(x, 0) & 1);
 }
 template <class V> [[gnu::always_inline]] inline V square(V x) {
   if constexpr (is_float_vector<V>) return x * x;
@@ -190,7 +194,7 @@ template <class V> [[gnu::always_inline]] inline V square(V x) {
 // relu(-0) = +0 and relu(NaN) = NaN, as the standard kernel.
 template <class V>
 [[gnu::always_inline]] inline V relu(V x) {
-  return x <= 0 ? V{} : x;
+  return vector_math::select_lanes(vector_math::less_equal(x, 0), V{}, x);
 }
 template <class V> [[gnu::always_inline]] inline V floor(V x) {
   if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_floorf(v); });
@@ -251,12 +255,18 @@ template <class V>
 
 // NaN in either operand gives NaN (the first one if both are NaN).
 template <class V> [[gnu::always_inline]] inline V maximum(V a, V b) {
-  if constexpr (is_float_vector<V>) return (a > b) | (a != a) ? a : b;
-  else return a > b ? a : b;
+  using vector_math::greater, vector_math::select_lanes;
+  if constexpr (is_float_vector<V>)
+    return select_lanes(greater(a, b) | vector_math::is_nan(a), a, b);
+  else
+    return select_lanes(greater(a, b), a, b);
 }
 template <class V> [[gnu::always_inline]] inline V minimum(V a, V b) {
-  if constexpr (is_float_vector<V>) return (a < b) | (a != a) ? a : b;
-  else return a < b ? a : b;
+  using vector_math::less, vector_math::select_lanes;
+  if constexpr (is_float_vector<V>)
+    return select_lanes(less(a, b) | vector_math::is_nan(a), a, b);
+  else
+    return select_lanes(less(a, b), a, b);
 }
 [[gnu::always_inline]] inline boolean maximum(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
 [[gnu::always_inline]] inline boolean minimum(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
@@ -280,27 +290,47 @@ template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
   else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
 }
 
-template <class V> [[gnu::always_inline]] inline boolean eq(V a, V b) { return to_boolean(a == b); }
-template <class V> [[gnu::always_inline]] inline boolean ne(V a, V b) { return to_boolean(a != b); }
-template <class V> [[gnu::always_inline]] inline boolean lt(V a, V b) { return to_boolean(a < b); }
-template <class V> [[gnu::always_inline]] inline boolean le(V a, V b) { return to_boolean(a <= b); }
-template <class V> [[gnu::always_inline]] inline boolean gt(V a, V b) { return to_boolean(a > b); }
-template <class V> [[gnu::always_inline]] inline boolean ge(V a, V b) { return to_boolean(a >= b); }
-#define KILN_BOOLEAN_COMPARE(name, symbol) \
-  [[gnu::always_inline]] inline boolean name(boolean a, boolean b) { return to_boolean(a.lanes symbol b.lanes); }
-KILN_BOOLEAN_COMPARE(eq, ==)
-KILN_BOOLEAN_COMPARE(ne, !=)
-KILN_BOOLEAN_COMPARE(lt, <)
-KILN_BOOLEAN_COMPARE(le, <=)
-KILN_BOOLEAN_COMPARE(gt, >)
-KILN_BOOLEAN_COMPARE(ge, >=)
+template <class V>
+[[gnu::always_inline]] inline boolean eq(V a, V b) {
+  return to_boolean(vector_math::equal(a, b));
+}
+template <class V>
+[[gnu::always_inline]] inline boolean ne(V a, V b) {
+  return to_boolean(vector_math::not_equal(a, b));
+}
+template <class V>
+[[gnu::always_inline]] inline boolean lt(V a, V b) {
+  return to_boolean(vector_math::less(a, b));
+}
+template <class V>
+[[gnu::always_inline]] inline boolean le(V a, V b) {
+  return to_boolean(vector_math::less_equal(a, b));
+}
+template <class V>
+[[gnu::always_inline]] inline boolean gt(V a, V b) {
+  return to_boolean(vector_math::greater(a, b));
+}
+template <class V>
+[[gnu::always_inline]] inline boolean ge(V a, V b) {
+  return to_boolean(vector_math::greater_equal(a, b));
+}
+#define KILN_BOOLEAN_COMPARE(name, compare) \
+  [[gnu::always_inline]] inline boolean name(boolean a, boolean b) { return to_boolean(compare(a.lanes, b.lanes)); }
+KILN_BOOLEAN_COMPARE(eq, vector_math::equal)
+KILN_BOOLEAN_COMPARE(ne, vector_math::not_equal)
+KILN_BOOLEAN_COMPARE(lt, vector_math::less)
+KILN_BOOLEAN_COMPARE(le, vector_math::less_equal)
+KILN_BOOLEAN_COMPARE(gt, vector_math::greater)
+KILN_BOOLEAN_COMPARE(ge, vector_math::greater_equal)
 #undef KILN_BOOLEAN_COMPARE
 [[gnu::always_inline]] inline boolean logical_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
 [[gnu::always_inline]] inline boolean logical_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
 
 template <class V> [[gnu::always_inline]] inline V where(boolean condition, V a, V b) {
-  if constexpr (__is_same(V, boolean)) return boolean{condition.lanes != 0 ? a.lanes : b.lanes};
-  else return mask_for<V>(condition) ? a : b;
+  if constexpr (__is_same(V, boolean))
+    return boolean{vector_math::select_lanes(condition.lanes, a.lanes, b.lanes)};
+  else
+    return vector_math::select_lanes(mask_for<V>(condition), a, b);
 }
 
 // ---- casts -------------------------------------------------------------------------
@@ -310,7 +340,7 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
     if constexpr (__is_same(T, uint8_t)) return x;
     else return __builtin_convertvector(x.lanes, vec<T>);
   } else if constexpr (__is_same(T, uint8_t)) {
-    return to_boolean(x != 0);  // NaN is != 0: true
+    return to_boolean(vector_math::not_equal(x, 0));  // NaN is != 0: true
   } else if constexpr (is_float_vector<V> && !is_float_vector<vec<T>>) {
     // Truncate toward zero; saturate beyond the range; NaN becomes 0.
     using F = __typeof__(x[0]);
@@ -318,12 +348,13 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
     const T lowest = static_cast<T>(static_cast<unsigned long long>(1) << (sizeof(T) * 8 - 1));
     const T highest = static_cast<T>(~static_cast<unsigned long long>(lowest));
     const F limit = -static_cast<F>(lowest);  // 2^31 or 2^63, exact
-    auto high = x >= limit;
-    auto low = x < -limit;
-    V safe = (x != x) | high | low ? V{} : x;
+    using vector_math::not_equal, vector_math::select_lanes;
+    auto high = vector_math::greater_equal(x, limit);
+    auto low = vector_math::less(x, -limit);
+    V safe = select_lanes(vector_math::is_nan(x) | high | low, V{}, x);
     I result = __builtin_convertvector(safe, I);
-    result = __builtin_convertvector(high, I) != 0 ? I{} + highest : result;
-    return __builtin_convertvector(low, I) != 0 ? I{} + lowest : result;
+    result = select_lanes(not_equal(__builtin_convertvector(high, I), 0), I{} + highest, result);
+    return select_lanes(not_equal(__builtin_convertvector(low, I), 0), I{} + lowest, result);
   } else {
     return __builtin_convertvector(x, vec<T>);
   }
@@ -363,7 +394,7 @@ template <class V> [[gnu::always_inline]] inline auto first_lane(V value) { retu
 template <class V> [[gnu::always_inline]] inline V first_lanes(V value, V fill, int count) {
   if (count >= lanes) return value;
   i32x16 index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  return mask_for<V>(boolean{(index < count) & 1}) ? value : fill;
+  return vector_math::select_lanes(mask_for<V>(boolean{vector_math::less(index, count) & 1}), value, fill);
 }
 [[gnu::always_inline]] inline boolean first_lanes(boolean value, boolean fill, int count) {
   return boolean{first_lanes(value.lanes, fill.lanes, count)};
