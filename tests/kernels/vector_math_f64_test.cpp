@@ -300,9 +300,10 @@ TEST(VectorMathPow, CubeIsCorrectlyRounded) {
   }
 }
 
-TEST(VectorMathPow, SquareRootAndReciprocalAreTheInstructions) {
-  // pow(x, 0.5) and pow(x, -1) take sqrt and 1 / x, both correctly rounded, so they
-  // equal the correctly rounded x^y (special values are SpecialValuesAsPowf's).
+TEST(VectorMathPow, SquareRootIsTheInstruction) {
+  // pow(x, 0.5) takes sqrt, correctly rounded, so it equals the correctly rounded x^y
+  // (special values are SpecialValuesAsPowf's); pow(x, -1), through the general path,
+  // is 1 / x all the same.
   for (const float x : support::all_finite<float>(1 << 16, 38)) {
     const float root = vm::pow(x, 0.5f), reciprocal = vm::pow(x, -1.0f);
     if (x < 0) {
@@ -315,7 +316,7 @@ TEST(VectorMathPow, SquareRootAndReciprocalAreTheInstructions) {
 }
 
 TEST(VectorMathPow, LanesAgreeWhateverTheirNeighboursExponents) {
-  // A vector of 2s, 3s, 0.5s and -1s skips the general path, a mixed one selects per lane: each
+  // A vector of 2s, 3s and 0.5s skips the general path, a mixed one selects per lane: each
   // lane's result must not depend on which way its vector went.
   const std::vector<float> x = support::uniform<float>(-30, 30, 4096, 36);
   std::vector<float> y = support::uniform<float>(-8, 8, x.size(), 37);
