@@ -290,39 +290,38 @@ template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
   else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
 }
 
+// Comparisons of any vector, booleans by their lanes.
+template <class V>
+[[gnu::always_inline]] inline auto compared_lanes(V x) {
+  if constexpr (__is_same(V, boolean))
+    return x.lanes;
+  else
+    return x;
+}
 template <class V>
 [[gnu::always_inline]] inline boolean eq(V a, V b) {
-  return to_boolean(vector_math::equal(a, b));
+  return to_boolean(vector_math::equal(compared_lanes(a), compared_lanes(b)));
 }
 template <class V>
 [[gnu::always_inline]] inline boolean ne(V a, V b) {
-  return to_boolean(vector_math::not_equal(a, b));
+  return to_boolean(vector_math::not_equal(compared_lanes(a), compared_lanes(b)));
 }
 template <class V>
 [[gnu::always_inline]] inline boolean lt(V a, V b) {
-  return to_boolean(vector_math::less(a, b));
+  return to_boolean(vector_math::less(compared_lanes(a), compared_lanes(b)));
 }
 template <class V>
 [[gnu::always_inline]] inline boolean le(V a, V b) {
-  return to_boolean(vector_math::less_equal(a, b));
+  return to_boolean(vector_math::less_equal(compared_lanes(a), compared_lanes(b)));
 }
 template <class V>
 [[gnu::always_inline]] inline boolean gt(V a, V b) {
-  return to_boolean(vector_math::greater(a, b));
+  return to_boolean(vector_math::greater(compared_lanes(a), compared_lanes(b)));
 }
 template <class V>
 [[gnu::always_inline]] inline boolean ge(V a, V b) {
-  return to_boolean(vector_math::greater_equal(a, b));
+  return to_boolean(vector_math::greater_equal(compared_lanes(a), compared_lanes(b)));
 }
-#define KILN_BOOLEAN_COMPARE(name, compare) \
-  [[gnu::always_inline]] inline boolean name(boolean a, boolean b) { return to_boolean(compare(a.lanes, b.lanes)); }
-KILN_BOOLEAN_COMPARE(eq, vector_math::equal)
-KILN_BOOLEAN_COMPARE(ne, vector_math::not_equal)
-KILN_BOOLEAN_COMPARE(lt, vector_math::less)
-KILN_BOOLEAN_COMPARE(le, vector_math::less_equal)
-KILN_BOOLEAN_COMPARE(gt, vector_math::greater)
-KILN_BOOLEAN_COMPARE(ge, vector_math::greater_equal)
-#undef KILN_BOOLEAN_COMPARE
 [[gnu::always_inline]] inline boolean logical_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
 [[gnu::always_inline]] inline boolean logical_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
 
