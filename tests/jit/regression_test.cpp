@@ -245,6 +245,32 @@ TEST(JitRegression, EpilogueReadingAReductionOfTheWholeProductCompiles) {
                          {random_tensor(DType::f32, {8, 8}, 21), random_tensor(DType::f32, {4, 8}, 22)});
 }
 
+// kiln-fuzz (seed 88, graph 880): a reduction of a value that is the same in
+// every element it reduces (a constant, a broadcast scalar) added the value once
+// per element, one rounding each: the mean of 12,400 copies of 0.1f came out
+// 1.3e-4 off. A sum is now v * n, rounded once; an empty one is still 0.
+TEST(JitRegression, ReductionOfAValueTheSameInEveryElement) {
+  expect_graph_agreement(
+      "reductions of a row-invariant value",
+      "func @invariant(%0: f32[], %1: i32[], %2: f64[1]) -> "
+      "(f32[1,1,1], f32[], f32[4], i32[], f64[], f32[3], f32[4]) {\n"
+      "  %3 = f32[4,100,31] constant(0.1)\n"
+      "  %4 = f32[1,1,1] reduce_mean(%3) {axes=[0,1,2], keepdims=true}\n"
+      "  %5 = f32[4,100,31] broadcast_to(%0)\n"
+      "  %6 = f32[] reduce_sum(%5) {axes=[0,1,2], keepdims=false}\n"
+      "  %7 = f32[4] reduce_max(%5) {axes=[1,2], keepdims=false}\n"
+      "  %8 = i32[4,100,31] broadcast_to(%1)\n"
+      "  %9 = i32[] reduce_sum(%8) {axes=[0,1,2], keepdims=false}\n"
+      "  %10 = f64[3000,7] broadcast_to(%2)\n"
+      "  %11 = f64[] reduce_sum(%10) {axes=[0,1], keepdims=false}\n"
+      "  %12 = f32[0,3] broadcast_to(%0)\n"
+      "  %13 = f32[3] reduce_sum(%12) {axes=[0], keepdims=false}\n"
+      "  %14 = f32[4] reduce_min(%5) {axes=[1,2], keepdims=false}\n"
+      "  return %4, %6, %7, %9, %11, %13, %14\n"
+      "}\n",
+      {random_tensor(DType::f32, {}, 23), random_tensor(DType::i32, {}, 24), random_tensor(DType::f64, {1}, 25)});
+}
+
 // simplify's transpose(matmul(a, b)) -> matmul(b, a) with the flags swapped
 // and flipped, for each combination of flags and a batched product.
 TEST(JitRegression, TransposeOfAProductIsTheProductOfTheSwappedOperands) {

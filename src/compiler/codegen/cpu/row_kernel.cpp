@@ -509,14 +509,42 @@ class RowKernel {
       combined = std::string(info.combine) + "(" + info.combine + "(partials[0], partials[1]), " + info.combine +
                  "(partials[2], partials[3]))";
     text += "      " + accumulator + " = " + combined + ";\n    }\n";
-    if (!varying(reduction.operands[0])) {
-      // A row value reduced over the row: every element is the same value.
-      text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
-             " accumulator" + std::to_string(k) + " = " + info.identity + ";\n";
-      text += "    for (int64_t j = 0; j < (" + end + " - " + begin + ") * " + std::to_string(layout_.middle_count()) +
-              "; ++j) accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
-              ", first_lanes(" + operand.name + ", " + info.identity + ", 1));\n";
+    if (!varying(reduction.operands[0])) text = invariant_reduction(k, begin, end);
+    return text;
+  }
+
+  // A row value reduced over the row: each of the row's n elements is the same value v. A
+  // sum is v * n, rounded once (in double for floats, as the float64 reference; n additions
+  // would drift by up to n roundings: 1.3e-4 relative for 12,400 floats), added to the
+  // identity as the loop would (so -0 sums to +0); a maximum or minimum is v; a product
+  // multiplies n times.
+  std::string invariant_reduction(std::size_t k, const std::string& begin, const std::string& end) const {
+    const Instance& reduction = at(reductions_[k]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    const ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    const std::string value = at(reduction.operands[0]).name, accumulator = "accumulator" + std::to_string(k);
+    const std::string count = "(" + end + " - " + begin + ") * " + std::to_string(layout_.middle_count());
+    const std::string type = emitter_.storage_type(reduction.value);
+    std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
+                       " " + accumulator + " = " + info.identity + ";\n    {\n      const int64_t elements = " + count +
+                       ";  // each the same value\n";
+    const std::string value_once = "first_lanes(" + value + ", " + info.identity + ", 1)";
+    const bool sum = node.op == ir::Op::reduce_sum || node.op == ir::Op::reduce_mean;
+    if (sum && is_floating(node.type.dtype)) {
+      text += "      if (elements > 0) " + accumulator + " = add(" + accumulator + ", first_lanes(splat<" + type +
+              ">(static_cast<" + type + ">(static_cast<double>(first_lane(" + value +
+              ")) * static_cast<double>(elements))), " + info.identity + ", 1));\n";
+    } else if (sum && node.type.dtype != DType::boolean) {  // wrapping, as n additions
+      text += "      if (elements > 0) " + accumulator + " = add(" + accumulator + ", first_lanes(mul(" + value +
+              ", splat<" + type + ">(static_cast<" + type + ">(elements))), " + info.identity + ", 1));\n";
+    } else if (node.op == ir::Op::reduce_max || node.op == ir::Op::reduce_min) {
+      text += "      if (elements > 0) " + accumulator + " = " + info.combine + "(" + accumulator + ", " + value_once +
+              ");\n";
+    } else {
+      text += "      for (int64_t j = 0; j < elements; ++j) " + accumulator + " = " + info.combine + "(" + accumulator +
+              ", " + value_once + ");\n";
     }
+    text += "    }\n";
     return text;
   }
 
