@@ -136,6 +136,23 @@ TEST(KilnFuzzHazards, ProductOfZeroAndOverflowingFactorsIsAHazard) {
   EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({57}), small)})).empty());
 }
 
+TEST(KilnFuzzHazards, ProductOfOverflowingAndVanishingFactorsIsAHazard) {
+  // seed 90, graph 1106: no zero, but 1e20^4 overflows f32 and 1e-20^4 underflows it:
+  // inf, 0 or NaN by the order.
+  const std::string text =
+      "func @f(%0: f32[8]) -> (f32[]) {\n"
+      "  %1 = f32[] reduce_prod(%0) {axes=[0], keepdims=false}\n"
+      "  return %1\n"
+      "}\n";
+  const std::vector<double> both = {1e20, 1e20, 1e20, 1e20, 1e-20, 1e-20, 1e-20, 1e-20};
+  std::vector<Hazard> hazards = find_hazards(case_of(text, {array_of(DType::f32, Shape({8}), both)}));
+  ASSERT_EQ(hazards.size(), 1u);
+  EXPECT_EQ(hazards[0].value, 1);
+  // Partial products within range whatever the order: finite and nonzero in every one.
+  const std::vector<double> within = {1e5, 1e5, 1e5, 1e5, 1e-5, 1e-5, 1e-5, 1e-5};
+  EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({8}), within)})).empty());
+}
+
 TEST(KilnFuzzHazards, SumsWhoseTermsMayOverflowAreHazards) {
   // seed 3, graph 2655: [9, -9, -1, 4, 2] . 1.7e308 is inf (OpenBLAS) or NaN (in order).
   const std::string text =

@@ -196,21 +196,28 @@ class HazardFinder {
   // A product with a zero factor whose other factors overflow: 0 in one
   // order, 0 * inf = NaN in another, and both are right (kiln-fuzz seed 2,
   // graph 7500: the product of iota(57), 0 * 1 * ... * 56, NaN with 16 lanes).
+  // Also without a zero: large factors whose partial product overflows and
+  // small ones whose partial product underflows to 0 give inf, 0 or NaN by the
+  // order (seed 90, graph 1106: erf(x)^-3 and erf(x)^9 cast to f32, NaN from
+  // the standard kernel's blocks, 0 from the reference's running product).
   // Judged over the whole operand, not per reduced row: a fuzzer may be
   // cautious. The product itself is replaced.
   void check_product(ir::ValueId id) {
     const Value& v = value(graph_.node(id).operands[0]);
     if (!is_floating(v.dtype)) return;
     bool zero = false;
-    double log2_magnitude = 0;
+    double log2_growth = 0, log2_shrinking = 0;  // sums of log2 |x| over factors above 1, below 1
     for (double x : v.values) {
       if (x == 0)
         zero = true;
       else if (std::isfinite(x))
-        log2_magnitude += std::log2(std::fabs(x));
+        (std::fabs(x) >= 1 ? log2_growth : log2_shrinking) += std::log2(std::fabs(x));
     }
-    if (zero && std::fabs(log2_magnitude) >= std::log2(largest_safe(v.dtype)))
-      report(id, "product of a zero and factors that overflow (the order decides 0 or NaN)");
+    const double log2_largest = std::log2(largest_safe(v.dtype)), log2_smallest = std::log2(smallest_safe(v.dtype));
+    const bool may_overflow = log2_growth >= log2_largest;
+    const bool may_vanish = zero || log2_shrinking <= log2_smallest;
+    if ((zero && std::fabs(log2_growth + log2_shrinking) >= log2_largest) || (may_overflow && may_vanish))
+      report(id, "product of factors that overflow and factors that vanish (the order decides 0, inf or NaN)");
   }
 
   // A sum whose terms may overflow: +inf and -inf terms give NaN in one order,
