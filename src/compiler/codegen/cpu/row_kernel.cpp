@@ -487,6 +487,7 @@ class RowKernel {
 
   std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const {
     const Instance& reduction = at(reductions_[k]);
+    if (!varying(reduction.operands[0])) return invariant_reduction(k, begin, end);
     const ir::Node& node = emitter_.graph().node(reduction.value);
     ReductionInfo info = reduction_info(node.op, node.type.dtype);
     const Instance& operand = at(reduction.operands[0]);
@@ -509,7 +510,6 @@ class RowKernel {
       combined = std::string(info.combine) + "(" + info.combine + "(partials[0], partials[1]), " + info.combine +
                  "(partials[2], partials[3]))";
     text += "      " + accumulator + " = " + combined + ";\n    }\n";
-    if (!varying(reduction.operands[0])) text = invariant_reduction(k, begin, end);
     return text;
   }
 
