@@ -161,24 +161,26 @@ template <class H>
   else
     return __builtin_shufflevector(low, high, 0, 1, 2, 3);
 }
+}  // namespace halves
+
 // `value` in every lane of a V, bit for bit (V{} + value would turn -0 into +0); a V
-// passes through.
+// passes through. (The JIT prelude's splat.)
 template <class V, class S>
-[[gnu::always_inline]] inline V as_vector(S value) {
+[[gnu::always_inline]] inline V lanes_of(S value) {
   if constexpr (__is_same(V, S)) {
     return value;
   } else {
     V result;
-    for (int lane = 0; lane < lane_count<V>; ++lane) result[lane] = static_cast<__typeof__(result[0] + 0)>(value);
+    for (int lane = 0; lane < halves::lane_count<V>; ++lane)
+      result[lane] = static_cast<__typeof__(result[0] + 0)>(value);
     return result;
   }
 }
-}  // namespace halves
 
 // Lane masks (-1 where true, 0 where false) of a comparison; `b` may be a scalar.
 template <class V, class S>
 [[gnu::always_inline]] inline auto less(V a, S b_value) {
-  const V b = halves::as_vector<V>(b_value);
+  const V b = lanes_of<V>(b_value);
   if constexpr (sizeof(V) > kRegisterBytes)
     return halves::join(less(halves::low(a), halves::low(b)), less(halves::high(a), halves::high(b)));
   else
@@ -186,7 +188,7 @@ template <class V, class S>
 }
 template <class V, class S>
 [[gnu::always_inline]] inline auto less_equal(V a, S b_value) {
-  const V b = halves::as_vector<V>(b_value);
+  const V b = lanes_of<V>(b_value);
   if constexpr (sizeof(V) > kRegisterBytes)
     return halves::join(less_equal(halves::low(a), halves::low(b)), less_equal(halves::high(a), halves::high(b)));
   else
@@ -194,15 +196,15 @@ template <class V, class S>
 }
 template <class V, class S>
 [[gnu::always_inline]] inline auto greater(V a, S b) {
-  return less(halves::as_vector<V>(b), a);
+  return less(lanes_of<V>(b), a);
 }
 template <class V, class S>
 [[gnu::always_inline]] inline auto greater_equal(V a, S b) {
-  return less_equal(halves::as_vector<V>(b), a);
+  return less_equal(lanes_of<V>(b), a);
 }
 template <class V, class S>
 [[gnu::always_inline]] inline auto equal(V a, S b_value) {
-  const V b = halves::as_vector<V>(b_value);
+  const V b = lanes_of<V>(b_value);
   if constexpr (sizeof(V) > kRegisterBytes)
     return halves::join(equal(halves::low(a), halves::low(b)), equal(halves::high(a), halves::high(b)));
   else
@@ -210,7 +212,7 @@ template <class V, class S>
 }
 template <class V, class S>
 [[gnu::always_inline]] inline auto not_equal(V a, S b_value) {
-  const V b = halves::as_vector<V>(b_value);
+  const V b = lanes_of<V>(b_value);
   if constexpr (sizeof(V) > kRegisterBytes)
     return halves::join(not_equal(halves::low(a), halves::low(b)), not_equal(halves::high(a), halves::high(b)));
   else

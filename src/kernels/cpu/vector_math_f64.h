@@ -94,14 +94,9 @@ using i64x8 = std::int64_t __attribute__((vector_size(64)));
 #if defined(__AVX512F__)
   return __builtin_ia32_vfmaddpd512_mask(a, b, c, static_cast<unsigned char>(0xff), 4);
 #elif defined(__AVX__) && defined(__FMA__)
-  using f64x4 = double __attribute__((vector_size(32)));
-  const f64x4 low =
-      __builtin_ia32_vfmaddpd256(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(b, b, 0, 1, 2, 3),
-                                 __builtin_shufflevector(c, c, 0, 1, 2, 3));
-  const f64x4 high =
-      __builtin_ia32_vfmaddpd256(__builtin_shufflevector(a, a, 4, 5, 6, 7), __builtin_shufflevector(b, b, 4, 5, 6, 7),
-                                 __builtin_shufflevector(c, c, 4, 5, 6, 7));
-  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7);
+  using halves::high, halves::low;
+  return halves::join(__builtin_ia32_vfmaddpd256(low(a), low(b), low(c)),
+                      __builtin_ia32_vfmaddpd256(high(a), high(b), high(c)));
 #else
   f64x8 result = {};
   for (int lane = 0; lane < 8; ++lane) result[lane] = __builtin_fma(a[lane], b[lane], c[lane]);
@@ -411,9 +406,7 @@ inline constexpr double kTanhSmallPolynomial[] = {
 // f(x) on each half of x.
 template <class Function>
 [[gnu::always_inline]] inline f64x16 on_halves(f64x16 x, Function function) {
-  const f64x8 low = function(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7));
-  const f64x8 high = function(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15));
-  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return halves::join(function(halves::low(x)), function(halves::high(x)));
 }
 
 // ---- pow (float) ---------------------------------------------------------------------
@@ -484,11 +477,7 @@ template <class Function>
   auto half = [&](f32x8 base, f32x8 exponent) __attribute__((always_inline)) {
     return __builtin_convertvector(function(detail_f64::widen(base), detail_f64::widen(exponent)), f32x8);
   };
-  const f32x8 low = half(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7),
-                         __builtin_shufflevector(y, y, 0, 1, 2, 3, 4, 5, 6, 7));
-  const f32x8 high = half(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15),
-                          __builtin_shufflevector(y, y, 8, 9, 10, 11, 12, 13, 14, 15));
-  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return halves::join(half(halves::low(x), halves::low(y)), half(halves::high(x), halves::high(y)));
 }
 
 // Correctly rounded square roots: the instruction (GCC vectorizes a lane loop of

@@ -110,11 +110,7 @@ template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, 
 }
 
 // Every lane set to `value` (not vec{} + value: 0.0 + -0.0 is +0.0).
-template <class V, class S> [[gnu::always_inline]] inline V lanes_of(S value) {
-  V result;
-  for (int lane = 0; lane < lanes; ++lane) result[lane] = value;
-  return result;
-}
+using vector_math::lanes_of;
 
 template <class T> [[gnu::always_inline]] inline vec<T> splat(T value) {
   if constexpr (__is_same(T, uint8_t)) {
