@@ -78,19 +78,19 @@ OpenBlas load_openblas() {
 // sum(relu(z + sin(z))) over a tile, 16 lanes at a time (a zero-padded tail adds relu(0 + sin 0) = 0).
 double reduce_tile(const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t columns) {
   namespace vm = kiln::vector_math;
-  vm::f32x16 sum = {};
+  vm::f32v sum = {};
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* row = tile + i * ld;
     std::int64_t j = 0;
     for (; j + vm::kLanes <= columns; j += vm::kLanes) {
-      const vm::f32x16 z = vm::load(row + j);
-      const vm::f32x16 y = z + vm::sin(z);
-      sum += vm::select(y > 0.0f, y, vm::f32x16{});
+      const vm::f32v z = vm::load(row + j);
+      const vm::f32v y = z + vm::sin(z);
+      sum += vm::select(y > 0.0f, y, vm::f32v{});
     }
     if (j < columns) {
-      const vm::f32x16 z = vm::load_partial(row + j, static_cast<int>(columns - j));
-      const vm::f32x16 y = z + vm::sin(z);
-      sum += vm::select(y > 0.0f, y, vm::f32x16{});
+      const vm::f32v z = vm::load_partial(row + j, static_cast<int>(columns - j));
+      const vm::f32v y = z + vm::sin(z);
+      sum += vm::select(y > 0.0f, y, vm::f32v{});
     }
   }
   double total = 0;

@@ -6,7 +6,7 @@
 // Accuracy: the largest error, in ULPs of the double result, against glibc's long double
 // functions (x86's 64-bit significand) over N random values (default 2^20) in each of a
 // few ranges per function. Speed: ns per element on one core, in cache (a 4 MiB
-// buffer, evaluated 16 at a time), for kiln's functions and glibc's scalar double ones.
+// buffer, evaluated a vector at a time), for kiln's functions and glibc's scalar double ones.
 
 #include "kernels/cpu/vector_math_f64.h"
 
@@ -25,7 +25,7 @@ namespace vm = kiln::vector_math;
 
 struct Function {
   const char* name;
-  void (*kiln)(const double* in, double* out);  // 16 values
+  void (*kiln)(const double* in, double* out);  // vm::kLanes values
   double (*glibc)(double);
   long double (*reference)(long double);
   std::vector<std::pair<double, double>> ranges;  // uniform; {0, 0}: every finite double alike
@@ -102,9 +102,9 @@ std::vector<double> values(std::pair<double, double> range, int count, std::uint
 
 void report_accuracy(const Function& function, int count) {
   for (const auto& range : function.ranges) {
-    const std::vector<double> in = values(range, count - count % 16, 17);
+    const std::vector<double> in = values(range, count - count % vm::kLanes, 17);
     std::vector<double> out(in.size());
-    for (std::size_t i = 0; i < in.size(); i += 16) function.kiln(in.data() + i, out.data() + i);
+    for (std::size_t i = 0; i < in.size(); i += vm::kLanes) function.kiln(in.data() + i, out.data() + i);
     double worst = 0, worst_input = 0;
     for (std::size_t i = 0; i < in.size(); ++i) {
       const double error = ulp_error(out[i], function.reference(in[i]));
@@ -141,7 +141,7 @@ void report_speed(const Function& function) {
   }
   const double kiln = ns_per_element(
       [&] {
-        for (std::size_t i = 0; i < count; i += 16) function.kiln(in.data() + i, out.data() + i);
+        for (std::size_t i = 0; i < count; i += vm::kLanes) function.kiln(in.data() + i, out.data() + i);
       },
       count);
   const double glibc = ns_per_element(
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   int count = 1 << 20;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--values-per-range" && i + 1 < argc) {
-      count = std::max(16, std::atoi(argv[++i]));
+      count = std::max(vm::kLanes, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr, "usage: %s [--values-per-range N]\n", argv[0]);
       return 2;

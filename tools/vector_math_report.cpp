@@ -11,8 +11,8 @@
 //                      [--only FUNCTION] [--ghz NOMINAL_CLOCK]
 // --exhaustive additionally checks every float in an interval per function (see
 // exhaustive_limit): about 2^31 values each, a few minutes per function on one core.
-// The throughput table gives ns per element and cycles per 16 floats (one vector) at
-// the nominal clock (--ghz, default 2.1); the actual clock under AVX-512 load is
+// The throughput table gives ns per element and cycles per vector of kLanes floats at
+// the nominal clock (--ghz, default 2.1); the actual clock under vector FMA load is
 // measured too (a dependent FMA chain) and printed, so cycles at it can be derived.
 
 #include "kernels/cpu/vector_math.h"
@@ -37,21 +37,21 @@ namespace vm = kiln::vector_math;
 // over sinf & co under -O3 -ffast-math -fopenmp-simd -march=native. Declared here
 // directly so this file needs no -ffast-math.
 extern "C" {
-vm::f32x16 _ZGVeN16v_sinf(vm::f32x16);
-vm::f32x16 _ZGVeN16v_cosf(vm::f32x16);
-vm::f32x16 _ZGVeN16v_expf(vm::f32x16);
-vm::f32x16 _ZGVeN16v_logf(vm::f32x16);
-vm::f32x16 _ZGVeN16v_tanhf(vm::f32x16);
-vm::f32x16 _ZGVeN16v_erff(vm::f32x16);
+vm::f32v _ZGVeN16v_sinf(vm::f32v);
+vm::f32v _ZGVeN16v_cosf(vm::f32v);
+vm::f32v _ZGVeN16v_expf(vm::f32v);
+vm::f32v _ZGVeN16v_logf(vm::f32v);
+vm::f32v _ZGVeN16v_tanhf(vm::f32v);
+vm::f32v _ZGVeN16v_erff(vm::f32v);
 }
 #define KILN_REPORT_HAVE_LIBMVEC 1
 #endif
 
 namespace {
 
-// 16 lanes, pointer in, pointer out: f32x16 values never cross a call that is not
-// inlined, so this file also builds without AVX-512 (where passing them by value draws
-// -Wpsabi warnings).
+// kLanes lanes, pointer in, pointer out: vectors never cross a call that is not
+// inlined (passing them by value where the registers are narrower than another build's
+// draws -Wpsabi warnings).
 using VectorFunction = void (*)(const float* in, float* out);
 using ScalarFloatFunction = float (*)(float);
 using ReferenceFunction = double (*)(double);
@@ -62,7 +62,7 @@ float std_sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 #ifdef KILN_REPORT_HAVE_LIBMVEC
 // clang-format off
-#define KILN_REPORT_LIBMVEC(CALL) [](const float* in, float* out) { const vm::f32x16 x = vm::load(in); vm::store(out, CALL); }
+#define KILN_REPORT_LIBMVEC(CALL) [](const float* in, float* out) { const vm::f32v x = vm::load(in); vm::store(out, CALL); }
 // clang-format on
 #endif
 
@@ -408,7 +408,7 @@ void run_inline(F function, const float* in, float* out, std::size_t n) {
 // As GCC's `#pragma omp simd` loops call libmvec: one call per 16 elements.
 // clang-format off
 #define KILN_REPORT_RUN_LIBMVEC(NAME, CALL) \
-  if (name == #NAME) run_inline([](const float* in, float* out) { const vm::f32x16 x = vm::load(in); vm::store(out, CALL); }, in, out, n)
+  if (name == #NAME) run_inline([](const float* in, float* out) { const vm::f32v x = vm::load(in); vm::store(out, CALL); }, in, out, n)
 // clang-format on
 void run_libmvec(const std::string& name, const float* in, float* out, std::size_t n) {
   KILN_REPORT_RUN_LIBMVEC(sin, _ZGVeN16v_sinf(x));
@@ -433,20 +433,20 @@ void run_kiln(const std::string& name, const float* in, float* out, std::size_t 
   KILN_REPORT_RUN(sigmoid);
 }
 
-// The clock while running AVX-512 FMAs: a dependent chain of vfmadd (4 cycles each on
+// The clock while running vector FMAs: a dependent chain of vfmadd (4 cycles each on
 // the cores this was written for; elsewhere a rough figure), median of short runs.
 double measured_clock_ghz() {
   std::vector<double> ghz;
   for (int rep = 0; rep < 301; ++rep) {
-    vm::f32x16 a = vm::broadcast(1.0f);
-    const vm::f32x16 b = vm::broadcast(0.999f), c = vm::broadcast(1e-3f);
+    vm::f32v a = vm::broadcast(1.0f);
+    const vm::f32v b = vm::broadcast(0.999f), c = vm::broadcast(1e-3f);
     const int steps = 20000;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) {
       a = vm::fma(a, b, c);
-#if defined(__AVX512F__)
+#if defined(__x86_64__) || defined(__i386__)
       asm volatile("" : "+v"(a));
-#else  // no register holds 16 floats: the chain goes through memory (a rough figure)
+#else  // the chain goes through memory (a rough figure)
       asm volatile("" : "+m"(a));
 #endif
     }
@@ -460,11 +460,11 @@ void report_speed(const std::string& only, double nominal_ghz) {
   std::printf(
       "\nThroughput, one thread, ns per element (median of repetitions, the columns timed in turn); "
       "input uniform in the function's typical range\n"
-      "c/16: cycles per 16 floats at the nominal %.2f GHz (ns per element x 16 x GHz); "
-      "measured clock under AVX-512 FMA load: %.2f GHz\n",
-      nominal_ghz, measured_clock_ghz());
+      "c/vec: cycles per vector of %d floats at the nominal %.2f GHz (ns per element x %d x GHz); "
+      "measured clock under vector FMA load: %.2f GHz\n",
+      vm::kLanes, nominal_ghz, vm::kLanes, measured_clock_ghz());
   std::printf("  %-8s %10s %12s %12s %9s %9s %12s %12s %10s\n", "function", "elements", "kiln vector", "libmvec",
-              "kiln c/16", "mvec c/16", "kiln scalar", "std:: float", "copy");
+              "kiln c/vec", "mvec c/vec", "kiln scalar", "std:: float", "copy");
   for (const std::size_t n : {std::size_t{16} << 10, std::size_t{16} << 20}) {
     std::vector<float> in(n), out(n);
     const int repetitions = n > 100000 ? 9 : 301;
@@ -498,7 +498,7 @@ void report_speed(const std::string& only, double nominal_ghz) {
       const double kiln = ns[0], kiln_scalar = ns[2], scalar = ns[3], copy = ns[4];
       const double libmvec = function.libmvec ? ns[1] : std::numeric_limits<double>::quiet_NaN();
       std::printf("  %-8s %10zu %12.3f %12.3f %9.2f %9.2f %12.3f %12.3f %10.3f\n", function.name, n, kiln, libmvec,
-                  kiln * 16 * nominal_ghz, libmvec * 16 * nominal_ghz, kiln_scalar, scalar, copy);
+                  kiln * vm::kLanes * nominal_ghz, libmvec * vm::kLanes * nominal_ghz, kiln_scalar, scalar, copy);
     }
   }
 }

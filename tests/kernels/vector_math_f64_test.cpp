@@ -5,7 +5,7 @@
 // double functions are within an ULP or two of it: a reference good to ~0.001 ULP of a
 // double.
 //
-// Every f64x16 stays inside the always-inline calls of a kernel-style wrapper that
+// Every f64v stays inside the always-inline calls of a kernel-style wrapper that
 // takes pointers, as in vector_math_test.cpp.
 
 #include "kernels/vector_math_testing.h"
@@ -52,7 +52,7 @@ double ulp_error(double got, long double want) {
 
 struct Function {
   std::string name;
-  void (*vector16)(const double* in, double* out);
+  void (*vector)(const double* in, double* out);
   double (*scalar)(double);
   long double (*reference)(long double);
   double contract_bound;  // promised by vector_math_f64.h
@@ -222,11 +222,12 @@ TEST(VectorMathF64Seams, TanhErfSigmoidAroundTheirSplits) {
 
 // ---- pow (float, computed in double) ----------------------------------------------------
 
-// 16 pows at a time through the vector path, the tail through a partial vector.
+// A vector of pows at a time through the vector path, the tail through a partial vector.
 std::vector<float> vector_pow(const std::vector<float>& x, const std::vector<float>& y) {
   std::vector<float> out(x.size());
-  for (std::size_t i = 0; i < x.size(); i += 16) {
-    const int count = static_cast<int>(std::min<std::size_t>(16, x.size() - i));
+  constexpr std::size_t lanes = vm::kLanes;
+  for (std::size_t i = 0; i < x.size(); i += lanes) {
+    const int count = static_cast<int>(std::min(lanes, x.size() - i));
     vm::store_partial(out.data() + i,
                       vm::pow(vm::load_partial(x.data() + i, count), vm::load_partial(y.data() + i, count)), count);
   }

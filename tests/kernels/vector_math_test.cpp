@@ -3,7 +3,7 @@
 // the seams of range reductions and branch splits, scalar == vector bit identity, and
 // the load/store/select/any helpers.
 //
-// Every f32x16 stays inside the always-inline calls of a kernel-style wrapper that takes
+// Every f32v stays inside the always-inline calls of a kernel-style wrapper that takes
 // pointers, so this file also builds without AVX-512 (-mavx2, baseline x86-64).
 
 #include "kernels/vector_math_testing.h"
@@ -45,11 +45,11 @@ float from_bits(std::uint32_t bits) {
 
 using support::float_ulp_error;
 
-// One function under test: a 16-lane kernel (pointer in, pointer out), the scalar
+// One function under test: a kLanes-lane kernel (pointer in, pointer out), the scalar
 // overload, the double-precision reference and the ULP bounds.
 struct Function {
   std::string name;
-  void (*vector16)(const float* in, float* out);
+  void (*vector)(const float* in, float* out);
   float (*scalar)(float);
   double (*reference)(double);
   double contract_bound;  // promised by vector_math.h
@@ -176,15 +176,16 @@ TEST_P(VectorMathExactSpecial, ExactResult) {
   const Function& function = function_named(special.function);
   float in[vm::kLanes], out[vm::kLanes];
   std::fill(in, in + vm::kLanes, 0.5f);
-  in[7] = special.input;  // a lane in the middle, next to ordinary values
-  function.vector16(in, out);
+  constexpr int lane = vm::kLanes / 2 - 1;  // a lane in the middle, next to ordinary values
+  in[lane] = special.input;
+  function.vector(in, out);
   const float scalar = function.scalar(special.input);
   if (std::isnan(special.expected)) {
-    EXPECT_TRUE(std::isnan(out[7])) << special.function << "(" << special.input << ") = " << out[7];
+    EXPECT_TRUE(std::isnan(out[lane])) << special.function << "(" << special.input << ") = " << out[lane];
     EXPECT_TRUE(std::isnan(scalar));
   } else {
-    EXPECT_EQ(bits_of(out[7]), bits_of(special.expected))
-        << special.function << "(" << special.input << ") = " << out[7] << ", want " << special.expected;
+    EXPECT_EQ(bits_of(out[lane]), bits_of(special.expected))
+        << special.function << "(" << special.input << ") = " << out[lane] << ", want " << special.expected;
     EXPECT_EQ(bits_of(scalar), bits_of(special.expected));
   }
 }
@@ -409,7 +410,7 @@ TEST(VectorMathScalar, IdenticalBitsToTheVectorLanes) {
 TEST(VectorMathHelpers, LoadAndStoreAreUnaligned) {
   float buffer[vm::kLanes + 1];
   for (int i = 0; i <= vm::kLanes; ++i) buffer[i] = static_cast<float>(i);
-  const vm::f32x16 value = vm::load(buffer + 1);
+  const vm::f32v value = vm::load(buffer + 1);
   for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(value[lane], lane + 1.0f);
   float out[vm::kLanes + 1] = {};
   vm::store(out + 1, value);
@@ -423,7 +424,7 @@ TEST(VectorMathHelpers, PartialLoadAndStoreTouchOnlyCountElements) {
     // it would be caught by sanitizers) and the destination has sentinels after it.
     std::vector<float> source(static_cast<std::size_t>(count));
     for (int i = 0; i < count; ++i) source[static_cast<std::size_t>(i)] = 10.0f + i;
-    const vm::f32x16 value = vm::load_partial(source.data(), count);
+    const vm::f32v value = vm::load_partial(source.data(), count);
     for (int lane = 0; lane < vm::kLanes; ++lane) {
       EXPECT_EQ(value[lane], lane < count ? 10.0f + lane : 0.0f) << count << " " << lane;
     }
@@ -437,21 +438,21 @@ TEST(VectorMathHelpers, PartialLoadAndStoreTouchOnlyCountElements) {
 }
 
 TEST(VectorMathHelpers, BroadcastSelectAny) {
-  const vm::f32x16 minus_zero = vm::broadcast(-0.0f);
+  const vm::f32v minus_zero = vm::broadcast(-0.0f);
   for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(bits_of(minus_zero[lane]), 0x80000000u);
   float ramp[vm::kLanes];
   for (int i = 0; i < vm::kLanes; ++i) ramp[i] = static_cast<float>(i);
-  const vm::f32x16 x = vm::load(ramp);
-  const vm::f32x16 chosen = vm::select(x < 5.0f, vm::broadcast(1.0f), vm::broadcast(2.0f));
+  const vm::f32v x = vm::load(ramp);
+  const vm::f32v chosen = vm::select(x < 5.0f, vm::broadcast(1.0f), vm::broadcast(2.0f));
   for (int lane = 0; lane < vm::kLanes; ++lane) EXPECT_EQ(chosen[lane], lane < 5 ? 1.0f : 2.0f);
   EXPECT_FALSE(vm::any(x > 100.0f));
   EXPECT_FALSE(vm::any(x != x));
   for (int lane = 0; lane < vm::kLanes; ++lane) {  // each single lane is seen
     EXPECT_TRUE(vm::any(x == static_cast<float>(lane))) << lane;
   }
-  vm::i32x16 mask = {};
+  vm::i32v mask = {};
   EXPECT_FALSE(vm::any(mask));
-  mask[15] = 1;  // any nonzero lane counts as true
+  mask[vm::kLanes - 1] = 1;  // any nonzero lane counts as true
   EXPECT_TRUE(vm::any(mask));
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // What the float and double vector math tests (vector_math_test.cpp,
 // vector_math_f64_test.cpp) share: deterministic inputs, the evaluation of a
-// function through the 16-lane path, and the search for its worst error.
+// function through the vector path (vector_math::kLanes lanes), and the search
+// for its worst error.
 // T is float or double; vector_math.h and vector_math_f64.h give the
 // matching load / store overloads.
 
@@ -95,19 +96,20 @@ void add_neighbours(std::vector<T>& values, std::type_identity_t<T> center, int 
   }
 }
 
-// `function.vector16` (16 values in, 16 out) on all inputs, 16 at a time, the
-// tail through load_partial / store_partial.
+// `function.vector` (kLanes values in, kLanes out) on all inputs, kLanes at a
+// time, the tail through load_partial / store_partial.
 template <class T, class Function>
 std::vector<T> evaluate(const Function& function, const std::vector<T>& inputs) {
   namespace vm = kiln::vector_math;
   std::vector<T> outputs(inputs.size());
   std::size_t i = 0;
-  for (; i + 16 <= inputs.size(); i += 16) function.vector16(inputs.data() + i, outputs.data() + i);
+  constexpr std::size_t lanes = vm::kLanes;
+  for (; i + lanes <= inputs.size(); i += lanes) function.vector(inputs.data() + i, outputs.data() + i);
   if (i < inputs.size()) {
-    T in[16] = {}, out[16];
+    T in[lanes] = {}, out[lanes];
     const int rest = static_cast<int>(inputs.size() - i);
     vm::store(in, vm::load_partial(inputs.data() + i, rest));
-    function.vector16(in, out);
+    function.vector(in, out);
     vm::store_partial(outputs.data() + i, vm::load(out), rest);
   }
   return outputs;

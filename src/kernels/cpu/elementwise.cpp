@@ -60,7 +60,7 @@ void map(const Array& input, const Array& output, std::int64_t grain, Function f
   });
 }
 
-// map for f32 and f64 with a vector_math function of 16 lanes; the tail goes
+// map for f32 and f64 with a vector_math function of vm::kLanes lanes; the tail goes
 // through a partial vector, so every element sees the same code. These
 // functions are compute-bound (two cores cannot evaluate them as fast as
 // memory streams), so the main loop works on 4 independent vectors at a
@@ -74,12 +74,13 @@ void map_vector_math(const Array& input, const Array& output, VectorFunction fun
     constexpr int unroll = 4;
     using Vector = decltype(vm::load(in));
     std::int64_t i = begin;
-    for (; i + 16 * unroll <= end; i += 16 * unroll) {
+    constexpr int lanes = vm::kLanes;
+    for (; i + lanes * unroll <= end; i += lanes * unroll) {
       Vector results[unroll];
-      for (int u = 0; u < unroll; ++u) results[u] = function(vm::load(in + i + 16 * u));
-      for (int u = 0; u < unroll; ++u) vm::store(out + i + 16 * u, results[u]);
+      for (int u = 0; u < unroll; ++u) results[u] = function(vm::load(in + i + lanes * u));
+      for (int u = 0; u < unroll; ++u) vm::store(out + i + lanes * u, results[u]);
     }
-    for (; i + 16 <= end; i += 16) vm::store(out + i, function(vm::load(in + i)));
+    for (; i + lanes <= end; i += lanes) vm::store(out + i, function(vm::load(in + i)));
     if (i < end) {
       int rest = static_cast<int>(end - i);
       vm::store_partial(out + i, function(vm::load_partial(in + i, rest)), rest);

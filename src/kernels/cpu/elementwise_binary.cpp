@@ -189,14 +189,15 @@ void broadcast_binary(const Array& a, const Array& b, const Array& output, std::
                                  });
 }
 
-// f32 pow through vector_math's pow, 16 at a time (the tail through a
+// f32 pow through vector_math's pow, a vector at a time (the tail through a
 // partial vector), as the JIT's generated code computes it.
 void power_f32(const Array& a, const Array& b, const Array& output) {
   broadcast_binary_rows<float, float>(
       a, b, output, elementwise::costly_grain, [](const auto& x, const auto& y, float* out_row, std::int64_t length) {
-        for (std::int64_t start = 0; start < length; start += 16) {
-          const int count = static_cast<int>(std::min<std::int64_t>(16, length - start));
-          float bases[16] = {}, exponents[16] = {};
+        constexpr int lanes = vm::kLanes;
+        for (std::int64_t start = 0; start < length; start += lanes) {
+          const int count = static_cast<int>(std::min<std::int64_t>(lanes, length - start));
+          float bases[lanes] = {}, exponents[lanes] = {};
           for (int i = 0; i < count; ++i) {
             bases[i] = x[start + i];
             exponents[i] = y[start + i];

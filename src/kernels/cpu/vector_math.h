@@ -6,11 +6,12 @@
 // self-contained (standard headers only), defines no macros besides its include guard,
 // and is written with GCC/Clang vector extensions (one exception: the FMA builtin, see
 // fma()): the same source compiles to 512-bit code with -march=native on AVX-512
-// machines, to two or four narrower registers per vector on AVX2/SSE, and to scalar
+// machines, to 256-bit code on AVX2, to 128-bit code on SSE and NEON, and to scalar
 // code elsewhere. Method, measured accuracy and speed: docs/vector_math.md.
 //
 // Contracts
-// - Every function works on 16 float lanes (f32x16). Each has a scalar overload
+// - Every function works on a vector of kLanes floats (f32v: 16 with AVX-512, 8 with
+//   AVX2, 4 with SSE), one register. Each has a scalar overload
 //   that runs the vector code on a broadcast value and returns lane 0, so a value
 //   gets the same bits whether it is computed in a vector, a tail or a scalar call.
 //   (Tails should still use load_partial / store_partial: a scalar call costs a vector.)
@@ -37,23 +38,40 @@
 // module); the few libm calls here are GCC/Clang builtins instead.
 #include <cstdint>
 
-// Passing 64-byte vectors by value without AVX-512 makes GCC and Clang warn that the
-// ABI of such calls differs from AVX-512 code (-Wpsabi). Every function taking or
-// returning f32x16 here is always inlined, so no call with that ABI is ever emitted;
-// silence the warning inside this header.
+// Passing vectors wider than the target's registers by value (vector_math_f64.h's f64v,
+// the halves of a mask) makes GCC and Clang warn that the ABI of such calls differs from
+// code built for wider registers (-Wpsabi). Every function taking or returning vectors
+// here is always inlined, so no call with that ABI is ever emitted; silence the warning
+// inside this header.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kiln::vector_math {
 
-// 16 floats; 512 bits, one AVX-512 register.
-using f32x16 = float __attribute__((vector_size(64)));
-// Lane masks and bit patterns. A comparison of two f32x16 yields an i32x16 whose
-// lanes are -1 (true) or 0 (false); `select` and `any` treat any nonzero lane as true.
-using i32x16 = std::int32_t __attribute__((vector_size(64)));
-using u32x16 = std::uint32_t __attribute__((vector_size(64)));
+// The register width of the target: 64 bytes with AVX-512, 32 with AVX, else 16 (SSE,
+// NEON). Every vector here is one register of floats (f32v) or two of doubles (f64v,
+// vector_math_f64.h): GCC (12) handles a vector wider than the registers poorly even
+// where it splits the arithmetic (loads by scalar inserts, bit casts and joins through
+// the stack), and kiln's f32 kernels ran 3-4x slower on AVX2 with 16-lane vectors than
+// with 8 (docs/vector_math.md, "Vectors of the register width").
+#if defined(__AVX512F__)
+inline constexpr unsigned kRegisterBytes = 64;
+#elif defined(__AVX__)
+inline constexpr unsigned kRegisterBytes = 32;
+#else
+inline constexpr unsigned kRegisterBytes = 16;
+#endif
 
-inline constexpr int kLanes = 16;
+// Lanes per vector: 16 with AVX-512, 8 with AVX, 4 else. Code that steps through memory
+// steps by kLanes; nothing but the AVX-512 implementations below assumes a count.
+inline constexpr int kLanes = kRegisterBytes / sizeof(float);
+
+// kLanes floats, one register.
+using f32v = float __attribute__((vector_size(kRegisterBytes)));
+// Lane masks and bit patterns. A comparison of two f32v yields an i32v whose lanes are
+// -1 (true) or 0 (false); `select` and `any` treat any nonzero lane as true.
+using i32v = std::int32_t __attribute__((vector_size(kRegisterBytes)));
+using u32v = std::uint32_t __attribute__((vector_size(kRegisterBytes)));
 
 // True when the compiler targets hardware FMA, so `a * b + c` written as a fused
 // multiply-add costs one instruction.
@@ -66,38 +84,33 @@ inline constexpr bool kHardwareFma = false;
 // ---------------------------------------------------------------------------------
 // Loads, stores, lane utilities.
 
-// Unaligned load of 16 floats.
-[[gnu::always_inline]] inline f32x16 load(const float* source) {
-  f32x16 value;
+// Unaligned load of kLanes floats.
+[[gnu::always_inline]] inline f32v load(const float* source) {
+  f32v value;
   __builtin_memcpy(&value, source, sizeof(value));
   return value;
 }
 
-// Unaligned store of 16 floats.
-[[gnu::always_inline]] inline void store(float* destination, f32x16 value) {
+// Unaligned store of kLanes floats.
+[[gnu::always_inline]] inline void store(float* destination, f32v value) {
   __builtin_memcpy(destination, &value, sizeof(value));
 }
 
-// Loads the first `count` floats (0 <= count <= 16); the other lanes are 0.
+// Loads the first `count` floats (0 <= count <= kLanes); the other lanes are 0.
 // Reads only source[0, count); with count == 0 the pointer may be null.
-[[gnu::always_inline]] inline f32x16 load_partial(const float* source, int count) {
-  f32x16 value = {};
+[[gnu::always_inline]] inline f32v load_partial(const float* source, int count) {
+  f32v value = {};
   if (count > 0) {
     __builtin_memcpy(&value, source, sizeof(float) * static_cast<unsigned>(count));
   }
   return value;
 }
 
-// Stores the first `count` lanes (0 <= count <= 16); writes only destination[0, count).
-[[gnu::always_inline]] inline void store_partial(float* destination, f32x16 value, int count) {
+// Stores the first `count` lanes (0 <= count <= kLanes); writes only destination[0, count).
+[[gnu::always_inline]] inline void store_partial(float* destination, f32v value, int count) {
   if (count > 0) {
     __builtin_memcpy(destination, &value, sizeof(float) * static_cast<unsigned>(count));
   }
-}
-
-[[gnu::always_inline]] inline f32x16 broadcast(float value) {
-  return f32x16{value, value, value, value, value, value, value, value,
-                value, value, value, value, value, value, value, value};
 }
 
 // ---------------------------------------------------------------------------------
@@ -105,20 +118,11 @@ inline constexpr bool kHardwareFma = false;
 //
 // GCC (12) compiles arithmetic on a vector wider than the target's registers as one
 // operation per register, but a comparison or a `mask ? a : b` on one lane by lane:
-// 16 scalar compares and branches for an f32x16 on an AVX2 machine, and for the JIT's
-// f64x16 even on an AVX-512 one. These helpers split wider vectors in halves down to the
-// register width (64 bytes with AVX-512, 32 with AVX, else 16), where they are the plain
-// operators, and join the results. Every comparison and select of vectors that may be
-// wider than a register goes through them (`less(x, 0.0f)`, not `x < 0.0f`); on AVX-512
-// an f32x16 comparison is one instruction either way.
-#if defined(__AVX512F__)
-inline constexpr unsigned kRegisterBytes = 64;
-#elif defined(__AVX__)
-inline constexpr unsigned kRegisterBytes = 32;
-#else
-inline constexpr unsigned kRegisterBytes = 16;
-#endif
-
+// 16 scalar compares and branches for the JIT's f64v (two registers) and for the
+// boolean vectors of its f64 kernels. These helpers split wider vectors in halves down
+// to the register width, where they are the plain operators, and join the results.
+// Every comparison and select of vectors that may be wider than a register goes through
+// them (`less(x, 0.0f)`, not `x < 0.0f`); for an f32v they are the plain operator.
 namespace halves {
 template <class V>
 inline constexpr int lane_count = sizeof(V) / sizeof(V{}[0]);
@@ -177,6 +181,8 @@ template <class V, class S>
   }
 }
 
+[[gnu::always_inline]] inline f32v broadcast(float value) { return lanes_of<f32v>(value); }
+
 // Lane masks (-1 where true, 0 where false) of a comparison; `b` may be a scalar.
 template <class V, class S>
 [[gnu::always_inline]] inline auto less(V a, S b_value) {
@@ -234,21 +240,25 @@ template <class M, class V>
   else
     return mask ? if_true : if_false;
 }
-[[gnu::always_inline]] inline f32x16 select(i32x16 mask, f32x16 if_true, f32x16 if_false) {
+[[gnu::always_inline]] inline f32v select(i32v mask, f32v if_true, f32v if_false) {
   return select_lanes(mask, if_true, if_false);
 }
-[[gnu::always_inline]] inline i32x16 select(i32x16 mask, i32x16 if_true, i32x16 if_false) {
+[[gnu::always_inline]] inline i32v select(i32v mask, i32v if_true, i32v if_false) {
   return select_lanes(mask, if_true, if_false);
 }
 
 // True if any lane of the mask is nonzero; used once per vector to detect rare slow
 // cases. Wider than a register: the halves' lanes or-ed first. A 64-byte mask (AVX-512)
-// narrowed to bytes lets Clang emit one kortest and GCC a short sequence; below, the
-// mask's 16 bytes are read as two words.
+// narrowed to bytes lets Clang emit one kortest and GCC a short sequence; a 32-byte one
+// is one vptest (_mm256_testz_si256); a 16-byte one is read as two words.
 template <class M>
 [[gnu::always_inline]] inline bool any_lane(M mask) {
-  if constexpr (sizeof(M) > kRegisterBytes || (sizeof(M) > 16 && sizeof(M) < 64)) {
+  if constexpr (sizeof(M) > kRegisterBytes) {
     return any_lane(halves::low(mask) | halves::high(mask));
+  } else if constexpr (sizeof(M) == 32) {
+    using i64x4 = long long __attribute__((vector_size(32)));
+    const i64x4 bits = __builtin_bit_cast(i64x4, mask);
+    return !__builtin_ia32_ptestz256(bits, bits);
   } else if constexpr (sizeof(M) == 64) {
     using i8x16 = std::int8_t __attribute__((vector_size(16)));
     using i8x8 = std::int8_t __attribute__((vector_size(8)));
@@ -270,12 +280,12 @@ template <class M>
     return (words[0] | words[1]) != 0;
   }
 }
-[[gnu::always_inline]] inline bool any(i32x16 mask) { return any_lane(mask); }
+[[gnu::always_inline]] inline bool any(i32v mask) { return any_lane(mask); }
 
-[[gnu::always_inline]] inline u32x16 to_bits(f32x16 value) { return __builtin_bit_cast(u32x16, value); }
-[[gnu::always_inline]] inline f32x16 from_bits(u32x16 bits) { return __builtin_bit_cast(f32x16, bits); }
+[[gnu::always_inline]] inline u32v to_bits(f32v value) { return __builtin_bit_cast(u32v, value); }
+[[gnu::always_inline]] inline f32v from_bits(u32v bits) { return __builtin_bit_cast(f32v, bits); }
 
-[[gnu::always_inline]] inline f32x16 abs(f32x16 value) { return from_bits(to_bits(value) & 0x7fffffffu); }
+[[gnu::always_inline]] inline f32v abs(f32v value) { return from_bits(to_bits(value) & 0x7fffffffu); }
 
 // Correctly rounded a * b + c in every lane (one rounding), on any target. Range
 // reductions rely on it. On x86 with FMA this is the vfmadd instruction, through the
@@ -283,20 +293,13 @@ template <class M>
 // vector FMA, and its vectorizers turn the portable lane loop below into one vfmadd
 // only in some contexts (in larger kernels it fell back to 16 scalar FMAs). Elsewhere
 // the lane loop: vectorized where the target has FMA, calls to fmaf where it has not.
-[[gnu::always_inline]] inline f32x16 fma(f32x16 a, f32x16 b, f32x16 c) {
+[[gnu::always_inline]] inline f32v fma(f32v a, f32v b, f32v c) {
 #if defined(__AVX512F__)
   return __builtin_ia32_vfmaddps512_mask(a, b, c, static_cast<unsigned short>(0xffff), 4);
 #elif defined(__AVX__) && defined(__FMA__)
-  using f32x8 = float __attribute__((vector_size(32)));
-  const f32x8 low = __builtin_ia32_vfmaddps256(__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
-                                               __builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
-                                               __builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
-  const f32x8 high = __builtin_ia32_vfmaddps256(__builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                __builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                __builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
-  return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return __builtin_ia32_vfmaddps256(a, b, c);
 #else
-  f32x16 result = {};
+  f32v result = {};
   for (int lane = 0; lane < kLanes; ++lane) {
     result[lane] = __builtin_fmaf(a[lane], b[lane], c[lane]);
   }
@@ -306,11 +309,11 @@ template <class M>
 
 // a * b + c for polynomial evaluation: fused where the hardware has FMA, otherwise a
 // multiply and an add (where one extra rounding is harmless and a software fmaf is not).
-[[gnu::always_inline]] inline f32x16 mul_add(f32x16 a, f32x16 b, f32x16 c) {
+[[gnu::always_inline]] inline f32v mul_add(f32v a, f32v b, f32v c) {
   if constexpr (kHardwareFma) {
     return fma(a, b, c);
   } else {
-    const f32x16 product = a * b;
+    const f32v product = a * b;
     return product + c;
   }
 }
@@ -328,7 +331,7 @@ inline constexpr float kRoundMagic = 0x1.8p23f;
 // Polynomial c[First] + c[First + 1] x + ... by Horner's rule, written as a
 // compile-time recursion so that it is straight-line code for every compiler.
 template <int First = 0, int N>
-[[gnu::always_inline]] inline f32x16 horner(f32x16 x, const float (&coefficients)[N]) {
+[[gnu::always_inline]] inline f32v horner(f32v x, const float (&coefficients)[N]) {
   if constexpr (First == N - 1) {
     return broadcast(coefficients[First]);
   } else {
@@ -358,28 +361,28 @@ inline constexpr float kExpClampHigh = 89.0f;
 inline constexpr float kExpClampLow = -104.0f;
 
 struct ExpReduced {
-  f32x16 mantissa;  // exp(r), in [0.70, 1.42]
-  u32x16 n;         // exp(x) = mantissa * 2^n (two's complement)
+  f32v mantissa;  // exp(r), in [0.70, 1.42]
+  u32v n;         // exp(x) = mantissa * 2^n (two's complement)
 };
 
 // Garbage (never undefined behaviour) for lanes outside [-2^22, 2^22]; NaN stays NaN.
-[[gnu::always_inline]] inline ExpReduced exp_reduce(f32x16 x) {
-  const f32x16 magic = broadcast(kRoundMagic);
-  const f32x16 shifted = mul_add(x, broadcast(kLog2e), magic);
-  const f32x16 n = shifted - magic;
-  f32x16 r;
+[[gnu::always_inline]] inline ExpReduced exp_reduce(f32v x) {
+  const f32v magic = broadcast(kRoundMagic);
+  const f32v shifted = mul_add(x, broadcast(kLog2e), magic);
+  const f32v n = shifted - magic;
+  f32v r;
   if constexpr (kHardwareFma) {
     r = fma(n, broadcast(-kLn2High), x);  // -c, not -n: no negation op
     r = fma(n, broadcast(-kLn2Low), r);
   } else {
     // Without FMA, Cephes' split of ln2: n * kLn2Coarse has at most 17 significant
     // bits, so it and x - n * kLn2Coarse are exact with plain operations.
-    const f32x16 coarse = n * kLn2Coarse;
+    const f32v coarse = n * kLn2Coarse;
     r = x - coarse;
-    const f32x16 correction = n * kLn2CoarseError;
+    const f32v correction = n * kLn2CoarseError;
     r = r - correction;
   }
-  const f32x16 r2 = r * r;
+  const f32v r2 = r * r;
   return {mul_add(r2, horner(r, kExpPolynomial), r) + 1.0f, to_bits(shifted) - to_bits(magic)};
 }
 
@@ -388,21 +391,21 @@ struct ExpReduced {
 // above FLT_MAX overflow to inf. Returns the two factors of the last multiplication:
 // exp(x) = partial * scale.
 struct ExpFactors {
-  f32x16 partial;  // exp(r) * 2^(n/2), exact
-  f32x16 scale;    // 2^(n - n/2)
+  f32v partial;  // exp(r) * 2^(n/2), exact
+  f32v scale;    // 2^(n - n/2)
 };
-[[gnu::always_inline]] inline ExpFactors exp_factors(f32x16 x) {
+[[gnu::always_inline]] inline ExpFactors exp_factors(f32v x) {
   x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);  // NaN passes through
   x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const ExpReduced reduced = exp_reduce(x);
-  const u32x16 half_n = __builtin_bit_cast(u32x16, __builtin_bit_cast(i32x16, reduced.n) >> 1);
-  const u32x16 other_half_n = reduced.n - half_n;
+  const u32v half_n = __builtin_bit_cast(u32v, __builtin_bit_cast(i32v, reduced.n) >> 1);
+  const u32v other_half_n = reduced.n - half_n;
   return {reduced.mantissa * from_bits((half_n + 127u) << 23), from_bits((other_half_n + 127u) << 23)};
 }
 
 // e^x for x in [-87, 88] (normal results; callers clamp): 2^n is added to the exponent
 // bits, exactly. NaN does NOT propagate (the bit arithmetic can make it a number).
-[[gnu::always_inline]] inline f32x16 exp_normal_range(f32x16 x) {
+[[gnu::always_inline]] inline f32v exp_normal_range(f32v x) {
   const ExpReduced reduced = exp_reduce(x);
   return from_bits(to_bits(reduced.mantissa) + (reduced.n << 23));
 }
@@ -437,16 +440,16 @@ inline constexpr float kCosPolynomial[] = {-0.5f, 0.0416666456f, -0.00138872839f
 inline constexpr float kTrigFastLimit = 131072.0f;  // 2^17
 
 struct QuadrantReduction {
-  f32x16 r;         // x - j pi/2, |r| <= pi/4 (slightly more after rounding)
-  u32x16 quadrant;  // j mod 2^32
+  f32v r;         // x - j pi/2, |r| <= pi/4 (slightly more after rounding)
+  u32v quadrant;  // j mod 2^32
 };
 
 // With FMA: float arithmetic, pi/2 in three floats (see above).
-[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_fma(f32x16 x) {
-  const f32x16 magic = broadcast(kRoundMagic);
-  const f32x16 shifted = mul_add(x, broadcast(kTwoOverPi), magic);
-  const f32x16 j = shifted - magic;
-  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);  // -c, not -j: no negation op
+[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_fma(f32v x) {
+  const f32v magic = broadcast(kRoundMagic);
+  const f32v shifted = mul_add(x, broadcast(kTwoOverPi), magic);
+  const f32v j = shifted - magic;
+  f32v r = fma(j, broadcast(-kPiOver2Part1), x);  // -c, not -j: no negation op
   r = fma(j, broadcast(-kPiOver2Part2), r);
   r = fma(j, broadcast(-kPiOver2Part3), r);
   return {r, to_bits(shifted) - to_bits(magic)};
@@ -455,61 +458,62 @@ struct QuadrantReduction {
 // Without FMA (where exact float products would cost a library call per lane): the
 // same reduction in double precision, with pi/2 split into a 33-bit double (j * it is
 // exact for |j| < 2^20, and so is x - j * it) and the rest; r is rounded to float once.
-using f64x8 = double __attribute__((vector_size(64)));
-using u64x8 = std::uint64_t __attribute__((vector_size(64)));
-using u32x8 = std::uint32_t __attribute__((vector_size(32)));
-using f32x8 = float __attribute__((vector_size(32)));
+// f32h and u32h: half an f32v; f64h and u64h: as many doubles, one register.
+using f32h = float __attribute__((vector_size(kRegisterBytes / 2)));
+using u32h = std::uint32_t __attribute__((vector_size(kRegisterBytes / 2)));
+using f64h = double __attribute__((vector_size(kRegisterBytes)));
+using u64h = std::uint64_t __attribute__((vector_size(kRegisterBytes)));
 inline constexpr double kPiOver2High = 0x1.921fb544p+0;          // 33 significant bits
 inline constexpr double kPiOver2Low = 0x1.0b4611a626331p-34;     // double(pi/2 - kPiOver2High)
 inline constexpr double kTwoOverPiDouble = 0.63661977236758134;  // double(2/pi)
 inline constexpr double kRoundMagicDouble = 0x1.8p52;            // as kRoundMagic, for doubles
 
-[[gnu::always_inline]] inline void reduce_half_in_double(f32x8 x, f32x8& r, u32x8& quadrant) {
-  const f64x8 value = __builtin_convertvector(x, f64x8);
-  const f64x8 product = value * kTwoOverPiDouble;
-  const f64x8 shifted = product + kRoundMagicDouble;
-  const f64x8 j = shifted - kRoundMagicDouble;
-  const f64x8 high = j * kPiOver2High;
-  const f64x8 low = j * kPiOver2Low;
-  const f64x8 reduced = (value - high) - low;
-  r = __builtin_convertvector(reduced, f32x8);
-  quadrant = __builtin_convertvector(__builtin_bit_cast(u64x8, shifted), u32x8);  // j in the low bits
+[[gnu::always_inline]] inline void reduce_half_in_double(f32h x, f32h& r, u32h& quadrant) {
+  const f64h value = __builtin_convertvector(x, f64h);
+  const f64h product = value * kTwoOverPiDouble;
+  const f64h shifted = product + kRoundMagicDouble;
+  const f64h j = shifted - kRoundMagicDouble;
+  const f64h high = j * kPiOver2High;
+  const f64h low = j * kPiOver2Low;
+  const f64h reduced = (value - high) - low;
+  r = __builtin_convertvector(reduced, f32h);
+  quadrant = __builtin_convertvector(__builtin_bit_cast(u64h, shifted), u32h);  // j in the low bits
 }
 
-[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_double(f32x16 x) {
-  f32x8 r_low, r_high;
-  u32x8 quadrant_low, quadrant_high;
-  reduce_half_in_double(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), r_low, quadrant_low);
-  reduce_half_in_double(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), r_high, quadrant_high);
-  return {__builtin_shufflevector(r_low, r_high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-          __builtin_shufflevector(quadrant_low, quadrant_high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)};
+[[gnu::always_inline]] inline QuadrantReduction reduce_quadrant_double(f32v x) {
+  f32h r_low, r_high;
+  u32h quadrant_low, quadrant_high;
+  reduce_half_in_double(halves::low(x), r_low, quadrant_low);
+  reduce_half_in_double(halves::high(x), r_high, quadrant_high);
+  return {halves::join(r_low, r_high), halves::join(quadrant_low, quadrant_high)};
 }
 
 // sin(x) if quadrant_offset is 0, cos(x) if it is 1.
-[[gnu::always_inline]] inline f32x16 sin_cos_fast(f32x16 x, unsigned quadrant_offset) {
+[[gnu::always_inline]] inline f32v sin_cos_fast(f32v x, unsigned quadrant_offset) {
   QuadrantReduction reduced;
   if constexpr (kHardwareFma) {
     reduced = reduce_quadrant_fma(x);
   } else {
     reduced = reduce_quadrant_double(x);
   }
-  const f32x16 r = reduced.r;
-  const u32x16 quadrant = reduced.quadrant + quadrant_offset;
-  const f32x16 r2 = r * r;
-  const f32x16 r3 = r2 * r;
-  const f32x16 sine = mul_add(r3, horner(r2, kSinPolynomial), r);
-  const f32x16 cosine = mul_add(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
+  const f32v r = reduced.r;
+  const u32v quadrant = reduced.quadrant + quadrant_offset;
+  const f32v r2 = r * r;
+  const f32v r3 = r2 * r;
+  const f32v sine = mul_add(r3, horner(r2, kSinPolynomial), r);
+  const f32v cosine = mul_add(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
   // Odd quadrants swap sin and cos; quadrants 2 and 3 negate.
-  const f32x16 result = select(not_equal(quadrant & 1u, 0u), cosine, sine);
+  const f32v result = select(not_equal(quadrant & 1u, 0u), cosine, sine);
   return from_bits(to_bits(result) ^ ((quadrant & 2u) << 30));
 }
 
 // Recomputes the lanes with |x| > kTrigFastLimit in double precision. The one function
-// here that is not inlined (it is cold); it takes plain arrays so that its ABI is the
-// same whatever vector ISA a translation unit was built for: copies compiled with and
-// without AVX-512 (a kernel library and a JIT module) may be merged by the linker.
-[[gnu::noinline, gnu::cold]] inline void sin_cos_large_lanes(const float* x, float* result, bool cosine) {
-  for (int lane = 0; lane < kLanes; ++lane) {
+// here that is not inlined (it is cold); it takes plain arrays and their length so that
+// it is the same function whatever vector ISA a translation unit was built for: copies
+// compiled with and without AVX-512 (a kernel library and a JIT module, with different
+// kLanes) may be merged by the linker.
+[[gnu::noinline, gnu::cold]] inline void sin_cos_large_lanes(const float* x, float* result, int count, bool cosine) {
+  for (int lane = 0; lane < count; ++lane) {
     const double value = static_cast<double>(x[lane]);
     if (__builtin_fabs(value) > static_cast<double>(kTrigFastLimit)) {
       result[lane] = static_cast<float>(cosine ? __builtin_cos(value) : __builtin_sin(value));
@@ -517,11 +521,11 @@ inline constexpr double kRoundMagicDouble = 0x1.8p52;            // as kRoundMag
   }
 }
 
-[[gnu::always_inline]] inline f32x16 sin_cos_large(f32x16 x, f32x16 result, bool cosine) {
+[[gnu::always_inline]] inline f32v sin_cos_large(f32v x, f32v result, bool cosine) {
   float x_lanes[kLanes], result_lanes[kLanes];
   store(x_lanes, x);
   store(result_lanes, result);
-  sin_cos_large_lanes(x_lanes, result_lanes, cosine);
+  sin_cos_large_lanes(x_lanes, result_lanes, kLanes, cosine);
   return load(result_lanes);
 }
 
@@ -559,7 +563,7 @@ inline constexpr float kErfcScaledPolynomial[] = {0.427583575f,   -0.273211062f,
                                                   0.00491128257f, -0.00105705578f, 0.000106843225f};
 inline constexpr float kErfSaturation = 3.93f;
 
-[[gnu::always_inline]] inline f32x16 with_sign_of(f32x16 magnitude, f32x16 sign_source) {
+[[gnu::always_inline]] inline f32v with_sign_of(f32v magnitude, f32v sign_source) {
   return from_bits(to_bits(magnitude) | (to_bits(sign_source) & 0x80000000u));
 }
 
@@ -574,6 +578,7 @@ inline constexpr float kErfSaturation = 3.93f;
 // every JIT compilation.
 #if defined(__AVX512F__)
 namespace avx512 {
+static_assert(kLanes == 16, "the AVX-512 implementations work on one zmm register");
 
 using mask16 = unsigned short;
 inline constexpr mask16 kAllLanes = 0xffff;
@@ -581,61 +586,61 @@ inline constexpr int kCurrentRounding = 4;  // _MM_FROUND_CUR_DIRECTION
 
 // a * 2^floor(b), rounded once (denormal results included); inf / 0 on overflow /
 // underflow; NaN in either gives NaN. (_mm512_scalef_ps)
-[[gnu::always_inline]] inline f32x16 scalef(f32x16 a, f32x16 b) {
+[[gnu::always_inline]] inline f32v scalef(f32v a, f32v b) {
   return __builtin_ia32_scalefps512_mask(a, b, a, kAllLanes, kCurrentRounding);
 }
 // The significand of x scaled into [0.75, 1.5), NaN for negative x (including -inf);
 // ±0 and +inf give ±1 and 1. Denormals are normalized. (_mm512_getmant_ps with
 // _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_nan)
-[[gnu::always_inline]] inline f32x16 significand_075_15(f32x16 x) {
+[[gnu::always_inline]] inline f32v significand_075_15(f32v x) {
   return __builtin_ia32_getmantps512_mask(x, (2 << 2) | 3, x, kAllLanes, kCurrentRounding);
 }
 // floor(log2 |x|) as a float, exact for denormals; -inf for ±0, +inf for ±inf.
 // (_mm512_getexp_ps)
-[[gnu::always_inline]] inline f32x16 exponent(f32x16 x) {
+[[gnu::always_inline]] inline f32v exponent(f32v x) {
   return __builtin_ia32_getexpps512_mask(x, x, kAllLanes, kCurrentRounding);
 }
 // 1/x with relative error < 2^-14; the bits are defined by the ISA (Intel publishes
 // its reference implementation), not by the compiler. (_mm512_rcp14_ps)
-[[gnu::always_inline]] inline f32x16 reciprocal_estimate(f32x16 x) {
+[[gnu::always_inline]] inline f32v reciprocal_estimate(f32v x) {
   return __builtin_ia32_rcp14ps512_mask(x, x, kAllLanes);
 }
 // table[index & 15] in every lane. (_mm512_permutexvar_ps)
-[[gnu::always_inline]] inline f32x16 lookup16(const float (&table)[16], u32x16 index) {
-  const f32x16 values = load(table);
+[[gnu::always_inline]] inline f32v lookup16(const float (&table)[16], u32v index) {
+  const f32v values = load(table);
 #if defined(__clang__)
-  return __builtin_ia32_permvarsf512(values, __builtin_bit_cast(i32x16, index));
+  return __builtin_ia32_permvarsf512(values, __builtin_bit_cast(i32v, index));
 #else
-  return __builtin_ia32_permvarsf512_mask(values, __builtin_bit_cast(i32x16, index), values, kAllLanes);
+  return __builtin_ia32_permvarsf512_mask(values, __builtin_bit_cast(i32v, index), values, kAllLanes);
 #endif
 }
 // table[index & 31] in every lane. (_mm512_permutex2var_ps)
-[[gnu::always_inline]] inline f32x16 lookup32(const float (&table)[32], u32x16 index) {
-  const f32x16 low = load(table), high = load(table + 16);
+[[gnu::always_inline]] inline f32v lookup32(const float (&table)[32], u32v index) {
+  const f32v low = load(table), high = load(table + 16);
 #if defined(__clang__)
-  return __builtin_ia32_vpermi2varps512(low, __builtin_bit_cast(i32x16, index), high);
+  return __builtin_ia32_vpermi2varps512(low, __builtin_bit_cast(i32v, index), high);
 #else
-  return __builtin_ia32_vpermt2varps512_mask(__builtin_bit_cast(i32x16, index), low, high, kAllLanes);
+  return __builtin_ia32_vpermt2varps512_mask(__builtin_bit_cast(i32v, index), low, high, kAllLanes);
 #endif
 }
 // Lanes where `input` is ±0 get `input` itself, the others keep `value`.
 // (_mm512_fixupimm_ps; token 1 = "the input" for the zero class)
-[[gnu::always_inline]] inline f32x16 zero_passes_through(f32x16 value, f32x16 input) {
-  const i32x16 table = {0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100,
-                        0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100};
+[[gnu::always_inline]] inline f32v zero_passes_through(f32v value, f32v input) {
+  const i32v table = {0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100,
+                      0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100};
   return __builtin_ia32_fixupimmps512_mask(value, input, table, 0, kAllLanes, kCurrentRounding);
 }
 // min(x, limit) and max(x, limit) where a NaN x passes through: vminps / vmaxps return
 // their second operand when either is NaN. (_mm512_min_ps / _mm512_max_ps; written with
 // builtins because GCC compiles the equivalent select to a compare and a blend)
-[[gnu::always_inline]] inline f32x16 min_keep_nan(f32x16 x, float limit) {
+[[gnu::always_inline]] inline f32v min_keep_nan(f32v x, float limit) {
 #if defined(__clang__)
   return __builtin_ia32_minps512(broadcast(limit), x, kCurrentRounding);
 #else
   return __builtin_ia32_minps512_mask(broadcast(limit), x, x, kAllLanes, kCurrentRounding);
 #endif
 }
-[[gnu::always_inline]] inline f32x16 max_keep_nan(f32x16 x, float limit) {
+[[gnu::always_inline]] inline f32v max_keep_nan(f32v x, float limit) {
 #if defined(__clang__)
   return __builtin_ia32_maxps512(broadcast(limit), x, kCurrentRounding);
 #else
@@ -661,23 +666,23 @@ inline constexpr float kExpTableC3 = 0.16666794f;
 inline constexpr float kExpLimit = 104.0f;  // |x| beyond: exp is inf or 0 anyway
 
 struct ExpParts {
-  f32x16 m;  // e^x = m * 2^floor(k), m in [0.97, 2.04]
-  f32x16 k;
+  f32v m;  // e^x = m * 2^floor(k), m in [0.97, 2.04]
+  f32v k;
 };
 // For x in [-104, 104] or NaN.
-[[gnu::always_inline]] inline ExpParts exp_parts(f32x16 x) {
-  const f32x16 magic = broadcast(kExpTableMagic);
-  const f32x16 shifted = fma(x, broadcast(kLog2e), magic);
-  const f32x16 k = shifted - magic;
-  f32x16 r = fma(k, broadcast(-kLn2High), x);
+[[gnu::always_inline]] inline ExpParts exp_parts(f32v x) {
+  const f32v magic = broadcast(kExpTableMagic);
+  const f32v shifted = fma(x, broadcast(kLog2e), magic);
+  const f32v k = shifted - magic;
+  f32v r = fma(k, broadcast(-kLn2High), x);
   r = fma(k, broadcast(-kLn2Low), r);
-  const f32x16 table = lookup16(kExp2Sixteenths, to_bits(shifted));
-  const f32x16 r2 = r * r;
-  const f32x16 p = fma(r2, fma(broadcast(kExpTableC3), r, broadcast(kExpTableC2)), r);
+  const f32v table = lookup16(kExp2Sixteenths, to_bits(shifted));
+  const f32v r2 = r * r;
+  const f32v p = fma(r2, fma(broadcast(kExpTableC3), r, broadcast(kExpTableC2)), r);
   return {fma(table, p, table), k};
 }
 
-[[gnu::always_inline]] inline f32x16 exp(f32x16 x) {
+[[gnu::always_inline]] inline f32v exp(f32v x) {
   x = max_keep_nan(min_keep_nan(x, kExpLimit), -kExpLimit);
   const ExpParts parts = exp_parts(x);
   return scalef(parts.m, parts.k);
@@ -686,14 +691,14 @@ struct ExpParts {
 // sigmoid: e = e^-|x| in (0, 1] (never overflows), d = 1 + e, 1/d from the 14-bit
 // estimate y0 and one Newton step folded into the last FMA:
 // result = n y0 (2 - d y0) with n = 1 (x >= 0) or e (x < 0).
-[[gnu::always_inline]] inline f32x16 sigmoid(f32x16 x) {
-  const f32x16 minus_abs = max_keep_nan(from_bits(to_bits(x) | 0x80000000u), -kExpLimit);
+[[gnu::always_inline]] inline f32v sigmoid(f32v x) {
+  const f32v minus_abs = max_keep_nan(from_bits(to_bits(x) | 0x80000000u), -kExpLimit);
   const ExpParts parts = exp_parts(minus_abs);
-  const f32x16 e = scalef(parts.m, parts.k);
-  const f32x16 d = e + 1.0f;
-  const f32x16 y0 = reciprocal_estimate(d);
-  const f32x16 t = fma(-d, y0, broadcast(1.0f));  // 1 - d y0, |t| < 2^-14
-  const f32x16 numerator_y0 = select(x < 0.0f, e * y0, y0);
+  const f32v e = scalef(parts.m, parts.k);
+  const f32v d = e + 1.0f;
+  const f32v y0 = reciprocal_estimate(d);
+  const f32v t = fma(-d, y0, broadcast(1.0f));  // 1 - d y0, |t| < 2^-14
+  const f32v numerator_y0 = select(x < 0.0f, e * y0, y0);
   return fma(numerator_y0, t, numerator_y0);
 }
 
@@ -720,16 +725,16 @@ inline constexpr float kLogTableC2 = -0.5000001f;
 inline constexpr float kLogTableC3 = 0.33340025f;
 inline constexpr float kLogTableC4 = -0.2494641f;
 
-[[gnu::always_inline]] inline f32x16 log(f32x16 x) {
-  const f32x16 z = significand_075_15(x);
-  const f32x16 k = exponent(x) - exponent(z);
-  const f32x16 shifted = fma(z, broadcast(32.0f), broadcast(kRoundMagic));
-  const f32x16 inverse = lookup32(kLogInverse, to_bits(shifted));
-  const f32x16 log_center = lookup32(kLogOfCenter, to_bits(shifted));
-  const f32x16 r = fma(z, inverse, broadcast(-1.0f));
-  const f32x16 r2 = r * r;
-  const f32x16 q = fma(r2, broadcast(kLogTableC4), fma(broadcast(kLogTableC3), r, broadcast(kLogTableC2)));
-  const f32x16 sum = log_center + fma(r2, q, r);
+[[gnu::always_inline]] inline f32v log(f32v x) {
+  const f32v z = significand_075_15(x);
+  const f32v k = exponent(x) - exponent(z);
+  const f32v shifted = fma(z, broadcast(32.0f), broadcast(kRoundMagic));
+  const f32v inverse = lookup32(kLogInverse, to_bits(shifted));
+  const f32v log_center = lookup32(kLogOfCenter, to_bits(shifted));
+  const f32v r = fma(z, inverse, broadcast(-1.0f));
+  const f32v r2 = r * r;
+  const f32v q = fma(r2, broadcast(kLogTableC4), fma(broadcast(kLogTableC3), r, broadcast(kLogTableC2)));
+  const f32v sum = log_center + fma(r2, q, r);
   return fma(k, broadcast(kLn2High), sum);
 }
 
@@ -741,7 +746,7 @@ inline constexpr float kLogTableC4 = -0.2494641f;
 // sin = 1: the correction r^3 S reaches 57% of the result there, so its rounding
 // errors are not damped.
 // Lanes of a where `mask` is set get b. (_mm512_mask_blend_ps)
-[[gnu::always_inline]] inline f32x16 blend(mask16 mask, f32x16 a, f32x16 b) {
+[[gnu::always_inline]] inline f32v blend(mask16 mask, f32v a, f32v b) {
 #if defined(__clang__)
   return __builtin_ia32_selectps_512(mask, b, a);
 #else
@@ -750,57 +755,56 @@ inline constexpr float kLogTableC4 = -0.2494641f;
 }
 // Mask of the lanes where bits & `bit` is nonzero. (_mm512_test_epi32_mask; Clang's
 // backend makes the same instruction from the generic form)
-[[gnu::always_inline]] inline mask16 test_bits(u32x16 bits, std::uint32_t bit) {
+[[gnu::always_inline]] inline mask16 test_bits(u32v bits, std::uint32_t bit) {
 #if defined(__clang__)
-  const i32x16 zero = {};
-  return __builtin_ia32_cmpd512_mask(__builtin_bit_cast(i32x16, bits & bit), zero, 4 /* _MM_CMPINT_NE */, kAllLanes);
+  const i32v zero = {};
+  return __builtin_ia32_cmpd512_mask(__builtin_bit_cast(i32v, bits & bit), zero, 4 /* _MM_CMPINT_NE */, kAllLanes);
 #else
-  const u32x16 pattern = bits - bits + bit;
-  return __builtin_ia32_ptestmd512(__builtin_bit_cast(i32x16, bits), __builtin_bit_cast(i32x16, pattern), kAllLanes);
+  const u32v pattern = bits - bits + bit;
+  return __builtin_ia32_ptestmd512(__builtin_bit_cast(i32v, bits), __builtin_bit_cast(i32v, pattern), kAllLanes);
 #endif
 }
 // a ^ (b & c), bitwise, in one instruction. (_mm512_ternarylogic_epi32, 0x78)
-[[gnu::always_inline]] inline u32x16 xor_and(u32x16 a, u32x16 b, u32x16 c) {
-  return __builtin_bit_cast(u32x16, __builtin_ia32_pternlogd512_mask(__builtin_bit_cast(i32x16, a),
-                                                                     __builtin_bit_cast(i32x16, b),
-                                                                     __builtin_bit_cast(i32x16, c), 0x78,
-                                                                     kAllLanes));
+[[gnu::always_inline]] inline u32v xor_and(u32v a, u32v b, u32v c) {
+  return __builtin_bit_cast(u32v,
+                            __builtin_ia32_pternlogd512_mask(__builtin_bit_cast(i32v, a), __builtin_bit_cast(i32v, b),
+                                                             __builtin_bit_cast(i32v, c), 0x78, kAllLanes));
 }
 
 // sin_cos_fast with the same arithmetic (hence the same bits): the quadrant is read from
 // the low bits of the rounding sum directly, the odd-quadrant swap is one test into a
 // mask and a blend, the sign one shift and one ternary-logic op.
-[[gnu::always_inline]] inline f32x16 sin_cos(f32x16 x, bool cosine) {
-  const f32x16 magic = broadcast(kRoundMagic);
-  const f32x16 shifted = fma(x, broadcast(kTwoOverPi), magic);
-  const f32x16 j = shifted - magic;
-  f32x16 r = fma(j, broadcast(-kPiOver2Part1), x);
+[[gnu::always_inline]] inline f32v sin_cos(f32v x, bool cosine) {
+  const f32v magic = broadcast(kRoundMagic);
+  const f32v shifted = fma(x, broadcast(kTwoOverPi), magic);
+  const f32v j = shifted - magic;
+  f32v r = fma(j, broadcast(-kPiOver2Part1), x);
   r = fma(j, broadcast(-kPiOver2Part2), r);
   r = fma(j, broadcast(-kPiOver2Part3), r);
-  u32x16 quadrant = to_bits(shifted);  // j mod 4 in the low bits (those of magic are 0)
+  u32v quadrant = to_bits(shifted);  // j mod 4 in the low bits (those of magic are 0)
   if (cosine) quadrant += 1u;
-  const f32x16 r2 = r * r;
-  const f32x16 r3 = r2 * r;
-  const f32x16 sine = fma(r3, horner(r2, kSinPolynomial), r);
-  const f32x16 cosine_r = fma(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
-  const f32x16 result = blend(test_bits(quadrant, 1u), sine, cosine_r);
-  const u32x16 sign = to_bits(broadcast(-0.0f));
+  const f32v r2 = r * r;
+  const f32v r3 = r2 * r;
+  const f32v sine = fma(r3, horner(r2, kSinPolynomial), r);
+  const f32v cosine_r = fma(r2, horner(r2, kCosPolynomial), broadcast(1.0f));
+  const f32v result = blend(test_bits(quadrant, 1u), sine, cosine_r);
+  const u32v sign = to_bits(broadcast(-0.0f));
   return from_bits(xor_and(to_bits(result), quadrant << 30, sign));
 }
 
 // True if some lane has |x| >= 2^17 (NaN: false), from the exponent: one getexp and one
 // compare into a mask. (_mm512_cmp_ps_mask)
-[[gnu::always_inline]] inline bool any_large_trig_argument(f32x16 x) {
+[[gnu::always_inline]] inline bool any_large_trig_argument(f32v x) {
   return __builtin_ia32_cmpps512_mask(exponent(x), broadcast(16.0f), 0x1e /* _CMP_GT_OQ */, kAllLanes,
                                       kCurrentRounding) != 0;
 }
 
-[[gnu::always_inline]] inline f32x16 sin_fast(f32x16 x) {
+[[gnu::always_inline]] inline f32v sin_fast(f32v x) {
   // r + r^3 S is +0 for r = -0: sin(-0) = -0 is restored from the input.
   return zero_passes_through(sin_cos(x, false), x);
 }
 
-[[gnu::always_inline]] inline f32x16 cos_fast(f32x16 x) { return sin_cos(x, true); }
+[[gnu::always_inline]] inline f32v cos_fast(f32v x) { return sin_cos(x, true); }
 
 // ---- tanh, erf: piecewise polynomials from tables -------------------------------------
 // |x| (clamped where the function has rounded to 1) is split into intervals of width
@@ -894,13 +898,13 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
       0.000760163239f, 0.000218551912f, 5.30473735e-05f, -7.11578323e-05f},
 };
 
-[[gnu::always_inline]] inline f32x16 tanh(f32x16 x) {
-  const f32x16 a = min_keep_nan(abs(x), kTanhClamp);
-  const f32x16 magic = broadcast(kRoundMagic);
-  const f32x16 shifted = fma(a, broadcast(kTanhInverseWidth), magic);
-  const f32x16 t = fma(shifted - magic, broadcast(-kTanhWidth), a);
-  const u32x16 index = to_bits(shifted);
-  f32x16 p = lookup32(kTanhTable[6], index);
+[[gnu::always_inline]] inline f32v tanh(f32v x) {
+  const f32v a = min_keep_nan(abs(x), kTanhClamp);
+  const f32v magic = broadcast(kRoundMagic);
+  const f32v shifted = fma(a, broadcast(kTanhInverseWidth), magic);
+  const f32v t = fma(shifted - magic, broadcast(-kTanhWidth), a);
+  const u32v index = to_bits(shifted);
+  f32v p = lookup32(kTanhTable[6], index);
   p = fma(p, t, lookup32(kTanhTable[5], index));
   p = fma(p, t, lookup32(kTanhTable[4], index));
   p = fma(p, t, lookup32(kTanhTable[3], index));
@@ -910,13 +914,13 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   return with_sign_of(p, x);
 }
 
-[[gnu::always_inline]] inline f32x16 erf(f32x16 x) {
-  const f32x16 a = min_keep_nan(abs(x), kErfClamp);
-  const f32x16 magic = broadcast(kRoundMagic);
-  const f32x16 shifted = fma(a, broadcast(kErfInverseWidth), magic);
-  const f32x16 t = fma(shifted - magic, broadcast(-kErfWidth), a);
-  const u32x16 index = to_bits(shifted);
-  f32x16 q = lookup16(kErfTable[5], index);
+[[gnu::always_inline]] inline f32v erf(f32v x) {
+  const f32v a = min_keep_nan(abs(x), kErfClamp);
+  const f32v magic = broadcast(kRoundMagic);
+  const f32v shifted = fma(a, broadcast(kErfInverseWidth), magic);
+  const f32v t = fma(shifted - magic, broadcast(-kErfWidth), a);
+  const u32v index = to_bits(shifted);
+  f32v q = lookup16(kErfTable[5], index);
   q = fma(q, t, lookup16(kErfTable[4], index));
   q = fma(q, t, lookup16(kErfTable[3], index));
   q = fma(q, t, lookup16(kErfTable[2], index));
@@ -925,7 +929,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   // elsewhere |t| < w/2 < c0, so max(c0, t) picks the right addend. The leading term t
   // is then exact near 0 and only the correction t q (at most 13% of the result)
   // carries rounding errors; 2/sqrt(pi) as one float would cost 0.9 u there.
-  const f32x16 c0 = lookup16(kErfTable[0], index);
+  const f32v c0 = lookup16(kErfTable[0], index);
   return with_sign_of(fma(q, t, select(t > c0, t, c0)), x);
 }
 
@@ -935,10 +939,10 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------
-// Functions on 16 lanes.
+// Functions on kLanes lanes.
 
 // e^x. exp(-inf) = 0, exp(+inf) = inf, overflow -> inf, underflow -> 0 through denormals.
-[[gnu::always_inline]] inline f32x16 exp(f32x16 x) {
+[[gnu::always_inline]] inline f32v exp(f32v x) {
 #if defined(__AVX512F__)
   return detail::avx512::exp(x);
 #else
@@ -949,24 +953,24 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 
 // Natural logarithm. log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf; denormal
 // inputs are as accurate as normal ones.
-[[gnu::always_inline]] inline f32x16 log(f32x16 x) {
+[[gnu::always_inline]] inline f32v log(f32v x) {
 #if defined(__AVX512F__)
   return detail::avx512::log(x);
 #else
-  const i32x16 tiny = less(x, 0x1p-126f);
-  const f32x16 scaled = select(tiny, x * 0x1p23f, x);
-  const u32x16 bits = to_bits(scaled);
-  const u32x16 offset = bits - detail::kSqrtHalfBits;
-  const i32x16 exponent = __builtin_bit_cast(i32x16, offset) >> 23;
-  const f32x16 m = from_bits(bits - (offset & 0xff800000u));
-  const f32x16 k = __builtin_convertvector(exponent - (tiny & 23), f32x16);
-  const f32x16 f = m - 1.0f;
-  const f32x16 f2 = f * f;
-  const f32x16 f3 = f2 * f;
-  f32x16 tail = f3 * detail::horner(f, detail::kLogPolynomial);
+  const i32v tiny = less(x, 0x1p-126f);
+  const f32v scaled = select(tiny, x * 0x1p23f, x);
+  const u32v bits = to_bits(scaled);
+  const u32v offset = bits - detail::kSqrtHalfBits;
+  const i32v exponent = __builtin_bit_cast(i32v, offset) >> 23;
+  const f32v m = from_bits(bits - (offset & 0xff800000u));
+  const f32v k = __builtin_convertvector(exponent - (tiny & 23), f32v);
+  const f32v f = m - 1.0f;
+  const f32v f2 = f * f;
+  const f32v f3 = f2 * f;
+  f32v tail = f3 * detail::horner(f, detail::kLogPolynomial);
   tail = mul_add(k, broadcast(detail::kLn2CoarseError), tail);
   tail = mul_add(f2, broadcast(-0.5f), tail);  // exact product: same bits fused or not
-  f32x16 result = f + tail;
+  f32v result = f + tail;
   result = mul_add(k, broadcast(detail::kLn2Coarse), result);    // exact product
   result = select(greater(x, 0x1.fffffep127f) | is_nan(x), x, result);  // +inf, NaN
   result = select(equal(x, 0.0f), broadcast(-detail::kInfinity), result);
@@ -975,15 +979,15 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #endif
 }
 
-[[gnu::always_inline]] inline f32x16 sin(f32x16 x) {
+[[gnu::always_inline]] inline f32v sin(f32v x) {
 #if defined(__AVX512F__)
-  f32x16 result = detail::avx512::sin_fast(x);
+  f32v result = detail::avx512::sin_fast(x);
   if (detail::avx512::any_large_trig_argument(x)) [[unlikely]] {
     result = detail::sin_cos_large(x, result, false);
   }
   return result;
 #else
-  f32x16 result = detail::sin_cos_fast(x, 0u);
+  f32v result = detail::sin_cos_fast(x, 0u);
   // r + r^3 S(r^2) is +0 for r = -0 (the two zeros of a sum round to +0): keep the sign.
   result = select(equal(x, 0.0f), x, result);
   if (any(greater(abs(x), detail::kTrigFastLimit))) [[unlikely]] {
@@ -993,15 +997,15 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #endif
 }
 
-[[gnu::always_inline]] inline f32x16 cos(f32x16 x) {
+[[gnu::always_inline]] inline f32v cos(f32v x) {
 #if defined(__AVX512F__)
-  f32x16 result = detail::avx512::cos_fast(x);
+  f32v result = detail::avx512::cos_fast(x);
   if (detail::avx512::any_large_trig_argument(x)) [[unlikely]] {
     result = detail::sin_cos_large(x, result, true);
   }
   return result;
 #else
-  f32x16 result = detail::sin_cos_fast(x, 1u);
+  f32v result = detail::sin_cos_fast(x, 1u);
   if (any(greater(abs(x), detail::kTrigFastLimit))) [[unlikely]] {
     result = detail::sin_cos_large(x, result, true);
   }
@@ -1010,16 +1014,16 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 }
 
 // Hyperbolic tangent; tanh(+-inf) = +-1, tanh(-0) = -0.
-[[gnu::always_inline]] inline f32x16 tanh(f32x16 x) {
+[[gnu::always_inline]] inline f32v tanh(f32v x) {
 #if defined(__AVX512F__)
   return detail::avx512::tanh(x);
 #else
-  const f32x16 a = abs(x);
-  const f32x16 a2 = a * a;
-  const f32x16 small = mul_add(a2 * a, detail::horner(a2, detail::kTanhSmallPolynomial), a);
-  f32x16 twice = a + a;
+  const f32v a = abs(x);
+  const f32v a2 = a * a;
+  const f32v small = mul_add(a2 * a, detail::horner(a2, detail::kTanhSmallPolynomial), a);
+  f32v twice = a + a;
   twice = select(greater(twice, detail::kTanhExpClamp), broadcast(detail::kTanhExpClamp), twice);
-  const f32x16 large = 1.0f - 2.0f / (detail::exp_normal_range(twice) + 1.0f);
+  const f32v large = 1.0f - 2.0f / (detail::exp_normal_range(twice) + 1.0f);
   // Written so that NaN (a >= limit is false) takes the NaN-propagating small branch:
   // exp_normal_range's exponent arithmetic can turn a NaN into a number.
   return detail::with_sign_of(select(greater_equal(a, detail::kTanhSmallLimit), large, small), x);
@@ -1027,18 +1031,18 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 }
 
 // Error function; erf(+-inf) = +-1, erf(-0) = -0.
-[[gnu::always_inline]] inline f32x16 erf(f32x16 x) {
+[[gnu::always_inline]] inline f32v erf(f32v x) {
 #if defined(__AVX512F__)
   return detail::avx512::erf(x);
 #else
-  const f32x16 a = abs(x);
-  const f32x16 a2 = a * a;
-  const f32x16 small = mul_add(a, detail::horner(a2, detail::kErfSmallPolynomial), a);
+  const f32v a = abs(x);
+  const f32v a2 = a * a;
+  const f32v small = mul_add(a, detail::horner(a2, detail::kErfSmallPolynomial), a);
   // e^(-x^2) for |x| <= 3.93; larger lanes (clamped to keep the exponent arithmetic
   // in range) are replaced by 1 below.
-  const f32x16 gauss = detail::exp_normal_range(-select(greater(a2, 16.0f), broadcast(16.0f), a2));
-  const f32x16 large = mul_add(-gauss, detail::horner(a - 1.0f, detail::kErfcScaledPolynomial), broadcast(1.0f));
-  f32x16 result = select(greater_equal(a, detail::kErfSmallLimit), large, small);  // NaN: small
+  const f32v gauss = detail::exp_normal_range(-select(greater(a2, 16.0f), broadcast(16.0f), a2));
+  const f32v large = mul_add(-gauss, detail::horner(a - 1.0f, detail::kErfcScaledPolynomial), broadcast(1.0f));
+  f32v result = select(greater_equal(a, detail::kErfSmallLimit), large, small);  // NaN: small
   result = select(greater(a, detail::kErfSaturation), broadcast(1.0f), result);
   return detail::with_sign_of(result, x);
 #endif
@@ -1047,15 +1051,15 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 // Logistic sigmoid 1 / (1 + e^-x), computed as 1 / (1 + e^-|x|) for x >= 0 and
 // e^-|x| / (1 + e^-|x|) for x < 0 so that e^-|x| never overflows: sigmoid(-inf) = 0,
 // sigmoid(+inf) = 1, and tiny results keep their relative accuracy down to denormals.
-[[gnu::always_inline]] inline f32x16 sigmoid(f32x16 x) {
+[[gnu::always_inline]] inline f32v sigmoid(f32v x) {
 #if defined(__AVX512F__)
   return detail::avx512::sigmoid(x);
 #else
   const detail::ExpFactors factors = detail::exp_factors(-abs(x));
-  const f32x16 e = factors.partial * factors.scale;
+  const f32v e = factors.partial * factors.scale;
   // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
   // contraction choice can change the bits).
-  const f32x16 denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
+  const f32v denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
   return select(less(x, 0.0f), e, broadcast(1.0f)) / denominator;
 #endif
 }
@@ -1078,7 +1082,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 // Without AVX-512 the same warning also fires at every call of these functions in the
 // including file (GCC and Clang attach it to the caller), which would break -Werror
 // builds for AVX2 or baseline x86-64. It only concerns calls between code compiled with
-// and without AVX-512 passing f32x16 by value, which kiln never makes (kernels and
+// and without AVX-512 passing vectors by value, which kiln never makes (kernels and
 // generated code exchange pointers), so it stays off for the rest of the translation
 // unit. (GCC still prints one "ABI ... changed in GCC 4.6" note, which is not a warning.)
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX512F__)

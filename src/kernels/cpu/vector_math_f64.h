@@ -1,6 +1,6 @@
 // kiln's vectorized double-precision math: exp, log, sin, cos, tanh, erf and sigmoid on
-// 16 doubles (f64x16, two AVX-512 registers), the f64 counterpart of vector_math.h; and
-// pow for floats, which it computes in double.
+// kLanes doubles (f64v, two registers), the f64 counterpart of vector_math.h; and pow
+// for floats, which it computes in double.
 //
 // The same contracts as vector_math.h: used by the standard CPU kernels and embedded
 // verbatim into every JIT-generated translation unit (after vector_math.h), so both
@@ -35,81 +35,76 @@
 
 namespace kiln::vector_math {
 
-// 16 doubles: the JIT's vector of f64 (its vectors all have 16 lanes).
-using f64x16 = double __attribute__((vector_size(128)));
-using i64x16 = std::int64_t __attribute__((vector_size(128)));
-using u64x16 = std::uint64_t __attribute__((vector_size(128)));
+// kLanes doubles, two registers: the JIT's vector of f64 (its vectors of every type
+// have kLanes lanes).
+using f64v = double __attribute__((vector_size(2 * kRegisterBytes)));
+using i64v = std::int64_t __attribute__((vector_size(2 * kRegisterBytes)));
+using u64v = std::uint64_t __attribute__((vector_size(2 * kRegisterBytes)));
 
 // ---------------------------------------------------------------------------------
-// Loads, stores, lane utilities (the f32x16 ones, for doubles).
+// Loads, stores, lane utilities (the f32v ones, for doubles).
 
-[[gnu::always_inline]] inline f64x16 load(const double* source) {
-  f64x16 value;
+[[gnu::always_inline]] inline f64v load(const double* source) {
+  f64v value;
   __builtin_memcpy(&value, source, sizeof(value));
   return value;
 }
-[[gnu::always_inline]] inline void store(double* destination, f64x16 value) {
+[[gnu::always_inline]] inline void store(double* destination, f64v value) {
   __builtin_memcpy(destination, &value, sizeof(value));
 }
-// The first `count` doubles (0 <= count <= 16); the other lanes are 0.
-[[gnu::always_inline]] inline f64x16 load_partial(const double* source, int count) {
-  f64x16 value = {};
+// The first `count` doubles (0 <= count <= kLanes); the other lanes are 0.
+[[gnu::always_inline]] inline f64v load_partial(const double* source, int count) {
+  f64v value = {};
   if (count > 0) __builtin_memcpy(&value, source, sizeof(double) * static_cast<unsigned>(count));
   return value;
 }
-[[gnu::always_inline]] inline void store_partial(double* destination, f64x16 value, int count) {
+[[gnu::always_inline]] inline void store_partial(double* destination, f64v value, int count) {
   if (count > 0) __builtin_memcpy(destination, &value, sizeof(double) * static_cast<unsigned>(count));
 }
-[[gnu::always_inline]] inline f64x16 broadcast(double value) {
-  return f64x16{value, value, value, value, value, value, value, value,
-                value, value, value, value, value, value, value, value};
-}
+[[gnu::always_inline]] inline f64v broadcast(double value) { return lanes_of<f64v>(value); }
 namespace detail_f64 {
 
-// The functions work on 8 doubles, one AVX-512 register (two AVX2 ones), and the
-// f64x16 ones below apply them to each half: GCC has no 1024-bit vectors to lower
-// f64x16 comparisons and selects to, and compiled them lane by lane. (vector_math.h's
-// float sin/cos reduce in double without FMA: the 8-double types and the reduction
+// The functions work on one register of doubles (f64h: 8 with AVX-512, 4 with AVX2),
+// and the f64v ones below apply them to each half: GCC handles vectors wider than the
+// registers poorly (vector_math.h, kRegisterBytes). (vector_math.h's float sin/cos
+// reduce in double without FMA: the register-of-doubles types and the reduction
 // constants shared with it are its.)
-using detail::f64x8;
-using detail::u64x8;
-using i64x8 = std::int64_t __attribute__((vector_size(64)));
+using detail::f64h;
+using detail::u64h;
+using i64h = std::int64_t __attribute__((vector_size(kRegisterBytes)));
+inline constexpr int kHalfLanes = kLanes / 2;
 
-[[gnu::always_inline]] inline f64x8 broadcast(double value) {
-  return f64x8{value, value, value, value, value, value, value, value};
-}
-[[gnu::always_inline]] inline f64x8 select(i64x8 mask, f64x8 if_true, f64x8 if_false) {
+[[gnu::always_inline]] inline f64h broadcast(double value) { return lanes_of<f64h>(value); }
+[[gnu::always_inline]] inline f64h select(i64h mask, f64h if_true, f64h if_false) {
   return select_lanes(mask, if_true, if_false);
 }
 // True if any lane of the mask is nonzero.
-[[gnu::always_inline]] inline bool any(i64x8 mask) { return any_lane(mask); }
-[[gnu::always_inline]] inline u64x8 to_bits(f64x8 value) { return __builtin_bit_cast(u64x8, value); }
-[[gnu::always_inline]] inline f64x8 from_bits(u64x8 bits) { return __builtin_bit_cast(f64x8, bits); }
-[[gnu::always_inline]] inline f64x8 abs(f64x8 value) { return from_bits(to_bits(value) & 0x7fffffffffffffffu); }
+[[gnu::always_inline]] inline bool any(i64h mask) { return any_lane(mask); }
+[[gnu::always_inline]] inline u64h to_bits(f64h value) { return __builtin_bit_cast(u64h, value); }
+[[gnu::always_inline]] inline f64h from_bits(u64h bits) { return __builtin_bit_cast(f64h, bits); }
+[[gnu::always_inline]] inline f64h abs(f64h value) { return from_bits(to_bits(value) & 0x7fffffffffffffffu); }
 
-// Correctly rounded a * b + c in every lane, as fma(f32x16): the AVX-512 or AVX2
+// Correctly rounded a * b + c in every lane, as fma(f32v): the AVX-512 or AVX2
 // instruction through its builtin, else the lane loop (a library call per lane
 // without hardware FMA, where only square_error would use it; see mul_add).
-[[gnu::always_inline]] inline f64x8 fma(f64x8 a, f64x8 b, f64x8 c) {
+[[gnu::always_inline]] inline f64h fma(f64h a, f64h b, f64h c) {
 #if defined(__AVX512F__)
   return __builtin_ia32_vfmaddpd512_mask(a, b, c, static_cast<unsigned char>(0xff), 4);
 #elif defined(__AVX__) && defined(__FMA__)
-  using halves::high, halves::low;
-  return halves::join(__builtin_ia32_vfmaddpd256(low(a), low(b), low(c)),
-                      __builtin_ia32_vfmaddpd256(high(a), high(b), high(c)));
+  return __builtin_ia32_vfmaddpd256(a, b, c);
 #else
-  f64x8 result = {};
-  for (int lane = 0; lane < 8; ++lane) result[lane] = __builtin_fma(a[lane], b[lane], c[lane]);
+  f64h result = {};
+  for (int lane = 0; lane < kHalfLanes; ++lane) result[lane] = __builtin_fma(a[lane], b[lane], c[lane]);
   return result;
 #endif
 }
 
 // a * b + c for polynomials: fused with hardware FMA, else a multiply and an add.
-[[gnu::always_inline]] inline f64x8 mul_add(f64x8 a, f64x8 b, f64x8 c) {
+[[gnu::always_inline]] inline f64h mul_add(f64h a, f64h b, f64h c) {
   if constexpr (kHardwareFma) {
     return fma(a, b, c);
   } else {
-    const f64x8 product = a * b;
+    const f64h product = a * b;
     return product + c;
   }
 }
@@ -121,7 +116,7 @@ inline constexpr double kQuietNaN = __builtin_nan("");
 using detail::kRoundMagicDouble;
 
 template <int First = 0, int N>
-[[gnu::always_inline]] inline f64x8 horner(f64x8 x, const double (&coefficients)[N]) {
+[[gnu::always_inline]] inline f64h horner(f64h x, const double (&coefficients)[N]) {
   if constexpr (First == N - 1) {
     return broadcast(coefficients[First]);
   } else {
@@ -130,14 +125,12 @@ template <int First = 0, int N>
 }
 
 // The integer held in the low bits of `shifted` = value + kRoundMagicDouble.
-[[gnu::always_inline]] inline i64x8 rounded_integer(f64x8 shifted) {
-  return __builtin_bit_cast(i64x8, to_bits(shifted) - to_bits(broadcast(kRoundMagicDouble)));
+[[gnu::always_inline]] inline i64h rounded_integer(f64h shifted) {
+  return __builtin_bit_cast(i64h, to_bits(shifted) - to_bits(broadcast(kRoundMagicDouble)));
 }
 // 2^n for integer lanes n in [-1022, 1023].
-[[gnu::always_inline]] inline f64x8 power_of_two(i64x8 n) {
-  return from_bits(__builtin_bit_cast(u64x8, n + 1023) << 52);
-}
-[[gnu::always_inline]] inline f64x8 with_sign_of(f64x8 magnitude, f64x8 sign_source) {
+[[gnu::always_inline]] inline f64h power_of_two(i64h n) { return from_bits(__builtin_bit_cast(u64h, n + 1023) << 52); }
+[[gnu::always_inline]] inline f64h with_sign_of(f64h magnitude, f64h sign_source) {
   return from_bits(to_bits(magnitude) | (to_bits(sign_source) & 0x8000000000000000u));
 }
 
@@ -160,32 +153,32 @@ inline constexpr double kExpClampHigh = 710.0;
 inline constexpr double kExpClampLow = -746.0;
 
 struct Reduced {
-  f64x8 r;  // x - k ln2
-  i64x8 k;
+  f64h r;  // x - k ln2
+  i64h k;
 };
-[[gnu::always_inline]] inline Reduced reduce_ln2(f64x8 x) {
-  const f64x8 shifted = mul_add(x, broadcast(kLog2e), broadcast(kRoundMagicDouble));
-  const f64x8 k = shifted - kRoundMagicDouble;
-  const f64x8 exact = x - k * kLn2High;
+[[gnu::always_inline]] inline Reduced reduce_ln2(f64h x) {
+  const f64h shifted = mul_add(x, broadcast(kLog2e), broadcast(kRoundMagicDouble));
+  const f64h k = shifted - kRoundMagicDouble;
+  const f64h exact = x - k * kLn2High;
   return {mul_add(k, broadcast(-kLn2Low), exact), rounded_integer(shifted)};
 }
 // e^r - 1 for the reduced r.
-[[gnu::always_inline]] inline f64x8 expm1_reduced(f64x8 r) { return mul_add(r * r, horner(r, kExpTaylor), r); }
+[[gnu::always_inline]] inline f64h expm1_reduced(f64h r) { return mul_add(r * r, horner(r, kExpTaylor), r); }
 
-[[gnu::always_inline]] inline f64x8 exp(f64x8 x) {
+[[gnu::always_inline]] inline f64h exp(f64h x) {
   x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
   x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const Reduced reduced = reduce_ln2(x);
-  const f64x8 mantissa = expm1_reduced(reduced.r) + 1.0;
-  const i64x8 half = reduced.k >> 1;
+  const f64h mantissa = expm1_reduced(reduced.r) + 1.0;
+  const i64h half = reduced.k >> 1;
   return mantissa * power_of_two(half) * power_of_two(reduced.k - half);
 }
 
 // e^x - 1 for x in [1.25, 44] (what tanh needs): 2^k (e^r - 1) + (2^k - 1), with
 // 2^k (e^r - 1) exact and 2^k - 1 exact up to k = 53, so the sum rounds once.
-[[gnu::always_inline]] inline f64x8 expm1_nonnegative(f64x8 x) {
+[[gnu::always_inline]] inline f64h expm1_nonnegative(f64h x) {
   const Reduced reduced = reduce_ln2(x);
-  const f64x8 scale = power_of_two(reduced.k);
+  const f64h scale = power_of_two(reduced.k);
   return mul_add(scale, expm1_reduced(reduced.r), scale - 1.0);
 }
 
@@ -202,20 +195,20 @@ inline constexpr double kLogAtanhTaylor[] = {0x1.5555555555555p-1, 0x1.999999999
                                              0x1.1111111111111p-3, 0x1.e1e1e1e1e1e1ep-4, 0x1.af286bca1af28p-4,
                                              0x1.8618618618618p-4, 0x1.642c8590b2164p-4};
 
-[[gnu::always_inline]] inline f64x8 log(f64x8 x) {
-  const i64x8 denormal = less(x, 0x1p-1022) & greater(x, 0);
-  const f64x8 scaled = select(denormal, x * 0x1p54, x);
-  const u64x8 offset = to_bits(scaled) - kSqrtHalfBits;
-  const f64x8 e = __builtin_convertvector(__builtin_bit_cast(i64x8, offset) >> 52, f64x8) -
-                  select(denormal, broadcast(54.0), broadcast(0.0));
-  const f64x8 m = from_bits((offset & 0x000fffffffffffffu) + kSqrtHalfBits);
-  const f64x8 f = m - 1.0;
-  const f64x8 s = f / (f + 2.0);
-  const f64x8 z = s * s;
-  const f64x8 half_square = 0.5 * f * f;
-  const f64x8 atanh_tail = mul_add(z, horner(z, kLogAtanhTaylor), half_square);  // h + R
-  const f64x8 small = mul_add(s, atanh_tail, e * kLn2Low);
-  f64x8 result = e * kLn2High - ((half_square - small) - f);
+[[gnu::always_inline]] inline f64h log(f64h x) {
+  const i64h denormal = less(x, 0x1p-1022) & greater(x, 0);
+  const f64h scaled = select(denormal, x * 0x1p54, x);
+  const u64h offset = to_bits(scaled) - kSqrtHalfBits;
+  const f64h e = __builtin_convertvector(__builtin_bit_cast(i64h, offset) >> 52, f64h) -
+                 select(denormal, broadcast(54.0), broadcast(0.0));
+  const f64h m = from_bits((offset & 0x000fffffffffffffu) + kSqrtHalfBits);
+  const f64h f = m - 1.0;
+  const f64h s = f / (f + 2.0);
+  const f64h z = s * s;
+  const f64h half_square = 0.5 * f * f;
+  const f64h atanh_tail = mul_add(z, horner(z, kLogAtanhTaylor), half_square);  // h + R
+  const f64h small = mul_add(s, atanh_tail, e * kLn2Low);
+  f64h result = e * kLn2High - ((half_square - small) - f);
   result = select(equal(x, kInfinity), x, result);
   result = select(equal(x, 0), broadcast(-kInfinity), result);
   result = select(less(x, 0), broadcast(kQuietNaN), result);
@@ -243,50 +236,51 @@ inline constexpr double kCosTaylor[] = {0x1.5555555555555p-5,   -0x1.6c16c16c16c
 inline constexpr double kTrigFastLimit = 0x1p19;
 
 // sin(x) if quadrant_offset is 0, cos(x) if it is 1.
-[[gnu::always_inline]] inline f64x8 sin_cos_fast(f64x8 x, std::uint64_t quadrant_offset) {
-  const f64x8 shifted = mul_add(x, broadcast(kTwoOverPiDouble), broadcast(kRoundMagicDouble));
-  const f64x8 j = shifted - kRoundMagicDouble;
+[[gnu::always_inline]] inline f64h sin_cos_fast(f64h x, std::uint64_t quadrant_offset) {
+  const f64h shifted = mul_add(x, broadcast(kTwoOverPiDouble), broadcast(kRoundMagicDouble));
+  const f64h j = shifted - kRoundMagicDouble;
   // r = high + low: the first step is exact, the second (an exact product) is
   // subtracted with its rounding error kept (Knuth's two-sum), the third goes
   // into the low part.
-  const f64x8 first = x - j * kPiOver2High;
-  const f64x8 second_product = j * kPiOver2Part2;
-  const f64x8 high = first - second_product;
-  const f64x8 first_part = high + second_product;
-  const f64x8 error = (first - first_part) - (second_product - (first_part - high));
-  const f64x8 low = mul_add(j, broadcast(-kPiOver2Part3), error);
-  const u64x8 quadrant = __builtin_bit_cast(u64x8, rounded_integer(shifted)) + quadrant_offset;
+  const f64h first = x - j * kPiOver2High;
+  const f64h second_product = j * kPiOver2Part2;
+  const f64h high = first - second_product;
+  const f64h first_part = high + second_product;
+  const f64h error = (first - first_part) - (second_product - (first_part - high));
+  const f64h low = mul_add(j, broadcast(-kPiOver2Part3), error);
+  const u64h quadrant = __builtin_bit_cast(u64h, rounded_integer(shifted)) + quadrant_offset;
   // sin(high + low) = sin(high) + low cos(high), cos(high + low) = cos(high) - low sin(high),
   // to first order in low (|low| < 2^-50 |high| or so; the next terms are below 2^-100).
-  const f64x8 z = high * high;
-  const f64x8 half_z = 0.5 * z;
-  const f64x8 sine_low = mul_add(low, -half_z, low);  // low cos(high), to the order that matters
-  const f64x8 sine = high + mul_add(high * z, horner(z, kSinTaylor), sine_low);
-  const f64x8 w = 1.0 - half_z;
-  const f64x8 cosine_low = mul_add(-high, low, (1.0 - w) - half_z);
-  const f64x8 cosine = w + mul_add(z * z, horner(z, kCosTaylor), cosine_low);
-  const f64x8 result = select(not_equal(__builtin_bit_cast(i64x8, quadrant & 1), 0), cosine, sine);
+  const f64h z = high * high;
+  const f64h half_z = 0.5 * z;
+  const f64h sine_low = mul_add(low, -half_z, low);  // low cos(high), to the order that matters
+  const f64h sine = high + mul_add(high * z, horner(z, kSinTaylor), sine_low);
+  const f64h w = 1.0 - half_z;
+  const f64h cosine_low = mul_add(-high, low, (1.0 - w) - half_z);
+  const f64h cosine = w + mul_add(z * z, horner(z, kCosTaylor), cosine_low);
+  const f64h result = select(not_equal(__builtin_bit_cast(i64h, quadrant & 1), 0), cosine, sine);
   return from_bits(to_bits(result) ^ ((quadrant & 2) << 62));
 }
 
 // Recomputes the lanes with |x| > kTrigFastLimit with libm (cold and out of line,
 // with plain arrays so that its ABI does not depend on the vector ISA; see
 // sin_cos_large_lanes in vector_math.h).
-[[gnu::noinline, gnu::cold]] inline void sin_cos_large_lanes_f64(const double* x, double* result, bool cosine) {
-  for (int lane = 0; lane < 8; ++lane) {
+[[gnu::noinline, gnu::cold]] inline void sin_cos_large_lanes_f64(const double* x, double* result, int count,
+                                                                 bool cosine) {
+  for (int lane = 0; lane < count; ++lane) {
     if (__builtin_fabs(x[lane]) > kTrigFastLimit)
       result[lane] = cosine ? __builtin_cos(x[lane]) : __builtin_sin(x[lane]);
   }
 }
 
-[[gnu::always_inline]] inline f64x8 sin_cos(f64x8 x, bool cosine) {
-  f64x8 result = sin_cos_fast(x, cosine ? 1 : 0);
+[[gnu::always_inline]] inline f64h sin_cos(f64h x, bool cosine) {
+  f64h result = sin_cos_fast(x, cosine ? 1 : 0);
   if (!cosine) result = select(equal(x, 0), x, result);  // sin(-0) = -0: the sums above give +0
   if (any(greater(abs(x), kTrigFastLimit))) {
-    double x_lanes[8], result_lanes[8];
+    double x_lanes[kHalfLanes], result_lanes[kHalfLanes];
     __builtin_memcpy(x_lanes, &x, sizeof(x));
     __builtin_memcpy(result_lanes, &result, sizeof(result));
-    sin_cos_large_lanes_f64(x_lanes, result_lanes, cosine);
+    sin_cos_large_lanes_f64(x_lanes, result_lanes, kHalfLanes, cosine);
     __builtin_memcpy(&result, result_lanes, sizeof(result));
   }
   return result;
@@ -322,11 +316,11 @@ inline constexpr double kErfSaturation = 6.0;
 
 // sum_j coefficients[j] T_j(t) for t in [-1, 1].
 template <int N>
-[[gnu::always_inline]] inline f64x8 clenshaw(f64x8 t, const double (&coefficients)[N]) {
-  const f64x8 two_t = t + t;
-  f64x8 next = {}, after = {};  // b(k+1), b(k+2)
+[[gnu::always_inline]] inline f64h clenshaw(f64h t, const double (&coefficients)[N]) {
+  const f64h two_t = t + t;
+  f64h next = {}, after = {};  // b(k+1), b(k+2)
   for (int k = N - 1; k >= 1; --k) {
-    const f64x8 current = mul_add(two_t, next, coefficients[k] - after);
+    const f64h current = mul_add(two_t, next, coefficients[k] - after);
     after = next;
     next = current;
   }
@@ -334,36 +328,36 @@ template <int N>
 }
 
 // erfc(a) e^(a^2) for a in [1, 6); the far piece only when a lane needs it.
-[[gnu::always_inline]] inline f64x8 erfc_scaled(f64x8 a) {
-  f64x8 result = clenshaw(a - 2.0, kErfcScaledNear);
-  const i64x8 far = greater_equal(a, 3.0);
+[[gnu::always_inline]] inline f64h erfc_scaled(f64h a) {
+  f64h result = clenshaw(a - 2.0, kErfcScaledNear);
+  const i64h far = greater_equal(a, 3.0);
   if (any(far)) result = select(far, clenshaw(mul_add(a, broadcast(2.0 / 3), broadcast(-3.0)), kErfcScaledFar), result);
   return result;
 }
 
 // The low part of a * a = high + low, exactly: an FMA, or Dekker's product without one.
-[[gnu::always_inline]] inline f64x8 square_error(f64x8 a, f64x8 high) {
+[[gnu::always_inline]] inline f64h square_error(f64h a, f64h high) {
   if constexpr (kHardwareFma) {
     return fma(a, a, -high);
   } else {
-    const f64x8 split = a * 134217729.0;  // 2^27 + 1: a = top + bottom, 26 bits each
-    const f64x8 top = split - (split - a);
-    const f64x8 bottom = a - top;
+    const f64h split = a * 134217729.0;  // 2^27 + 1: a = top + bottom, 26 bits each
+    const f64h top = split - (split - a);
+    const f64h bottom = a - top;
     return ((top * top - high) + 2.0 * top * bottom) + bottom * bottom;
   }
 }
 
-[[gnu::always_inline]] inline f64x8 erf(f64x8 x) {
-  const f64x8 a = abs(x);
-  const f64x8 small = mul_add(a, horner(a * a, kErfSmallPolynomial), a);
-  f64x8 result = small;
-  const i64x8 large = greater_equal(a, 1.0);  // NaN takes the small path, which keeps it
+[[gnu::always_inline]] inline f64h erf(f64h x) {
+  const f64h a = abs(x);
+  const f64h small = mul_add(a, horner(a * a, kErfSmallPolynomial), a);
+  f64h result = small;
+  const i64h large = greater_equal(a, 1.0);  // NaN takes the small path, which keeps it
   if (any(large)) {
-    const f64x8 high = a * a;
-    const f64x8 low = square_error(a, high);
-    const f64x8 decay = exp(-high);
-    const f64x8 exact_decay = mul_add(decay, -low, decay);
-    const f64x8 tail = mul_add(-exact_decay, erfc_scaled(a), broadcast(1.0));
+    const f64h high = a * a;
+    const f64h low = square_error(a, high);
+    const f64h decay = exp(-high);
+    const f64h exact_decay = mul_add(decay, -low, decay);
+    const f64h tail = mul_add(-exact_decay, erfc_scaled(a), broadcast(1.0));
     result = select(large, select(greater_equal(a, kErfSaturation), broadcast(1.0), tail), small);
   }
   return with_sign_of(result, x);
@@ -381,15 +375,15 @@ inline constexpr double kTanhSmallPolynomial[] = {
     -0x1.226e3473dce5cp-7,  0x1.d6d39ae3905e2p-9,  -0x1.7d9f6f23e8682p-10, 0x1.3526e9ed54da1p-11,
     -0x1.f243823c8c981p-13, 0x1.8445870f6fe41p-14, -0x1.05bbdae896297p-15, 0x1.b33642a122cddp-18};
 
-[[gnu::always_inline]] inline f64x8 tanh(f64x8 x) {
-  const f64x8 a = abs(x);
-  const f64x8 z = a * a;
-  const f64x8 small = mul_add(a * z, horner(z, kTanhSmallPolynomial), a);
-  f64x8 result = small;
-  const i64x8 large = greater_equal(a, kTanhSmallLimit);  // NaN takes the small path, which keeps it
+[[gnu::always_inline]] inline f64h tanh(f64h x) {
+  const f64h a = abs(x);
+  const f64h z = a * a;
+  const f64h small = mul_add(a * z, horner(z, kTanhSmallPolynomial), a);
+  f64h result = small;
+  const i64h large = greater_equal(a, kTanhSmallLimit);  // NaN takes the small path, which keeps it
   if (any(large)) {
-    const f64x8 twice = select(greater(a, 22.0), broadcast(44.0), a * 2.0);
-    const f64x8 grown = expm1_nonnegative(twice);
+    const f64h twice = select(greater(a, 22.0), broadcast(44.0), a * 2.0);
+    const f64h grown = expm1_nonnegative(twice);
     result = select(large, grown / (grown + 2.0), small);
   }
   return with_sign_of(result, x);
@@ -397,15 +391,15 @@ inline constexpr double kTanhSmallPolynomial[] = {
 
 // 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, both from e = e^-|x|: no
 // overflow, and tiny results (x < -709) stay accurate instead of 1 / inf = 0.
-[[gnu::always_inline]] inline f64x8 sigmoid(f64x8 x) {
-  const f64x8 decay = exp(-abs(x));
-  const f64x8 denominator = decay + 1.0;
+[[gnu::always_inline]] inline f64h sigmoid(f64h x) {
+  const f64h decay = exp(-abs(x));
+  const f64h denominator = decay + 1.0;
   return select(greater_equal(x, 0), 1.0 / denominator, decay / denominator);
 }
 
 // f(x) on each half of x.
 template <class Function>
-[[gnu::always_inline]] inline f64x16 on_halves(f64x16 x, Function function) {
+[[gnu::always_inline]] inline f64v on_halves(f64v x, Function function) {
   return halves::join(function(halves::low(x)), function(halves::high(x)));
 }
 
@@ -418,18 +412,18 @@ template <class Function>
 // rewrites pow(x, 2) so). Special values as C's powf: pow(x, +-0) = 1 and pow(1, y) = 1
 // even for NaN; pow(-1, +-inf) = 1; a finite negative x to a finite non-integer power is
 // NaN; otherwise the sign is x's when y is an odd integer (-0 and -inf included).
-[[gnu::always_inline]] inline f64x8 pow_float_lanes(f64x8 x, f64x8 y) {
-  const f64x8 magnitude = exp(y * log(abs(x)));
-  const f64x8 y_magnitude = abs(y);
+[[gnu::always_inline]] inline f64h pow_float_lanes(f64h x, f64h y) {
+  const f64h magnitude = exp(y * log(abs(x)));
+  const f64h y_magnitude = abs(y);
   // Floats of magnitude 2^24 and more are even integers; below, y is an integer when
   // truncating it (exactly, in double) changes nothing.
-  const i64x8 small_y = less(y_magnitude, 0x1p24);
-  const i64x8 truncated = __builtin_convertvector(select(small_y, y, broadcast(0.0)), i64x8);
-  const i64x8 integer = greater_equal(y_magnitude, 0x1p24) | equal(__builtin_convertvector(truncated, f64x8), y);
-  const i64x8 odd = small_y & integer & not_equal(truncated & 1, 0);
-  const u64x8 sign = to_bits(x) & 0x8000000000000000u;
-  f64x8 result = from_bits(to_bits(magnitude) | (sign & __builtin_bit_cast(u64x8, odd)));
-  const i64x8 finite_negative = less(x, 0) & greater(x, -kInfinity);
+  const i64h small_y = less(y_magnitude, 0x1p24);
+  const i64h truncated = __builtin_convertvector(select(small_y, y, broadcast(0.0)), i64h);
+  const i64h integer = greater_equal(y_magnitude, 0x1p24) | equal(__builtin_convertvector(truncated, f64h), y);
+  const i64h odd = small_y & integer & not_equal(truncated & 1, 0);
+  const u64h sign = to_bits(x) & 0x8000000000000000u;
+  f64h result = from_bits(to_bits(magnitude) | (sign & __builtin_bit_cast(u64h, odd)));
+  const i64h finite_negative = less(x, 0) & greater(x, -kInfinity);
   result = select(finite_negative & ~integer & less(y_magnitude, kInfinity), broadcast(kQuietNaN), result);
   result = select(equal(x, -1.0) & equal(y_magnitude, kInfinity), broadcast(1.0), result);
   result = select(equal(y, 0) | equal(x, 1.0), broadcast(1.0), result);
@@ -440,12 +434,12 @@ template <class Function>
 
 // clang-format off
 #define KILN_VECTOR_MATH_F64(name, body)                                                                 \
-  [[gnu::always_inline]] inline f64x16 name(f64x16 x) {                                                  \
-    return detail_f64::on_halves(x, [](detail_f64::f64x8 half) __attribute__((always_inline)) { return body; }); \
+  [[gnu::always_inline]] inline f64v name(f64v x) {                                                  \
+    return detail_f64::on_halves(x, [](detail_f64::f64h half) __attribute__((always_inline)) { return body; }); \
   }                                                                                                      \
   /* The scalar overload: the vector code on a broadcast half, lane 0. */                               \
   [[gnu::always_inline]] inline double name(double x) {                                                  \
-    const detail_f64::f64x8 half = detail_f64::broadcast(x);                                             \
+    const detail_f64::f64h half = detail_f64::broadcast(x);                                             \
     return (body)[0];                                                                                    \
   }
 // clang-format on
@@ -459,36 +453,38 @@ KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 #undef KILN_VECTOR_MATH_F64
 
 namespace detail_f64 {
-// 8 floats as doubles. GCC 12 converts them 4 at a time and joins the halves; the
-// AVX-512 instruction takes all 8 (Clang emits it for the conversion itself).
-[[gnu::always_inline]] inline f64x8 widen(detail::f32x8 x) {
+// Half an f32v as doubles. With AVX-512, GCC 12 converts the 8 floats 4 at a time and
+// joins the halves; the instruction takes all 8 (Clang emits it for the conversion itself).
+[[gnu::always_inline]] inline f64h widen(detail::f32h x) {
 #if defined(__AVX512F__) && !defined(__clang__)
-  return __builtin_ia32_cvtps2pd512_mask(x, f64x8{}, static_cast<unsigned char>(0xff), 4);
+  return __builtin_ia32_cvtps2pd512_mask(x, f64h{}, static_cast<unsigned char>(0xff), 4);
 #else
-  return __builtin_convertvector(x, f64x8);
+  return __builtin_convertvector(x, f64h);
 #endif
 }
 }  // namespace detail_f64
 
-// f32x16 through two 8-double halves: `function` of the widened lanes, rounded to float.
+// f32v through two registers of doubles: `function` of the widened lanes, rounded to float.
 template <class Function>
-[[gnu::always_inline]] inline f32x16 in_double(f32x16 x, f32x16 y, Function function) {
-  using detail::f32x8;
-  auto half = [&](f32x8 base, f32x8 exponent) __attribute__((always_inline)) {
-    return __builtin_convertvector(function(detail_f64::widen(base), detail_f64::widen(exponent)), f32x8);
+[[gnu::always_inline]] inline f32v in_double(f32v x, f32v y, Function function) {
+  using detail::f32h;
+  auto half = [&](f32h base, f32h exponent) __attribute__((always_inline)) {
+    return __builtin_convertvector(function(detail_f64::widen(base), detail_f64::widen(exponent)), f32h);
   };
   return halves::join(half(halves::low(x), halves::low(y)), half(halves::high(x), halves::high(y)));
 }
 
 // Correctly rounded square roots: the instruction (GCC vectorizes a lane loop of
 // __builtin_sqrtf only without errno), through each compiler's builtin.
-[[gnu::always_inline]] inline f32x16 square_root(f32x16 x) {
+[[gnu::always_inline]] inline f32v square_root(f32v x) {
 #if defined(__AVX512F__) && defined(__clang__)
   return __builtin_ia32_sqrtps512(x, 4);
 #elif defined(__AVX512F__)
   return __builtin_ia32_sqrtps512_mask(x, x, static_cast<unsigned short>(0xffff), 4);
+#elif defined(__AVX__)
+  return __builtin_ia32_sqrtps256(x);
 #else
-  f32x16 result;
+  f32v result;
   for (int lane = 0; lane < kLanes; ++lane) result[lane] = __builtin_sqrtf(x[lane]);
   return result;
 #endif
@@ -504,24 +500,24 @@ template <class Function>
 // a kernel where x was known to be a zero: kiln-fuzz seed 86, graph 134.)
 // A vector whose exponents are all among them skips the general path (in the JIT, where
 // the exponent is a constant, GCC removes it); a mixed one selects lane by lane.
-[[gnu::always_inline]] inline f32x16 pow(f32x16 x, f32x16 y) {
-  const i32x16 two = equal(y, 2.0f), three = equal(y, 3.0f), half = equal(y, 0.5f);
-  f32x16 result = x * x;
+[[gnu::always_inline]] inline f32v pow(f32v x, f32v y) {
+  const i32v two = equal(y, 2.0f), three = equal(y, 3.0f), half = equal(y, 0.5f);
+  f32v result = x * x;
   if (any(~(two | three | half))) {
-    const f32x16 general = in_double(
-        x, y, [](detail_f64::f64x8 base, detail_f64::f64x8 exponent) __attribute__((always_inline)) {
+    const f32v general = in_double(
+        x, y, [](detail_f64::f64h base, detail_f64::f64h exponent) __attribute__((always_inline)) {
           return detail_f64::pow_float_lanes(base, exponent);
         });
     result = select(two, result, general);
   }
   if (any(three)) {
-    const f32x16 cube = in_double(
+    const f32v cube = in_double(
         x, y,
-        [](detail_f64::f64x8 base, detail_f64::f64x8) __attribute__((always_inline)) { return base * base * base; });
+        [](detail_f64::f64h base, detail_f64::f64h) __attribute__((always_inline)) { return base * base * base; });
     result = select(three, cube, result);
   }
   if (any(half)) {
-    const f32x16 root =
+    const f32v root =
         select(equal(x, -__builtin_inff()), broadcast(__builtin_inff()), square_root(x) + 0.0f);  // -0 -> +0
     result = select(half, root, result);
   }

@@ -11,7 +11,7 @@ const char* prelude() { return kiln_cpu_prelude; }
 std::string entry_point(int index) { return "kiln_kernel_" + std::to_string(index); }
 
 // -w and -Wno-psabi: a module compiles silently (GCC's note on functions taking the
-// prelude's 128-byte f64x16 is not a warning, and -w leaves it).
+// prelude's 128-byte f64v is not a warning, and -w leaves it).
 std::vector<std::string> compile_flags() {
   return {"-std=c++20",
           "-O3",

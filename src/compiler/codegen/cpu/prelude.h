@@ -1,14 +1,15 @@
 #pragma once
-// The prelude of every translation unit the CPU JIT generates: 16-lane
-// vector types for each dtype and the ops of kiln's op table on them, with
-// exactly the semantics of the standard kernels (src/kernels/cpu): float
-// transcendentals through vector_math.h, integer arithmetic wrapping modulo
-// 2^bits (computed unsigned, never undefined), maximum/minimum propagating
-// NaN, float-to-integer casts truncating and saturating with NaN -> 0.
+// The prelude of every translation unit the CPU JIT generates: vector types
+// of `lanes` lanes (vector_math::kLanes: 16 with AVX-512, 8 with AVX2) for
+// each dtype and the ops of kiln's op table on them, with exactly the
+// semantics of the standard kernels (src/kernels/cpu): float transcendentals
+// through vector_math.h, integer arithmetic wrapping modulo 2^bits (computed
+// unsigned, never undefined), maximum/minimum propagating NaN, float-to-integer
+// casts truncating and saturating with NaN -> 0.
 //
-// Generated code computes every value as a vector of 16 elements; a value
-// that does not change along a kernel's inner loop is computed once per row
-// as 16 equal lanes. Booleans are `boolean` vectors of 0/1 lanes.
+// Generated code computes every value as a vector of `lanes` elements; a
+// value that does not change along a kernel's inner loop is computed once per
+// row as equal lanes. Booleans are `boolean` vectors of 0/1 lanes.
 //
 // This is a real header, compiled into kiln's own tests; at build time its
 // text (with vector_math.h and runtime_abi.h inlined) is embedded into kiln
@@ -22,27 +23,39 @@
 
 namespace kiln::jit {
 
-using vector_math::f32x16;
-using vector_math::f64x16;
-using vector_math::i32x16;
-using vector_math::i64x16;
-using vector_math::u32x16;
-using vector_math::u64x16;
-using u8x16 = uint8_t __attribute__((vector_size(16)));
+using vector_math::f32v;
+using vector_math::f64v;
+using vector_math::i32v;
+using vector_math::i64v;
+using vector_math::u32v;
+using vector_math::u64v;
 
-// A vector of 16 booleans, each lane 0 or 1 (stored as bytes in memory).
+constexpr int lanes = vector_math::kLanes;
+using u8v = uint8_t __attribute__((vector_size(lanes)));
+
+// A vector of booleans, each lane 0 or 1 (stored as bytes in memory).
 struct boolean {
-  i32x16 lanes;
+  i32v lanes;
 };
-
-constexpr int lanes = 16;
 
 // ---- the vector type of each storage type ---------------------------------------
 template <class T> struct vector_of;
-template <> struct vector_of<float> { using type = f32x16; };
-template <> struct vector_of<double> { using type = f64x16; };
-template <> struct vector_of<int32_t> { using type = i32x16; };
-template <> struct vector_of<int64_t> { using type = i64x16; };
+template <>
+struct vector_of<float> {
+  using type = f32v;
+};
+template <>
+struct vector_of<double> {
+  using type = f64v;
+};
+template <>
+struct vector_of<int32_t> {
+  using type = i32v;
+};
+template <>
+struct vector_of<int64_t> {
+  using type = i64v;
+};
 template <> struct vector_of<uint8_t> { using type = boolean; };
 template <class T> using vec = typename vector_of<T>::type;
 
@@ -51,9 +64,9 @@ template <class T> using vec = typename vector_of<T>::type;
 // missing lanes are 0.
 template <class T> [[gnu::always_inline]] inline vec<T> load(const T* source, int count = lanes) {
   if constexpr (__is_same(T, uint8_t)) {
-    u8x16 bytes = {};
+    u8v bytes = {};
     __builtin_memcpy(&bytes, source, static_cast<unsigned>(count));
-    return boolean{__builtin_convertvector(bytes, i32x16) & 1};
+    return boolean{__builtin_convertvector(bytes, i32v) & 1};
   } else {
     vec<T> result = {};
     __builtin_memcpy(&result, source, sizeof(T) * static_cast<unsigned>(count));
@@ -63,30 +76,34 @@ template <class T> [[gnu::always_inline]] inline vec<T> load(const T* source, in
 
 template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<T> value, int count = lanes) {
   if constexpr (__is_same(T, uint8_t)) {
-    u8x16 bytes = __builtin_convertvector(value.lanes, u8x16);
+    u8v bytes = __builtin_convertvector(value.lanes, u8v);
     __builtin_memcpy(destination, &bytes, static_cast<unsigned>(count));
   } else {
     __builtin_memcpy(destination, &value, sizeof(T) * static_cast<unsigned>(count));
   }
 }
 
-// store() for outputs much larger than the caches: a full vector at a 64-byte
-// aligned address goes straight to memory (non-temporal stores), skipping the
-// read of the destination line that a plain store costs and leaving the caches
-// to the inputs. Anything else is a plain store. A kernel that streams ends
-// each work item with end_streaming(): the stores are weakly ordered.
+// store() for outputs much larger than the caches: a full vector at an address
+// aligned to the register width goes straight to memory (non-temporal stores),
+// skipping the read of the destination line that a plain store costs and
+// leaving the caches to the inputs (consecutive vectors fill whole lines).
+// Anything else is a plain store. A kernel that streams ends each work item
+// with end_streaming(): the stores are weakly ordered.
 template <class T> [[gnu::always_inline]] inline void store_streaming(T* destination, vec<T> value, int count = lanes) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(vec<T>) % 64 == 0) {
-    if (count == lanes && (reinterpret_cast<uintptr_t>(destination) & 63) == 0) {
-      for (unsigned part = 0; part < sizeof(vec<T>) / 64; ++part) {
-        f32x16 piece;
-        __builtin_memcpy(&piece, reinterpret_cast<const char*>(&value) + 64 * part, 64);
-        char* line = reinterpret_cast<char*>(destination) + 64 * part;
-#if defined(__clang__)  // GCC's builtin is not Clang's
-        __builtin_nontemporal_store(piece, reinterpret_cast<f32x16*>(line));
+#if defined(__AVX__)
+  constexpr unsigned width = vector_math::kRegisterBytes;
+  if constexpr (!__is_same(T, uint8_t)) {
+    if (count == lanes && reinterpret_cast<uintptr_t>(destination) % width == 0) {
+      for (unsigned part = 0; part < sizeof(vec<T>) / width; ++part) {
+        f32v piece;
+        __builtin_memcpy(&piece, reinterpret_cast<const char*>(&value) + width * part, width);
+        float* target = reinterpret_cast<float*>(reinterpret_cast<char*>(destination) + width * part);
+#if defined(__clang__)  // GCC's builtins are not Clang's
+        __builtin_nontemporal_store(piece, reinterpret_cast<f32v*>(target));
+#elif defined(__AVX512F__)
+        __builtin_ia32_movntps512(target, piece);
 #else
-        __builtin_ia32_movntps512(reinterpret_cast<float*>(line), piece);
+        __builtin_ia32_movntps256(target, piece);
 #endif
       }
       return;
@@ -114,13 +131,13 @@ using vector_math::lanes_of;
 
 template <class T> [[gnu::always_inline]] inline vec<T> splat(T value) {
   if constexpr (__is_same(T, uint8_t)) {
-    return boolean{lanes_of<i32x16>(value ? 1 : 0)};
+    return boolean{lanes_of<i32v>(value ? 1 : 0)};
   } else {
     return lanes_of<vec<T>>(value);
   }
 }
 
-// 0, 1, ..., 15 plus `start`, for iota.
+// start, start + step, ..., start + (lanes - 1) step, for iota.
 template <class T> [[gnu::always_inline]] inline vec<T> lane_index(int64_t start, int64_t step) {
   vec<T> result;
   for (int lane = 0; lane < lanes; ++lane) result[lane] = static_cast<T>(start + lane * step);
@@ -129,20 +146,27 @@ template <class T> [[gnu::always_inline]] inline vec<T> lane_index(int64_t start
 
 // ---- helpers -----------------------------------------------------------------------
 template <class V> struct unsigned_of;
-template <> struct unsigned_of<i32x16> { using type = u32x16; };
-template <> struct unsigned_of<i64x16> { using type = u64x16; };
+template <>
+struct unsigned_of<i32v> {
+  using type = u32v;
+};
+template <>
+struct unsigned_of<i64v> {
+  using type = u64v;
+};
 
-template <class V> constexpr bool is_float_vector = __is_same(V, f32x16) || __is_same(V, f64x16);
+template <class V>
+constexpr bool is_float_vector = __is_same(V, f32v) || __is_same(V, f64v);
 
 // A comparison result of any lane width as a boolean.
 template <class M> [[gnu::always_inline]] inline boolean to_boolean(M mask) {
-  return boolean{__builtin_convertvector(mask, i32x16) & 1};
+  return boolean{__builtin_convertvector(mask, i32v) & 1};
 }
 
 // A boolean as a full-width mask for selecting lanes of V.
 template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition) {
-  if constexpr (sizeof(V) == 128) {
-    return vector_math::not_equal(__builtin_convertvector(condition.lanes, i64x16), 0);
+  if constexpr (sizeof(V) > sizeof(i32v)) {  // 64-bit lanes
+    return vector_math::not_equal(__builtin_convertvector(condition.lanes, i64v), 0);
   } else {
     return vector_math::not_equal(condition.lanes, 0);
   }
@@ -168,8 +192,10 @@ template <class V> [[gnu::always_inline]] inline V neg(V x) {
 }
 // Floats: clear the sign bit (abs(-0) = 0, NaN stays NaN), like std::abs.
 template <class V> [[gnu::always_inline]] inline V abs(V x) {
-  if constexpr (__is_same(V, f32x16)) return vector_math::abs(x);
-  else if constexpr (__is_same(V, f64x16)) return (f64x16)((u64x16)x & 0x7fffffffffffffffULL);
+  if constexpr (__is_same(V, f32v))
+    return vector_math::abs(x);
+  else if constexpr (__is_same(V, f64v))
+    return (f64v)((u64v)x & 0x7fffffffffffffffULL);
   else
     return vector_math::select_lanes(vector_math::less(x, 0), neg(x), x);
 }
@@ -193,24 +219,29 @@ template <class V>
   return vector_math::select_lanes(vector_math::less_equal(x, 0), V{}, x);
 }
 template <class V> [[gnu::always_inline]] inline V floor(V x) {
-  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_floorf(v); });
-  else if constexpr (__is_same(V, f64x16)) return per_lane(x, [](double v) { return __builtin_floor(v); });
+  if constexpr (__is_same(V, f32v))
+    return per_lane(x, [](float v) { return __builtin_floorf(v); });
+  else if constexpr (__is_same(V, f64v))
+    return per_lane(x, [](double v) { return __builtin_floor(v); });
   else return x;
 }
 template <class V> [[gnu::always_inline]] inline V ceil(V x) {
-  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_ceilf(v); });
-  else if constexpr (__is_same(V, f64x16)) return per_lane(x, [](double v) { return __builtin_ceil(v); });
+  if constexpr (__is_same(V, f32v))
+    return per_lane(x, [](float v) { return __builtin_ceilf(v); });
+  else if constexpr (__is_same(V, f64v))
+    return per_lane(x, [](double v) { return __builtin_ceil(v); });
   else return x;
 }
 template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
-  if constexpr (__is_same(V, f32x16)) return per_lane(x, [](float v) { return __builtin_sqrtf(v); });
+  if constexpr (__is_same(V, f32v))
+    return per_lane(x, [](float v) { return __builtin_sqrtf(v); });
   else return per_lane(x, [](double v) { return __builtin_sqrt(v); });
 }
 template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
 
-#define KILN_TRANSCENDENTAL(name)                                                      \
-  [[gnu::always_inline]] inline f32x16 name(f32x16 x) { return vector_math::name(x); } \
-  [[gnu::always_inline]] inline f64x16 name(f64x16 x) { return vector_math::name(x); }
+#define KILN_TRANSCENDENTAL(name)                                                  \
+  [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); } \
+  [[gnu::always_inline]] inline f64v name(f64v x) { return vector_math::name(x); }
 KILN_TRANSCENDENTAL(sin)
 KILN_TRANSCENDENTAL(cos)
 KILN_TRANSCENDENTAL(exp)
@@ -279,10 +310,12 @@ template <class T> [[gnu::always_inline]] inline T integer_power(T base, T expon
   return static_cast<T>(result);
 }
 template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
-  if constexpr (__is_same(V, f32x16))
+  if constexpr (__is_same(V, f32v))
     return vector_math::pow(a, b);
-  else if constexpr (__is_same(V, f64x16)) return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
-  else if constexpr (__is_same(V, i32x16)) return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
+  else if constexpr (__is_same(V, f64v))
+    return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
+  else if constexpr (__is_same(V, i32v))
+    return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
   else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
 }
 
@@ -388,7 +421,7 @@ template <class V> [[gnu::always_inline]] inline auto first_lane(V value) { retu
 // identity of a reduction in lanes past the end of a row).
 template <class V> [[gnu::always_inline]] inline V first_lanes(V value, V fill, int count) {
   if (count >= lanes) return value;
-  i32x16 index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const i32v index = lane_index<int32_t>(0, 1);
   return vector_math::select_lanes(mask_for<V>(boolean{vector_math::less(index, count) & 1}), value, fill);
 }
 [[gnu::always_inline]] inline boolean first_lanes(boolean value, boolean fill, int count) {

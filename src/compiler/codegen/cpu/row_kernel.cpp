@@ -1,5 +1,5 @@
 // Loop and reduction kernels. The iteration space is walked as rows times an
-// inner loop of 16-lane vectors; a reduction kernel makes one pass over each
+// inner loop of vectors (the prelude's `lanes` wide); a reduction kernel makes one pass over each
 // row per reduction (max, then sum of exp(x - max), ...) and a last pass for
 // the element outputs, so softmax and layer_norm read their input from
 // memory once. Values that do not change along a row are computed once per
@@ -493,9 +493,9 @@ class RowKernel {
     const Instance& operand = at(reduction.operands[0]);
     const std::string type = emitter_.vector_type(reduction.value);
     const std::string accumulator = "accumulator" + std::to_string(k);
-    // Independent partial accumulators for rows of at least 4 vectors (see vector_loop); combined in a fixed
-    // order, so results do not depend on threads.
-    const int partial_count = layout_.inner_size >= 4 * 16 ? 4 : 1;
+    // Independent partial accumulators for rows of at least 64 elements (4 AVX-512 vectors, 8 AVX2 ones; see
+    // vector_loop); combined in a fixed order, so results do not depend on threads.
+    const int partial_count = layout_.inner_size >= 64 ? 4 : 1;
     std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + type + " " + accumulator + ";\n    {\n";
     text += "      " + type + " partials[" + std::to_string(partial_count) + "] = {";
     for (int p = 0; p < partial_count; ++p) text += (p ? ", " : "") + info.identity;
