@@ -39,24 +39,14 @@ struct boolean {
 };
 
 // ---- the vector type of each storage type ---------------------------------------
+// clang-format off
 template <class T> struct vector_of;
-template <>
-struct vector_of<float> {
-  using type = f32v;
-};
-template <>
-struct vector_of<double> {
-  using type = f64v;
-};
-template <>
-struct vector_of<int32_t> {
-  using type = i32v;
-};
-template <>
-struct vector_of<int64_t> {
-  using type = i64v;
-};
+template <> struct vector_of<float> { using type = f32v; };
+template <> struct vector_of<double> { using type = f64v; };
+template <> struct vector_of<int32_t> { using type = i32v; };
+template <> struct vector_of<int64_t> { using type = i64v; };
 template <> struct vector_of<uint8_t> { using type = boolean; };
+// clang-format on
 template <class T> using vec = typename vector_of<T>::type;
 
 // ---- loads and stores --------------------------------------------------------------
