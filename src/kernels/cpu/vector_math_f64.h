@@ -483,8 +483,10 @@ template <class Function>
   return __builtin_ia32_sqrtps512_mask(x, x, static_cast<unsigned short>(0xffff), 4);
 #elif defined(__AVX__)
   return __builtin_ia32_sqrtps256(x);
+#elif defined(__SSE__)
+  return __builtin_ia32_sqrtps(x);
 #else
-  f32v result;
+  f32v result = {};
   for (int lane = 0; lane < kLanes; ++lane) result[lane] = __builtin_sqrtf(x[lane]);
   return result;
 #endif
