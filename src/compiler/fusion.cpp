@@ -375,6 +375,12 @@ class Fuser {
       if (group.kind == KernelKind::reduction && !(same_space && group.reduced_axes == reduced))
         return refuse("it reduces a different set of axes than the kernel");
       if (!same_space && !row_consumers) return refuse("its input's shape differs from the kernel's iteration space");
+      // Row by row, a row's value exists only while that row is computed: consumers must read it at their own
+      // row (kiln-fuzz seed 97, graph 991: a reversing slice of a keepdims reduction read the other rows).
+      if (!same_space && !read_in_place(id, group_index))
+        return refuse(
+            "its consumers read it at other rows' positions (a reversing slice), and the kernel has each "
+            "row's value only while computing that row");
       if (same_space && !read_as_rows(id, group_index, input, first_row_axis))
         return refuse("its consumers read it broadcast across rows, not one value per row (keepdims=false)");
       if (group.kind == KernelKind::loop) {

@@ -227,6 +227,29 @@ TEST(Fusion, SoftmaxIsOneReductionKernelWithTwoPasses) {
   EXPECT_EQ(plan.kernels[0].members.size(), 5u);
 }
 
+// A keepdims reduction's row-shaped consumers run in the reduction's kernel, one
+// row at a time, so they must read the reduced value at their own row; a slice
+// that reverses the rows reads other rows' values (kiln-fuzz seed 97, graph 991:
+// the JIT returned the rows' maxima in the original order).
+TEST(Fusion, ReductionReadAtOtherRowsIsNotFusedWithItsConsumers) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[2,2]) -> (f32[2,1], f32[2,1]) {\n"
+      "  %1 = f32[2,1] reduce_max(%0) {axes=[1], keepdims=true}\n"
+      "  %2 = f32[2,1] slice(%1) {start=[1,0], step=[-1,3]}\n"
+      "  %3 = f32[2,1] reduce_sum(%0) {axes=[1], keepdims=true}\n"
+      "  %4 = f32[2,1] sqrt(%3)\n"
+      "  return %2, %4\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  EXPECT_NE(printed.find("not fused: %1 reduce_max into kernel of %2 slice: its consumers read it at other rows' "
+                         "positions"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("fused %3 reduce_sum: its consumers are computed row by row"), std::string::npos)
+      << printed;  // read at its own row: fused
+}
+
 TEST(Fusion, ExpensiveProducerOfTwoKernelsIsComputedOnce) {
   ir::Graph graph = ir::parse(
       "func @f(%0: f32[8,16]) -> (f32[16], f32[8]) {\n"

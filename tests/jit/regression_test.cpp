@@ -271,6 +271,24 @@ TEST(JitRegression, ReductionOfAValueTheSameInEveryElement) {
       {random_tensor(DType::f32, {}, 23), random_tensor(DType::i32, {}, 24), random_tensor(DType::f64, {1}, 25)});
 }
 
+// kiln-fuzz (seed 97, graph 991): a slice reversing the rows of a keepdims
+// reduction joined the reduction's row kernel, where each row sees only its own
+// reduced value: the JIT returned the maxima in the original order. Now such a
+// consumer reads the reduction from memory; one reading its own row still fuses.
+TEST(JitRegression, ReversedRowsOfAKeepdimsReduction) {
+  expect_graph_agreement("reversed rows of keepdims reductions",
+                         "func @reversed(%0: f32[7,9]) -> (f32[7,1], f32[7,1], f32[7,1]) {\n"
+                         "  %1 = f32[7,1] reduce_max(%0) {axes=[1], keepdims=true}\n"
+                         "  %2 = f32[7,1] slice(%1) {start=[6,0], step=[-1,3]}\n"
+                         "  %3 = f32[7,1] reduce_sum(%0) {axes=[1], keepdims=true}\n"
+                         "  %4 = f32[7,1] slice(%3) {start=[6,0], step=[-1,1]}\n"
+                         "  %5 = f32[7,1] exp(%4)\n"
+                         "  %6 = f32[7,1] sqrt(%1)\n"
+                         "  return %2, %5, %6\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {7, 9}, 26)});
+}
+
 // simplify's transpose(matmul(a, b)) -> matmul(b, a) with the flags swapped
 // and flipped, for each combination of flags and a batched product.
 TEST(JitRegression, TransposeOfAProductIsTheProductOfTheSwappedOperands) {
