@@ -255,13 +255,11 @@ template <class M>
 [[gnu::always_inline]] inline bool any_lane(M mask) {
   if constexpr (sizeof(M) > kRegisterBytes) {
     return any_lane(halves::low(mask) | halves::high(mask));
+#if defined(__AVX__)  // a 32-byte mask is wider than the registers without AVX
   } else if constexpr (sizeof(M) == 32) {
-#if defined(__AVX__)
     using i64x4 = long long __attribute__((vector_size(32)));
     const i64x4 bits = __builtin_bit_cast(i64x4, mask);
     return !__builtin_ia32_ptestz256(bits, bits);
-#else
-    return false;  // not reached: wider than the registers
 #endif
   } else if constexpr (sizeof(M) == 64) {
     using i8x16 = std::int8_t __attribute__((vector_size(16)));

@@ -1,11 +1,11 @@
 // Loop and reduction kernels. The iteration space is walked as rows times an
-// inner loop of vectors (the prelude's `lanes` wide); a reduction kernel makes one pass over each
-// row per reduction (max, then sum of exp(x - max), ...) and a last pass for
-// the element outputs, so softmax and layer_norm read their input from
-// memory once. Values that do not change along a row are computed once per
-// row. Work is split into items of whole rows or, for long rows of a loop
-// kernel, row chunks; every item is independent, so results do not depend on
-// the thread count.
+// inner loop of vectors (the prelude's `lanes` wide); a reduction kernel makes
+// one pass over each row per reduction (max, then sum of exp(x - max), ...)
+// and a last pass for the element outputs, so softmax and layer_norm read
+// their input from memory once. Values that do not change along a row are
+// computed once per row. Work is split into items of whole rows or, for long
+// rows of a loop kernel, row chunks; every item is independent, so results do
+// not depend on the thread count.
 
 #include "compiler/codegen/cpu/kernel_emitter.h"
 #include "compiler/fusion.h"
