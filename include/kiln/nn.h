@@ -10,7 +10,9 @@ Tensor relu(const Tensor& x, Location location = Location::current());
 Tensor sigmoid(const Tensor& x, Location location = Location::current());
 enum class GeluApproximation { tanh, erf };
 // gelu(x) = x * Phi(x); the tanh form is the common approximation
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
+// x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), which stays accurate where
+// 1 + tanh cancels (large negative x).
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::tanh,
             Location location = Location::current());
 // Numerically stable: subtracts the maximum along `axis` first.

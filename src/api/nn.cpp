@@ -20,11 +20,13 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location)
     Tensor phi = add(1.0, erf(mul(x, 1.0 / std::numbers::sqrt2, location), location), location);
     return mul(mul(x, 0.5, location), phi, location);
   }
-  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  const double sqrt_2_over_pi = std::sqrt(2.0 / std::numbers::pi);
-  Tensor cube = mul(mul(x, x, location), x, location);
-  Tensor inner = mul(add(x, mul(cube, 0.044715, location), location), sqrt_2_over_pi, location);
-  return mul(mul(x, 0.5, location), add(tanh(inner, location), 1.0, location), location);
+  // 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u): the same function, since
+  // 1 + tanh(u) = 2 sigmoid(2u). Where u is very negative, 1 + tanh(u) cancels (at u = -3 a float keeps about
+  // 12 of its 24 bits) while sigmoid keeps its relative accuracy; and sigmoid is one exponential and a
+  // division, where tanh also needs a polynomial for small arguments. 2u = x (a + b x^2).
+  const double a = 2.0 * std::sqrt(2.0 / std::numbers::pi), b = a * 0.044715;
+  Tensor twice_u = mul(x, add(mul(square(x, location), b, location), a, location), location);
+  return mul(x, kiln::sigmoid(twice_u, location), location);
 }
 
 Tensor softmax(const Tensor& x, std::int64_t axis, Location location) {
