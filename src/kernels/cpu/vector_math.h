@@ -412,6 +412,14 @@ struct ExpFactors {
   return from_bits(to_bits(reduced.mantissa) + (reduced.n << 23));
 }
 
+// Whether any lane needs more than exp_normal_range: |x| > 87 (e^x near or past the ends of the normal floats),
+// infinite or NaN. One integer comparison of |x|'s bits, which are above 87's for all of those.
+inline constexpr std::uint32_t kExpNormalLimitBits = 0x42ae0000u;  // 87.0f
+[[gnu::always_inline]] inline bool any_outside_exp_normal_range(f32v x) {
+  const i32v magnitude_bits = __builtin_bit_cast(i32v, to_bits(x) & 0x7fffffffu);
+  return any(greater(magnitude_bits, static_cast<std::int32_t>(kExpNormalLimitBits)));
+}
+
 // ---- log --------------------------------------------------------------------------
 // x = 2^k * m with m in [sqrt(1/2), sqrt(2)) taken from the bits (denormals are first
 // scaled by 2^23), f = m - 1 (exact), log(x) = k ln2 + log1p(f) with
@@ -948,6 +956,10 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #if defined(__AVX512F__)
   return detail::avx512::exp(x);
 #else
+  // Usual arguments take exp_normal_range, which puts 2^n into the exponent bits: the same bits as the two
+  // exact multiplications below, which are needed only where e^x is denormal or overflows (and for NaN).
+  if (!detail::any_outside_exp_normal_range(x)) [[likely]]
+    return detail::exp_normal_range(x);
   const detail::ExpFactors factors = detail::exp_factors(x);
   return factors.partial * factors.scale;
 #endif
@@ -1057,6 +1069,11 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #if defined(__AVX512F__)
   return detail::avx512::sigmoid(x);
 #else
+  if (!detail::any_outside_exp_normal_range(x)) [[likely]] {
+    // e is exact here, so e + 1 has the bits of the general path's single rounding of partial * scale + 1.
+    const f32v e = detail::exp_normal_range(-abs(x));
+    return select(less(x, 0.0f), e, broadcast(1.0f)) / (e + 1.0f);
+  }
   const detail::ExpFactors factors = detail::exp_factors(-abs(x));
   const f32v e = factors.partial * factors.scale;
   // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
