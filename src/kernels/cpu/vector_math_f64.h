@@ -165,7 +165,20 @@ struct Reduced {
 // e^r - 1 for the reduced r.
 [[gnu::always_inline]] inline f64h expm1_reduced(f64h r) { return mul_add(r * r, horner(r, kExpTaylor), r); }
 
+// Whether any lane has |x| > 704 (e^x near or past the ends of the normal doubles), or is infinite or NaN: one
+// integer comparison of |x|'s bits, which are above 704's for all of those.
+inline constexpr std::uint64_t kExpNormalLimitBits = 0x4086000000000000u;  // 704.0
+[[gnu::always_inline]] inline bool any_outside_exp_normal_range(f64h x) {
+  const i64h magnitude_bits = __builtin_bit_cast(i64h, to_bits(x) & 0x7fffffffffffffffu);
+  return any(greater(magnitude_bits, static_cast<std::int64_t>(kExpNormalLimitBits)));
+}
+
 [[gnu::always_inline]] inline f64h exp(f64h x) {
+  // Usual arguments: e^x is normal, so one exact multiplication by 2^k gives the bits of the two below.
+  if (!any_outside_exp_normal_range(x)) [[likely]] {
+    const Reduced reduced = reduce_ln2(x);
+    return (expm1_reduced(reduced.r) + 1.0) * power_of_two(reduced.k);
+  }
   x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
   x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const Reduced reduced = reduce_ln2(x);
