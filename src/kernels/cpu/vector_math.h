@@ -971,8 +971,11 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #if defined(__AVX512F__)
   return detail::avx512::log(x);
 #else
-  const i32v tiny = less(x, 0x1p-126f);
-  const f32v scaled = select(tiny, x * 0x1p23f, x);
+  // Vectors of positive normal finite floats only (the usual case: one unsigned comparison of the bits, which
+  // wrap below the smallest normal) need neither the denormal scaling nor the fix-ups of the special inputs.
+  const bool usual = !any(greater_equal(to_bits(x) - 0x00800000u, 0x7f000000u));
+  const i32v tiny = usual ? i32v{} : less(x, 0x1p-126f);
+  const f32v scaled = usual ? x : select(tiny, x * 0x1p23f, x);
   const u32v bits = to_bits(scaled);
   const u32v offset = bits - detail::kSqrtHalfBits;
   const i32v exponent = __builtin_bit_cast(i32v, offset) >> 23;
@@ -986,6 +989,8 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   tail = mul_add(f2, broadcast(-0.5f), tail);  // exact product: same bits fused or not
   f32v result = f + tail;
   result = mul_add(k, broadcast(detail::kLn2Coarse), result);    // exact product
+  if (usual) [[likely]]
+    return result;
   result = select(greater(x, 0x1.fffffep127f) | is_nan(x), x, result);  // +inf, NaN
   result = select(equal(x, 0.0f), broadcast(-detail::kInfinity), result);
   result = select(less(x, 0.0f), broadcast(detail::kQuietNaN), result);
