@@ -212,8 +212,11 @@ inline constexpr double kLogAtanhTaylor[] = {0x1.5555555555555p-1, 0x1.999999999
   const i64h denormal = less(x, 0x1p-1022) & greater(x, 0);
   const f64h scaled = select(denormal, x * 0x1p54, x);
   const u64h offset = to_bits(scaled) - kSqrtHalfBits;
-  const f64h e = __builtin_convertvector(__builtin_bit_cast(i64h, offset) >> 52, f64h) -
-                 select(denormal, broadcast(54.0), broadcast(0.0));
+  // e = offset >> 52 (arithmetic) as a double, through operations every target has (AVX2 lacks the 64-bit
+  // arithmetic shift and the 64-bit integer conversion; GCC did both lane by lane): offset + 2^63, shifted
+  // logically, is e + 2048 in [0, 4096), and as the low bits of 2^52's significand it reads 2^52 + e + 2048.
+  const u64h biased = ((offset ^ 0x8000000000000000u) >> 52) + 0x4330000000000000u;
+  const f64h e = (from_bits(biased) - (0x1p52 + 2048.0)) - select(denormal, broadcast(54.0), broadcast(0.0));
   const f64h m = from_bits((offset & 0x000fffffffffffffu) + kSqrtHalfBits);
   const f64h f = m - 1.0;
   const f64h s = f / (f + 2.0);
