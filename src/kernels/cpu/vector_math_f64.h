@@ -410,7 +410,8 @@ inline constexpr double kTanhSmallPolynomial[] = {
 [[gnu::always_inline]] inline f64h sigmoid(f64h x) {
   const f64h decay = exp(-abs(x));
   const f64h denominator = decay + 1.0;
-  return select(greater_equal(x, 0), 1.0 / denominator, decay / denominator);
+  // One division per lane, not two: each lane's quotient is the one it selected before.
+  return select(greater_equal(x, 0), broadcast(1.0), decay) / denominator;
 }
 
 // f(x) on each half of x.
