@@ -1074,16 +1074,18 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #if defined(__AVX512F__)
   return detail::avx512::sigmoid(x);
 #else
+  f32v e, denominator;
   if (!detail::any_outside_exp_normal_range(x)) [[likely]] {
     // e is exact here, so e + 1 has the bits of the general path's single rounding of partial * scale + 1.
-    const f32v e = detail::exp_normal_range(-abs(x));
-    return select(less(x, 0.0f), e, broadcast(1.0f)) / (e + 1.0f);
+    e = detail::exp_normal_range(-abs(x));
+    denominator = e + 1.0f;
+  } else {
+    const detail::ExpFactors factors = detail::exp_factors(-abs(x));
+    e = factors.partial * factors.scale;
+    // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
+    // contraction choice can change the bits).
+    denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
   }
-  const detail::ExpFactors factors = detail::exp_factors(-abs(x));
-  const f32v e = factors.partial * factors.scale;
-  // 1 + e, rounded once where FMA is available (written explicitly, so no compiler's
-  // contraction choice can change the bits).
-  const f32v denominator = mul_add(factors.partial, factors.scale, broadcast(1.0f));
   return select(less(x, 0.0f), e, broadcast(1.0f)) / denominator;
 #endif
 }

@@ -174,15 +174,17 @@ inline constexpr std::uint64_t kExpNormalLimitBits = 0x4086000000000000u;  // 70
 }
 
 [[gnu::always_inline]] inline f64h exp(f64h x) {
-  // Usual arguments: e^x is normal, so one exact multiplication by 2^k gives the bits of the two below.
-  if (!any_outside_exp_normal_range(x)) [[likely]] {
-    const Reduced reduced = reduce_ln2(x);
-    return (expm1_reduced(reduced.r) + 1.0) * power_of_two(reduced.k);
+  // Usual arguments need no clamps, and e^x is normal: one exact multiplication by 2^k gives the bits of the
+  // two below.
+  const bool usual = !any_outside_exp_normal_range(x);
+  if (!usual) {
+    x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
+    x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   }
-  x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
-  x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   const Reduced reduced = reduce_ln2(x);
   const f64h mantissa = expm1_reduced(reduced.r) + 1.0;
+  if (usual) [[likely]]
+    return mantissa * power_of_two(reduced.k);
   const i64h half = reduced.k >> 1;
   return mantissa * power_of_two(half) * power_of_two(reduced.k - half);
 }
