@@ -30,10 +30,11 @@ float round_to_tf32(float value) {
   return std::bit_cast<float>(bits);
 }
 
-// RELU is max(x, 0) as a GPU's fmaxf (PTX max.f32) computes it, which is how
-// CUTLASS's ReLu epilogue is written; cuBLASLt's kernels are closed, and this
-// was not checked on a GPU. So NaN is dropped, giving +0, and +0 ranks above
-// -0, so relu(-0) = +0. kiln's own relu keeps NaN (kernels/cpu/elementwise.cpp).
+// RELU keeps NaN and gives +0 for -0, as kiln's relu does. cuBLASLt's kernels
+// are closed and its documentation says only max(x, 0); this model first
+// followed fmaxf (CUTLASS's ReLu), which drops NaN, and an H200 with cuBLAS
+// 13.0 kept it (tests/cuda/jit_gpu_test.cpp checks it there). The sign of a
+// zero was not observed: +0 is kiln's answer.
 // GELU is the tanh approximation that cuBLASLt's GELU epilogues compute (the
 // one PyTorch matches them with), 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
 // x^3))); it keeps NaN and gives NaN at -infinity (-inf * 0), as the formula
@@ -43,7 +44,7 @@ double activate(Activation activation, double x) {
     case Activation::none:
       return x;
     case Activation::relu:
-      return x > 0 ? x : 0.0;
+      return x > 0 || std::isnan(x) ? x : 0.0;
     case Activation::gelu: {
       constexpr double sqrt_2_over_pi = 0.7978845608028654;
       return 0.5 * x * (1 + std::tanh(sqrt_2_over_pi * (x + 0.044715 * x * x * x)));

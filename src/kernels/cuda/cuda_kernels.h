@@ -59,8 +59,10 @@ void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const r
 
 // What cuBLASLt can apply to a product before writing it (its epilogues):
 // a bias vector along the rows (output[i, j] = product[i, j] + bias[j]),
-// then relu. The relu epilogue is max(x, 0), which turns a NaN product into
-// 0 where kiln's relu keeps the NaN; XLA's GEMM rewriter accepts the same.
+// then relu. The relu epilogue keeps a NaN product NaN, as kiln's relu
+// does: cuBLASLt does not document it, so the H200 test
+// CudaJit.ReluEpiloguesKeepANanProductAsKilnsReluDoes checks it (the relu,
+// the bias + relu, the tuner's race, TF32 on and off).
 enum class GemmEpilogue { none, bias, relu, bias_relu };
 inline bool has_bias(GemmEpilogue epilogue) {
   return epilogue == GemmEpilogue::bias || epilogue == GemmEpilogue::bias_relu;
