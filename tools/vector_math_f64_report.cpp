@@ -57,6 +57,9 @@ std::vector<Function> functions() {
           erf, [](double x) { return std::erf(x); }, [](long double x) { return erfl(x); },
           {{-7, 7}, {0.5, 2}, {0, 0}}),
       KILN_REPORT_FUNCTION(
+          erfc, [](double x) { return std::erfc(x); }, [](long double x) { return erfcl(x); },
+          {{-30, 30}, {0.5, 1.5}, {1, 27.5}, {0, 0}}),
+      KILN_REPORT_FUNCTION(
           sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, [](long double x) { return 1 / (1 + expl(-x)); },
           {{-40, 40}, {-760, -600}, {0, 0}}),
   };

@@ -43,6 +43,7 @@ vm::f32v _ZGVeN16v_expf(vm::f32v);
 vm::f32v _ZGVeN16v_logf(vm::f32v);
 vm::f32v _ZGVeN16v_tanhf(vm::f32v);
 vm::f32v _ZGVeN16v_erff(vm::f32v);
+vm::f32v _ZGVeN16v_erfcf(vm::f32v);
 }
 #define KILN_REPORT_HAVE_LIBMVEC 1
 #endif
@@ -84,6 +85,7 @@ std::vector<Function> functions() {
   auto v_log = [](const float* in, float* out) { vm::store(out, vm::log(vm::load(in))); };
   auto v_tanh = [](const float* in, float* out) { vm::store(out, vm::tanh(vm::load(in))); };
   auto v_erf = [](const float* in, float* out) { vm::store(out, vm::erf(vm::load(in))); };
+  auto v_erfc = [](const float* in, float* out) { vm::store(out, vm::erfc(vm::load(in))); };
   auto v_sigmoid = [](const float* in, float* out) { vm::store(out, vm::sigmoid(vm::load(in))); };
   // clang-format on
   auto k_sin = [](float x) { return vm::sin(x); };
@@ -92,6 +94,7 @@ std::vector<Function> functions() {
   auto k_log = [](float x) { return vm::log(x); };
   auto k_tanh = [](float x) { return vm::tanh(x); };
   auto k_erf = [](float x) { return vm::erf(x); };
+  auto k_erfc = [](float x) { return vm::erfc(x); };
   auto k_sigmoid = [](float x) { return vm::sigmoid(x); };
   auto s_sin = [](float x) { return std::sin(x); };
   auto s_cos = [](float x) { return std::cos(x); };
@@ -99,12 +102,14 @@ std::vector<Function> functions() {
   auto s_log = [](float x) { return std::log(x); };
   auto s_tanh = [](float x) { return std::tanh(x); };
   auto s_erf = [](float x) { return std::erf(x); };
+  auto s_erfc = [](float x) { return std::erfc(x); };
   auto r_sin = [](double x) { return std::sin(x); };
   auto r_cos = [](double x) { return std::cos(x); };
   auto r_exp = [](double x) { return std::exp(x); };
   auto r_log = [](double x) { return std::log(x); };
   auto r_tanh = [](double x) { return std::tanh(x); };
   auto r_erf = [](double x) { return std::erf(x); };
+  auto r_erfc = [](double x) { return std::erfc(x); };
 #ifdef KILN_REPORT_HAVE_LIBMVEC
   const VectorFunction m_sin = KILN_REPORT_LIBMVEC(_ZGVeN16v_sinf(x));
   const VectorFunction m_cos = KILN_REPORT_LIBMVEC(_ZGVeN16v_cosf(x));
@@ -112,11 +117,12 @@ std::vector<Function> functions() {
   const VectorFunction m_log = KILN_REPORT_LIBMVEC(_ZGVeN16v_logf(x));
   const VectorFunction m_tanh = KILN_REPORT_LIBMVEC(_ZGVeN16v_tanhf(x));
   const VectorFunction m_erf = KILN_REPORT_LIBMVEC(_ZGVeN16v_erff(x));
+  const VectorFunction m_erfc = KILN_REPORT_LIBMVEC(_ZGVeN16v_erfcf(x));
   // What GCC makes of 1 / (1 + expf(-x)) in a loop under -ffast-math.
   const VectorFunction m_sigmoid = KILN_REPORT_LIBMVEC(1.0f / (1.0f + _ZGVeN16v_expf(-x)));
 #else
   const VectorFunction m_sin = nullptr, m_cos = nullptr, m_exp = nullptr, m_log = nullptr, m_tanh = nullptr,
-                       m_erf = nullptr, m_sigmoid = nullptr;
+                       m_erf = nullptr, m_erfc = nullptr, m_sigmoid = nullptr;
 #endif
   return {
       {"sin", v_sin, k_sin, s_sin, r_sin, m_sin, 2},
@@ -125,6 +131,7 @@ std::vector<Function> functions() {
       {"log", v_log, k_log, s_log, r_log, m_log, 2},
       {"tanh", v_tanh, k_tanh, s_tanh, r_tanh, m_tanh, 4},
       {"erf", v_erf, k_erf, s_erf, r_erf, m_erf, 4},
+      {"erfc", v_erfc, k_erfc, s_erfc, r_erfc, m_erfc, 4},
       {"sigmoid", v_sigmoid, k_sigmoid, std_sigmoid, reference_sigmoid, m_sigmoid, 4},
   };
 }
@@ -236,6 +243,7 @@ std::vector<Range> ranges_for(const std::string& name) {
   if (name == "log") return {{"(0, 2]", 0, 2}, {"[0, 1e6]", 0, 1e6}, all};
   if (name == "tanh") return {{"[-1, 1]", -1, 1}, {"[-10, 10]", -10, 10}, all};
   if (name == "erf") return {{"[-1, 1]", -1, 1}, {"[-5, 5]", -5, 5}, all};
+  if (name == "erfc") return {{"[-1, 1]", -1, 1}, {"[1, 10.1]", 1, 10.1}, {"[-12, 12]", -12, 12}, all};
   return {{"[-20, 20]", -20, 20}, {"[-110, 90]", -110, 90}, all};  // sigmoid
 }
 
@@ -310,13 +318,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // The interval swept exhaustively: sin / cos on [-1e5, 1e5] (fast path and the start of
-// the slow one); exp and sigmoid up to their clamps; tanh and erf past saturation; log on
-// every positive float.
+// the slow one); exp and sigmoid up to their clamps; tanh, erf and erfc past saturation
+// (erfc's underflow); log on every positive float.
 float exhaustive_limit(const std::string& name) {
   if (name == "sin" || name == "cos") return 1e5f;
   if (name == "exp" || name == "sigmoid") return 104.0f;
   if (name == "tanh") return 10.0f;
   if (name == "erf") return 4.0f;
+  if (name == "erfc") return 10.1f;
   return std::numeric_limits<float>::max();  // log
 }
 
@@ -417,6 +426,7 @@ void run_libmvec(const std::string& name, const float* in, float* out, std::size
   KILN_REPORT_RUN_LIBMVEC(log, _ZGVeN16v_logf(x));
   KILN_REPORT_RUN_LIBMVEC(tanh, _ZGVeN16v_tanhf(x));
   KILN_REPORT_RUN_LIBMVEC(erf, _ZGVeN16v_erff(x));
+  KILN_REPORT_RUN_LIBMVEC(erfc, _ZGVeN16v_erfcf(x));
   KILN_REPORT_RUN_LIBMVEC(sigmoid, 1.0f / (1.0f + _ZGVeN16v_expf(-x)));
 }
 #else
@@ -430,6 +440,7 @@ void run_kiln(const std::string& name, const float* in, float* out, std::size_t 
   KILN_REPORT_RUN(log);
   KILN_REPORT_RUN(tanh);
   KILN_REPORT_RUN(erf);
+  KILN_REPORT_RUN(erfc);
   KILN_REPORT_RUN(sigmoid);
 }
 

@@ -12,7 +12,8 @@ enum class GeluApproximation { tanh, erf };
 // gelu(x) = x * Phi(x); the tanh form is the common approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
 // x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), which stays accurate where
-// 1 + tanh cancels (large negative x).
+// 1 + tanh cancels (large negative x). The erf form, exact, is computed as
+// 0.5 x erfc(-x / sqrt 2) for the same reason.
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::tanh,
             Location location = Location::current());
 // Numerically stable: subtracts the maximum along `axis` first.

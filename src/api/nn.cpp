@@ -16,9 +16,11 @@ Tensor sigmoid(const Tensor& x, Location location) { return kiln::sigmoid(x, loc
 
 Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location) {
   if (approximation == GeluApproximation::erf) {
-    // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-    Tensor phi = add(1.0, erf(mul(x, 1.0 / std::numbers::sqrt2, location), location), location);
-    return mul(mul(x, 0.5, location), phi, location);
+    // x Phi(x) = 0.5 x erfc(-x / sqrt 2), the same as 0.5 x (1 + erf(x / sqrt 2)) without its cancellation:
+    // for x < 0, 1 + erf loses the bits that erfc keeps (at x = -4 a float keeps about 12 of 24, and from
+    // x = -5.9 it is 0). JAX and TensorFlow compute it so too.
+    Tensor phi_twice = erfc(mul(x, -1.0 / std::numbers::sqrt2, location), location);
+    return mul(mul(x, 0.5, location), phi_twice, location);
   }
   // 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u): the same function, since
   // 1 + tanh(u) = 2 sigmoid(2u). Where u is very negative, 1 + tanh(u) cancels (at u = -3 a float keeps about

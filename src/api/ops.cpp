@@ -128,6 +128,7 @@ Tensor sqrt(const Tensor& x, Location location) { return unary_float(Op::sqrt, x
 Tensor rsqrt(const Tensor& x, Location location) { return unary_float(Op::rsqrt, x, location); }
 Tensor sigmoid(const Tensor& x, Location location) { return unary_float(Op::sigmoid, x, location); }
 Tensor erf(const Tensor& x, Location location) { return unary_float(Op::erf, x, location); }
+Tensor erfc(const Tensor& x, Location location) { return unary_float(Op::erfc, x, location); }
 
 Tensor logical_not(const Tensor& x, Location location) {
   checked_rank(x, "logical_not", location);

@@ -45,6 +45,7 @@ bool is_transcendental(ir::Op op) {
     case ir::Op::log:
     case ir::Op::tanh:
     case ir::Op::erf:
+    case ir::Op::erfc:
     case ir::Op::sigmoid:
     case ir::Op::pow:
       return true;

@@ -75,6 +75,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::tanh:
     case Op::sigmoid:
     case Op::erf:
+    case Op::erfc:
     case Op::pow: tolerance.ulps = 8; break;
     case Op::reduce_sum:
     case Op::reduce_mean:

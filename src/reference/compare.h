@@ -52,11 +52,11 @@ struct Tolerance {
 //                                          (<= 1.5 ulps); hardware rsqrt + Newton
 //   sin, cos, exp, log           4 ulps    the vector math we target: glibc libmvec
 //                                          documents <= 4 ulps, SLEEF u10 <= 1, u35 <= 3.5
-//   tanh, sigmoid, erf, pow      8 ulps    composites of the above (sigmoid =
-//                                          1/(1 + exp(-x)): exp's 4 ulps plus two
+//   tanh, sigmoid, erf, erfc,    8 ulps    composites of the above (sigmoid =
+//   pow                                    1/(1 + exp(-x)): exp's 4 ulps plus two
 //                                          roundings) or short rational approximations
 //                                          (Eigen/XLA-style tanh, erf); vector pow as
-//                                          exp(y log x)
+//                                          exp(y log x); CUDA's erfcf 4, erfc 5
 //   reduce_sum, reduce_mean, matmul
 //                                relative 1e-5 (f32), 1e-12 (f64) of the magnitude
 //                                          (sum of |terms|): reassociation only. A

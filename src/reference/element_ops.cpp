@@ -82,6 +82,8 @@ double unary_float(const ir::Node& node, double x) {
     case Op::rsqrt: return 1.0 / std::sqrt(x);
     case Op::sigmoid: return 1.0 / (1.0 + std::exp(-x));
     case Op::erf: return std::erf(x);
+    case Op::erfc:
+      return std::erfc(x);
     default: internal_error(node, "is not a float unary op");
   }
 }
@@ -120,6 +122,7 @@ double unary_magnitude(Op op, double x, double result, double error) {
     case Op::tanh: return own + error;
     case Op::sigmoid: return own + error / 4;
     case Op::erf:
+    case Op::erfc:
       return own + error * 1.1283791670955126;  // 2/sqrt(pi)
     // sign, floor, ceil: a jump, not a bound.
     default: return 0;

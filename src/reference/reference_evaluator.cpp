@@ -203,6 +203,7 @@ class Evaluator {
       case Op::rsqrt:
       case Op::sigmoid:
       case Op::erf:
+      case Op::erfc:
       case Op::logical_not: value = unary(node, type); break;
       case Op::cast: value = cast(node, type); break;
       case Op::add:

@@ -72,7 +72,7 @@ struct Value {
   //   exp          |r| + e^x E(x)              log          |r| + E(x)/|x|
   //   sqrt         |r| + E(x)/(2 sqrt|x|)      rsqrt        |r| + E(x)/(2 |x|^1.5)
   //   sin, cos, tanh  |r| + E(x)               sigmoid      |r| + E(x)/4
-  //   erf          |r| + E(x) 2/sqrt(pi)       (Lipschitz constants)
+  //   erf, erfc    |r| + E(x) 2/sqrt(pi)       (Lipschitz constants)
   //   neg, abs, relu, cast float->float, shape ops: E(x), moved with the data
   //   maximum, minimum, reduce_max, reduce_min: the largest E involved
   //   where        E(chosen branch)

@@ -45,5 +45,30 @@ TEST(NeuralNetwork, GeluKeepsItsRelativeAccuracyWhere1PlusTanhCancels) {
   }
 }
 
+// The erf form x Phi(x) = 0.5 x erfc(-x / sqrt 2): 0.5 x (1 + erf(x / sqrt 2)) cancels like 1 + tanh does (at
+// x = -4 a float keeps ~12 bits, and from x = -5.9 it is 0). The argument -x / sqrt 2 is rounded to float, and
+// erfc's relative condition number is ~x^2 there: so x^2 ULP plus a few.
+TEST(NeuralNetwork, ExactGeluKeepsItsRelativeAccuracyWhere1PlusErfCancels) {
+  std::mt19937 generator(6);
+  std::uniform_real_distribution<float> negative(-12.5f, -2.0f), moderate(-2.0f, 6.0f);
+  std::vector<float> values;
+  for (int i = 0; i < 4096; ++i) values.push_back(i % 4 == 3 ? moderate(generator) : negative(generator));
+  const auto count = static_cast<std::int64_t>(values.size());
+  const Tensor x = from_vector(values, {count});
+  const auto gelu = [](Tensor input) { return nn::gelu(input, nn::GeluApproximation::erf); };
+  for (const bool jit : {false, true}) {
+    const std::vector<float> got = function(gelu, {.jit_compile = jit})(x).to_vector<float>();
+    ASSERT_EQ(got.size(), values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const long double value = values[i];
+      const long double want = 0.5L * value * std::erfc(-value / std::numbers::sqrt2_v<long double>);
+      const long double allowed = (value * value + 8) * 0x1p-23L;
+      ASSERT_LE(std::fabs((got[i] - want) / want), allowed)
+          << (jit ? "JIT" : "standard") << ": gelu(" << values[i] << ", erf) = " << got[i] << ", want "
+          << static_cast<double>(want);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

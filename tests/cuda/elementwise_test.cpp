@@ -63,9 +63,10 @@ TEST(CudaElementwise, UnaryExactOps) {
 TEST(CudaElementwise, UnaryTranscendentals) {
   KILN_REQUIRE_GPU();
   const std::vector<std::pair<const char*, Unary>> ops = {
-      {"sin", [](const Tensor& x) { return sin(x); }},          {"cos", [](const Tensor& x) { return cos(x); }},
-      {"exp", [](const Tensor& x) { return exp(x); }},          {"tanh", [](const Tensor& x) { return tanh(x); }},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},  {"erf", [](const Tensor& x) { return erf(x); }}};
+      {"sin", [](const Tensor& x) { return sin(x); }},         {"cos", [](const Tensor& x) { return cos(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},         {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }}, {"erf", [](const Tensor& x) { return erf(x); }},
+      {"erfc", [](const Tensor& x) { return erfc(x); }}};
   for (DType dtype : {DType::f32, DType::f64}) {
     std::int64_t ulps = dtype == DType::f32 ? 8 : 4;
     for (const Shape& shape : shapes) {
@@ -87,10 +88,13 @@ TEST(CudaElementwise, SpecialValues) {
            {"relu", [](const Tensor& v) { return relu(v); }},   {"sqrt", [](const Tensor& v) { return sqrt(v); }},
            {"floor", [](const Tensor& v) { return floor(v); }}, {"square", [](const Tensor& v) { return square(v); }}})
     check_unary(name, op, x, 0);
-  for (const auto& [name, op] : std::vector<std::pair<const char*, Unary>>{
-           {"exp", [](const Tensor& v) { return exp(v); }},         {"tanh", [](const Tensor& v) { return tanh(v); }},
-           {"sigmoid", [](const Tensor& v) { return sigmoid(v); }}, {"erf", [](const Tensor& v) { return erf(v); }},
-           {"log", [](const Tensor& v) { return log(v); }}})
+  for (const auto& [name, op] :
+       std::vector<std::pair<const char*, Unary>>{{"exp", [](const Tensor& v) { return exp(v); }},
+                                                  {"tanh", [](const Tensor& v) { return tanh(v); }},
+                                                  {"sigmoid", [](const Tensor& v) { return sigmoid(v); }},
+                                                  {"erf", [](const Tensor& v) { return erf(v); }},
+                                                  {"erfc", [](const Tensor& v) { return erfc(v); }},
+                                                  {"log", [](const Tensor& v) { return log(v); }}})
     check_unary(name, op, x, 8);
   Tensor extremes = from_vector<std::int32_t>({std::numeric_limits<std::int32_t>::min(), -1, 0, 1,
                                                std::numeric_limits<std::int32_t>::max()},

@@ -61,8 +61,8 @@ TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
       auto body = [dtype](Tensor x) {
         std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x)};
         if (is_floating(dtype))
-          for (Tensor y : {sin(x), cos(x), exp(x), tanh(x), sigmoid(x), erf(x), log(abs(x) + 0.1), sqrt(abs(x)),
-                           rsqrt(abs(x) + 0.1)})
+          for (Tensor y : {sin(x), cos(x), exp(x), tanh(x), sigmoid(x), erf(x), erfc(x), log(abs(x) + 0.1),
+                           sqrt(abs(x)), rsqrt(abs(x) + 0.1)})
             outputs.push_back(y);
         return outputs;
       };

@@ -34,10 +34,11 @@ struct NamedUnary {
 
 const std::vector<NamedUnary>& unary_ops() {
   static const std::vector<NamedUnary> ops = {
-      {"neg", neg, false},   {"abs", abs, false},     {"sign", sign, false},   {"square", square, false},
-      {"relu", relu, false}, {"floor", floor, false}, {"ceil", ceil, false},   {"sin", sin, true},
-      {"cos", cos, true},    {"exp", exp, true},      {"tanh", tanh, true},    {"sigmoid", sigmoid, true},
-      {"erf", erf, true},    {"log", log, true},      {"sqrt", sqrt, true},    {"rsqrt", rsqrt, true},
+      {"neg", neg, false},    {"abs", abs, false},     {"sign", sign, false}, {"square", square, false},
+      {"relu", relu, false},  {"floor", floor, false}, {"ceil", ceil, false}, {"sin", sin, true},
+      {"cos", cos, true},     {"exp", exp, true},      {"tanh", tanh, true},  {"sigmoid", sigmoid, true},
+      {"erf", erf, true},     {"erfc", erfc, true},    {"log", log, true},    {"sqrt", sqrt, true},
+      {"rsqrt", rsqrt, true},
   };
   return ops;
 }
@@ -78,7 +79,9 @@ TEST(DifferentialOps, TranscendentalsOnWideRanges) {
   Tensor wide = random_uniform(DType::f32, {4099}, -2e5, 2e5, 1);
   Tensor tiny = random_uniform(DType::f32, {1031}, -1e-3, 1e-3, 2);
   Tensor big = random_uniform(DType::f32, {1031}, -120, 120, 3);
-  auto body = [](Tensor x) { return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), sigmoid(x), exp(x)}; };
+  auto body = [](Tensor x) {
+    return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), erfc(x), sigmoid(x), exp(x)};
+  };
   expect_agreement("wide", body, wide);
   expect_agreement("tiny", body, tiny);
   expect_agreement("big", body, big);

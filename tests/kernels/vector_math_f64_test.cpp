@@ -83,6 +83,8 @@ const std::vector<Function>& all_functions() {
       KILN_TEST_FUNCTION(
           erf, [](long double x) { return erfl(x); }, 4.0, 1.4),
       KILN_TEST_FUNCTION(
+          erfc, [](long double x) { return erfcl(x); }, 4.0, 1.4),
+      KILN_TEST_FUNCTION(
           sigmoid, [](long double x) { return 1.0L / (1.0L + expl(-x)); }, 4.0, 2.4),
   };
   return functions;
@@ -141,8 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"exp", 1, 0}, RandomRange{"exp", -746, 710}, RandomRange{"exp", -1, 1},
                       RandomRange{"log", 1, 0}, RandomRange{"log", 0, 4}, RandomRange{"tanh", 1, 0},
                       RandomRange{"tanh", -25, 25}, RandomRange{"tanh", -1, 1}, RandomRange{"erf", 1, 0},
-                      RandomRange{"erf", -7, 7}, RandomRange{"erf", -1.5, 1.5}, RandomRange{"sigmoid", 1, 0},
-                      RandomRange{"sigmoid", -40, 40}, RandomRange{"sigmoid", -760, -600}),
+                      RandomRange{"erf", -7, 7}, RandomRange{"erf", -1.5, 1.5}, RandomRange{"erfc", 1, 0},
+                      RandomRange{"erfc", -30, 30}, RandomRange{"erfc", 0.5, 1.5}, RandomRange{"erfc", 1, 27.5},
+                      RandomRange{"erfc", 26, 27.3}, RandomRange{"sigmoid", 1, 0}, RandomRange{"sigmoid", -40, 40},
+                      RandomRange{"sigmoid", -760, -600}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -166,6 +170,11 @@ TEST(VectorMathF64Special, ValuesAsMathH) {
   EXPECT_EQ(vm::exp(-kInf), 0.0);
   EXPECT_EQ(vm::sigmoid(-kInf), 0.0);
   EXPECT_EQ(vm::sigmoid(kInf), 1.0);
+  EXPECT_EQ(vm::erfc(0.0), 1.0);
+  EXPECT_EQ(vm::erfc(-0.0), 1.0);
+  EXPECT_EQ(vm::erfc(-kInf), 2.0);
+  EXPECT_EQ(bits_of(vm::erfc(kInf)), bits_of(0.0));  // +0
+  EXPECT_TRUE(std::isnan(vm::erfc(kNaN)));
 }
 
 TEST(VectorMathF64Seams, SinCosNearMultiplesOfPiOver2AndTheSlowPath) {
@@ -218,6 +227,26 @@ TEST(VectorMathF64Seams, TanhErfSigmoidAroundTheirSplits) {
   for (const char* name : {"tanh", "erf", "sigmoid"}) {
     expect_within_bound(function_named(name), inputs, "around the splits");
   }
+}
+
+TEST(VectorMathF64Seams, ErfcAroundItsSplitsAndIntoTheDenormals) {
+  std::vector<double> inputs;
+  // The small path's end (0.5), the pieces' border (2.5), and 1, where erfc is 0.157 (the
+  // small path would have lost 3.7 ULP there); e^-x^2 scaled in two steps past sqrt(704);
+  // erfc denormal from 26.5433 and rounded to 0 from 27.2260 (half the smallest
+  // denormal); the clamp at 27.25.
+  for (const double split : {0.5, 2.5, 1.0, 26.5329983228432, 26.5432584542510, 27.2260171111084, 27.25}) {
+    add_neighbours(inputs, split, 2000);
+    add_neighbours(inputs, -split, 200);
+  }
+  expect_within_bound(function_named("erfc"), inputs, "around the splits and into the denormals");
+  // Down through the denormals: erfc(27) = 5.2e-319, 1.05e5 times the smallest denormal.
+  const double tiny = vm::erfc(27.0);
+  EXPECT_GT(tiny, 0.0);
+  EXPECT_LT(tiny, std::numeric_limits<double>::min());
+  EXPECT_LE(ulp_error(tiny, erfcl(27.0L)), function_named("erfc").ulp_bound());
+  EXPECT_EQ(vm::erfc(27.23), 0.0);         // 0.40 of the smallest denormal
+  EXPECT_EQ(vm::erfc(27.22), kDenormMin);  // 0.69 of it
 }
 
 // ---- pow (float, computed in double) ----------------------------------------------------

@@ -83,6 +83,8 @@ const std::vector<Function>& all_functions() {
           tanh, [](double x) { return std::tanh(x); }, 4.0, 1.1),
       KILN_TEST_FUNCTION(
           erf, [](double x) { return std::erf(x); }, 4.0, 1.35),
+      KILN_TEST_FUNCTION(
+          erfc, [](double x) { return std::erfc(x); }, 4.0, 3.8),
       KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0, 3.1),
   };
   return functions;
@@ -154,8 +156,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"exp", kAll, kAllEnd}, RandomRange{"log", 0, 2}, RandomRange{"log", 0.5, 1.5},
                       RandomRange{"log", 0, 1e6}, RandomRange{"log", kAll, kAllEnd}, RandomRange{"tanh", -1, 1},
                       RandomRange{"tanh", -10, 10}, RandomRange{"tanh", kAll, kAllEnd}, RandomRange{"erf", -1, 1},
-                      RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd}, RandomRange{"sigmoid", -20, 20},
-                      RandomRange{"sigmoid", -110, 90}, RandomRange{"sigmoid", kAll, kAllEnd}),
+                      RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd}, RandomRange{"erfc", -1, 1},
+                      RandomRange{"erfc", -12, 12}, RandomRange{"erfc", 1, 10.1}, RandomRange{"erfc", kAll, kAllEnd},
+                      RandomRange{"sigmoid", -20, 20}, RandomRange{"sigmoid", -110, 90},
+                      RandomRange{"sigmoid", kAll, kAllEnd}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -217,6 +221,11 @@ INSTANTIATE_TEST_SUITE_P(
         Special{"erf", 0.0f, 0.0f}, Special{"erf", -0.0f, -0.0f}, Special{"erf", kInf, 1.0f},
         Special{"erf", -kInf, -1.0f}, Special{"erf", kNaN, kNaN}, Special{"erf", 5.0f, 1.0f},
         Special{"erf", -1e30f, -1.0f},
+        // erfc
+        Special{"erfc", 0.0f, 1.0f}, Special{"erfc", -0.0f, 1.0f}, Special{"erfc", kInf, 0.0f},
+        Special{"erfc", -kInf, 2.0f}, Special{"erfc", kNaN, kNaN}, Special{"erfc", 10.1f, 0.0f},
+        Special{"erfc", 1e30f, 0.0f}, Special{"erfc", -10.0f, 2.0f}, Special{"erfc", -1e30f, 2.0f},
+        Special{"erfc", kDenormMin, 1.0f},
         // sigmoid
         Special{"sigmoid", 0.0f, 0.5f}, Special{"sigmoid", -0.0f, 0.5f}, Special{"sigmoid", kInf, 1.0f},
         Special{"sigmoid", -kInf, 0.0f}, Special{"sigmoid", kNaN, kNaN}, Special{"sigmoid", 100.0f, 1.0f},
@@ -244,25 +253,26 @@ TEST(VectorMathSpecial, EveryNaNPropagates) {
 }
 
 TEST(VectorMathSpecial, TinyArgumentsAreRelativelyAccurate) {
-  // tanh(x) and sin(x) round to x, erf(x) to 2x/sqrt(pi), for |x| far below 2^-12.
+  // tanh(x) and sin(x) round to x, erf(x) to 2x/sqrt(pi), for |x| far below 2^-12; erfc(x) to 1 - 2x/sqrt(pi).
   for (const float x : {1e-5f, -1e-5f, 3e-8f, 1e-20f, 1e-38f}) {
     EXPECT_EQ(vm::tanh(x), x);
     EXPECT_EQ(vm::sin(x), x);
     EXPECT_LE(float_ulp_error(vm::erf(x), std::erf(static_cast<double>(x))), 1.0) << x;
+    EXPECT_LE(float_ulp_error(vm::erfc(x), std::erfc(static_cast<double>(x))), 1.0) << x;
   }
 }
 
 TEST(VectorMathSpecial, ResultsStayInsideTheirRange) {
-  // |tanh|, |erf| <= 1 and sigmoid in [0, 1] everywhere, including just below
+  // |tanh|, |erf| <= 1, erfc in [0, 2] and sigmoid in [0, 1] everywhere, including just below
   // saturation where a rational approximation could overshoot.
   std::vector<float> inputs = support::uniform<float>(-12, 12, kRandomCount, 7);
   for (float x = 0.5f; x < 12.0f; x = std::nextafter(x, kInf) + 1e-4f) inputs.push_back(x);
-  for (const std::string name : {"tanh", "erf", "sigmoid"}) {
+  for (const std::string name : {"tanh", "erf", "erfc", "sigmoid"}) {
     const Function& function = function_named(name);
     const std::vector<float> outputs = support::evaluate(function, inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const float low = name == "sigmoid" ? 0.0f : -1.0f;
-      ASSERT_TRUE(outputs[i] >= low && outputs[i] <= 1.0f) << name << "(" << inputs[i] << ") = " << outputs[i];
+      const float low = name == "sigmoid" || name == "erfc" ? 0.0f : -1.0f, high = name == "erfc" ? 2.0f : 1.0f;
+      ASSERT_TRUE(outputs[i] >= low && outputs[i] <= high) << name << "(" << inputs[i] << ") = " << outputs[i];
     }
   }
 }
@@ -382,6 +392,17 @@ TEST(VectorMathSeams, TanhErfSigmoidAroundTheirSplits) {
   expect_within_bound(function_named("tanh"), inputs, "around the splits");
   expect_within_bound(function_named("erf"), inputs, "around the splits");
   expect_within_bound(function_named("sigmoid"), inputs, "around the splits");
+}
+
+// erfc's pieces meet at |x| = 1 and 2; its results turn denormal from 9.19, e^(-x^2)
+// itself from 9.35, and round to 0 from 10.06 (its clamp is 10.1).
+TEST(VectorMathSeams, ErfcAroundItsSplitsAndItsUnderflow) {
+  std::vector<float> inputs;
+  for (const float split : {1.0f, 2.0f, 9.19f, 9.345f, 10.06f, 10.1f}) {
+    add_neighbours(inputs, split, 3000);
+    add_neighbours(inputs, -split, 3000);
+  }
+  expect_within_bound(function_named("erfc"), inputs, "around the splits");
 }
 
 // ---- scalar == vector -----------------------------------------------------------------------

@@ -217,6 +217,8 @@ TEST(ReferenceEvaluator, TranscendentalUnaryOps) {
   expect_values(unary(Op::rsqrt, DType::f64, {4, 0}), Shape({2}), {0.5, inf}, libm);
   expect_values(unary(Op::sigmoid, DType::f64, {0, 2, -inf, inf}), Shape({4}), {0.5, 0.88079707797788243, 0, 1}, libm);
   expect_values(unary(Op::erf, DType::f64, {0, 1, -inf}), Shape({3}), {0, 0.84270079294971487, -1}, libm);
+  expect_values(unary(Op::erfc, DType::f64, {0, 1, 10, -inf, inf}), Shape({5}),
+                {1, 0.15729920705028513, 2.088487583762545e-45, 2, 0}, libm);
 }
 
 TEST(ReferenceEvaluator, F32IsComputedInFloat64WithoutRounding) {

@@ -337,7 +337,9 @@ class Builder {
       case Op::exp:
       case Op::tanh:
       case Op::sigmoid:
-      case Op::erf: return add(op, {float_value()});
+      case Op::erf:
+      case Op::erfc:
+        return add(op, {float_value()});
       case Op::logical_not: return add(op, {bool_value()});
       case Op::cast: {
         ValueId x = any_value();

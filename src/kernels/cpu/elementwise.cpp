@@ -234,6 +234,9 @@ bool unary_transcendental(Op op, const Array& input, const Array& output) {
     case Op::erf:
       KILN_MAP_VECTOR_MATH(erf);
       return true;
+    case Op::erfc:
+      KILN_MAP_VECTOR_MATH(erfc);
+      return true;
     default: return false;
   }
 #undef KILN_MAP_VECTOR_MATH

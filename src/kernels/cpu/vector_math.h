@@ -16,8 +16,8 @@
 //   gets the same bits whether it is computed in a vector, a tail or a scalar call.
 //   (Tails should still use load_partial / store_partial: a scalar call costs a vector.)
 // - Accuracy against double-precision std:: functions, over the whole float range,
-//   denormals included: sin, cos, exp, log <= 2 ULP; tanh, erf, sigmoid <= 4 ULP
-//   (measured: 1.54, 1.54, 1.01, 0.86, 1.07, 1.00, 2.40). IEEE special values follow
+//   denormals included: sin, cos, exp, log <= 2 ULP; tanh, erf, erfc, sigmoid <= 4 ULP
+//   (measured: 1.54, 1.54, 1.01, 0.86, 1.07, 1.00, 3.74, 2.40). IEEE special values follow
 //   C's <math.h>; NaN propagates; sin, tanh, erf keep the sign of zero.
 // - Bit-identical results across compilers (g++ >= 12, clang++ >= 14), -O levels and
 //   -ffp-contract settings on targets with FMA: every multiply-add is written as an
@@ -573,6 +573,39 @@ inline constexpr float kErfcScaledPolynomial[] = {0.427583575f,   -0.273211062f,
                                                   0.00491128257f, -0.00105705578f, 0.000106843225f};
 inline constexpr float kErfSaturation = 3.93f;
 
+// ---- erfc -------------------------------------------------------------------------
+// 1 - erf(x), relatively accurate where that difference cancels: for x > 0 erfc falls
+// to the denormals (it rounds to 0 from 10.06).
+// |x| < 1: (1 - x) - x K(x^2) with erf's K: no cancellation, since erfc >= 0.157 there
+//   and x K(x^2) is at most 0.157 (K's error, 1.2e-9 absolute, is 0.13 ULP of 0.157).
+// a = |x| >= 1: erfc(a) = e^(-a^2) s(a), s = erfc e^(a^2) in [0.0557, 0.4276]: on [1, 2]
+//   a degree-9 polynomial in a - 1.5; above, g(t) / a with t = 1/a and g a degree-8
+//   polynomial (scripts/vector-math-erfc-coefficients: 2.9e-9 and 1.4e-8 relative). a^2 =
+//   high + low exactly, and e^(-a^2) = e^(-high) (1 - low): rounding a^2 instead would
+//   cost a^2 2^-24 relative, 100 ULP at a = 10. a is clamped to 10.1, where the result
+//   rounds to 0 (erfc(+inf) = +0) and inf cannot make a NaN of high - high.
+// x <= -1: 2 - erfc(a), in [1.84, 2].
+inline constexpr float kErfcNearPolynomial[] = {0.321585417f,    -0.163622916f,   0.0761510283f,  -0.0329309031f,
+                                                0.0133776357f,   -0.0051460471f,  0.00188285275f, -0.000660931517f,
+                                                0.000238139604f, -7.71736522e-05f};
+inline constexpr float kErfcFarPolynomial[] = {0.564195693f,   -0.000245840929f, -0.277915597f,
+                                               -0.0390471034f, 0.640017688f,     -0.703923345f,
+                                               0.0199311841f,  0.495990038f,     -0.284537733f};
+inline constexpr float kErfcNearLimit = 2.0f, kErfcClamp = 10.1f;
+
+// The low part of a * a = high + low, exactly: an FMA, or Dekker's product without one
+// (a = top + bottom, 12 significant bits each, so every partial product is exact).
+[[gnu::always_inline]] inline f32v square_error(f32v a, f32v high) {
+  if constexpr (kHardwareFma) {
+    return fma(a, a, -high);
+  } else {
+    const f32v split = a * 4097.0f;  // 2^12 + 1
+    const f32v top = split - (split - a);
+    const f32v bottom = a - top;
+    return ((top * top - high) + 2.0f * top * bottom) + bottom * bottom;
+  }
+}
+
 [[gnu::always_inline]] inline f32v with_sign_of(f32v magnitude, f32v sign_source) {
   return from_bits(to_bits(magnitude) | (to_bits(sign_source) & 0x80000000u));
 }
@@ -1067,6 +1100,30 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #endif
 }
 
+// Complementary error function 1 - erf(x), without its cancellation (detail's erfc
+// comment); erfc(-inf) = 2, erfc(+inf) = +0, NaN stays NaN.
+[[gnu::always_inline]] inline f32v erfc(f32v x) {
+  const f32v small = mul_add(-x, detail::horner(x * x, detail::kErfSmallPolynomial), 1.0f - x);
+  const i32v large = greater_equal(abs(x), 1.0f);  // NaN takes the small path, which keeps it
+  if (!any(large)) return small;
+  const f32v a = select(greater(abs(x), detail::kErfcClamp), broadcast(detail::kErfcClamp), abs(x));
+  const f32v high = a * a;
+  const f32v low = detail::square_error(a, high);
+  const f32v decay = exp(-high);
+  const f32v exact_decay = mul_add(decay, -low, decay);
+  f32v scaled = detail::horner(a - 1.5f, detail::kErfcNearPolynomial);
+  // The far piece only for vectors that need it: its two divisions cost as much as the rest of the tail, and
+  // in gelu's erfc(-x / sqrt 2) of normal data about 4% of 8-lane vectors have a lane beyond 2.
+  const i32v far = greater_equal(a, detail::kErfcNearLimit);
+  if (any(far)) {
+    // g(t) / a, not t g(t): g hardly depends on t's rounding (t^2 / 4 of it at most), and dividing rounds
+    // once where multiplying by t rounds twice.
+    scaled = select(far, detail::horner(1.0f / a, detail::kErfcFarPolynomial) / a, scaled);
+  }
+  const f32v tail = exact_decay * scaled;
+  return select(large, select(less(x, 0.0f), 2.0f - tail, tail), small);
+}
+
 // Logistic sigmoid 1 / (1 + e^-x), computed as 1 / (1 + e^-|x|) for x >= 0 and
 // e^-|x| / (1 + e^-|x|) for x < 0 so that e^-|x| never overflows: sigmoid(-inf) = 0,
 // sigmoid(+inf) = 1, and tiny results keep their relative accuracy down to denormals.
@@ -1099,6 +1156,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 [[gnu::always_inline]] inline float cos(float x) { return cos(broadcast(x))[0]; }
 [[gnu::always_inline]] inline float tanh(float x) { return tanh(broadcast(x))[0]; }
 [[gnu::always_inline]] inline float erf(float x) { return erf(broadcast(x))[0]; }
+[[gnu::always_inline]] inline float erfc(float x) { return erfc(broadcast(x))[0]; }
 [[gnu::always_inline]] inline float sigmoid(float x) { return sigmoid(broadcast(x))[0]; }
 
 }  // namespace kiln::vector_math

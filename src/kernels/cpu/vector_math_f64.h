@@ -1,6 +1,6 @@
-// kiln's vectorized double-precision math: exp, log, sin, cos, tanh, erf and sigmoid on
-// kLanes doubles (f64v, two registers), the f64 counterpart of vector_math.h; and pow
-// for floats, which it computes in double.
+// kiln's vectorized double-precision math: exp, log, sin, cos, tanh, erf, erfc and
+// sigmoid on kLanes doubles (f64v, two registers), the f64 counterpart of vector_math.h;
+// and pow for floats, which it computes in double.
 //
 // The same contracts as vector_math.h: used by the standard CPU kernels and embedded
 // verbatim into every JIT-generated translation unit (after vector_math.h), so both
@@ -15,11 +15,13 @@
 // correctly rounded or nearly so, but scalar): f64 gelu (tanh form) over 4M elements
 // took 61 ms in the JIT on 2 threads, 4.6 ms with it. Accuracy against long double
 // references, in ULPs of the double result (measured maxima in docs/vector_math.md,
-// "Double precision"): sin, cos, exp, log <= 2; tanh, erf, sigmoid <= 4.
+// "Double precision"): sin, cos, exp, log <= 2; tanh, erf, erfc, sigmoid <= 4 (erfc's
+// in ULPs of erfc itself, down through the denormals).
 //
 // Method: the classic range reductions with Taylor series where the reduced argument
 // is small enough for them (truncation error at most 4e-18 relative, 0.04 ULP),
-// least-squares Chebyshev fits for tanh and erf near 0 and Chebyshev series for erfc;
+// least-squares Chebyshev fits for tanh and erf near 0, Chebyshev series for erf's
+// erfc(x) e^(x^2), and Chebyshev interpolants in powers of their argument for erfc;
 // scripts/vector-math-f64-coefficients computes every constant (mpmath, 60 digits,
 // rounded to double once).
 
@@ -122,6 +124,34 @@ template <int First = 0, int N>
   } else {
     return mul_add(horner<First + 1>(x, coefficients), x, broadcast(coefficients[First]));
   }
+}
+
+// sum_j coefficients[First + j] x^j by Estrin's scheme: the terms in pairs c + c' x, the
+// pairs in pairs with x^2, and so on with x^4, x^8, x^16 (squares[k] = x^(2^k)). The chain
+// of dependent multiply-adds is about log2(N) long instead of Horner's N: for long
+// polynomials whose latency, not their count of operations, bounds a loop.
+template <int First, int Last, int N>
+[[gnu::always_inline]] inline f64h estrin_terms(const f64h (&squares)[5], const double (&coefficients)[N]) {
+  if constexpr (Last - First == 1) {
+    return broadcast(coefficients[First]);
+  } else {
+    // The lower part takes the largest power of two of terms below the count, 2^level.
+    constexpr int level = [] {
+      int level = 0;
+      while ((2 << level) < Last - First) ++level;
+      return level;
+    }();
+    constexpr int middle = First + (1 << level);
+    return mul_add(estrin_terms<middle, Last>(squares, coefficients), squares[level],
+                   estrin_terms<First, middle>(squares, coefficients));
+  }
+}
+template <int First = 0, int N>
+[[gnu::always_inline]] inline f64h estrin(f64h x, const double (&coefficients)[N]) {
+  static_assert(N - First <= 32, "squares up to x^16");
+  f64h squares[5] = {x};
+  for (int k = 1; k < 5; ++k) squares[k] = squares[k - 1] * squares[k - 1];
+  return estrin_terms<First, N>(squares, coefficients);
 }
 
 // The integer held in the low bits of `shifted` = value + kRoundMagicDouble.
@@ -381,6 +411,123 @@ template <int N>
   return with_sign_of(result, x);
 }
 
+// ---- erfc -------------------------------------------------------------------------
+// Relative accuracy down to the smallest denormal, where 1 - erf(x) cancels (erf's far
+// piece, 4.9e-13 relative, is good for erf only). a = |x|.
+// a < 0.5: erfc = (1 - x) - x K(x^2) with erf's K, for either sign of x, 1 - x kept as its
+//   rounded value plus its rounding error (two-sum) until the last sum. (Up to a = 1, K's
+//   rounding errors would reach 3.7 ULP of the result, 0.157 at x = 1.)
+// a >= 0.5: erfc(a) = e^(-a^2) h(a) / (a + c), h = (a + c) erfc(a) e^(a^2) a polynomial
+//   chosen nearly constant, so that its rounding errors stay small:
+//     [0.5, 2.5]: c = 0.5, degree 22 in t = a - 1.5 (exact), h in [0.616, 0.644];
+//     [2.5, 27.25]: c = 0, degree 20 in s = kErfcFarScale / a^2 + kErfcFarOffset, h in
+//       [0.527, 0.564] (h is smooth in 1/a^2, and s's rounding hardly moves it);
+//   errors 3.4e-18 and 6.6e-18 relative, summed by Estrin's scheme (Horner's took about
+//   25% longer). The three factors are each a double plus a small correction, multiplied
+//   out so that the result rounds about once (a first version that rounded each factor,
+//   with erf's series on [1, 3], erred by 4.9 ULP): a^2 = high + low exactly, as in erf;
+//   e^(-high - low) = 2^k e^(r + r_low), exp's reduction with low and r's rounding error
+//   kept apart; h = leading + rest (leading_and_rest); 1 / (a + c) = reciprocal
+//   (1 + residual). a is clamped to 27.25: erfc(27.25) = 6.7e-325 rounds to 0, as for
+//   every larger a, and inf does not make NaN through fma(inf, inf, -inf). Each piece is
+//   computed only for vectors with a lane in it.
+// x <= -0.5: erfc = 2 - erfc(a), in [1.52, 2].
+inline constexpr double kErfcSmallLimit = 0.5;
+inline constexpr double kErfcNearCenter = 1.5;
+inline constexpr double kErfcNearOffset = 0.5;  // c
+inline constexpr double kErfcFarStart = 2.5;
+inline constexpr double kErfcClamp = 27.25;
+inline constexpr double kErfcNear[] = {
+    0x1.494daffa2ad68p-1,   -0x1.72f612887638cp-8, -0x1.72f612887639cp-7,  0x1.51284f941b01fp-7,
+    -0x1.94c3d57cd1396p-8,  0x1.9469b64d18eddp-9,  -0x1.681aa09972eadp-10, 0x1.26cb3d1730b41p-11,
+    -0x1.c389c57c2dd9cp-13, 0x1.471f61cb969ebp-14, -0x1.c3d0c01ac2d96p-16, 0x1.2b1d6d4d1c641p-17,
+    -0x1.7d51a9efd90bap-19, 0x1.d5ab9541ca6b5p-21, -0x1.183bfd51e3d5dp-22, 0x1.4497d7f23d8f0p-24,
+    -0x1.6e163f7096e03p-26, 0x1.958c52229526ep-28, -0x1.b2d605ec1b452p-30, 0x1.a52f269910155p-32,
+    -0x1.b319c7e85c30ap-34, 0x1.4adad58cdce9bp-35, -0x1.4250a694ee501p-37,
+};
+inline constexpr double kErfcNearLow = 0x1.39bdf0f0d8e21p-55;
+inline constexpr double kErfcFarScale = 0x1.93653237c2498p+3;
+inline constexpr double kErfcFarOffset = -0x1.04589232e4352p+0;
+inline constexpr double kErfcFar[] = {
+    0x1.16660b205483ap-1,  -0x1.29af0e84b9952p-6,  0x1.aa32490e7a2c1p-10,  -0x1.ccc6866bc7439p-13,
+    0x1.3f98e8f8434dap-15, -0x1.078c307605763p-17, 0x1.eec598f50b9dap-20,  -0x1.011bd14c91ea0p-21,
+    0x1.224a7989a5c8bp-23, -0x1.5f2ef42336a77p-25, 0x1.c29c5b437ac3fp-27,  -0x1.30edb11df3295p-28,
+    0x1.aece9790f79b1p-30, -0x1.3045d89143e1fp-31, 0x1.ca7161bfccfe9p-33,  -0x1.e3f90b1d567abp-34,
+    0x1.9721b2876162dp-35, 0x1.b2caba279f8efp-39,  -0x1.398ccd20b93c5p-39, -0x1.38c0ae57ec493p-37,
+    0x1.22f2eb2dd512ep-38,
+};
+inline constexpr double kErfcFarLow = -0x1.1fb37ce341371p-55;
+
+// A polynomial's value as leading + rest, leading = p0 + p1 t rounded, rest the terms from
+// t^2 on plus leading's rounding error (exact with FMA: p0 - leading is exact, leading
+// being within a factor of 2 of p0) and constant_low, the part of p0 a double does not hold.
+struct LeadingAndRest {
+  f64h leading, rest;
+};
+template <int N>
+[[gnu::always_inline]] inline LeadingAndRest leading_and_rest(f64h t, const double (&coefficients)[N],
+                                                              double constant_low) {
+  const f64h leading = mul_add(t, broadcast(coefficients[1]), broadcast(coefficients[0]));
+  const f64h leading_error = mul_add(t, broadcast(coefficients[1]), coefficients[0] - leading) + constant_low;
+  return {leading, mul_add(t * t, estrin<2>(t, coefficients), leading_error)};
+}
+
+[[gnu::always_inline]] inline f64h erfc(f64h x) {
+  const f64h rounded_difference = 1.0 - x;
+  const f64h difference_error = (1.0 - rounded_difference) - x;  // exact for |x| <= 1
+  f64h result = rounded_difference + mul_add(-x, horner(x * x, kErfSmallPolynomial), difference_error);
+  const f64h a = abs(x);
+  const i64h large = greater_equal(a, kErfcSmallLimit);  // NaN takes the small path, which keeps it
+  if (any(large)) {
+    const f64h clamped = select(greater(a, kErfcClamp), broadcast(kErfcClamp), a);
+    const f64h high = clamped * clamped;
+    const f64h low = square_error(clamped, high);
+    // -high - low = k ln2 + r + r_low: -high - k kLn2High is exact (as in reduce_ln2), and
+    // the small parts are added with the rounding error kept (Fast2Sum).
+    const f64h shifted = mul_add(-high, broadcast(kLog2e), broadcast(kRoundMagicDouble));
+    const f64h k = shifted - kRoundMagicDouble;
+    const f64h exact = -high - k * kLn2High;
+    const f64h small_parts = mul_add(k, broadcast(-kLn2Low), -low);
+    const f64h r = exact + small_parts;
+    const f64h r_low = (exact - r) + small_parts;
+    // e^(r + r_low) = 1 + r + expm1_tail: exp's series, and r_low (1 + r) (r_low^2 < 2^-110).
+    const f64h expm1_tail = mul_add(r * r, estrin(r, kExpTaylor), mul_add(r, r_low, r_low));
+    const i64h far = greater_equal(a, kErfcFarStart);
+    LeadingAndRest h = {};
+    if (any(large & ~far)) h = leading_and_rest(a - kErfcNearCenter, kErfcNear, kErfcNearLow);
+    if (any(far)) {
+      const LeadingAndRest far_h = leading_and_rest(kErfcFarScale / high + kErfcFarOffset, kErfcFar, kErfcFarLow);
+      h = {select(far, far_h.leading, h.leading), select(far, far_h.rest, h.rest)};
+    }
+    // h e^(r + r_low) = leading + correction, the correction rounded once.
+    const f64h correction =
+        mul_add(h.leading, r, mul_add(h.leading, expm1_tail, mul_add(h.rest, r + expm1_tail, h.rest)));
+    // 1 / (a + c) = reciprocal (1 + residual) to about 2^-105, with a + c = sum + sum_error
+    // exactly (Fast2Sum) and the residual exact with FMA.
+    const f64h offset = select(far, broadcast(0.0), broadcast(kErfcNearOffset));
+    const f64h sum = clamped + offset;
+    const f64h sum_error = offset - (sum - clamped);
+    const f64h reciprocal = 1.0 / sum;
+    const f64h residual = mul_add(-sum_error, reciprocal, mul_add(-sum, reciprocal, broadcast(1.0)));
+    // (leading + correction) reciprocal (1 + residual): leading * reciprocal exact in the
+    // last multiply-add, which rounds the sum once.
+    const f64h small_terms = reciprocal * mul_add(h.leading + correction, residual, correction);
+    const f64h unscaled = mul_add(h.leading, reciprocal, small_terms);  // erfc(a) / 2^k
+    // Times 2^k: in two exact steps where e^-high may be denormal (high > 704), so the
+    // result rounds once, as in exp.
+    const i64h exponent = rounded_integer(shifted);  // k
+    f64h erfc_of_a;
+    if (any_outside_exp_normal_range(high)) {
+      const i64h half = exponent >> 1;
+      erfc_of_a = unscaled * power_of_two(half) * power_of_two(exponent - half);
+    } else {
+      erfc_of_a = unscaled * power_of_two(exponent);
+    }
+    result = select(large, select(less(x, 0), 2.0 - erfc_of_a, erfc_of_a), result);
+  }
+  return result;
+}
+
 // Odd, computed on a = |x|; the sign of x is put back (tanh(-0) = -0, NaN stays NaN).
 // a < 0.625: tanh = a + a^3 T(a^2), T a degree-11 polynomial (least-squares Chebyshev
 //   fit, error 4e-18; the correction is at most 12% of the result, so its rounding
@@ -468,6 +615,7 @@ KILN_VECTOR_MATH_F64(sin, detail_f64::sin_cos(half, false))
 KILN_VECTOR_MATH_F64(cos, detail_f64::sin_cos(half, true))
 KILN_VECTOR_MATH_F64(tanh, detail_f64::tanh(half))
 KILN_VECTOR_MATH_F64(erf, detail_f64::erf(half))
+KILN_VECTOR_MATH_F64(erfc, detail_f64::erfc(half))
 KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 #undef KILN_VECTOR_MATH_F64
 

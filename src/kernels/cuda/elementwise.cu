@@ -78,6 +78,8 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
         case Op::rsqrt: return run(ops::ReciprocalSquareRoot{});
         case Op::sigmoid: return run(ops::Sigmoid{});
         case Op::erf: return run(ops::ErrorFunction{});
+        case Op::erfc:
+          return run(ops::ComplementaryErrorFunction{});
         default: break;
       }
     }

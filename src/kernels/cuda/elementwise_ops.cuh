@@ -21,6 +21,7 @@ KILN_CUDA_MATH(math_exp, expf, exp)
 KILN_CUDA_MATH(math_log, logf, log)
 KILN_CUDA_MATH(math_tanh, tanhf, tanh)
 KILN_CUDA_MATH(math_erf, erff, erf)
+KILN_CUDA_MATH(math_erfc, erfcf, erfc)
 KILN_CUDA_MATH(math_sqrt, sqrtf, sqrt)
 KILN_CUDA_MATH(math_floor, floorf, floor)
 KILN_CUDA_MATH(math_ceil, ceilf, ceil)
@@ -106,6 +107,12 @@ struct Sigmoid {
 };
 struct ErrorFunction {
   template <class T> __device__ T operator()(T x) const { return math_erf(x); }
+};
+struct ComplementaryErrorFunction {
+  template <class T>
+  __device__ T operator()(T x) const {
+    return math_erfc(x);
+  }
 };
 struct LogicalNot {
   __device__ Bool operator()(Bool x) const { return static_cast<Bool>(x == 0); }

@@ -75,6 +75,7 @@ KILN_JIT_UNARY(sqrt, SquareRoot)
 KILN_JIT_UNARY(rsqrt, ReciprocalSquareRoot)
 KILN_JIT_UNARY(sigmoid, Sigmoid)
 KILN_JIT_UNARY(erf, ErrorFunction)
+KILN_JIT_UNARY(erfc, ComplementaryErrorFunction)
 #undef KILN_JIT_UNARY
 __device__ __forceinline__ Bool logical_not(Bool x) { return ops::LogicalNot{}(x); }
 
