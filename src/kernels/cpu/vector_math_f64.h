@@ -339,10 +339,12 @@ inline constexpr double kTrigFastLimit = 0x1p19;
 // a < 1: erf = a + a K(a^2), K a degree-11 polynomial (least-squares Chebyshev fit of
 //   erf(a)/a - 1, error 7e-18).
 // 1 <= a < 6: erf = 1 - e^(-a^2) g(a), g(a) = erfc(a) e^(a^2) in [0.093, 0.43] as a
-//   Chebyshev series summed by Clenshaw's rule: degree 20 in t = a - 2 on [1, 3] (error
-//   5.6e-18 relative), degree 14 in t = (2a - 9) / 3 on [3, 6] (error 4.9e-13 relative,
-//   but erfc <= 2.2e-5 there: 1.1e-17 of erf). a^2 = high + low exactly (low =
-//   fma(a, a, -high)), and e^(-a^2) = e^(-high) (1 - low).
+//   Chebyshev series summed by Clenshaw's rule: degree 20 in t = a - 2 on [1, 3] (fitted
+//   to 5.6e-18 relative; summed in double it errs by up to 4e-16 near a = 3, where erfc
+//   is 2.2e-5, and by 1e-17 near a = 1: at most 2e-18 of erf), degree 14 in
+//   t = (2a - 9) / 3 on [3, 6] (error 4.9e-13 relative, but erfc <= 2.2e-5 there: 1.1e-17
+//   of erf). Neither is accurate enough for erfc itself, which has its own pieces (below).
+//   a^2 = high + low exactly (low = fma(a, a, -high)), and e^(-a^2) = e^(-high) (1 - low).
 // a >= 6: erf rounds to 1 (erfc(6) = 2.2e-17 < 2^-54).
 inline constexpr double kErfSmallPolynomial[] = {
     0x1.06eba8214db68p-3,  -0x1.812746b0379c1p-2,  0x1.ce2f21a040f66p-4,  -0x1.b82ce31203772p-6,
