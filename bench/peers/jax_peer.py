@@ -24,6 +24,9 @@ def make_peer(device: str = "cpu") -> common.Peer:
     def gelu(x):
         return jax.nn.gelu(x, approximate=True)
 
+    def gelu_erf(x):
+        return jax.nn.gelu(x, approximate=False)
+
     def softmax(x):
         return jax.nn.softmax(x, axis=-1)
 
@@ -75,7 +78,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("op-by-op", lambda body: body),
             "jit": common.Mode("jax.jit", jax.jit),
         },
-        bodies=dict(seed=seed, gelu=gelu, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
     )
 
 

@@ -23,6 +23,9 @@ def make_peer(device: str = "cpu") -> common.Peer:
     def gelu(x):
         return tf.nn.gelu(x, approximate=True)
 
+    def gelu_erf(x):
+        return tf.nn.gelu(x, approximate=False)
+
     def softmax(x):
         return tf.nn.softmax(x, axis=-1)
 
@@ -89,7 +92,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("tf.function", lambda body: tf.function(body)),
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
-        bodies=dict(seed=seed, gelu=gelu, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
     )
 
 

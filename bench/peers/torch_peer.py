@@ -24,6 +24,9 @@ def make_peer(device: str = "cpu") -> common.Peer:
     def gelu(x):
         return F.gelu(x, approximate="tanh")
 
+    def gelu_erf(x):
+        return F.gelu(x, approximate="none")
+
     def softmax(x):
         return torch.softmax(x, dim=-1)
 
@@ -104,7 +107,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("eager", no_grad),
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
-        bodies=dict(seed=seed, gelu=gelu, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
     )
 
 

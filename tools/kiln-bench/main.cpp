@@ -53,7 +53,7 @@ struct Options {
   for (const std::string& id : suite_ids(false)) std::cerr << id << " ";
   std::cerr << "(+ seed-8192 with --big)\nsuite on a GPU: ";
   for (const std::string& id : suite_ids(false, Device::cuda())) std::cerr << id << " ";
-  std::cerr << "(gelu, softmax, layernorm 8192x8192; adam 64M)\n";
+  std::cerr << "(gelu, gelu-erf, softmax, layernorm 8192x8192; adam 64M)\n";
   std::exit(problem == "help" ? 0 : 2);
 }
 

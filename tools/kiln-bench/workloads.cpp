@@ -104,10 +104,11 @@ WorkloadOptions options_for(Device device) {
 }
 
 std::vector<std::string> suite_ids(bool big, Device device) {
-  if (device.is_cuda()) return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "softmax", "layernorm", "adam"};
+  if (device.is_cuda())
+    return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "softmax", "layernorm", "adam", "attention"}) ids.push_back(id);
+  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention"}) ids.push_back(id);
   return ids;
 }
 
@@ -142,6 +143,11 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
   } else if (id == "gelu") {
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
     workload = make<1>(id, id, dimensions({options.rows, options.columns}), inputs, [](Tensor x) { return nn::gelu(x); });
+    workload.bytes += bytes_of(inputs);
+  } else if (id == "gelu-erf") {  // the exact gelu, PyTorch's default: 0.5 x erfc(-x / sqrt 2)
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
+    workload = make<1>(id, "gelu_erf", dimensions({options.rows, options.columns}), inputs,
+                       [](Tensor x) { return nn::gelu(x, nn::GeluApproximation::erf); });
     workload.bytes += bytes_of(inputs);
   } else if (id == "softmax") {
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4, .device = device})};
