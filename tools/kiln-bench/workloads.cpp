@@ -140,14 +140,12 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
     }
     workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
-  } else if (id == "gelu") {
+  } else if (id == "gelu" || id == "gelu-erf") {  // gelu-erf: the exact gelu, PyTorch's default
+    const bool exact = id == "gelu-erf";
+    const nn::GeluApproximation approximation = exact ? nn::GeluApproximation::erf : nn::GeluApproximation::tanh;
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
-    workload = make<1>(id, id, dimensions({options.rows, options.columns}), inputs, [](Tensor x) { return nn::gelu(x); });
-    workload.bytes += bytes_of(inputs);
-  } else if (id == "gelu-erf") {  // the exact gelu, PyTorch's default: 0.5 x erfc(-x / sqrt 2)
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
-    workload = make<1>(id, "gelu_erf", dimensions({options.rows, options.columns}), inputs,
-                       [](Tensor x) { return nn::gelu(x, nn::GeluApproximation::erf); });
+    workload = make<1>(id, exact ? "gelu_erf" : "gelu", dimensions({options.rows, options.columns}), inputs,
+                       [approximation](Tensor x) { return nn::gelu(x, approximation); });
     workload.bytes += bytes_of(inputs);
   } else if (id == "softmax") {
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4, .device = device})};

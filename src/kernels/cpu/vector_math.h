@@ -1104,9 +1104,10 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 // comment); erfc(-inf) = 2, erfc(+inf) = +0, NaN stays NaN.
 [[gnu::always_inline]] inline f32v erfc(f32v x) {
   const f32v small = mul_add(-x, detail::horner(x * x, detail::kErfSmallPolynomial), 1.0f - x);
-  const i32v large = greater_equal(abs(x), 1.0f);  // NaN takes the small path, which keeps it
+  const f32v magnitude = abs(x);
+  const i32v large = greater_equal(magnitude, 1.0f);  // NaN takes the small path, which keeps it
   if (!any(large)) return small;
-  const f32v a = select(greater(abs(x), detail::kErfcClamp), broadcast(detail::kErfcClamp), abs(x));
+  const f32v a = select(greater(magnitude, detail::kErfcClamp), broadcast(detail::kErfcClamp), magnitude);
   const f32v high = a * a;
   const f32v low = detail::square_error(a, high);
   const f32v decay = exp(-high);

@@ -203,20 +203,24 @@ inline constexpr std::uint64_t kExpNormalLimitBits = 0x4086000000000000u;  // 70
   return any(greater(magnitude_bits, static_cast<std::int64_t>(kExpNormalLimitBits)));
 }
 
+// value * 2^k, rounded once: where every result is normal (`normal`), one exact multiplication; otherwise
+// two, by 2^(k/2) and 2^(k - k/2), so that a denormal result rounds once and one past DBL_MAX is inf.
+[[gnu::always_inline]] inline f64h times_power_of_two(f64h value, i64h k, bool normal) {
+  if (normal) [[likely]]
+    return value * power_of_two(k);
+  const i64h half = k >> 1;
+  return value * power_of_two(half) * power_of_two(k - half);
+}
+
 [[gnu::always_inline]] inline f64h exp(f64h x) {
-  // Usual arguments need no clamps, and e^x is normal: one exact multiplication by 2^k gives the bits of the
-  // two below.
+  // Usual arguments need no clamps, and e^x is normal.
   const bool usual = !any_outside_exp_normal_range(x);
   if (!usual) {
     x = select(greater(x, kExpClampHigh), broadcast(kExpClampHigh), x);
     x = select(less(x, kExpClampLow), broadcast(kExpClampLow), x);
   }
   const Reduced reduced = reduce_ln2(x);
-  const f64h mantissa = expm1_reduced(reduced.r) + 1.0;
-  if (usual) [[likely]]
-    return mantissa * power_of_two(reduced.k);
-  const i64h half = reduced.k >> 1;
-  return mantissa * power_of_two(half) * power_of_two(reduced.k - half);
+  return times_power_of_two(expm1_reduced(reduced.r) + 1.0, reduced.k, usual);
 }
 
 // e^x - 1 for x in [1.25, 44] (what tanh needs): 2^k (e^r - 1) + (2^k - 1), with
@@ -515,16 +519,8 @@ template <int N>
     // last multiply-add, which rounds the sum once.
     const f64h small_terms = reciprocal * mul_add(h.leading + correction, residual, correction);
     const f64h unscaled = mul_add(h.leading, reciprocal, small_terms);  // erfc(a) / 2^k
-    // Times 2^k: in two exact steps where e^-high may be denormal (high > 704), so the
-    // result rounds once, as in exp.
-    const i64h exponent = rounded_integer(shifted);  // k
-    f64h erfc_of_a;
-    if (any_outside_exp_normal_range(high)) {
-      const i64h half = exponent >> 1;
-      erfc_of_a = unscaled * power_of_two(half) * power_of_two(exponent - half);
-    } else {
-      erfc_of_a = unscaled * power_of_two(exponent);
-    }
+    // Times 2^k, as exp scales: e^-high may be denormal where high > 704.
+    const f64h erfc_of_a = times_power_of_two(unscaled, rounded_integer(shifted), !any_outside_exp_normal_range(high));
     result = select(large, select(less(x, 0), 2.0 - erfc_of_a, erfc_of_a), result);
   }
   return result;
