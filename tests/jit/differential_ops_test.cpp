@@ -245,6 +245,38 @@ TEST(DifferentialOps, MatmulWithEpiloguesTransposesAndDtypes) {
   expect_agreement("k = 0", [](Tensor a, Tensor b) { return matmul(a, b) + 1; }, zero_k, zero_k_right);
 }
 
+// Rows whose length is a multiple of 16 are generated without a step for a partial vector at their end, and
+// reductions whose body has a transcendental with one accumulator instead of four: each beside a row one
+// element longer, which keeps the partial step.
+TEST(DifferentialOps, WholeVectorRowsAndTranscendentalReductions) {
+  for (std::int64_t extra : {0, 1}) {
+    const std::string suffix = extra ? " (one more)" : "";
+    // 32784 = 2 chunks of 16384 and one of 16.
+    Tensor chunked = random_tensor(DType::f32, {3, 32784 + extra}, 840);
+    expect_agreement(
+        "chunked loop" + suffix, [](Tensor x) { return erfc(x) * x; }, chunked);
+    Tensor rows = random_tensor(DType::f32, {5, 4112 + extra}, 841);
+    expect_agreement(
+        "softmax rows" + suffix,
+        [](Tensor x) {
+          Tensor shifted = exp(x - reduce_max(x, {1}, true));
+          return std::vector<Tensor>{shifted / reduce_sum(shifted, {1}, true), reduce_sum(sin(x) * x, {1}),
+                                     reduce_max(tanh(x), {1})};
+        },
+        rows);
+    // 1040 columns: panels of up to 512 columns, the last one 16 wide.
+    Tensor a = random_tensor(DType::f32, {37, 64}, 842), b = random_tensor(DType::f32, {64, 1040 + extra}, 843);
+    expect_agreement(
+        "gemm epilogue" + suffix,
+        [](Tensor a, Tensor b) {
+          Tensor z = matmul(a, b);
+          Tensor activated = relu(z + sin(z));
+          return std::vector<Tensor>{activated, reduce_sum(activated)};
+        },
+        a, b);
+  }
+}
+
 TEST(DifferentialOps, ShapeOpsConcatAndConstants) {
   Tensor a = random_tensor(DType::f32, {2, 3}, 900), b = random_tensor(DType::f32, {4, 3}, 901);
   auto body = [](Tensor a, Tensor b) {
