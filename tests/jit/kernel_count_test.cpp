@@ -37,6 +37,45 @@ TEST(KernelCount, SeedIsOneGemmKernelAndNeverWritesTheMatmulOutput) {
   EXPECT_LE(temporaries, matmul_output / 4) << "peak temporary bytes " << temporaries;
 }
 
+// A product deeper than 2048 and larger than 2048^3 is computed by OpenBLAS a panel of rows at a time
+// (kernels::cpu::prefers_openblas), with the same epilogue on its blocks: still one kernel, and the same results
+// as the standard executor; a product it writes is the standard executor's, bit for bit (the same OpenBLAS
+// call). (Against the standard executor only: the float64 reference would take minutes.)
+template <class Body>
+void expect_one_kernel_agreeing_with_standard(const std::string& what, Body body, const Tensor& x, const Tensor& y,
+                                              int bitwise_output = -1) {
+  auto standard = function(body);
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::vector<Tensor> expected = standard(x, y), actual = jit(x, y);
+  EXPECT_EQ(jit.statistics().kernels_per_call, 1) << what << "\n" << jit.get_compiler_ir(Stage::fused, x, y);
+  for (std::size_t output = 0; output < expected.size(); ++output) {
+    const std::vector<float> want = expected[output].to_vector<float>(), got = actual[output].to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    double largest = 0, difference = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      largest = std::max(largest, static_cast<double>(std::fabs(want[i])));
+      difference = std::max(difference, static_cast<double>(std::fabs(got[i] - want[i])));
+    }
+    EXPECT_LE(difference, 1e-5 * largest) << what << ", output " << output;
+    if (static_cast<int>(output) == bitwise_output) {
+      EXPECT_EQ(difference, 0.0) << what << ", output " << output;
+    }
+  }
+}
+
+TEST(KernelCount, SeedOfALargeDeepProductIsStillOneKernel) {
+  Tensor x = random_tensor(DType::f32, {2048, 2049}, 11), y = random_tensor(DType::f32, {2049, 2048}, 12);
+  expect_one_kernel_agreeing_with_standard(
+      "the product not written", [](Tensor x, Tensor y) { return std::vector<Tensor>{seed_function(x, y)}; }, x, y);
+  expect_one_kernel_agreeing_with_standard(
+      "the product written",
+      [](Tensor x, Tensor y) {
+        return std::vector<Tensor>{seed_function(x, y), matmul(x, y)};
+      },
+      x, y,
+      /*bitwise_output=*/1);
+}
+
 TEST(KernelCount, GeluIsOneKernel) {
   auto result = expect_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 3));
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;

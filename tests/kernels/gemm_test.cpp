@@ -60,6 +60,12 @@ struct Case {
     sgemm(m, n, k, a.data(), lda, transpose_a, b.data(), ldb, transpose_b, c.data(), ldc, epilogue);
     return c;
   }
+  // The same through sgemm_through_openblas.
+  std::vector<float> run_through_openblas(const GemmEpilogue& epilogue = {}) const {
+    std::vector<float> c(static_cast<std::size_t>(std::max<std::int64_t>(m * ldc, 1)), sentinel);
+    sgemm_through_openblas(m, n, k, a.data(), lda, transpose_a, b.data(), ldb, transpose_b, c.data(), ldc, epilogue);
+    return c;
+  }
 
   static constexpr float sentinel = -12345.0f;
 };
@@ -165,7 +171,8 @@ TEST(Gemm, EmptyOutputDoesNothing) {
   }
 }
 
-// An epilogue that records, per block, the blocks it saw and the sum and count of the elements of C.
+// An epilogue that records, per block, the blocks it saw and the sum and count of the elements of C; with a
+// plan, it also checks each block's rows and columns against the plan's numbering.
 struct Recorder {
   std::mutex mutex;
   std::vector<int> block_seen;
@@ -173,6 +180,14 @@ struct Recorder {
   std::vector<double> block_sum;
   std::int64_t n = 0;
   bool bad_block = false;
+  const GemmPlan* plan = nullptr;
+
+  explicit Recorder(const GemmPlan& plan_to_check, bool check_geometry = false)
+      : block_seen(static_cast<std::size_t>(plan_to_check.block_count), 0),
+        element_seen(static_cast<std::size_t>(plan_to_check.m * plan_to_check.n), 0),
+        block_sum(static_cast<std::size_t>(plan_to_check.block_count), 0.0),
+        n(plan_to_check.n),
+        plan(check_geometry ? &plan_to_check : nullptr) {}
 
   static void record(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
                      std::int64_t column_begin, std::int64_t column_end, std::int64_t block) {
@@ -185,6 +200,14 @@ struct Recorder {
     if (block < 0 || block >= static_cast<std::int64_t>(self.block_seen.size())) {
       self.bad_block = true;
       return;
+    }
+    if (self.plan) {
+      const GemmPlan& plan = *self.plan;
+      const std::int64_t strip = block % plan.row_strips, panel = block / plan.row_strips;
+      if (row_begin != strip * plan.strip_rows || row_end != std::min(plan.m, (strip + 1) * plan.strip_rows) ||
+          column_begin != panel * plan.panel_columns ||
+          column_end != std::min(plan.n, (panel + 1) * plan.panel_columns))
+        self.bad_block = true;
     }
     self.block_seen[static_cast<std::size_t>(block)] += 1;
     self.block_sum[static_cast<std::size_t>(block)] = sum;
@@ -199,11 +222,7 @@ TEST(GemmEpilogue, SeesEveryElementOnceInNumberedBlocks) {
       const auto [m, n, k] = shape;
       const Case test(m, n, k, false, true);
       const GemmPlan plan = plan_sgemm(m, n, k);
-      Recorder recorder;
-      recorder.n = n;
-      recorder.block_seen.assign(static_cast<std::size_t>(plan.block_count), 0);
-      recorder.block_sum.assign(static_cast<std::size_t>(plan.block_count), 0.0);
-      recorder.element_seen.assign(static_cast<std::size_t>(m * n), 0);
+      Recorder recorder(plan);
       const GemmEpilogue epilogue{&Recorder::record, &recorder};
       std::vector<float> c;
       if (write_c) {
@@ -354,6 +373,52 @@ TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
   const std::int64_t peak = memory_statistics().peak_bytes_in_use - before;
   EXPECT_GT(peak, 0);
   EXPECT_LE(peak, m * n * 4 / 5);
+}
+
+// ---- large products through OpenBLAS ------------------------------------------------------------------------
+
+TEST(GemmThroughOpenBlas, IsPreferredForLargeDeepProductsOnly) {
+  EXPECT_FALSE(prefers_openblas(2048, 2048, 2048));  // kiln's loops are at par
+  EXPECT_FALSE(prefers_openblas(8192, 8192, 256));   // shallow: the fused epilogue saves more
+  EXPECT_FALSE(prefers_openblas(64, 64, 1 << 20));   // deep but small
+  EXPECT_TRUE(prefers_openblas(2048, 2048, 4096));
+  EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed experiment's size
+}
+
+// The same contract as sgemm: C within float reassociation of the float64 reference, padding untouched, and
+// every block of the plan passed to the epilogue once with its rows and columns, whether C is written in one
+// call or, without c, a panel of rows at a time (one strip, five strips, the default: one panel here).
+TEST(GemmThroughOpenBlas, MatchesTheReferenceAndPassesEveryBlockOnce) {
+  for (const Shape& shape : {Shape{1000, 1500, 300}, Shape{17, 33, 129}, Shape{40, 20, 0}, Shape{1, 1, 1}}) {
+    for (bool transpose_a : {false, true}) {
+      for (bool transpose_b : {false, true}) {
+        const auto [m, n, k] = shape;
+        const Case test(m, n, k, transpose_a, transpose_b, /*padding=*/3);
+        const GemmPlan plan = plan_sgemm(m, n, k);
+        Recorder written(plan, /*check_geometry=*/true);
+        const std::vector<float> c = test.run_through_openblas({&Recorder::record, &written});
+        expect_matches_reference(test, c);
+        EXPECT_FALSE(written.bad_block) << describe(test);
+        for (int seen : written.block_seen) ASSERT_EQ(seen, 1) << describe(test);
+        for (int seen : written.element_seen) ASSERT_EQ(seen, 1) << describe(test);
+        for (std::int64_t panel_rows : {plan.strip_rows, 5 * plan.strip_rows, std::int64_t{0}}) {
+          Recorder panels(plan, /*check_geometry=*/true);
+          sgemm_through_openblas(m, n, k, test.a.data(), test.lda, transpose_a, test.b.data(), test.ldb, transpose_b,
+                                 nullptr, 0, {&Recorder::record, &panels}, panel_rows);
+          const std::string where = describe(test) + " panel_rows=" + std::to_string(panel_rows);
+          EXPECT_FALSE(panels.bad_block) << where;
+          for (int seen : panels.block_seen) ASSERT_EQ(seen, 1) << where;
+          for (int seen : panels.element_seen) ASSERT_EQ(seen, 1) << where;
+          // Each block holds the same products as the written C's (OpenBLAS may sum a panel's rows with another
+          // kernel than the whole C's: within reassociation, not bitwise).
+          for (std::size_t block = 0; block < panels.block_sum.size(); ++block)
+            EXPECT_NEAR(panels.block_sum[block], written.block_sum[block],
+                        1e-5 * (std::fabs(written.block_sum[block]) + static_cast<double>(k) + 1.0))
+                << where << " block " << block;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

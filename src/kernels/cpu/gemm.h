@@ -2,7 +2,8 @@
 // kiln's own single-precision GEMM, for the JIT's fused matmul kernels: C = op(A) * op(B) computed block by
 // block, each finished block handed to an epilogue while it is still in cache, so that a fused
 // `reduce_sum(relu(matmul(x, y) + ...))` never writes the matmul result to memory in full. The standard
-// executor keeps calling OpenBLAS (blas.h); this never calls it.
+// executor keeps calling OpenBLAS (blas.h); sgemm never calls it, but the JIT's entry, sgemm_or_openblas (at the
+// end), hands large deep products to OpenBLAS, where its rate is worth more than the fused epilogue.
 //
 // Loop nest (GotoBLAS/BLIS order, with the K loop inside the column panel so that a panel's sums finish while
 // its buffer is small):
@@ -73,5 +74,31 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
            const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
            const GemmEpilogue& epilogue);
+
+// ---- large products through OpenBLAS (gemm_openblas.cpp) -------------------------------------------------------
+// sgemm's loops run at 0.92-0.97 of OpenBLAS's rate on large products (tools/gemm_benchmark on Zen 3: 0.94 at
+// 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3) and at par or ahead up to 2048^3, where
+// OpenBLAS's thread hand-offs and packing weigh more. An epilogue fused into sgemm's tiles saves writing C and
+// reading it back, 8 bytes per element: worth more than 5% of the product's time only while the depth is
+// short (k below ~400 at 175 GFLOP/s and 30 GB/s). So a product deeper than 2048 and larger than 2048^3 goes
+// to OpenBLAS, and its blocks to the epilogue afterwards, and the JIT's seed function at 8192 runs at the
+// standard executor's GEMM rate instead of 0.90x it.
+bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// sgemm's contract -- the same blocks (plan_sgemm), numbered the same way, each passed to the epilogue once --
+// with OpenBLAS computing C: into `c` in one call when it is given; else a panel of rows at a time into a
+// buffer of at most max(64 MiB, a quarter of C) (panel_rows, a multiple of the plan's strip_rows, overrides it:
+// for tests), each panel's blocks passed to the epilogue in parallel before the next panel. Every panel is a
+// new OpenBLAS call that packs B again: 4 panels at 8192^3, about 1% of the time. Summation order is
+// OpenBLAS's, which does not depend on the thread count or the panel. Throws kiln::DeviceError if OpenBLAS
+// cannot be loaded; dimensions must fit OpenBLAS's int.
+void sgemm_through_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                            bool transpose_a, const float* b, std::int64_t ldb, bool transpose_b, float* c,
+                            std::int64_t ldc, const GemmEpilogue& epilogue, std::int64_t panel_rows = 0);
+
+// The JIT's GEMM: sgemm_through_openblas where prefers_openblas and OpenBLAS loads, sgemm otherwise.
+void sgemm_or_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                       bool transpose_a, const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+                       const GemmEpilogue& epilogue);
 
 }  // namespace kiln::kernels::cpu

@@ -51,7 +51,8 @@ struct kiln_runtime {
   void (*deallocate)(void* pointer);
   // Number of output blocks sgemm will pass to an epilogue.
   int64_t (*sgemm_block_count)(int64_t m, int64_t n, int64_t k);
-  // C = op(A) op(B), row-major f32; c may be null when only the epilogue is wanted.
+  // C = op(A) op(B), row-major f32; c may be null when only the epilogue is wanted. kiln's own loops, or
+  // OpenBLAS for large deep products (kernels/cpu/gemm.h, sgemm_or_openblas).
   void (*sgemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b,
                 int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
                 void* epilogue_context);

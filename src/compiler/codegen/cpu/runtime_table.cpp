@@ -44,7 +44,7 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int tra
   kernels::cpu::GemmEpilogue hook;
   hook.function = epilogue;
   hook.context = epilogue_context;
-  kernels::cpu::sgemm(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
+  kernels::cpu::sgemm_or_openblas(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
 }
 
 void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, void* context) {
