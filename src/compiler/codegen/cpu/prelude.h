@@ -229,9 +229,15 @@ template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
 }
 template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
 
+// The f64 overloads only where vector_math_f64.h has its math (KILN_JIT_DOUBLE_MATH, set by the generator).
+#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
 #define KILN_TRANSCENDENTAL(name)                                                  \
   [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); } \
   [[gnu::always_inline]] inline f64v name(f64v x) { return vector_math::name(x); }
+#else
+#define KILN_TRANSCENDENTAL(name) \
+  [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); }
+#endif
 KILN_TRANSCENDENTAL(sin)
 KILN_TRANSCENDENTAL(cos)
 KILN_TRANSCENDENTAL(exp)
@@ -301,9 +307,12 @@ template <class T> [[gnu::always_inline]] inline T integer_power(T base, T expon
   return static_cast<T>(result);
 }
 template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
+#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
   if constexpr (__is_same(V, f32v))
-    return vector_math::pow(a, b);
-  else if constexpr (__is_same(V, f64v))
+    return vector_math::pow(a, b);  // computed in double (vector_math_f64.h)
+  else
+#endif
+      if constexpr (__is_same(V, f64v))
     return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
   else if constexpr (__is_same(V, i32v))
     return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
