@@ -89,9 +89,11 @@ bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k);
 // with OpenBLAS computing C: into `c` in one call when it is given; else a panel of rows at a time into a
 // buffer of at most max(64 MiB, a quarter of C) (panel_rows, a multiple of the plan's strip_rows, overrides it:
 // for tests), each panel's blocks passed to the epilogue in parallel before the next panel. Every panel is a
-// new OpenBLAS call that packs B again: 4 panels at 8192^3, about 1% of the time. Summation order is
-// OpenBLAS's, which does not depend on the thread count or the panel. Throws kiln::DeviceError if OpenBLAS
-// cannot be loaded; dimensions must fit OpenBLAS's int.
+// new OpenBLAS call that packs B again: 4 panels at 8192^3, about 1% of the time. C is OpenBLAS's, as the
+// standard executor's matmul is (bitwise, for a C that is written); a panel's rows may be summed by another of
+// OpenBLAS's kernels than the whole C's (within reassociation). The panels depend on the size only, so every
+// call of a size gives the same results. Throws kiln::DeviceError if OpenBLAS cannot be loaded; dimensions
+// must fit OpenBLAS's int.
 void sgemm_through_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                             bool transpose_a, const float* b, std::int64_t ldb, bool transpose_b, float* c,
                             std::int64_t ldc, const GemmEpilogue& epilogue, std::int64_t panel_rows = 0);

@@ -307,16 +307,20 @@ template <class T> [[gnu::always_inline]] inline T integer_power(T base, T expon
   return static_cast<T>(result);
 }
 template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
-#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
-  if constexpr (__is_same(V, f32v))
-    return vector_math::pow(a, b);  // computed in double (vector_math_f64.h)
-  else
-#endif
-      if constexpr (__is_same(V, f64v))
+  if constexpr (__is_same(V, f64v)) {
     return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
-  else if constexpr (__is_same(V, i32v))
+  } else if constexpr (__is_same(V, i32v)) {
     return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
-  else return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
+  } else if constexpr (__is_same(V, i64v)) {
+    return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
+  } else {
+#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
+    return vector_math::pow(a, b);  // f32v, computed in double (vector_math_f64.h)
+#else
+    static_assert(sizeof(V) == 0, "an f32 pow needs KILN_JIT_DOUBLE_MATH 1");
+    return a;
+#endif
+  }
 }
 
 // Comparisons of any vector, booleans by their lanes.
