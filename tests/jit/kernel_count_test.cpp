@@ -37,7 +37,7 @@ TEST(KernelCount, SeedIsOneGemmKernelAndNeverWritesTheMatmulOutput) {
   EXPECT_LE(temporaries, matmul_output / 4) << "peak temporary bytes " << temporaries;
 }
 
-// A product deeper than 2048 and larger than 2048^3 is computed by OpenBLAS a panel of rows at a time
+// A product at least 1024 deep and at least 1536^3 is computed by OpenBLAS a panel of rows at a time
 // (kernels::cpu::prefers_openblas), with the same epilogue on its blocks: still one kernel, and the same results
 // as the standard executor; a product it writes is the standard executor's, bit for bit (the same OpenBLAS
 // call). (Against the standard executor only: the float64 reference would take minutes.)

@@ -378,11 +378,13 @@ TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
 // ---- large products through OpenBLAS ------------------------------------------------------------------------
 
 TEST(GemmThroughOpenBlas, IsPreferredForLargeDeepProductsOnly) {
-  EXPECT_FALSE(prefers_openblas(2048, 2048, 2048));  // kiln's loops are at par
-  EXPECT_FALSE(prefers_openblas(8192, 8192, 256));   // shallow: the fused epilogue saves more
-  EXPECT_FALSE(prefers_openblas(64, 64, 1 << 20));   // deep but small
-  EXPECT_TRUE(prefers_openblas(2048, 2048, 4096));
-  EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed experiment's size
+  EXPECT_FALSE(prefers_openblas(1024, 1024, 1024));  // kiln's loops are at par, and the fusion saves 2%
+  EXPECT_FALSE(prefers_openblas(8192, 8192, 512));   // shallow: the fused epilogue saves more
+  EXPECT_FALSE(prefers_openblas(64, 64, 1 << 20));   // deep but a small output: kiln's loops were 1.1x faster
+  EXPECT_TRUE(prefers_openblas(256, 256, 1 << 16));
+  EXPECT_TRUE(prefers_openblas(1536, 1536, 1536));
+  EXPECT_TRUE(prefers_openblas(2048, 2048, 2048));  // `make demo`
+  EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed article's size
 }
 
 // The same contract as sgemm: C within float reassociation of the float64 reference, padding untouched, and

@@ -76,13 +76,14 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
            const GemmEpilogue& epilogue);
 
 // ---- large products through OpenBLAS (gemm_openblas.cpp) -------------------------------------------------------
-// sgemm's loops run at 0.92-0.97 of OpenBLAS's rate on large products (tools/gemm_benchmark on Zen 3: 0.94 at
-// 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3) and at par or ahead up to 2048^3, where
-// OpenBLAS's thread hand-offs and packing weigh more. An epilogue fused into sgemm's tiles saves writing C and
-// reading it back, 8 bytes per element: worth more than 5% of the product's time only while the depth is
-// short (k below ~400 at 175 GFLOP/s and 30 GB/s). So a product deeper than 2048 and larger than 2048^3 goes
-// to OpenBLAS, and its blocks to the epilogue afterwards, and the JIT's seed function at 8192 runs at the
-// standard executor's GEMM rate instead of 0.90x it.
+// sgemm's loops run at 0.90-0.97 of OpenBLAS's rate on large products (tools/gemm_benchmark on Zen 3: 0.94 at
+// 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3), at 0.90-1.03 from 1536^3 to 2048^3 (below
+// par when the machine is loaded), and ahead on small products (256^3: 1.8-2x), where OpenBLAS's thread
+// hand-offs and packing weigh more. An epilogue fused into sgemm's tiles saves writing C and reading it back,
+// 8 bytes per element: 2% of the product's time at k = 1024 (175 GFLOP/s, 30 GB/s), less beyond. So a product
+// at least 1024 deep and at least 1536^3, with at least 256^2 outputs, goes to OpenBLAS, and its blocks to the epilogue
+// afterwards: the JIT's seed function then runs at the standard executor's GEMM rate (at 8192, 1.01x the standard
+// executor's time instead of 0.89x), and its product is written (in panels of at most max(64 MiB, C / 4)).
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k);
 
 // sgemm's contract -- the same blocks (plan_sgemm), numbered the same way, each passed to the epilogue once --

@@ -13,8 +13,11 @@
 namespace kiln::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kDeepProduct = 2048;
-constexpr double kLargeProduct = 2048.0 * 2048.0 * 2048.0;
+constexpr std::int64_t kDeepProduct = 1024;
+constexpr double kLargeProduct = 1536.0 * 1536.0 * 1536.0;
+// ... with an output of at least this many elements: at 64 x 64 x 2^20 kiln's loops were 1.1x faster, at
+// 256 x 256 x 2^16 OpenBLAS 1.3x (gemm_benchmark, 2026-12-01).
+constexpr double kWideOutput = 256.0 * 256.0;
 // The row panel buffer when C is not given: at least this many bytes, or a quarter of C (sgemm's own buffers
 // take up to 23% of C). Fewer, larger panels pack B fewer times.
 constexpr std::int64_t kPanelFloorBytes = std::int64_t{64} << 20;
@@ -44,7 +47,8 @@ void run_epilogue(const GemmPlan& plan, const GemmEpilogue& epilogue, const floa
 }  // namespace
 
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k) {
-  return k > kDeepProduct && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kLargeProduct;
+  const double output = static_cast<double>(m) * static_cast<double>(n);
+  return k >= kDeepProduct && output >= kWideOutput && output * static_cast<double>(k) >= kLargeProduct;
 }
 
 void sgemm_through_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
