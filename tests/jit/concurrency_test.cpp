@@ -1,6 +1,7 @@
 // Threads and repeated calls: one JIT function called from 8 threads with a
 // mix of signatures compiles each signature exactly once and is always
-// right; 10,000 calls leave the allocator where they found it.
+// right; a product on OpenBLAS shared by two threads; 10,000 calls leave the
+// allocator where they found it.
 
 #include "support/test_support.h"
 
@@ -48,6 +49,36 @@ TEST(JitConcurrency, EightThreadsMixedSignaturesCompileEachOnce) {
   EXPECT_EQ(statistics.compiles + statistics.cache_hits, 4);
   EXPECT_EQ(statistics.fallbacks, 0);
   EXPECT_EQ(statistics.calls, 200);
+}
+
+// A product large and deep enough for OpenBLAS (kernels::cpu::prefers_openblas): OpenBLAS's calls and the
+// epilogue's parallel_for from two threads at once.
+TEST(JitConcurrency, TwoThreadsShareALargeDeepProduct) {
+  auto f = function(
+      [](Tensor x, Tensor y) {
+        Tensor z = matmul(x, y);
+        return std::vector<Tensor>{reduce_sum(nn::relu(z + sin(z))), z};
+      },
+      {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "concurrent_product"});
+  Tensor x = random_tensor(DType::f32, {1536, 1536}, 30), y = random_tensor(DType::f32, {1536, 1536}, 31);
+  const std::vector<Tensor> first = f(x, y);
+  const float expected_sum = first[0].item<float>();
+  const std::vector<float> expected_product = first[1].to_vector<float>();
+  std::atomic<int> wrong = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      for (int call = 0; call < 3; ++call) {
+        const std::vector<Tensor> result = f(x, y);
+        if (std::abs(result[0].item<float>() - expected_sum) > 1e-6f * std::abs(expected_sum)) wrong += 1;
+        const std::vector<float> product = result[1].to_vector<float>();
+        for (std::size_t i = 0; i < product.size(); ++i)
+          if (std::abs(product[i] - expected_product[i]) > 1e-5f * (1.0f + std::abs(expected_product[i]))) wrong += 1;
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(f.statistics().kernels_per_call, 1);
 }
 
 TEST(JitMemory, TenThousandCallsLeaveTheAllocatorWhereTheyFoundIt) {
