@@ -229,15 +229,21 @@ template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
 }
 template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
 
-// The f64 overloads only where vector_math_f64.h has its math (KILN_JIT_DOUBLE_MATH, set by the generator).
+// Each dtype's overloads only where its math is in the prelude (KILN_JIT_FLOAT_MATH and KILN_JIT_DOUBLE_MATH,
+// set by the generator for modules that compute none).
+#if !defined(KILN_JIT_FLOAT_MATH) || KILN_JIT_FLOAT_MATH
+#define KILN_FLOAT_TRANSCENDENTAL(name) \
+  [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); }
+#else
+#define KILN_FLOAT_TRANSCENDENTAL(name)
+#endif
 #if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
-#define KILN_TRANSCENDENTAL(name)                                                  \
-  [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); } \
+#define KILN_DOUBLE_TRANSCENDENTAL(name) \
   [[gnu::always_inline]] inline f64v name(f64v x) { return vector_math::name(x); }
 #else
-#define KILN_TRANSCENDENTAL(name) \
-  [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); }
+#define KILN_DOUBLE_TRANSCENDENTAL(name)
 #endif
+#define KILN_TRANSCENDENTAL(name) KILN_FLOAT_TRANSCENDENTAL(name) KILN_DOUBLE_TRANSCENDENTAL(name)
 KILN_TRANSCENDENTAL(sin)
 KILN_TRANSCENDENTAL(cos)
 KILN_TRANSCENDENTAL(exp)
@@ -247,6 +253,8 @@ KILN_TRANSCENDENTAL(erf)
 KILN_TRANSCENDENTAL(erfc)
 KILN_TRANSCENDENTAL(sigmoid)
 #undef KILN_TRANSCENDENTAL
+#undef KILN_DOUBLE_TRANSCENDENTAL
+#undef KILN_FLOAT_TRANSCENDENTAL
 
 [[gnu::always_inline]] inline boolean logical_not(boolean x) { return boolean{x.lanes ^ 1}; }
 
