@@ -53,17 +53,20 @@ TEST(JitConcurrency, EightThreadsMixedSignaturesCompileEachOnce) {
 
 // A product large and deep enough for OpenBLAS (kernels::cpu::prefers_openblas): OpenBLAS's calls and the
 // epilogue's parallel_for from two threads at once.
+// The threads' results must equal the first call's, which the standard executor checks.
 TEST(JitConcurrency, TwoThreadsShareALargeDeepProduct) {
-  auto f = function(
-      [](Tensor x, Tensor y) {
-        Tensor z = matmul(x, y);
-        return std::vector<Tensor>{reduce_sum(nn::relu(z + sin(z))), z};
-      },
-      {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "concurrent_product"});
+  auto body = [](Tensor x, Tensor y) {
+    Tensor z = matmul(x, y);
+    return std::vector<Tensor>{reduce_sum(nn::relu(z + sin(z))), z};
+  };
+  auto f = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "concurrent_product"});
   Tensor x = random_tensor(DType::f32, {1536, 1536}, 30), y = random_tensor(DType::f32, {1536, 1536}, 31);
   const std::vector<Tensor> first = f(x, y);
   const float expected_sum = first[0].item<float>();
   const std::vector<float> expected_product = first[1].to_vector<float>();
+  const std::vector<Tensor> standard = function(body)(x, y);
+  EXPECT_NEAR(expected_sum, standard[0].item<float>(), 1e-5 * std::abs(expected_sum));
+  EXPECT_EQ(expected_product, standard[1].to_vector<float>());  // the same OpenBLAS call
   std::atomic<int> wrong = 0;
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t)

@@ -478,7 +478,7 @@ class RowKernel {
     }
     loop += no_unrolling + "      for (; j + lanes <= " + end + "; j += lanes) step(j, lanes" + first + ");\n";
     if (whole_vectors_)
-      loop += "      // no partial vector: every range is a multiple of 16 elements\n";
+      loop += "      // no partial vector: every range is a multiple of " + std::to_string(widest_lanes) + " elements\n";
     else
       loop += "      if (j < " + end + ") step(j, static_cast<int>(" + end + " - j)" + first + ");\n";
     if (layout_.middle_sizes.empty()) return loop;
