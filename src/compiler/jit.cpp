@@ -161,7 +161,7 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
     return compiled;
   }
 #endif
-  BuildResult built = build_module(lowering.source, BuildOptions{cpu::compile_flags(), traced.name});
+  BuildResult built = build_module(lowering.source, cpu::build_options(traced.name));
   compiled.from_disk_cache = built.from_disk_cache;
   compiled.executable = make_jit_executable(std::move(lowering.graph), std::move(lowering.plan),
                                             std::move(lowering.assignment), built.module);

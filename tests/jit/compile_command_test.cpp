@@ -225,8 +225,8 @@ TEST_F(CompileCommandTest, DefaultCompilerIsFoundOnPath) {
 TEST_F(CompileCommandTest, KeyCoversEverythingTheBuildDependsOn) {
   compiler::CompilerIdentity identity{"c++", "/usr/bin/c++", "/usr/bin/g++-12 size 1 mtime 2", "g++ 12.2.0"};
   auto key = [&](const std::string& source, const std::vector<std::string>& flags,
-                 const compiler::CompilerIdentity& compiler) {
-    return compiler::to_hex(compiler::module_key(source, flags, compiler));
+                 const compiler::CompilerIdentity& compiler, const std::vector<std::string>& libraries = {}) {
+    return compiler::to_hex(compiler::module_key(source, {flags, "f", libraries}, compiler));
   };
   const std::string base = key("int f();", {"-O2", "-shared"}, identity);
   EXPECT_EQ(key("int f();", {"-O2", "-shared"}, identity), base) << "deterministic";
@@ -234,6 +234,8 @@ TEST_F(CompileCommandTest, KeyCoversEverythingTheBuildDependsOn) {
   EXPECT_NE(key("int f();", {"-O3", "-shared"}, identity), base);
   EXPECT_NE(key("int f();", {"-shared", "-O2"}, identity), base);
   EXPECT_NE(key("int f();", {"-O2-shared"}, identity), base) << "fields are length-prefixed";
+  EXPECT_NE(key("int f();", {"-O2", "-shared"}, identity, {"-lm"}), base);
+  EXPECT_NE(key("int f();", {"-O2"}, identity, {"-shared"}), base) << "flags and libraries are told apart";
   for (std::string compiler::CompilerIdentity::*field :
        {&compiler::CompilerIdentity::command, &compiler::CompilerIdentity::canonical_path,
         &compiler::CompilerIdentity::version}) {

@@ -134,7 +134,7 @@ std::string read_input(const std::string& file) {
 }
 
 void build_for_cpu(const std::string& source, const std::string& name) {
-  compiler::BuildResult built = compiler::build_module(source, {compiler::cpu::compile_flags(), name});
+  compiler::BuildResult built = compiler::build_module(source, compiler::cpu::build_options(name));
   std::cout << "built @" << name << " for the CPU: ";
   if (built.from_disk_cache || built.from_memory_cache)
     std::cout << "taken from the module cache";

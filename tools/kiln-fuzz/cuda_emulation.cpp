@@ -109,8 +109,8 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
   std::string name = "emulated_" + state_->graph.name + "_" + std::to_string(modules++);
   std::string image = compiler::compile_shared_object(
       compiler::compiler_identity(name), source,
-      {"-std=c++20", "-O1", "-ffp-contract=off", "-fno-gnu-unique", "-fvisibility=hidden", "-fPIC", "-shared", "-w"},
-      name);
+      {{"-std=c++20", "-O1", "-ffp-contract=off", "-fno-gnu-unique", "-fvisibility=hidden", "-fPIC", "-shared", "-w"},
+       name});
   state_->loaded = compiler::LoadedModule::load(image, name);
 }
 

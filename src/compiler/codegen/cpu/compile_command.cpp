@@ -304,8 +304,7 @@ const std::string& host_cpu_features() {
   return features;
 }
 
-Sha256Digest module_key(const std::string& source, const std::vector<std::string>& flags,
-                        const CompilerIdentity& compiler) {
+Sha256Digest module_key(const std::string& source, const BuildOptions& options, const CompilerIdentity& compiler) {
   Sha256 hasher;
   auto field = [&hasher](std::string_view value) {
     std::uint64_t size = value.size();
@@ -316,8 +315,10 @@ Sha256Digest module_key(const std::string& source, const std::vector<std::string
   };
   field("kiln cpu module key 1");
   field(source);
-  field(std::to_string(flags.size()));
-  for (const std::string& flag : flags) field(flag);
+  for (const std::vector<std::string>* list : {&options.flags, &options.libraries}) {
+    field(std::to_string(list->size()));
+    for (const std::string& item : *list) field(item);
+  }
   field(compiler.command);
   field(compiler.canonical_path);
   field(compiler.version);
@@ -326,7 +327,8 @@ Sha256Digest module_key(const std::string& source, const std::vector<std::string
 }
 
 std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
-                                  const std::vector<std::string>& flags, const std::string& name) {
+                                  const BuildOptions& options) {
+  const std::string& name = options.name;
   TemporaryDirectory directory(name);
   const std::string stem = directory.path() + "/" + file_stem(name);
   const std::string source_path = stem + ".cpp", object_path = stem + ".so";
@@ -336,8 +338,9 @@ std::string compile_shared_object(const CompilerIdentity& compiler, const std::s
     if (!file.flush()) throw compile_error(name, "cannot write the generated source to " + source_path);
   }
   std::vector<std::string> arguments = {compiler.command};
-  arguments.insert(arguments.end(), flags.begin(), flags.end());
+  arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
   arguments.insert(arguments.end(), {"-o", object_path, source_path});
+  arguments.insert(arguments.end(), options.libraries.begin(), options.libraries.end());
   const double timeout = compile_timeout_seconds();
   CommandResult run = run_command(compiler.path, arguments, directory.path(), timeout);
   std::string who = "the C++ compiler " + compiler.command;
@@ -363,9 +366,8 @@ std::string compile_shared_object(const CompilerIdentity& compiler, const std::s
 
 BuildResult build_module(const std::string& source, const BuildOptions& options) {
   CompilerIdentity compiler = compiler_identity(options.name);
-  Sha256Digest key = module_key(source, options.flags, compiler);
-  return get_or_build(key, options.name,
-                      [&] { return compile_shared_object(compiler, source, options.flags, options.name); });
+  Sha256Digest key = module_key(source, options, compiler);
+  return get_or_build(key, options.name, [&] { return compile_shared_object(compiler, source, options); });
 }
 
 }  // namespace kiln::compiler

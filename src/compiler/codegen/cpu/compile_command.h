@@ -19,6 +19,9 @@ struct BuildOptions {
   // produce a shared object (-fPIC -shared); the JIT's are cpu::compile_flags().
   std::vector<std::string> flags;
   std::string name;  // the function's name, for messages and temporary file names
+  // Passed after the source, where the linker resolves them (`-lm`); the JIT's are
+  // cpu::link_libraries().
+  std::vector<std::string> libraries = {};
 };
 
 // Compiles `source` into a shared object and loads it, unless an identical
@@ -54,9 +57,8 @@ CompilerIdentity compiler_identity(const std::string& name);
 const std::string& host_cpu_features();
 
 // SHA-256 over the length-prefixed fields: a key-format tag, source, flags,
-// compiler identity, host CPU features.
-Sha256Digest module_key(const std::string& source, const std::vector<std::string>& flags,
-                        const CompilerIdentity& compiler);
+// libraries, compiler identity, host CPU features.
+Sha256Digest module_key(const std::string& source, const BuildOptions& options, const CompilerIdentity& compiler);
 
 // $KILN_COMPILE_TIMEOUT in seconds (a positive number; default 120). An invalid
 // value warns once and the default is used.
@@ -79,11 +81,12 @@ struct CommandResult {
 CommandResult run_command(const std::string& program, const std::vector<std::string>& arguments,
                           const std::string& working_directory, double timeout_seconds);
 
-// Compiles `source` with `compiler flags... -o <dir>/<name>.so <dir>/<name>.cpp`
-// in a private temporary directory (mkdtemp under $TMPDIR or /tmp, mode 0700,
-// removed afterwards) and returns the bytes of the shared object. Throws
-// kiln::CompileError (op = `name`) as build_module does, except for loading.
+// Compiles `source` with `compiler flags... -o <dir>/<name>.so <dir>/<name>.cpp libraries...`
+// (options.name is <name>) in a private temporary directory (mkdtemp under
+// $TMPDIR or /tmp, mode 0700, removed afterwards) and returns the bytes of the
+// shared object. Throws kiln::CompileError (op = options.name) as build_module
+// does, except for loading.
 std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
-                                  const std::vector<std::string>& flags, const std::string& name);
+                                  const BuildOptions& options);
 
 }  // namespace kiln::compiler

@@ -6,6 +6,7 @@
 // vector_math.h, runtime_abi.h) and is meant to be read: KILN_DUMP_TO and
 // get_compiler_ir(Stage::source) show it.
 
+#include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/fusion.h"
 #include "ir/graph.h"
 
@@ -20,6 +21,12 @@ std::string generate_source(const ir::Graph& graph, const FusionPlan& plan);
 // the output): the same language, ISA and floating-point semantics as
 // kiln's own standard kernels, so results agree.
 std::vector<std::string> compile_flags();
+
+// What the shared object links against, after the source.
+std::vector<std::string> link_libraries();
+
+// compile_flags() and link_libraries() for the function `name`.
+BuildOptions build_options(const std::string& name);
 
 // The entry point of kernel `index`.
 std::string entry_point(int index);
