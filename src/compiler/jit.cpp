@@ -16,6 +16,7 @@
 #include "compiler/pipeline.h"
 #include "ir/printer.h"
 #include "runtime/log.h"
+#include "runtime/parallel.h"
 
 #include <kiln/error.h>
 
@@ -161,7 +162,10 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
     return compiled;
   }
 #endif
-  BuildResult built = build_module(lowering.source, cpu::build_options(traced.name));
+  BuildOptions options = cpu::build_options(traced.name);
+  // As many compiler processes at once as kiln has threads (KILN_NUM_THREADS): the cores the user gave kiln.
+  options.split = [&] { return cpu::translation_units(lowering.graph, lowering.plan, runtime::thread_count()); };
+  BuildResult built = build_module(lowering.source, options);
   compiled.from_disk_cache = built.from_disk_cache;
   compiled.executable = make_jit_executable(std::move(lowering.graph), std::move(lowering.plan),
                                             std::move(lowering.assignment), built.module);

@@ -326,25 +326,27 @@ Sha256Digest module_key(const std::string& source, const BuildOptions& options, 
   return hasher.finish();
 }
 
-std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
-                                  const BuildOptions& options) {
-  const std::string& name = options.name;
-  TemporaryDirectory directory(name);
-  const std::string stem = directory.path() + "/" + file_stem(name);
-  const std::string source_path = stem + ".cpp", object_path = stem + ".so";
-  {
-    std::ofstream file(source_path, std::ios::binary);
-    file << source;
-    if (!file.flush()) throw compile_error(name, "cannot write the generated source to " + source_path);
-  }
-  std::vector<std::string> arguments = {compiler.command};
-  arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
-  arguments.insert(arguments.end(), {"-o", object_path, source_path});
-  arguments.insert(arguments.end(), options.libraries.begin(), options.libraries.end());
+namespace {
+
+void write_file(const std::string& path, const std::string& text, const std::string& name) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file.flush()) throw compile_error(name, "cannot write the generated source to " + path);
+}
+
+// Runs the compiler with `arguments` (after argv[0]) in `directory`; throws the CompileError the
+// contract of build_module describes when it cannot run, is killed, runs too long or fails. `what`
+// names the step in messages ("" for a whole build). Returns what the compiler printed; logs its time at
+// debug level.
+std::string run_compiler(const CompilerIdentity& compiler, const std::vector<std::string>& arguments,
+                         const std::string& directory, const std::string& name, const std::string& what) {
+  std::vector<std::string> command = {compiler.command};
+  command.insert(command.end(), arguments.begin(), arguments.end());
   const double timeout = compile_timeout_seconds();
-  CommandResult run = run_command(compiler.path, arguments, directory.path(), timeout);
+  CommandResult run = run_command(compiler.path, command, directory, timeout);
   std::string who = "the C++ compiler " + compiler.command;
   if (compiler.path != compiler.command) who += " (" + compiler.path + ")";
+  if (!what.empty()) who += ", " + what + ",";
   if (run.spawn_error != 0) throw compile_error(name, "cannot run " + who + ": " + error_text(run.spawn_error));
   if (run.timed_out)
     throw compile_error(name, who + " ran past the time limit of " + std::to_string(timeout) +
@@ -355,9 +357,82 @@ std::string compile_shared_object(const CompilerIdentity& compiler, const std::s
   if (run.exit_status != 0)
     throw compile_error(name,
                         who + " exited with status " + std::to_string(run.exit_status) + output_excerpt(run.output));
+  if (!what.empty()) runtime::log(LogLevel::debug, name + ": " + what + " took " + std::to_string(run.seconds) + " s");
+  return run.output;
+}
+
+// Compiles each of `units` to an object file at once, each in a directory of its own (the compiler's output
+// goes to <directory>/output.log), and returns the objects' paths. Waits for every compiler before it throws
+// the first unit's error.
+std::vector<std::string> compile_objects(const CompilerIdentity& compiler, const std::vector<std::string>& units,
+                                         const BuildOptions& options, const std::string& directory,
+                                         const std::string& stem) {
+  const std::size_t count = units.size();
+  std::vector<std::string> objects(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::vector<std::thread> threads;
+  for (std::size_t unit = 0; unit < count; ++unit) {
+    const std::string unit_directory = directory + "/unit" + std::to_string(unit + 1);
+    objects[unit] = unit_directory + "/" + stem + ".o";
+    try {
+      if (::mkdir(unit_directory.c_str(), 0700) != 0)
+        throw compile_error(options.name, "cannot create " + unit_directory + ": " + error_text(errno));
+      write_file(unit_directory + "/" + stem + ".cpp", units[unit], options.name);
+    } catch (...) {
+      errors[unit] = std::current_exception();
+      continue;
+    }
+    auto compile = [&, unit, unit_directory] {
+      try {
+        std::vector<std::string> arguments = options.flags;
+        arguments.insert(arguments.end(), {"-c", "-o", objects[unit], unit_directory + "/" + stem + ".cpp"});
+        run_compiler(compiler, arguments, unit_directory, options.name,
+                     "compiling translation unit " + std::to_string(unit + 1) + " of " + std::to_string(count));
+      } catch (...) {
+        errors[unit] = std::current_exception();
+      }
+    };
+    try {
+      threads.emplace_back(compile);
+    } catch (const std::system_error&) {
+      compile();  // no thread to be had: this one compiles the unit
+    }
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  return objects;
+}
+
+}  // namespace
+
+std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
+                                  const BuildOptions& options) {
+  const std::string& name = options.name;
+  TemporaryDirectory directory(name);
+  const std::string stem = file_stem(name);
+  const std::string object_path = directory.path() + "/" + stem + ".so";
+  std::vector<std::string> units;
+  if (options.split) units = options.split();
+  std::vector<std::string> arguments = options.flags;
+  if (units.size() > 1) {
+    // In parallel, then one link; the same code as compiling `source` whole, sooner where there are cores.
+    std::vector<std::string> objects = compile_objects(compiler, units, options, directory.path(), stem);
+    arguments.insert(arguments.end(), {"-o", object_path});
+    arguments.insert(arguments.end(), objects.begin(), objects.end());
+  } else {
+    const std::string source_path = directory.path() + "/" + stem + ".cpp";
+    write_file(source_path, source, name);
+    arguments.insert(arguments.end(), {"-o", object_path, source_path});
+  }
+  arguments.insert(arguments.end(), options.libraries.begin(), options.libraries.end());
+  const std::string output =
+      run_compiler(compiler, arguments, directory.path(), name, units.size() > 1 ? "linking" : "");
+  std::string who = "the C++ compiler " + compiler.command;
+  if (compiler.path != compiler.command) who += " (" + compiler.path + ")";
   struct stat status {};
   if (::stat(object_path.c_str(), &status) != 0 || !S_ISREG(status.st_mode))
-    throw compile_error(name, who + " exited with status 0 but wrote no shared object" + output_excerpt(run.output));
+    throw compile_error(name, who + " exited with status 0 but wrote no shared object" + output_excerpt(output));
   std::string shared_object = read_file(object_path, std::size_t(status.st_size));
   if (shared_object.size() != std::size_t(status.st_size))
     throw compile_error(name, "cannot read the shared object " + object_path + " written by " + who);

@@ -9,6 +9,7 @@
 #include "compiler/cache/module_cache.h"
 #include "compiler/cache/sha256.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct BuildOptions {
   // Passed after the source, where the linker resolves them (`-lm`); the JIT's are
   // cpu::link_libraries().
   std::vector<std::string> libraries = {};
+  // Called only when the module must be compiled: when it returns two or more
+  // translation units -- the source split by kernels (cpu::translation_units) --
+  // they are compiled at once (`-c`, each by its own compiler process) and linked
+  // into the shared object. The cache key hashes the whole source, so every split
+  // must compute what the whole does.
+  std::function<std::vector<std::string>()> split = {};
 };
 
 // Compiles `source` into a shared object and loads it, unless an identical
@@ -84,8 +91,10 @@ CommandResult run_command(const std::string& program, const std::vector<std::str
 // Compiles `source` with `compiler flags... -o <dir>/<name>.so <dir>/<name>.cpp libraries...`
 // (options.name is <name>) in a private temporary directory (mkdtemp under
 // $TMPDIR or /tmp, mode 0700, removed afterwards) and returns the bytes of the
-// shared object. Throws kiln::CompileError (op = options.name) as build_module
-// does, except for loading.
+// shared object; or, when options.split gives several translation units, each
+// with `compiler flags... -c` in parallel and the objects linked the same way.
+// Throws kiln::CompileError (op = options.name) as build_module does, except
+// for loading; a unit's error says which unit failed.
 std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
                                   const BuildOptions& options);
 

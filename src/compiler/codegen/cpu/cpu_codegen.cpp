@@ -3,6 +3,9 @@
 #include "compiler/codegen/cpu/kernel_emitter.h"
 #include "compiler/fusion.h"
 
+#include <algorithm>
+#include <utility>
+
 extern const char* const kiln_cpu_prelude;
 
 namespace kiln::compiler::cpu {
@@ -47,16 +50,21 @@ BuildOptions build_options(const std::string& name) { return {compile_flags(), n
 
 namespace {
 
+// The generated kernels of `plan` (library kernels have no code), by index.
+std::vector<int> generated_kernels(const FusionPlan& plan) {
+  std::vector<int> kernels;
+  for (std::size_t index = 0; index < plan.kernels.size(); ++index)
+    if (plan.kernels[index].kind != KernelKind::library) kernels.push_back(static_cast<int>(index));
+  return kernels;
+}
+
 // Whether a kernel computes a transcendental of `dtype` (for f64, a pow of any float dtype too: f32 pow is
 // computed in double): what needs vector_math.h's (f32) or vector_math_f64.h's (f64) math in the prelude.
-bool needs_math(const ir::Graph& graph, const FusionPlan& plan, DType dtype) {
-  for (const FusedKernel& kernel : plan.kernels) {
-    if (kernel.kind == KernelKind::library) continue;
-    for (ir::ValueId member : kernel.members) {
-      const ir::Node& node = graph.node(member);
-      if (dtype == DType::f64 && node.op == ir::Op::pow) return true;
-      if (node.op != ir::Op::pow && is_transcendental(node.op) && node.type.dtype == dtype) return true;
-    }
+bool needs_math(const ir::Graph& graph, const FusedKernel& kernel, DType dtype) {
+  for (ir::ValueId member : kernel.members) {
+    const ir::Node& node = graph.node(member);
+    if (dtype == DType::f64 && node.op == ir::Op::pow) return true;
+    if (node.op != ir::Op::pow && is_transcendental(node.op) && node.type.dtype == dtype) return true;
   }
   return false;
 }
@@ -67,23 +75,99 @@ std::string math_switch(const std::string& name, bool needed, const std::string&
          (needed ? "1\n" : "0  // " + what + ": the prelude leaves that math out\n");
 }
 
+std::string kernel_code(const ir::Graph& graph, const FusionPlan& plan, int index) {
+  KernelEmitter emitter(graph, plan.kernels[static_cast<std::size_t>(index)], index);
+  return emitter.heading() + "namespace {\n\n" + emit_row_kernel(emitter);
+}
+
+// A translation unit: `heading`, the prelude with the math `kernels` need, and their code.
+std::string unit_source(const ir::Graph& graph, const FusionPlan& plan, const std::vector<int>& kernels,
+                        const std::string& heading) {
+  auto needs = [&](DType dtype) {
+    for (int index : kernels)
+      if (needs_math(graph, plan.kernels[static_cast<std::size_t>(index)], dtype)) return true;
+    return false;
+  };
+  std::string text = heading;
+  text += math_switch("FLOAT", needs(DType::f32), "no f32 transcendental");
+  text += math_switch("DOUBLE", needs(DType::f64), "no f64 transcendental, no pow");
+  text += prelude();
+  text += "\nusing namespace kiln::jit;\n";
+  for (int index : kernels) text += kernel_code(graph, plan, index);
+  return text;
+}
+
+// About what GCC takes to compile a kernel, in milliseconds (measured on a Zen 3 core, 2026-12-01: kernels of
+// a transformer block took 7-183 ms each, beside ~55 ms for the process and the prelude): 1 per 50 characters
+// of its code, plus 50 per transcendental it computes, whose inlined polynomials and range reductions dwarf
+// the line that calls them.
+double compile_cost(const ir::Graph& graph, const FusedKernel& kernel, const std::string& code) {
+  double cost = static_cast<double>(code.size()) / 50;
+  for (ir::ValueId member : kernel.members)
+    if (is_transcendental(graph.node(member).op)) cost += 50;
+  return cost;
+}
+
+// Kernels into at most `limit` groups by longest-processing-time-first: each kernel, costliest first, joins
+// the cheapest group so far. Returns the groups (kernels in index order) and the costliest group's cost.
+std::pair<std::vector<std::vector<int>>, double> balance(const std::vector<int>& kernels,
+                                                         const std::vector<double>& costs, int limit) {
+  std::vector<std::size_t> order(kernels.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return costs[a] > costs[b]; });
+  std::vector<std::vector<int>> groups(static_cast<std::size_t>(limit));
+  std::vector<double> loads(groups.size(), 0);
+  for (std::size_t i : order) {
+    std::size_t cheapest = static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
+    groups[cheapest].push_back(kernels[i]);
+    loads[cheapest] += costs[i];
+  }
+  std::erase_if(groups, [](const std::vector<int>& group) { return group.empty(); });
+  for (std::vector<int>& group : groups) std::sort(group.begin(), group.end());
+  return {groups, *std::max_element(loads.begin(), loads.end())};
+}
+
 }  // namespace
 
 std::string generate_source(const ir::Graph& graph, const FusionPlan& plan) {
-  std::string text = "// Generated by kiln's CPU JIT for @" + graph.name + ": " + std::to_string(plan.kernels.size()) +
-                     " kernel(s). The fusion plan is in the `fused` stage.\n";
-  text += math_switch("FLOAT", needs_math(graph, plan, DType::f32), "no f32 transcendental");
-  text += math_switch("DOUBLE", needs_math(graph, plan, DType::f64), "no f64 transcendental, no pow");
-  text += prelude();
-  text += "\nusing namespace kiln::jit;\n";
-  for (std::size_t index = 0; index < plan.kernels.size(); ++index) {
-    const FusedKernel& kernel = plan.kernels[index];
-    if (kernel.kind == KernelKind::library) continue;
-    KernelEmitter emitter(graph, kernel, static_cast<int>(index));
-    text += emitter.heading();
-    text += "namespace {\n\n" + emit_row_kernel(emitter);
+  return unit_source(graph, plan, generated_kernels(plan),
+                     "// Generated by kiln's CPU JIT for @" + graph.name + ": " + std::to_string(plan.kernels.size()) +
+                         " kernel(s). The fusion plan is in the `fused` stage.\n");
+}
+
+std::vector<std::string> translation_units(const ir::Graph& graph, const FusionPlan& plan, int limit) {
+  const std::vector<int> kernels = generated_kernels(plan);
+  std::vector<double> costs;
+  double total = 0;
+  for (int index : kernels) {
+    const FusedKernel& kernel = plan.kernels[static_cast<std::size_t>(index)];
+    costs.push_back(compile_cost(graph, kernel, kernel_code(graph, plan, index)));
+    total += costs.back();
   }
-  return text;
+  // Each unit more costs a compiler process and a parse of the prelude, in parallel with the others (~55 ms
+  // of a core), and the link one more process (~10 ms). Split only where the longest unit gets shorter than
+  // the whole by more than that link and a margin for the estimate's error.
+  constexpr double link_cost = 10, margin = 20;
+  std::vector<std::vector<int>> groups = {kernels};
+  double best = total;
+  for (int count = 2; count <= std::min<int>(limit, static_cast<int>(kernels.size())); ++count) {
+    auto [candidate, longest] = balance(kernels, costs, count);
+    if (longest + link_cost + margin < best) {
+      groups = std::move(candidate);
+      best = longest + link_cost;
+    }
+  }
+  std::vector<std::string> units;
+  for (std::size_t unit = 0; unit < groups.size(); ++unit) {
+    std::string listed;
+    for (int index : groups[unit]) listed += (listed.empty() ? "" : ", ") + std::to_string(index);
+    units.push_back(unit_source(graph, plan, groups[unit],
+                                "// Generated by kiln's CPU JIT for @" + graph.name + ": translation unit " +
+                                    std::to_string(unit + 1) + " of " + std::to_string(groups.size()) + ", kernel(s) " +
+                                    listed + " of " + std::to_string(plan.kernels.size()) +
+                                    ", compiled in parallel with the others.\n"));
+  }
+  return units;
 }
 
 }  // namespace kiln::compiler::cpu

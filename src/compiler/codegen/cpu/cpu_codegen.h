@@ -17,6 +17,12 @@ namespace kiln::compiler::cpu {
 
 std::string generate_source(const ir::Graph& graph, const FusionPlan& plan);
 
+// The same kernels as generate_source's, in at most `limit` translation units
+// that GCC can compile at once (each with the prelude and its kernels'
+// math), grouped by their estimated compile time; one unit -- the whole
+// source but for its first line -- where splitting would not finish sooner.
+std::vector<std::string> translation_units(const ir::Graph& graph, const FusionPlan& plan, int limit);
+
 // The flags generated sources are compiled with (besides -shared -fPIC and
 // the output): the same language, ISA and floating-point semantics as
 // kiln's own standard kernels, so results agree.
