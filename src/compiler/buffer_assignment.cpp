@@ -18,13 +18,22 @@ struct Interval {
 BufferAssignment assign_buffers(const ir::Graph& graph, const FusionPlan& plan) {
   BufferAssignment assignment;
   assignment.arena_offset.assign(static_cast<std::size_t>(graph.size()), -1);
+  // A view lives in its operand's buffer: `owner` follows views back to the value whose buffer it is.
+  std::vector<ir::ValueId> owner(static_cast<std::size_t>(graph.size()));
+  for (ir::ValueId value = 0; value < graph.size(); ++value) owner[static_cast<std::size_t>(value)] = value;
+  for (const FusedKernel& kernel : plan.kernels)  // in execution order: an operand's owner is known first
+    if (kernel.kind == KernelKind::view)
+      owner[static_cast<std::size_t>(kernel.members.front())] =
+          owner[static_cast<std::size_t>(graph.node(kernel.members.front()).operands.front())];
+  // What is returned -- itself or through a view -- gets a buffer of its own, outside the arena.
   std::vector<bool> is_output(static_cast<std::size_t>(graph.size()), false);
-  for (ir::ValueId output : graph.outputs) is_output[static_cast<std::size_t>(output)] = true;
+  for (ir::ValueId output : graph.outputs)
+    is_output[static_cast<std::size_t>(owner[static_cast<std::size_t>(output)])] = true;
 
   std::vector<Interval> intervals;
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     const FusedKernel& kernel = plan.kernels[k];
-    if (kernel.kind == KernelKind::library) continue;
+    if (!has_generated_code(kernel.kind)) continue;
     for (ir::ValueId value : kernel.outputs) {
       if (is_output[static_cast<std::size_t>(value)]) continue;
       const ir::Type& type = graph.type(value);
@@ -32,10 +41,12 @@ BufferAssignment assign_buffers(const ir::Graph& graph, const FusionPlan& plan) 
       intervals.push_back({value, (bytes + alignment - 1) / alignment * alignment, static_cast<int>(k), static_cast<int>(k)});
     }
   }
+  // A value's bytes stay taken until the last read of it or of a view of it.
   for (std::size_t k = 0; k < plan.kernels.size(); ++k)
     for (ir::ValueId input : plan.kernels[k].inputs)
       for (Interval& interval : intervals)
-        if (interval.value == input) interval.last = std::max(interval.last, static_cast<int>(k));
+        if (interval.value == owner[static_cast<std::size_t>(input)])
+          interval.last = std::max(interval.last, static_cast<int>(k));
 
   // Largest first, each at the lowest offset clear of every placed interval
   // alive at the same time.

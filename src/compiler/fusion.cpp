@@ -18,16 +18,25 @@ std::string_view to_string(KernelKind kind) {
       return "attention";
     case KernelKind::library:
       return "library";
+    case KernelKind::view:
+      return "view";
   }
   return "?";
 }
+
+namespace {
+
+// Ops that keep the elements and their order and change only the shape.
+bool is_reshape(ir::Op op) { return op == ir::Op::reshape || op == ir::Op::expand_dims || op == ir::Op::squeeze; }
+
+}  // namespace
 
 std::string describe(const ir::Graph& graph, ir::ValueId value) {
   return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
 }
 
 bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
-  if (node.op != ir::Op::reshape && node.op != ir::Op::expand_dims && node.op != ir::Op::squeeze) return false;
+  if (!is_reshape(node.op)) return false;
   auto without_ones = [](const Shape& shape) {
     std::vector<std::int64_t> dims;
     for (std::int64_t dim : shape.dims())
@@ -202,8 +211,7 @@ class Fuser {
       int group = group_of_[index(user)];
       const ir::Node& node = graph_.node(user);
       bool layout_change =
-          (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) &&
-          !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
+          is_reshape(node.op) && !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
       if (node.op == ir::Op::matmul || layout_change ||
           (group >= 0 && groups_[static_cast<std::size_t>(group)].kind == KernelKind::library))
         return true;
@@ -273,10 +281,7 @@ class Fuser {
   bool used_through_layout_change(ir::ValueId id, int group) const {
     for (ir::ValueId user : users_[index(id)]) {
       const ir::Node& node = graph_.node(user);
-      if (group_of_[index(user)] == group &&
-          (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) &&
-          !is_unit_reshape(graph_, node))
-        return true;
+      if (group_of_[index(user)] == group && is_reshape(node.op) && !is_unit_reshape(graph_, node)) return true;
     }
     return false;
   }
@@ -291,7 +296,7 @@ class Fuser {
     for (ir::ValueId user : users_[index(value)]) {
       if (group_of_[index(user)] != group_index) continue;
       const ir::Node& node = graph_.node(user);
-      if (node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze) {
+      if (is_reshape(node.op)) {
         if (!is_row_shape(node.type.shape, space, first_row_axis) ||
             !read_as_rows(user, group_index, space, first_row_axis))
           return false;
@@ -397,6 +402,9 @@ class Fuser {
       if (node.type.dtype != DType::f32 || node.type.shape.rank() != 2)
         return refuse("the generated GEMM handles 2-D f32 matmuls");
       if (!(node.type.shape == group.space)) return refuse("the consumers iterate over a different shape");
+      // The epilogue sees one product's tile: a second product (x w + h u) is computed by a kernel of its own
+      // and read from memory.
+      if (group.kind == KernelKind::gemm) return refuse("the kernel computes another matmul's product");
       if (group.kind == KernelKind::reduction && group.reduced_axes != group.space.rank())
         return refuse("a GEMM epilogue fuses only full reductions");
       for (ir::ValueId member : group.members) {
@@ -540,6 +548,14 @@ class Fuser {
     for (ir::ValueId member : group.members) pull_inlined(member);
     kernel.members.assign(members.begin(), members.end());  // std::set is sorted: graph order
     std::set<ir::ValueId> inputs_seen;
+    if (kernel.kind == KernelKind::loop && kernel.members.size() == 1 &&
+        is_reshape(graph_.node(kernel.members[0]).op)) {
+      // Nothing else to compute: copying the operand into a new layout would only move the same elements in the
+      // same order.
+      kernel.kind = KernelKind::view;
+      kernel.decisions.push_back(
+          "a reshape of a value in memory: its buffer, read with the new shape; nothing is copied");
+    }
     for (ir::ValueId member : kernel.members) {
       for (ir::ValueId operand : graph_.node(member).operands)
         if (!members.count(operand) && inputs_seen.insert(operand).second) kernel.inputs.push_back(operand);
@@ -590,9 +606,17 @@ class Fuser {
 
 FusionPlan fuse(const ir::Graph& graph) { return Fuser(graph).run(); }
 
+int kernel_count(const FusionPlan& plan) {
+  return static_cast<int>(std::count_if(plan.kernels.begin(), plan.kernels.end(),
+                                        [](const FusedKernel& kernel) { return kernel.kind != KernelKind::view; }));
+}
+
 std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
-  std::string text = "fusion plan for @" + graph.name + ": " + std::to_string(plan.kernels.size()) + " kernel" +
-                     (plan.kernels.size() == 1 ? "" : "s") + "\n";
+  const int kernels = kernel_count(plan), views = static_cast<int>(plan.kernels.size()) - kernels;
+  std::string text =
+      "fusion plan for @" + graph.name + ": " + std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s");
+  if (views > 0) text += " and " + std::to_string(views) + " view" + (views == 1 ? "" : "s") + " (no copy)";
+  text += "\n";
   auto values = [&](const std::vector<ir::ValueId>& list) {
     std::string out;
     for (std::size_t i = 0; i < list.size(); ++i) {

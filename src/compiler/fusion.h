@@ -22,6 +22,9 @@
 //   library    one op run by its standard kernel (what the generator does not
 //              fuse: concat, argmax, reductions over leading axes, f64 and
 //              integer matmuls, batched matmuls).
+//   view       one reshape of a value in memory, alone in its kernel: the
+//              same buffer read with the new shape (as XLA's bitcast), so
+//              nothing is generated, copied or counted as a kernel.
 //
 // Rules: a producer joins its consumers' kernel when all of them are in that
 // kernel; cheap producers (constants, iota, pure index mapping of an input)
@@ -36,7 +39,7 @@
 
 namespace kiln::compiler {
 
-enum class KernelKind { loop, reduction, gemm, attention, library };
+enum class KernelKind { loop, reduction, gemm, attention, library, view };
 std::string_view to_string(KernelKind kind);
 
 struct FusedKernel {
@@ -53,6 +56,13 @@ struct FusionPlan {
   std::vector<FusedKernel> kernels;    // in execution order
   std::vector<std::string> not_fused;  // decisions not to fuse, with reasons
 };
+
+// Library kernels and views have none: the executor runs their node's
+// standard kernel (a view's shares its operand's buffer).
+inline bool has_generated_code(KernelKind kind) { return kind != KernelKind::library && kind != KernelKind::view; }
+
+// The kernels a call launches: the plan's, views aside.
+int kernel_count(const FusionPlan& plan);
 
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);

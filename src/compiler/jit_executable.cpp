@@ -15,7 +15,7 @@ class JitExecutable final : public exec::Executable {
       : graph_(std::move(graph)), plan_(std::move(plan)), assignment_(std::move(assignment)), module_(std::move(module)) {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       kiln_kernel_entry entry = nullptr;
-      if (plan_.kernels[k].kind != KernelKind::library)
+      if (has_generated_code(plan_.kernels[k].kind))
         entry = reinterpret_cast<kiln_kernel_entry>(module_->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
       entries_.push_back(entry);
     }
@@ -33,7 +33,7 @@ class JitExecutable final : public exec::Executable {
     std::vector<void*> buffers;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
-      if (kernel.kind == KernelKind::library) {
+      if (!has_generated_code(kernel.kind)) {
         run_standard_node(graph_, kernel.members.front(), values, Device::cpu());
         continue;
       }
@@ -51,7 +51,7 @@ class JitExecutable final : public exec::Executable {
     return outputs;
   }
 
-  int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
+  int kernels_per_call() const override { return kernel_count(plan_); }
 
  private:
   ir::Graph graph_;

@@ -311,5 +311,22 @@ TEST(JitRegression, TransposeOfAProductIsTheProductOfTheSwappedOperands) {
   }
 }
 
+// The sum of two products of one shape (x w + h u, as in a recurrent cell's gates) became one gemm kernel
+// whose epilogue read the first product's tile for both: it returned 2 x w. Found by a view test
+// (tests/jit/view_test.cpp), not by kiln-fuzz; kiln-fuzz now generates such sums. The second product is now
+// a kernel of its own.
+TEST(JitRegression, SumOfTwoProductsIsNotOneGemmKernel) {
+  expect_graph_agreement("x w + h u",
+                         "func @gates(%0: f32[9,20], %1: f32[20,12], %2: f32[9,7], %3: f32[7,12]) -> (f32[9,12]) {\n"
+                         "  %4 = f32[9,12] matmul(%0, %1) {transpose_a=false, transpose_b=false}\n"
+                         "  %5 = f32[9,12] matmul(%2, %3) {transpose_a=false, transpose_b=false}\n"
+                         "  %6 = f32[9,12] add(%4, %5)\n"
+                         "  %7 = f32[9,12] tanh(%6)\n"
+                         "  return %7\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {9, 20}, 30), random_tensor(DType::f32, {20, 12}, 31),
+                          random_tensor(DType::f32, {9, 7}, 32), random_tensor(DType::f32, {7, 12}, 33)});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -141,7 +141,7 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
   };
   std::size_t generated = 0;
   for (const compiler::FusedKernel& kernel : state_->plan.kernels) {
-    if (kernel.kind == compiler::KernelKind::library) {
+    if (!compiler::has_generated_code(kernel.kind)) {
       compiler::run_standard_node(graph, kernel.members.front(), values, Device::cpu());
       continue;
     }

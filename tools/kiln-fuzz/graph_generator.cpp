@@ -533,7 +533,8 @@ class Builder {
   // that a transpose or a slice reversing an axis keeps the product's shape:
   // such consumers move elements and must stay out of the epilogue, which
   // reads the element it computes (kiln-fuzz met this once in ~20,000 random
-  // graphs, in seed 62 of the CUDA emulation).
+  // graphs, in seed 62 of the CUDA emulation). A second product added to the
+  // first must not join its epilogue either.
   ValueId build_epilogue_motif() {
     const std::int64_t m = matrix_dim(), k = matrix_dim(), n = random_.chance(0.5) ? m : matrix_dim();
     ir::Attributes flags;
@@ -544,7 +545,7 @@ class Builder {
     ValueId value = add(Op::matmul, {a, b}, flags);
     for (std::int64_t step = random_.between(1, 4); step > 0; --step) {
       const Shape shape = type(value).shape;  // a copy: adding nodes moves the graph's storage
-      switch (random_.weighted({3, 2, 2, 1})) {
+      switch (random_.weighted({3, 2, 2, 1, 1})) {
         case 0: {  // elementwise, with a bias along the rows, the columns or everywhere
           const Shape bias = random_.pick(std::vector<Shape>{Shape({shape[1]}), Shape({shape[0], 1}), shape});
           value = add(random_.pick(std::vector<Op>{Op::add, Op::mul, Op::maximum}),
@@ -565,6 +566,13 @@ class Builder {
                             columns ? std::max<std::int64_t>(shape[1] - 1, 0) : 0};
           reversed.step = {rows ? -1 : 1, columns ? -1 : 1};
           value = add(Op::slice, {value}, reversed, {DType::f32, shape});
+          break;
+        }
+        case 3: {  // plus another product of the same shape (x w + h u): one product per epilogue
+          const std::int64_t depth = matrix_dim();
+          const ValueId left = add_parameter({DType::f32, Shape({shape[0], depth})});
+          const ValueId right = add_parameter({DType::f32, Shape({depth, shape[1]})});
+          value = add(Op::add, {value, add(Op::matmul, {left, right}, ir::Attributes{})});
           break;
         }
         default: {  // a reduction of the whole epilogue, or over its rows

@@ -50,11 +50,11 @@ BuildOptions build_options(const std::string& name) { return {compile_flags(), n
 
 namespace {
 
-// The generated kernels of `plan` (library kernels have no code), by index.
+// The generated kernels of `plan` (library kernels and views have no code), by index.
 std::vector<int> generated_kernels(const FusionPlan& plan) {
   std::vector<int> kernels;
   for (std::size_t index = 0; index < plan.kernels.size(); ++index)
-    if (plan.kernels[index].kind != KernelKind::library) kernels.push_back(static_cast<int>(index));
+    if (has_generated_code(plan.kernels[index].kind)) kernels.push_back(static_cast<int>(index));
   return kernels;
 }
 

@@ -17,7 +17,7 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
   text += "\nnamespace kiln::jit {\n";
   for (std::size_t index = 0; index < plan.kernels.size(); ++index) {
     const FusedKernel& kernel = plan.kernels[index];
-    if (kernel.kind == KernelKind::library) continue;
+    if (!has_generated_code(kernel.kind)) continue;
     KernelEmitter emitter(graph, kernel, static_cast<int>(index));
     text += emitter.heading();
     KernelLaunch launch;

@@ -64,7 +64,7 @@ class CudaExecutable final : public exec::Executable {
     if (uses_arena_) arena = runtime::allocate(device_, static_cast<std::size_t>(assignment_.arena_bytes));
     std::size_t generated = 0;
     for (const FusedKernel& kernel : plan_.kernels) {
-      if (kernel.kind == KernelKind::library) {
+      if (!has_generated_code(kernel.kind)) {
         run_standard_node(graph_, kernel.members.front(), values, device_);
         continue;
       }
@@ -75,7 +75,7 @@ class CudaExecutable final : public exec::Executable {
     return outputs;
   }
 
-  int kernels_per_call() const override { return static_cast<int>(plan_.kernels.size()); }
+  int kernels_per_call() const override { return kernel_count(plan_); }
 
  private:
   // The buffer of a kernel output, recorded in `values`.
