@@ -31,7 +31,9 @@ import numpy as np
 # The other workloads: elementwise maps (gelu in both forms, Adam) differ by a few ulp of
 # their transcendental/sqrt implementations (~1e-6 of the largest value);
 # softmax and layernorm add 4096-term row sums (~sqrt(4096) * u ~ 4e-6);
-# attention adds 64- and 512-term dot products and a 512-term row sum.
+# attention adds 64- and 512-term dot products and a 512-term row sum; the
+# transformer block chains 512- and 2048-term products, 1024-term softmax rows
+# and two 512-term layer norms, each feeding the next: like attention's, 1e-4.
 TOLERANCE = {
     "seed": 1e-4,
     "gelu": 1e-5,
@@ -40,6 +42,7 @@ TOLERANCE = {
     "layernorm": 1e-5,
     "adam": 1e-5,
     "attention": 1e-4,
+    "block": 1e-4,
 }
 
 

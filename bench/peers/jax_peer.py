@@ -48,6 +48,22 @@ def make_peer(device: str = "cpu") -> common.Peer:
         scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * 0.125
         return jnp.matmul(jax.nn.softmax(scores, axis=-1), v)
 
+    def block(x, wq, wk, wv, wo, w1, b1, w2, b2, gamma1, beta1, gamma2, beta2):
+        # kiln-bench's block_body: a pre-norm transformer block, heads of 64.
+        tokens, width = x.shape
+        heads = width // 64
+
+        def split_heads(t):
+            return jnp.transpose(jnp.reshape(t, (tokens, heads, 64)), (1, 0, 2))
+
+        h = layernorm(x, gamma1, beta1)
+        q, k, v = split_heads(h @ wq), split_heads(h @ wk), split_heads(h @ wv)
+        probabilities = jax.nn.softmax(jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * 0.125, axis=-1)
+        attended = jnp.reshape(jnp.transpose(jnp.matmul(probabilities, v), (1, 0, 2)), (tokens, width))
+        x1 = x + attended @ wo
+        m = jax.nn.gelu(layernorm(x1, gamma2, beta2) @ w1 + b1, approximate=True)
+        return x1 + m @ w2 + b2
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -78,7 +94,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("op-by-op", lambda body: body),
             "jit": common.Mode("jax.jit", jax.jit),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+                    block=block),
     )
 
 

@@ -45,6 +45,22 @@ def make_peer(device: str = "cpu") -> common.Peer:
         scores = tf.matmul(q, k, transpose_b=True) * 0.125
         return tf.matmul(tf.nn.softmax(scores, axis=-1), v)
 
+    def block(x, wq, wk, wv, wo, w1, b1, w2, b2, gamma1, beta1, gamma2, beta2):
+        # kiln-bench's block_body: a pre-norm transformer block, heads of 64.
+        tokens, width = x.shape
+        heads = width // 64
+
+        def split_heads(t):
+            return tf.transpose(tf.reshape(t, (tokens, heads, 64)), (1, 0, 2))
+
+        h = layernorm(x, gamma1, beta1)
+        q, k, v = split_heads(tf.matmul(h, wq)), split_heads(tf.matmul(h, wk)), split_heads(tf.matmul(h, wv))
+        probabilities = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) * 0.125, axis=-1)
+        attended = tf.reshape(tf.transpose(tf.matmul(probabilities, v), (1, 0, 2)), (tokens, width))
+        x1 = x + tf.matmul(attended, wo)
+        m = tf.nn.gelu(tf.matmul(layernorm(x1, gamma2, beta2), w1) + b1, approximate=True)
+        return x1 + tf.matmul(m, w2) + b2
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -92,7 +108,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("tf.function", lambda body: tf.function(body)),
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+                    block=block),
     )
 
 

@@ -45,6 +45,22 @@ def make_peer(device: str = "cpu") -> common.Peer:
         scores = torch.matmul(q, k.transpose(-1, -2)) * 0.125
         return torch.matmul(torch.softmax(scores, dim=-1), v)
 
+    def block(x, wq, wk, wv, wo, w1, b1, w2, b2, gamma1, beta1, gamma2, beta2):
+        # kiln-bench's block_body: a pre-norm transformer block, heads of 64.
+        tokens, width = x.shape
+        heads = width // 64
+
+        def split_heads(t):
+            return t.reshape(tokens, heads, 64).transpose(0, 1)
+
+        h = layernorm(x, gamma1, beta1)
+        q, k, v = split_heads(h @ wq), split_heads(h @ wk), split_heads(h @ wv)
+        probabilities = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * 0.125, dim=-1)
+        attended = torch.matmul(probabilities, v).transpose(0, 1).reshape(tokens, width)
+        x1 = x + attended @ wo
+        m = F.gelu(layernorm(x1, gamma2, beta2) @ w1 + b1, approximate="tanh")
+        return x1 + m @ w2 + b2
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -107,7 +123,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("eager", no_grad),
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention),
+        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+                    block=block),
     )
 
 

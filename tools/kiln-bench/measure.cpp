@@ -166,4 +166,43 @@ Timing time_attention_sgemms(const Tensor& q, const Tensor& k, const Tensor& v, 
   return parallel_heads.median_ms <= heads_in_turn.median_ms ? parallel_heads : heads_in_turn;
 }
 
+Timing time_block_sgemms(std::int64_t tokens, std::int64_t width, std::int64_t heads, std::int64_t hidden, int runs) {
+  const auto& blas = kernels::cpu::blas::functions("kiln-bench");
+  namespace cblas = kernels::cpu::blas;
+  const int t = static_cast<int>(tokens), d = static_cast<int>(width), f = static_cast<int>(hidden);
+  const int head = static_cast<int>(width / heads);
+  // Operands of every product: random, so no kernel meets zeros or denormals.
+  auto matrix = [seed = std::uint64_t{200}](std::int64_t rows, std::int64_t columns) mutable {
+    return random::normal({rows, columns}, {.seed = seed++, .stddev = 0.05});
+  };
+  const Tensor x = matrix(tokens, width), weights = matrix(width, width), up = matrix(width, hidden),
+               down = matrix(hidden, width), hidden_values = matrix(tokens, hidden);
+  runtime::Array projections = runtime::allocate_array(DType::f32, Shape({4, tokens, width}));
+  runtime::Array scores = runtime::allocate_array(DType::f32, Shape({tokens, tokens}));
+  runtime::Array out = runtime::allocate_array(DType::f32, Shape({tokens, hidden}));
+  float* q = projections.mutable_data<float>();
+  float *k = q + tokens * width, *v = k + tokens * width, *attended = v + tokens * width;
+  auto sgemm = [&](bool transpose_b, int m, int n, int depth, const float* a, int lda, const float* b, int ldb,
+                   float* c, int ldc) {
+    blas.sgemm(cblas::row_major, cblas::no_transpose, transpose_b ? cblas::transpose : cblas::no_transpose, m, n, depth,
+               1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  };
+  const float* input = static_cast<const float*>(x.data());
+  const float* square = static_cast<const float*>(weights.data());
+  cblas::sync_thread_count();
+  return time_calls(
+      [&] {
+        for (float* projection : {q, k, v}) sgemm(false, t, d, d, input, d, square, d, projection, d);
+        for (int h = 0; h < heads; ++h) {
+          sgemm(true, t, t, head, q + h * head, d, k + h * head, d, scores.mutable_data<float>(), t);
+          sgemm(false, t, head, t, scores.data<float>(), t, v + h * head, d, attended + h * head, d);
+        }
+        sgemm(false, t, d, d, attended, d, square, d, q, d);
+        sgemm(false, t, f, d, input, d, static_cast<const float*>(up.data()), f, out.mutable_data<float>(), f);
+        sgemm(false, t, d, f, static_cast<const float*>(hidden_values.data()), f,
+              static_cast<const float*>(down.data()), d, k, d);
+      },
+      runs);
+}
+
 }  // namespace kiln::bench

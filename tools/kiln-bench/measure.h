@@ -68,4 +68,9 @@ double peak_sgemm_rate(int runs);
 // single-threaded sgemm, or heads in turn with multithreaded sgemm.
 Timing time_attention_sgemms(const Tensor& q, const Tensor& k, const Tensor& v, int runs);
 
+// OpenBLAS computing the products of a transformer block (kiln-bench's `block`) on `tokens` rows of
+// `width`, `heads` heads and an MLP `hidden` wide, one call after the other on all threads, each head's
+// two products reading the projections in place (leading dimension `width`): the block's compute floor.
+Timing time_block_sgemms(std::int64_t tokens, std::int64_t width, std::int64_t heads, std::int64_t hidden, int runs);
+
 }  // namespace kiln::bench

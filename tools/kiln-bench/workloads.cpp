@@ -91,6 +91,22 @@ Tensor attention_body(Tensor q, Tensor k, Tensor v) {
   return matmul(nn::softmax(scores, -1), v);
 }
 
+// A pre-norm transformer block, as a user writes one: layer_norm, attention with the heads split and merged
+// by reshapes and transposes (head size 64: the scale is 1/8), the output projection and a residual, then
+// layer_norm, an MLP with gelu (the tanh form) and a second residual.
+Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w1, Tensor b1, Tensor w2, Tensor b2,
+                  Tensor gamma1, Tensor beta1, Tensor gamma2, Tensor beta2) {
+  const std::int64_t tokens = x.dim(0), width = x.dim(1), heads = width / 64;
+  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {tokens, heads, 64}), {1, 0, 2}); };
+  Tensor h = nn::layer_norm(x, gamma1, beta1);
+  Tensor q = split_heads(matmul(h, wq)), k = split_heads(matmul(h, wk)), v = split_heads(matmul(h, wv));
+  Tensor probabilities = nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.125, -1);
+  Tensor attended = reshape(transpose(matmul(probabilities, v), {1, 0, 2}), {tokens, width});
+  Tensor x1 = x + matmul(attended, wo);
+  Tensor m = nn::gelu(matmul(nn::layer_norm(x1, gamma2, beta2), w1) + b1);
+  return x1 + matmul(m, w2) + b2;
+}
+
 }  // namespace
 
 WorkloadOptions options_for(Device device) {
@@ -108,7 +124,7 @@ std::vector<std::string> suite_ids(bool big, Device device) {
     return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention"}) ids.push_back(id);
+  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block"}) ids.push_back(id);
   return ids;
 }
 
@@ -188,8 +204,51 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     } else {
       workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
     }
+  } else if (id == "block" && !device.is_cuda()) {
+    const std::int64_t t = options.tokens, d = options.width, hidden = 4 * options.width;
+    std::uint64_t seed = 20;
+    // Weights scaled by 1/sqrt(fan-in), as initializers do, so activations stay of order 1.
+    auto weight = [&](std::int64_t rows, std::int64_t columns) {
+      return random::normal({rows, columns}, {.seed = seed++, .stddev = 1 / std::sqrt(double(rows))});
+    };
+    auto vector = [&](std::int64_t size, double mean) {
+      return random::normal({size}, {.seed = seed++, .mean = mean, .stddev = 0.1});
+    };
+    std::vector<Tensor> inputs{random::normal({t, d}, {.seed = seed++}),
+                               weight(d, d),
+                               weight(d, d),
+                               weight(d, d),
+                               weight(d, d),
+                               weight(d, hidden),
+                               vector(hidden, 0),
+                               weight(hidden, d),
+                               vector(d, 0),
+                               vector(d, 1),
+                               vector(d, 0),
+                               vector(d, 1),
+                               vector(d, 0)};
+    workload =
+        make<13>(id, id, dimensions({t, d}) + "x" + std::to_string(options.block_heads) + "h", inputs, block_body);
+    workload.bytes += static_cast<double>(t * d) * 4;
+    const double tokens = static_cast<double>(t), width = static_cast<double>(d);
+    workload.flops =
+        4 * 2 * tokens * width * width + 2 * 2 * tokens * tokens * width + 2 * 2 * tokens * width * 4 * width;
+    workload.matmul_output_bytes = static_cast<double>(options.block_heads) * tokens * tokens * 4;
+    workload.blas_alone = [options](int runs) {
+      return time_block_sgemms(options.tokens, options.width, options.block_heads, 4 * options.width, runs);
+    };
+    workload.kiln_matmuls_alone = [inputs] {
+      // The same products through kiln's standard matmuls (the heads as one batched product each way).
+      const std::int64_t t = inputs[0].dim(0), d = inputs[0].dim(1), heads = d / 64;
+      Tensor projected = matmul(inputs[0], inputs[1]);
+      Tensor per_head = reshape(projected, {heads, t, 64});
+      matmul(matmul(per_head, per_head, {.transpose_b = true}), per_head);
+      for (int i = 0; i < 3; ++i) matmul(inputs[0], inputs[1]);
+      matmul(matmul(inputs[0], inputs[5]), inputs[7]);
+    };
   } else {
-    throw std::invalid_argument("unknown workload '" + id + "'");
+    throw std::invalid_argument("unknown workload '" + id + "'" +
+                                (id == "block" ? std::string(": the block runs on the CPU only") : ""));
   }
   workload.device = device;
   return workload;

@@ -21,7 +21,7 @@ using Call = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 struct Workload {
   std::string id;                // unique in a run, e.g. "seed-1024", "gelu"
-  std::string name;              // the body: seed, gelu, gelu_erf, softmax, layernorm, adam, attention
+  std::string name;              // the body: seed, gelu, gelu_erf, softmax, layernorm, adam, attention, block
   std::string shape;             // human-readable size, e.g. "1024x1024"
   std::vector<Tensor> inputs;
   Call standard;                 // kiln::function(body)
@@ -50,6 +50,8 @@ struct WorkloadOptions {
   std::int64_t rows = 4096, columns = 4096;  // gelu, gelu-erf, softmax and layernorm
   // attention: Q, K, V f32[batch, heads, sequence, head_size]
   std::int64_t batch = 4, heads = 16, sequence = 512, head_size = 64;
+  // block: a transformer block on `tokens` rows `width` wide, `block_heads` heads, an MLP 4x as wide
+  std::int64_t tokens = 1024, width = 512, block_heads = 8;
   Device device = Device::cpu();
 };
 
@@ -60,12 +62,14 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
+// adam, attention, block. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
 // gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // Builds a workload from its id: seed-<N> (the article's function on two
 // N x N matrices; seed-<N>-tf32 on a GPU with TF32 matmuls), gelu (the tanh
-// form), gelu-erf (the exact form), softmax, layernorm, adam or attention.
+// form), gelu-erf (the exact form), softmax, layernorm, adam, attention or
+// block (a pre-norm transformer block: layer_norm, attention with the heads
+// split and merged by reshapes and transposes, an MLP with gelu, residuals).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench
