@@ -154,6 +154,9 @@ std::vector<std::string> translation_units(const ir::Graph& graph, const FusionP
   // of a core), and the link one more process (~10 ms). Split only where the longest unit gets shorter than
   // the whole by more than that link and a margin for the estimate's error.
   constexpr double link_cost = 10, margin = 20;
+  // And at most 8 units: past that each compiler's ~55 ms of start-up and prelude is most of its time, and each
+  // holds ~150 MB.
+  limit = std::min(limit, 8);
   std::vector<std::vector<int>> groups = {kernels};
   double best = total;
   for (int count = 2; count <= std::min<int>(limit, static_cast<int>(kernels.size())); ++count) {

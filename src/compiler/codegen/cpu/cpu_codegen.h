@@ -17,7 +17,7 @@ namespace kiln::compiler::cpu {
 
 std::string generate_source(const ir::Graph& graph, const FusionPlan& plan);
 
-// The same kernels as generate_source's, in at most `limit` translation units
+// The same kernels as generate_source's, in at most `limit` (and 8) translation units
 // that GCC can compile at once (each with the prelude and its kernels'
 // math), grouped by their estimated compile time; one unit -- the whole
 // source but for its first line -- where splitting would not finish sooner.
