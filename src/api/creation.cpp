@@ -3,6 +3,7 @@
 
 #include <kiln/creation.h>
 #include <kiln/error.h>
+#include <kiln/ops.h>
 
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/cuda_context.h"
@@ -107,6 +108,22 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   double span = std::ceil((stop - start) / step);
   if (span > 1e12) throw ValueError("arange", "too many elements (" + std::to_string(span) + ")", location);
   std::int64_t count = span > 0 ? static_cast<std::int64_t>(span) : 0;
+  if (trace::TraceContext* context = trace::TraceContext::current()) {
+    // Inside a traced function, an iota node (as jnp.arange under jax.jit), not a captured input: recomputed
+    // wherever it is read, so a mask built from positions (causal attention) is index arithmetic in its
+    // consumer's kernel. The values are the eager ones: start + i * step in double, then `dtype`.
+    if (device != context->device() && !device.is_cpu())
+      throw DeviceError("arange",
+                        "cannot create a range on " + device.to_string() + " inside a function traced for " +
+                            context->device().to_string(),
+                        location);
+    ir::Attributes along;
+    along.axis = 0;
+    if (start == 0 && step == 1 && dtype != DType::boolean)
+      return detail::apply(ir::Op::iota, {}, along, location, ir::Type{dtype, Shape({count})});
+    Tensor positions = detail::apply(ir::Op::iota, {}, along, location, ir::Type{DType::f64, Shape({count})});
+    return detail::cast_to(add(mul(positions, step, location), start, location), dtype, location);
+  }
   std::vector<double> values(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) values[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * step;
   Tensor result = copy_from(values.data(), Shape({count}), device, "arange", location);

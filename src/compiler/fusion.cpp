@@ -360,8 +360,14 @@ class Fuser {
 
     if (is_loop_fusible(node.op)) {
       if (!fits_space(id, group, &reason)) return refuse(reason);
-      std::string why = node.type.shape.numel() == group.space.numel() ? "elementwise producer of the same size"
-                                                                       : "one value per row, computed once per row";
+      const Shape& shape = node.type.shape;
+      const int first_row_axis =
+          group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes : group.space.rank() - 1;
+      std::string why = shape.numel() == group.space.numel() ? "elementwise producer of the same size"
+                        : group.kind != KernelKind::gemm && is_row_shape(shape, group.space, first_row_axis)
+                            ? "one value per row, computed once per row"
+                            : "broadcast into the kernel's space, recomputed where read (" +
+                                  std::to_string(cost_per_element(node.op)) + " flops/element)";
       if (is_output_[index(id)]) why += "; also written out (multi-output fusion)";
       return accept(why);
     }

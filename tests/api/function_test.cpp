@@ -91,6 +91,42 @@ TEST(Function, TracedIrOfTheSeedFunction) {
 // A constant made inside a traced function lives on the function's device;
 // one asked for on a GPU inside a function traced for the CPU is refused,
 // naming the user's line (docs/design-notes.md, "Constants in traced functions").
+// arange inside a traced function is an iota node, not a captured input (as jnp.arange under jax.jit), with the
+// eager values: integer and float ranges, fractional steps, descending, empty, and bool.
+TEST(Function, ArangeInsideATraceIsAnIotaWithTheEagerValues) {
+  struct Range {
+    double start, stop, step;
+    DType dtype;
+  };
+  const std::vector<Range> ranges = {
+      {0, 7, 1, DType::i64},    {0, 7, 1, DType::f32},        {0, 5, 1, DType::i32},
+      {1, 2, 0.25, DType::f32}, {2.5, -3, -0.75, DType::f64}, {-4, 4, 1.5, DType::i32},
+      {3, 3, 1, DType::f32},    {0, 3, 1, DType::boolean},    {0.1, 0.9, 0.1, DType::f32}};
+  for (const Range& range : ranges) {
+    const Tensor eager = arange(range.start, range.stop, range.step, range.dtype);
+    const Tensor offset = zeros({eager.shape()[0]}, range.dtype == DType::boolean ? DType::i32 : range.dtype);
+    for (bool jit : {false, true}) {
+      auto traced = function(
+          [&](Tensor zero) {
+            Tensor positions = arange(range.start, range.stop, range.step, range.dtype);
+            return range.dtype == DType::boolean ? cast(positions, DType::i32) + zero : positions + zero;
+          },
+          {.jit_compile = jit, .on_compile_failure = Fallback::none});
+      const std::string ir = traced.get_compiler_ir(Stage::traced, offset);
+      EXPECT_NE(ir.find("iota"), std::string::npos) << ir;
+      const std::string signature = ir.substr(0, ir.find('\n'));
+      EXPECT_EQ(signature.find("%1:"), std::string::npos) << "one input, the argument: nothing captured\n" << ir;
+      const Tensor expected = range.dtype == DType::boolean ? cast(eager, DType::i32) : eager;
+      const Tensor actual = traced(offset);
+      ASSERT_EQ(actual.dtype(), expected.dtype());
+      ASSERT_EQ(actual.shape(), expected.shape());
+      EXPECT_EQ(cast(actual, DType::f64).to_vector<double>(), cast(expected, DType::f64).to_vector<double>())
+          << range.start << ":" << range.stop << ":" << range.step << " as " << to_string(range.dtype)
+          << (jit ? ", JIT" : ", standard");
+    }
+  }
+}
+
 TEST(Function, ConstantsOnAnotherDeviceInsideATraceAreRefused) {
   for (bool jit : {false, true}) {
     auto scaled = function([](Tensor x) { return x * full({}, 3); }, {.jit_compile = jit});
