@@ -47,7 +47,8 @@ class Builder {
     int computed = 0;
     // Motifs that random ops almost never form, each in one graph in twenty.
     for (const auto& [name, motif] : {std::pair{"(attention motif)", &Builder::build_attention_motif},
-                                      std::pair{"(epilogue motif)", &Builder::build_epilogue_motif}}) {
+                                      std::pair{"(epilogue motif)", &Builder::build_epilogue_motif},
+                                      std::pair{"(layers motif)", &Builder::build_layers_motif}}) {
       if (!random_.chance(0.05)) continue;
       try {
         last_ = (this->*motif)();
@@ -584,6 +585,46 @@ class Builder {
       }
     }
     return value;
+  }
+
+  // One to three layers of a network on x [m, width], as models stack them (a transformer block found a
+  // wrong result that random ops had not, 2026-12-01): a row normalization or not, a product with a bias and
+  // an activation, the result's heads split and merged (a transpose between two reshapes: a copy, then a view
+  // read by the next product) or flattened and restored (views), a second product back to the width, and a
+  // residual; sometimes a second input's product added to the first (x W + h U).
+  ValueId build_layers_motif() {
+    const std::int64_t m = matrix_dim(), width = random_.pick(std::vector<std::int64_t>{2, 4, 6, 8, 12});
+    ValueId x = add_parameter({DType::f32, Shape({m, width})});
+    for (std::int64_t layer = random_.between(1, 3); layer > 0; --layer) {
+      ValueId h = random_.chance(0.5) ? row_normalization(x) : x;
+      const std::int64_t hidden = random_.pick(std::vector<std::int64_t>{2, 4, 8, 16});
+      ValueId up = add(Op::matmul, {h, add_parameter({DType::f32, Shape({width, hidden})})}, ir::Attributes{});
+      if (random_.chance(0.3)) {
+        const ValueId other = add_parameter({DType::f32, Shape({m, 3})});
+        up = add(Op::add,
+                 {up, add(Op::matmul, {other, add_parameter({DType::f32, Shape({3, hidden})})}, ir::Attributes{})});
+      }
+      up = add(Op::add, {up, add_parameter({DType::f32, Shape({hidden})})});
+      up = add(random_.pick(std::vector<Op>{Op::relu, Op::tanh, Op::sigmoid, Op::exp}), {up});
+      switch (random_.weighted({2, 1, 1})) {
+        case 0:
+          break;
+        case 1: {  // heads split and merged: [m, 2, hidden / 2] -> [2, m, hidden / 2] -> back
+          ir::Attributes swap;
+          swap.axes = {1, 0, 2};
+          const ValueId split = add(Op::reshape, {up}, {}, {DType::f32, Shape({m, 2, hidden / 2})});
+          const ValueId heads = add(Op::transpose, {add(Op::exp, {add(Op::transpose, {split}, swap)})}, swap);
+          up = add(Op::reshape, {heads}, {}, {DType::f32, Shape({m, hidden})});
+          break;
+        }
+        default:  // flattened and restored: two views
+          up = add(Op::reshape, {add(Op::reshape, {up}, {}, {DType::f32, Shape({m * hidden})})}, {},
+                   {DType::f32, Shape({m, hidden})});
+      }
+      const ValueId down = add(Op::matmul, {up, add_parameter({DType::f32, Shape({hidden, width})})}, ir::Attributes{});
+      x = random_.chance(0.7) ? add(Op::add, {x, down}) : down;
+    }
+    return x;
   }
 
   ValueId f32_constant(double value) {
