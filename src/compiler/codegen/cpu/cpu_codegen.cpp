@@ -152,8 +152,9 @@ std::vector<std::string> translation_units(const ir::Graph& graph, const FusionP
   }
   // Each unit more costs a compiler process and a parse of the prelude, in parallel with the others (~55 ms
   // of a core), and the link one more process (~10 ms). Split only where the longest unit gets shorter than
-  // the whole by more than that link and a margin for the estimate's error.
-  constexpr double link_cost = 10, margin = 20;
+  // the whole by more than that link and a margin: for the estimate's error, and because compilers running
+  // side by side slow each other (the block's two units took 0.33 and 0.37 s of ~0.45 s whole).
+  constexpr double link_cost = 10, margin = 40;
   // And at most 8 units: past that each compiler's ~55 ms of start-up and prelude is most of its time, and each
   // holds ~150 MB.
   limit = std::min(limit, 8);
