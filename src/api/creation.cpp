@@ -108,15 +108,11 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   double span = std::ceil((stop - start) / step);
   if (span > 1e12) throw ValueError("arange", "too many elements (" + std::to_string(span) + ")", location);
   std::int64_t count = span > 0 ? static_cast<std::int64_t>(span) : 0;
-  if (trace::TraceContext* context = trace::TraceContext::current()) {
+  if (trace::TraceContext::current()) {
     // Inside a traced function, an iota node (as jnp.arange under jax.jit), not a captured input: recomputed
     // wherever it is read, so a mask built from positions (causal attention) is index arithmetic in its
     // consumer's kernel. The values are the eager ones: start + i * step in double, then `dtype`.
-    if (device != context->device() && !device.is_cpu())
-      throw DeviceError("arange",
-                        "cannot create a range on " + device.to_string() + " inside a function traced for " +
-                            context->device().to_string(),
-                        location);
+    detail::check_created_on_trace_device(device, "arange", "a range", location);
     ir::Attributes along;
     along.axis = 0;
     if (start == 0 && step == 1 && dtype != DType::boolean)

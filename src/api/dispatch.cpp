@@ -85,6 +85,15 @@ DType scalar_dtype(DType tensor_dtype, const Scalar& scalar) {
   return tensor_dtype;
 }
 
+void check_created_on_trace_device(Device device, const char* op, const char* what, const Location& location) {
+  const trace::TraceContext* context = trace::TraceContext::current();
+  if (context && device != context->device() && !device.is_cpu())
+    throw DeviceError(op,
+                      std::string("cannot create ") + what + " on " + device.to_string() +
+                          " inside a function traced for " + context->device().to_string(),
+                      location);
+}
+
 Tensor constant(Scalar value, DType dtype, const Shape& shape, Device device, const Location& location) {
   if (!shape.is_static()) throw ShapeError("constant", "shape " + shape.to_string() + " is not static", location);
   ir::Attributes attributes;
@@ -101,11 +110,7 @@ Tensor constant(Scalar value, DType dtype, const Shape& shape, Device device, co
     // function's device, as in tf.function and jax.jit: `full({}, 3)` (on the
     // CPU by default) inside a function traced for a GPU is a GPU constant.
     // Asking for another GPU is a mistake worth reporting.
-    if (device != context->device() && !device.is_cpu())
-      throw DeviceError("constant",
-                        "cannot create a constant on " + device.to_string() + " inside a function traced for " +
-                            context->device().to_string(),
-                        location);
+    check_created_on_trace_device(device, "constant", "a constant", location);
     ir::ValueId value_id = context->add_node(std::move(node));
     return make_traced_tensor(current_context(), value_id, context->device());
   }

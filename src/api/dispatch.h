@@ -16,6 +16,10 @@ namespace kiln::detail {
 Tensor apply(ir::Op op, const std::vector<Tensor>& inputs, const ir::Attributes& attributes, const Location& location,
              const ir::Type& declared = {});
 
+// While tracing, refuses to create `what` ("a constant") on `device` when it is another GPU than the traced
+// function's: what is created inside a function lives on the function's device (the CPU default included).
+void check_created_on_trace_device(Device device, const char* op, const char* what, const Location& location);
+
 // A rank-0 constant of `dtype`: a constant node while tracing, else a tensor.
 Tensor scalar_constant(Scalar value, DType dtype, Device device, const Location& location);
 // A constant of any shape (zeros, ones, full).

@@ -147,6 +147,10 @@ struct Group {
   int reduced_axes = 0;
   std::vector<std::string> decisions;
   bool merged_away = false;
+
+  // The first axis of `space` on which a per-row value has size 1: the first reduced axis of a reduction
+  // kernel, the last axis otherwise.
+  int first_row_axis() const { return kind == KernelKind::reduction ? space.rank() - reduced_axes : space.rank() - 1; }
 };
 
 class Fuser {
@@ -258,9 +262,7 @@ class Fuser {
       return false;
     }
     if (shape.numel() == group.space.numel()) return true;
-    int first_row_axis =
-        group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes : group.space.rank() - 1;
-    if (group.kind != KernelKind::gemm && is_row_shape(shape, group.space, first_row_axis)) {
+    if (group.kind != KernelKind::gemm && is_row_shape(shape, group.space, group.first_row_axis())) {
       if (is_output_[index(id)] && group.kind != KernelKind::reduction) {
         *reason = "it is an output smaller than the kernel's iteration space";
         return false;
@@ -361,10 +363,8 @@ class Fuser {
     if (is_loop_fusible(node.op)) {
       if (!fits_space(id, group, &reason)) return refuse(reason);
       const Shape& shape = node.type.shape;
-      const int first_row_axis =
-          group.kind == KernelKind::reduction ? group.space.rank() - group.reduced_axes : group.space.rank() - 1;
       std::string why = shape.numel() == group.space.numel() ? "elementwise producer of the same size"
-                        : group.kind != KernelKind::gemm && is_row_shape(shape, group.space, first_row_axis)
+                        : group.kind != KernelKind::gemm && is_row_shape(shape, group.space, group.first_row_axis())
                             ? "one value per row, computed once per row"
                             : "broadcast into the kernel's space, recomputed where read (" +
                                   std::to_string(cost_per_element(node.op)) + " flops/element)";

@@ -328,6 +328,13 @@ Sha256Digest module_key(const std::string& source, const BuildOptions& options, 
 
 namespace {
 
+// "the C++ compiler c++ (/usr/bin/c++)", as messages name it.
+std::string compiler_description(const CompilerIdentity& compiler) {
+  std::string who = "the C++ compiler " + compiler.command;
+  if (compiler.path != compiler.command) who += " (" + compiler.path + ")";
+  return who;
+}
+
 void write_file(const std::string& path, const std::string& text, const std::string& name) {
   std::ofstream file(path, std::ios::binary);
   file << text;
@@ -344,8 +351,7 @@ std::string run_compiler(const CompilerIdentity& compiler, const std::vector<std
   command.insert(command.end(), arguments.begin(), arguments.end());
   const double timeout = compile_timeout_seconds();
   CommandResult run = run_command(compiler.path, command, directory, timeout);
-  std::string who = "the C++ compiler " + compiler.command;
-  if (compiler.path != compiler.command) who += " (" + compiler.path + ")";
+  std::string who = compiler_description(compiler);
   if (!what.empty()) who += ", " + what + ",";
   if (run.spawn_error != 0) throw compile_error(name, "cannot run " + who + ": " + error_text(run.spawn_error));
   if (run.timed_out)
@@ -428,8 +434,7 @@ std::string compile_shared_object(const CompilerIdentity& compiler, const std::s
   arguments.insert(arguments.end(), options.libraries.begin(), options.libraries.end());
   const std::string output =
       run_compiler(compiler, arguments, directory.path(), name, units.size() > 1 ? "linking" : "");
-  std::string who = "the C++ compiler " + compiler.command;
-  if (compiler.path != compiler.command) who += " (" + compiler.path + ")";
+  const std::string who = compiler_description(compiler);
   struct stat status {};
   if (::stat(object_path.c_str(), &status) != 0 || !S_ISREG(status.st_mode))
     throw compile_error(name, who + " exited with status 0 but wrote no shared object" + output_excerpt(output));
