@@ -24,4 +24,11 @@ Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Location location = 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, double epsilon = 1e-5,
                   Location location = Location::current());
 
+// One-hot rows for integer class indices (i32 or i64): a new last axis of `depth`, 1 where it equals the index and
+// 0 elsewhere (so an index outside [0, depth) gives a row of zeros, as tf.one_hot and jax.nn.one_hot do).
+// Inside a traced function it is an iota compared with the indices, which fuses into its consumer:
+// reduce_sum(one_hot(labels, n) * log_softmax(logits), {-1}) never writes the one-hot rows.
+Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype = DType::f32,
+               Location location = Location::current());
+
 }  // namespace kiln::nn

@@ -137,6 +137,13 @@ struct SliceOptions {
 };
 Tensor slice(const Tensor& x, SliceOptions options, Location location = Location::current());
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis, Location location = Location::current());
+// Slices of `params` along `axis` picked by integer `indices` (i32 or i64, any shape), as NumPy's take,
+// tf.gather and jnp.take: the result's shape is params' with that axis replaced by the indices' shape, so
+// gather(table [vocabulary, width], tokens [batch, length]) is [batch, length, width] (an embedding lookup).
+// Negative indices count from the end; one outside [-n, n) is a kiln::ValueError when the op runs (on a GPU
+// that means the call waits for the GPU, as nonzero does).
+Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis = 0,
+              Location location = Location::current());
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location = Location::current());
 // Default: remove every size-1 axis.
 Tensor squeeze(const Tensor& x, Axes axes = {}, Location location = Location::current());

@@ -43,6 +43,16 @@ Tensor log_softmax(const Tensor& x, std::int64_t axis, Location location) {
   return sub(shifted, log(total, location), location);
 }
 
+Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype, Location location) {
+  if (!indices.defined())
+    throw ValueError("one_hot", "operand 0 is an undefined (default-constructed) Tensor", location);
+  if (indices.dtype() != DType::i32 && indices.dtype() != DType::i64)
+    throw DTypeError("one_hot", "indices must be i32 or i64, got " + std::string(to_string(indices.dtype())), location);
+  if (depth < 0) throw ValueError("one_hot", "depth must be >= 0, got " + std::to_string(depth), location);
+  Tensor classes = arange(0, static_cast<double>(depth), 1, indices.dtype(), indices.device(), location);
+  return cast(eq(expand_dims(indices, -1, location), classes, location), dtype, location);
+}
+
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Location location) {
   if (x.defined() && x.rank() == 0)
     throw ShapeError("layer_norm", "needs rank >= 1, got a scalar " + std::string(to_string(x.dtype())) + "[]",

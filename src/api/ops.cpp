@@ -354,6 +354,14 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis, Location lo
   return apply(Op::concat, operands, attributes, location);
 }
 
+Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis, Location location) {
+  int rank = checked_rank(params, "gather", location);
+  if (rank == 0) throw ShapeError("gather", "cannot gather from a rank-0 tensor", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, "gather", location);
+  return apply(Op::gather, {params, indices}, attributes, location);
+}
+
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location) {
   int rank = checked_rank(x, "expand_dims", location);
   ir::Attributes attributes;

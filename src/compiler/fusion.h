@@ -20,7 +20,7 @@
 //              scores never reach memory. Formed from a plan by
 //              fuse_attention (attention_fusion.h), on the CPU.
 //   library    one op run by its standard kernel (what the generator does not
-//              fuse: concat, argmax, reductions over leading axes, f64 and
+//              fuse: concat, argmax, gather, reductions over leading axes, f64 and
 //              integer matmuls, batched matmuls).
 //   view       one reshape of a value in memory, alone in its kernel: the
 //              same buffer read with the new shape (as XLA's bitcast), so

@@ -240,6 +240,22 @@ Type rule_concat(const RuleContext& context) {
   return {first.dtype, result};
 }
 
+// params [..., n (axis), ...] and indices of any shape: params' axis replaced by the indices' axes.
+Type rule_gather(const RuleContext& context) {
+  const Type& params = context.operand(0);
+  const Type& indices = context.operand(1);
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    context.dtype_error("indices must be i32 or i64, got " + std::string(to_string(indices.dtype)));
+  int rank = params.shape.rank();
+  context.check_axis(context.attributes.axis, rank);
+  if (rank - 1 + indices.shape.rank() > Shape::max_rank) context.shape_error("result would exceed rank 8");
+  auto axis = static_cast<std::size_t>(context.attributes.axis);
+  std::vector<std::int64_t> dims(params.shape.dims().begin(), params.shape.dims().begin() + axis);
+  dims.insert(dims.end(), indices.shape.dims().begin(), indices.shape.dims().end());
+  dims.insert(dims.end(), params.shape.dims().begin() + axis + 1, params.shape.dims().end());
+  return {params.dtype, Shape(dims)};
+}
+
 Type rule_expand_dims(const RuleContext& context) {
   const Type& input = context.operand(0);
   int rank = input.shape.rank();
@@ -334,6 +350,14 @@ Type infer_type(Op op, const Attributes& attributes, std::span<const Type> opera
     context.shape_error("expects " + std::to_string(op_info.arity) + " operands, got " +
                         std::to_string(operands.size()));
   return rule_for(op)(context);
+}
+
+ValueError gather_index_error(const Node& node, std::int64_t value, std::int64_t position, std::int64_t size) {
+  return ValueError("gather",
+                    "index " + std::to_string(value) + " (element " + std::to_string(position) +
+                        " of the indices) is out of range for axis " + std::to_string(node.attributes.axis) +
+                        " of size " + std::to_string(size),
+                    node.location);
 }
 
 }  // namespace kiln::ir

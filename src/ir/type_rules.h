@@ -5,6 +5,8 @@
 
 #include "ir/graph.h"
 
+#include <kiln/error.h>
+
 #include <span>
 #include <string>
 
@@ -25,6 +27,10 @@ Type infer_type(Op op, const Attributes& attributes, std::span<const Type> opera
 // NumPy broadcasting of two shapes (aligned at the right; equal dims or 1).
 // Returns false if they are incompatible.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* result);
+
+// The error of a gather node whose index `value` (element `position` of its indices, row-major) is outside
+// [-size, size) for the gathered axis of `size`: indices are data, so kernels and the reference evaluator find it.
+ValueError gather_index_error(const Node& node, std::int64_t value, std::int64_t position, std::int64_t size);
 
 // "f32[2,3], f32[4]": the operand list used in error messages.
 std::string describe_types(std::span<const Type> types);

@@ -1,5 +1,6 @@
 #include "kernels/kernels.h"
 
+#include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
 #if KILN_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -8,8 +9,15 @@
 
 #include <kiln/error.h>
 
+#include <optional>
+#include <string>
+
 namespace kiln::kernels {
 namespace {
+
+void throw_if_out_of_range(const ir::Node& node, const std::optional<OutOfRangeIndex>& bad, std::int64_t size) {
+  if (bad) throw ir::gather_index_error(node, bad->value, bad->position, size);
+}
 
 runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inputs) {
   using ir::Op;
@@ -38,6 +46,10 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
     case Op::broadcast_to: cpu::broadcast_to(inputs[0], output); break;
     case Op::slice: cpu::slice(attributes.start, attributes.step, inputs[0], output); break;
     case Op::concat: cpu::concat(attributes.axis, inputs, output); break;
+    case Op::gather:
+      throw_if_out_of_range(node, cpu::gather(attributes.axis, inputs[0], inputs[1], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
     default:
       if (ir::is_reduction(node.op)) cpu::reduce(node.op, attributes.axes, inputs[0], output);
       else if (ir::is_elementwise(node.op) && inputs.size() == 1) cpu::unary(node.op, inputs[0], output);
@@ -77,6 +89,10 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
     case Op::broadcast_to: cuda::broadcast_to(inputs[0], output); break;
     case Op::slice: cuda::slice(attributes.start, attributes.step, inputs[0], output); break;
     case Op::concat: cuda::concat(attributes.axis, inputs, output); break;
+    case Op::gather:
+      throw_if_out_of_range(node, cuda::gather(attributes.axis, inputs[0], inputs[1], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
     default:
       if (ir::is_reduction(node.op)) cuda::reduce(node.op, attributes.axes, inputs[0], output);
       else if (ir::is_elementwise(node.op) && inputs.size() == 1) cuda::unary(node.op, inputs[0], output);

@@ -5,9 +5,17 @@
 #include "ir/graph.h"
 #include "runtime/buffer.h"
 
+#include <cstdint>
 #include <span>
 
 namespace kiln::kernels {
+
+// What a gather kernel reports instead of reading outside its operand: the first index (in the indices' order)
+// outside [-n, n), and where it is.
+struct OutOfRangeIndex {
+  std::int64_t position = 0;  // element of the indices, row-major
+  std::int64_t value = 0;
+};
 
 // Runs `node` (its op, attributes and result type; its operand ids are not
 // used) on concrete `inputs` living on `device`, and returns the result.

@@ -57,6 +57,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::broadcast_to:
     case Op::slice:
     case Op::concat:
+    case Op::gather:
     case Op::expand_dims:
     case Op::squeeze:
     case Op::host_call:

@@ -236,6 +236,9 @@ class Evaluator {
       case Op::broadcast_to: value = broadcast_to(node, type); break;
       case Op::slice: value = slice(node, type); break;
       case Op::concat: value = concat(node, type); break;
+      case Op::gather:
+        value = gather_along_axis(node, type);
+        break;
       case Op::host_call: value = host_call(node); break;
       case Op::nonzero: value = nonzero(node); break;
     }
@@ -672,6 +675,29 @@ class Evaluator {
       axis_offset += input.shape[static_cast<int>(axis)];
     }
     return value;
+  }
+
+  // Slices of operand 0 along attributes.axis, picked by operand 1's integers.
+  Value gather_along_axis(const ir::Node& node, const ir::Type& type) const {
+    const Value& params = operand(node, 0);
+    const Value& indices = operand(node, 1);
+    const auto axis = static_cast<int>(node.attributes.axis);
+    const std::int64_t size = params.shape[axis], count = indices.numel();
+    std::int64_t inner = 1;
+    for (int d = axis + 1; d < params.shape.rank(); ++d) inner *= params.shape[d];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t index = indices.integers[static_cast<std::size_t>(i)];
+      if (index < -size || index >= size) throw ir::gather_index_error(node, index, i, size);
+    }
+    std::vector<std::int64_t> sources(static_cast<std::size_t>(type.shape.numel()));
+    for (std::size_t r = 0; r < sources.size(); ++r) {
+      const auto position = static_cast<std::int64_t>(r);
+      const std::int64_t outer = position / (count * inner), element = position % inner;
+      std::int64_t index = indices.integers[static_cast<std::size_t>(position / inner % count)];
+      if (index < 0) index += size;
+      sources[r] = (outer * size + index) * inner + element;
+    }
+    return gather(params, type.dtype, type.shape, sources);
   }
 
   Value host_call(const ir::Node& node) const {

@@ -76,5 +76,25 @@ TEST(NeuralNetwork, ExactGeluKeepsItsRelativeAccuracyWhere1PlusErfCancels) {
                              });
 }
 
+TEST(NeuralNetwork, OneHotMarksTheIndexAndZeroesRowsOutOfRange) {
+  const std::vector<std::int64_t> labels = {2, 0, 3, -1, 4, 1};
+  for (DType index_dtype : {DType::i32, DType::i64})
+    for (bool jit : {false, true}) {
+      auto encode = function([](Tensor indices) { return nn::one_hot(indices, 4, DType::f64); }, {.jit_compile = jit});
+      const Tensor result = encode(cast(from_vector(labels, {2, 3}), index_dtype));
+      EXPECT_EQ(result.shape(), Shape({2, 3, 4}));
+      EXPECT_EQ(result.dtype(), DType::f64);
+      std::vector<double> expected;
+      for (std::int64_t label : labels)
+        for (std::int64_t column = 0; column < 4; ++column) expected.push_back(label == column ? 1.0 : 0.0);
+      EXPECT_EQ(result.to_vector<double>(), expected) << (jit ? "JIT" : "standard");
+    }
+  EXPECT_EQ(nn::one_hot(from_vector(std::vector<std::int32_t>{1}), 3, DType::boolean).to_vector<bool>(),
+            (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(nn::one_hot(from_vector(std::vector<std::int32_t>{1, 2}), 0).shape(), Shape({2, 0}));
+  EXPECT_THROW(nn::one_hot(from_vector(std::vector<float>{1}), 3), DTypeError);
+  EXPECT_THROW(nn::one_hot(from_vector(std::vector<std::int32_t>{1}), -1), ValueError);
+}
+
 }  // namespace
 }  // namespace kiln

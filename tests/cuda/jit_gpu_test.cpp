@@ -219,6 +219,30 @@ TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
   EXPECT_EQ(expect_gpu_agreement("adam", adam_step, p, g, m, v).kernels_per_call, 1);
 }
 
+TEST(CudaJit, EmbeddingLookupAndOneHotLossAndAnIndexOutOfRange) {
+  KILN_REQUIRE_GPU();
+  // gather runs its standard kernel inside the module; one_hot fuses into the loss.
+  auto body = [](Tensor table, Tensor tokens, Tensor labels) {
+    Tensor x = nn::layer_norm(gather(table, tokens) * 4.0);
+    Tensor logits = matmul(x, table, {.transpose_b = true});
+    return -reduce_mean(reduce_sum(nn::one_hot(labels, table.dim(0)) * nn::log_softmax(logits), {-1}));
+  };
+  std::vector<std::int32_t> tokens, labels;
+  for (std::int32_t i = 0; i < 40; ++i) tokens.push_back((i * 13) % 57 - 28);
+  for (std::int32_t i = 0; i < 40; ++i) labels.push_back((i * 29) % 57);
+  Tensor table = random_tensor(DType::f32, {57, 24}, 26);
+  expect_gpu_agreement("embedding", body, table, from_vector(tokens, {40}), from_vector(labels, {40}));
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  Tensor bad = from_vector(std::vector<std::int32_t>{3, 57}).to(gpu),
+         good = from_vector(std::vector<std::int32_t>{3, 56}).to(gpu);
+  Tensor two_labels = from_vector(std::vector<std::int32_t>{1, 2}).to(gpu);
+  EXPECT_THROW(jit(table.to(gpu), bad, two_labels), ValueError);
+  // Still usable after the error (within TF32's rounding of the product, on by default).
+  const float loss = jit(table.to(gpu), good, two_labels).item<float>();
+  const float on_cpu = function(body)(table, good.to(Device::cpu()), two_labels.to(Device::cpu())).item<float>();
+  EXPECT_NEAR(loss, on_cpu, 1e-3 * std::fabs(on_cpu));
+}
+
 TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
   KILN_REQUIRE_GPU();
   Tensor x = random_tensor(DType::f32, {256, 128}, 26), y = random_tensor(DType::f32, {128, 192}, 27);

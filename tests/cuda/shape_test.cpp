@@ -1,6 +1,6 @@
 // CUDA shape kernels against the CPU's, exactly: transpose (tiled and
 // gathered), slice (negative steps), broadcast_to, concat, reshape-likes,
-// nonzero.
+// gather (and its index errors), nonzero.
 
 #include "api/tensor_impl.h"
 #include "cuda/cuda_test_support.h"
@@ -85,6 +85,51 @@ TEST(CudaShape, Concat) {
   expect_same(concat({p, q}, 1), concat({p.to(gpu), q.to(gpu)}, 1), 0, "concat bool rows");
   Tensor r = random_tensor(DType::f32, {1000, 8}, 100), s = random_tensor(DType::f32, {1000, 4}, 101);
   expect_same(concat({r, s}, 1), concat({r.to(gpu), s.to(gpu)}, 1), 0, "concat f32 rows");
+}
+
+TEST(CudaShape, Gather) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : every)
+    for (std::int64_t axis : {0, 1, 2}) {
+      Tensor params = random_tensor(dtype, {5, 6, 7}, 110);
+      const std::int64_t size = params.dim(static_cast<int>(axis));
+      // Negative and repeated indices, in a [2, 3] block.
+      Tensor indices = from_vector(std::vector<std::int64_t>{size - 1, 0, -1, -size, 2, 2}, {2, 3});
+      expect_same(gather(params, indices, axis), gather(params.to(gpu), indices.to(gpu), axis), 0,
+                  "gather " + std::string(to_string(dtype)) + " axis " + std::to_string(axis));
+    }
+  // Rows of 16-byte multiples, odd byte widths (1-byte units), i32 indices, many of them; an empty index list.
+  Tensor table = random_tensor(DType::f32, {1000, 64}, 111), flags = random_tensor(DType::boolean, {300, 3}, 112);
+  std::vector<std::int32_t> tokens;
+  for (std::int32_t i = 0; i < 4096; ++i) tokens.push_back((i * 7919) % 1000 - (i % 3 == 0 ? 1000 : 0));
+  Tensor many = from_vector(tokens, {64, 64});
+  expect_same(gather(table, many), gather(table.to(gpu), many.to(gpu)), 0, "gather f32 rows");
+  Tensor few = from_vector(std::vector<std::int32_t>{299, -300, 7});
+  expect_same(gather(flags, few), gather(flags.to(gpu), few.to(gpu)), 0, "gather bool rows");
+  Tensor none = zeros({0}, DType::i32);
+  expect_same(gather(table, none), gather(table.to(gpu), none.to(gpu)), 0, "gather of no index");
+}
+
+TEST(CudaShape, GatherReportsTheFirstIndexOutOfRangeAndStaysUsable) {
+  KILN_REQUIRE_GPU();
+  Tensor table = random_tensor(DType::f32, {8, 4}, 113).to(gpu);
+  for (DType dtype : {DType::i32, DType::i64}) {
+    Tensor bad = cast(from_vector(std::vector<std::int64_t>{1, 9, -9, 8}), dtype).to(gpu);
+    try {
+      gather(table, bad);
+      ADD_FAILURE() << "no error for " << to_string(dtype);
+    } catch (const ValueError& error) {
+      EXPECT_NE(
+          std::string(error.what()).find("index 9 (element 1 of the indices) is out of range for axis 0 of size 8"),
+          std::string::npos)
+          << error.what();
+      EXPECT_NE(error.location().find("shape_test.cpp"), std::string::npos) << error.what();
+    }
+    Tensor good = cast(from_vector(std::vector<std::int64_t>{1, 7, -8}), dtype);
+    expect_same(gather(table.to(Device::cpu()), good), gather(table, good.to(gpu)), 0, "gather after an error");
+  }
+  Tensor empty_axis = zeros({0, 4}).to(gpu);
+  EXPECT_THROW(gather(empty_axis, from_vector(std::vector<std::int32_t>{0}).to(gpu)), ValueError);
 }
 
 TEST(CudaShape, Nonzero) {

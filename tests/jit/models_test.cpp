@@ -1,7 +1,7 @@
 // Pieces of models as users write them, each through the standard executor, the JIT and the float64
 // reference: the graphs kiln-fuzz's random ops rarely form (several products, products feeding products,
-// masks built from iota, losses), where fusion decisions meet each other. A sum of two products in one
-// gemm kernel (x W + h U) returned a wrong result until 2026-12-01.
+// masks built from iota, losses, embeddings looked up with gather), where fusion decisions meet each other.
+// A sum of two products in one gemm kernel (x W + h U) returned a wrong result until 2026-12-01.
 
 #include "support/differential.h"
 #include "support/test_support.h"
@@ -89,6 +89,28 @@ TEST(Models, ClassifierLossAndAccuracyInputs) {
   Tensor labels = cast(random::uniform({19, 10}, {.seed = 27}) > 0.9, DType::f32);
   expect_agreement("classifier loss", loss, random_tensor(DType::f32, {19, 30}, 28), weight(30, 50, 29),
                    random_tensor(DType::f32, {50}, 30), weight(50, 10, 31), labels);
+}
+
+TEST(Models, LanguageModelFirstLayerAndLossWithIntegerTokens) {
+  // Token embeddings looked up (gather) and scaled, positions added, a causal attention layer, the output projected
+  // onto the vocabulary, and the mean cross-entropy of the next tokens as integers (one_hot), with the logits.
+  auto language_model = [](Tensor table, Tensor positions, Tensor wq, Tensor wk, Tensor wv, Tensor tokens,
+                           Tensor next_tokens) {
+    const std::int64_t length = tokens.dim(0), width = table.dim(1), vocabulary = table.dim(0);
+    Tensor x = gather(table, tokens) * std::sqrt(double(width)) + positions;
+    Tensor rows = reshape(arange(length), {length, 1}), columns = reshape(arange(length), {1, length});
+    Tensor scores = where(columns <= rows, matmul(matmul(x, wq), matmul(x, wk), {.transpose_b = true}), -1e9);
+    x = x + matmul(nn::softmax(scores * (1 / std::sqrt(double(width)))), matmul(x, wv));
+    Tensor logits = matmul(nn::layer_norm(x), table, {.transpose_b = true});  // tied embeddings
+    Tensor loss = -reduce_mean(reduce_sum(nn::one_hot(next_tokens, vocabulary) * nn::log_softmax(logits), {-1}));
+    return std::make_tuple(loss, logits);
+  };
+  std::vector<std::int32_t> tokens, next_tokens;
+  for (std::int32_t i = 0; i < 23; ++i) tokens.push_back((i * 37 + 5) % 61);
+  for (std::int32_t i = 0; i < 23; ++i) next_tokens.push_back(tokens[static_cast<std::size_t>((i + 1) % 23)]);
+  expect_agreement("language model", language_model, weight(61, 32, 40), random_tensor(DType::f32, {23, 32}, 41),
+                   weight(32, 32, 42), weight(32, 32, 43), weight(32, 32, 44), from_vector(tokens),
+                   from_vector(next_tokens));
 }
 
 }  // namespace

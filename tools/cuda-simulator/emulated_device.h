@@ -375,6 +375,12 @@ T atomicAdd(T* address, T value) {
   *address = old + value;
   return old;
 }
+template <class T>
+T atomicMin(T* address, T value) {
+  T old = *address;
+  *address = value < old ? value : old;
+  return old;
+}
 
 template <class To, class From>
 To kiln_simulated_bit_cast(From value) {

@@ -391,6 +391,8 @@ class Builder {
       case Op::broadcast_to: return build_broadcast_to();
       case Op::slice: return build_slice();
       case Op::concat: return build_concat();
+      case Op::gather:
+        return build_gather();
       case Op::expand_dims: {
         ValueId x = any_value();
         if (type(x).shape.rank() > 5) throw Rejected{};
@@ -457,6 +459,30 @@ class Builder {
     attributes.axis = random_.pick(axes);
     attributes.keepdims = random_.chance(0.4);
     return add(Op::argmax, {x}, attributes);
+  }
+
+  // Indices from a fresh source (a parameter holds integers in [-9, 9], sometimes [-999, 999]) clamped to
+  // [-n, n - 1]: in range whatever the source holds, negative ones included. An empty axis takes no index.
+  ValueId build_gather() {
+    ValueId params = any_value();
+    const Shape& shape = type(params).shape;
+    if (shape.rank() == 0) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.below(shape.rank());
+    const std::int64_t size = shape[static_cast<int>(attributes.axis)];
+    if (size <= 0) throw Rejected{};
+    const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
+    const int index_rank = std::min(2, Shape::max_rank + 1 - shape.rank());
+    ValueId indices = fresh_source({index_dtype, random_shape(index_rank)});
+    indices = add(Op::maximum, {indices, integer_constant(index_dtype, -size)});
+    indices = add(Op::minimum, {indices, integer_constant(index_dtype, size - 1)});
+    return add(Op::gather, {params, indices}, attributes);
+  }
+
+  ValueId integer_constant(DType dtype, std::int64_t value) {
+    ir::Attributes attributes;
+    attributes.int_value = value;
+    return add(Op::constant, {}, attributes, {dtype, Shape()});
   }
 
   std::int64_t matrix_dim() {

@@ -6,9 +6,11 @@
 // vector_math.h, the same functions the JIT's generated code uses.
 
 #include "ir/graph.h"
+#include "kernels/kernels.h"
 #include "runtime/buffer.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -52,6 +54,10 @@ void broadcast_to(const runtime::Array& input, const runtime::Array& output);
 void slice(const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& step,
            const runtime::Array& input, const runtime::Array& output);
 void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output);
+// output = params' slices along `axis` picked by `indices` (i32 or i64; negative ones count from the end). An index
+// outside [-n, n) is reported, before anything is written.
+std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,
+                                      const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements.
 runtime::Array nonzero(const runtime::Array& input);
 

@@ -1,4 +1,4 @@
-// Shape kernels: transpose, broadcast_to, slice, concat, nonzero.
+// Shape kernels: transpose, broadcast_to, slice, concat, gather, nonzero.
 //
 // transpose, broadcast_to and slice are one problem: copy a strided view of
 // the input into a dense output. Each drops size-1 axes, merges neighbouring
@@ -356,6 +356,48 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
       position += run;
     }
   });
+}
+
+std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const Array& indices, const Array& output) {
+  if (params.dtype != output.dtype) throw InternalError("gather", "params and output dtypes differ", std::string());
+  const int64_t size = params.shape[static_cast<int>(axis)];
+  const int64_t count = indices.shape.numel();
+  // Every index is checked (and made non-negative) before anything is copied.
+  std::vector<int64_t> rows(static_cast<std::size_t>(count));
+  auto normalize = [&]<class I>(const I* values) -> std::optional<OutOfRangeIndex> {
+    for (int64_t i = 0; i < count; ++i) {
+      const auto value = static_cast<int64_t>(values[i]);
+      if (value < -size || value >= size) return OutOfRangeIndex{i, value};
+      rows[static_cast<std::size_t>(i)] = value < 0 ? value + size : value;
+    }
+    return std::nullopt;
+  };
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    throw InternalError("gather", "indices are neither i32 nor i64", std::string());
+  if (auto bad =
+          indices.dtype == DType::i32 ? normalize(indices.data<std::int32_t>()) : normalize(indices.data<int64_t>()))
+    return bad;
+  if (output.shape.numel() == 0) return std::nullopt;
+
+  // output [outer, count, inner] from params [outer, size, inner]: one run of `inner` elements per index.
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= params.shape[d];
+  const int64_t inner = output.shape.numel() / (outer * count);
+  visit_element_size(params.dtype, [&]<class E>() {
+    const E* source = static_cast<const E*>(params.raw());
+    E* out = static_cast<E*>(output.mutable_raw());
+    const int64_t grain = std::max<int64_t>(1, bytes_per_task / (inner * static_cast<int64_t>(sizeof(E))));
+    runtime::parallel_for(outer * count, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t run = begin; run < end; ++run) {
+        const E* from = source + ((run / count) * size + rows[static_cast<std::size_t>(run % count)]) * inner;
+        if (inner == 1)
+          out[run] = *from;
+        else
+          std::memcpy(out + run * inner, from, static_cast<std::size_t>(inner) * sizeof(E));
+      }
+    });
+  });
+  return std::nullopt;
 }
 
 Array nonzero(const Array& input) {

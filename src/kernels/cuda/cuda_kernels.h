@@ -7,7 +7,7 @@
 // the same GPU, allocated by the caller with the node's result type. Work is
 // queued on the device's stream (runtime/cuda/cuda_context.h): the functions
 // return before the GPU has finished, except nonzero, whose result size
-// comes back to the host.
+// comes back to the host, and gather, whose index check does.
 //
 // Float transcendentals are CUDA's own (sinf, expf, ...; sin, exp, ... for
 // f64), never the fast intrinsics. Their maximum errors, from the CUDA C++
@@ -29,9 +29,11 @@
 // summation order differs from the CPU's (reassociation only).
 
 #include "ir/graph.h"
+#include "kernels/kernels.h"
 #include "runtime/buffer.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -83,6 +85,11 @@ void broadcast_to(const runtime::Array& input, const runtime::Array& output);
 void slice(const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& step,
            const runtime::Array& input, const runtime::Array& output);
 void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output);
+// output = params' slices along `axis` picked by `indices` (i32 or i64; negative ones count from the end): the
+// indices are checked and made non-negative on the GPU, the slices copied, and the first index outside [-n, n), if
+// any, read back -- so the call waits for the GPU, and the output is not to be used when one is reported.
+std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,
+                                      const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements, in
 // row-major order: a count per block, a scan on the host (which needs the
 // total anyway to size the result), then each block writes its indices.

@@ -1,4 +1,4 @@
-// CUDA shape kernels: transpose, broadcast_to, slice, concat, nonzero.
+// CUDA shape kernels: transpose, broadcast_to, slice, concat, gather, nonzero.
 //
 // transpose, broadcast_to and slice copy a strided view of the input into a
 // dense output (plan.h: size-1 axes dropped, chaining axes merged). A view
@@ -173,6 +173,40 @@ void concat_piece(runtime::cuda::DeviceContext& context, const void* in, void* o
          static_cast<Unit*>(out), rows, width_bytes / unit, row_bytes / unit, start_bytes / unit);
 }
 
+// ---- gather ----------------------------------------------------------------------------
+
+// rows[i] = indices[i], made non-negative; an index outside [-size, size) reads row 0 instead, and the smallest
+// such i is kept in *first_bad (which starts at count).
+template <class I>
+__global__ void gather_rows_kernel(const I* __restrict__ indices, int64_t count, int64_t size,
+                                   int64_t* __restrict__ rows, unsigned long long* first_bad) {
+  for (int64_t i = thread_index(); i < count; i += thread_count()) {
+    const auto index = static_cast<int64_t>(indices[i]);
+    const bool inside = index >= -size && index < size;
+    rows[i] = !inside ? 0 : index < 0 ? index + size : index;
+    if (!inside) atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+// out [outer, count, width] = params [outer, size, width] at rows, in units of `width` per slice.
+template <class Unit>
+__global__ void gather_copy_kernel(const Unit* __restrict__ params, Unit* __restrict__ out,
+                                   const int64_t* __restrict__ rows, int64_t count, int64_t size, int64_t width,
+                                   int64_t total) {
+  for (int64_t t = thread_index(); t < total; t += thread_count()) {
+    const int64_t run = t / width;
+    out[t] = params[(run / count * size + rows[run % count]) * width + t % width];
+  }
+}
+
+template <class Unit>
+void gather_copy(runtime::cuda::DeviceContext& context, const void* params, void* out, const int64_t* rows,
+                 int64_t count, int64_t size, int64_t slice_bytes, int64_t total_bytes) {
+  constexpr auto unit = static_cast<int64_t>(sizeof(Unit));
+  launch("gather", context, total_bytes / unit, &gather_copy_kernel<Unit>, static_cast<const Unit*>(params),
+         static_cast<Unit*>(out), rows, count, size, slice_bytes / unit, total_bytes / unit);
+}
+
 // ---- nonzero ---------------------------------------------------------------------------
 
 constexpr int nonzero_per_thread = 16;
@@ -277,6 +311,69 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
     }
     start += width;
   }
+}
+
+std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const Array& indices, const Array& output) {
+  if (params.dtype != output.dtype) internal_error("gather", "params and output dtypes differ");
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    internal_error("gather", "indices are neither i32 nor i64");
+  const int64_t count = indices.shape.numel();
+  if (count == 0) return std::nullopt;
+  const int64_t size = params.shape[static_cast<int>(axis)];
+  auto& context = context_of(output, "gather");
+  // Scratch: the non-negative rows, then the first bad position.
+  auto scratch = runtime::allocate(output.device(), static_cast<std::size_t>(count + 1) * sizeof(int64_t));
+  auto* rows = static_cast<int64_t*>(scratch->data());
+  auto* first_bad = reinterpret_cast<unsigned long long*>(rows + count);
+  auto first_bad_host = static_cast<unsigned long long>(count);
+  runtime::cuda::DeviceGuard guard(context.index);
+  runtime::cuda::check(
+      cudaMemcpyAsync(first_bad, &first_bad_host, sizeof first_bad_host, cudaMemcpyHostToDevice, context.stream),
+      "cudaMemcpyAsync (gather)", "gather");
+  if (indices.dtype == DType::i32)
+    launch("gather", context, count, &gather_rows_kernel<std::int32_t>, indices.data<std::int32_t>(), count, size, rows,
+           first_bad);
+  else
+    launch("gather", context, count, &gather_rows_kernel<int64_t>, indices.data<int64_t>(), count, size, rows,
+           first_bad);
+
+  // Every index bad when the axis is empty: nothing to copy from.
+  const int64_t total_bytes = static_cast<int64_t>(output.bytes());
+  if (total_bytes > 0 && size > 0) {
+    int64_t outer = 1;
+    for (int d = 0; d < axis; ++d) outer *= params.shape[d];
+    const int64_t slice_bytes = total_bytes / (outer * count);
+    char* out = static_cast<char*>(output.mutable_raw());
+    // The widest unit dividing a slice and both addresses.
+    auto address = [](const void* pointer) {
+      return static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(pointer) % 16);
+    };
+    const int64_t alignment =
+        std::gcd(std::gcd(slice_bytes, int64_t{16}), std::gcd(address(params.raw()), address(out)));
+    if (alignment % 16 == 0)
+      gather_copy<Pack<std::uint32_t, 4>>(context, params.raw(), out, rows, count, size, slice_bytes, total_bytes);
+    else if (alignment % 8 == 0)
+      gather_copy<std::uint64_t>(context, params.raw(), out, rows, count, size, slice_bytes, total_bytes);
+    else if (alignment % 4 == 0)
+      gather_copy<std::uint32_t>(context, params.raw(), out, rows, count, size, slice_bytes, total_bytes);
+    else
+      gather_copy<std::uint8_t>(context, params.raw(), out, rows, count, size, slice_bytes, total_bytes);
+  }
+
+  runtime::cuda::check(
+      cudaMemcpyAsync(&first_bad_host, first_bad, sizeof first_bad_host, cudaMemcpyDeviceToHost, context.stream),
+      "cudaMemcpyAsync (gather)", "gather");
+  runtime::cuda::check(cudaStreamSynchronize(context.stream), "cudaStreamSynchronize", "gather");
+  if (first_bad_host >= static_cast<unsigned long long>(count)) return std::nullopt;
+  const auto position = static_cast<int64_t>(first_bad_host);
+  int64_t value = 0;
+  std::int32_t value_32 = 0;
+  const bool narrow = indices.dtype == DType::i32;
+  const char* at = static_cast<const char*>(indices.raw()) + position * (narrow ? 4 : 8);
+  runtime::cuda::check(cudaMemcpy(narrow ? static_cast<void*>(&value_32) : static_cast<void*>(&value), at,
+                                  narrow ? 4 : 8, cudaMemcpyDeviceToHost),
+                       "cudaMemcpy (gather)", "gather");
+  return OutOfRangeIndex{position, narrow ? value_32 : value};
 }
 
 Array nonzero(const Array& input) {
