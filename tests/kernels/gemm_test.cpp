@@ -327,7 +327,7 @@ TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenCInRowPanels) {
 TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenCWholeDepth) {
   const std::int64_t m = 1000, n = 1500, k = 300;
   EXPECT_TRUE(plan_sgemm(m, n, k).whole_depth);
-  EXPECT_TRUE(plan_sgemm(1024, 1024, 1024).whole_depth);  // the seed's size users try first
+  EXPECT_TRUE(plan_sgemm(1024, 1024, 512).whole_depth);  // shallow enough for kiln's loops in the JIT
   expect_tiles_without_c_equal_the_written_c(m, n, k);
 }
 
@@ -377,12 +377,15 @@ TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
 
 // ---- large products through OpenBLAS ------------------------------------------------------------------------
 
-TEST(GemmThroughOpenBlas, IsPreferredForLargeDeepProductsOnly) {
-  EXPECT_FALSE(prefers_openblas(1024, 1024, 1024));  // kiln's loops are at par, and the fusion saves 2%
+TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsOnly) {
   EXPECT_FALSE(prefers_openblas(8192, 8192, 512));   // shallow: the fused epilogue saves more
+  EXPECT_FALSE(prefers_openblas(1024, 1024, 767));
   EXPECT_FALSE(prefers_openblas(64, 64, 1 << 20));   // deep but a small output: kiln's loops were 1.1x faster
+  EXPECT_FALSE(prefers_openblas(255, 256, 1024));
+  EXPECT_TRUE(prefers_openblas(256, 256, 1024));  // the fused loops' narrow panels: 0.75-0.83x
+  EXPECT_TRUE(prefers_openblas(768, 768, 768));
+  EXPECT_TRUE(prefers_openblas(1024, 1024, 1024));  // seed-1024
   EXPECT_TRUE(prefers_openblas(256, 256, 1 << 16));
-  EXPECT_TRUE(prefers_openblas(1536, 1536, 1536));
   EXPECT_TRUE(prefers_openblas(2048, 2048, 2048));  // `make demo`
   EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed article's size
 }

@@ -80,10 +80,14 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
 // 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3), at 0.90-1.03 from 1536^3 to 2048^3 (below
 // par when the machine is loaded), and ahead on small products (256^3: 1.8-2x), where OpenBLAS's thread
 // hand-offs and packing weigh more. An epilogue fused into sgemm's tiles saves writing C and reading it back,
-// 8 bytes per element: 2% of the product's time at k = 1024 (175 GFLOP/s, 30 GB/s), less beyond. So a product
-// at least 1024 deep and at least 1536^3, with at least 256^2 outputs, goes to OpenBLAS, and its blocks to the epilogue
-// afterwards: the JIT's seed function then runs at the standard executor's GEMM rate (at 8192, 1.01x the standard
-// executor's time instead of 0.89x), and its product is written (in panels of at most max(64 MiB, C / 4)).
+// 8 bytes per element: 2% of the product's time at k = 1024 (175 GFLOP/s, 30 GB/s), less beyond. But without C,
+// sgemm keeps its temporaries within a quarter of C, and a deep product then needs narrow column panels (B's
+// whole depth, or a C panel buffer of all rows, must fit): at k >= 768 the fused loops ran 0.68-0.97 of
+// OpenBLAS followed by the same epilogue (0.68 at 256 x 1024 x 1024, 0.83 at 1024 x 1024 x 2048, 0.90-0.97 at
+// 768^3 and 1024^3; 2026-12-01), while at k = 512 they were at par or ahead (0.96-1.11). So a product at least
+// 768 deep with at least 256^2 outputs goes to OpenBLAS, and its blocks to the epilogue afterwards: the JIT's seed
+// function then runs at the standard executor's GEMM rate (at 8192, 1.01x the standard executor's time instead of
+// 0.89x), and its product is written (in panels of at most max(64 MiB, C / 4)).
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k);
 
 // sgemm's contract -- the same blocks (plan_sgemm), numbered the same way, each passed to the epilogue once --

@@ -13,8 +13,8 @@
 namespace kiln::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kDeepProduct = 1024;
-constexpr double kLargeProduct = 1536.0 * 1536.0 * 1536.0;
+// Products at least this deep (see prefers_openblas in gemm.h) ...
+constexpr std::int64_t kDeepProduct = 768;
 // ... with an output of at least this many elements: at 64 x 64 x 2^20 kiln's loops were 1.1x faster, at
 // 256 x 256 x 2^16 OpenBLAS 1.3x (gemm_benchmark, 2026-12-01).
 constexpr double kWideOutput = 256.0 * 256.0;
@@ -48,7 +48,7 @@ void run_epilogue(const GemmPlan& plan, const GemmEpilogue& epilogue, const floa
 
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k) {
   const double output = static_cast<double>(m) * static_cast<double>(n);
-  return k >= kDeepProduct && output >= kWideOutput && output * static_cast<double>(k) >= kLargeProduct;
+  return k >= kDeepProduct && output >= kWideOutput;
 }
 
 void sgemm_through_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
