@@ -46,6 +46,12 @@ bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
   return without_ones(node.type.shape) == without_ones(graph.type(node.operands[0]).shape);
 }
 
+bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul) {
+  if (matmul.op != ir::Op::matmul || matmul.type.dtype != DType::f32) return false;
+  const int left = graph.type(matmul.operands[0]).shape.rank(), right = graph.type(matmul.operands[1]).shape.rank();
+  return right == 2 && (left == 2 || (left > 2 && !matmul.attributes.transpose_a));
+}
+
 bool is_transcendental(ir::Op op) {
   switch (op) {
     case ir::Op::sin:
@@ -234,7 +240,7 @@ class Fuser {
       group.kind = KernelKind::reduction;
       group.space = graph_.type(node.operands[0]).shape;
       group.reduced_axes = trailing_reduced_axes(graph_, node);
-    } else if (node.op == ir::Op::matmul && node.type.dtype == DType::f32 && node.type.shape.rank() == 2) {
+    } else if (is_generated_gemm(graph_, node)) {
       group.kind = KernelKind::gemm;
     } else {
       group.kind = KernelKind::library;
@@ -246,8 +252,12 @@ class Fuser {
   }
 
   std::string library_reason(const ir::Node& node) const {
-    if (node.op == ir::Op::matmul)
-      return node.type.shape.rank() == 2 ? "the generated GEMM handles f32 only" : "batched matmul";
+    if (node.op == ir::Op::matmul) {
+      if (node.type.dtype != DType::f32) return "the generated GEMM handles f32 only";
+      const int left = graph_.type(node.operands[0]).shape.rank(), right = graph_.type(node.operands[1]).shape.rank();
+      if (right != 2) return right > 2 ? "batched matmul: the right operand has batch axes" : "a matrix-vector product";
+      return left < 2 ? "a vector-matrix product" : "batched matmul with a transposed left operand";
+    }
     if (ir::is_reduction(node.op))
       return node.op == ir::Op::argmax ? "argmax is not generated" : "the reduced axes are not the trailing ones";
     return "no generated form for this op";
@@ -405,8 +415,8 @@ class Fuser {
     }
 
     if (node.op == ir::Op::matmul) {
-      if (node.type.dtype != DType::f32 || node.type.shape.rank() != 2)
-        return refuse("the generated GEMM handles 2-D f32 matmuls");
+      if (!is_generated_gemm(graph_, node))
+        return refuse("the generated GEMM handles f32 matmuls with a 2-D right operand");
       if (!(node.type.shape == group.space)) return refuse("the consumers iterate over a different shape");
       // The epilogue sees one product's tile: a second product (x w + h u) is computed by a kernel of its own
       // and read from memory.

@@ -10,7 +10,8 @@
 //   reduction  reductions over the trailing axes of one iteration space,
 //              with their producers and their row-wise consumers: softmax and
 //              layer_norm are one kernel each, computed row by row.
-//   gemm       a 2-D f32 matmul whose elementwise consumers (the epilogue)
+//   gemm       an f32 matmul (is_generated_gemm: 2-D, or a batch of rows
+//              times one matrix) whose elementwise consumers (the epilogue)
 //              and full reductions of them are computed tile by tile, so the
 //              matmul output is never written to memory unless it is needed.
 //   attention  two f32 matmuls with a reduction kernel over the first one's
@@ -21,7 +22,7 @@
 //              fuse_attention (attention_fusion.h), on the CPU.
 //   library    one op run by its standard kernel (what the generator does not
 //              fuse: concat, argmax, gather, reductions over leading axes, f64 and
-//              integer matmuls, batched matmuls).
+//              integer matmuls, batched matmuls with a batched right operand).
 //   view       one reshape of a value in memory, alone in its kernel: the
 //              same buffer read with the new shape (as XLA's bitcast), so
 //              nothing is generated, copied or counted as a kernel.
@@ -70,6 +71,12 @@ std::string describe(const ir::Graph& graph, ir::ValueId value);
 // `graph` must be optimized (simplify has turned expand_dims and squeeze into
 // reshape) and free of host ops and dynamic shapes.
 FusionPlan fuse(const ir::Graph& graph);
+
+// Whether the generated GEMM computes `matmul`: f32, a 2-D right operand, and a left operand that is 2-D or,
+// untransposed, of higher rank. Its leading axes are then more rows of one product ([batch, tokens, width] times
+// [width, hidden]: a dense layer on a batch of sequences), which is how XLA folds them into a dot's rows; the
+// left operand is read from memory, densely, so its rows are consecutive.
+bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul);
 
 // The `fused` stage: the kernel plan with every decision.
 std::string print_plan(const ir::Graph& graph, const FusionPlan& plan);

@@ -296,6 +296,33 @@ TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
   config::allow_tf32 = tf32;
 }
 
+// A dense layer on a batch of sequences ([batch, tokens, width] x [width, hidden]): one gemm kernel, through
+// cuBLASLt's epilogue when it fits (rows of all leading axes) and a generated epilogue kernel when it does not.
+TEST(CudaJit, DenseLayersOnBatchesOfSequences) {
+  KILN_REQUIRE_GPU();
+  bool tf32 = config::allow_tf32.load();
+  config::allow_tf32 = false;
+  Tensor x = random_tensor(DType::f32, {3, 37, 24}, 36), w = random_tensor(DType::f32, {24, 40}, 37);
+  Tensor b = random_tensor(DType::f32, {40}, 38), positions = random_tensor(DType::f32, {37, 40}, 39);
+  EXPECT_EQ(
+      expect_gpu_agreement(
+          "relu(x @ w + b) [3,37,24]", [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); }, x, w, b)
+          .kernels_per_call,
+      1);
+  EXPECT_EQ(expect_gpu_agreement(
+                "gelu(x @ w^T + positions) [3,37,24]",
+                [](Tensor x, Tensor w, Tensor positions) {
+                  return nn::gelu(matmul(x, w, {.transpose_b = true}) + positions);
+                },
+                x, transpose(w), positions)
+                .kernels_per_call,
+            1);
+  expect_gpu_agreement(
+      "empty rows", [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); },
+      random_tensor(DType::f32, {2, 0, 24}, 40), w, b);
+  config::allow_tf32 = tf32;
+}
+
 // A NaN product through cuBLASLt's relu epilogues stays NaN, as kiln's relu
 // keeps it (kernels/cuda/cuda_kernels.h). cuBLASLt does not document this: the
 // first version here expected 0 (fmaxf's answer, CUTLASS's ReLu) and an H200

@@ -78,6 +78,52 @@ TEST(KernelCount, SeedOfALargeDeepProductIsStillOneKernel) {
       /*bitwise_output=*/1);
 }
 
+// A dense layer on a batch of sequences, [batch, tokens, width] x [width, hidden] + bias, then gelu: the leading
+// axes are rows of one product, so it is one gemm kernel as a 2-D layer is (it was a batched library matmul and
+// a loop kernel over its output until 2026-12-01). Operands broadcast along any of the leading axes (a position
+// table, a per-sequence scale) are read at each row's coordinates.
+TEST(KernelCount, DenseLayerOnABatchOfSequencesIsOneGemmKernel) {
+  auto dense = [](Tensor x, Tensor w, Tensor bias) { return nn::gelu(matmul(x, w) + bias); };
+  auto result = expect_agreement("dense [4,37,24]", dense, random_tensor(DType::f32, {4, 37, 24}, 20),
+                                 random_tensor(DType::f32, {24, 40}, 21), random_tensor(DType::f32, {40}, 22));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_NE(result.fused.find("kernel 0 (gemm over [4,37,40])"), std::string::npos) << result.fused;
+
+  // Rank 4, a transposed weight, operands broadcast along each leading axis, and a full reduction.
+  auto layer = [](Tensor x, Tensor w, Tensor positions, Tensor scale, Tensor residual) {
+    Tensor y = tanh(matmul(x, w, {.transpose_b = true}) * scale + positions) + residual;
+    return std::make_tuple(y, reduce_sum(square(y)));
+  };
+  result = expect_agreement("dense [2,3,13,9]", layer, random_tensor(DType::f32, {2, 3, 13, 9}, 23),
+                            random_tensor(DType::f32, {33, 9}, 24), random_tensor(DType::f32, {13, 33}, 25),
+                            random_tensor(DType::f32, {2, 1, 1, 1}, 26), random_tensor(DType::f32, {2, 3, 13, 33}, 27));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+
+  // Deep enough for OpenBLAS (prefers_openblas): the epilogue runs on its panels, at the same coordinates.
+  auto deep = [](Tensor x, Tensor w, Tensor positions) { return nn::relu(matmul(x, w) + positions); };
+  result = expect_agreement("dense [3,100,800]", deep, random_tensor(DType::f32, {3, 100, 800}, 28),
+                            random_tensor(DType::f32, {800, 300}, 29), random_tensor(DType::f32, {100, 300}, 30));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+
+  // Empty leading axes and an empty depth.
+  expect_agreement("dense [2,0,7]", dense, random_tensor(DType::f32, {2, 0, 7}, 31),
+                   random_tensor(DType::f32, {7, 5}, 32), random_tensor(DType::f32, {5}, 33));
+  expect_agreement("dense [2,3,0]", dense, random_tensor(DType::f32, {2, 3, 0}, 34),
+                   random_tensor(DType::f32, {0, 5}, 35), random_tensor(DType::f32, {5}, 36));
+}
+
+// A transposed batched left operand, and a right operand with batch axes, stay batched library matmuls.
+TEST(KernelCount, BatchedProductsOfOtherShapesStayLibraryKernels) {
+  auto transposed = [](Tensor x, Tensor w) { return exp(matmul(x, w, {.transpose_a = true})); };
+  auto result = expect_agreement("transposed batch", transposed, random_tensor(DType::f32, {3, 8, 5}, 37),
+                                 random_tensor(DType::f32, {8, 6}, 38));
+  EXPECT_NE(result.fused.find("batched matmul with a transposed left operand"), std::string::npos) << result.fused;
+  auto batched = [](Tensor x, Tensor w) { return exp(matmul(x, w)); };
+  result = expect_agreement("batched right", batched, random_tensor(DType::f32, {3, 8, 5}, 39),
+                            random_tensor(DType::f32, {3, 5, 6}, 40));
+  EXPECT_NE(result.fused.find("batched matmul: the right operand has batch axes"), std::string::npos) << result.fused;
+}
+
 TEST(KernelCount, GeluIsOneKernel) {
   auto result = expect_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 3));
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;

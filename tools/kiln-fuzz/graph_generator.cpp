@@ -48,6 +48,7 @@ class Builder {
     // Motifs that random ops almost never form, each in one graph in twenty.
     for (const auto& [name, motif] : {std::pair{"(attention motif)", &Builder::build_attention_motif},
                                       std::pair{"(epilogue motif)", &Builder::build_epilogue_motif},
+                                      std::pair{"(dense motif)", &Builder::build_dense_motif},
                                       std::pair{"(layers motif)", &Builder::build_layers_motif}}) {
       if (!random_.chance(0.05)) continue;
       try {
@@ -605,6 +606,60 @@ class Builder {
         default: {  // a reduction of the whole epilogue, or over its rows
           ir::Attributes reduced;
           reduced.axes = random_.chance(0.5) ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{1};
+          reduced.keepdims = random_.chance(0.5);
+          return add(random_.pick(std::vector<Op>{Op::reduce_sum, Op::reduce_max}), {value}, reduced);
+        }
+      }
+    }
+    return value;
+  }
+
+  // A dense layer on a batch of rows: x [batch..., m, k] times w [k, n] (or its transpose), one gemm kernel whose
+  // rows are all of x's leading axes (is_generated_gemm), then an epilogue reading operands broadcast along any
+  // of them (a bias, a per-batch scale, a position table), a leading axis reversed (a slice, which moves rows),
+  // and a reduction of the whole or of the last axis.
+  ValueId build_dense_motif() {
+    std::vector<std::int64_t> dims;
+    for (std::int64_t axes = static_cast<std::int64_t>(random_.weighted({0, 3, 1})); axes > 0; --axes)
+      dims.push_back(random_.chance(0.1) ? 1 : random_.between(1, 4));
+    const std::int64_t m = matrix_dim(), k = matrix_dim(), n = matrix_dim();
+    dims.push_back(m);
+    dims.push_back(k);
+    ir::Attributes flags;
+    flags.transpose_b = random_.chance(0.3);
+    const ValueId x = add_parameter({DType::f32, Shape(dims)});
+    ValueId value =
+        add(Op::matmul, {x, add_parameter({DType::f32, flags.transpose_b ? Shape({n, k}) : Shape({k, n})})}, flags);
+    for (std::int64_t step = random_.between(1, 3); step > 0; --step) {
+      const Shape shape = type(value).shape;  // a copy: adding nodes moves the graph's storage
+      const int rank = shape.rank();
+      switch (random_.weighted({4, 1, 1})) {
+        case 0: {  // an operand broadcast along some of the axes, then an activation
+          std::vector<std::int64_t> operand(shape.dims().begin(), shape.dims().end());
+          for (std::int64_t& dim : operand)
+            if (random_.chance(0.5)) dim = 1;
+          if (random_.chance(0.3)) operand.erase(operand.begin(), operand.begin() + random_.between(1, rank - 1));
+          value = add(random_.pick(std::vector<Op>{Op::add, Op::mul, Op::sub}),
+                      {value, add_parameter({DType::f32, Shape(operand)})});
+          value = add(random_.pick(std::vector<Op>{Op::relu, Op::tanh, Op::sigmoid, Op::exp}), {value});
+          break;
+        }
+        case 1: {  // a leading axis reversed
+          ir::Attributes reversed;
+          const int axis = static_cast<int>(random_.below(rank - 1));
+          reversed.start.assign(static_cast<std::size_t>(rank), 0);
+          reversed.step.assign(static_cast<std::size_t>(rank), 1);
+          reversed.start[static_cast<std::size_t>(axis)] = std::max<std::int64_t>(shape[axis] - 1, 0);
+          reversed.step[static_cast<std::size_t>(axis)] = -1;
+          value = add(Op::slice, {value}, reversed, {DType::f32, shape});
+          break;
+        }
+        default: {  // a reduction of the whole, or of the last axis
+          ir::Attributes reduced;
+          if (random_.chance(0.5))
+            for (int axis = 0; axis < rank; ++axis) reduced.axes.push_back(axis);
+          else
+            reduced.axes = {rank - 1};
           reduced.keepdims = random_.chance(0.5);
           return add(random_.pick(std::vector<Op>{Op::reduce_sum, Op::reduce_max}), {value}, reduced);
         }

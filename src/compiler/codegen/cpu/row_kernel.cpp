@@ -749,10 +749,14 @@ class RowKernel {
     for (ir::ValueId member : kernel_.members)
       if (graph.node(member).op == ir::Op::matmul) matmul = member;
     const ir::Node& node = graph.node(matmul);
-    layout_.outer_sizes = {kernel_.space[0]};
-    layout_.outer_axes = {0};
-    layout_.inner_size = kernel_.space[1];
-    layout_.inner_axis = 1;
+    // The product's rows: one outer axis, or several when the left operand has leading axes (is_generated_gemm):
+    // sgemm sees their product as m, and the epilogue recovers each row's coordinates.
+    const int rank = kernel_.space.rank();
+    layout_.outer_sizes.assign(kernel_.space.dims().begin(), kernel_.space.dims().end() - 1);
+    layout_.outer_axes.clear();
+    for (int axis = 0; axis + 1 < rank; ++axis) layout_.outer_axes.push_back(axis);
+    layout_.inner_size = kernel_.space[rank - 1];
+    layout_.inner_axis = rank - 1;
     mark_varying();
     std::set<int> needed;
     for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);
@@ -766,9 +770,10 @@ class RowKernel {
     phase_elements_ = {needed};
     first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
     bool has_epilogue = !needed.empty();
-    const std::int64_t m = node.type.shape[0], n = node.type.shape[1];
-    const std::int64_t k =
-        node.attributes.transpose_a ? graph.type(node.operands[0]).shape[0] : graph.type(node.operands[0]).shape[1];
+    const Shape& a = graph.type(node.operands[0]).shape;
+    const Shape& b = graph.type(node.operands[1]).shape;
+    const std::int64_t m = layout_.rows(), n = kernel_.space[rank - 1];
+    const std::int64_t k = node.attributes.transpose_a ? a[0] : a[a.rank() - 1];
     // The epilogue sees column blocks [p * panel_columns, min(n, (p + 1) * panel_columns)) (gemm.h).
     whole_vectors_ = n % widest_lanes == 0 && kernels::cpu::plan_sgemm(m, n, k).panel_columns % widest_lanes == 0;
 
@@ -779,8 +784,6 @@ class RowKernel {
     text += "};\n\n";
     if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
     text += entry_opening();
-    const Shape& a = graph.type(node.operands[0]).shape;
-    const Shape& b = graph.type(node.operands[1]).shape;
     std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
     text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
     // Partial results in the reductions' own dtypes: an epilogue may cast the f32 product (to f64, say).
@@ -790,9 +793,10 @@ class RowKernel {
               type + ")));\n";
     }
     text += "  " + emitter_.describe(matmul) + "\n";
-    text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " + std::to_string(a[1]) + ", " +
-            (node.attributes.transpose_a ? "1" : "0") + ", " + input_field(node.operands[1]) + ", " +
-            std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
+    text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " +
+            std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " +
+            input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " +
+            (node.attributes.transpose_b ? "1" : "0") + ", " +
             (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
             std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
     for (std::size_t r = 0; r < reductions_.size(); ++r) {
@@ -827,7 +831,7 @@ class RowKernel {
     }
     text += "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
     text += "    const float* row_tile = tile + (row - row_begin) * ld - column_begin;\n";
-    text += "    const int64_t c0 = row;\n" + row_setup_pointers() + row_values(0);
+    text += coordinates() + row_setup_pointers() + row_values(0);
     std::string body = element_values(phase_elements_[0], 0);
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       const Instance& reduction = at(reductions_[k]);

@@ -133,10 +133,19 @@ class CudaExecutable final : public exec::Executable {
     runtime::Array bias;
     if (launch.bias_input >= 0)
       bias = values[static_cast<std::size_t>(kernel.inputs[static_cast<std::size_t>(launch.bias_input)])];
+    // Leading axes of the left operand are more rows of one product (fit_library_epilogue): both it and the
+    // output are read as matrices, over the same buffers.
+    auto as_rows = [](const runtime::Array& array) {
+      const Shape& shape = array.shape;
+      std::int64_t rows = 1;
+      for (int axis = 0; axis + 1 < shape.rank(); ++axis) rows *= shape[axis];
+      return shape.rank() == 2 ? array
+                               : runtime::Array{array.buffer, array.dtype, Shape({rows, shape[shape.rank() - 1]})};
+    };
     if (kernels::cuda::matmul_with_epilogue(product.attributes.transpose_a, product.attributes.transpose_b,
-                                            values[static_cast<std::size_t>(product.operands[0])],
+                                            as_rows(values[static_cast<std::size_t>(product.operands[0])]),
                                             values[static_cast<std::size_t>(product.operands[1])], launch.epilogue,
-                                            bias, output))
+                                            bias, as_rows(output)))
       return;
     for (ir::ValueId member : kernel.members) run_standard_node(graph_, member, values, device_);
   }

@@ -28,10 +28,9 @@ bool is_row_bias(const ir::Type& type, std::int64_t n) {
 bool fit_library_epilogue(const ir::Graph& graph, const FusedKernel& kernel, KernelLaunch& launch) {
   if (kernel.kind != KernelKind::gemm || kernel.outputs.size() != 1 || kernel.members.size() < 2) return false;
   const ir::Node& product = graph.node(kernel.members.front());
-  if (product.op != ir::Op::matmul || product.type.dtype != DType::f32 || product.type.shape.rank() != 2) return false;
-  for (ir::ValueId operand : product.operands)
-    if (graph.type(operand).shape.rank() != 2) return false;
-  const std::int64_t n = product.type.shape[1];
+  // A 2-D product, or rows with leading axes times a matrix (is_generated_gemm): those rows are one product.
+  if (!is_generated_gemm(graph, product) || graph.type(product.operands[0]).shape.rank() < 2) return false;
+  const std::int64_t n = product.type.shape[product.type.shape.rank() - 1];
   ir::ValueId current = kernel.members.front();
   bool bias = false, relu = false;
   int bias_input = -1;

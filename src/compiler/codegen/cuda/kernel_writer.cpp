@@ -186,6 +186,17 @@ std::string KernelWriter::offset(const Linear& linear, const Layout& layout, con
   return text;
 }
 
+Linear KernelWriter::product_address() const {
+  const Shape& space = kernel().space;
+  Linear address{0, std::vector<std::int64_t>(static_cast<std::size_t>(space.rank()), 0)};
+  std::int64_t stride = 1;
+  for (int axis = space.rank() - 1; axis >= 0; --axis) {
+    address.coefficients[static_cast<std::size_t>(axis)] = stride;
+    stride *= space[axis];
+  }
+  return address;
+}
+
 std::string KernelWriter::declaration(int id, const Layout& layout, const std::string& inner,
                                       const std::string& indent) const {
   const Instance& item = at(id);
@@ -194,8 +205,7 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
   if (item.kind == Instance::Kind::load) {
     value = emitter_.input_name(item.buffer) + "[" + offset(item.address, layout, inner) + "]";
   } else if (item.kind == Instance::Kind::tile) {
-    Linear position{0, {layout.inner_size, 1}};
-    value = "product[" + offset(position, layout, inner) + "]";
+    value = "product[" + offset(product_address(), layout, inner) + "]";
     comment = indent + emitter_.describe(item.value) + ", computed by cuBLAS\n";
   } else if (node.op == ir::Op::iota) {
     value = "static_cast<" + type(id) + ">(" + offset(item.address, layout, inner) + ")";

@@ -60,6 +60,8 @@ class KernelWriter {
   const std::vector<std::pair<ir::ValueId, int>>& outputs() const { return outputs_; }
   bool is_row_output(ir::ValueId value, int id) const;
   Linear output_address(ir::ValueId value) const;
+  // Where a gemm kernel's product element of each space index is: cuBLAS writes it densely in the space's shape.
+  Linear product_address() const;
 
   // "const float* __restrict__ input0, float* __restrict__ output5"
   // (plus ", const float* __restrict__ product" for gemm kernels).

@@ -35,11 +35,14 @@ class ElementKernel {
   std::string emit() {
     const ir::Graph& graph = emitter_.graph();
     if (kernel_.kind == KernelKind::gemm) {
-      // The product is a dense [m, n] buffer: rows of n.
-      layout_.outer_sizes = {kernel_.space[0]};
-      layout_.outer_axes = {0};
-      layout_.inner_size = kernel_.space[1];
-      layout_.inner_axis = 1;
+      // The product is a dense buffer of the space's shape: rows of n, one outer axis per leading axis (more
+      // than one when the left operand has leading axes, is_generated_gemm).
+      const int rank = kernel_.space.rank();
+      layout_.outer_sizes.assign(kernel_.space.dims().begin(), kernel_.space.dims().end() - 1);
+      layout_.outer_axes.clear();
+      for (int axis = 0; axis + 1 < rank; ++axis) layout_.outer_axes.push_back(axis);
+      layout_.inner_size = kernel_.space[rank - 1];
+      layout_.inner_axis = rank - 1;
     } else {
       std::vector<Linear> extra;
       for (const auto& [value, id] : writer_.outputs()) extra.push_back(writer_.output_address(value));
@@ -120,7 +123,7 @@ class ElementKernel {
     std::vector<std::pair<Linear, DType>> streams;
     for (int id : needed_) {
       const Instance& item = writer_.at(id);
-      if (item.kind == Instance::Kind::tile) streams.push_back({Linear{0, {layout_.inner_size, 1}}, DType::f32});
+      if (item.kind == Instance::Kind::tile) streams.push_back({writer_.product_address(), DType::f32});
       if (item.kind != Instance::Kind::load || inner_step(item.address) == 0) continue;
       streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
     }
@@ -274,7 +277,7 @@ class ElementKernel {
     for (int id : needed_) {
       const Instance& item = writer_.at(id);
       if (item.kind == Instance::Kind::tile)
-        sources.emplace_back(id, "product + " + writer_.offset(Linear{0, {layout_.inner_size, 1}}, layout_, "j0"));
+        sources.emplace_back(id, "product + " + writer_.offset(writer_.product_address(), layout_, "j0"));
       else if (item.kind == Instance::Kind::load && inner_step(item.address) != 0)
         sources.emplace_back(id, emitter_.input_name(item.buffer) + " + " + writer_.offset(item.address, layout_, "j0"));
     }
