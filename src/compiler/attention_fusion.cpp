@@ -30,17 +30,6 @@ bool batch_fits(const Shape& operand, const Shape& product) {
   return true;
 }
 
-// The values `members` read from outside themselves, in the order the members first read them.
-std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members) {
-  std::vector<ir::ValueId> inputs;
-  for (ir::ValueId member : members)
-    for (ir::ValueId operand : graph.node(member).operands)
-      if (std::find(members.begin(), members.end(), operand) == members.end() &&
-          std::find(inputs.begin(), inputs.end(), operand) == inputs.end())
-        inputs.push_back(operand);
-  return inputs;
-}
-
 class AttentionFuser {
  public:
   AttentionFuser(const ir::Graph& graph, FusionPlan plan)

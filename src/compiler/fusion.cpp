@@ -16,6 +16,8 @@ std::string_view to_string(KernelKind kind) {
       return "gemm";
     case KernelKind::attention:
       return "attention";
+    case KernelKind::column:
+      return "column";
     case KernelKind::library:
       return "library";
     case KernelKind::view:
@@ -30,6 +32,16 @@ namespace {
 bool is_reshape(ir::Op op) { return op == ir::Op::reshape || op == ir::Op::expand_dims || op == ir::Op::squeeze; }
 
 }  // namespace
+
+std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members) {
+  std::vector<ir::ValueId> inputs;
+  for (ir::ValueId member : members)
+    for (ir::ValueId operand : graph.node(member).operands)
+      if (std::find(members.begin(), members.end(), operand) == members.end() &&
+          std::find(inputs.begin(), inputs.end(), operand) == inputs.end())
+        inputs.push_back(operand);
+  return inputs;
+}
 
 std::string describe(const ir::Graph& graph, ir::ValueId value) {
   return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));

@@ -20,6 +20,12 @@
 //              applied and the strip multiplied into the output, so the
 //              scores never reach memory. Formed from a plan by
 //              fuse_attention (attention_fusion.h), on the CPU.
+//   column     a reduction over a run of axes followed by one kept last axis
+//              (a sum over the batch axis, a mean over the tokens of
+//              [batch, tokens, width]) with the elementwise producers of its
+//              input: each work item walks the reduced rows in order for a
+//              block of columns, accumulating a vector per column group.
+//              Formed from a plan by fuse_columns (column_fusion.h), on the CPU.
 //   library    one op run by its standard kernel (what the generator does not
 //              fuse: concat, argmax, gather, reductions over leading axes, f64 and
 //              integer matmuls, batched matmuls with a batched right operand).
@@ -40,7 +46,7 @@
 
 namespace kiln::compiler {
 
-enum class KernelKind { loop, reduction, gemm, attention, library, view };
+enum class KernelKind { loop, reduction, gemm, attention, column, library, view };
 std::string_view to_string(KernelKind kind);
 
 struct FusedKernel {
@@ -49,7 +55,8 @@ struct FusedKernel {
   std::vector<ir::ValueId> inputs;   // values read from memory: parameters and other kernels' outputs
   std::vector<ir::ValueId> outputs;  // members written to memory (used by later kernels or returned)
   Shape space;           // the iteration space (gemm: the matmul's output shape; attention: the first matmul's)
-  int reduced_axes = 0;  // reduction, attention: how many trailing axes of `space` are reduced
+  int reduced_axes = 0;  // reduction, attention: how many trailing axes of `space` are reduced; column: how many
+                         // axes before the last
   std::vector<std::string> decisions;  // why members were fused
 };
 
@@ -64,6 +71,10 @@ inline bool has_generated_code(KernelKind kind) { return kind != KernelKind::lib
 
 // The kernels a call launches: the plan's, views aside.
 int kernel_count(const FusionPlan& plan);
+
+// The values `members` read from outside themselves, in the order the members first read them: the inputs of a
+// kernel made of them (for passes that merge kernels of a plan).
+std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members);
 
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);

@@ -11,6 +11,7 @@
 #include "runtime/cuda/cuda_context.h"
 #endif
 #include "compiler/attention_fusion.h"
+#include "compiler/column_fusion.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -104,8 +105,9 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   });
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph);
-  // The attention kernel is the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between them.
-  if (device.is_cpu()) lowering.plan = fuse_attention(graph, std::move(lowering.plan));
+  // The attention and column kernels are the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between
+  // them, and a reduction over leading axes is the standard kernel after its producers' loop kernel.
+  if (device.is_cpu()) lowering.plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA

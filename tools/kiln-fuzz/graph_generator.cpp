@@ -49,6 +49,7 @@ class Builder {
     for (const auto& [name, motif] : {std::pair{"(attention motif)", &Builder::build_attention_motif},
                                       std::pair{"(epilogue motif)", &Builder::build_epilogue_motif},
                                       std::pair{"(dense motif)", &Builder::build_dense_motif},
+                                      std::pair{"(column motif)", &Builder::build_column_motif},
                                       std::pair{"(layers motif)", &Builder::build_layers_motif}}) {
       if (!random_.chance(0.05)) continue;
       try {
@@ -666,6 +667,35 @@ class Builder {
       }
     }
     return value;
+  }
+
+  // A reduction over a run of axes before the last of a computed value (compiler/column_fusion.h: one column
+  // kernel with its producers on the CPU): a chain of elementwise ops with operands broadcast along some axes,
+  // sometimes also returned, then a sum, mean, max, min or product over axes [first, rank - 2].
+  ValueId build_column_motif() {
+    const int rank = static_cast<int>(random_.between(2, 4));
+    std::vector<std::int64_t> dims;
+    for (int axis = 0; axis < rank; ++axis) dims.push_back(random_dim());
+    const DType dtype = random_.chance(0.8) ? DType::f32 : random_.pick(std::vector<DType>{DType::f64, DType::i32});
+    ValueId value = add_parameter({dtype, limit(Shape(dims))});
+    const Shape shape = type(value).shape;  // a copy: adding nodes moves the graph's storage
+    for (std::int64_t step = random_.between(1, 3); step > 0; --step) {
+      std::vector<std::int64_t> operand(shape.dims().begin(), shape.dims().end());
+      for (std::int64_t& dim : operand)
+        if (random_.chance(0.5)) dim = 1;
+      value = add(random_.pick(std::vector<Op>{Op::add, Op::mul, Op::sub, Op::maximum}),
+                  {value, add_parameter({dtype, Shape(operand)})});
+      if (dtype != DType::i32) value = add(random_.pick(std::vector<Op>{Op::exp, Op::tanh, Op::abs, Op::sin}), {value});
+    }
+    if (random_.chance(0.3)) graph().outputs.push_back(value);  // also read elsewhere: still written
+    ir::Attributes reduced;
+    for (int axis = static_cast<int>(random_.below(rank - 1)); axis < rank - 1; ++axis) reduced.axes.push_back(axis);
+    reduced.keepdims = random_.chance(0.5);
+    const std::vector<Op> reductions =
+        dtype == DType::i32
+            ? std::vector<Op>{Op::reduce_sum, Op::reduce_max, Op::reduce_min}
+            : std::vector<Op>{Op::reduce_sum, Op::reduce_mean, Op::reduce_max, Op::reduce_min, Op::reduce_prod};
+    return add(random_.pick(reductions), {value}, reduced);
   }
 
   // One to three layers of a network on x [m, width], as models stack them (a transformer block found a

@@ -20,12 +20,21 @@ namespace kiln::compiler::cpu {
 namespace {
 
 constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long row
+// A column kernel's work items: at most this many columns each, so that each reduced row's segment is 4 KiB of
+// floats, read contiguously (blocks of 64 columns read 256 bytes per row at a stride of the row, crossing a page
+// every row: the hardware prefetchers gave up, and the kernel ran slower than the loop kernel and the standard
+// reduction it replaced); about this many items in all, the reduced rows split into blocks of at least
+// column_rows_per_block where the other axes give fewer.
+constexpr std::int64_t column_block = 1024;
+constexpr std::int64_t column_items = 16;
+constexpr std::int64_t column_rows_per_block = 64;
 // The most lanes a generated vector has (the prelude's `lanes`: 16 with AVX-512, 8 with AVX2, 4 else). A
 // loop whose every range is a multiple of this many elements never has a partial vector at its end, and
 // leaving out that last step keeps the body from being compiled twice: with a transcendental in it, the
 // second copy cost a fifth of the module's compile time (gelu's erf form: 0.35 -> 0.28 s).
 constexpr std::int64_t widest_lanes = 16;
 static_assert(chunk_size % widest_lanes == 0);
+static_assert(column_block % widest_lanes == 0);
 // Element outputs of a kernel that add up to this many bytes are written with
 // non-temporal stores (store_streaming): far larger than the L2 caches, they
 // would be evicted before anyone reads them, and a plain store first reads
@@ -87,6 +96,7 @@ class RowKernel {
     if (kernel_.kind == KernelKind::attention) return emit_attention();
     build_instances();
     if (kernel_.kind == KernelKind::gemm) return emit_gemm();
+    if (kernel_.kind == KernelKind::column) return emit_column();
     int split = kernel_.kind == KernelKind::reduction ? kernel_.space.rank() - kernel_.reduced_axes : -1;
     std::vector<Linear> extra;
     for (const auto& [value, instance] : outputs_) extra.push_back(output_address(value));
@@ -110,7 +120,8 @@ class RowKernel {
       const Shape& shape = graph.type(value).shape;
       bool element = shape == kernel_.space;
       bool row = kernel_.kind == KernelKind::reduction && is_row_of_space(shape);
-      if (kernel_.kind == KernelKind::gemm) row = ir::is_reduction(graph.node(value).op);
+      if (kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column)
+        row = ir::is_reduction(graph.node(value).op);
       if (!element && !row)
         throw CompileError(std::string(ir::name(graph.node(value).op)),
                            "output " + graph.type(value).to_string() + " does not match the kernel's space " +
@@ -340,7 +351,8 @@ class RowKernel {
       // The product itself is written by sgemm; a shape op of it that moves
       // nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
       const bool product = at(id).kind == Instance::Kind::tile && emitter_.graph().node(value).op == ir::Op::matmul;
-      if (product || (kernel_.kind == KernelKind::gemm && at(id).kind == Instance::Kind::reduction)) continue;
+      const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
+      if (product || (gemm_or_column && at(id).kind == Instance::Kind::reduction)) continue;
       if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
         text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) +
                 " = probabilities + (row - row_begin) * ld;\n";
@@ -458,6 +470,24 @@ class RowKernel {
   // vector with one accumulator; measured 10-15% of a 4096-wide softmax).
   std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body,
                           const std::string& partial_type = "", int partial_count = 1) const {
+    const std::string loop = inner_vector_loop(begin, end, body, partial_type, partial_count);
+    if (layout_.middle_sizes.empty()) return loop;
+    std::string text, index = "0";
+    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) {
+      std::string d = "d" + std::to_string(t);
+      text += "      for (int64_t " + d + " = 0; " + d + " < " + std::to_string(layout_.middle_sizes[t]) + "; ++" + d +
+              ") {\n";
+      index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
+    }
+    if (!cached_.empty()) text += "      const int64_t middle = " + index + ";\n";
+    text += loop;
+    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
+    return text;
+  }
+
+  // vector_loop's loop over [begin, end), without the middle loops around it.
+  std::string inner_vector_loop(const std::string& begin, const std::string& end, const std::string& body,
+                                const std::string& partial_type, int partial_count) const {
     const bool reducing = !partial_type.empty();
     const std::string parameters =
         reducing ? "int64_t j, int count, " + partial_type + "& partial" : "int64_t j, int count";
@@ -481,18 +511,7 @@ class RowKernel {
       loop += "      // no partial vector: every range is a multiple of " + std::to_string(widest_lanes) + " elements\n";
     else
       loop += "      if (j < " + end + ") step(j, static_cast<int>(" + end + " - j)" + first + ");\n";
-    if (layout_.middle_sizes.empty()) return loop;
-    std::string text, index = "0";
-    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) {
-      std::string d = "d" + std::to_string(t);
-      text += "      for (int64_t " + d + " = 0; " + d + " < " + std::to_string(layout_.middle_sizes[t]) + "; ++" + d +
-              ") {\n";
-      index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
-    }
-    if (!cached_.empty()) text += "      const int64_t middle = " + index + ";\n";
-    text += loop;
-    for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
-    return text;
+    return loop;
   }
 
   std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const {
@@ -740,6 +759,123 @@ class RowKernel {
     text += "    state." + emitter_.output_name(output) + "[row] = " + value + ";\n  }\n";
     text += "  runtime->deallocate(state.partials);\n}\n";
     return text;
+  }
+
+  // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
+  // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
+  // a block of up to column_block columns and a block of the reduced rows (r, whose digits are d0, d1, ...), and
+  // walks its rows in order, each row's segment contiguous, folding every element into the accumulator of its
+  // column (an array in the item's stack frame). With one row block the item stores the results; with several
+  // (enough items for the threads where the outer axes and the columns give few), each stores its partial
+  // results, and the entry combines them in row-block order. Every column is summed in an order that depends on
+  // the shape only.
+  std::string emit_column() {
+    const int rank = kernel_.space.rank(), first = rank - 1 - kernel_.reduced_axes;
+    for (int axis = 0; axis + 1 < rank; ++axis) {
+      (axis < first ? layout_.outer_sizes : layout_.middle_sizes).push_back(kernel_.space[axis]);
+      (axis < first ? layout_.outer_axes : layout_.middle_axes).push_back(axis);
+    }
+    layout_.inner_size = kernel_.space[rank - 1];
+    layout_.inner_axis = rank - 1;
+    mark_varying();
+    if (reductions_.size() != 1) throw CompileError("column kernel", "expects one reduction", std::string());
+    const Instance& reduction = at(reductions_.front());
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    const ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    std::set<int> needed;
+    collect_elements(reduction.operands[0], {}, needed);
+    std::string stores;  // the element outputs, at each element of the block
+    for (const auto& [value, id] : outputs_) {
+      if (is_row_output(value, id)) continue;
+      collect_elements(id, {}, needed);
+      stores += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) +
+                emitter_.middle_offset(output_address(value), layout_) + " + j, " + at(id).name + ", count);\n";
+    }
+    const std::int64_t columns = layout_.inner_size, reduced = layout_.middle_count(), outer = layout_.rows();
+    const std::int64_t block =
+        std::min((std::max<std::int64_t>(columns, 1) + widest_lanes - 1) / widest_lanes * widest_lanes, column_block);
+    const std::int64_t column_blocks = (columns + block - 1) / block;
+    // Row blocks of at least column_rows_per_block rows, as many as it takes to make column_items items.
+    const std::int64_t wanted =
+        (column_items + outer * column_blocks - 1) / std::max<std::int64_t>(outer * column_blocks, 1);
+    const std::int64_t row_blocks = std::max<std::int64_t>(1, std::min(wanted, reduced / column_rows_per_block));
+    const std::int64_t rows_per_block = (reduced + row_blocks - 1) / row_blocks;
+    whole_vectors_ = columns % widest_lanes == 0;
+
+    const std::string prefix = emitter_.prefix(), type = emitter_.vector_type(reduction.value);
+    const std::string storage = emitter_.storage_type(reduction.value), output = emitter_.output_name(reduction.value);
+    const std::string group = "(j - block_begin) / lanes",
+                      count = "block_end - j < lanes ? static_cast<int>(block_end - j) : lanes";
+    std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields();
+    if (row_blocks > 1) text += "  " + storage + "* partials;  // [row block][outer index][column]\n";
+    text += "};\n\n";
+    text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n" + state_from_context();
+    text += "  for (int64_t item = begin; item < end; ++item) {\n";
+    text += "    const int64_t row = item / " + std::to_string(column_blocks * row_blocks) + ";\n";
+    text += "    const int64_t row_block = item / " + std::to_string(column_blocks) + " % " +
+            std::to_string(row_blocks) + ";\n";
+    text += "    const int64_t block_begin = item % " + std::to_string(column_blocks) + " * " + std::to_string(block) +
+            ";\n    const int64_t block_end = block_begin + " + std::to_string(block) + " < " +
+            std::to_string(columns) + " ? block_begin + " + std::to_string(block) + " : " + std::to_string(columns) +
+            ";\n";
+    text += row_setup() + row_values(0);
+    text += "    " + emitter_.describe(reduction.value) + ": one accumulator per group of lanes columns\n";
+    text += "    " + type + " accumulators[" + std::to_string(block) + " / lanes];\n";
+    text += "    for (" + type + "& accumulator : accumulators) accumulator = " + info.identity + ";\n";
+    text += "    const int64_t r_end = (row_block + 1) * " + std::to_string(rows_per_block) + " < " +
+            std::to_string(reduced) + " ? (row_block + 1) * " + std::to_string(rows_per_block) + " : " +
+            std::to_string(reduced) + ";\n";
+    text += "    for (int64_t r = row_block * " + std::to_string(rows_per_block) + "; r < r_end; ++r) {\n";
+    std::string digits = "      int64_t rest = r;\n";
+    for (std::size_t t = layout_.middle_sizes.size(); t-- > 0;) {
+      const std::string size = std::to_string(layout_.middle_sizes[t]);
+      digits += "      const int64_t d" + std::to_string(t) + " = rest % " + size + ";\n";
+      if (t > 0) digits += "      rest /= " + size + ";\n";
+    }
+    text += digits + "      (void)rest;\n";
+    std::string body = element_values(needed, 0) + stores;
+    body += "        accumulators[" + group + "] = " + info.combine + "(accumulators[" + group + "], first_lanes(" +
+            at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
+    text += inner_vector_loop("block_begin", "block_end", body, "", 1) + "    }\n";
+    if (row_blocks > 1) {
+      text += "    " + storage + "* partial = state.partials + (row_block * " + std::to_string(outer) + " + row) * " +
+              std::to_string(columns) + ";\n";
+      text += "    for (int64_t j = block_begin; j < block_end; j += lanes)\n      store<" + storage +
+              ">(partial + j, accumulators[" + group + "], " + count + ");\n";
+    } else {
+      text += "    for (int64_t j = block_begin; j < block_end; j += lanes)\n      store<" + storage + ">(state." +
+              output + " + row * " + std::to_string(columns) + " + j, " +
+              finished("accumulators[" + group + "]", node, storage) + ", " + count + ");\n";
+    }
+    text += "  }\n}\n\n" + entry_opening();
+    const std::int64_t items = outer * column_blocks * row_blocks;
+    if (row_blocks == 1) {
+      text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n}\n";
+      return text;
+    }
+    text += "  state.partials = static_cast<" + storage + "*>(runtime->allocate(" +
+            std::to_string(row_blocks * outer * columns) + " * sizeof(" + storage + ")));\n";
+    text += "  runtime->parallel_for(" + std::to_string(items) + ", 1, " + prefix + "_items, &state);\n";
+    text += "  // The row blocks' partial results, combined in row-block order.\n";
+    text += "  for (int64_t row = 0; row < " + std::to_string(outer) + "; ++row) {\n";
+    text += "    const int64_t block_begin = 0, block_end = " + std::to_string(columns) + ";\n";
+    text += "    for (int64_t j = block_begin; j < block_end; j += lanes) {\n      const int count = " + count + ";\n";
+    text += "      " + type + " total = " + info.identity + ";\n";
+    text += "      for (int64_t row_block = 0; row_block < " + std::to_string(row_blocks) + "; ++row_block)\n";
+    text += "        total = " + std::string(info.combine) + "(total, first_lanes(load<" + storage +
+            ">(state.partials + (row_block * " + std::to_string(outer) + " + row) * " + std::to_string(columns) +
+            " + j, count), " + info.identity + ", count));\n";
+    text += "      store<" + storage + ">(state." + output + " + row * " + std::to_string(columns) + " + j, " +
+            finished("total", node, storage) + ", count);\n    }\n  }\n";
+    text += "  runtime->deallocate(state.partials);\n}\n";
+    return text;
+  }
+
+  // A column accumulator as the reduction's result: a mean divides by the number of reduced elements.
+  std::string finished(const std::string& accumulator, const ir::Node& node, const std::string& storage) const {
+    if (node.op != ir::Op::reduce_mean) return accumulator;
+    return "div(" + accumulator + ", splat<" + storage + ">(static_cast<" + storage + ">(" +
+           std::to_string(layout_.middle_count()) + ")))";
   }
 
   // ---- gemm: the epilogue runs on each finished tile of the matmul -------------

@@ -1,0 +1,95 @@
+// Column kernels (compiler/column_fusion.h): a reduction over the axes before the last, with the loop kernel that
+// computes its input, as one kernel that walks the reduced rows a block of columns at a time. Each case runs
+// through the standard executor, the JIT and the float64 reference.
+
+#include "runtime/parallel.h"
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+bool has_column_kernel(const testing::DifferentialResult& result) {
+  return result.fused.find("(column over ") != std::string::npos;
+}
+
+TEST(ColumnReduction, EveryReductionOfAComputedValueOverTheLeadingAxis) {
+  // 300 columns: four blocks of 64 and a partial one, whose last vector is partial too.
+  const Tensor x = random_tensor(DType::f32, {257, 300}, 1);
+  auto sums = [](Tensor x) {
+    return std::vector<Tensor>{reduce_sum(exp(x * 0.5), {0}), reduce_mean(tanh(x), {0}, true), reduce_max(x * x, {0}),
+                               reduce_min(sin(x), {0}, true), reduce_prod(1.0 + x * 0.01, {0})};
+  };
+  const auto result = expect_agreement("reductions over axis 0", sums, x);
+  EXPECT_EQ(result.jit.kernels_per_call, 5) << result.fused;
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+}
+
+TEST(ColumnReduction, MiddleAxesOuterAxesAndTheirCoordinates) {
+  // A mean over the tokens of [batch, tokens, width] (sentence embeddings), with an operand broadcast along the
+  // batch axis and one along the tokens: the outer coordinates and the middle loops address them.
+  auto pool = [](Tensor x, Tensor positions, Tensor scale) { return reduce_mean(relu(x + positions) * scale, {1}); };
+  auto result = expect_agreement("mean pool", pool, random_tensor(DType::f32, {5, 33, 70}, 2),
+                                 random_tensor(DType::f32, {33, 70}, 3), random_tensor(DType::f32, {5, 1, 1}, 4));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  // Two reduced axes in the middle of rank 4, and two outer axes.
+  auto middle = [](Tensor x) { return reduce_sum(square(x) - 1.0, {1, 2}, true); };
+  result = expect_agreement("rank 4", middle, random_tensor(DType::f32, {3, 4, 5, 17}, 5));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+}
+
+TEST(ColumnReduction, TheInputStillWrittenWhereSomethingElseReadsIt) {
+  // softmax over axis 0: the maximum is a library kernel (a reduction of a parameter), then exp(x - max) is
+  // written and summed in one column kernel, then divided.
+  auto softmax_columns = [](Tensor x) { return nn::softmax(x, 0); };
+  auto result = expect_agreement("softmax axis 0", softmax_columns, random_tensor(DType::f32, {129, 40}, 6));
+  EXPECT_EQ(result.jit.kernels_per_call, 3) << result.fused;
+  // A batch norm: (x - mean) / sqrt(variance + eps), statistics over the batch.
+  auto batch_norm = [](Tensor x) {
+    const Tensor centered = x - reduce_mean(x, {0}, true);
+    return centered * rsqrt(reduce_mean(square(centered), {0}, true) + 1e-5);
+  };
+  result = expect_agreement("batch norm", batch_norm, random_tensor(DType::f32, {64, 48}, 7));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+}
+
+TEST(ColumnReduction, IntegersDoublesAndEmptyShapes) {
+  auto integer = [](Tensor x) { return std::make_tuple(reduce_sum(x * 3, {0}), reduce_max(-x, {0})); };
+  auto result = expect_agreement("i32", integer, random_tensor(DType::i32, {77, 19}, 8));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  expect_agreement("i64", integer, random_tensor(DType::i64, {9, 130}, 9));
+  auto doubles = [](Tensor x) { return reduce_sum(exp(x), {0}); };
+  expect_agreement("f64", doubles, random_tensor(DType::f64, {100, 65}, 10));
+  // No rows to reduce (the identities: 0, and a mean of nothing), no columns, no outer index.
+  auto mean = [](Tensor x) { return std::make_tuple(reduce_sum(exp(x), {0}), reduce_mean(exp(x), {1})); };
+  expect_agreement("no rows", mean, random_tensor(DType::f32, {0, 0, 5}, 11));
+  expect_agreement("no columns", mean, random_tensor(DType::f32, {3, 4, 0}, 12));
+  expect_agreement("no outer index", mean, random_tensor(DType::f32, {3, 0, 6}, 13));
+}
+
+TEST(ColumnReduction, LargeEnoughForEveryThreadAndEveryBlock) {
+  // 1000 rows of 1000 columns: 16 blocks, a partial last one; a column's sum runs over the rows in order.
+  auto sums = [](Tensor x) { return reduce_sum(sigmoid(x), {0}); };
+  const auto result = expect_agreement("1000 x 1000", sums, random_tensor(DType::f32, {1000, 1000}, 14));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  // The same bits for one thread as for two.
+  const Tensor x = random_tensor(DType::f32, {1000, 1000}, 15);
+  auto jit = function(sums, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const int original = runtime::thread_count();
+  runtime::set_thread_count(2);
+  const std::vector<float> two = jit(x).to_vector<float>();
+  runtime::set_thread_count(1);
+  const std::vector<float> one = jit(x).to_vector<float>();
+  runtime::set_thread_count(original);
+  EXPECT_EQ(two, one);
+}
+
+}  // namespace
+}  // namespace kiln
