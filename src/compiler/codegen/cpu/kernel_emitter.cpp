@@ -247,6 +247,16 @@ Layout KernelEmitter::layout(int split, const std::vector<Linear>& extra) const 
   return result;
 }
 
+Layout KernelEmitter::product_rows() const {
+  const Shape& space = kernel_.space;
+  Layout result;
+  result.outer_sizes.assign(space.dims().begin(), space.dims().end() - 1);
+  for (int axis = 0; axis + 1 < space.rank(); ++axis) result.outer_axes.push_back(axis);
+  result.inner_size = space[space.rank() - 1];
+  result.inner_axis = space.rank() - 1;
+  return result;
+}
+
 std::string KernelEmitter::row_offset(const Linear& linear, const Layout& layout) const {
   std::string text = std::to_string(linear.offset);
   for (std::size_t t = 0; t < layout.outer_axes.size(); ++t) {

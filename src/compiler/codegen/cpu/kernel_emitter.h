@@ -90,6 +90,9 @@ class KernelEmitter {
   // loop (and middle loops where they do not collapse). split < 0: every axis
   // but the last collapsed group is a row axis.
   Layout layout(int split, const std::vector<Linear>& extra) const;
+  // A gemm kernel's layout: rows of the product's last axis, one outer axis per leading axis of the space (more
+  // than one when the left operand has leading axes, is_generated_gemm), so that every row knows its coordinates.
+  Layout product_rows() const;
   // `linear` in terms of the layout's row coordinates `c0, c1, ...` and the
   // inner coordinate `inner`: "12 + 4096 * c0" (without the inner term).
   std::string row_offset(const Linear& linear, const Layout& layout) const;

@@ -885,14 +885,9 @@ class RowKernel {
     for (ir::ValueId member : kernel_.members)
       if (graph.node(member).op == ir::Op::matmul) matmul = member;
     const ir::Node& node = graph.node(matmul);
-    // The product's rows: one outer axis, or several when the left operand has leading axes (is_generated_gemm):
-    // sgemm sees their product as m, and the epilogue recovers each row's coordinates.
+    // sgemm sees all the rows as m; the epilogue recovers each row's coordinates.
     const int rank = kernel_.space.rank();
-    layout_.outer_sizes.assign(kernel_.space.dims().begin(), kernel_.space.dims().end() - 1);
-    layout_.outer_axes.clear();
-    for (int axis = 0; axis + 1 < rank; ++axis) layout_.outer_axes.push_back(axis);
-    layout_.inner_size = kernel_.space[rank - 1];
-    layout_.inner_axis = rank - 1;
+    layout_ = emitter_.product_rows();
     mark_varying();
     std::set<int> needed;
     for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);

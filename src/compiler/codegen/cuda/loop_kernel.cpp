@@ -35,14 +35,7 @@ class ElementKernel {
   std::string emit() {
     const ir::Graph& graph = emitter_.graph();
     if (kernel_.kind == KernelKind::gemm) {
-      // The product is a dense buffer of the space's shape: rows of n, one outer axis per leading axis (more
-      // than one when the left operand has leading axes, is_generated_gemm).
-      const int rank = kernel_.space.rank();
-      layout_.outer_sizes.assign(kernel_.space.dims().begin(), kernel_.space.dims().end() - 1);
-      layout_.outer_axes.clear();
-      for (int axis = 0; axis + 1 < rank; ++axis) layout_.outer_axes.push_back(axis);
-      layout_.inner_size = kernel_.space[rank - 1];
-      layout_.inner_axis = rank - 1;
+      layout_ = emitter_.product_rows();  // cuBLAS writes the product densely in the space's shape
     } else {
       std::vector<Linear> extra;
       for (const auto& [value, id] : writer_.outputs()) extra.push_back(writer_.output_address(value));
