@@ -29,11 +29,12 @@ class ColumnFuser {
   }
 
   FusionPlan run() {
-    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+    for (std::size_t k = 0; k < plan_.kernels.size();) {
       const std::optional<std::size_t> producer = producer_to_merge(k);
-      if (!producer) continue;
-      merge(*producer, k);
-      --k;  // kernel k is gone; the next one is now at k
+      if (producer)
+        merge(*producer, k);  // kernel k is gone: the next one is now at k
+      else
+        ++k;
     }
     return std::move(plan_);
   }
