@@ -74,6 +74,16 @@ TEST(ColumnReduction, IntegersDoublesAndEmptyShapes) {
   expect_agreement("no outer index", mean, random_tensor(DType::f32, {3, 0, 6}, 13));
 }
 
+TEST(ColumnReduction, ALongColumnIsSummedInBlocks) {
+  // 40000 positive terms per column and 16 outer indices (enough items for the threads without splitting the
+  // rows): the rows still go in blocks of at most 512, their partials combined in order. (Summed one after
+  // another, this size still met the reference's tolerance: 3.5e-6 expected against 1e-5; the blocks keep the
+  // error's growth down for longer columns.)
+  auto sums = [](Tensor x) { return std::make_tuple(reduce_sum(exp(x * 0.1), {1}), reduce_mean(exp(x * 0.1), {1})); };
+  const auto result = expect_agreement("40000 rows", sums, random_tensor(DType::f32, {16, 40000, 5}, 16));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+}
+
 TEST(ColumnReduction, LargeEnoughForEveryThreadAndEveryBlock) {
   // 1000 rows of 1000 columns: 16 blocks, a partial last one; a column's sum runs over the rows in order.
   auto sums = [](Tensor x) { return reduce_sum(sigmoid(x), {0}); };

@@ -28,6 +28,9 @@ constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long 
 constexpr std::int64_t column_block = 1024;
 constexpr std::int64_t column_items = 16;
 constexpr std::int64_t column_rows_per_block = 64;
+// A float sum's rounding errors grow with the terms folded one after another: a block's rows are summed in order,
+// then the blocks' partials, so a column of n rows sees about 512 + n / 512 of them instead of n.
+constexpr std::int64_t column_max_rows_per_block = 512;
 // The most lanes a generated vector has (the prelude's `lanes`: 16 with AVX-512, 8 with AVX2, 4 else). A
 // loop whose every range is a multiple of this many elements never has a partial vector at its end, and
 // leaving out that last step keeps the body from being compiled twice: with a transcendental in it, the
@@ -795,10 +798,12 @@ class RowKernel {
     const std::int64_t block =
         std::min((std::max<std::int64_t>(columns, 1) + widest_lanes - 1) / widest_lanes * widest_lanes, column_block);
     const std::int64_t column_blocks = (columns + block - 1) / block;
-    // Row blocks of at least column_rows_per_block rows, as many as it takes to make column_items items.
+    // Row blocks of at least column_rows_per_block rows, as many as it takes to make column_items items, and of at
+    // most column_max_rows_per_block rows.
     const std::int64_t wanted =
         (column_items + outer * column_blocks - 1) / std::max<std::int64_t>(outer * column_blocks, 1);
-    const std::int64_t row_blocks = std::max<std::int64_t>(1, std::min(wanted, reduced / column_rows_per_block));
+    const std::int64_t row_blocks = std::max({std::int64_t{1}, std::min(wanted, reduced / column_rows_per_block),
+                                              (reduced + column_max_rows_per_block - 1) / column_max_rows_per_block});
     const std::int64_t rows_per_block = (reduced + row_blocks - 1) / row_blocks;
     whole_vectors_ = columns % widest_lanes == 0;
 
