@@ -8,19 +8,6 @@
 namespace kiln::compiler {
 namespace {
 
-bool is_column_reduction_op(ir::Op op) {
-  switch (op) {
-    case ir::Op::reduce_sum:
-    case ir::Op::reduce_mean:
-    case ir::Op::reduce_max:
-    case ir::Op::reduce_min:
-    case ir::Op::reduce_prod:
-      return true;
-    default:
-      return false;
-  }
-}
-
 class ColumnFuser {
  public:
   ColumnFuser(const ir::Graph& graph, FusionPlan plan) : graph_(graph), plan_(std::move(plan)) {
@@ -95,7 +82,7 @@ class ColumnFuser {
 }  // namespace
 
 int column_reduced_axes(const ir::Graph& graph, const ir::Node& reduction) {
-  if (!is_column_reduction_op(reduction.op)) return 0;
+  if (!ir::is_reduction(reduction.op) || reduction.op == ir::Op::argmax) return 0;
   const ir::Type& input = graph.type(reduction.operands[0]);
   const int rank = input.shape.rank();
   const std::vector<std::int64_t>& axes = reduction.attributes.axes;

@@ -322,18 +322,20 @@ class RowKernel {
     return ready;
   }
 
-  std::string coordinates() const {
-    std::string text;
-    std::size_t axes = layout_.outer_sizes.size();
-    if (axes == 0) return "";
-    if (axes == 1) return "    const int64_t c0 = row;\n";
-    text += "    int64_t rest = row;\n";
-    for (std::size_t t = axes; t-- > 1;) {
-      std::string size = std::to_string(layout_.outer_sizes[t]);
-      text += "    const int64_t c" + std::to_string(t) + " = rest % " + size + ";\n    rest /= " + size + ";\n";
+  std::string coordinates() const { return digits(layout_.outer_sizes, "row", "c", "    "); }
+
+  // `<prefix>0, <prefix>1, ...`: the digits of `variable` in the mixed radix of `sizes`, the last the fastest.
+  static std::string digits(const std::vector<std::int64_t>& sizes, const std::string& variable,
+                            const std::string& prefix, const std::string& indent) {
+    if (sizes.empty()) return "";
+    if (sizes.size() == 1) return indent + "const int64_t " + prefix + "0 = " + variable + ";\n";
+    std::string text = indent + "int64_t rest = " + variable + ";\n";
+    for (std::size_t t = sizes.size(); t-- > 1;) {
+      const std::string size = std::to_string(sizes[t]);
+      text += indent + "const int64_t " + prefix + std::to_string(t) + " = rest % " + size + ";\n" + indent +
+              "rest /= " + size + ";\n";
     }
-    text += "    const int64_t c0 = rest;\n";
-    return text;
+    return text + indent + "const int64_t " + prefix + "0 = rest;\n";
   }
 
   std::string pointer(const Instance& item) const { return "row_" + item.name; }
@@ -831,13 +833,7 @@ class RowKernel {
             std::to_string(reduced) + " ? (row_block + 1) * " + std::to_string(rows_per_block) + " : " +
             std::to_string(reduced) + ";\n";
     text += "    for (int64_t r = row_block * " + std::to_string(rows_per_block) + "; r < r_end; ++r) {\n";
-    std::string digits = "      int64_t rest = r;\n";
-    for (std::size_t t = layout_.middle_sizes.size(); t-- > 0;) {
-      const std::string size = std::to_string(layout_.middle_sizes[t]);
-      digits += "      const int64_t d" + std::to_string(t) + " = rest % " + size + ";\n";
-      if (t > 0) digits += "      rest /= " + size + ";\n";
-    }
-    text += digits + "      (void)rest;\n";
+    text += digits(layout_.middle_sizes, "r", "d", "      ");
     std::string body = element_values(needed, 0) + stores;
     body += "        accumulators[" + group + "] = " + info.combine + "(accumulators[" + group + "], first_lanes(" +
             at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
