@@ -84,6 +84,26 @@ TEST(ColumnReduction, ALongColumnIsSummedInBlocks) {
   EXPECT_TRUE(has_column_kernel(result)) << result.fused;
 }
 
+TEST(ColumnReduction, ACheapBodyWalksItsRowsInGroupsAndStreamsALargeOutput) {
+  // A body without a transcendental walks 8 rows at a time; 2051 rows leave a partial last group (and 5 row
+  // blocks), and the 2051 x 2048 floats of the element output (16.8 MB) go out as streaming stores.
+  auto centered = [](Tensor x, Tensor shift) {
+    const Tensor y = x * x - shift;
+    return std::make_tuple(y, reduce_sum(y, {0}), reduce_max(y, {0}, true));
+  };
+  const Tensor x = random_tensor(DType::f32, {2051, 2048}, 17), shift = random_tensor(DType::f32, {2048}, 18);
+  const auto result = expect_agreement("2051 x 2048", centered, x, shift);
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  auto jit = function(centered, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::string source = jit.get_compiler_ir(Stage::source, x, shift);
+  EXPECT_NE(source.find("8 rows at a time"), std::string::npos) << source;
+  EXPECT_NE(source.find("store_streaming<float>(row_output"), std::string::npos) << source;
+  // A body with a transcendental walks one row at a time.
+  const std::string exp_source = function([](Tensor x) { return reduce_sum(exp(x), {0}); }, {.jit_compile = true})
+                                     .get_compiler_ir(Stage::source, x);
+  EXPECT_EQ(exp_source.find("rows at a time"), std::string::npos) << exp_source;
+}
+
 TEST(ColumnReduction, LargeEnoughForEveryThreadAndEveryBlock) {
   // 1000 rows of 1000 columns: 16 blocks, a partial last one; a column's sum runs over the rows in order.
   auto sums = [](Tensor x) { return reduce_sum(sigmoid(x), {0}); };
