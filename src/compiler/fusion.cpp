@@ -203,12 +203,54 @@ class Fuser {
     std::set<int> consumer_groups = consumer_groups_of(id);
     if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
     if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
+    if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
+      inlined_[index(id)] = true;
+      for (int group : consumer_groups)
+        groups_[static_cast<std::size_t>(group)].decisions.push_back(
+            "recomputed " + describe(graph_, id) + " in each of the " + std::to_string(consumer_groups.size()) +
+            " kernels that read it: " + std::to_string(cost_per_element(node.op)) +
+            " flop/element from one array, cheaper than writing it to memory and reading it back");
+      return;
+    }
     if (consumer_groups.size() > 1)
       plan_.not_fused.push_back("not fused: " + describe(graph_, id) + " has consumers in " +
                                 std::to_string(consumer_groups.size()) +
                                 " kernels; it is computed once and written to memory rather than recomputed (" +
                                 std::to_string(cost_per_element(node.op)) + " flops/element)");
     start_group(id);
+  }
+
+  // Whether `id`, read by several kernels that could not become one, is better recomputed in each of them (as
+  // XLA duplicates cheap elementwise producers into their consumers' fusions): an elementwise op of one flop per
+  // element, reading at most one array of its own size (the rest broadcast), is cheaper to compute again from that
+  // array than to write and read back. A batch norm's x - mean(x) feeds the variance and the normalized output;
+  // recomputed, the kernels read x instead of a written copy of it. Every consumer must be a loop or reduction
+  // kernel over the value's own number of elements (an epilogue reads memory tile by tile; a larger space would
+  // compute each element many times).
+  bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
+    const ir::Node& node = graph_.node(id);
+    if (!ir::is_elementwise(node.op) || cost_per_element(node.op) > 1 || is_output_[index(id)] ||
+        read_from_memory(id))
+      return false;
+    const std::int64_t elements = node.type.shape.numel();
+    int arrays = 0;
+    for (ir::ValueId operand : node.operands) {
+      const ir::Node& source = graph_.node(operand);
+      const bool broadcast = source.op == ir::Op::broadcast_to && graph_.type(source.operands[0]).shape.numel() < elements;
+      if (graph_.type(operand).shape.numel() == elements && !broadcast && source.op != ir::Op::constant &&
+          source.op != ir::Op::iota)
+        arrays += 1;
+    }
+    if (arrays > 1) return false;
+    for (int group_index : consumer_groups) {
+      const Group& group = groups_[static_cast<std::size_t>(group_index)];
+      std::string reason;
+      if ((group.kind != KernelKind::loop && group.kind != KernelKind::reduction) ||
+          group.space.numel() != elements || used_through_layout_change(id, group_index) ||
+          !fits_space(id, group, &reason))
+        return false;
+    }
+    return true;
   }
 
   // The kernels that read `id`, looking through recomputed cheap nodes.

@@ -164,5 +164,47 @@ TEST(KernelCount, ExpensiveProducersAreNotDuplicated) {
   EXPECT_NE(result.fused.find("not fused: %1 exp"), std::string::npos) << result.fused;
 }
 
+// The values of `shape` a plan writes to memory ("writes" lines naming it).
+int writes_of_shape(const std::string& fused, const std::string& shape) {
+  int count = 0;
+  for (std::size_t line = fused.find("writes "); line != std::string::npos; line = fused.find("writes ", line + 1)) {
+    const std::string writes = fused.substr(line, fused.find('\n', line) - line);
+    for (std::size_t at = writes.find(shape); at != std::string::npos; at = writes.find(shape, at + 1)) ++count;
+  }
+  return count;
+}
+
+TEST(KernelCount, CheapProducersReadByTwoKernelsAreRecomputed) {
+  // A batch norm: x - mean(x) feeds the variance and the output, kernels that cannot be one (the output needs the
+  // variance). It is recomputed in both, which read x; only the output is written at x's size.
+  auto batch_norm = [](Tensor x, Tensor gamma, Tensor beta) {
+    const Tensor centered = x - reduce_mean(x, {0}, true);
+    return centered * rsqrt(reduce_mean(square(centered), {0}, true) + 1e-5) * gamma + beta;
+  };
+  auto result = expect_agreement("batch norm", batch_norm, random_tensor(DType::f32, {129, 67}, 13),
+                                 random_tensor(DType::f32, {67}, 14), random_tensor(DType::f32, {67}, 15));
+  EXPECT_EQ(result.jit.kernels_per_call, 4) << result.fused;
+  EXPECT_NE(result.fused.find("recomputed %4 sub in each of the 2 kernels"), std::string::npos) << result.fused;
+  EXPECT_EQ(writes_of_shape(result.fused, "f32[129,67]"), 1) << result.fused;
+  // Read by a row reduction and, transposed, by a loop kernel over another space.
+  auto two_spaces = [](Tensor x, Tensor shift) {
+    const Tensor shifted = x * 0.5 - shift;
+    return std::make_tuple(reduce_sum(square(shifted), {1}), transpose(shifted) + 1.0);
+  };
+  result = expect_agreement("row reduction and transpose", two_spaces, random_tensor(DType::f32, {31, 45}, 16),
+                            random_tensor(DType::f32, {45}, 17));
+  EXPECT_NE(result.fused.find("recomputed %"), std::string::npos) << result.fused;
+  EXPECT_EQ(writes_of_shape(result.fused, "f32[31,45]"), 0) << result.fused;
+  // A difference of two arrays would make each kernel read both: it is written once and read back.
+  auto two_arrays = [](Tensor x, Tensor y) {
+    const Tensor difference = x - y;
+    return std::make_tuple(reduce_sum(square(difference), {1}), transpose(difference) * 3.0);
+  };
+  result = expect_agreement("difference of two arrays", two_arrays, random_tensor(DType::f32, {31, 45}, 18),
+                            random_tensor(DType::f32, {31, 45}, 19));
+  EXPECT_EQ(result.fused.find("recomputed %"), std::string::npos) << result.fused;
+  EXPECT_NE(result.fused.find("not fused: %2 sub has consumers in 2 kernels"), std::string::npos) << result.fused;
+}
+
 }  // namespace
 }  // namespace kiln
