@@ -377,7 +377,7 @@ TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
 
 // ---- large products through OpenBLAS ------------------------------------------------------------------------
 
-TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsOnly) {
+TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsAndForNarrowProducts) {
   EXPECT_FALSE(prefers_openblas(8192, 8192, 512));   // shallow: the fused epilogue saves more
   EXPECT_FALSE(prefers_openblas(1024, 1024, 767));
   EXPECT_FALSE(prefers_openblas(64, 64, 1 << 20));   // deep but a small output: kiln's loops were 1.1x faster
@@ -388,6 +388,12 @@ TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsOnly) {
   EXPECT_TRUE(prefers_openblas(256, 256, 1 << 16));
   EXPECT_TRUE(prefers_openblas(2048, 2048, 2048));  // `make demo`
   EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed article's size
+  // Narrow products at any depth: sgemm's packing of the wide operand outweighs its few products.
+  EXPECT_TRUE(prefers_openblas(2048, 1, 2048));  // a matrix times a vector
+  EXPECT_TRUE(prefers_openblas(4, 2048, 2048));
+  EXPECT_TRUE(prefers_openblas(2048, 16, 64));
+  EXPECT_FALSE(prefers_openblas(2048, 17, 512));
+  EXPECT_FALSE(prefers_openblas(32, 2048, 512));  // at par there
 }
 
 // The same contract as sgemm: C within float reassociation of the float64 reference, padding untouched, and

@@ -87,7 +87,9 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
 // 768^3 and 1024^3; 2026-12-01), while at k = 512 they were at par or ahead (0.96-1.11). So a product at least
 // 768 deep with at least 256^2 outputs goes to OpenBLAS, and its blocks to the epilogue afterwards: the JIT's seed
 // function then runs at the standard executor's GEMM rate (at 8192, 1.01x the standard executor's time instead of
-// 0.89x), and its product is written (in panels of at most max(64 MiB, C / 4)).
+// 0.89x), and its product is written (in panels of at most max(64 MiB, C / 4)). So does a narrow product, with
+// at most 16 rows or columns (a matrix times a vector), where sgemm's packing of the wide operand costs more
+// than the few products it feeds: 1.15-2x slower than OpenBLAS and the epilogue.
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k);
 
 // sgemm's contract -- the same blocks (plan_sgemm), numbered the same way, each passed to the epilogue once --

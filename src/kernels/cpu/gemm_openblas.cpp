@@ -18,6 +18,11 @@ constexpr std::int64_t kDeepProduct = 768;
 // ... with an output of at least this many elements: at 64 x 64 x 2^20 kiln's loops were 1.1x faster, at
 // 256 x 256 x 2^16 OpenBLAS 1.3x (gemm_benchmark, 2026-12-01).
 constexpr double kWideOutput = 256.0 * 256.0;
+// Products with at most this many rows or columns, at any depth: sgemm packs the wide operand for a few dot
+// products per element packed, and OpenBLAS then the same epilogue ran 1.15-2x faster (2048 x n x 2048 for n = 1,
+// 4, 8, 16: 0.62, 0.69, 0.69, 0.83 of it; 1-8 x 2048 x 2048: 0.73-0.87; 512 x 1 x 512: 0.21; at 32 columns the
+// fused loops were at par, 1.04; Zen 4, 2026-12-01). A matrix-vector product is the extreme case.
+constexpr std::int64_t kNarrowProduct = 16;
 // The row panel buffer when C is not given: at least this many bytes, or a quarter of C (sgemm's own buffers
 // take up to 23% of C). Fewer, larger panels pack B fewer times.
 constexpr std::int64_t kPanelFloorBytes = std::int64_t{64} << 20;
@@ -48,7 +53,7 @@ void run_epilogue(const GemmPlan& plan, const GemmEpilogue& epilogue, const floa
 
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k) {
   const double output = static_cast<double>(m) * static_cast<double>(n);
-  return k >= kDeepProduct && output >= kWideOutput;
+  return (k >= kDeepProduct && output >= kWideOutput) || std::min(m, n) <= kNarrowProduct;
 }
 
 void sgemm_through_openblas(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
