@@ -79,9 +79,21 @@ std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir:
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);
 
+struct FusionOptions {
+  // A transpose that moves the innermost axis (a 2-D transpose; any permutation whose last output axis is an
+  // input axis at least 512 bytes apart) runs as its standard kernel when its input has at least
+  // strided_transpose_bytes, and its consumers read the result: the CPU's standard kernel copies square tiles
+  // transposed in registers, while a loop kernel reads such an operand a lane per cache line, gathered. 0 keeps
+  // every transpose an index map.
+  std::int64_t strided_transpose_bytes = 0;
+};
+
+// The options for plans run on `device`.
+FusionOptions fusion_options(Device device);
+
 // `graph` must be optimized (simplify has turned expand_dims and squeeze into
 // reshape) and free of host ops and dynamic shapes.
-FusionPlan fuse(const ir::Graph& graph);
+FusionPlan fuse(const ir::Graph& graph, const FusionOptions& options = {});
 
 // Whether the generated GEMM computes `matmul`: f32, a 2-D right operand, and a left operand that is 2-D or,
 // untransposed, of higher rank. Its leading axes are then more rows of one product ([batch, tokens, width] times

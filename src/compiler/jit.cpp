@@ -104,7 +104,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
       dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
   });
   lowering.optimized = ir::print(graph);
-  lowering.plan = fuse(graph);
+  lowering.plan = fuse(graph, fusion_options(device));
   // The attention and column kernels are the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between
   // them, and a reduction over leading axes is the standard kernel after its producers' loop kernel.
   if (device.is_cpu()) lowering.plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));

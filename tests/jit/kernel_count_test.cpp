@@ -206,5 +206,31 @@ TEST(KernelCount, CheapProducersReadByTwoKernelsAreRecomputed) {
   EXPECT_NE(result.fused.find("not fused: %2 sub has consumers in 2 kernels"), std::string::npos) << result.fused;
 }
 
+TEST(KernelCount, TransposesOfTheInnermostAxisOfLargeArraysRunTheStandardKernel) {
+  // 300 x 200 floats (234 KiB): the standard kernel's tiled copy, then the add reads it in order.
+  auto transposed_sum = [](Tensor x, Tensor y) { return transpose(x) + y; };
+  auto result = expect_agreement("large 2-D transpose", transposed_sum, random_tensor(DType::f32, {300, 200}, 20),
+                                 random_tensor(DType::f32, {200, 300}, 21));
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_NE(result.fused.find("transpose runs its standard kernel (it moves the innermost axis"), std::string::npos)
+      << result.fused;
+  // Of a computed value, and reduced over its rows: the value is written, transposed, then reduced.
+  auto reduced = [](Tensor x) { return reduce_sum(transpose(exp(x * 0.1)), {1}); };
+  result = expect_agreement("transpose of a computed value", reduced, random_tensor(DType::f32, {257, 190}, 22));
+  EXPECT_EQ(result.jit.kernels_per_call, 3) << result.fused;
+  // Small arrays, and rows whose elements lie close together (the innermost input axis is 32 floats: 128
+  // bytes), stay index maps of one loop kernel.
+  result = expect_agreement("small 2-D transpose", transposed_sum, random_tensor(DType::f32, {60, 50}, 23),
+                            random_tensor(DType::f32, {50, 60}, 24));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  auto swap = [](Tensor x) { return transpose(x, {0, 2, 1}) * 2.0; };
+  result = expect_agreement("close rows", swap, random_tensor(DType::f32, {8, 300, 32}, 25));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  // Transposes that keep the innermost axis (a head split) are index maps at any size.
+  auto heads = [](Tensor x) { return transpose(reshape(x, {512, 8, 64}), {1, 0, 2}) + 1.0; };
+  result = expect_agreement("head split", heads, random_tensor(DType::f32, {512, 512}, 26));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
 }  // namespace
 }  // namespace kiln
