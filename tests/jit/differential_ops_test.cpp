@@ -361,6 +361,26 @@ TEST(DifferentialOps, ReductionsOfOneElementKeepTheSignOfZero) {
   expect_agreement("one-element sums", body, from_vector(values, {6, 1}));
 }
 
+// Rows shorter than a vector, or one lane past whole vectors: every row ends in a partial vector, loaded and
+// stored with masks where the target has them (AVX-512, AVX2), and reduced across its lanes by a tree.
+TEST(DifferentialOps, RowsShorterThanAVectorOrJustPastOne) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    for (std::int64_t length : {1, 3, 7, 8, 9, 10, 15, 17, 33}) {
+      const Tensor x = random_tensor(dtype, {37, length}, 720 + length);
+      auto body = [](Tensor x) {
+        return std::vector<Tensor>{reduce_sum(x, {1}), reduce_max(x, {1}), reduce_min(x, {1}, true),
+                                   x * 3 - reduce_max(x, {1}, true)};
+      };
+      expect_agreement("rows of " + std::to_string(length) + " " + std::string(to_string(dtype)), body, x);
+      if (!is_floating(dtype)) continue;
+      auto normalized = [](Tensor x) {
+        return std::vector<Tensor>{nn::log_softmax(x), nn::softmax(x), reduce_prod(1.0 + x * 0.1, {1})};
+      };
+      expect_agreement("softmax of " + std::to_string(length) + " " + std::string(to_string(dtype)), normalized, x);
+    }
+  }
+}
+
 TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
   constexpr std::int64_t columns = 19;
   std::vector<float> values;
