@@ -73,9 +73,9 @@ using i64r = long long __attribute__((vector_size(64)));  // the builtins' type 
 }
 [[gnu::always_inline]] inline i64v load_first(const int64_t* source, int count) {
   const long long* from = reinterpret_cast<const long long*>(source);
-  return reinterpret_cast<i64v>(vector_math::halves::join(
-      __builtin_ia32_loaddqudi512_mask(from, i64r{}, first_bits(count)),
-      __builtin_ia32_loaddqudi512_mask(from + 8, i64r{}, first_bits(count - 8))));
+  return reinterpret_cast<i64v>(
+      vector_math::halves::join(__builtin_ia32_loaddqudi512_mask(from, i64r{}, first_bits(count)),
+                                __builtin_ia32_loaddqudi512_mask(from + 8, i64r{}, first_bits(count - 8))));
 }
 [[gnu::always_inline]] inline void store_first(float* destination, f32v value, int count) {
   __builtin_ia32_storeups512_mask(destination, value, first_bits(count));
