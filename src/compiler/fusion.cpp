@@ -240,14 +240,14 @@ class Fuser {
   // compute each element many times).
   bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
     const ir::Node& node = graph_.node(id);
-    if (!ir::is_elementwise(node.op) || cost_per_element(node.op) > 1 || is_output_[index(id)] ||
-        read_from_memory(id))
+    if (!ir::is_elementwise(node.op) || cost_per_element(node.op) > 1 || is_output_[index(id)] || read_from_memory(id))
       return false;
     const std::int64_t elements = node.type.shape.numel();
     int arrays = 0;
     for (ir::ValueId operand : node.operands) {
       const ir::Node& source = graph_.node(operand);
-      const bool broadcast = source.op == ir::Op::broadcast_to && graph_.type(source.operands[0]).shape.numel() < elements;
+      const bool broadcast =
+          source.op == ir::Op::broadcast_to && graph_.type(source.operands[0]).shape.numel() < elements;
       if (graph_.type(operand).shape.numel() == elements && !broadcast && source.op != ir::Op::constant &&
           source.op != ir::Op::iota)
         arrays += 1;
@@ -256,9 +256,8 @@ class Fuser {
     for (int group_index : consumer_groups) {
       const Group& group = groups_[static_cast<std::size_t>(group_index)];
       std::string reason;
-      if ((group.kind != KernelKind::loop && group.kind != KernelKind::reduction) ||
-          group.space.numel() != elements || used_through_layout_change(id, group_index) ||
-          !fits_space(id, group, &reason))
+      if ((group.kind != KernelKind::loop && group.kind != KernelKind::reduction) || group.space.numel() != elements ||
+          used_through_layout_change(id, group_index) || !fits_space(id, group, &reason))
         return false;
     }
     return true;
