@@ -139,6 +139,8 @@ class AttentionFuser {
       return "the row kernel's result is not of the scores' shape";
     if (second.type.shape.rank() != scores.rank() || !batch_fits(scores, second.type.shape))
       return "the second matmul has batch axes the scores do not have";
+    if (read_by_other_kernels(plan_, candidate.scores, {candidate.row_kernel}))
+      return "the scores are also read by another kernel (which recomputes a value of the row kernel from them)";
     for (ir::ValueId user : users(candidate.scores)) {
       if (std::find(row_kernel.members.begin(), row_kernel.members.end(), user) == row_kernel.members.end())
         return "the scores are also read outside the row kernel";

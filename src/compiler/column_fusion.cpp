@@ -54,7 +54,8 @@ class ColumnFuser {
     merged.members.push_back(reduction);
     std::sort(merged.members.begin(), merged.members.end());  // graph order
     // The reduction's input stays an output only where something else reads it.
-    bool read_elsewhere = std::find(graph_.outputs.begin(), graph_.outputs.end(), input) != graph_.outputs.end();
+    bool read_elsewhere = std::find(graph_.outputs.begin(), graph_.outputs.end(), input) != graph_.outputs.end() ||
+                          read_by_other_kernels(plan_, input, {producer_index, reduction_index});
     for (ir::ValueId user : users_.at(input))
       read_elsewhere = read_elsewhere || (user != reduction && std::find(merged.members.begin(), merged.members.end(),
                                                                          user) == merged.members.end());

@@ -43,6 +43,16 @@ std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir:
   return inputs;
 }
 
+bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initializer_list<std::size_t> except) {
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
+    const std::vector<ir::ValueId>& inputs = plan.kernels[k].inputs;
+    if (std::find(except.begin(), except.end(), k) == except.end() &&
+        std::find(inputs.begin(), inputs.end(), value) != inputs.end())
+      return true;
+  }
+  return false;
+}
+
 std::string describe(const ir::Graph& graph, ir::ValueId value) {
   return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
 }

@@ -41,6 +41,7 @@
 
 #include "ir/graph.h"
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,11 @@ int kernel_count(const FusionPlan& plan);
 // The values `members` read from outside themselves, in the order the members first read them: the inputs of a
 // kernel made of them (for passes that merge kernels of a plan).
 std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members);
+
+// Whether a kernel of `plan` other than those at the indices `except` reads `value` from memory. A later pass
+// that stops writing a value asks this rather than the graph's users: a cheap node recomputed in several
+// kernels makes each of them read its operands.
+bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initializer_list<std::size_t> except);
 
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);

@@ -17,6 +17,7 @@ namespace {
 
 using testing::expect_graph_agreement;
 using testing::random_tensor;
+using testing::random_uniform;
 
 // A reduction over axes of size 1 with keepdims=true (its result has its
 // operand's type) was computed but never stored: the output held whatever
@@ -326,6 +327,27 @@ TEST(JitRegression, SumOfTwoProductsIsNotOneGemmKernel) {
                          "}\n",
                          {random_tensor(DType::f32, {9, 20}, 30), random_tensor(DType::f32, {20, 12}, 31),
                           random_tensor(DType::f32, {9, 7}, 32), random_tensor(DType::f32, {7, 12}, 33)});
+}
+
+// The scaled scores of an attention pattern, recomputed in the row kernel and in a loop kernel that returns
+// their negation, made that loop kernel read the first product, which the attention kernel never writes: it
+// read freed memory (kiln-fuzz --seed 232, graph 354, a crash). Attention fusion (and column fusion) now ask
+// the plan whether another kernel reads the value they stop writing.
+TEST(JitRegression, AValueRecomputedFromTheScoresKeepsThemInMemory) {
+  expect_graph_agreement(
+      "scores read by a recomputing kernel",
+      "func @scores(%0: f32[2,3,5,8], %1: f32[2,3,16,8], %2: f32[2,3,16,4]) -> (f32[2,3,5,16], f32[2,3,5,4]) {\n"
+      "  %3 = f32[2,3,5,16] matmul(%0, %1) {transpose_a=false, transpose_b=true}\n"
+      "  %4 = f32[] constant(0.25)\n"
+      "  %5 = f32[2,3,5,16] mul(%3, %4)\n"
+      "  %6 = f32[2,3,5,1] reduce_sum(%5) {axes=[3], keepdims=true}\n"
+      "  %7 = f32[2,3,5,16] div(%5, %6)\n"
+      "  %8 = f32[2,3,5,4] matmul(%7, %2) {transpose_a=false, transpose_b=false}\n"
+      "  %9 = f32[2,3,5,16] neg(%5)\n"
+      "  return %9, %8\n"
+      "}\n",
+      {random_uniform(DType::f32, {2, 3, 5, 8}, 0.5, 1.5, 40), random_uniform(DType::f32, {2, 3, 16, 8}, 0.5, 1.5, 41),
+       random_tensor(DType::f32, {2, 3, 16, 4}, 42)});
 }
 
 }  // namespace
