@@ -139,11 +139,11 @@ class AttentionFuser {
       return "the row kernel's result is not of the scores' shape";
     if (second.type.shape.rank() != scores.rank() || !batch_fits(scores, second.type.shape))
       return "the second matmul has batch axes the scores do not have";
+    // Asked of the plan, not of the scores' users: a kernel that recomputes a value of the row kernel reads
+    // the scores too.
     if (read_by_other_kernels(plan_, candidate.scores, {candidate.row_kernel}))
-      return "the scores are also read by another kernel (which recomputes a value of the row kernel from them)";
+      return "the scores are also read outside the row kernel";
     for (ir::ValueId user : users(candidate.scores)) {
-      if (std::find(row_kernel.members.begin(), row_kernel.members.end(), user) == row_kernel.members.end())
-        return "the scores are also read outside the row kernel";
       const ir::Op op = graph_.node(user).op;
       if (!ir::is_elementwise(op) && !ir::is_reduction(op))
         return "the row kernel moves the scores (" + describe(graph_, user) + "), not only computes with them";

@@ -1,19 +1,14 @@
 #include "compiler/column_fusion.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <set>
 
 namespace kiln::compiler {
 namespace {
 
 class ColumnFuser {
  public:
-  ColumnFuser(const ir::Graph& graph, FusionPlan plan) : graph_(graph), plan_(std::move(plan)) {
-    for (ir::ValueId id = 0; id < graph.size(); ++id)
-      for (ir::ValueId operand : graph.node(id).operands) users_[operand].insert(id);
-  }
+  ColumnFuser(const ir::Graph& graph, FusionPlan plan) : graph_(graph), plan_(std::move(plan)) {}
 
   FusionPlan run() {
     for (std::size_t k = 0; k < plan_.kernels.size();) {
@@ -54,11 +49,9 @@ class ColumnFuser {
     merged.members.push_back(reduction);
     std::sort(merged.members.begin(), merged.members.end());  // graph order
     // The reduction's input stays an output only where something else reads it.
-    bool read_elsewhere = std::find(graph_.outputs.begin(), graph_.outputs.end(), input) != graph_.outputs.end() ||
-                          read_by_other_kernels(plan_, input, {producer_index, reduction_index});
-    for (ir::ValueId user : users_.at(input))
-      read_elsewhere = read_elsewhere || (user != reduction && std::find(merged.members.begin(), merged.members.end(),
-                                                                         user) == merged.members.end());
+    const bool read_elsewhere =
+        std::find(graph_.outputs.begin(), graph_.outputs.end(), input) != graph_.outputs.end() ||
+        read_by_other_kernels(plan_, input, {producer_index, reduction_index});
     if (!read_elsewhere) std::erase(merged.outputs, input);
     merged.outputs.push_back(reduction);
     merged.decisions.push_back(
@@ -77,7 +70,6 @@ class ColumnFuser {
 
   const ir::Graph& graph_;
   FusionPlan plan_;
-  std::map<ir::ValueId, std::set<ir::ValueId>> users_;
 };
 
 }  // namespace

@@ -95,6 +95,7 @@ using i64r = long long __attribute__((vector_size(64)));  // the builtins' type 
 }
 #define KILN_JIT_MASKED_MOVES 1
 #elif defined(__AVX2__)
+using f64r = double __attribute__((vector_size(32)));     // one register of doubles
 using i64r = long long __attribute__((vector_size(32)));  // the builtins' type of 64-bit integers
 // Lanes [0, count) of a mask of 8 x 32 bits, or of 4 x 64 bits from lane `first` on.
 [[gnu::always_inline]] inline i32v first_mask(int count) { return i32v{0, 1, 2, 3, 4, 5, 6, 7} < count; }
@@ -108,7 +109,6 @@ using i64r = long long __attribute__((vector_size(32)));  // the builtins' type 
   return __builtin_ia32_maskloadd256(reinterpret_cast<const i32v*>(source), first_mask(count));
 }
 [[gnu::always_inline]] inline f64v load_first(const double* source, int count) {
-  using f64r = double __attribute__((vector_size(32)));
   return vector_math::halves::join(
       __builtin_ia32_maskloadpd256(reinterpret_cast<const f64r*>(source), first_mask64(count, 0)),
       __builtin_ia32_maskloadpd256(reinterpret_cast<const f64r*>(source + 4), first_mask64(count, 4)));
@@ -125,7 +125,6 @@ using i64r = long long __attribute__((vector_size(32)));  // the builtins' type 
   __builtin_ia32_maskstored256(reinterpret_cast<i32v*>(destination), first_mask(count), value);
 }
 [[gnu::always_inline]] inline void store_first(double* destination, f64v value, int count) {
-  using f64r = double __attribute__((vector_size(32)));
   __builtin_ia32_maskstorepd256(reinterpret_cast<f64r*>(destination), first_mask64(count, 0),
                                 vector_math::halves::low(value));
   __builtin_ia32_maskstorepd256(reinterpret_cast<f64r*>(destination + 4), first_mask64(count, 4),
