@@ -381,6 +381,64 @@ TEST(DifferentialOps, RowsShorterThanAVectorOrJustPastOne) {
   }
 }
 
+// Reductions over rows shorter than a vector put a row of the group in each lane (row_kernel.cpp,
+// rows_across_lanes). 37 rows: two full groups of 16 (of 8 and 4 in the AVX2 and x86-64 builds) and a partial one.
+// The inputs are read every way a group can read them: an element of each row (elements 10 apart: a gather), a
+// value per column broadcast down the rows (one element for every lane), a value per row (read once per group), a
+// transposed input (the group's rows side by side), and positions (iota) along both axes.
+TEST(DifferentialOps, ShortRowsAcrossLanesReadEveryKindOfInput) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    const Tensor x = random_tensor(dtype, {37, 10}, 740), columns = random_tensor(dtype, {10}, 741);
+    const Tensor per_row = random_tensor(dtype, {37, 1}, 742), transposed = random_tensor(dtype, {10, 37}, 743);
+    auto body = [](Tensor x, Tensor columns, Tensor per_row, Tensor transposed) {
+      const Tensor y = x * columns + per_row - transpose(transposed, {1, 0});
+      const Tensor positions = cast(arange(10), x.dtype()) * 3 + cast(reshape(arange(37), {37, 1}), x.dtype());
+      return std::vector<Tensor>{reduce_sum(y, {1}),
+                                 reduce_max(y, {1}, true),
+                                 y - reduce_min(y, {1}, true),
+                                 reduce_sum(y * positions, {1}),
+                                 reduce_sum(broadcast_to(per_row, Shape({37, 10})), {1}),  // one value per row
+                                 reduce_max(broadcast_to(per_row * 2, Shape({37, 10})), {1}),
+                                 cast(reduce_max(gt(y, per_row), {1}), x.dtype()),  // booleans
+                                 where(lt(y, reduce_max(y, {1}, true)), y, per_row)};
+    };
+    expect_agreement("rows across lanes " + std::string(to_string(dtype)), body, x, columns, per_row, transposed);
+    if (!is_floating(dtype)) continue;
+    auto normalized = [](Tensor x, Tensor columns, Tensor per_row) {
+      const Tensor y = x * columns + per_row;
+      return std::vector<Tensor>{nn::softmax(y), nn::log_softmax(y), reduce_mean(y, {1}),
+                                 reduce_prod(1.0 + y * 0.1, {1}), nn::layer_norm(y, columns, columns * 0.5)};
+    };
+    expect_agreement("softmax across lanes " + std::string(to_string(dtype)), normalized, x, columns, per_row);
+  }
+  // Rows of a 3-D input that collapse into one row axis (4 x 9 of them).
+  expect_agreement("softmax of [4, 9, 7]", [](Tensor x) { return nn::softmax(x) * 2; },
+                   random_tensor(DType::f32, {4, 9, 7}, 744));
+}
+
+// A group of rows divides by its rows' sums with one reciprocal each only if every sum in the group has a normal
+// reciprocal: rows of zero, subnormal, infinite and NaN sums sit in groups with ordinary rows.
+TEST(DifferentialOps, DivisionByRowSumsAcrossLanes) {
+  constexpr std::int64_t columns = 9, rows = 40;
+  std::vector<float> values;
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (std::int64_t j = 0; j < columns; ++j) {
+      const float ordinary = 1.0f + 0.1f * static_cast<float>(j + row);
+      switch (row % 8) {
+        case 3: values.push_back(j == columns - 1 ? 0.0f : (j % 2 ? 1.5f : -1.5f)); break;  // a sum of zero
+        case 5: values.push_back(1e37f); break;  // its reciprocal is subnormal
+        case 6: values.push_back(1e-42f * static_cast<float>(j + 1)); break;  // a subnormal sum
+        case 7: values.push_back(j == 3 ? (row % 16 == 7 ? std::numeric_limits<float>::infinity()
+                                                         : std::numeric_limits<float>::quiet_NaN())
+                                        : ordinary);
+                break;
+        default: values.push_back(ordinary);
+      }
+    }
+  Tensor x = from_vector(values, {rows, columns});
+  expect_agreement("x / row sum across lanes", [](Tensor x) { return x / reduce_sum(x, {1}, true); }, x);
+}
+
 TEST(DifferentialOps, DivisionByRowSumsAtTheEdges) {
   constexpr std::int64_t columns = 19;
   std::vector<float> values;

@@ -9,7 +9,8 @@
 //
 // Generated code computes every value as a vector of `lanes` elements; a
 // value that does not change along a kernel's inner loop is computed once per
-// row as equal lanes. Booleans are `boolean` vectors of 0/1 lanes.
+// row as equal lanes (where a kernel puts a row in each lane, once per group of
+// rows, each lane its row's value). Booleans are `boolean` vectors of 0/1 lanes.
 //
 // This is a real header, compiled into kiln's own tests; at build time its
 // text (with vector_math.h and runtime_abi.h inlined) is embedded into kiln
@@ -206,11 +207,37 @@ template <class T> [[gnu::always_inline]] inline void store_streaming(T* destina
 #endif
 }
 
-// Elements `stride` apart (a transposed or sliced input).
+// Elements `stride` apart (a transposed or sliced input). A full vector is built in registers from its elements:
+// written to the stack one by one and loaded back as a vector, it waited for those stores each time (the load
+// cannot take its bytes from 16 narrower stores), 2.5-3x slower in a loop summing rows of 3 to 16 floats
+// across lanes (Zen 4); the AVX-512 gather instruction was 2-2.5x slower.
 template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, int64_t stride, int count = lanes) {
+  if constexpr (!__is_same(T, uint8_t)) {
+    const T* s = source;
+    const int64_t k = stride;
+    if constexpr (lanes == 16) {
+      if (count == lanes)
+        return vec<T>{s[0],     s[k],      s[2 * k],  s[3 * k],  s[4 * k],  s[5 * k],  s[6 * k],  s[7 * k],
+                      s[8 * k], s[9 * k],  s[10 * k], s[11 * k], s[12 * k], s[13 * k], s[14 * k], s[15 * k]};
+    } else if constexpr (lanes == 8) {
+      if (count == lanes) return vec<T>{s[0], s[k], s[2 * k], s[3 * k], s[4 * k], s[5 * k], s[6 * k], s[7 * k]};
+    } else if constexpr (lanes == 4) {
+      if (count == lanes) return vec<T>{s[0], s[k], s[2 * k], s[3 * k]};
+    }
+  }
   T values[lanes] = {};
   for (int lane = 0; lane < count; ++lane) values[lane] = source[lane * stride];
   return load<T>(values);
+}
+
+// Lanes [0, count) to elements `stride` apart (a kernel with a row in each lane writing its rows' elements),
+// element by element: the AVX-512 scatter instruction was no faster on Zen 4 (rows of 3 to 15 floats), and AVX2
+// has none.
+template <class T>
+[[gnu::always_inline]] inline void scatter(T* destination, int64_t stride, vec<T> value, int count = lanes) {
+  T values[lanes];
+  store<T>(values, value);
+  for (int lane = 0; lane < count; ++lane) destination[lane * stride] = values[lane];
 }
 
 // Every lane set to `value` (not vec{} + value: 0.0 + -0.0 is +0.0).
@@ -376,6 +403,13 @@ template <class T> [[gnu::always_inline]] inline bool has_normal_reciprocal(T di
   const T magnitude = divisor < 0 ? -divisor : divisor;
   if constexpr (sizeof(T) == 4) return magnitude >= 0x1p-125f && magnitude <= 0x1p125f;
   else return magnitude >= 0x1p-1021 && magnitude <= 0x1p1021;
+}
+// has_normal_reciprocal of lanes [0, count), each a row's divisor (rows across lanes): the group of rows divides
+// if any of them must.
+template <class V> [[gnu::always_inline]] inline bool has_normal_reciprocals(V divisors, int count) {
+  bool normal = true;
+  for (int lane = 0; lane < count; ++lane) normal = normal && has_normal_reciprocal(divisors[lane]);
+  return normal;
 }
 template <class V>
 [[gnu::always_inline]] inline V divide_by_row_value(V x, V divisor, V reciprocal, bool use_reciprocal) {
