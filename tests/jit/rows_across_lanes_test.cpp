@@ -41,11 +41,22 @@ TEST(RowsAcrossLanes, ASoftmaxOverShortRowsPutsARowInEachLane) {
   EXPECT_TRUE(contains(source, "parallel_for((100 + lanes - 1) / lanes")) << source;
 }
 
-TEST(RowsAcrossLanes, RowsOfAVectorOrMoreAndFewRowsKeepAVectorPerRow) {
-  for (const Shape& shape : {Shape({100, 16}), Shape({100, 33}), Shape({15, 10})}) {
-    const std::string source = source_of_softmax(random_tensor(DType::f32, shape, 2));
-    EXPECT_FALSE(contains(source, "in lane l")) << shape.to_string() << "\n" << source;
-  }
+std::string source_of_layer_norm(const Tensor& x) {
+  auto layer_norm = function([](Tensor x) { return nn::layer_norm(x); },
+                             {.jit_compile = true, .on_compile_failure = Fallback::none});
+  return layer_norm.get_compiler_ir(Stage::source, x);
+}
+
+TEST(RowsAcrossLanes, ShortRowsOrRowsOfAMaxUpToTwoVectorsAndEnoughOfThem) {
+  auto across_lanes = [](const std::string& source) { return contains(source, "in lane l"); };
+  // A max's tree is dear: rows of up to 31 elements go across lanes where a reduction is one.
+  EXPECT_TRUE(across_lanes(source_of_softmax(random_tensor(DType::f32, {100, 31}, 2))));
+  EXPECT_FALSE(across_lanes(source_of_softmax(random_tensor(DType::f32, {100, 32}, 3))));
+  // Sums only: rows shorter than a vector.
+  EXPECT_TRUE(across_lanes(source_of_layer_norm(random_tensor(DType::f32, {100, 15}, 4))));
+  EXPECT_FALSE(across_lanes(source_of_layer_norm(random_tensor(DType::f32, {100, 16}, 5))));
+  // Fewer rows than a group of 16 keep a vector per row.
+  EXPECT_FALSE(across_lanes(source_of_softmax(random_tensor(DType::f32, {15, 10}, 6))));
 }
 
 TEST(RowsAcrossLanes, ATransposedInputHasTheGroupsRowsSideBySide) {

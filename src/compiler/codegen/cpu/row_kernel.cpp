@@ -49,9 +49,13 @@ static_assert(column_block % widest_lanes == 0);
 // in each lane (rows_across_lanes): a vector per row left most of its lanes idle and paid a horizontal tree per
 // reduction, while the standard kernels fold such rows in scalars. One thread, Zen 4, the two forms of the same
 // kernel alternating: softmax over 65536 x 10 floats 1.32 -> 0.48-0.65 ms, over rows of 3 1.44 -> 0.19-0.20,
-// sums of rows of 8 0.15 -> 0.10. From a vector's length on, the vector per row is full or nearly: sums of rows
-// of 17-23 ran slower across lanes (0.16-0.17 -> 0.21-0.25 ms), each element a lane of a gather.
+// sums of rows of 8 0.15 -> 0.10, layer_norm over rows of 10 0.67 -> 0.39.
 constexpr std::int64_t lanes_row_limit = widest_lanes;
+// Up to this many elements where a reduction is a max or a min: their trees are compare-and-select steps, far
+// dearer than a sum's adds. Rows of 16-28 across lanes: max 0.46-0.60 -> 0.17-0.36 ms, softmax 1.7-1.8 -> 0.8-1.4,
+// log_softmax 1.9-2.0 -> 0.9-1.3 (a tie at 31). Kernels of sums only were as fast or faster a vector per row
+// from 16 on (rows of 28: sums 0.16 against 0.31 across lanes, layer_norm 0.81 against 1.19).
+constexpr std::int64_t lanes_row_limit_with_comparisons = 2 * widest_lanes;
 // Element outputs of a kernel that add up to this many bytes are written with
 // non-temporal stores (store_streaming): far larger than the L2 caches, they
 // would be evicted before anyone reads them, and a plain store first reads
@@ -243,13 +247,18 @@ class RowKernel {
     return true;
   }
 
-  // Rows across lanes (see lanes_row_limit): a group of `lanes` consecutive rows at a time, row `row + l` in lane
-  // l, the inner loop one element of every row per step. Each buffer's rows must lie a fixed stride apart (one
+  // Rows across lanes (see lanes_row_limit and lanes_row_limit_with_comparisons): a group of `lanes` consecutive
+  // rows at a time, row `row + l` in lane l, the inner loop one element of every row per step. Each buffer's rows must lie a fixed stride apart (one
   // collapsed row axis) and the row walk plain (no middle loops).
   bool rows_across_lanes() const {
-    return kernel_.kind == KernelKind::reduction && !reductions_.empty() && layout_.outer_sizes.size() == 1 &&
-           layout_.middle_sizes.empty() && layout_.inner_size >= 1 && layout_.inner_size < lanes_row_limit &&
-           layout_.rows() >= lanes_row_limit;
+    if (kernel_.kind != KernelKind::reduction || reductions_.empty() || layout_.outer_sizes.size() != 1 ||
+        !layout_.middle_sizes.empty() || layout_.inner_size < 1 || layout_.rows() < lanes_row_limit)
+      return false;
+    const bool compares = std::any_of(reductions_.begin(), reductions_.end(), [&](int id) {
+      const ir::Op op = emitter_.graph().node(at(id).value).op;
+      return op == ir::Op::reduce_max || op == ir::Op::reduce_min;
+    });
+    return layout_.inner_size < (compares ? lanes_row_limit_with_comparisons : lanes_row_limit);
   }
 
   // Across lanes: how far apart consecutive rows' elements lie in the buffer `linear` addresses.
