@@ -35,7 +35,8 @@ BufferAssignment assign_buffers(const ir::Graph& graph, const FusionPlan& plan) 
     const FusedKernel& kernel = plan.kernels[k];
     if (!has_generated_code(kernel.kind)) continue;
     for (ir::ValueId value : kernel.outputs) {
-      if (is_output[static_cast<std::size_t>(value)]) continue;
+      // A placed value lives in the buffer of the value it is placed into (a concat's: not in the arena).
+      if (is_output[static_cast<std::size_t>(value)] || placement_of(kernel, value)) continue;
       const ir::Type& type = graph.type(value);
       std::int64_t bytes = type.shape.numel() * static_cast<std::int64_t>(size_of(type.dtype));
       intervals.push_back({value, (bytes + alignment - 1) / alignment * alignment, static_cast<int>(k), static_cast<int>(k)});

@@ -22,6 +22,8 @@ std::string_view to_string(KernelKind kind) {
       return "library";
     case KernelKind::view:
       return "view";
+    case KernelKind::assembled:
+      return "assembled";
   }
   return "?";
 }
@@ -722,16 +724,31 @@ FusionOptions fusion_options(Device device) {
 
 FusionPlan fuse(const ir::Graph& graph, const FusionOptions& options) { return Fuser(graph, options).run(); }
 
+const Placement* placement_of(const FusedKernel& kernel, ir::ValueId value) {
+  for (const Placement& placement : kernel.placements)
+    if (placement.value == value) return &placement;
+  return nullptr;
+}
+
+bool launches(const FusedKernel& kernel) {
+  if (kernel.kind == KernelKind::view) return false;
+  return kernel.kind != KernelKind::assembled || !kernel.inputs.empty();
+}
+
 int kernel_count(const FusionPlan& plan) {
-  return static_cast<int>(std::count_if(plan.kernels.begin(), plan.kernels.end(),
-                                        [](const FusedKernel& kernel) { return kernel.kind != KernelKind::view; }));
+  return static_cast<int>(std::count_if(plan.kernels.begin(), plan.kernels.end(), launches));
 }
 
 std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
-  const int kernels = kernel_count(plan), views = static_cast<int>(plan.kernels.size()) - kernels;
+  const int kernels = kernel_count(plan);
+  const auto views = std::count_if(plan.kernels.begin(), plan.kernels.end(),
+                                   [](const FusedKernel& kernel) { return kernel.kind == KernelKind::view; });
+  const auto assembled = static_cast<std::int64_t>(plan.kernels.size()) - kernels - views;
   std::string text =
       "fusion plan for @" + graph.name + ": " + std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s");
   if (views > 0) text += " and " + std::to_string(views) + " view" + (views == 1 ? "" : "s") + " (no copy)";
+  if (assembled > 0)
+    text += ", " + std::to_string(assembled) + " concat" + (assembled == 1 ? "" : "s") + " assembled in place";
   text += "\n";
   auto values = [&](const std::vector<ir::ValueId>& list) {
     std::string out;

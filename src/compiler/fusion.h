@@ -32,6 +32,10 @@
 //   view       one reshape of a value in memory, alone in its kernel: the
 //              same buffer read with the new shape (as XLA's bitcast), so
 //              nothing is generated, copied or counted as a kernel.
+//   assembled  a concat whose operands the kernels computing them wrote into
+//              its buffer (placements, concat_fusion.h); it copies only the
+//              operands that were not (parameters, values read elsewhere),
+//              and is not counted as a kernel when there are none.
 //
 // Rules: a producer joins its consumers' kernel when all of them are in that
 // kernel; cheap producers (constants, iota, pure index mapping of an input)
@@ -47,8 +51,17 @@
 
 namespace kiln::compiler {
 
-enum class KernelKind { loop, reduction, gemm, attention, column, library, view };
+enum class KernelKind { loop, reduction, gemm, attention, column, library, view, assembled };
 std::string_view to_string(KernelKind kind);
+
+// An output of a kernel stored in a slice of another value's buffer, not a buffer of its own: `value`'s element at
+// coordinates c is `into`'s element at c plus `offset` along `axis` (a concat's operand, where the concat has it).
+struct Placement {
+  ir::ValueId value = -1;
+  ir::ValueId into = -1;
+  int axis = 0;
+  std::int64_t offset = 0;
+};
 
 struct FusedKernel {
   KernelKind kind = KernelKind::loop;
@@ -59,18 +72,27 @@ struct FusedKernel {
   int reduced_axes = 0;  // reduction, attention: how many trailing axes of `space` are reduced; column: how many
                          // axes before the last
   std::vector<std::string> decisions;  // why members were fused
+  std::vector<Placement> placements;   // outputs written into another value's buffer (loop and reduction kernels)
 };
+
+// The placement of `value` among the kernel's, or null when it has a buffer of its own.
+const Placement* placement_of(const FusedKernel& kernel, ir::ValueId value);
 
 struct FusionPlan {
   std::vector<FusedKernel> kernels;    // in execution order
   std::vector<std::string> not_fused;  // decisions not to fuse, with reasons
 };
 
-// Library kernels and views have none: the executor runs their node's
-// standard kernel (a view's shares its operand's buffer).
-inline bool has_generated_code(KernelKind kind) { return kind != KernelKind::library && kind != KernelKind::view; }
+// Library kernels, views and assembled concats have none: the executor runs their node's standard kernel (a
+// view's shares its operand's buffer; an assembled concat copies the operands not already in place).
+inline bool has_generated_code(KernelKind kind) {
+  return kind != KernelKind::library && kind != KernelKind::view && kind != KernelKind::assembled;
+}
 
-// The kernels a call launches: the plan's, views aside.
+// Whether a call runs kernel `kernel` at all: views, and assembled concats with nothing left to copy, run nothing.
+bool launches(const FusedKernel& kernel);
+
+// The kernels a call launches: the plan's, views and assembled concats with nothing to copy aside.
 int kernel_count(const FusionPlan& plan);
 
 // The values `members` read from outside themselves, in the order the members first read them: the inputs of a

@@ -12,6 +12,7 @@
 #endif
 #include "compiler/attention_fusion.h"
 #include "compiler/column_fusion.h"
+#include "compiler/concat_fusion.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -105,9 +106,12 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   });
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph, fusion_options(device));
-  // The attention and column kernels are the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between
-  // them, and a reduction over leading axes is the standard kernel after its producers' loop kernel.
-  if (device.is_cpu()) lowering.plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));
+  // The attention and column kernels and concats assembled in place are the CPU's; on CUDA cuBLAS runs both
+  // matmuls with the row kernel between them, a reduction over leading axes is the standard kernel after its
+  // producers' loop kernel, and a concat copies its operands.
+  if (device.is_cpu())
+    lowering.plan =
+        place_concat_operands(graph, fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan))));
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA

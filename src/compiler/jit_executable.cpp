@@ -2,9 +2,12 @@
 
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/codegen/cpu/runtime_table.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 
 #include <kiln/error.h>
+
+#include <algorithm>
 
 namespace kiln::compiler {
 namespace {
@@ -29,10 +32,21 @@ class JitExecutable final : public exec::Executable {
     std::shared_ptr<runtime::Buffer> arena;
     if (uses_arena_) arena = runtime::allocate(Device::cpu(), static_cast<std::size_t>(assignment_.arena_bytes));
 
+    // The buffer of `value`, allocated by the first kernel that writes into it (a concat's, by the first kernel
+    // placing an operand there).
+    auto written = [&](ir::ValueId value) -> runtime::Array& {
+      runtime::Array& slot = values[static_cast<std::size_t>(value)];
+      if (!slot.buffer) slot = output_array(graph_, assignment_, value, arena, Device::cpu());
+      return slot;
+    };
     const kiln_runtime table = cpu::runtime_table();  // one per call: calls come from many threads
     std::vector<void*> buffers;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
+      if (kernel.kind == KernelKind::assembled) {
+        copy_operands_not_in_place(kernel, values, written(kernel.members.front()));
+        continue;
+      }
       if (!has_generated_code(kernel.kind)) {
         run_standard_node(graph_, kernel.members.front(), values, Device::cpu());
         continue;
@@ -40,9 +54,8 @@ class JitExecutable final : public exec::Executable {
       buffers.clear();
       for (ir::ValueId input : kernel.inputs) buffers.push_back(values[static_cast<std::size_t>(input)].mutable_raw());
       for (ir::ValueId output : kernel.outputs) {
-        runtime::Array& slot = values[static_cast<std::size_t>(output)];
-        slot = output_array(graph_, assignment_, output, arena, Device::cpu());
-        buffers.push_back(slot.mutable_raw());
+        const Placement* placement = placement_of(kernel, output);
+        buffers.push_back(written(placement ? placement->into : output).mutable_raw());
       }
       entries_[k](&table, buffers.data());
     }
@@ -54,6 +67,24 @@ class JitExecutable final : public exec::Executable {
   int kernels_per_call() const override { return kernel_count(plan_); }
 
  private:
+  // An assembled concat (concat_fusion.h): the kernels before it wrote its placed operands into `result`; the
+  // others -- its kernel's inputs -- are copied now.
+  void copy_operands_not_in_place(const FusedKernel& kernel, const std::vector<runtime::Array>& values,
+                                  const runtime::Array& result) const {
+    if (kernel.inputs.empty()) return;
+    const ir::Node& concat = graph_.node(kernel.members.front());
+    std::vector<runtime::Array> operands;
+    std::vector<bool> in_place;
+    for (ir::ValueId operand : concat.operands) {
+      const bool placed = std::find(kernel.inputs.begin(), kernel.inputs.end(), operand) == kernel.inputs.end();
+      in_place.push_back(placed);
+      const ir::Type& type = graph_.type(operand);
+      operands.push_back(placed ? runtime::Array{nullptr, type.dtype, type.shape}
+                                : values[static_cast<std::size_t>(operand)]);
+    }
+    kernels::cpu::concat(concat.attributes.axis, operands, result, in_place);
+  }
+
   ir::Graph graph_;
   FusionPlan plan_;
   BufferAssignment assignment_;

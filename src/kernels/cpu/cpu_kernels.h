@@ -53,7 +53,10 @@ void transpose(const std::vector<std::int64_t>& permutation, const runtime::Arra
 void broadcast_to(const runtime::Array& input, const runtime::Array& output);
 void slice(const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& step,
            const runtime::Array& input, const runtime::Array& output);
-void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output);
+// Inputs marked in `in_place` are already in their slice of `output` (written there by the kernels computing
+// them; their arrays need only dtype and shape) and are not copied.
+void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const runtime::Array& output,
+            const std::vector<bool>& in_place = {});
 // output = params' slices along `axis` picked by `indices` (i32 or i64; negative ones count from the end). An index
 // outside [-n, n) is reported, before anything is written.
 std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,

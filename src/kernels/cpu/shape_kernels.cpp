@@ -319,7 +319,7 @@ void slice(const std::vector<int64_t>& start, const std::vector<int64_t>& step, 
   });
 }
 
-void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
+void concat(int64_t axis, std::span<const Array> inputs, const Array& output, const std::vector<bool>& in_place) {
   const Shape& shape = output.shape;
   int64_t total = output.shape.numel();
   if (total == 0) return;
@@ -350,6 +350,10 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
           static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), within) - starts.begin()) - 1;
       while (widths[input] == 0 || within >= starts[input] + widths[input]) ++input;  // skip empty inputs
       int64_t run = std::min(stop - position, starts[input] + widths[input] - within);
+      if (input < in_place.size() && in_place[input]) {
+        position += run;
+        continue;
+      }
       const auto* source =
           static_cast<const std::uint8_t*>(inputs[input].raw()) + row * widths[input] + (within - starts[input]);
       std::memcpy(out + position, source, static_cast<std::size_t>(run));

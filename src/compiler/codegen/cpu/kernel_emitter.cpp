@@ -298,9 +298,14 @@ std::string KernelEmitter::state_fields() const {
     text += "  const " + storage_type(value) + "* " + input_name(static_cast<int>(i)) + ";  // %" +
             std::to_string(value) + ": " + graph_.type(value).to_string() + "\n";
   }
-  for (ir::ValueId value : kernel_.outputs)
+  for (ir::ValueId value : kernel_.outputs) {
     text += "  " + storage_type(value) + "* " + output_name(value) + ";  // %" + std::to_string(value) + ": " +
-            graph_.type(value).to_string() + "\n";
+            graph_.type(value).to_string();
+    if (const Placement* placement = placement_of(kernel_, value))
+      text += ", in %" + std::to_string(placement->into) + ": " + graph_.type(placement->into).to_string() + " at " +
+              std::to_string(placement->offset) + " along axis " + std::to_string(placement->axis);
+    text += "\n";
+  }
   return text;
 }
 

@@ -159,10 +159,16 @@ class RowKernel {
     return at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space);
   }
 
-  // Where an output's elements go: element outputs have the space's shape;
-  // per-row outputs follow the space's leading (kept) axes.
+  // Where an output's elements go: element outputs have the space's shape; per-row outputs follow the space's
+  // leading (kept) axes. A placed output (concat_fusion.h) is an element output stored where the value it is
+  // placed into has it.
   Linear output_address(ir::ValueId value) const {
     const Shape& shape = emitter_.graph().type(value).shape;
+    if (const Placement* placement = placement_of(kernel_, value)) {
+      IndexMap map = emitter_.broadcast_map(shape);
+      map[static_cast<std::size_t>(placement->axis)].offset += placement->offset;
+      return emitter_.linear_address(emitter_.graph().type(placement->into).shape, map);
+    }
     bool per_row = !(shape == kernel_.space);
     return emitter_.linear_address(shape, per_row ? emitter_.row_map(shape) : emitter_.broadcast_map(shape));
   }
@@ -818,10 +824,15 @@ class RowKernel {
                                              "row_" + emitter_.output_name(value) + element_offset(address),
                                              row_stride(address), at(id).name);
     }
+    const Linear address = output_address(value);
+    const std::string base = "row_" + emitter_.output_name(value) + emitter_.middle_offset(address, layout_);
+    const std::int64_t step = emitter_.inner_coefficient(address, layout_);
+    if (step != 1)  // a placed output whose inner axis is not the innermost of the value it is placed into
+      return "        scatter<" + emitter_.storage_type(value) + ">(" + base + " + j * " + std::to_string(step) +
+             ", " + std::to_string(step) + ", " + at(id).name + ", count);\n";
     const bool stream = streaming_ && emitter_.graph().type(value).dtype != DType::boolean;
-    return std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) +
-           ">(row_" + emitter_.output_name(value) + emitter_.middle_offset(output_address(value), layout_) + " + j, " +
-           at(id).name + ", count);\n";
+    return std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) + ">(" +
+           base + " + j, " + at(id).name + ", count);\n";
   }
 
   std::string row_outputs() const {

@@ -2,6 +2,8 @@
 
 #include "compiler/codegen/cuda/kernel_writer.h"
 
+#include <kiln/error.h>
+
 extern const char* const kiln_cuda_prelude;
 
 namespace kiln::compiler::cuda {
@@ -17,6 +19,11 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
   text += "\nnamespace kiln::jit {\n";
   for (std::size_t index = 0; index < plan.kernels.size(); ++index) {
     const FusedKernel& kernel = plan.kernels[index];
+    // Concats are assembled in place on the CPU only (jit.cpp runs concat fusion there); the CUDA executor and
+    // these kernels give every output a buffer of its own.
+    if (kernel.kind == KernelKind::assembled || !kernel.placements.empty())
+      throw InternalError("concat", "a plan with operands placed into a concat reached the CUDA generator",
+                          std::string());
     if (!has_generated_code(kernel.kind)) continue;
     KernelEmitter emitter(graph, kernel, static_cast<int>(index));
     text += emitter.heading();

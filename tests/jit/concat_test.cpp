@@ -1,0 +1,94 @@
+// Concats assembled in place (compiler/concat_fusion.h): the kernels computing a concat's operands write them into
+// their slices of its buffer, and the concat copies only the rest. Each case runs through the standard executor,
+// the JIT and the float64 reference, and counts the kernels.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <string>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(ConcatInPlace, ComputedOperandsAreWrittenWhereTheConcatHasThem) {
+  // Along the last axis (each operand's rows are strided slices of the result's) and along the first (each is a
+  // block of rows); 37 x 19 and 37 x 6 leave partial vectors and a rows-across-lanes softmax (6 < 16 columns).
+  const Tensor a = random_tensor(DType::f32, {37, 19}, 1), b = random_tensor(DType::f32, {37, 6}, 2);
+  const Tensor c = random_tensor(DType::f32, {11, 19}, 3);
+  auto last_axis = [](Tensor a, Tensor b) { return concat({exp(a), nn::softmax(b) * 2, sin(b)}, 1); };
+  auto result = expect_agreement("along the last axis", last_axis, a, b);
+  EXPECT_EQ(result.jit.kernels_per_call, 3) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "at 19 along axis 1")) << result.fused;
+  auto first_axis = [](Tensor a, Tensor c) { return concat({tanh(c), a * 3 + 1}, 0); };
+  result = expect_agreement("along the first axis", first_axis, a, c);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  // The generated code stores the operands' rows 31 floats apart, the length of the result's rows.
+  auto jit = function(last_axis, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::string source = jit.get_compiler_ir(Stage::source, a, b);
+  EXPECT_TRUE(contains(source, "at 0 along axis 1")) << source;
+  EXPECT_TRUE(contains(source, "(19 + 31 * c0)")) << source;
+}
+
+TEST(ConcatInPlace, OperandsThatCannotBeWrittenThereAreCopied) {
+  const Tensor a = random_tensor(DType::f32, {8, 5}, 4), b = random_tensor(DType::f32, {8, 3}, 5);
+  // A value also returned, one read by another kernel, and one given twice: none is placed.
+  auto unplaced = [](Tensor a, Tensor b) {
+    const Tensor shifted = a - 1, exponential = exp(b), squared = b * b;
+    return std::vector<Tensor>{concat({shifted, exponential, squared, squared}, 1), shifted,
+                               reduce_sum(exponential * 2, {1})};
+  };
+  auto result = expect_agreement("operands that stay where they are", unplaced, a, b);
+  EXPECT_FALSE(contains(result.fused, "assembled in place")) << result.fused;
+  // A parameter beside a computed operand: the concat copies the parameter after the other is written in place.
+  auto beside_a_parameter = [](Tensor a, Tensor b) { return concat({a, b * 2, a}, 1); };
+  result = expect_agreement("a parameter beside a computed operand", beside_a_parameter, a, b);
+  EXPECT_TRUE(contains(result.fused, "written into it by the kernels that compute them; the rest is copied"))
+      << result.fused;
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+}
+
+TEST(ConcatInPlace, AConcatReadByLaterKernelsAndReturnedThroughAView) {
+  const Tensor a = random_tensor(DType::f32, {6, 4, 5}, 6), b = random_tensor(DType::f32, {6, 2, 5}, 7);
+  auto body = [](Tensor a, Tensor b) {
+    const Tensor joined = concat({a * 0.5, exp(b)}, 1);  // the middle axis: blocks of 4 and 2 rows of 5
+    return std::vector<Tensor>{reshape(joined, {6, 30}), relu(joined) + 1, reduce_max(joined, {1})};
+  };
+  const auto result = expect_agreement("a middle-axis concat read afterwards", body, a, b);
+  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+}
+
+TEST(ConcatInPlace, EveryDtypeAndEmptyOperands) {
+  for (DType dtype : {DType::f64, DType::i32, DType::i64, DType::boolean}) {
+    const Tensor a = random_tensor(dtype, {9, 4}, 8), b = random_tensor(dtype, {9, 7}, 9);
+    const Tensor empty = random_tensor(dtype, {9, 0}, 10);
+    auto body = [](Tensor a, Tensor b, Tensor empty) {
+      if (a.dtype() == DType::boolean) return concat({logical_not(a), empty, logical_and(b, b)}, 1);
+      return concat({a * 3, empty, maximum(b, b * 2)}, 1);
+    };
+    const auto result = expect_agreement("concat of " + std::string(to_string(dtype)), body, a, b, empty);
+    EXPECT_TRUE(contains(result.fused, "assembled in place")) << result.fused;
+  }
+}
+
+// kiln-fuzz (seed 240, graphs 58 and 846): an operand one element wide along the concat axis ([3, 1] into [3, 2])
+// has its kernel's inner loop on the axis before, whose elements lie a row of the result apart; they were stored
+// side by side, over the other operand's elements.
+TEST(ConcatInPlace, OperandsOneElementWide) {
+  const Tensor a = random_tensor(DType::i64, {3, 1}, 11), b = random_tensor(DType::f32, {40, 1}, 12);
+  const Tensor flags = random_tensor(DType::boolean, {2, 1}, 13);
+  expect_agreement("i64 columns", [](Tensor a) { return concat({a * 494, a + 500}, 1); }, a);
+  expect_agreement("f32 columns", [](Tensor b) { return concat({b * 2, exp(b), b}, 1); }, b);
+  expect_agreement("bool columns", [](Tensor flags) { return concat({flags, logical_not(flags)}, 1); }, flags);
+}
+
+}  // namespace
+}  // namespace kiln
