@@ -2,10 +2,11 @@
 // and slices disappear; chains collapse into one op; expand_dims and squeeze
 // become reshape (one op for the fusion pass to understand); a matmul takes in
 // its transpose flags a transpose of its operand's last two axes, and of its
-// product's.
+// product's; a reduction of a transpose reduces the transpose's operand.
 
 #include "compiler/simplify_rules.h"
 
+#include <algorithm>
 #include <array>
 
 namespace kiln::compiler::simplify_rules {
@@ -96,6 +97,34 @@ bool transpose_of_matmul(Match& match) {
   return match.changed();
 }
 
+// reduce(transpose(x, p), axes) -> reduce(x, p[axes]) when the kept axes keep their order (without keepdims):
+// the same elements reduced, read from x in its own order instead of through the permutation. 2-D sums over
+// either axis of a transposed matrix and reductions over the swapped last axes of a batch are such cases; a
+// reduction kernel read a large transposed input a lane per cache line (reduce_sum(transpose(x), {1}) of 2048^2
+// floats: the transpose's tiled copy, then the row sums). Sums are reassociated, as the JIT does anyway.
+bool reduction_of_transpose(Match& match) {
+  const ir::Node& transpose = match.operand(0);
+  ir::Node& node = match.node();
+  if (transpose.op != ir::Op::transpose || node.attributes.keepdims) return false;
+  const std::vector<std::int64_t>& permutation = transpose.attributes.axes;
+  std::vector<bool> reduced(permutation.size(), false);
+  for (std::int64_t axis : node.attributes.axes) reduced[static_cast<std::size_t>(axis)] = true;
+  std::vector<std::int64_t> axes;
+  std::int64_t last_kept = -1;
+  for (std::size_t axis = 0; axis < permutation.size(); ++axis) {
+    if (reduced[axis]) {
+      axes.push_back(permutation[axis]);
+    } else {
+      if (permutation[axis] < last_kept) return false;  // the result would come out transposed
+      last_kept = permutation[axis];
+    }
+  }
+  std::sort(axes.begin(), axes.end());
+  node.operands[0] = transpose.operands[0];
+  node.attributes.axes = axes;
+  return match.changed();
+}
+
 bool full_slice(Match& match) {
   const ir::Node& node = match.node();
   for (std::int64_t step : node.attributes.step)
@@ -115,6 +144,11 @@ const std::array shape = {
     Rule{"slice of everything -> x", ir::Op::slice, full_slice},
     Rule{"matmul(transpose(x)) -> matmul(x) with the transpose flag", ir::Op::matmul, matmul_of_transpose},
     Rule{"concat of one -> x", ir::Op::concat, single_concat},
+    Rule{"reduce_sum(transpose(x)) -> reduce_sum(x)", ir::Op::reduce_sum, reduction_of_transpose},
+    Rule{"reduce_mean(transpose(x)) -> reduce_mean(x)", ir::Op::reduce_mean, reduction_of_transpose},
+    Rule{"reduce_max(transpose(x)) -> reduce_max(x)", ir::Op::reduce_max, reduction_of_transpose},
+    Rule{"reduce_min(transpose(x)) -> reduce_min(x)", ir::Op::reduce_min, reduction_of_transpose},
+    Rule{"reduce_prod(transpose(x)) -> reduce_prod(x)", ir::Op::reduce_prod, reduction_of_transpose},
 };
 
 }  // namespace

@@ -416,6 +416,23 @@ TEST(DifferentialOps, ShortRowsAcrossLanesReadEveryKindOfInput) {
                    random_tensor(DType::f32, {4, 9, 7}, 744));
 }
 
+// Reductions of transposes reduce the transposed operand in its own order (simplify): every reduction, over the
+// axes of a transposed matrix, of a batch with its last axes swapped, and of a value also used transposed.
+TEST(DifferentialOps, ReductionsOfTransposes) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32}) {
+    const Tensor x = random_tensor(dtype, {67, 45}, 760), batch = random_tensor(dtype, {5, 33, 17}, 761);
+    auto body = [](Tensor x, Tensor batch) {
+      const Tensor t = transpose(x, {1, 0}), swapped = transpose(batch, {0, 2, 1});
+      return std::vector<Tensor>{reduce_sum(t, {1}), reduce_max(t, {0}),   reduce_min(swapped, {1}),
+                                 reduce_sum(swapped, {0, 2}), reduce_prod(transpose(x * 0 + 1, {1, 0}), {0}),
+                                 reduce_max(swapped, {2}), t * 2};
+    };
+    expect_agreement("reductions of transposes " + std::string(to_string(dtype)), body, x, batch);
+  }
+  expect_agreement("means of transposes", [](Tensor x) { return reduce_mean(transpose(exp(x), {1, 0}), {1}); },
+                   random_tensor(DType::f32, {300, 70}, 762));
+}
+
 // A group of rows divides by its rows' sums with one reciprocal each only if every sum in the group has a normal
 // reciprocal: rows of zero, subnormal, infinite and NaN sums sit in groups with ordinary rows.
 TEST(DifferentialOps, DivisionByRowSumsAcrossLanes) {

@@ -214,10 +214,14 @@ TEST(KernelCount, TransposesOfTheInnermostAxisOfLargeArraysRunTheStandardKernel)
   EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
   EXPECT_NE(result.fused.find("transpose runs its standard kernel (it moves the innermost axis"), std::string::npos)
       << result.fused;
-  // Of a computed value, and reduced over its rows: the value is written, transposed, then reduced.
-  auto reduced = [](Tensor x) { return reduce_sum(transpose(exp(x * 0.1)), {1}); };
+  // Of a computed value, read by a row reduction: the value is written, transposed, then reduced.
+  auto reduced = [](Tensor x) { return reduce_sum(transpose(exp(x * 0.1)) * 2, {1}); };
   result = expect_agreement("transpose of a computed value", reduced, random_tensor(DType::f32, {257, 190}, 22));
   EXPECT_EQ(result.jit.kernels_per_call, 3) << result.fused;
+  // Reduced directly, the value is reduced in its own order instead (simplify): one column kernel.
+  auto reduced_directly = [](Tensor x) { return reduce_sum(transpose(exp(x * 0.1)), {1}); };
+  result = expect_agreement("reduction of a transpose", reduced_directly, random_tensor(DType::f32, {257, 190}, 22));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
   // Small arrays, and rows whose elements lie close together (the innermost input axis is 32 floats: 128
   // bytes), stay index maps of one loop kernel.
   result = expect_agreement("small 2-D transpose", transposed_sum, random_tensor(DType::f32, {60, 50}, 23),

@@ -146,6 +146,34 @@ TEST(Simplify, TransposeOfAProductIsAProductOfTheSwappedOperands) {
               "}\n");
 }
 
+TEST(Simplify, AReductionOfATransposeReducesItsOperand) {
+  // Sums over either axis of a transposed matrix; a max over the swapped last axes of a batch, the kept axes in
+  // order. A transpose whose kept axes would come out in another order, and a keepdims result (whose size-1 axes
+  // sit where the transpose has them), keep it.
+  expect_pass(simplify_then_dce,
+              "func @f(%0: f32[3,2], %1: f32[4,5,3]) -> (f32[3], f32[], f32[4,5], f32[3,5], f32[1,3]) {\n"
+              "  %2 = f32[2,3] transpose(%0) {permutation=[1,0]}\n"
+              "  %3 = f32[3] reduce_sum(%2) {axes=[0], keepdims=false}\n"
+              "  %4 = f32[] reduce_mean(%2) {axes=[0,1], keepdims=false}\n"
+              "  %5 = f32[4,3,5] transpose(%1) {permutation=[0,2,1]}\n"
+              "  %6 = f32[4,5] reduce_max(%5) {axes=[1], keepdims=false}\n"
+              "  %7 = f32[3,5,4] transpose(%1) {permutation=[2,1,0]}\n"
+              "  %8 = f32[3,5] reduce_min(%7) {axes=[2], keepdims=false}\n"
+              "  %9 = f32[1,3] reduce_prod(%2) {axes=[0], keepdims=true}\n"
+              "  return %3, %4, %6, %8, %9\n"
+              "}\n",
+              "func @f(%0: f32[3,2], %1: f32[4,5,3]) -> (f32[3], f32[], f32[4,5], f32[3,5], f32[1,3]) {\n"
+              "  %2 = f32[2,3] transpose(%0) {permutation=[1,0]}\n"
+              "  %3 = f32[3] reduce_sum(%0) {axes=[1], keepdims=false}\n"
+              "  %4 = f32[] reduce_mean(%0) {axes=[0,1], keepdims=false}\n"
+              "  %5 = f32[4,5] reduce_max(%1) {axes=[2], keepdims=false}\n"
+              "  %6 = f32[3,5,4] transpose(%1) {permutation=[2,1,0]}\n"
+              "  %7 = f32[3,5] reduce_min(%6) {axes=[2], keepdims=false}\n"
+              "  %8 = f32[1,3] reduce_prod(%2) {axes=[0], keepdims=true}\n"
+              "  return %3, %4, %5, %7, %8\n"
+              "}\n");
+}
+
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
   expect_pass(
       [](ir::Graph& graph) {

@@ -61,7 +61,7 @@ TEST(RowsAcrossLanes, ShortRowsOrRowsOfAMaxUpToTwoVectorsAndEnoughOfThem) {
 
 TEST(RowsAcrossLanes, ATransposedInputHasTheGroupsRowsSideBySide) {
   // The rows of transpose(x) are the columns of x: a group's element j is 16 (8, 4) consecutive floats.
-  auto sums = [](Tensor x) { return reduce_sum(transpose(x, {1, 0}), {1}); };
+  auto sums = [](Tensor x) { return reduce_sum(transpose(x, {1, 0}) * 2, {1}); };
   const Tensor x = random_tensor(DType::f32, {7, 300}, 3);
   expect_agreement("row sums of a transposed input", sums, x);
   const std::string source =
