@@ -2,7 +2,6 @@
 // computes its input, as one kernel that walks the reduced rows a block of columns at a time. Each case runs
 // through the standard executor, the JIT and the float64 reference.
 
-#include "runtime/parallel.h"
 #include "support/differential.h"
 #include "support/test_support.h"
 
@@ -112,12 +111,7 @@ TEST(ColumnReduction, LargeEnoughForEveryThreadAndEveryBlock) {
   // The same bits for one thread as for two.
   const Tensor x = random_tensor(DType::f32, {1000, 1000}, 15);
   auto jit = function(sums, {.jit_compile = true, .on_compile_failure = Fallback::none});
-  const int original = runtime::thread_count();
-  runtime::set_thread_count(2);
-  const std::vector<float> two = jit(x).to_vector<float>();
-  runtime::set_thread_count(1);
-  const std::vector<float> one = jit(x).to_vector<float>();
-  runtime::set_thread_count(original);
+  const auto [two, one] = testing::floats_with_two_threads_and_one([&] { return jit(x); });
   EXPECT_EQ(two, one);
 }
 

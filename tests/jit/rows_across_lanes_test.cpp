@@ -3,7 +3,6 @@
 // standard executor and the float64 reference in DifferentialOps (ShortRowsAcrossLanes..., DivisionByRowSums...,
 // RowsShorterThanAVectorOrJustPastOne); these tests check which kernels take that form and how they read.
 
-#include "runtime/parallel.h"
 #include "support/differential.h"
 #include "support/test_support.h"
 
@@ -75,12 +74,7 @@ TEST(RowsAcrossLanes, TheSameBitsForOneThreadAndTwo) {
   const Tensor x = random_tensor(DType::f32, {1003, 7}, 4);
   auto jit = function([](Tensor x) { return nn::log_softmax(x); },
                       {.jit_compile = true, .on_compile_failure = Fallback::none});
-  const int original = runtime::thread_count();
-  runtime::set_thread_count(2);
-  const std::vector<float> two = jit(x).to_vector<float>();
-  runtime::set_thread_count(1);
-  const std::vector<float> one = jit(x).to_vector<float>();
-  runtime::set_thread_count(original);
+  const auto [two, one] = testing::floats_with_two_threads_and_one([&] { return jit(x); });
   EXPECT_EQ(two, one);
 }
 

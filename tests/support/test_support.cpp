@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include "runtime/parallel.h"
+
 #include <cmath>
 #include <mutex>
 #include <random>
@@ -48,6 +50,17 @@ std::vector<float> random_floats(std::int64_t count, std::uint64_t seed) {
   std::vector<float> values(static_cast<std::size_t>(count));
   for (auto& value : values) value = (generator() & 1 ? -1.0f : 1.0f) * magnitude(generator);
   return values;
+}
+
+std::pair<std::vector<float>, std::vector<float>> floats_with_two_threads_and_one(
+    const std::function<Tensor()>& compute) {
+  const int original = runtime::thread_count();
+  runtime::set_thread_count(2);
+  std::vector<float> two = compute().to_vector<float>();
+  runtime::set_thread_count(1);
+  std::vector<float> one = compute().to_vector<float>();
+  runtime::set_thread_count(original);
+  return {std::move(two), std::move(one)};
 }
 
 namespace {

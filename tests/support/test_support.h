@@ -4,7 +4,9 @@
 
 #include <kiln/kiln.h>
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::testing {
@@ -20,6 +22,11 @@ Tensor random_uniform(DType dtype, const Shape& shape, double low, double high, 
 // `count` random floats in +-[0.25, 1.25], for kernel tests on raw buffers: never zero, so a missed or
 // doubled term always shows.
 std::vector<float> random_floats(std::int64_t count, std::uint64_t seed);
+
+// The float results of `compute` run with two threads and then with one (the thread count is restored): a kernel
+// whose results must not depend on how its work is split gives the same bits both times.
+std::pair<std::vector<float>, std::vector<float>> floats_with_two_threads_and_one(
+    const std::function<Tensor()>& compute);
 
 // Collects kiln's log messages while alive.
 class CapturedLog {
