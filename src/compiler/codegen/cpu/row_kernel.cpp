@@ -254,8 +254,8 @@ class RowKernel {
   }
 
   // Rows across lanes (see lanes_row_limit and lanes_row_limit_with_comparisons): a group of `lanes` consecutive
-  // rows at a time, row `row + l` in lane l, the inner loop one element of every row per step. Each buffer's rows must lie a fixed stride apart (one
-  // collapsed row axis) and the row walk plain (no middle loops).
+  // rows at a time, row `row + l` in lane l, the inner loop one element of every row per step. Each buffer's rows
+  // must lie a fixed stride apart (one collapsed row axis) and the row walk plain (no middle loops).
   bool rows_across_lanes() const {
     if (kernel_.kind != KernelKind::reduction || reductions_.empty() || layout_.outer_sizes.size() != 1 ||
         !layout_.middle_sizes.empty() || layout_.inner_size < 1 || layout_.rows() < lanes_row_limit)
@@ -818,13 +818,11 @@ class RowKernel {
   // The store of element output `value` (instance `id`) at element `j` of the row, streaming past the caches
   // where the kernel's element outputs are large (streaming_bytes).
   std::string element_store(ir::ValueId value, int id) const {
-    if (across_lanes_) {
-      const Linear address = output_address(value);
+    const Linear address = output_address(value);
+    if (across_lanes_)
       return "        " + write_across_lanes(emitter_.storage_type(value),
                                              "row_" + emitter_.output_name(value) + element_offset(address),
                                              row_stride(address), at(id).name);
-    }
-    const Linear address = output_address(value);
     const std::string base = "row_" + emitter_.output_name(value) + emitter_.middle_offset(address, layout_);
     const std::int64_t step = emitter_.inner_coefficient(address, layout_);
     if (step != 1)  // a placed output whose inner axis is not the innermost of the value it is placed into
