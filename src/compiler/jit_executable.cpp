@@ -7,8 +7,6 @@
 
 #include <kiln/error.h>
 
-#include <algorithm>
-
 namespace kiln::compiler {
 namespace {
 
@@ -23,6 +21,9 @@ class JitExecutable final : public exec::Executable {
       entries_.push_back(entry);
     }
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
+    placed_.assign(static_cast<std::size_t>(graph_.size()), false);
+    for (const FusedKernel& kernel : plan_.kernels)
+      for (const Placement& placement : kernel.placements) placed_[static_cast<std::size_t>(placement.value)] = true;
   }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
@@ -68,15 +69,15 @@ class JitExecutable final : public exec::Executable {
 
  private:
   // An assembled concat (concat_fusion.h): the kernels before it wrote its placed operands into `result`; the
-  // others -- its kernel's inputs -- are copied now.
+  // others are copied now.
   void copy_operands_not_in_place(const FusedKernel& kernel, const std::vector<runtime::Array>& values,
                                   const runtime::Array& result) const {
-    if (kernel.inputs.empty()) return;
+    if (!launches(kernel)) return;
     const ir::Node& concat = graph_.node(kernel.members.front());
     std::vector<runtime::Array> operands;
     std::vector<bool> in_place;
     for (ir::ValueId operand : concat.operands) {
-      const bool placed = std::find(kernel.inputs.begin(), kernel.inputs.end(), operand) == kernel.inputs.end();
+      const bool placed = placed_[static_cast<std::size_t>(operand)];
       in_place.push_back(placed);
       const ir::Type& type = graph_.type(operand);
       operands.push_back(placed ? runtime::Array{nullptr, type.dtype, type.shape}
@@ -91,6 +92,7 @@ class JitExecutable final : public exec::Executable {
   std::shared_ptr<const LoadedModule> module_;
   std::vector<kiln_kernel_entry> entries_;
   bool uses_arena_ = false;
+  std::vector<bool> placed_;  // per value: written into another value's buffer (a placement)
 };
 
 }  // namespace
