@@ -25,7 +25,7 @@ class ConcatPlacer {
     const ir::ValueId concat = plan_.kernels[concat_index].members.front();
     const ir::Node& node = graph_.node(concat);
     const int axis = static_cast<int>(node.attributes.axis);
-    std::vector<std::string> placed;
+    std::vector<ir::ValueId> placed;
     std::int64_t offset = 0;
     for (ir::ValueId operand : node.operands) {
       const std::optional<std::size_t> producer = placeable_producer(operand, concat_index);
@@ -35,16 +35,18 @@ class ConcatPlacer {
         writer.decisions.push_back("writes " + describe(graph_, operand) + " into " + describe(graph_, concat) +
                                    " at " + std::to_string(offset) + " along axis " + std::to_string(axis) +
                                    ", where the concat has it");
-        placed.push_back(describe(graph_, operand));
+        placed.push_back(operand);
       }
       offset += graph_.type(operand).shape[axis];
     }
     if (placed.empty()) return;
     FusedKernel& assembled = plan_.kernels[concat_index];
     assembled.kind = KernelKind::assembled;
-    std::erase_if(assembled.inputs, [&](ir::ValueId input) { return is_placed(input); });
+    std::erase_if(assembled.inputs, [&](ir::ValueId input) {
+      return std::find(placed.begin(), placed.end(), input) != placed.end();
+    });
     std::string names;
-    for (const std::string& name : placed) names += (names.empty() ? "" : ", ") + name;
+    for (ir::ValueId value : placed) names += (names.empty() ? "" : ", ") + describe(graph_, value);
     assembled.decisions.push_back(
         "assembled in place: " + names + " written into it by the kernels that compute them" +
         (assembled.inputs.empty() ? std::string("; nothing is left to copy") : std::string("; the rest is copied")));
@@ -68,11 +70,6 @@ class ConcatPlacer {
 
   bool is_returned(ir::ValueId value) const {
     return std::find(graph_.outputs.begin(), graph_.outputs.end(), value) != graph_.outputs.end();
-  }
-
-  bool is_placed(ir::ValueId value) const {
-    return std::any_of(plan_.kernels.begin(), plan_.kernels.end(),
-                       [&](const FusedKernel& kernel) { return placement_of(kernel, value) != nullptr; });
   }
 
   const ir::Graph& graph_;
