@@ -1,0 +1,170 @@
+// Gemm and attention kernels: kiln's sgemm driven from generated code, with the fused epilogue run over each tile.
+
+#include "compiler/codegen/cpu/row_kernel.h"
+#include "kernels/cpu/gemm.h"
+
+namespace kiln::compiler::cpu {
+
+std::string RowKernel::emit_gemm() {
+  const ir::Graph& graph = emitter_.graph();
+  ir::ValueId matmul = -1;
+  for (ir::ValueId member : kernel_.members)
+    if (graph.node(member).op == ir::Op::matmul) matmul = member;
+  const ir::Node& node = graph.node(matmul);
+  // sgemm sees all the rows as m; the epilogue recovers each row's coordinates.
+  const int rank = kernel_.space.rank();
+  layout_ = emitter_.product_rows();
+  mark_varying();
+  std::set<int> needed;
+  for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);
+  bool writes_product = false;
+  for (const auto& [value, id] : outputs_) {
+    if (value == matmul)
+      writes_product = true;
+    else if (at(id).kind != Instance::Kind::reduction)
+      collect_elements(id, {}, needed);
+  }
+  phase_elements_ = {needed};
+  first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
+  bool has_epilogue = !needed.empty();
+  const Shape& a = graph.type(node.operands[0]).shape;
+  const Shape& b = graph.type(node.operands[1]).shape;
+  const std::int64_t m = layout_.rows(), n = kernel_.space[rank - 1];
+  const std::int64_t k = node.attributes.transpose_a ? a[0] : a[a.rank() - 1];
+  // The epilogue sees column blocks [p * panel_columns, min(n, (p + 1) * panel_columns)) (gemm.h).
+  whole_vectors_ = n % widest_lanes == 0 && kernels::cpu::plan_sgemm(m, n, k).panel_columns % widest_lanes == 0;
+
+  std::string prefix = emitter_.prefix();
+  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields();
+  for (std::size_t k = 0; k < reductions_.size(); ++k)
+    text += "  " + emitter_.storage_type(at(reductions_[k]).value) + "* partials" + std::to_string(k) + ";\n";
+  text += "};\n\n";
+  if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
+  text += entry_opening();
+  std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
+  text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
+  // Partial results in the reductions' own dtypes: an epilogue may cast the f32 product (to f64, say).
+  for (std::size_t r = 0; r < reductions_.size(); ++r) {
+    const std::string type = emitter_.storage_type(at(reductions_[r]).value);
+    text += "  state.partials" + std::to_string(r) + " = static_cast<" + type +
+            "*>(runtime->allocate(blocks * sizeof(" + type + ")));\n";
+  }
+  text += "  " + emitter_.describe(matmul) + "\n";
+  text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " + std::to_string(a[a.rank() - 1]) +
+          ", " + (node.attributes.transpose_a ? "1" : "0") + ", " + input_field(node.operands[1]) + ", " +
+          std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
+          (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
+          std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
+  for (std::size_t r = 0; r < reductions_.size(); ++r) {
+    const ir::Node& reduction = graph.node(at(reductions_[r]).value);
+    ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
+    std::string p = "state.partials" + std::to_string(r);
+    const std::string type = emitter_.storage_type(at(reductions_[r]).value);
+    text += "  {\n    " + emitter_.describe(at(reductions_[r]).value) + ": combine the blocks in order\n";
+    // No blocks when the product is empty (a dimension of 0): the reduction's identity.
+    text += "    vec<" + type + "> total = blocks > 0 ? splat<" + type + ">(" + p + "[0]) : " + info.identity + ";\n";
+    text += "    for (int64_t block = 1; block < blocks; ++block) total = " + std::string(info.combine) +
+            "(total, splat<" + type + ">(" + p + "[block]));\n";
+    std::string value = "first_lane(total)";
+    if (reduction.op == ir::Op::reduce_mean)
+      value = "div(total, splat<" + type + ">(static_cast<" + type + ">(" + std::to_string(m * n) + ")))[0]";
+    text += "    state." + emitter_.output_name(at(reductions_[r]).value) + "[0] = " + value + ";\n";
+    text += "    runtime->deallocate(" + p + ");\n  }\n";
+  }
+  return text + "}\n";
+}
+
+std::string RowKernel::epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul) {
+  std::string text = "void " + prefix +
+                     "_epilogue(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end, "
+                     "int64_t column_begin, int64_t column_end, int64_t block) {\n";
+  text += state_from_context();
+  for (std::size_t k = 0; k < reductions_.size(); ++k) {
+    const ir::ValueId reduction_value = at(reductions_[k]).value;
+    const ir::Node& reduction = emitter_.graph().node(reduction_value);
+    text += "  vec<" + emitter_.storage_type(reduction_value) + "> accumulator" + std::to_string(k) + " = " +
+            reduction_info(reduction.op, reduction.type.dtype).identity + ";\n";
+  }
+  text += "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+  text += "    const float* row_tile = tile + (row - row_begin) * ld - column_begin;\n";
+  text += coordinates() + row_setup_pointers() + row_values(0);
+  std::string body = element_values(phase_elements_[0], 0);
+  for (std::size_t k = 0; k < reductions_.size(); ++k) {
+    const Instance& reduction = at(reductions_[k]);
+    const ir::Node& node = emitter_.graph().node(reduction.value);
+    ReductionInfo info = reduction_info(node.op, node.type.dtype);
+    body += "        accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
+            ", first_lanes(" + at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
+  }
+  for (const auto& [value, id] : outputs_) {
+    if (value == matmul || at(id).kind == Instance::Kind::reduction) continue;
+    body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
+            at(id).name + ", count);\n";
+  }
+  (void)writes_product;
+  text += "    {\n" + vector_loop("column_begin", "column_end", body) + "    }\n  }\n";
+  for (std::size_t k = 0; k < reductions_.size(); ++k) {
+    const ir::Node& node = emitter_.graph().node(at(reductions_[k]).value);
+    text += "  state.partials" + std::to_string(k) + "[block] = " + reduction_info(node.op, node.type.dtype).finish +
+            "(accumulator" + std::to_string(k) + ");\n";
+  }
+  return text + "}\n\n";
+}
+
+std::string RowKernel::emit_attention() {
+  const ir::Graph& graph = emitter_.graph();
+  std::vector<ir::ValueId> matmuls;  // in graph order: the first product, then the second
+  for (ir::ValueId member : kernel_.members)
+    if (graph.node(member).op == ir::Op::matmul) matmuls.push_back(member);
+  const ir::Node& first = graph.node(matmuls.front());
+  const ir::Node& second = graph.node(matmuls.back());
+  const ir::ValueId probabilities = second.operands[0];
+  outputs_.emplace_back(probabilities, emitter_.instance(probabilities, emitter_.broadcast_map(kernel_.space)));
+  layout_ = emitter_.layout(kernel_.space.rank() - 1, {output_address(probabilities)});
+  mark_varying();
+  plan_phases();
+
+  whole_vectors_ = layout_.inner_size % widest_lanes == 0;
+  const std::string prefix = emitter_.prefix(), row_end = std::to_string(layout_.inner_size);
+  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields() + "};\n\n";
+  text += "// Rows [row_begin, row_end) of the scores, numbered across the batch, to the same rows of %" +
+          std::to_string(probabilities) + ";\n// both strips hold just these rows, ld floats apart.\n";
+  text += "void " + prefix +
+          "_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, float* probabilities, "
+          "int64_t ld, void* scratch) {\n";
+  text += state_from_context();
+  std::int64_t row_scratch_bytes = 0;
+  text += row_caches_in_scratch(row_scratch_bytes) + "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
+  text += "    const float* row_tile = scores + (row - row_begin) * ld;\n" + row_setup() + row_values(0);
+  text += reduction_passes("0", row_end) + element_pass("0", row_end) + "  }\n}\n\n";
+
+  text += entry_opening();
+  text += "  " + emitter_.describe(matmuls.front()) + "\n  " + emitter_.describe(matmuls.back()) + "\n";
+  const Shape& scores = first.type.shape;
+  const int rank = scores.rank();
+  std::int64_t batch = 1;
+  for (int axis = 0; axis + 2 < rank; ++axis) batch *= scores[axis];
+  const Shape& left = graph.type(first.operands[0]).shape;
+  const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
+  text += "  kiln_attention_problem problem = {};\n";
+  text += "  problem.batch = " + std::to_string(batch) + ";\n  problem.m = " + std::to_string(scores[rank - 2]) +
+          ";\n  problem.n = " + std::to_string(scores[rank - 1]) + ";\n  problem.k = " + std::to_string(k) +
+          ";\n  problem.d = " + std::to_string(second.type.shape[rank - 1]) + ";\n";
+  text += operand_fields("a", first.operands[0], first.attributes.transpose_a);
+  text += operand_fields("b", first.operands[1], first.attributes.transpose_b);
+  text += operand_fields("c", second.operands[1], second.attributes.transpose_b);
+  text += "  problem.out = state." + emitter_.output_name(matmuls.back()) + ";\n";
+  text += "  problem.row_scratch_bytes = " + std::to_string(row_scratch_bytes) + ";\n";
+  text += "  runtime->attention(&problem, " + prefix + "_rows, &state);\n}\n";
+  return text;
+}
+
+std::string RowKernel::operand_fields(const std::string& name, ir::ValueId operand, bool transpose) const {
+  const Shape& shape = emitter_.graph().type(operand).shape;
+  const std::int64_t stride = shape.rank() == 2 ? 0 : shape[shape.rank() - 2] * shape[shape.rank() - 1];
+  return "  problem." + name + " = " + input_field(operand) + ";\n  problem." + name +
+         "_batch_stride = " + std::to_string(stride) + ";\n  problem.transpose_" + name + " = " +
+         (transpose ? "1" : "0") + ";\n";
+}
+
+}  // namespace kiln::compiler::cpu

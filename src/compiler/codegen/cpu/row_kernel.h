@@ -1,0 +1,256 @@
+#pragma once
+// The CPU generator of loop, reduction, column, gemm and attention kernels (private to codegen/cpu). One
+// RowKernel writes one fused kernel: row_kernel.cpp plans it (instances, layout, passes) and writes its entry
+// point; row_walk.cpp writes the walk over rows of loop and reduction kernels, column_kernel.cpp and
+// gemm_kernel.cpp their own kinds.
+
+#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/fusion.h"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::compiler::cpu {
+
+inline constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long row
+// The most lanes a generated vector has (the prelude's `lanes`: 16 with AVX-512, 8 with AVX2, 4 else). A
+// loop whose every range is a multiple of this many elements never has a partial vector at its end, and
+// leaving out that last step keeps the body from being compiled twice: with a transcendental in it, the
+// second copy cost a fifth of the module's compile time (gelu's erf form: 0.35 -> 0.28 s).
+inline constexpr std::int64_t widest_lanes = 16;
+static_assert(chunk_size % widest_lanes == 0);
+// Element outputs of a kernel that add up to this many bytes are written with
+// non-temporal stores (store_streaming): far larger than the L2 caches, they
+// would be evicted before anyone reads them, and a plain store first reads
+// each destination line (measured on a 4096x4096 softmax: 15-20% faster).
+inline constexpr std::int64_t streaming_bytes = std::int64_t{16} << 20;
+
+struct ReductionInfo {
+  const char* combine;   // prelude function folding a vector into the accumulator
+  const char* finish;    // horizontal reduction of the accumulator
+  std::string identity;  // the accumulator's start value
+};
+
+// The prelude functions and start value of a generated reduction (throws CompileError for other ops).
+ReductionInfo reduction_info(ir::Op op, DType dtype);
+
+class RowKernel {
+ public:
+  explicit RowKernel(KernelEmitter& emitter) : emitter_(emitter), kernel_(emitter.kernel()) {}
+
+  std::string emit();
+
+ private:
+  const Instance& at(int id) const { return emitter_.at(id); }
+
+  void build_instances();
+
+  // Outputs written once per row: reductions (even over size-1 axes, whose
+  // result has the space's shape) and values of a smaller shape.
+  bool is_row_output(ir::ValueId value, int id) const;
+
+  // Where an output's elements go: element outputs have the space's shape; per-row outputs follow the space's
+  // leading (kept) axes. A placed output (concat_fusion.h) is an element output stored where the value it is
+  // placed into has it.
+  Linear output_address(ir::ValueId value) const;
+
+  // One value per row: the kept axes of the space, size 1 (or absent) on
+  // the reduced ones.
+  bool is_row_of_space(const Shape& shape) const;
+
+  std::int64_t element_output_bytes() const;
+
+  // The loads of the first pass whose next row follows their row in memory
+  // (worth prefetching during the later passes; see prefetch_row_bytes).
+  std::vector<int> next_row_loads() const;
+
+  // Prefetches of the next row's element `j` of each load in `loads`, into L1
+  // during the last pass and into L2 before it.
+  std::string prefetch_next_row(const std::vector<int>& loads, bool last_pass) const;
+
+  // Prefetches `prefetch_ahead_bytes` ahead of element `j` of each large,
+  // contiguous input of a loop kernel (see prefetch_ahead_input_bytes).
+  std::string prefetch_ahead(const std::set<int>& needed) const;
+
+  bool computes_transcendental(const std::set<int>& elements) const;
+
+  bool only_reduction_outputs() const;
+
+  // Rows across lanes (see lanes_row_limit and lanes_row_limit_with_comparisons): a group of `lanes` consecutive
+  // rows at a time, row `row + l` in lane l, the inner loop one element of every row per step. Each buffer's rows
+  // must lie a fixed stride apart (one collapsed row axis) and the row walk plain (no middle loops).
+  bool rows_across_lanes() const;
+
+  // Across lanes: how far apart consecutive rows' elements lie in the buffer `linear` addresses.
+  std::int64_t row_stride(const Linear& linear) const;
+
+  // Across lanes: " + j * <step>", where element j of the row lies from its start in the buffer `linear` addresses.
+  std::string element_offset(const Linear& linear) const;
+
+  // Across lanes: the group's elements at `base` (row `row + l` at base + l * stride), as one vector.
+  static std::string read_across_lanes(const std::string& type, const std::string& base, std::int64_t stride);
+
+  static std::string write_across_lanes(const std::string& type, const std::string& base, std::int64_t stride,
+                                        const std::string& value);
+
+  void mark_varying();
+
+  bool varying(int id) const { return varying_[static_cast<std::size_t>(id)]; }
+
+  // The varying instances `root` needs, stopping at row values and at
+  // instances cached in `cached`.
+  void collect_elements(int root, const std::set<int>& cached, std::set<int>& needed) const;
+
+  void plan_phases();
+
+  void collect_with_cache(int root, const std::set<int>& written, std::set<int>& needed) const;
+
+  // The phase after which a row value can be computed (0: at the row's start).
+  int ready_phase(int id) const;
+
+  std::string coordinates() const { return digits(layout_.outer_sizes, "row", "c", "    "); }
+
+  // `<prefix>0, <prefix>1, ...`: the digits of `variable` in the mixed radix of `sizes`, the last the fastest.
+  static std::string digits(const std::vector<std::int64_t>& sizes, const std::string& variable,
+                            const std::string& prefix, const std::string& indent);
+
+  std::string pointer(const Instance& item) const { return "row_" + item.name; }
+
+  // Per-row setup: pointers of loads and outputs.
+  std::string row_setup() const { return coordinates() + row_setup_pointers(); }
+
+  std::string row_setup_pointers() const;
+
+  // Row values that become computable after `phase` passes.
+  std::string row_values(int phase) const;
+
+  // Whether instance `id` divides a varying value by a per-row result of the passes (softmax's sum, layer_norm's
+  // deviation): it then multiplies by the divisor's reciprocal, computed once per row, where that reciprocal is
+  // a normal number (prelude: divide_by_row_value). A vector division costs ~10 cycles against a multiply's 1
+  // (a 512-wide attention kernel spent ~2 ms of its 7 ms of row work dividing); x * (1 / s) is within two
+  // roundings of x / s, and PyTorch's softmax and layer_norm do the same. Divisions by constants and inputs
+  // stay divisions.
+  bool divides_by_reciprocal(int id) const;
+
+  // The reciprocal of row value `id` if a division uses it (see divides_by_reciprocal); emitted with the value.
+  std::string reciprocal(int id) const;
+
+  std::string divide_by_row_value(const Instance& division) const;
+
+  std::string row_value(int id) const;
+
+  // The body of one vector step at element `j` with `count` lanes.
+  std::string element_values(const std::set<int>& needed, int phase) const;
+
+  // Where element `j` at the current middle-loop position lies in a row cache (across lanes: a vector each).
+  std::string cache_offset() const;
+
+  // The inner loop over [begin, end) in vectors, inside the middle loops.
+  // With `partial_type`, a reduction's loop: the body folds into `partial`,
+  // one of `partial_count` accumulators (`partials[]`, declared by the
+  // caller) taking turns, so that consecutive vectors do not wait for each
+  // other's combine (a max is a compare and a blend: ~8 cycles of latency per
+  // vector with one accumulator; measured 10-15% of a 4096-wide softmax).
+  std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body,
+                          const std::string& partial_type = "", int partial_count = 1) const;
+
+  // vector_loop's loop over [begin, end), without the middle loops around it.
+  std::string inner_vector_loop(const std::string& begin, const std::string& end, const std::string& body,
+                                const std::string& partial_type, int partial_count) const;
+
+  // Across lanes: the inner loop, element j of each of the group's rows per step.
+  static std::string lanes_loop(const std::string& begin, const std::string& end, const std::string& body);
+
+  std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const;
+
+  // A row value reduced over the row: each of the row's n elements is the same value v. A
+  // sum is v * n, rounded once (in double for floats, as the float64 reference; n additions
+  // would drift by up to n roundings: 1.3e-4 relative for 12,400 floats), added to the
+  // identity as the loop would (so -0 sums to +0); a maximum or minimum is v; a product
+  // multiplies n times.
+  std::string invariant_reduction(std::size_t k, const std::string& begin, const std::string& end) const;
+
+  std::string finish_reduction(std::size_t k, const std::string& accumulator) const;
+
+  std::string emit_kernel();
+
+  // Row buffers of the values cached between passes (plan_phases), one row long, per call of the items
+  // function.
+  std::string allocate_row_caches() const;
+
+  // The row caches carved out of the attention driver's per-thread `scratch`, each 64-byte aligned; `bytes`
+  // receives the total the driver must provide.
+  std::string row_caches_in_scratch(std::int64_t& bytes) const;
+
+  std::string release_row_caches() const;
+
+  // One pass over the row per reduction, in order, each followed by the row values it makes computable (a
+  // split reduction's pass stores its chunk's partial result instead).
+  std::string reduction_passes(const std::string& begin, const std::string& end) const;
+
+  std::string element_pass(const std::string& begin, const std::string& end) const;
+
+  // The store of element output `value` (instance `id`) at element `j` of the row, streaming past the caches
+  // where the kernel's element outputs are large (streaming_bytes).
+  std::string element_store(ir::ValueId value, int id) const;
+
+  std::string row_outputs() const;
+
+  // The opening of the kernel's extern "C" entry point, up to its state filled from `buffers`.
+  std::string entry_opening() const;
+
+  // The first line of a callback that receives the kernel's state as its `context`.
+  std::string state_from_context() const;
+
+  // The state field holding kernel input `value`.
+  std::string input_field(ir::ValueId value) const;
+
+  std::string entry(std::int64_t chunks) const;
+
+  // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
+  // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
+  // a block of up to column_block columns and a block of the reduced rows (r, whose digits are d0, d1, ...), and
+  // walks its rows in order, each row's segment contiguous, folding every element into the accumulator of its
+  // column (an array in the item's stack frame). With one row block the item stores the results; with several
+  // (enough items for the threads where the outer axes and the columns give few), each stores its partial
+  // results, and the entry combines them in row-block order. Every column is summed in an order that depends on
+  // the shape only.
+  std::string emit_column();
+
+  // A column accumulator as the reduction's result: a mean divides by the number of reduced elements.
+  std::string finished(const std::string& accumulator, const ir::Node& node, const std::string& storage) const;
+
+  // ---- gemm: the epilogue runs on each finished tile of the matmul -------------
+  std::string emit_gemm();
+
+  std::string epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul);
+
+  // ---- attention: the row kernel between two matmuls, on strips of the first product -------------
+  // The runtime's attention driver (kernels/cpu/attention.h) computes the first product a strip of rows at a
+  // time and calls `<prefix>_rows` on it: the row kernel's passes read the scores from the strip (`row_tile`)
+  // and write P, the second matmul's left operand, to the driver's other strip.
+  std::string emit_attention();
+
+  // problem.<name>, its batch stride (0: a matrix shared by every batch item) and its transpose flag.
+  std::string operand_fields(const std::string& name, ir::ValueId operand, bool transpose) const;
+
+  KernelEmitter& emitter_;
+  const FusedKernel& kernel_;
+  std::vector<std::pair<ir::ValueId, int>> outputs_;  // value, instance
+  Layout layout_;
+  std::vector<bool> varying_;
+  std::vector<int> reductions_;
+  std::vector<std::set<int>> phase_elements_;
+  std::set<int> cached_;
+  std::vector<int> first_write_;
+  bool chunked_ = false;
+  bool split_reduction_ = false;
+  bool streaming_ = false;      // element outputs use store_streaming
+  bool whole_vectors_ = false;  // every inner range's length is a multiple of widest_lanes
+  bool across_lanes_ = false;   // a group of rows at a time, a row in each lane (rows_across_lanes)
+};
+
+}  // namespace kiln::compiler::cpu

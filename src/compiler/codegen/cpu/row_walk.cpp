@@ -1,0 +1,421 @@
+// The walk over rows of loop and reduction kernels: per-row values, vector loops over the inner axis, one
+// pass per reduction and the element pass, and the stores of element and row outputs.
+
+#include "compiler/codegen/cpu/row_kernel.h"
+
+#include <algorithm>
+
+namespace kiln::compiler::cpu {
+
+std::string RowKernel::digits(const std::vector<std::int64_t>& sizes, const std::string& variable,
+                              const std::string& prefix, const std::string& indent) {
+  if (sizes.empty()) return "";
+  if (sizes.size() == 1) return indent + "const int64_t " + prefix + "0 = " + variable + ";\n";
+  std::string text = indent + "int64_t rest = " + variable + ";\n";
+  for (std::size_t t = sizes.size(); t-- > 1;) {
+    const std::string size = std::to_string(sizes[t]);
+    text += indent + "const int64_t " + prefix + std::to_string(t) + " = rest % " + size + ";\n" + indent +
+            "rest /= " + size + ";\n";
+  }
+  return text + indent + "const int64_t " + prefix + "0 = rest;\n";
+}
+
+std::string RowKernel::row_setup_pointers() const {
+  std::string text;
+  for (int id = 0; id < emitter_.instance_count(); ++id) {
+    const Instance& item = at(id);
+    if (item.kind != Instance::Kind::load) continue;
+    text += "    const " + emitter_.storage_type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]) + "* " +
+            pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
+            emitter_.row_offset(item.address, layout_) + ");\n";
+  }
+  for (const auto& [value, id] : outputs_) {
+    // The product itself is written by sgemm; a shape op of it that moves
+    // nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
+    const bool product = at(id).kind == Instance::Kind::tile && emitter_.graph().node(value).op == ir::Op::matmul;
+    const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
+    if (product || (gemm_or_column && at(id).kind == Instance::Kind::reduction)) continue;
+    if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
+      text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) +
+              " = probabilities + (row - row_begin) * ld;\n";
+      continue;
+    }
+    Linear address = output_address(value);
+    text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) + " = state." +
+            emitter_.output_name(value) + " + (" + emitter_.row_offset(address, layout_) + ");\n";
+  }
+  return text;
+}
+
+std::string RowKernel::row_values(int phase) const {
+  std::string text;
+  for (int id = 0; id < emitter_.instance_count(); ++id) {
+    const Instance& item = at(id);
+    if (varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
+    text += "    " + emitter_.describe(item.value) + "\n";
+    text += "    const " + emitter_.vector_type(item.value) + " " + item.name + " = " + row_value(id) + ";\n";
+    text += reciprocal(id);
+  }
+  return text;
+}
+
+bool RowKernel::divides_by_reciprocal(int id) const {
+  const Instance& item = at(id);
+  if (item.kind != Instance::Kind::compute || emitter_.graph().node(item.value).op != ir::Op::div ||
+      !is_floating(emitter_.graph().type(item.value).dtype))
+    return false;
+  const int divisor = item.operands[1];
+  return varying(id) && !varying(divisor) && ready_phase(divisor) > 0;
+}
+
+std::string RowKernel::reciprocal(int id) const {
+  for (int user = 0; user < emitter_.instance_count(); ++user)
+    if (divides_by_reciprocal(user) && at(user).operands[1] == id) {
+      const std::string type = emitter_.storage_type(at(id).value);
+      const std::string& name = at(id).name;
+      return "    const " + emitter_.vector_type(at(id).value) + " reciprocal_" + name + " = div(splat<" + type +
+             ">(1), " + name + ");\n    const bool use_reciprocal_" + name + " = " +
+             (across_lanes_ ? "has_normal_reciprocals(" + name + ", group_rows)"
+                            : "has_normal_reciprocal(first_lane(" + name + "))") +
+             ";\n";
+    }
+  return "";
+}
+
+std::string RowKernel::divide_by_row_value(const Instance& division) const {
+  const std::string& divisor = at(division.operands[1]).name;
+  return "divide_by_row_value(" + at(division.operands[0]).name + ", " + divisor + ", reciprocal_" + divisor +
+         ", use_reciprocal_" + divisor + ")";
+}
+
+std::string RowKernel::row_value(int id) const {
+  const Instance& item = at(id);
+  const ir::Node& node = emitter_.graph().node(item.value);
+  std::string type = emitter_.storage_type(item.value);
+  if (item.kind == Instance::Kind::load) {
+    if (across_lanes_) return read_across_lanes(type, pointer(item), row_stride(item.address));
+    return "splat<" + type + ">(" + pointer(item) + "[0])";
+  }
+  if (node.op == ir::Op::iota) {
+    if (across_lanes_)
+      return "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) + ", " +
+             std::to_string(row_stride(item.address)) + ")";
+    return "splat<" + type + ">(static_cast<" + type + ">(" + emitter_.row_offset(item.address, layout_) + "))";
+  }
+  return emitter_.expression(id);
+}
+
+std::string RowKernel::element_values(const std::set<int>& needed, int phase) const {
+  std::string text;
+  for (int id : needed) {
+    const Instance& item = at(id);
+    std::string type = emitter_.storage_type(item.value);
+    std::string value;
+    if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
+      value = "load<" + type + ">(cache_" + item.name + cache_offset() + (across_lanes_ ? "" : ", count") + ")";
+    } else if (across_lanes_ && item.kind == Instance::Kind::load) {
+      value = read_across_lanes(type, pointer(item) + element_offset(item.address), row_stride(item.address));
+    } else if (across_lanes_ && emitter_.graph().node(item.value).op == ir::Op::iota) {
+      value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) + element_offset(item.address) +
+              ", " + std::to_string(row_stride(item.address)) + ")";
+    } else if (item.kind == Instance::Kind::tile) {
+      value = "load<float>(row_tile + j, count)";
+    } else if (item.kind == Instance::Kind::load) {
+      std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+      std::string base = pointer(item) + emitter_.middle_offset(item.address, layout_);
+      value = step == 0   ? "splat<" + type + ">((" + base + ")[0])"
+              : step == 1 ? "load<" + type + ">(" + base + " + j, count)"
+                          : "gather<" + type + ">(" + base + " + j * " + std::to_string(step) + ", " +
+                                std::to_string(step) + ", count)";
+    } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
+      std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+      value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) +
+              emitter_.middle_offset(item.address, layout_) + " + j * " + std::to_string(step) + ", " +
+              std::to_string(step) + ")";
+    } else {
+      text += "        " + emitter_.describe(item.value) + "\n";
+      value = divides_by_reciprocal(id) ? divide_by_row_value(item) : emitter_.expression(id);
+    }
+    text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
+    if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
+      text += "        store<" + type + ">(cache_" + item.name + cache_offset() + ", " + item.name +
+              (across_lanes_ ? "" : ", count") + ");\n";
+  }
+  return text;
+}
+
+std::string RowKernel::cache_offset() const {
+  if (across_lanes_) return " + j * lanes";
+  return (layout_.middle_sizes.empty() ? "" : " + middle * " + std::to_string(layout_.inner_size)) + " + j";
+}
+
+std::string RowKernel::vector_loop(const std::string& begin, const std::string& end, const std::string& body,
+                                   const std::string& partial_type, int partial_count) const {
+  const std::string loop = inner_vector_loop(begin, end, body, partial_type, partial_count);
+  if (layout_.middle_sizes.empty()) return loop;
+  std::string text, index = "0";
+  for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) {
+    std::string d = "d" + std::to_string(t);
+    text += "      for (int64_t " + d + " = 0; " + d + " < " + std::to_string(layout_.middle_sizes[t]) + "; ++" + d +
+            ") {\n";
+    index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
+  }
+  if (!cached_.empty()) text += "      const int64_t middle = " + index + ";\n";
+  text += loop;
+  for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
+  return text;
+}
+
+std::string RowKernel::inner_vector_loop(const std::string& begin, const std::string& end, const std::string& body,
+                                         const std::string& partial_type, int partial_count) const {
+  const bool reducing = !partial_type.empty();
+  const std::string parameters =
+      reducing ? "int64_t j, int count, " + partial_type + "& partial" : "int64_t j, int count";
+  const std::string first = reducing ? ", partials[0]" : "";
+  // GCC unrolls a loop of a known, small trip count completely (rows of up to 16 x 16 floats): with a
+  // transcendental in the body that multiplied the compile time by 7 (a 512-wide softmax: 1.7 s against 0.2 s)
+  // and bought nothing measurable, so the generated loops ask for no unrolling.
+  const std::string no_unrolling = "      #pragma GCC unroll 1\n";
+  std::string loop = "      auto step = [&](" + parameters + ") __attribute__((always_inline)) {\n" + body +
+                     "      };\n      int64_t j = " + begin + ";\n";
+  if (reducing && partial_count > 1) {
+    loop += no_unrolling + "      for (; j + " + std::to_string(partial_count) + " * lanes <= " + end +
+            "; j += " + std::to_string(partial_count) + " * lanes) {\n";
+    for (int p = 0; p < partial_count; ++p)
+      loop += "        step(j" + (p == 0 ? std::string() : " + " + std::to_string(p) + " * lanes") +
+              ", lanes, partials[" + std::to_string(p) + "]);\n";
+    loop += "      }\n";
+  }
+  loop += no_unrolling + "      for (; j + lanes <= " + end + "; j += lanes) step(j, lanes" + first + ");\n";
+  if (whole_vectors_)
+    loop += "      // no partial vector: every range is a multiple of " + std::to_string(widest_lanes) + " elements\n";
+  else
+    loop += "      if (j < " + end + ") step(j, static_cast<int>(" + end + " - j)" + first + ");\n";
+  return loop;
+}
+
+std::string RowKernel::lanes_loop(const std::string& begin, const std::string& end, const std::string& body) {
+  return "      #pragma GCC unroll 1\n      for (int64_t j = " + begin + "; j < " + end + "; ++j) {\n" + body +
+         "      }\n";
+}
+
+std::string RowKernel::reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const {
+  const Instance& reduction = at(reductions_[k]);
+  if (!varying(reduction.operands[0])) return invariant_reduction(k, begin, end);
+  const ir::Node& node = emitter_.graph().node(reduction.value);
+  ReductionInfo info = reduction_info(node.op, node.type.dtype);
+  const Instance& operand = at(reduction.operands[0]);
+  const std::string type = emitter_.vector_type(reduction.value);
+  const std::string accumulator = "accumulator" + std::to_string(k);
+  if (across_lanes_) {  // each lane its own row's accumulator: no partial lanes, no tree at the end
+    std::string body = element_values(phase_elements_[k], static_cast<int>(k));
+    body += "        " + accumulator + " = " + info.combine + "(" + accumulator + ", " + operand.name + ");\n";
+    return "    " + emitter_.describe(reduction.value) + "\n    " + type + " " + accumulator + " = " + info.identity +
+           ";\n    {\n" + lanes_loop(begin, end, body) + "    }\n";
+  }
+  // Independent partial accumulators for rows of at least 64 elements (4 AVX-512 vectors, 8 AVX2 ones; see
+  // vector_loop), combined in a fixed order, so results do not depend on threads; but one where the body
+  // computes a transcendental: its dozens of instructions per vector hide the combine's latency, and four
+  // copies of it made a softmax module compile 1.4x longer (0.35 -> 0.25 s) for no gain in run time.
+  const bool cheap_body = !computes_transcendental(phase_elements_[k]);
+  const int partial_count = layout_.inner_size >= 64 && cheap_body ? 4 : 1;
+  std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + type + " " + accumulator + ";\n    {\n";
+  text += "      " + type + " partials[" + std::to_string(partial_count) + "] = {";
+  for (int p = 0; p < partial_count; ++p) text += (p ? ", " : "") + info.identity;
+  text += "};\n";
+  std::string body = element_values(phase_elements_[k], static_cast<int>(k));
+  if (k > 0) body += prefetch_next_row(next_row_loads(), false);
+  body += "        partial = " + std::string(info.combine) + "(partial, first_lanes(" + operand.name + ", " +
+          info.identity + ", count));\n";
+  text += vector_loop(begin, end, body, type, partial_count);
+  std::string combined = "partials[0]";
+  if (partial_count == 4)
+    combined = std::string(info.combine) + "(" + info.combine + "(partials[0], partials[1]), " + info.combine +
+               "(partials[2], partials[3]))";
+  text += "      " + accumulator + " = " + combined + ";\n    }\n";
+  return text;
+}
+
+std::string RowKernel::invariant_reduction(std::size_t k, const std::string& begin, const std::string& end) const {
+  const Instance& reduction = at(reductions_[k]);
+  const ir::Node& node = emitter_.graph().node(reduction.value);
+  const ReductionInfo info = reduction_info(node.op, node.type.dtype);
+  const std::string value = at(reduction.operands[0]).name, accumulator = "accumulator" + std::to_string(k);
+  const std::string count = "(" + end + " - " + begin + ") * " + std::to_string(layout_.middle_count());
+  const std::string type = emitter_.storage_type(reduction.value);
+  std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
+                     " " + accumulator + " = " + info.identity + ";\n    {\n      const int64_t elements = " + count +
+                     ";  // each the same value\n";
+  const std::string value_once = across_lanes_ ? value : "first_lanes(" + value + ", " + info.identity + ", 1)";
+  const bool sum = node.op == ir::Op::reduce_sum || node.op == ir::Op::reduce_mean;
+  if (sum && is_floating(node.type.dtype) && across_lanes_) {  // every lane its row's value times n
+    text += "      if (elements > 0) " + accumulator + " = add(" + accumulator + ", cast<" + type +
+            ">(mul(cast<double>(" + value + "), splat<double>(static_cast<double>(elements)))));\n";
+  } else if (sum && is_floating(node.type.dtype)) {
+    text += "      if (elements > 0) " + accumulator + " = add(" + accumulator + ", first_lanes(splat<" + type +
+            ">(static_cast<" + type + ">(static_cast<double>(first_lane(" + value +
+            ")) * static_cast<double>(elements))), " + info.identity + ", 1));\n";
+  } else if (sum && node.type.dtype != DType::boolean) {  // wrapping, as n additions
+    const std::string product = "mul(" + value + ", splat<" + type + ">(static_cast<" + type + ">(elements)))";
+    text += "      if (elements > 0) " + accumulator + " = add(" + accumulator + ", " +
+            (across_lanes_ ? product : "first_lanes(" + product + ", " + info.identity + ", 1)") + ");\n";
+  } else if (node.op == ir::Op::reduce_max || node.op == ir::Op::reduce_min) {
+    text += "      if (elements > 0) " + accumulator + " = " + info.combine + "(" + accumulator + ", " + value_once +
+            ");\n";
+  } else {
+    text += "      for (int64_t j = 0; j < elements; ++j) " + accumulator + " = " + info.combine + "(" + accumulator +
+            ", " + value_once + ");\n";
+  }
+  text += "    }\n";
+  return text;
+}
+
+std::string RowKernel::finish_reduction(std::size_t k, const std::string& accumulator) const {
+  const Instance& reduction = at(reductions_[k]);
+  const ir::Node& node = emitter_.graph().node(reduction.value);
+  ReductionInfo info = reduction_info(node.op, node.type.dtype);
+  std::string type = emitter_.storage_type(reduction.value);
+  const std::string count = std::to_string(layout_.inner_size * layout_.middle_count());
+  if (across_lanes_)  // each lane holds its row's result already
+    return node.op == ir::Op::reduce_mean
+               ? "div(" + accumulator + ", splat<" + type + ">(static_cast<" + type + ">(" + count + ")))"
+               : accumulator;
+  std::string value = info.finish + std::string("(") + accumulator + ")";
+  if (node.op == ir::Op::reduce_mean)
+    value = "div(splat<" + type + ">(" + value + "), splat<" + type + ">(static_cast<" + type + ">(" + count + ")))[0]";
+  return "splat<" + type + ">(" + value + ")";
+}
+
+std::string RowKernel::emit_kernel() {
+  std::string prefix = emitter_.prefix();
+  std::string text;
+  text += "struct " + prefix + "_state {\n" + emitter_.state_fields();
+  if (split_reduction_) text += "  " + emitter_.storage_type(at(reductions_[0]).value) + "* partials;\n";
+  text += "};\n\n";
+  std::int64_t chunks = chunked_ || split_reduction_ ? (layout_.inner_size + chunk_size - 1) / chunk_size : 1;
+  text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
+  text += state_from_context();
+  text += allocate_row_caches();
+  text += "  for (int64_t item = begin; item < end; ++item) {\n";
+  std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
+  bool has_rows = !layout_.outer_sizes.empty();
+  if (chunks > 1) {
+    if (has_rows) text += "    const int64_t row = item / " + std::to_string(chunks) + ";\n";
+    text +=
+        "    const int64_t chunk_begin = item % " + std::to_string(chunks) + " * " + std::to_string(chunk_size) + ";\n";
+    text += "    const int64_t chunk_end = chunk_begin + " + std::to_string(chunk_size) + " < " +
+            std::to_string(layout_.inner_size) + " ? chunk_begin + " + std::to_string(chunk_size) + " : " +
+            std::to_string(layout_.inner_size) + ";\n";
+    range_begin = "chunk_begin";
+    range_end = "chunk_end";
+  } else if (across_lanes_) {
+    const std::string rows = std::to_string(layout_.rows());
+    text += "    const int64_t row = item * lanes;  // rows [row, row + group_rows), row + l in lane l\n";
+    text += "    const int group_rows = row + lanes <= " + rows + " ? lanes : static_cast<int>(" + rows + " - row);\n";
+  } else if (has_rows) {
+    text += "    const int64_t row = item;\n";
+  }
+  text += row_setup();
+  text += row_values(0);
+  text += reduction_passes(range_begin, range_end);
+  if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
+  text += "  }\n";
+  if (streaming_) text += "  end_streaming();\n";
+  text += release_row_caches() + "}\n\n";
+  text += entry(chunks);
+  return text;
+}
+
+std::string RowKernel::allocate_row_caches() const {
+  std::string text;
+  for (int id : cached_)
+    text += "  " + emitter_.storage_type(at(id).value) + "* cache_" + at(id).name + " = static_cast<" +
+            emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
+            std::to_string(layout_.inner_size * layout_.middle_count()) + (across_lanes_ ? " * lanes" : "") +
+            " * sizeof(" + emitter_.storage_type(at(id).value) + ")));\n";
+  return text;
+}
+
+std::string RowKernel::row_caches_in_scratch(std::int64_t& bytes) const {
+  std::string text;
+  bytes = 0;
+  for (int id : cached_) {
+    const std::string type = emitter_.storage_type(at(id).value);
+    text += "  " + type + "* cache_" + at(id).name + " = reinterpret_cast<" + type +
+            "*>(static_cast<char*>(scratch) + " + std::to_string(bytes) + ");\n";
+    const auto element_bytes = static_cast<std::int64_t>(size_of(emitter_.graph().type(at(id).value).dtype));
+    bytes += (layout_.inner_size * layout_.middle_count() * element_bytes + 63) / 64 * 64;
+  }
+  return text;
+}
+
+std::string RowKernel::release_row_caches() const {
+  std::string text;
+  for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
+  return text;
+}
+
+std::string RowKernel::reduction_passes(const std::string& begin, const std::string& end) const {
+  std::string text;
+  for (std::size_t k = 0; k < reductions_.size(); ++k) {
+    text += reduction_pass(k, begin, end);
+    if (split_reduction_) {
+      text += "    state.partials[item] = " +
+              std::string(reduction_info(emitter_.graph().node(at(reductions_[k]).value).op,
+                                         emitter_.graph().type(at(reductions_[k]).value).dtype)
+                              .finish) +
+              "(accumulator" + std::to_string(k) + ");\n";
+      continue;
+    }
+    text += "    const " + emitter_.vector_type(at(reductions_[k]).value) + " " + at(reductions_[k]).name + " = " +
+            finish_reduction(k, "accumulator" + std::to_string(k)) + ";\n";
+    text += reciprocal(reductions_[k]) + row_values(static_cast<int>(k) + 1);
+  }
+  return text;
+}
+
+std::string RowKernel::element_pass(const std::string& begin, const std::string& end) const {
+  const std::set<int>& needed = phase_elements_.back();
+  std::string body = prefetch_ahead(needed) + element_values(needed, static_cast<int>(phase_elements_.size()) - 1);
+  body += prefetch_next_row(next_row_loads(), true);
+  bool any = false;
+  for (const auto& [value, id] : outputs_) {
+    if (is_row_output(value, id)) continue;
+    any = true;
+    body += element_store(value, id);
+  }
+  if (!any) return "";
+  return "    {\n" + (across_lanes_ ? lanes_loop(begin, end, body) : vector_loop(begin, end, body)) + "    }\n";
+}
+
+std::string RowKernel::element_store(ir::ValueId value, int id) const {
+  const Linear address = output_address(value);
+  if (across_lanes_)
+    return "        " + write_across_lanes(emitter_.storage_type(value),
+                                           "row_" + emitter_.output_name(value) + element_offset(address),
+                                           row_stride(address), at(id).name);
+  const std::string base = "row_" + emitter_.output_name(value) + emitter_.middle_offset(address, layout_);
+  const std::int64_t step = emitter_.inner_coefficient(address, layout_);
+  if (step != 1)  // a placed output whose inner axis is not the innermost of the value it is placed into
+    return "        scatter<" + emitter_.storage_type(value) + ">(" + base + " + j * " + std::to_string(step) + ", " +
+           std::to_string(step) + ", " + at(id).name + ", count);\n";
+  const bool stream = streaming_ && emitter_.graph().type(value).dtype != DType::boolean;
+  return std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) + ">(" +
+         base + " + j, " + at(id).name + ", count);\n";
+}
+
+std::string RowKernel::row_outputs() const {
+  std::string text;
+  for (const auto& [value, id] : outputs_) {
+    if (!is_row_output(value, id)) continue;
+    const std::string base = "row_" + emitter_.output_name(value);
+    if (across_lanes_)
+      text += "    " +
+              write_across_lanes(emitter_.storage_type(value), base, row_stride(output_address(value)), at(id).name);
+    else
+      text += "    " + base + "[0] = first_lane(" + at(id).name + ");\n";
+  }
+  return text;
+}
+
+}  // namespace kiln::compiler::cpu
