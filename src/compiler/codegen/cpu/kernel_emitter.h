@@ -2,7 +2,7 @@
 // Shared machinery of the CPU kernel generators: which value each fused node
 // reads at which element (index maps), the instances to compute, how the
 // iteration space collapses into rows and an inner loop, and the C++ text of
-// each op. row_kernel.cpp builds on it (loop, reduction and gemm kernels), and
+// each op. row_kernel.h's RowKernel builds on it (every CPU kernel kind), and
 // so does the CUDA generator (codegen/cuda/kernel_writer.h): only
 // state_fields(), state_initialization(), vector_type() and literal()'s
 // spelling of NaN and infinity are specific to the CPU.
@@ -136,7 +136,8 @@ std::string literal(const ir::Node& constant);
 
 // Each generator returns the kernel's C++ (helpers and an `extern "C"` entry
 // point named kiln_kernel_<index>).
-std::string emit_row_kernel(KernelEmitter& emitter);   // loop and reduction kernels
-// (gemm kernels are emitted by emit_row_kernel too: their epilogue is a row walk over each tile)
+// Every kind: loop, reduction, column, gemm and attention kernels (row_kernel.h); gemm and attention kernels'
+// epilogues are row walks over each tile.
+std::string emit_row_kernel(KernelEmitter& emitter);
 
 }  // namespace kiln::compiler::cpu
