@@ -216,7 +216,7 @@ class Fuser {
     const ir::Node& node = graph_.node(id);
     if (node.op == ir::Op::parameter) return;
     if (is_strided_transpose(node)) {
-      start_group(id);
+      if (!fuse_transpose_by_strips(id)) start_group(id);
       return;
     }
     if (is_cheap(graph_, id) && !is_output_[index(id)] && !read_from_memory(id)) {
@@ -287,6 +287,31 @@ class Fuser {
     std::int64_t stride = static_cast<std::int64_t>(size_of(input.dtype));
     for (int axis = rank - 1; axis > node.attributes.axes.back(); --axis) stride *= input.shape[axis];
     return stride >= strided_transpose_stride_bytes;
+  }
+
+  // A strided transpose read, element by element in place, by one loop kernel over the transpose's own shape,
+  // whose rows come from the input's innermost axis: the kernel reads the input a tile at a time into strips of
+  // rows (codegen/cpu/transposed_strips.cpp), as fast as the standard kernel's tiled copy, and the copy is not
+  // written and read back.
+  bool fuse_transpose_by_strips(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    const int rank = node.type.shape.rank();
+    const std::size_t element_bytes = size_of(node.type.dtype);
+    if (node.type.dtype == DType::boolean || (element_bytes != 4 && element_bytes != 8) ||
+        node.attributes.axes[static_cast<std::size_t>(rank - 2)] != rank - 1)
+      return false;
+    const std::set<int> consumers = consumer_groups_of(id);
+    if (consumers.size() != 1) return false;
+    const int group_index = *consumers.begin();
+    if (group_index < 0) return false;
+    const Group& group = groups_[static_cast<std::size_t>(group_index)];
+    if (group.kind != KernelKind::loop || !(group.space == node.type.shape)) return false;
+    for (ir::ValueId user : users_[index(id)])
+      if (group_of_[index(user)] != group_index) return false;
+    if (!read_in_place(id, group_index) || !try_fuse(id, group_index)) return false;
+    groups_[static_cast<std::size_t>(group_index)].decisions.push_back("reads the input of " + describe(graph_, id) +
+                                                                       " by strips: tiles transposed in registers");
+    return true;
   }
 
   // The kernels that read `id`, looking through recomputed cheap nodes.

@@ -84,7 +84,8 @@ std::string RowKernel::emit() {
   mark_varying();
   across_lanes_ = rows_across_lanes();
   plan_phases();
-  chunked_ = reductions_.empty() && layout_.inner_size > chunk_size;
+  strips_ = strip_loads();
+  chunked_ = reductions_.empty() && layout_.inner_size > chunk_size && strips_.empty();
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;  // every row, and so every chunk (chunk_size)
   split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
                      layout_.middle_sizes.empty() && only_reduction_outputs();
@@ -348,8 +349,12 @@ std::string RowKernel::entry(std::int64_t chunks) const {
   std::int64_t items = layout_.rows() * chunks;
   std::string text = entry_opening();
   if (!split_reduction_) {
-    const std::string count = across_lanes_ ? "(" + std::to_string(items) + " + lanes - 1) / lanes"  // groups
-                                            : std::to_string(items);
+    const std::string groups = "(" + std::to_string(items) + " + lanes - 1) / lanes";
+    const std::int64_t column_blocks =
+        strips_.empty() ? 1 : (layout_.inner_size + strip_columns() - 1) / strip_columns();
+    const std::string count = across_lanes_      ? groups
+                              : !strips_.empty() ? groups + " * " + std::to_string(column_blocks)
+                                                 : std::to_string(items);
     text += "  runtime->parallel_for(" + count + ", 1, " + prefix + "_items, &state);\n}\n";
     return text;
   }

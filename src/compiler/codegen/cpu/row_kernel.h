@@ -210,6 +210,20 @@ class RowKernel {
 
   std::string entry(std::int64_t chunks) const;
 
+  // ---- transposed strips (transposed_strips.cpp) -------------------------------------------------------------
+  // The loads of a loop kernel that read an input whose rows are the kernel's columns: their inner coefficient is
+  // at least strip_stride_bytes and they are contiguous across the last row axis. Such a kernel walks groups of
+  // `lanes` rows by column blocks (an item each), and first transposes each of these inputs' block into a strip
+  // of rows (prelude: transpose_into_strip), which the rows then load contiguously.
+  std::vector<int> strip_loads() const;
+  bool reads_strip(int id) const;
+  std::int64_t strip_columns() const;
+  std::string strip_name(const Instance& item) const { return "strip_" + item.name; }
+  // The items function of such a kernel.
+  std::string strip_items() const;
+  // The strips of the item's rows [first_row, first_row + group_rows) and columns [column_begin, column_end).
+  std::string fill_strips() const;
+
   // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
   // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
   // a block of up to column_block columns and a block of the reduced rows (r, whose digits are d0, d1, ...), and
@@ -251,6 +265,7 @@ class RowKernel {
   bool streaming_ = false;      // element outputs use store_streaming
   bool whole_vectors_ = false;  // every inner range's length is a multiple of widest_lanes
   bool across_lanes_ = false;   // a group of rows at a time, a row in each lane (rows_across_lanes)
+  std::vector<int> strips_;     // loads read through transposed strips (strip_loads)
 };
 
 }  // namespace kiln::compiler::cpu

@@ -25,8 +25,13 @@ std::string RowKernel::row_setup_pointers() const {
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     if (item.kind != Instance::Kind::load) continue;
-    text += "    const " + emitter_.storage_type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]) + "* " +
-            pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
+    const std::string type = emitter_.storage_type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]);
+    if (reads_strip(id)) {
+      text += "    const " + type + "* " + pointer(item) + " = " + strip_name(item) + " + (row - first_row) * " +
+              std::to_string(strip_columns()) + " - column_begin;\n";
+      continue;
+    }
+    text += "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
             emitter_.row_offset(item.address, layout_) + ");\n";
   }
   for (const auto& [value, id] : outputs_) {
@@ -121,7 +126,7 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
     } else if (item.kind == Instance::Kind::tile) {
       value = "load<float>(row_tile + j, count)";
     } else if (item.kind == Instance::Kind::load) {
-      std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+      std::int64_t step = reads_strip(id) ? 1 : emitter_.inner_coefficient(item.address, layout_);
       std::string base = pointer(item) + emitter_.middle_offset(item.address, layout_);
       value = step == 0   ? "splat<" + type + ">((" + base + ")[0])"
               : step == 1 ? "load<" + type + ">(" + base + " + j, count)"
@@ -292,6 +297,7 @@ std::string RowKernel::emit_kernel() {
   text += "struct " + prefix + "_state {\n" + emitter_.state_fields();
   if (split_reduction_) text += "  " + emitter_.storage_type(at(reductions_[0]).value) + "* partials;\n";
   text += "};\n\n";
+  if (!strips_.empty()) return text + strip_items() + entry(1);
   std::int64_t chunks = chunked_ || split_reduction_ ? (layout_.inner_size + chunk_size - 1) / chunk_size : 1;
   text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
   text += state_from_context();
