@@ -13,6 +13,7 @@
 #include "compiler/attention_fusion.h"
 #include "compiler/column_fusion.h"
 #include "compiler/concat_fusion.h"
+#include "compiler/concat_sinking.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
@@ -100,18 +101,23 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   ir::Graph& graph = lowering.graph;
   dumper.write("0-traced.txt", ir::print(graph, {.locations = true}));
   int pass_number = 0;
-  optimize(graph, [&](std::string_view pass, const ir::Graph& after) {
+  const auto observer = [&](std::string_view pass, const ir::Graph& after) {
     if (dumper.enabled())
       dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
-  });
+  };
+  optimize(graph, observer);
+  // On CUDA a concat copies its operands (no placements), so an op sunk into its operands would add kernels.
+  if (device.is_cpu() && sink_elementwise_into_concats(graph)) {
+    observer("concat-sinking", graph);
+    optimize(graph, observer);
+  }
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph, fusion_options(device));
   // The attention and column kernels and concats assembled in place are the CPU's; on CUDA cuBLAS runs both
   // matmuls with the row kernel between them, a reduction over leading axes is the standard kernel after its
   // producers' loop kernel, and a concat copies its operands.
   if (device.is_cpu())
-    lowering.plan =
-        place_concat_operands(graph, fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan))));
+    lowering.plan = place_concat_operands(graph, fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan))));
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA

@@ -90,5 +90,45 @@ TEST(ConcatInPlace, OperandsOneElementWide) {
   expect_agreement("bool columns", [](Tensor flags) { return concat({flags, logical_not(flags)}, 1); }, flags);
 }
 
+// Elementwise ops of a concat run on its operands (compiler/concat_sinking.h), whose kernels then write the
+// concat in place: the concat's elements are written once, not copied and read back.
+TEST(ConcatSinking, ElementwiseOpsAfterAConcatRunInItsOperandsKernels) {
+  const Tensor a = random_tensor(DType::f32, {300, 130}, 14), b = random_tensor(DType::f32, {300, 101}, 15);
+  const Tensor row = random_tensor(DType::f32, {231}, 16), column = random_tensor(DType::f32, {300, 1}, 17);
+  auto activation = [](Tensor a, Tensor b, Tensor row, Tensor column) {
+    return relu(concat({a, b}, 1)) * row + column;
+  };
+  auto result = expect_agreement("relu(concat(a, b)) * row + column", activation, a, b, row, column);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+  // A comparison and a cast change the dtype on the way; along axis 0 with the operands computed.
+  auto flags = [](Tensor a) {
+    const Tensor stacked = concat({exp(a), a * 2, a}, 0);
+    return cast(stacked > 0.5, DType::i32) * 3;
+  };
+  result = expect_agreement("cast(concat(...) > 0.5) * 3", flags, a);
+  EXPECT_TRUE(contains(result.fused, "assembled in place")) << result.fused;
+  // The rotation of rotary position embeddings: q * cos + concat(-x2, x1) * sin over [batch, tokens, heads, 128].
+  const Tensor q = random_tensor(DType::f32, {2, 64, 4, 128}, 18);
+  const Tensor cosine = random_tensor(DType::f32, {64, 1, 128}, 19), sine = random_tensor(DType::f32, {64, 1, 128}, 20);
+  auto rotary = [](Tensor q, Tensor cosine, Tensor sine) {
+    const Tensor x1 = slice(q, {.start = {0, 0, 0, 0}, .stop = {2, 64, 4, 64}});
+    const Tensor x2 = slice(q, {.start = {0, 0, 0, 64}, .stop = {2, 64, 4, 128}});
+    return q * cosine + concat({-x2, x1}, 3) * sine;
+  };
+  result = expect_agreement("rotary embedding", rotary, q, cosine, sine);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+}
+
+TEST(ConcatSinking, EveryDtype) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    const Tensor a = random_tensor(dtype, {256, 200}, 21), b = random_tensor(dtype, {256, 56}, 22);
+    auto body = [](Tensor a, Tensor b) { return maximum(concat({a, b}, 1), concat({b, a}, 1)) - 1; };
+    const auto result = expect_agreement("concat of " + std::string(to_string(dtype)), body, a, b);
+    EXPECT_TRUE(contains(result.fused, "assembled in place")) << result.fused;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

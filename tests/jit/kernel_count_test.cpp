@@ -125,14 +125,13 @@ TEST(KernelCount, BatchedProductsOfOtherShapesStayLibraryKernels) {
 }
 
 TEST(KernelCount, GeluIsOneKernel) {
-  auto result = expect_agreement(
-      "gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 3));
+  auto result = expect_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 3));
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
 }
 
 TEST(KernelCount, SoftmaxIsOneKernel) {
-  auto result = expect_agreement(
-      "softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 4));
+  auto result =
+      expect_agreement("softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 4));
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
 }
 
@@ -158,13 +157,10 @@ TEST(KernelCount, AdamIsOneKernelWithThreeOutputs) {
 TEST(KernelCount, ExpensiveProducersAreNotDuplicated) {
   // exp(x) feeds two reductions over different axes: computed once, in memory.
   Tensor x = random_tensor(DType::f32, {33, 65}, 12);
-  auto result = expect_agreement(
-      "shared producer",
-      [](Tensor x) {
-        Tensor e = exp(x);
-        return std::vector<Tensor>{reduce_sum(e, {0}), reduce_sum(e, {1})};
-      },
-      x);
+  auto result = expect_agreement("shared producer", [](Tensor x) {
+    Tensor e = exp(x);
+    return std::vector<Tensor>{reduce_sum(e, {0}), reduce_sum(e, {1})};
+  }, x);
   EXPECT_NE(result.fused.find("not fused: %1 exp"), std::string::npos) << result.fused;
 }
 

@@ -3,6 +3,7 @@
 
 #include "compiler/attention_fusion.h"
 #include "compiler/buffer_assignment.h"
+#include "compiler/concat_sinking.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
@@ -172,6 +173,63 @@ TEST(Simplify, AReductionOfATransposeReducesItsOperand) {
               "  %8 = f32[1,3] reduce_prod(%2) {axes=[0], keepdims=true}\n"
               "  return %3, %4, %5, %7, %8\n"
               "}\n");
+}
+
+bool sink_then_dce(ir::Graph& graph) {
+  bool changed = sink_elementwise_into_concats(graph);
+  dce(graph);
+  return changed;
+}
+
+TEST(ConcatSinking, ElementwiseOpsOfAConcatApplyToItsOperands) {
+  // relu then a multiply sink through the concat along axis 1: the [256] row of the multiply is sliced (it
+  // varies along axis 1), the [256,1] column and the constant broadcast along it and stay whole; the second
+  // concat, split at the same place, gives its operands.
+  expect_pass(sink_then_dce,
+              "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
+              "(f32[256,256]) {\n"
+              "  %5 = f32[256,256] concat(%0, %1) {axis=1}\n"
+              "  %6 = f32[256,256] relu(%5)\n"
+              "  %7 = f32[] constant(2)\n"
+              "  %8 = f32[256,256] mul(%6, %2)\n"
+              "  %9 = f32[256,256] mul(%8, %3)\n"
+              "  %10 = f32[256,256] concat(%4, %0) {axis=1}\n"
+              "  %11 = f32[256,256] add(%9, %10)\n"
+              "  %12 = f32[256,256] mul(%11, %7)\n"
+              "  return %12\n"
+              "}\n",
+              "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
+              "(f32[256,256]) {\n"
+              "  %5 = f32[256,128] relu(%0)\n"
+              "  %6 = f32[256,128] relu(%1)\n"
+              "  %7 = f32[] constant(2)\n"
+              "  %8 = f32[128] slice(%2) {start=[0], step=[1]}\n"
+              "  %9 = f32[256,128] mul(%5, %8)\n"
+              "  %10 = f32[128] slice(%2) {start=[128], step=[1]}\n"
+              "  %11 = f32[256,128] mul(%6, %10)\n"
+              "  %12 = f32[256,128] mul(%9, %3)\n"
+              "  %13 = f32[256,128] mul(%11, %3)\n"
+              "  %14 = f32[256,128] add(%12, %4)\n"
+              "  %15 = f32[256,128] add(%13, %0)\n"
+              "  %16 = f32[256,128] mul(%14, %7)\n"
+              "  %17 = f32[256,128] mul(%15, %7)\n"
+              "  %18 = f32[256,256] concat(%16, %17) {axis=1}\n"
+              "  return %18\n"
+              "}\n");
+}
+
+TEST(ConcatSinking, ConcatsReadElsewhereOrSmallStay) {
+  // The concat is also returned; the second is below sinking_elements.
+  const std::string kept =
+      "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[8,4], %3: f32[8,4]) -> (f32[256,256], f32[256,256], "
+      "f32[8,8]) {\n"
+      "  %4 = f32[256,256] concat(%0, %1) {axis=1}\n"
+      "  %5 = f32[256,256] exp(%4)\n"
+      "  %6 = f32[8,8] concat(%2, %3) {axis=1}\n"
+      "  %7 = f32[8,8] exp(%6)\n"
+      "  return %4, %5, %7\n"
+      "}\n";
+  expect_pass(sink_then_dce, kept, kept, false);
 }
 
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
