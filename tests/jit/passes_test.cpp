@@ -28,11 +28,14 @@ void expect_pass(bool (*pass)(ir::Graph&), const std::string& before, const std:
   EXPECT_EQ(ir::print(graph), after);
 }
 
-bool simplify_then_dce(ir::Graph& graph) {
-  bool changed = simplify(graph);
+// A pass, then dce to remove what it left without uses.
+template <bool (*pass)(ir::Graph&)>
+bool then_dce(ir::Graph& graph) {
+  bool changed = pass(graph);
   dce(graph);
   return changed;
 }
+constexpr auto simplify_then_dce = then_dce<simplify>;
 
 TEST(Simplify, ExactArithmeticIdentities) {
   expect_pass(simplify_then_dce,
@@ -175,17 +178,11 @@ TEST(Simplify, AReductionOfATransposeReducesItsOperand) {
               "}\n");
 }
 
-bool sink_then_dce(ir::Graph& graph) {
-  bool changed = sink_elementwise_into_concats(graph);
-  dce(graph);
-  return changed;
-}
-
 TEST(ConcatSinking, ElementwiseOpsOfAConcatApplyToItsOperands) {
   // relu then a multiply sink through the concat along axis 1: the [256] row of the multiply is sliced (it
   // varies along axis 1), the [256,1] column and the constant broadcast along it and stay whole; the second
   // concat, split at the same place, gives its operands.
-  expect_pass(sink_then_dce,
+  expect_pass(then_dce<sink_elementwise_into_concats>,
               "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
               "(f32[256,256]) {\n"
               "  %5 = f32[256,256] concat(%0, %1) {axis=1}\n"
@@ -229,7 +226,7 @@ TEST(ConcatSinking, ConcatsReadElsewhereOrSmallStay) {
       "  %7 = f32[8,8] exp(%6)\n"
       "  return %4, %5, %7\n"
       "}\n";
-  expect_pass(sink_then_dce, kept, kept, false);
+  expect_pass(then_dce<sink_elementwise_into_concats>, kept, kept, false);
 }
 
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
