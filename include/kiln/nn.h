@@ -13,7 +13,9 @@ enum class GeluApproximation { tanh, erf };
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as the equal
 // x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), which stays accurate where
 // 1 + tanh cancels (large negative x). The erf form, exact, is computed as
-// 0.5 x erfc(-x / sqrt 2) for the same reason.
+// 0.5 x erfc(-x / sqrt 2) for the same reason. Where the result would be
+// below the normal floats (x < -9.97 in the tanh form, x < -12.87 in the
+// erf form: magnitudes under 2e-37 and 5e-37) it is -0.
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::tanh,
             Location location = Location::current());
 // Numerically stable: subtracts the maximum along `axis` first.

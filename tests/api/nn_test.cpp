@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numbers>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -74,6 +75,40 @@ TEST(NeuralNetwork, ExactGeluKeepsItsRelativeAccuracyWhere1PlusErfCancels) {
                                return Expected{0.5L * value * std::erfc(-value / std::numbers::sqrt2_v<long double>),
                                                (value * value + 8) * 0x1p-23L};
                              });
+}
+
+// Below the normal floats gelu is -0 (nn.cpp: every subnormal intermediate would cost a microcode assist): from
+// x = -9.97 in the tanh form (2u < -87), from x = -12.87 in the erf form (-x / sqrt 2 > 9.1), where the exact
+// result is below 2e-37 and 5e-37 in magnitude; just above, it keeps its relative accuracy (the tests above),
+// and large positive inputs give x.
+TEST(NeuralNetwork, GeluIsMinusZeroWhereItsResultWouldBeBelowTheNormalFloats) {
+  const std::vector<float> values = {-10.0f, -10.5f, -12.9f, -13.0f, -50.0f, -1e4f, -3e38f, -INFINITY,
+                                     50.0f,  1e4f,   3e38f,  INFINITY, NAN};
+  const Tensor x = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  for (const bool jit : {false, true}) {
+    const std::vector<float> tanh_form = function([](Tensor x) { return nn::gelu(x); }, {.jit_compile = jit})(x)
+                                             .to_vector<float>();
+    const std::vector<float> erf_form =
+        function([](Tensor x) { return nn::gelu(x, nn::GeluApproximation::erf); }, {.jit_compile = jit})(x)
+            .to_vector<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float value = values[i];
+      const std::string where = std::string(jit ? "JIT" : "standard") + ", x = " + std::to_string(value);
+      if (std::isnan(value)) {
+        EXPECT_TRUE(std::isnan(tanh_form[i]) && std::isnan(erf_form[i])) << where;
+      } else if (value > 0) {
+        EXPECT_EQ(tanh_form[i], value) << where;
+        EXPECT_EQ(erf_form[i], value) << where;
+      } else {
+        EXPECT_TRUE(tanh_form[i] == 0 && std::signbit(tanh_form[i])) << where << ": " << tanh_form[i];
+        if (value <= -12.9f) {
+          EXPECT_TRUE(erf_form[i] == 0 && std::signbit(erf_form[i])) << where << ": " << erf_form[i];
+        }
+      }
+    }
+    // Just above the limit of the erf form, a normal result: 0.5 x erfc(-x / sqrt 2) at x = -12.8 is -4.3e-37.
+    EXPECT_LT(erf_form[1], 0.0f) << "erf form at -10.5";
+  }
 }
 
 TEST(NeuralNetwork, OneHotMarksTheIndexAndZeroesRowsOutOfRange) {
