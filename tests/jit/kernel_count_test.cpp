@@ -213,6 +213,10 @@ TEST(KernelCount, TransposesOfTheInnermostAxisOfLargeArraysAreReadByStripsOrRunT
                                  random_tensor(DType::f32, {200, 300}, 21));
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
   EXPECT_NE(result.fused.find("by strips: tiles transposed in registers"), std::string::npos) << result.fused;
+  // Rows too short for a tile (8 < 16): the standard kernel's copy, then the add.
+  result = expect_agreement("a transpose to rows of 8", transposed_sum, random_tensor(DType::f32, {8, 3000}, 20),
+                            random_tensor(DType::f32, {3000, 8}, 21));
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
   // Returned as it is, the transpose is the standard kernel's tiled copy.
   result = expect_agreement(
       "a transpose alone", [](Tensor x) { return transpose(x); }, random_tensor(DType::f32, {300, 200}, 20));
