@@ -297,8 +297,7 @@ class Fuser {
     const ir::Node& node = graph_.node(id);
     const int rank = node.type.shape.rank();
     const std::size_t element_bytes = size_of(node.type.dtype);
-    // Tiles of 16 x 16 (the widest vectors' lanes) must fit the last two axes, or the kernel would gather
-    // (codegen/cpu/transposed_strips.cpp takes strips where they do).
+    // Tiles of 16 x 16 (the widest vectors' lanes) must fit the last two axes, or the kernel would gather.
     if (node.type.dtype == DType::boolean || (element_bytes != 4 && element_bytes != 8) ||
         node.attributes.axes[static_cast<std::size_t>(rank - 2)] != rank - 1 || node.type.shape[rank - 2] < 16 ||
         node.type.shape[rank - 1] < 16)
