@@ -29,7 +29,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location)
     // x Phi(x) = 0.5 x erfc(-x / sqrt 2), the same as 0.5 x (1 + erf(x / sqrt 2)) without its cancellation:
     // for x < 0, 1 + erf loses the bits that erfc keeps (at x = -4 a float keeps about 12 of 24, and from
     // x = -5.9 it is 0). JAX and TensorFlow compute it so too.
-    // Beyond erfc_limit the result is below 5e-37 in magnitude and -0 here (see below).
+    // Beyond erfc_limit the result is below 5e-37 in magnitude, and -0 here (see sigmoid_limit above).
     const Tensor argument = mul(x, -1.0 / std::numbers::sqrt2, location);
     Tensor phi_twice = erfc(minimum(argument, erfc_limit, location), location);
     return where(gt(argument, erfc_limit, location), -0.0, mul(mul(x, 0.5, location), phi_twice, location), location);

@@ -11,6 +11,7 @@
 // Data are moved as raw 1-, 4- or 8-byte elements; the dtype does not matter.
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -130,40 +131,6 @@ struct Lanes {
   typedef E Vector __attribute__((vector_size(64)));
 };
 
-// Lane selectors for __builtin_shufflevector (GCC >= 12 and clang), which
-// needs its lane indices as constant expressions: of the pair (a, b) of rows
-// at level K, `low` keeps a's lanes and takes b's K lanes earlier where
-// (t & K), `high` the other way round.
-template <int width, int K, bool high>
-struct SwapBlocks {
-  static constexpr std::array<int, width> lanes = [] {
-    std::array<int, width> result{};
-    for (int t = 0; t < width; ++t)
-      result[static_cast<std::size_t>(t)] = high ? ((t & K) ? width + t : t + K) : ((t & K) ? width + t - K : t);
-    return result;
-  }();
-};
-template <class Table, class Vector, std::size_t... lane>
-Vector shuffle(Vector a, Vector b, std::index_sequence<lane...>) {
-  return __builtin_shufflevector(a, b, Table::lanes[lane]...);
-}
-
-// Transposes width x width elements held in `rows` (one vector per row):
-// level K swaps the off-diagonal K x K blocks of every 2K x 2K block, two
-// two-input shuffles (vpermt2d for 4-byte elements) per pair of rows.
-template <class E, int K>
-[[gnu::always_inline]] inline void transpose_levels(typename Lanes<E>::Vector* rows) {
-  constexpr int width = Lanes<E>::width;
-  constexpr auto lanes = std::make_index_sequence<width>();
-  for (int i = 0; i < width; ++i) {
-    if (i & K) continue;
-    auto a = rows[i], b = rows[i + K];
-    rows[i] = shuffle<SwapBlocks<width, K, false>>(a, b, lanes);
-    rows[i + K] = shuffle<SwapBlocks<width, K, true>>(a, b, lanes);
-  }
-  if constexpr (K > 1) transpose_levels<E, K / 2>(rows);
-}
-
 // to[i, j] = from[j, i] for a width x width tile (16 x 16 for 4-byte
 // elements): whole cache lines in, whole cache lines out.
 template <class E>
@@ -171,7 +138,7 @@ void transpose_tile(const E* from, int64_t from_stride, E* to, int64_t to_stride
   using L = Lanes<E>;
   typename L::Vector rows[L::width];
   for (int i = 0; i < L::width; ++i) std::memcpy(&rows[i], from + i * from_stride, sizeof(rows[i]));
-  transpose_levels<E, L::width / 2>(rows);
+  vector_math::transpose_square(rows);
   for (int i = 0; i < L::width; ++i) std::memcpy(to + i * to_stride, &rows[i], sizeof(rows[i]));
 }
 

@@ -167,6 +167,48 @@ template <class H>
 }
 }  // namespace halves
 
+// ---- transposes in registers --------------------------------------------------------
+// transpose_square(rows) transposes the n x n elements held in `rows`, one vector of n lanes each (n a power of
+// two): level K swaps the off-diagonal K x K blocks of every 2K x 2K block, two two-input shuffles (vpermt2d for
+// 4-byte lanes) per pair of rows. The standard transpose kernel's tiles and the JIT's transposed strips use it.
+namespace square_transpose {
+template <int... lane>
+struct lane_list {};
+template <int count, int... lane>
+struct make_lane_list : make_lane_list<count - 1, count - 1, lane...> {};
+template <int... lane>
+struct make_lane_list<0, lane...> {
+  using type = lane_list<lane...>;
+};
+
+// Of rows a and b, `high` false keeps a's lanes and takes b's lanes K earlier where (lane & K); `high` true the
+// other way round. (__builtin_shufflevector, GCC >= 12 and clang, needs its lane indices as constants.)
+template <int K, bool high, class V, int... lane>
+[[gnu::always_inline]] inline V swap_blocks(V a, V b, lane_list<lane...>) {
+  constexpr int width = sizeof...(lane);
+  return __builtin_shufflevector(
+      a, b, (high ? ((lane & K) ? width + lane : lane + K) : ((lane & K) ? width + lane - K : lane))...);
+}
+
+template <class V, int K>
+[[gnu::always_inline]] inline void levels(V* rows) {
+  constexpr int width = halves::lane_count<V>;
+  using all = typename make_lane_list<width>::type;
+  for (int i = 0; i < width; ++i) {
+    if (i & K) continue;
+    const V a = rows[i], b = rows[i + K];
+    rows[i] = swap_blocks<K, false>(a, b, all{});
+    rows[i + K] = swap_blocks<K, true>(a, b, all{});
+  }
+  if constexpr (K > 1) levels<V, K / 2>(rows);
+}
+}  // namespace square_transpose
+
+template <class V>
+[[gnu::always_inline]] inline void transpose_square(V* rows) {
+  square_transpose::levels<V, halves::lane_count<V> / 2>(rows);
+}
+
 // `value` in every lane of a V, bit for bit (V{} + value would turn -0 into +0); a V
 // passes through. (The JIT prelude's splat.)
 template <class V, class S>
@@ -1155,8 +1197,8 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 #else
   // For x >= 0, e only makes the denominator 1 + e, which is 1 from x = 17 on: e^-87 (normal) gives it as
   // e^-|x| does, without a subnormal e (kSigmoidPositiveLimit).
-  const f32v floor = broadcast(-detail::kSigmoidPositiveLimit);
-  const f32v minus_abs = select(less(x, 0.0f), -abs(x), select(less(-abs(x), floor), floor, -abs(x)));  // NaN stays
+  const f32v floor = broadcast(-detail::kSigmoidPositiveLimit), negative = -abs(x);
+  const f32v minus_abs = select(less(x, 0.0f), negative, select(less(negative, floor), floor, negative));  // NaN stays
   f32v e, denominator;
   if (!detail::any_outside_exp_normal_range(minus_abs)) [[likely]] {
     // e is exact here, so e + 1 has the bits of the general path's single rounding of partial * scale + 1.

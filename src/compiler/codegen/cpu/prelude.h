@@ -245,34 +245,8 @@ template <class T>
 // axis) reads it a tile of lanes x lanes at a time: a vector down each of `lanes` columns, whole cache lines,
 // transposed in registers into a strip of rows the kernel then loads like any contiguous input. Element by
 // element (a gather per vector) it read a lane per cache line, and every line of a vector fell in the same
-// cache set at power-of-two strides.
-template <int... lane> struct lane_list {};
-template <int count, int... lane> struct make_lane_list : make_lane_list<count - 1, count - 1, lane...> {};
-template <int... lane> struct make_lane_list<0, lane...> {
-  using type = lane_list<lane...>;
-};
-
-// Of rows a and b, `high` false keeps a's lanes and takes b's K lanes earlier where (lane & K); `high` true the
-// other way round: one step of the transpose below.
-template <int K, bool high, class V, int... lane>
-[[gnu::always_inline]] inline V swap_blocks(V a, V b, lane_list<lane...>) {
-  constexpr int width = sizeof...(lane);
-  return __builtin_shufflevector(
-      a, b, (high ? ((lane & K) ? width + lane : lane + K) : ((lane & K) ? width + lane - K : lane))...);
-}
-
-// Transposes the lanes x lanes elements of `rows` (a vector each): level K swaps the off-diagonal K x K blocks
-// of every 2K x 2K block, two two-input shuffles per pair of rows.
-template <class V, int K> [[gnu::always_inline]] inline void transpose_levels(V* rows) {
-  using all = typename make_lane_list<lanes>::type;
-  for (int i = 0; i < lanes; ++i) {
-    if (i & K) continue;
-    const V a = rows[i], b = rows[i + K];
-    rows[i] = swap_blocks<K, false>(a, b, all{});
-    rows[i + K] = swap_blocks<K, true>(a, b, all{});
-  }
-  if constexpr (K > 1) transpose_levels<V, K / 2>(rows);
-}
+// cache set at power-of-two strides. The tile's transpose is vector_math.h's transpose_square, the standard
+// transpose kernel's.
 
 // strip[t * strip_stride + j - begin] = source[t + j * source_stride] for the `lanes` rows t and the columns j
 // of [begin, end): rows consecutive in memory, columns source_stride apart. Whole tiles go through registers,
@@ -291,7 +265,7 @@ inline void transpose_into_strip(T* strip, int64_t strip_stride, const T* source
     for (int k = 0; k < lanes; ++k) rows[k] = load<T>(source + (j + k) * source_stride);
 #pragma GCC unroll 16
     for (int k = 0; k < lanes; ++k) __builtin_prefetch(source + lanes + (j + k) * source_stride, 0, 2);
-    transpose_levels<vec<T>, lanes / 2>(rows);
+    vector_math::transpose_square(rows);
 #pragma GCC unroll 16
     for (int t = 0; t < lanes; ++t) store<T>(strip + t * strip_stride + (j - begin), rows[t]);
   }
