@@ -18,6 +18,12 @@ enum class GeluApproximation { tanh, erf };
 // erf form: magnitudes under 2e-37 and 5e-37) it is -0.
 Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::tanh,
             Location location = Location::current());
+// silu(x) = x sigmoid(x) (swish; tf.nn.silu, jax.nn.silu, torch's SiLU), -0 below x = -87 where the result's
+// magnitude would be under 1.4e-36, as gelu's is.
+Tensor silu(const Tensor& x, Location location = Location::current());
+// x where x >= 0, negative_slope * x elsewhere. The default slope is PyTorch's and JAX's 0.01 (TensorFlow's
+// tf.nn.leaky_relu defaults to 0.2).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, Location location = Location::current());
 // Numerically stable: subtracts the maximum along `axis` first.
 Tensor softmax(const Tensor& x, std::int64_t axis = -1, Location location = Location::current());
 Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Location location = Location::current());
@@ -25,6 +31,11 @@ Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Location location = 
 // gamma and beta may be undefined Tensors (then 1 and 0).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, double epsilon = 1e-5,
                   Location location = Location::current());
+// Root-mean-square normalization over the last axis: x / sqrt(mean(x^2) + epsilon) * gamma (LLaMA's and T5's
+// norm; torch.nn.functional.rms_norm, keras.layers.RMSNormalization, whose default epsilon this is). gamma may
+// be an undefined Tensor (then 1).
+Tensor rms_norm(const Tensor& x, const Tensor& gamma = {}, double epsilon = 1e-6,
+                Location location = Location::current());
 
 // One-hot rows for integer class indices (i32 or i64): a new last axis of `depth`, 1 where it equals the index and
 // 0 elsewhere (so an index outside [0, depth) gives a row of zeros, as tf.one_hot and jax.nn.one_hot do).

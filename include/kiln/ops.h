@@ -65,6 +65,10 @@ KILN_DECLARE_BINARY(logical_or)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Location location = Location::current());
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b, Location location = Location::current());
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b, Location location = Location::current());
+// Each element limited to [low, high]: minimum(maximum(x, low), high), as jnp.clip, tf.clip_by_value and
+// torch.clamp compute it, so a NaN stays NaN and where low > high every element is high. Bounds broadcast.
+Tensor clip(const Tensor& x, Scalar low, Scalar high, Location location = Location::current());
+Tensor clip(const Tensor& x, const Tensor& low, const Tensor& high, Location location = Location::current());
 
 // ---- operators ----------------------------------------------------------------
 #define KILN_DECLARE_OPERATOR(symbol)                              \
@@ -112,6 +116,22 @@ Tensor reduce_min(const Tensor& x, Axes axes = {}, bool keepdims = false, Locati
 Tensor reduce_prod(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 // Index (i64) of the first largest element along one axis.
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
+// Index (i64) of the first smallest element along one axis. For floats a NaN counts as the smallest, so the
+// first NaN's index is the result, as in NumPy, JAX and PyTorch (argmax gives the first NaN too). It is argmax of
+// the elements negated (-1 - x for integers, which does not overflow), and as argmax runs its standard kernel
+// under the JIT too, the negation is a pass of its own.
+Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
+// log(sum(exp(x))) over `axes`, computed as m + log(sum(exp(x - m))) with m the maximum where it is finite (0
+// elsewhere), so nothing overflows for large x and every term is not lost for very negative x (tf.reduce_logsumexp,
+// jax.nn.logsumexp). +inf anywhere gives +inf, all -inf (or no elements) -inf. Integers compute in f32.
+Tensor reduce_logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false,
+                        Location location = Location::current());
+// The mean of the squared deviations from the mean over `axes`: the population variance (tf.math.reduce_variance,
+// NumPy's and JAX's ddof = 0; PyTorch's torch.var divides by n - 1 unless correction=0), and its square root.
+// Two passes (the mean, then the deviations), so a large mean does not cancel the variance away. Integers compute
+// in f32.
+Tensor reduce_variance(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_std(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 
 // ---- matmul --------------------------------------------------------------------
 struct MatmulOptions {
@@ -137,6 +157,17 @@ struct SliceOptions {
 };
 Tensor slice(const Tensor& x, SliceOptions options, Location location = Location::current());
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis, Location location = Location::current());
+// The tensors, all of one shape, along a new axis at `axis` (in [-(rank + 1), rank]); dtypes promote as in
+// concat. stack({a, b}, 0) of two [3] tensors is [2, 3] (tf.stack, np.stack, torch.stack).
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis = 0, Location location = Location::current());
+// `x` cut along `axis` into `count` pieces of equal size (tf.split and np.split with a number of sections; note
+// that torch.split's integer is a piece's size instead). The axis's size must divide by `count`.
+std::vector<Tensor> split(const Tensor& x, std::int64_t count, std::int64_t axis = 0,
+                          Location location = Location::current());
+// `x` cut along `axis` into pieces of the given sizes, which must add up to the axis's size; one size may be -1,
+// the rest (tf.split's size_splits, torch.split with a list).
+std::vector<Tensor> split_sizes(const Tensor& x, std::vector<std::int64_t> sizes, std::int64_t axis = 0,
+                                Location location = Location::current());
 // Slices of `params` along `axis` picked by integer `indices` (i32 or i64, any shape), as NumPy's take,
 // tf.gather and jnp.take: the result's shape is params' with that axis replaced by the indices' shape, so
 // gather(table [vocabulary, width], tokens [batch, length]) is [batch, length, width] (an embedding lookup).

@@ -5,6 +5,7 @@
 
 #include "ir/graph.h"
 
+#include <kiln/ops.h>
 #include <kiln/tensor.h>
 
 #include <vector>
@@ -30,5 +31,12 @@ Tensor cast_to(const Tensor& x, DType dtype, const Location& location);
 
 // The dtype a scalar takes next to a tensor of `tensor_dtype` (weak typing).
 DType scalar_dtype(DType tensor_dtype, const Scalar& scalar);
+
+// x's rank; a ValueError naming `op` when x is an undefined Tensor.
+int checked_rank(const Tensor& x, const char* op, const Location& location);
+// `axis` counted from the end when negative, in [0, rank); a ShapeError naming `op` otherwise.
+std::int64_t normalize_axis(std::int64_t axis, int rank, const char* op, const Location& location);
+// `axes` normalized, sorted and unique (all of [0, rank) for Axes()); a ShapeError naming `op` for a repeat.
+std::vector<std::int64_t> normalize_axes(const Axes& axes, int rank, const char* op, const Location& location);
 
 }  // namespace kiln::detail

@@ -24,6 +24,16 @@ Tensor sigmoid(const Tensor& x, Location location) { return kiln::sigmoid(x, loc
 constexpr double sigmoid_limit = -87.0;
 constexpr double erfc_limit = 9.1;
 
+namespace {
+// x sigmoid(z), and -0 where z < sigmoid_limit, for gelu's tanh form (z = 2u) and silu (z = x): there the result's
+// magnitude is below 2e-37 (gelu) or 1.4e-36 (silu), a hundred times the smallest normal float at most, and -0
+// keeps every intermediate normal.
+Tensor times_sigmoid(const Tensor& x, const Tensor& z, const Location& location) {
+  const Tensor probability = kiln::sigmoid(maximum(z, sigmoid_limit, location), location);
+  return where(lt(z, sigmoid_limit, location), -0.0, mul(x, probability, location), location);
+}
+}  // namespace
+
 Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location) {
   if (approximation == GeluApproximation::erf) {
     // x Phi(x) = 0.5 x erfc(-x / sqrt 2), the same as 0.5 x (1 + erf(x / sqrt 2)) without its cancellation:
@@ -39,9 +49,13 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location)
   // 12 of its 24 bits) while sigmoid keeps its relative accuracy; and sigmoid is one exponential and a
   // division, where tanh also needs a polynomial for small arguments. 2u = x (a + b x^2).
   const double a = 2.0 * std::sqrt(2.0 / std::numbers::pi), b = a * 0.044715;
-  Tensor twice_u = mul(x, add(mul(square(x, location), b, location), a, location), location);
-  const Tensor probability = kiln::sigmoid(maximum(twice_u, sigmoid_limit, location), location);
-  return where(lt(twice_u, sigmoid_limit, location), -0.0, mul(x, probability, location), location);
+  return times_sigmoid(x, mul(x, add(mul(square(x, location), b, location), a, location), location), location);
+}
+
+Tensor silu(const Tensor& x, Location location) { return times_sigmoid(x, x, location); }
+
+Tensor leaky_relu(const Tensor& x, double negative_slope, Location location) {
+  return where(ge(x, 0, location), x, mul(x, negative_slope, location), location);
 }
 
 Tensor softmax(const Tensor& x, std::int64_t axis, Location location) {
@@ -66,10 +80,15 @@ Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype, Location 
   return cast(eq(expand_dims(indices, -1, location), classes, location), dtype, location);
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Location location) {
+namespace {
+void require_rank_one(const char* op, const Tensor& x, const Location& location) {
   if (x.defined() && x.rank() == 0)
-    throw ShapeError("layer_norm", "needs rank >= 1, got a scalar " + std::string(to_string(x.dtype())) + "[]",
-                     location);
+    throw ShapeError(op, "needs rank >= 1, got a scalar " + std::string(to_string(x.dtype())) + "[]", location);
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Location location) {
+  require_rank_one("layer_norm", x, location);
   Tensor mean = reduce_mean(x, {-1}, true, location);
   Tensor centered = sub(x, mean, location);
   Tensor variance = reduce_mean(mul(centered, centered, location), {-1}, true, location);
@@ -77,6 +96,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   if (gamma.defined()) result = mul(result, gamma, location);
   if (beta.defined()) result = add(result, beta, location);
   return result;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location location) {
+  require_rank_one("rms_norm", x, location);
+  Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);
+  Tensor result = mul(x, rsqrt(add(mean_square, epsilon, location), location), location);
+  return gamma.defined() ? mul(result, gamma, location) : result;
 }
 
 }  // namespace kiln::nn

@@ -15,34 +15,10 @@ namespace {
 
 using detail::apply;
 using detail::cast_to;
+using detail::checked_rank;
+using detail::normalize_axes;
+using detail::normalize_axis;
 using ir::Op;
-
-int checked_rank(const Tensor& x, const char* op, const Location& location) {
-  if (!x.defined()) throw ValueError(op, "operand 0 is an undefined (default-constructed) Tensor", location);
-  return x.rank();
-}
-
-std::int64_t normalize_axis(std::int64_t axis, int rank, const char* op, const Location& location) {
-  std::int64_t normalized = axis < 0 ? axis + rank : axis;
-  if (normalized < 0 || normalized >= rank)
-    throw ShapeError(op, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank),
-                     location);
-  return normalized;
-}
-
-// Sorted, unique, non-negative axes.
-std::vector<std::int64_t> normalize_axes(const Axes& axes, int rank, const char* op, const Location& location) {
-  std::vector<std::int64_t> result;
-  if (axes.all()) {
-    for (int axis = 0; axis < rank; ++axis) result.push_back(axis);
-    return result;
-  }
-  for (std::int64_t axis : axes.list()) result.push_back(normalize_axis(axis, rank, op, location));
-  std::sort(result.begin(), result.end());
-  if (std::adjacent_find(result.begin(), result.end()) != result.end())
-    throw ShapeError(op, "an axis is repeated", location);
-  return result;
-}
 
 // ---- unary ------------------------------------------------------------------
 

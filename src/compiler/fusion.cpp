@@ -484,6 +484,12 @@ class Fuser {
       return true;
     };
     if (group.kind == KernelKind::library) return refuse("library kernels take no fused producers");
+    // A kernel of one reshape becomes a view of its operand's buffer (make_kernel), so the operand's kernel keeps
+    // its own shape: log(sum) + max squeezed at the end of a keepdims row reduction (reduce_logsumexp) stays in
+    // the row kernel, and relu(x w) reshaped stays the product's epilogue. Fused into the reshape's space they
+    // would need a kernel of their own, with the same bytes to write.
+    if (group.kind == KernelKind::loop && group.members.size() == 1 && is_reshape(graph_.node(group.members[0]).op))
+      return refuse("the reshape is a view of its operand's buffer, which the operand's kernel writes in its shape");
     for (ir::ValueId user : users_[index(id)])
       if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::matmul)
         return refuse("the matmul reads its operands from memory");

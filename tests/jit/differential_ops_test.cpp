@@ -315,6 +315,71 @@ TEST(DifferentialOps, NeuralNetworkComposites) {
   }
 }
 
+// The composites users expect as one call (ops.h and nn.h: argmin, logsumexp, variance, clip, stack, split, silu,
+// leaky_relu, rms_norm): the JIT fuses their steps, and each result must agree with the standard executor's and
+// the reference's on odd sizes, a rank-0 input, zero-size axes and transposed views.
+TEST(DifferentialOps, CompositesOfThePrimitives) {
+  for (const Shape& shape : {Shape({7, 33}), Shape({4, 1}), Shape({2, 3, 16}), Shape({1, 5000}), Shape({65, 3})}) {
+    const std::int64_t width = shape[shape.rank() - 1];
+    Tensor x = random_tensor(DType::f32, shape, 1100), gamma = random_tensor(DType::f32, {width}, 1101);
+    Tensor low = random_uniform(DType::f32, {width}, -1.0, 0.0, 1102);
+    auto body = [](Tensor x, Tensor gamma, Tensor low) {
+      std::vector<Tensor> outputs = {argmin(x, -1),
+                                     argmin(x, 0, true),
+                                     reduce_logsumexp(x, {-1}),
+                                     reduce_logsumexp(x),
+                                     reduce_logsumexp(x * 60.0, {0}, true),
+                                     reduce_variance(x, {-1}),
+                                     reduce_std(x, {0}),
+                                     clip(x, -0.5, 0.75),
+                                     clip(x, low, abs(low) + 0.25),
+                                     stack({x, x * 2.0, gamma + x}, 1),
+                                     stack({x, -x}, -1),
+                                     nn::silu(x),
+                                     nn::leaky_relu(x),
+                                     nn::leaky_relu(x * 3.0, 0.2),
+                                     nn::rms_norm(x, gamma),
+                                     nn::rms_norm(x)};
+      for (const Tensor& piece : split_sizes(x, {1, -1}, -1)) outputs.push_back(piece * 3.0);
+      return outputs;
+    };
+    expect_agreement("composites " + shape.to_string(), body, x, gamma, low);
+  }
+  // Integers and bools (argmin reverses them without overflow, logsumexp and variance compute in f32), a
+  // transposed view, a rank-0 input and a zero-size axis.
+  for (DType dtype : {DType::i32, DType::i64, DType::f64}) {
+    Tensor x = random_tensor(dtype, {9, 17}, 1110);
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{argmin(x, 0),   argmin(x, 1),     reduce_logsumexp(x, {1}), reduce_variance(x),
+                                 clip(x, -3, 4), stack({x, x}, 2), split(x, 3, 0)[1] + 1,    nn::leaky_relu(x, 0.5)};
+    };
+    expect_agreement(std::string("composites ") + std::string(to_string(dtype)), body, x);
+  }
+  expect_agreement(
+      "argmin of bools", [](Tensor flags) { return argmin(flags, 1); }, random_tensor(DType::boolean, {5, 41}, 1120));
+  Tensor wide = random_tensor(DType::f32, {33, 21}, 1121);
+  expect_agreement(
+      "composites of a transposed view",
+      [](Tensor x) {
+        return std::vector<Tensor>{argmin(x, -1), reduce_logsumexp(x, {-1}), nn::rms_norm(x), split(x, 3, -1)[2]};
+      },
+      transpose(wide));
+  expect_agreement(
+      "composites of a scalar",
+      [](Tensor x) {
+        return std::vector<Tensor>{reduce_logsumexp(x), reduce_variance(x), clip(x, -0.5, 0.5), stack({x, x}),
+                                   nn::silu(x)};
+      },
+      random_tensor(DType::f32, {}, 1122));
+  expect_agreement(
+      "composites of a zero-size axis",
+      [](Tensor x) {
+        return std::vector<Tensor>{reduce_logsumexp(x, {0}), reduce_logsumexp(x, {1}), argmin(x, 1), stack({x, x}),
+                                   nn::rms_norm(x),          split(x, 2, 1)[0]};
+      },
+      random_tensor(DType::f32, {0, 6}, 1123));
+}
+
 // Row kernels multiply by the reciprocal of a divisor that is constant along the row (softmax's sum) only where
 // that reciprocal is a normal number: rows whose sums are zero, infinite, NaN, huge or subnormal divide.
 // Signed zeros, which a division shows (1 / -0 = -inf): relu(-0) is +0 (as

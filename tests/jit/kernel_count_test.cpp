@@ -11,6 +11,10 @@
 #include <kiln/kiln.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -141,6 +145,33 @@ TEST(KernelCount, LayerNormIsOneKernel) {
   auto result = expect_agreement(
       "layer_norm", [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); }, x, gamma, beta);
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+// The row composites are row kernels like softmax: logsumexp's maximum, shifted exponentials, sum and log (squeezed
+// by a view); the mean of squares and the scaling of rms_norm; variance's two means. (argmin is not here: argmax
+// runs its standard kernel, so argmin's negation is a kernel of its own.)
+TEST(KernelCount, RowCompositesAreOneKernelEach) {
+  const Tensor x = random_tensor(DType::f32, {37, 301}, 13), gamma = random_tensor(DType::f32, {301}, 14);
+  const std::vector<std::pair<std::string, std::function<Tensor(Tensor, Tensor)>>> composites = {
+      {"reduce_logsumexp", [](Tensor x, Tensor) { return reduce_logsumexp(x, {-1}); }},
+      {"rms_norm", [](Tensor x, Tensor gamma) { return nn::rms_norm(x, gamma); }},
+      {"reduce_variance", [](Tensor x, Tensor) { return reduce_variance(x, {-1}); }},
+      {"silu", [](Tensor x, Tensor) { return nn::silu(x); }},
+      {"clip of leaky_relu", [](Tensor x, Tensor) { return clip(nn::leaky_relu(x), -0.5, 0.5); }}};
+  for (const auto& [name, body] : composites) {
+    auto result = expect_agreement(name, body, x, gamma);
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << name << "\n" << result.fused;
+  }
+}
+
+// A reshape at the end is a view of the kernel before it, which keeps its own shape: a dense layer split into heads
+// stays the product's epilogue (it was a product kernel and a loop over the heads' shape).
+TEST(KernelCount, AReshapedDenseLayerStaysTheProductsEpilogue) {
+  const Tensor x = random_tensor(DType::f32, {64, 96}, 15), w = random_tensor(DType::f32, {96, 128}, 16);
+  auto result = expect_agreement(
+      "relu(x w) as heads", [](Tensor x, Tensor w) { return reshape(relu(matmul(x, w)), {64, 2, 64}); }, x, w);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_NE(result.fused.find("1 kernel and 1 view"), std::string::npos) << result.fused;
 }
 
 TEST(KernelCount, AdamIsOneKernelWithThreeOutputs) {

@@ -1,0 +1,163 @@
+// Ops that users of TensorFlow, JAX and PyTorch expect as one call but that are compositions of kiln's
+// primitives: written with them, so the JIT sees and fuses every step (argmin's negation fuses into argmax's
+// reduction, logsumexp is one row kernel like softmax). Each checks its own arguments first, so that a bad axis
+// or shape is reported under the name the user called.
+
+#include "api/dispatch.h"
+
+#include <kiln/error.h>
+#include <kiln/ops.h>
+
+#include <limits>
+#include <string>
+
+namespace kiln {
+namespace {
+
+using detail::checked_rank;
+using detail::normalize_axes;
+using detail::normalize_axis;
+
+std::string describe(const Tensor& x) { return std::string(to_string(x.dtype())) + x.shape().to_string(); }
+
+Tensor floating(const Tensor& x, const Location& location) {
+  return detail::cast_to(x, floating_result(x.dtype()), location);
+}
+
+// The reduction over `axes` (normalized) keeps them as size 1; this drops them again unless `keepdims`.
+Tensor drop_reduced_axes(const Tensor& reduced, const std::vector<std::int64_t>& axes, bool keepdims,
+                         const Location& location) {
+  if (keepdims || axes.empty()) return reduced;
+  return squeeze(reduced, Axes(axes), location);
+}
+
+}  // namespace
+
+Tensor clip(const Tensor& x, Scalar low, Scalar high, Location location) {
+  checked_rank(x, "clip", location);
+  return minimum(maximum(x, low, location), high, location);
+}
+
+Tensor clip(const Tensor& x, const Tensor& low, const Tensor& high, Location location) {
+  checked_rank(x, "clip", location);
+  return minimum(maximum(x, low, location), high, location);
+}
+
+Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
+  const int rank = checked_rank(x, "argmin", location);
+  const std::int64_t normalized = normalize_axis(axis, rank, "argmin", location);
+  if (x.shape()[static_cast<int>(normalized)] == 0)
+    throw ShapeError("argmin", "argmin of an empty axis (operand " + describe(x) + ")", location);
+  // A order-reversing map that keeps every element distinct and NaN a NaN: -x for floats, and for integers
+  // -1 - x (that is ~x), which unlike -x does not overflow at the most negative value.
+  Tensor reversed;
+  if (is_floating(x.dtype()))
+    reversed = neg(x, location);
+  else if (is_integral(x.dtype()))
+    reversed = sub(-1, x, location);
+  else
+    reversed = logical_not(x, location);
+  return argmax(reversed, normalized, keepdims, location);
+}
+
+Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  const int rank = checked_rank(x, "reduce_logsumexp", location);
+  const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_logsumexp", location);
+  const Tensor values = floating(x, location);
+  const Tensor largest = reduce_max(values, Axes(normalized), true, location);
+  // An infinite (or NaN) maximum is not subtracted: x - inf would make NaN of +inf's own term and of every term
+  // when all are -inf; with 0 instead, +inf's exp is +inf and -inf's 0, which the sum and log carry through.
+  const Tensor shift =
+      where(lt(abs(largest, location), std::numeric_limits<double>::infinity(), location), largest, 0.0, location);
+  const Tensor total = reduce_sum(exp(sub(values, shift, location), location), Axes(normalized), true, location);
+  return drop_reduced_axes(add(log(total, location), shift, location), normalized, keepdims, location);
+}
+
+Tensor reduce_variance(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  const int rank = checked_rank(x, "reduce_variance", location);
+  const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_variance", location);
+  const Tensor values = floating(x, location);
+  const Tensor centered = sub(values, reduce_mean(values, Axes(normalized), true, location), location);
+  return reduce_mean(square(centered, location), Axes(normalized), keepdims, location);
+}
+
+Tensor reduce_std(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  checked_rank(x, "reduce_std", location);
+  return sqrt(reduce_variance(x, std::move(axes), keepdims, location), location);
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis, Location location) {
+  if (tensors.empty()) throw ValueError("stack", "needs at least one tensor", location);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined())
+      throw ValueError("stack", "operand " + std::to_string(i) + " is an undefined (default-constructed) Tensor",
+                       location);
+    if (tensors[i].shape() != tensors[0].shape())
+      throw ShapeError("stack",
+                       "every tensor must have the same shape: operand 0 is " + describe(tensors[0]) + ", operand " +
+                           std::to_string(i) + " " + describe(tensors[i]),
+                       location);
+  }
+  const std::int64_t normalized = normalize_axis(axis, tensors[0].rank() + 1, "stack", location);
+  std::vector<Tensor> expanded;
+  for (const Tensor& tensor : tensors) expanded.push_back(expand_dims(tensor, normalized, location));
+  return concat(expanded, normalized, location);
+}
+
+std::vector<Tensor> split(const Tensor& x, std::int64_t count, std::int64_t axis, Location location) {
+  const int rank = checked_rank(x, "split", location);
+  if (rank == 0) throw ShapeError("split", "cannot split a rank-0 tensor", location);
+  const std::int64_t normalized = normalize_axis(axis, rank, "split", location);
+  const std::int64_t size = x.shape()[static_cast<int>(normalized)];
+  if (count <= 0)
+    throw ValueError("split", "the number of pieces must be >= 1, got " + std::to_string(count), location);
+  if (size % count != 0)
+    throw ShapeError("split",
+                     "axis " + std::to_string(axis) + " of " + describe(x) + " (size " + std::to_string(size) +
+                         ") does not divide into " + std::to_string(count) + " equal pieces",
+                     location);
+  return split_sizes(x, std::vector<std::int64_t>(static_cast<std::size_t>(count), size / count), axis, location);
+}
+
+std::vector<Tensor> split_sizes(const Tensor& x, std::vector<std::int64_t> sizes, std::int64_t axis,
+                                Location location) {
+  const int rank = checked_rank(x, "split", location);
+  if (rank == 0) throw ShapeError("split", "cannot split a rank-0 tensor", location);
+  if (!x.shape().is_static()) throw ShapeError("split", "cannot split a value whose shape depends on data", location);
+  const std::int64_t normalized = normalize_axis(axis, rank, "split", location);
+  const std::int64_t size = x.shape()[static_cast<int>(normalized)];
+  if (sizes.empty()) throw ValueError("split", "needs at least one size", location);
+  std::int64_t known = 0;
+  std::size_t inferred = sizes.size();
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && inferred == sizes.size()) {
+      inferred = i;
+    } else if (sizes[i] < 0) {
+      throw ValueError("split", "size " + std::to_string(sizes[i]) + " is negative (only one may be -1)", location);
+    } else {
+      known += sizes[i];
+    }
+  }
+  if (inferred < sizes.size()) sizes[inferred] = size - known;
+  if ((inferred < sizes.size() && known > size) || (inferred == sizes.size() && known != size))
+    throw ShapeError("split",
+                     "the sizes add up to " + std::to_string(known) + ", but axis " + std::to_string(axis) + " of " +
+                         describe(x) + " has " + std::to_string(size),
+                     location);
+  // Every axis before `normalized` whole, and [start, start + piece) along it.
+  SliceOptions options;
+  options.start.assign(static_cast<std::size_t>(normalized) + 1, 0);
+  for (int earlier = 0; earlier < normalized; ++earlier) options.stop.push_back(x.shape()[earlier]);
+  options.stop.push_back(0);
+  std::vector<Tensor> pieces;
+  std::int64_t start = 0;
+  for (std::int64_t piece : sizes) {
+    options.start.back() = start;
+    options.stop.back() = start + piece;
+    pieces.push_back(slice(x, options, location));
+    start += piece;
+  }
+  return pieces;
+}
+
+}  // namespace kiln

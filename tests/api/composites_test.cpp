@@ -1,0 +1,297 @@
+// The composites of ops.h and nn.h against their definitions computed here in long double (or exactly), on both
+// executors: beyond agreement between executors (tests/jit/differential_ops_test.cpp), that each is the function
+// its name promises, at the inputs where a naive composition goes wrong (logsumexp of large or infinite values,
+// argmin of the most negative integer or a NaN), and that bad arguments are reported under the composite's name.
+
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using testing::random_tensor;
+
+constexpr float infinity = std::numeric_limits<float>::infinity();
+constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+
+const char* executor(bool jit) { return jit ? "JIT" : "standard"; }
+
+// Rows of `values` ([rows, width] row-major) reduced by `row_function`.
+template <class RowFunction>
+std::vector<long double> per_row(const std::vector<float>& values, std::size_t width, RowFunction row_function) {
+  std::vector<long double> results;
+  for (std::size_t start = 0; start < values.size(); start += width)
+    results.push_back(
+        row_function(std::vector<long double>(values.begin() + static_cast<std::ptrdiff_t>(start),
+                                              values.begin() + static_cast<std::ptrdiff_t>(start + width))));
+  return results;
+}
+
+long double logsumexp(const std::vector<long double>& row) {
+  long double largest = -INFINITY;
+  for (long double value : row) largest = std::fmax(largest, value);
+  if (std::isinf(largest)) return largest;
+  long double total = 0;
+  for (long double value : row) total += std::exp(value - largest);
+  return largest + std::log(total);
+}
+
+long double variance(const std::vector<long double>& row) {
+  long double mean = 0, squares = 0;
+  for (long double value : row) mean += value;
+  mean /= static_cast<long double>(row.size());
+  for (long double value : row) squares += (value - mean) * (value - mean);
+  return squares / static_cast<long double>(row.size());
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<long double>& want, long double relative,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) || std::isinf(want[i])) {
+      EXPECT_TRUE(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i])
+          << what << " [" << i << "]: " << got[i] << ", want " << static_cast<double>(want[i]);
+      continue;
+    }
+    EXPECT_LE(std::fabs(got[i] - want[i]), relative * std::fabs(want[i]) + 1e-30L)
+        << what << " [" << i << "]: " << got[i] << ", want " << static_cast<double>(want[i]);
+  }
+}
+
+// Rows whose naive log(sum(exp(x))) overflows (values near 100 and 1000), underflows to log 0 (near -1000), holds
+// +inf, -inf alone or NaN; and ordinary rows of odd widths.
+TEST(Composites, LogSumExpOfLargeInfiniteAndOrdinaryRows) {
+  const std::vector<float> values = {1000.0f, 999.0f, 998.5f,    -1000.0f, -1001.0f,  -999.5f,   90.0f,     100.0f,
+                                     95.0f,   1.0f,   infinity,  -3.0f,    -infinity, -infinity, -infinity, 1.0f,
+                                     nan,     2.0f,   -infinity, 0.5f,     -2.0f,     0.25f,     -0.75f,    3.5f};
+  const std::size_t width = 3;
+  const std::vector<long double> want = per_row(values, width, logsumexp);
+  const Tensor x = from_vector(values, {8, 3});
+  for (bool jit : {false, true}) {
+    const auto compute = function([](Tensor x) { return reduce_logsumexp(x, {1}); }, {.jit_compile = jit});
+    expect_close(compute(x).to_vector<float>(), want, 4e-7L, std::string("logsumexp ") + executor(jit));
+  }
+  // Over every axis, and with keepdims.
+  const Tensor wide = random_tensor(DType::f32, {37, 129}, 5);
+  const std::vector<long double> all = {logsumexp(per_row(wide.to_vector<float>(), 37 * 129, [](auto row) {
+    std::vector<long double> copy(row);
+    return logsumexp(copy);
+  }))};
+  for (bool jit : {false, true}) {
+    const auto compute = function([](Tensor x) { return reduce_logsumexp(x, {}, true); }, {.jit_compile = jit});
+    const Tensor result = compute(wide);
+    EXPECT_EQ(result.shape(), Shape({1, 1}));
+    expect_close(result.to_vector<float>(), all, 1e-6L, std::string("logsumexp of all ") + executor(jit));
+  }
+}
+
+// The population variance, two-pass: rows with a mean of 1e4 and a spread of 1, where E[x^2] - E[x]^2 in float
+// would keep no digit of the variance.
+TEST(Composites, VarianceAndStandardDeviationOfRowsWithALargeMean) {
+  std::vector<float> values = testing::random_floats(16 * 301, 9);
+  for (float& value : values) value += 1e4f;
+  const std::vector<long double> want = per_row(values, 301, variance);
+  const Tensor x = from_vector(values, {16, 301});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x) {
+          return std::vector<Tensor>{reduce_variance(x, {-1}), reduce_std(x, {-1})};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    expect_close(results[0].to_vector<float>(), want, 2e-4L, std::string("variance ") + executor(jit));
+    std::vector<long double> deviations;
+    for (long double value : want) deviations.push_back(std::sqrt(value));
+    expect_close(results[1].to_vector<float>(), deviations, 1e-4L, std::string("std ") + executor(jit));
+  }
+}
+
+// argmin's first smallest element, for the extremes of every integer dtype (-x would overflow at the most
+// negative), ties, -0 beside +0, and NaN, which NumPy, JAX and PyTorch count as the smallest.
+TEST(Composites, ArgminOfExtremesTiesAndNaN) {
+  const std::vector<std::int32_t> integers = {
+      5, std::numeric_limits<std::int32_t>::max(), -7, -7, std::numeric_limits<std::int32_t>::min(), 3, 2,
+      2, std::numeric_limits<std::int32_t>::max()};
+  const std::vector<float> floats = {0.0f, -0.0f, 1.0f, 3.0f, nan, -infinity, -2.0f, -2.0f, 4.0f};
+  const std::vector<std::int64_t> longs = {std::numeric_limits<std::int64_t>::max(),
+                                           std::numeric_limits<std::int64_t>::min(), 0};
+  for (bool jit : {false, true}) {
+    const auto by_rows = function([](Tensor x) { return argmin(x, 1); }, {.jit_compile = jit});
+    EXPECT_EQ(by_rows(from_vector(integers, {3, 3})).to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 1, 0}))
+        << executor(jit);
+    EXPECT_EQ(by_rows(from_vector(floats, {3, 3})).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 0}))
+        << executor(jit);
+    EXPECT_EQ(by_rows(from_vector(longs, {1, 3})).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1}))
+        << executor(jit);
+    const auto by_columns = function([](Tensor x) { return argmin(x, 0, true); }, {.jit_compile = jit});
+    const Tensor columns = by_columns(from_vector(floats, {3, 3}));
+    EXPECT_EQ(columns.shape(), Shape({1, 3}));
+    EXPECT_EQ(columns.to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 1, 1})) << executor(jit);
+  }
+  EXPECT_EQ(argmin(from_vector(std::vector<bool>{true, true, false, false}), 0).item<std::int64_t>(), 2);
+}
+
+// clip is minimum(maximum(x, low), high): NaN stays NaN, low > high gives high, bounds broadcast and promote.
+TEST(Composites, ClipKeepsNaNAndTakesTheUpperBoundWhenTheyCross) {
+  const Tensor x = from_vector(std::vector<float>{-3.0f, -0.5f, 0.25f, 2.0f, nan, infinity}, {2, 3});
+  const Tensor lows = from_vector(std::vector<float>{-1.0f, 0.0f, 0.5f}, {3});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x, Tensor lows) {
+          return std::vector<Tensor>{clip(x, -1.0, 1.0), clip(x, 1.0, -1.0), clip(x, lows, lows + 1.0)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x, lows);
+    const std::vector<float> plain = results[0].to_vector<float>(), crossed = results[1].to_vector<float>(),
+                             bounded = results[2].to_vector<float>();
+    const std::vector<float> want_plain = {-1.0f, -0.5f, 0.25f, 1.0f, nan, 1.0f};
+    const std::vector<float> want_bounded = {-1.0f, 0.0f, 0.5f, 0.0f, nan, 1.5f};
+    for (std::size_t i = 0; i < want_plain.size(); ++i) {
+      const std::string where = std::string(executor(jit)) + " [" + std::to_string(i) + "]";
+      if (std::isnan(want_plain[i])) {
+        EXPECT_TRUE(std::isnan(plain[i]) && std::isnan(crossed[i]) && std::isnan(bounded[i])) << where;
+        continue;
+      }
+      EXPECT_EQ(plain[i], want_plain[i]) << where;
+      EXPECT_EQ(crossed[i], -1.0f) << where;
+      EXPECT_EQ(bounded[i], want_bounded[i]) << where;
+    }
+  }
+  const Tensor integers = from_vector(std::vector<std::int32_t>{-5, 0, 7});
+  EXPECT_EQ(clip(integers, -2, 3).dtype(), DType::i32);
+  EXPECT_EQ(clip(integers, -2, 3).to_vector<std::int32_t>(), (std::vector<std::int32_t>{-2, 0, 3}));
+}
+
+TEST(Composites, StackAndSplitAreInverses) {
+  const Tensor a = random_tensor(DType::f32, {2, 5}, 20), b = random_tensor(DType::f32, {2, 5}, 21);
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor a, Tensor b) {
+          std::vector<Tensor> outputs = {stack({a, b}, 0), stack({a, b}, -1)};
+          for (const Tensor& piece : split(stack({a, b}, 1), 2, 1)) outputs.push_back(squeeze(piece, {1}));
+          for (const Tensor& piece : split_sizes(a, {2, -1, 1}, 1)) outputs.push_back(piece);
+          return outputs;
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(a, b);
+    ASSERT_EQ(results.size(), 7u);
+    EXPECT_EQ(results[0].shape(), Shape({2, 2, 5}));
+    EXPECT_EQ(results[1].shape(), Shape({2, 5, 2}));
+    const std::vector<float> values_a = a.to_vector<float>(), values_b = b.to_vector<float>();
+    const std::vector<float> first = results[0].to_vector<float>(), last = results[1].to_vector<float>();
+    for (std::size_t i = 0; i < 10; ++i) {
+      EXPECT_EQ(first[i], values_a[i]) << executor(jit);
+      EXPECT_EQ(first[10 + i], values_b[i]) << executor(jit);
+      EXPECT_EQ(last[2 * i], values_a[i]) << executor(jit);
+      EXPECT_EQ(last[2 * i + 1], values_b[i]) << executor(jit);
+    }
+    EXPECT_EQ(results[2].to_vector<float>(), values_a) << executor(jit);
+    EXPECT_EQ(results[3].to_vector<float>(), values_b) << executor(jit);
+    EXPECT_EQ(results[4].shape(), Shape({2, 2}));
+    EXPECT_EQ(results[5].shape(), Shape({2, 2}));
+    EXPECT_EQ(results[6].shape(), Shape({2, 1}));
+    EXPECT_EQ(results[5].to_vector<float>(), (std::vector<float>{values_a[2], values_a[3], values_a[7], values_a[8]}));
+  }
+  EXPECT_EQ(stack({full({}, 1.0), full({}, 2.0)}).to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(stack({from_vector(std::vector<std::int32_t>{1}), from_vector(std::vector<double>{0.5})}).dtype(),
+            DType::f64);
+}
+
+// silu(x) = x sigmoid(x), -0 below -87; leaky_relu's slope on the negatives only (-0 stays -0, as x >= 0 holds);
+// rms_norm's rows against their definition.
+TEST(Composites, SiluLeakyReluAndRmsNorm) {
+  const std::vector<float> values = {-100.0f, -87.5f, -86.0f, -20.0f, -1.5f, -0.0f, 0.0f, 0.75f, 30.0f, nan};
+  const Tensor x = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  std::vector<float> rows = testing::random_floats(6 * 67, 31);
+  const std::vector<float> gamma_values = testing::random_floats(67, 32);
+  const Tensor matrix = from_vector(rows, {6, 67}), gamma = from_vector(gamma_values, {67});
+  std::vector<long double> want_norm;
+  for (std::size_t row = 0; row < 6; ++row) {
+    long double squares = 0;
+    for (std::size_t i = 0; i < 67; ++i) squares += static_cast<long double>(rows[row * 67 + i]) * rows[row * 67 + i];
+    const long double scale = 1 / std::sqrt(squares / 67 + 1e-6L);
+    for (std::size_t i = 0; i < 67; ++i) want_norm.push_back(rows[row * 67 + i] * scale * gamma_values[i]);
+  }
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x, Tensor matrix, Tensor gamma) {
+          return std::vector<Tensor>{nn::silu(x), nn::leaky_relu(x), nn::rms_norm(matrix, gamma)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x, matrix, gamma);
+    const std::vector<float> silu = results[0].to_vector<float>(), leaky = results[1].to_vector<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const std::string where = std::string(executor(jit)) + ", x = " + std::to_string(values[i]);
+      if (std::isnan(values[i])) {
+        EXPECT_TRUE(std::isnan(silu[i]) && std::isnan(leaky[i])) << where;
+        continue;
+      }
+      const long double value = values[i];
+      if (value < -87) {
+        EXPECT_TRUE(silu[i] == 0 && std::signbit(silu[i])) << where << ": " << silu[i];
+      } else {
+        const long double want = value / (1 + std::exp(-value));
+        EXPECT_LE(std::fabs(silu[i] - want), 4e-7L * std::fabs(want)) << where << ": " << silu[i];
+        EXPECT_EQ(std::signbit(silu[i]), std::signbit(values[i])) << where;
+      }
+      const float want_leaky = values[i] >= 0 ? values[i] : values[i] * 0.01f;
+      EXPECT_EQ(leaky[i], want_leaky) << where;
+      EXPECT_EQ(std::signbit(leaky[i]), std::signbit(values[i])) << where;
+    }
+    expect_close(results[2].to_vector<float>(), want_norm, 2e-6L, std::string("rms_norm ") + executor(jit));
+  }
+}
+
+std::string message_of(const std::function<void()>& statement) {
+  try {
+    statement();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+// Bad arguments are errors under the composite's own name and the caller's line, and a function that hit one stays
+// usable.
+TEST(Composites, BadArgumentsNameTheCompositeAndTheLine) {
+  const Tensor x = random_tensor(DType::f32, {4, 6}, 40);
+  const std::string line = "composites_test.cpp:" + std::to_string(__LINE__ + 1);
+  const std::string stacked = message_of([&] { stack({x, transpose(x)}); });
+  EXPECT_NE(stacked.find("stack:"), std::string::npos) << stacked;
+  EXPECT_NE(stacked.find("f32[6,4]"), std::string::npos) << stacked;
+  EXPECT_NE(stacked.find(line), std::string::npos) << stacked;
+  EXPECT_THROW(stack({}), ValueError);
+  EXPECT_THROW(stack({x}, 3), ShapeError);
+  const std::string divided = message_of([&] { split(x, 4, 1); });
+  EXPECT_NE(divided.find("split:"), std::string::npos) << divided;
+  EXPECT_NE(divided.find("does not divide into 4"), std::string::npos) << divided;
+  EXPECT_THROW(split_sizes(x, {2, 2}, 1), ShapeError);
+  EXPECT_THROW(split_sizes(x, {-1, -1}, 1), ValueError);
+  EXPECT_THROW(split_sizes(x, {7, -1}, 1), ShapeError);
+  EXPECT_THROW(split(x, 0), ValueError);
+  EXPECT_THROW(split(full({}, 1.0), 1), ShapeError);
+  EXPECT_NE(message_of([&] { argmin(x, 2); }).find("argmin:"), std::string::npos);
+  EXPECT_NE(message_of([&] { argmin(zeros({0, 3}), 0); }).find("argmin: argmin of an empty axis"), std::string::npos);
+  EXPECT_NE(message_of([&] {
+              reduce_logsumexp(x, {1, -1});
+            }).find("reduce_logsumexp: an axis is repeated"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { reduce_variance(x, {5}); }).find("reduce_variance:"), std::string::npos);
+  EXPECT_NE(message_of([&] { nn::rms_norm(full({}, 1.0)); }).find("rms_norm: needs rank >= 1"), std::string::npos);
+  EXPECT_NE(message_of([&] { clip(Tensor(), 0, 1); }).find("clip:"), std::string::npos);
+
+  auto stacked_rows = function([](Tensor a, Tensor b) { return stack({a, b}); }, {.jit_compile = true});
+  EXPECT_THROW(stacked_rows(x, transpose(x)), ShapeError);
+  EXPECT_EQ(stacked_rows(x, x * 2.0).shape(), Shape({2, 4, 6}));
+}
+
+}  // namespace
+}  // namespace kiln
