@@ -21,6 +21,15 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation
 // silu(x) = x sigmoid(x) (swish; tf.nn.silu, jax.nn.silu, torch's SiLU), -0 below x = -87 where the result's
 // magnitude would be under 1.4e-36, as gelu's is.
 Tensor silu(const Tensor& x, Location location = Location::current());
+// softplus(x) = log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|): no overflow for large x, and tiny results
+// keep their relative accuracy (softplus(-30) = 9.4e-14). Below x = -87, where the result would be under 1.7e-38,
+// it is 0, so no intermediate is subnormal (as gelu). tf.math.softplus, jax.nn.softplus, torch's Softplus.
+Tensor softplus(const Tensor& x, Location location = Location::current());
+// log(sigmoid(x)) = -softplus(-x), finite for every finite x (log(sigmoid(-200)) would be log 0).
+Tensor log_sigmoid(const Tensor& x, Location location = Location::current());
+// x where x > 0, alpha (e^x - 1) elsewhere (elu(-0) is -0), through expm1 so that small negative inputs keep
+// their accuracy. tf.nn.elu, jax.nn.elu, torch's ELU.
+Tensor elu(const Tensor& x, double alpha = 1.0, Location location = Location::current());
 // x where x >= 0, negative_slope * x elsewhere. The default slope is PyTorch's and JAX's 0.01 (TensorFlow's
 // tf.nn.leaky_relu defaults to 0.2).
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, Location location = Location::current());

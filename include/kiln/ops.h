@@ -36,6 +36,10 @@ Tensor sign(const Tensor& x, Location location = Location::current());
 Tensor erf(const Tensor& x, Location location = Location::current());
 // 1 - erf(x), accurate where that difference cancels (x > 0: down to 1e-45 in f32).
 Tensor erfc(const Tensor& x, Location location = Location::current());
+// log(1 + x), accurate where 1 + x would round x away (|x| below 1e-3 or so): log1p(1e-10) is 1e-10, not 0.
+Tensor log1p(const Tensor& x, Location location = Location::current());
+// e^x - 1, accurate where e^x is near 1: expm1(1e-10) is 1e-10, not 0.
+Tensor expm1(const Tensor& x, Location location = Location::current());
 Tensor logical_not(const Tensor& x, Location location = Location::current());
 Tensor cast(const Tensor& x, DType dtype, Location location = Location::current());
 

@@ -54,6 +54,21 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location)
 
 Tensor silu(const Tensor& x, Location location) { return times_sigmoid(x, x, location); }
 
+// max(x, 0) + log1p(e^-|x|): e^-|x| <= 1 never overflows, and log1p keeps the term's relative accuracy where it is
+// tiny (x very negative: softplus(-30) is 9.4e-14, where log(1 + e^x) gives 0). e^-|x| is held to e^sigmoid_limit,
+// a normal float (see sigmoid_limit); below x = sigmoid_limit the result, under 1.7e-38, is 0.
+Tensor softplus(const Tensor& x, Location location) {
+  const Tensor decay = exp(maximum(neg(abs(x, location), location), sigmoid_limit, location), location);
+  const Tensor result = add(maximum(x, 0, location), log1p(decay, location), location);
+  return where(lt(x, sigmoid_limit, location), 0.0, result, location);
+}
+
+Tensor log_sigmoid(const Tensor& x, Location location) { return neg(softplus(neg(x, location), location), location); }
+
+Tensor elu(const Tensor& x, double alpha, Location location) {
+  return where(gt(x, 0, location), x, mul(expm1(minimum(0.0, x, location), location), alpha, location), location);
+}
+
 Tensor leaky_relu(const Tensor& x, double negative_slope, Location location) {
   return where(ge(x, 0, location), x, mul(x, negative_slope, location), location);
 }

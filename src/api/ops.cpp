@@ -105,6 +105,8 @@ Tensor rsqrt(const Tensor& x, Location location) { return unary_float(Op::rsqrt,
 Tensor sigmoid(const Tensor& x, Location location) { return unary_float(Op::sigmoid, x, location); }
 Tensor erf(const Tensor& x, Location location) { return unary_float(Op::erf, x, location); }
 Tensor erfc(const Tensor& x, Location location) { return unary_float(Op::erfc, x, location); }
+Tensor log1p(const Tensor& x, Location location) { return unary_float(Op::log1p, x, location); }
+Tensor expm1(const Tensor& x, Location location) { return unary_float(Op::expm1, x, location); }
 
 Tensor logical_not(const Tensor& x, Location location) {
   checked_rank(x, "logical_not", location);

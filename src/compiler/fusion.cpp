@@ -85,6 +85,8 @@ bool is_transcendental(ir::Op op) {
     case ir::Op::tanh:
     case ir::Op::erf:
     case ir::Op::erfc:
+    case ir::Op::log1p:
+    case ir::Op::expm1:
     case ir::Op::sigmoid:
     case ir::Op::pow:
       return true;

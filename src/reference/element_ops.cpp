@@ -84,6 +84,8 @@ double unary_float(const ir::Node& node, double x) {
     case Op::erf: return std::erf(x);
     case Op::erfc:
       return std::erfc(x);
+    case Op::log1p: return std::log1p(x);
+    case Op::expm1: return std::expm1(x);
     default: internal_error(node, "is not a float unary op");
   }
 }
@@ -124,6 +126,8 @@ double unary_magnitude(Op op, double x, double result, double error) {
     case Op::erf:
     case Op::erfc:
       return own + error * 1.1283791670955126;  // 2/sqrt(pi)
+    case Op::log1p: return own + scaled(1 / std::fabs(1 + x));
+    case Op::expm1: return own + scaled(result + 1);  // e^x
     // sign, floor, ceil: a jump, not a bound.
     default: return 0;
   }

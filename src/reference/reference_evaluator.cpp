@@ -204,6 +204,8 @@ class Evaluator {
       case Op::sigmoid:
       case Op::erf:
       case Op::erfc:
+      case Op::log1p:
+      case Op::expm1:
       case Op::logical_not: value = unary(node, type); break;
       case Op::cast: value = cast(node, type); break;
       case Op::add:

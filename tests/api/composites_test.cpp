@@ -250,6 +250,57 @@ TEST(Composites, SiluLeakyReluAndRmsNorm) {
   }
 }
 
+// softplus, log_sigmoid and elu against long double on inputs from -120 to 120: log(1 + e^x) there, whose tiny
+// results (x far below 0) a naive composition rounds to 0 and whose large ones overflow e^x; elu's expm1 near 0.
+TEST(Composites, SoftplusLogSigmoidAndEluAreAccurateFromTinyToLarge) {
+  std::vector<float> values = {-120.0f, -87.5f, -86.5f, -40.0f, -30.0f, -1e-3f, -1e-6f,   -0.0f,     0.0f,
+                               1e-6f,   1e-3f,  0.5f,   20.0f,  90.0f,  120.0f, infinity, -infinity, nan};
+  for (int i = 0; i < 2000; ++i) values.push_back(-60.0f + 0.06f * static_cast<float>(i));
+  const Tensor x = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x) {
+          return std::vector<Tensor>{nn::softplus(x), nn::log_sigmoid(x), nn::elu(x), nn::elu(x, 0.5)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    const std::vector<float> softplus = results[0].to_vector<float>(), log_sigmoid = results[1].to_vector<float>(),
+                             elu = results[2].to_vector<float>(), half_elu = results[3].to_vector<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const long double value = values[i];
+      const std::string where = std::string(executor(jit)) + ", x = " + std::to_string(values[i]);
+      if (std::isnan(values[i])) {
+        EXPECT_TRUE(std::isnan(softplus[i]) && std::isnan(log_sigmoid[i]) && std::isnan(elu[i])) << where;
+        continue;
+      }
+      // log(1 + e^x) = max(x, 0) + log1p(e^-|x|), in long double; 0 below -87 (nn.h).
+      auto reference_softplus = [](long double v) {
+        if (std::isinf(v)) return v > 0 ? v : 0.0L;
+        return std::fmax(v, 0.0L) + std::log1p(std::exp(-std::fabs(v)));
+      };
+      const long double want_softplus = value < -87 ? 0.0L : reference_softplus(value);
+      const long double want_log_sigmoid = -value < -87 ? 0.0L : -reference_softplus(-value);
+      const long double want_elu = value > 0 ? value : std::expm1(value);
+      const long double want_half_elu = value > 0 ? value : 0.5L * std::expm1(value);
+      const std::vector<std::pair<float, long double>> pairs = {{softplus[i], want_softplus},
+                                                                {log_sigmoid[i], want_log_sigmoid},
+                                                                {elu[i], want_elu},
+                                                                {half_elu[i], want_half_elu}};
+      for (const auto& [got, want] : pairs) {
+        if (std::isinf(want)) {
+          EXPECT_EQ(got, want) << where;
+        } else {
+          EXPECT_LE(std::fabs(got - want), 4e-7L * std::fabs(want))
+              << where << ": " << got << ", want " << static_cast<double>(want);
+        }
+      }
+      if (value == 0) {
+        EXPECT_EQ(std::signbit(elu[i]), std::signbit(values[i])) << where;
+      }
+    }
+  }
+}
+
 std::string message_of(const std::function<void()>& statement) {
   try {
     statement();

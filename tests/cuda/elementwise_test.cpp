@@ -66,13 +66,14 @@ TEST(CudaElementwise, UnaryTranscendentals) {
       {"sin", [](const Tensor& x) { return sin(x); }},         {"cos", [](const Tensor& x) { return cos(x); }},
       {"exp", [](const Tensor& x) { return exp(x); }},         {"tanh", [](const Tensor& x) { return tanh(x); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }}, {"erf", [](const Tensor& x) { return erf(x); }},
-      {"erfc", [](const Tensor& x) { return erfc(x); }}};
+      {"erfc", [](const Tensor& x) { return erfc(x); }},       {"expm1", [](const Tensor& x) { return expm1(x); }}};
   for (DType dtype : {DType::f32, DType::f64}) {
     std::int64_t ulps = dtype == DType::f32 ? 8 : 4;
     for (const Shape& shape : shapes) {
       Tensor x = random_tensor(dtype, shape, 24) * 4;
       for (const auto& [name, op] : ops) check_unary(name, op, x, ulps);
       check_unary("log", [](const Tensor& v) { return log(v); }, abs(x) * 100, ulps);
+      check_unary("log1p", [](const Tensor& v) { return log1p(v); }, abs(x) - 0.5, ulps);
     }
   }
   // Integers and bools turn into f32 first (api layer): the same on both.
@@ -94,6 +95,8 @@ TEST(CudaElementwise, SpecialValues) {
                                                   {"sigmoid", [](const Tensor& v) { return sigmoid(v); }},
                                                   {"erf", [](const Tensor& v) { return erf(v); }},
                                                   {"erfc", [](const Tensor& v) { return erfc(v); }},
+                                                  {"log1p", [](const Tensor& v) { return log1p(v); }},
+                                                  {"expm1", [](const Tensor& v) { return expm1(v); }},
                                                   {"log", [](const Tensor& v) { return log(v); }}})
     check_unary(name, op, x, 8);
   Tensor extremes = from_vector<std::int32_t>({std::numeric_limits<std::int32_t>::min(), -1, 0, 1,

@@ -62,7 +62,7 @@ TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
         std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x)};
         if (is_floating(dtype))
           for (Tensor y : {sin(x), cos(x), exp(x), tanh(x), sigmoid(x), erf(x), erfc(x), log(abs(x) + 0.1),
-                           sqrt(abs(x)), rsqrt(abs(x) + 0.1)})
+                           sqrt(abs(x)), rsqrt(abs(x) + 0.1), log1p(abs(x)), expm1(x)})
             outputs.push_back(y);
         return outputs;
       };

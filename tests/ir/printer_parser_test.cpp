@@ -121,7 +121,8 @@ std::map<Op, std::vector<Sample>> samples() {
   table[Op::iota] = {{{}, axis_attributes(1), type(DType::i64, {3, 4})}};
   for (Op op : {Op::neg, Op::abs, Op::sign, Op::square, Op::relu, Op::floor, Op::ceil})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::i32, {5})}, {}, {}}};
-  for (Op op : {Op::sin, Op::cos, Op::exp, Op::log, Op::tanh, Op::sqrt, Op::rsqrt, Op::sigmoid, Op::erf, Op::erfc})
+  for (Op op : {Op::sin, Op::cos, Op::exp, Op::log, Op::tanh, Op::sqrt, Op::rsqrt, Op::sigmoid, Op::erf, Op::erfc,
+                Op::log1p, Op::expm1})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::f64, {})}, {}, {}}};
   table[Op::logical_not] = {{{type(DType::boolean, {4})}, {}, {}}};
   table[Op::cast] = {{{f32_23}, {}, type(DType::i64, {2, 3})}, {{type(DType::boolean, {})}, {}, type(DType::f64, {})}};

@@ -38,7 +38,7 @@ const std::vector<NamedUnary>& unary_ops() {
       {"relu", relu, false},  {"floor", floor, false}, {"ceil", ceil, false}, {"sin", sin, true},
       {"cos", cos, true},     {"exp", exp, true},      {"tanh", tanh, true},  {"sigmoid", sigmoid, true},
       {"erf", erf, true},     {"erfc", erfc, true},    {"log", log, true},    {"sqrt", sqrt, true},
-      {"rsqrt", rsqrt, true},
+      {"rsqrt", rsqrt, true},  {"expm1", expm1, true},
   };
   return ops;
 }
@@ -59,6 +59,7 @@ TEST(DifferentialOps, UnaryOpsOnEveryDtypeAndShape) {
       // log, sqrt and rsqrt see |x| + 0.1 as well, so most values are in their domain.
       names.push_back("log|x|");
       names.push_back("sqrt|x|");
+      names.push_back("log1p|x|");
       auto body = [dtype](Tensor x) {
         std::vector<Tensor> outputs;
         for (const auto& op : unary_ops())
@@ -66,6 +67,7 @@ TEST(DifferentialOps, UnaryOpsOnEveryDtypeAndShape) {
         Tensor positive = abs(x) + 0.1;
         outputs.push_back(log(positive));
         outputs.push_back(sqrt(positive));
+        outputs.push_back(log1p(positive - 1.05));
         return outputs;
       };
       Tensor x = random_tensor(dtype, shape, 100 + static_cast<std::uint64_t>(shape.numel()));
@@ -80,7 +82,7 @@ TEST(DifferentialOps, TranscendentalsOnWideRanges) {
   Tensor tiny = random_uniform(DType::f32, {1031}, -1e-3, 1e-3, 2);
   Tensor big = random_uniform(DType::f32, {1031}, -120, 120, 3);
   auto body = [](Tensor x) {
-    return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), erfc(x), sigmoid(x), exp(x)};
+    return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), erfc(x), sigmoid(x), exp(x), expm1(x), log1p(abs(x))};
   };
   expect_agreement("wide", body, wide);
   expect_agreement("tiny", body, tiny);
@@ -339,7 +341,10 @@ TEST(DifferentialOps, CompositesOfThePrimitives) {
                                      nn::leaky_relu(x),
                                      nn::leaky_relu(x * 3.0, 0.2),
                                      nn::rms_norm(x, gamma),
-                                     nn::rms_norm(x)};
+                                     nn::rms_norm(x),
+                                     nn::softplus(x * 40.0),
+                                     nn::log_sigmoid(x),
+                                     nn::elu(x * 3.0)};
       for (const Tensor& piece : split_sizes(x, {1, -1}, -1)) outputs.push_back(piece * 3.0);
       return outputs;
     };

@@ -157,7 +157,9 @@ TEST(KernelCount, RowCompositesAreOneKernelEach) {
       {"rms_norm", [](Tensor x, Tensor gamma) { return nn::rms_norm(x, gamma); }},
       {"reduce_variance", [](Tensor x, Tensor) { return reduce_variance(x, {-1}); }},
       {"silu", [](Tensor x, Tensor) { return nn::silu(x); }},
-      {"clip of leaky_relu", [](Tensor x, Tensor) { return clip(nn::leaky_relu(x), -0.5, 0.5); }}};
+      {"clip of leaky_relu", [](Tensor x, Tensor) { return clip(nn::leaky_relu(x), -0.5, 0.5); }},
+      {"softplus, log_sigmoid and elu",
+       [](Tensor x, Tensor) { return nn::softplus(x) + nn::log_sigmoid(x) * nn::elu(x); }}};
   for (const auto& [name, body] : composites) {
     auto result = expect_agreement(name, body, x, gamma);
     EXPECT_EQ(result.jit.kernels_per_call, 1) << name << "\n" << result.fused;

@@ -243,6 +243,9 @@ const std::vector<UnaryCase> unary_cases = {
     {Op::erf, floats, {-5, 5}, [](long double x) { return std::erf(x); }, nullptr, vector_math_4ulp, libm_f64},
     // Up to 9, where erfc is 4e-37: relative accuracy in the tail is what erfc is for.
     {Op::erfc, floats, {-3, 9}, [](long double x) { return std::erfc(x); }, nullptr, vector_math_4ulp, vector_math_4ulp},
+    // log1p and expm1 over ranges where 1 + x and e^x - 1 cancel, as well as ordinary ones.
+    {Op::log1p, floats, {-0.99, 20}, [](long double x) { return std::log1p(x); }, nullptr, vector_math_4ulp, vector_math_4ulp},
+    {Op::expm1, floats, {-20, 20}, [](long double x) { return std::expm1(x); }, nullptr, vector_math_4ulp, vector_math_4ulp},
     {Op::logical_not, bools, {}, nullptr, [](std::int64_t x, DType) { return std::int64_t{x == 0}; }, exact, exact},
 };
 // clang-format on

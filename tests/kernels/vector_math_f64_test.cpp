@@ -86,6 +86,10 @@ const std::vector<Function>& all_functions() {
           erfc, [](long double x) { return erfcl(x); }, 4.0, 1.4),
       KILN_TEST_FUNCTION(
           sigmoid, [](long double x) { return 1.0L / (1.0L + expl(-x)); }, 4.0, 2.4),
+      KILN_TEST_FUNCTION(
+          log1p, [](long double x) { return log1pl(x); }, 4.0, 1.5),
+      KILN_TEST_FUNCTION(
+          expm1, [](long double x) { return expm1l(x); }, 4.0, 2.4),
   };
   return functions;
 }
@@ -146,7 +150,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"erf", -7, 7}, RandomRange{"erf", -1.5, 1.5}, RandomRange{"erfc", 1, 0},
                       RandomRange{"erfc", -30, 30}, RandomRange{"erfc", 0.5, 1.5}, RandomRange{"erfc", 1, 27.5},
                       RandomRange{"erfc", 26, 27.3}, RandomRange{"sigmoid", 1, 0}, RandomRange{"sigmoid", -40, 40},
-                      RandomRange{"sigmoid", -760, -600}),
+                      RandomRange{"sigmoid", -760, -600}, RandomRange{"log1p", 1, 0}, RandomRange{"log1p", -1e-9, 1e-9},
+                      RandomRange{"log1p", -1, 1}, RandomRange{"expm1", 1, 0}, RandomRange{"expm1", -1e-9, 1e-9},
+                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -40, 710}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -175,6 +181,9 @@ TEST(VectorMathF64Special, ValuesAsMathH) {
   EXPECT_EQ(vm::erfc(-kInf), 2.0);
   EXPECT_EQ(bits_of(vm::erfc(kInf)), bits_of(0.0));  // +0
   EXPECT_TRUE(std::isnan(vm::erfc(kNaN)));
+  EXPECT_EQ(vm::log1p(-1.0), -kInf);
+  EXPECT_TRUE(std::isnan(vm::log1p(-1.5)));
+  EXPECT_EQ(vm::expm1(-40.0), -1.0);
 }
 
 TEST(VectorMathF64Seams, SinCosNearMultiplesOfPiOver2AndTheSlowPath) {

@@ -86,6 +86,10 @@ const std::vector<Function>& all_functions() {
       KILN_TEST_FUNCTION(
           erfc, [](double x) { return std::erfc(x); }, 4.0, 3.8),
       KILN_TEST_FUNCTION(sigmoid, reference_sigmoid, 4.0, 3.1),
+      KILN_TEST_FUNCTION(
+          log1p, [](double x) { return std::log1p(x); }, 4.0, 1.5),
+      KILN_TEST_FUNCTION(
+          expm1, [](double x) { return std::expm1(x); }, 4.0, 2.4),
   };
   return functions;
 }
@@ -159,7 +163,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"erf", -5, 5}, RandomRange{"erf", kAll, kAllEnd}, RandomRange{"erfc", -1, 1},
                       RandomRange{"erfc", -12, 12}, RandomRange{"erfc", 1, 10.1}, RandomRange{"erfc", kAll, kAllEnd},
                       RandomRange{"sigmoid", -20, 20}, RandomRange{"sigmoid", -110, 90},
-                      RandomRange{"sigmoid", kAll, kAllEnd}),
+                      RandomRange{"sigmoid", kAll, kAllEnd}, RandomRange{"log1p", -1e-6, 1e-6},
+                      RandomRange{"log1p", -0.5, 1}, RandomRange{"log1p", -1, 0}, RandomRange{"log1p", 0, 1e6},
+                      RandomRange{"log1p", kAll, kAllEnd}, RandomRange{"expm1", -1e-6, 1e-6},
+                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -20, 89}, RandomRange{"expm1", kAll, kAllEnd}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -229,7 +236,18 @@ INSTANTIATE_TEST_SUITE_P(
         // sigmoid
         Special{"sigmoid", 0.0f, 0.5f}, Special{"sigmoid", -0.0f, 0.5f}, Special{"sigmoid", kInf, 1.0f},
         Special{"sigmoid", -kInf, 0.0f}, Special{"sigmoid", kNaN, kNaN}, Special{"sigmoid", 100.0f, 1.0f},
-        Special{"sigmoid", kFloatMax, 1.0f}, Special{"sigmoid", -200.0f, 0.0f}, Special{"sigmoid", -kFloatMax, 0.0f}),
+        Special{"sigmoid", kFloatMax, 1.0f}, Special{"sigmoid", -200.0f, 0.0f}, Special{"sigmoid", -kFloatMax, 0.0f},
+        // log1p
+        Special{"log1p", 0.0f, 0.0f}, Special{"log1p", -0.0f, -0.0f}, Special{"log1p", -1.0f, -kInf},
+        Special{"log1p", -1.5f, kNaN}, Special{"log1p", -kInf, kNaN}, Special{"log1p", kInf, kInf},
+        Special{"log1p", kNaN, kNaN}, Special{"log1p", kDenormMin, kDenormMin},
+        Special{"log1p", -kDenormMin, -kDenormMin}, Special{"log1p", 1e-30f, 1e-30f},
+        // expm1
+        Special{"expm1", 0.0f, 0.0f}, Special{"expm1", -0.0f, -0.0f}, Special{"expm1", kInf, kInf},
+        Special{"expm1", -kInf, -1.0f}, Special{"expm1", kNaN, kNaN}, Special{"expm1", 89.0f, kInf},
+        Special{"expm1", kFloatMax, kInf}, Special{"expm1", -20.0f, -1.0f}, Special{"expm1", -kFloatMax, -1.0f},
+        Special{"expm1", kDenormMin, kDenormMin}, Special{"expm1", -kDenormMin, -kDenormMin},
+        Special{"expm1", 1e-30f, 1e-30f}),
     [](const ::testing::TestParamInfo<Special>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });

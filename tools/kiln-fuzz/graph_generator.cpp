@@ -329,6 +329,7 @@ class Builder {
       case Op::floor:
       case Op::ceil: return add(op, {numeric_value()});
       case Op::log:
+      case Op::log1p:
       case Op::sqrt:
       case Op::rsqrt: {
         ValueId x = float_value();
@@ -342,6 +343,7 @@ class Builder {
       case Op::sigmoid:
       case Op::erf:
       case Op::erfc:
+      case Op::expm1:
         return add(op, {float_value()});
       case Op::logical_not: return add(op, {bool_value()});
       case Op::cast: {

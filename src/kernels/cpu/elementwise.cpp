@@ -237,6 +237,12 @@ bool unary_transcendental(Op op, const Array& input, const Array& output) {
     case Op::erfc:
       KILN_MAP_VECTOR_MATH(erfc);
       return true;
+    case Op::log1p:
+      KILN_MAP_VECTOR_MATH(log1p);
+      return true;
+    case Op::expm1:
+      KILN_MAP_VECTOR_MATH(expm1);
+      return true;
     default: return false;
   }
 #undef KILN_MAP_VECTOR_MATH

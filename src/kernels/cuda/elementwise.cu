@@ -80,6 +80,8 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
         case Op::erf: return run(ops::ErrorFunction{});
         case Op::erfc:
           return run(ops::ComplementaryErrorFunction{});
+        case Op::log1p: return run(ops::LogarithmOfOnePlus{});
+        case Op::expm1: return run(ops::ExponentialMinusOne{});
         default: break;
       }
     }
