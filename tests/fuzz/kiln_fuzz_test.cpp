@@ -196,6 +196,12 @@ TEST(KilnFuzzHazards, NearTiesOverflowAndSingularitiesAreHazards) {
       "}\n",
       {array_of(DType::f64, Shape({1}), {1 + 1e-12}), array_of(DType::f64, Shape({1}), {1})});
   EXPECT_FALSE(find_hazards(singular).empty());
+  // log1p's pole is at -1: tanh(-10.28) is -1 in f32 and -0.99999999976 in the reference (seed 11, graph 495).
+  FuzzCase near_minus_one = case_of(
+      "func @f(%0: f32[1]) -> (f32[1]) {\n  %1 = f32[1] tanh(%0)\n  %2 = f32[1] log1p(%1)\n  return %2\n}\n",
+      {array_of(DType::f32, Shape({1}), {-10.2820797})});
+  ASSERT_FALSE(find_hazards(near_minus_one).empty());
+  EXPECT_EQ(find_hazards(near_minus_one)[0].value, 1);
 }
 
 TEST(KilnFuzzHazards, RemovingHazardsReplacesThemByParameters) {

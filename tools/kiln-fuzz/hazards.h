@@ -8,8 +8,8 @@
 //     of the jump (floor(x*y) at x*y = 2.9999999);
 //   - an inexact value near a singularity: the divisor of div, the operand
 //     of log, sqrt, rsqrt, the base of pow (where the sign of a value near 0
-//     decides between a number and NaN or inf); the inexact exponent of a
-//     negative base;
+//     decides between a number and NaN or inf), the operand of log1p near -1;
+//     the inexact exponent of a negative base;
 //   - an inexact value beyond the range of its dtype in float64 (f32 would
 //     overflow to inf where the reference holds 1e40) or in its subnormal
 //     range (where flushing is allowed).
