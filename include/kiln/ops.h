@@ -121,9 +121,7 @@ Tensor reduce_prod(const Tensor& x, Axes axes = {}, bool keepdims = false, Locat
 // Index (i64) of the first largest element along one axis.
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
 // Index (i64) of the first smallest element along one axis. For floats a NaN counts as the smallest, so the
-// first NaN's index is the result, as in NumPy, JAX and PyTorch (argmax gives the first NaN too). It is argmax of
-// the elements negated (-1 - x for integers, which does not overflow), and as argmax runs its standard kernel
-// under the JIT too, the negation is a pass of its own.
+// first NaN's index is the result, as in NumPy, JAX and PyTorch (argmax gives the first NaN too).
 Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
 // log(sum(exp(x))) over `axes`, computed as m + log(sum(exp(x - m))) with m the maximum where it is finite (0
 // elsewhere), so nothing overflows for large x and every term is not lost for very negative x (tf.reduce_logsumexp,

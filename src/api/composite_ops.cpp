@@ -1,6 +1,5 @@
 // Ops that users of TensorFlow, JAX and PyTorch expect as one call but that are compositions of kiln's
-// primitives: written with them, so the JIT sees and fuses every step (argmin's negation fuses into argmax's
-// reduction, logsumexp is one row kernel like softmax). Each checks its own arguments first, so that a bad axis
+// primitives: written with them, so the JIT sees and fuses every step (logsumexp is one row kernel like softmax). Each checks its own arguments first, so that a bad axis
 // or shape is reported under the name the user called.
 
 #include "api/dispatch.h"
@@ -41,23 +40,6 @@ Tensor clip(const Tensor& x, Scalar low, Scalar high, Location location) {
 Tensor clip(const Tensor& x, const Tensor& low, const Tensor& high, Location location) {
   checked_rank(x, "clip", location);
   return minimum(maximum(x, low, location), high, location);
-}
-
-Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
-  const int rank = checked_rank(x, "argmin", location);
-  const std::int64_t normalized = normalize_axis(axis, rank, "argmin", location);
-  if (x.shape()[static_cast<int>(normalized)] == 0)
-    throw ShapeError("argmin", "argmin of an empty axis (operand " + describe(x) + ")", location);
-  // A order-reversing map that keeps every element distinct and NaN a NaN: -x for floats, and for integers
-  // -1 - x (that is ~x), which unlike -x does not overflow at the most negative value.
-  Tensor reversed;
-  if (is_floating(x.dtype()))
-    reversed = neg(x, location);
-  else if (is_integral(x.dtype()))
-    reversed = sub(-1, x, location);
-  else
-    reversed = logical_not(x, location);
-  return argmax(reversed, normalized, keepdims, location);
 }
 
 Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location location) {

@@ -197,12 +197,23 @@ Tensor reduce_prod(const Tensor& x, Axes axes, bool keepdims, Location location)
   return reduce(Op::reduce_prod, x, axes, keepdims, location);
 }
 
-Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
-  int rank = checked_rank(x, "argmax", location);
+namespace {
+Tensor arg_reduction(Op op, const Tensor& x, std::int64_t axis, bool keepdims, const Location& location) {
+  const std::string name(ir::name(op));
+  int rank = checked_rank(x, name.c_str(), location);
   ir::Attributes attributes;
-  attributes.axis = normalize_axis(axis, rank, "argmax", location);
+  attributes.axis = normalize_axis(axis, rank, name.c_str(), location);
   attributes.keepdims = keepdims;
-  return apply(Op::argmax, {x}, attributes, location);
+  return apply(op, {x}, attributes, location);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
+  return arg_reduction(Op::argmax, x, axis, keepdims, location);
+}
+
+Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims, Location location) {
+  return arg_reduction(Op::argmin, x, axis, keepdims, location);
 }
 
 // ---- matmul --------------------------------------------------------------------

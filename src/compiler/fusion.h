@@ -28,7 +28,7 @@
 //              Formed from a plan by fuse_columns (column_fusion.h), on the CPU.
 //   library    one op run by its standard kernel (what the generator does not
 //              fuse: concat (on the CPU assembled in place where its operands
-//              are computed), argmax, gather, reductions over leading axes, f64
+//              are computed), argmax, argmin, gather, reductions over leading axes, f64
 //              and integer matmuls, batched matmuls with a batched right operand).
 //   view       one reshape of a value in memory, alone in its kernel: the
 //              same buffer read with the new shape (as XLA's bitcast), so

@@ -34,7 +34,7 @@ struct Attributes {
   std::int64_t index = 0;                 // parameter position, host callback index
   double float_value = 0;                 // constant of a float dtype
   std::int64_t int_value = 0;             // constant of an integer or bool dtype
-  std::int64_t axis = 0;                  // concat, expand_dims, iota, argmax
+  std::int64_t axis = 0;                  // concat, expand_dims, iota, argmax, argmin
   std::vector<std::int64_t> axes;         // reductions (sorted), squeeze (sorted), transpose (permutation)
   bool keepdims = false;                  // reductions
   std::vector<std::int64_t> start, step;  // slice: first index and stride per axis

@@ -135,7 +135,7 @@ Type rule_reduce_float(const RuleContext& context) {
 Type rule_argmax(const RuleContext& context) {
   const Type& input = context.operand(0);
   context.check_axis(context.attributes.axis, input.shape.rank());
-  if (input.shape[static_cast<int>(context.attributes.axis)] == 0) context.shape_error("argmax of an empty axis");
+  if (input.shape[static_cast<int>(context.attributes.axis)] == 0) context.shape_error(std::string(name(context.op)) + " of an empty axis");
   return {DType::i64, reduced_shape(context, input.shape, {context.attributes.axis})};
 }
 

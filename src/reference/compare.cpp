@@ -52,6 +52,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::reduce_max:
     case Op::reduce_min:
     case Op::argmax:
+    case Op::argmin:
     case Op::reshape:
     case Op::transpose:
     case Op::broadcast_to:

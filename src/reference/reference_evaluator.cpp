@@ -229,7 +229,8 @@ class Evaluator {
       case Op::reduce_max:
       case Op::reduce_min:
       case Op::reduce_prod: value = reduce(node, type); break;
-      case Op::argmax: value = argmax(node, type); break;
+      case Op::argmax:
+      case Op::argmin: value = arg_extreme(node, type); break;
       case Op::matmul: value = matmul(node, type); break;
       case Op::reshape:
       case Op::expand_dims:
@@ -493,7 +494,9 @@ class Evaluator {
 
   // The index of the first maximum along attributes.axis; a NaN counts as
   // larger than everything (so the first NaN wins).
-  Value argmax(const ir::Node& node, const ir::Type& type) const {
+  // argmax, argmin: the index of the first largest (smallest) element along the axis; the first NaN wins.
+  Value arg_extreme(const ir::Node& node, const ir::Type& type) const {
+    const bool smallest = node.op == Op::argmin;
     const Value& input = operand(node, 0);
     Value value = make_value(type.dtype, type.shape);
     std::vector<std::int64_t> map = reduction_map(input.shape, {node.attributes.axis});
@@ -508,9 +511,10 @@ class Evaluator {
         better = true;
       } else if (is_float(input.dtype)) {
         double x = input.values[in], current = input.values[best[out]];
-        better = !std::isnan(current) && (std::isnan(x) || x > current);
+        better = !std::isnan(current) && (std::isnan(x) || (smallest ? x < current : x > current));
       } else {
-        better = input.integers[in] > input.integers[best[out]];
+        const std::int64_t x = input.integers[in], current = input.integers[best[out]];
+        better = smallest ? x < current : x > current;
       }
       if (better) {
         seen[out] = true;

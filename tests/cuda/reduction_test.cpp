@@ -115,7 +115,7 @@ TEST(CudaReduction, Deterministic) {
   expect_same(reduce_sum(columns, {0}).to(Device::cpu()), reduce_sum(columns, {0}), 0, "two runs, columns");
 }
 
-TEST(CudaReduction, Argmax) {
+TEST(CudaReduction, ArgmaxAndArgmin) {
   KILN_REQUIRE_GPU();
   const std::vector<std::pair<Shape, std::int64_t>> shapes = {
       {Shape{100, 37}, 1}, {Shape{37, 100}, 0}, {Shape{3, 100000}, 1}, {Shape{10000}, 0},
@@ -125,6 +125,8 @@ TEST(CudaReduction, Argmax) {
       Tensor x = random_tensor(dtype, shape, 78);  // small integers and bools: many ties
       expect_same(argmax(x, axis), argmax(x.to(gpu), axis), 0,
                   "argmax " + std::string(to_string(dtype)) + shape.to_string() + " axis " + std::to_string(axis));
+      expect_same(argmin(x, axis), argmin(x.to(gpu), axis), 0,
+                  "argmin " + std::string(to_string(dtype)) + shape.to_string() + " axis " + std::to_string(axis));
     }
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> values(3 * 50000, -1.0);
@@ -132,9 +134,13 @@ TEST(CudaReduction, Argmax) {
   values[90000] = nan;
   values[10] = 4.0;      // row 0: the first of two equal maxima
   values[40000] = 4.0;
+  values[20] = -5.0;     // and of two equal minima
+  values[30000] = -5.0;
   Tensor x = from_vector<double>(values, Shape{3, 50000});
   expect_same(argmax(x, 1), argmax(x.to(gpu), 1), 0, "argmax with NaN and ties");
   expect_same(argmax(x, 0), argmax(x.to(gpu), 0), 0, "argmax columns with NaN");
+  expect_same(argmin(x, 1), argmin(x.to(gpu), 1), 0, "argmin with NaN and ties");
+  expect_same(argmin(x, 0), argmin(x.to(gpu), 0), 0, "argmin columns with NaN");
 }
 
 }  // namespace

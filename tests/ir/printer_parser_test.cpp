@@ -141,7 +141,8 @@ std::map<Op, std::vector<Sample>> samples() {
   {
     Attributes attributes = axis_attributes(1);
     attributes.keepdims = true;
-    table[Op::argmax] = {{{f32_23}, axis_attributes(1), {}}, {{type(DType::i32, {4, 5, 6})}, attributes, {}}};
+    for (Op op : {Op::argmax, Op::argmin})
+      table[op] = {{{f32_23}, axis_attributes(1), {}}, {{type(DType::i32, {4, 5, 6})}, attributes, {}}};
   }
   {
     Attributes transposed;

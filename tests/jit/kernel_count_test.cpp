@@ -148,14 +148,15 @@ TEST(KernelCount, LayerNormIsOneKernel) {
 }
 
 // The row composites are row kernels like softmax: logsumexp's maximum, shifted exponentials, sum and log (squeezed
-// by a view); the mean of squares and the scaling of rms_norm; variance's two means. (argmin is not here: argmax
-// runs its standard kernel, so argmin's negation is a kernel of its own.)
+// by a view); the mean of squares and the scaling of rms_norm; variance's two means. (argmin, like argmax, runs
+// its standard kernel: one library kernel.)
 TEST(KernelCount, RowCompositesAreOneKernelEach) {
   const Tensor x = random_tensor(DType::f32, {37, 301}, 13), gamma = random_tensor(DType::f32, {301}, 14);
   const std::vector<std::pair<std::string, std::function<Tensor(Tensor, Tensor)>>> composites = {
       {"reduce_logsumexp", [](Tensor x, Tensor) { return reduce_logsumexp(x, {-1}); }},
       {"rms_norm", [](Tensor x, Tensor gamma) { return nn::rms_norm(x, gamma); }},
       {"reduce_variance", [](Tensor x, Tensor) { return reduce_variance(x, {-1}); }},
+      {"argmin", [](Tensor x, Tensor) { return argmin(x, -1); }},
       {"silu", [](Tensor x, Tensor) { return nn::silu(x); }},
       {"clip of leaky_relu", [](Tensor x, Tensor) { return clip(nn::leaky_relu(x), -0.5, 0.5); }},
       {"softplus, log_sigmoid and elu",

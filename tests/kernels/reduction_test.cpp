@@ -1,4 +1,4 @@
-// Tests of the CPU reduction kernels (reduce_sum/mean/max/min/prod, argmax)
+// Tests of the CPU reduction kernels (reduce_sum/mean/max/min/prod, argmax, argmin)
 // against plain reference loops written here: double for floats, 64-bit
 // integers with wraparound for integers. Inputs are random (fixed seeds,
 // never zero); shapes cover rank 0, zero-size axes, size-1 axes, every
@@ -430,10 +430,10 @@ TEST(ReductionKernels, RejectsDtypesTheApiLayerCasts) {
   EXPECT_THROW(run_reduce(Op::reduce_mean, integers, {0}), kiln::DTypeError);
 }
 
-// ---- argmax -------------------------------------------------------------------
+// ---- argmax and argmin ------------------------------------------------------------
 
-// First index of the maximum along `axis`; NaN counts as the maximum.
-void check_argmax(const Array& input, int64_t axis, const Array& output) {
+// First index of the maximum (argmin: minimum) along `axis`; NaN counts as either.
+void check_arg_reduction(Op op, const Array& input, int64_t axis, const Array& output) {
   const Shape& shape = input.shape;
   int64_t outer = 1, inner = 1, length = shape[static_cast<int>(axis)];
   for (int i = 0; i < axis; ++i) outer *= shape[i];
@@ -444,20 +444,20 @@ void check_argmax(const Array& input, int64_t axis, const Array& output) {
       double best_value = get(input, a * length * inner + b);
       for (int64_t r = 1; r < length && !std::isnan(best_value); ++r) {
         double x = get(input, (a * length + r) * inner + b);
-        if (std::isnan(x) || x > best_value) {
+        if (std::isnan(x) || (op == Op::argmin ? x < best_value : x > best_value)) {
           best = r;
           best_value = x;
         }
       }
       ASSERT_EQ(output.data<int64_t>()[a * inner + b], best)
-          << "argmax of " << kiln::to_string(input.dtype) << shape.to_string() << " axis " << axis << " at (" << a
-          << ", " << b << ")";
+          << kiln::ir::name(op) << " of " << kiln::to_string(input.dtype) << shape.to_string() << " axis " << axis
+          << " at (" << a << ", " << b << ")";
     }
 }
 
-Array run_argmax(const Array& input, int64_t axis) {
+Array run_arg_reduction(Op op, const Array& input, int64_t axis) {
   Array output = make(DType::i64, reduced_shape(input.shape, {axis}, false));
-  cpu::argmax(axis, input, output);
+  cpu::arg_reduce(op, axis, input, output);
   return output;
 }
 
@@ -477,59 +477,67 @@ void fill_with_ties(const Array& array, std::uint64_t seed) {
   });
 }
 
-TEST(ArgmaxKernel, EveryAxisAndDtype) {
+constexpr Op arg_reductions[] = {Op::argmax, Op::argmin};
+
+TEST(ArgReductionKernels, EveryAxisAndDtype) {
   std::uint64_t seed = 2000;
-  for (const Shape& shape : {Shape{7}, Shape{5, 7, 3}, Shape{3, 5, 7, 2}, Shape{1, 9, 1}, Shape{2, 0, 3}})
-    for (DType dtype : all_dtypes)
-      for (int axis = 0; axis < shape.rank(); ++axis) {
-        if (shape[axis] == 0) continue;
+  for (Op op : arg_reductions)
+    for (const Shape& shape : {Shape{7}, Shape{5, 7, 3}, Shape{3, 5, 7, 2}, Shape{1, 9, 1}, Shape{2, 0, 3}})
+      for (DType dtype : all_dtypes)
+        for (int axis = 0; axis < shape.rank(); ++axis) {
+          if (shape[axis] == 0) continue;
+          Array input = make(dtype, shape);
+          if (seed % 2)
+            fill_with_ties(input, seed);
+          else
+            fill_random(input, seed);
+          ++seed;
+          check_arg_reduction(op, input, axis, run_arg_reduction(op, input, axis));
+        }
+}
+
+TEST(ArgReductionKernels, LargeInputs) {
+  std::uint64_t seed = 2100;
+  for (Op op : arg_reductions)
+    for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
+             {Shape{1000003}, 0}, {Shape{300, 4099}, 1}, {Shape{4099, 300}, 0}, {Shape{3, 5000, 7}, 1}})
+      for (DType dtype : all_dtypes) {
         Array input = make(dtype, shape);
         if (seed % 2)
           fill_with_ties(input, seed);
         else
           fill_random(input, seed);
         ++seed;
-        check_argmax(input, axis, run_argmax(input, axis));
+        check_arg_reduction(op, input, axis, run_arg_reduction(op, input, axis));
       }
 }
 
-TEST(ArgmaxKernel, LargeInputs) {
-  std::uint64_t seed = 2100;
-  for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
-           {Shape{1000003}, 0}, {Shape{300, 4099}, 1}, {Shape{4099, 300}, 0}, {Shape{3, 5000, 7}, 1}})
-    for (DType dtype : all_dtypes) {
-      Array input = make(dtype, shape);
-      if (seed % 2)
-        fill_with_ties(input, seed);
-      else
-        fill_random(input, seed);
-      ++seed;
-      check_argmax(input, axis, run_argmax(input, axis));
-    }
-}
-
-TEST(ArgmaxKernel, FirstNaNWinsAndMaximaInLaterBlocks) {
-  for (DType dtype : {DType::f32, DType::f64})
-    for (int64_t length : {int64_t{5}, int64_t{4096}, int64_t{4097}, int64_t{100000}}) {
-      Array input = make(dtype, Shape{3, length});
-      fill_random(input, 77);
-      kiln::visit_dtype(dtype, [&]<class T>() {
-        if constexpr (std::is_floating_point_v<T>) {
-          T* data = input.mutable_data<T>();
-          // Row 0: two NaNs after a large value; row 1: +inf late and a tie;
-          // row 2: only the last element is the maximum.
-          data[1] = 100;
-          data[length - 2] = NAN;
-          data[length - 1] = NAN;
-          data[length + length / 2] = INFINITY;
-          data[length + length - 1] = INFINITY;
-          data[2 * length + length - 1] = 1000;
-        }
-      });
-      Array output = run_argmax(input, 1);
-      check_argmax(input, 1, output);
-      EXPECT_EQ(output.data<int64_t>()[0], length - 2);
-    }
+TEST(ArgReductionKernels, FirstNaNWinsAndExtremesInLaterBlocks) {
+  for (Op op : arg_reductions)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int64_t length : {int64_t{5}, int64_t{4096}, int64_t{4097}, int64_t{100000}}) {
+        Array input = make(dtype, Shape{3, length});
+        fill_random(input, 77);
+        const double sign = op == Op::argmin ? -1 : 1;
+        kiln::visit_dtype(dtype, [&]<class T>() {
+          if constexpr (std::is_floating_point_v<T>) {
+            T* data = input.mutable_data<T>();
+            // Row 0: two NaNs after an extreme value; row 1: an infinity late and a tie;
+            // row 2: only the last element is the extreme.
+            data[1] = static_cast<T>(sign * 100);
+            data[length - 2] = NAN;
+            data[length - 1] = NAN;
+            data[length + length / 2] = static_cast<T>(sign * INFINITY);
+            data[length + length - 1] = static_cast<T>(sign * INFINITY);
+            data[2 * length + length - 1] = static_cast<T>(sign * 1000);
+          }
+        });
+        Array output = run_arg_reduction(op, input, 1);
+        check_arg_reduction(op, input, 1, output);
+        EXPECT_EQ(output.data<int64_t>()[0], length - 2);
+        EXPECT_EQ(output.data<int64_t>()[1], length / 2);
+        EXPECT_EQ(output.data<int64_t>()[2], length - 1);
+      }
 }
 
 }  // namespace

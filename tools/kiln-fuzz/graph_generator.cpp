@@ -388,7 +388,8 @@ class Builder {
       case Op::reduce_mean: return build_reduction(op, float_value());
       case Op::reduce_max:
       case Op::reduce_min: return build_reduction(op, any_value());
-      case Op::argmax: return build_argmax();
+      case Op::argmax:
+      case Op::argmin: return build_arg_reduction(op);
       case Op::matmul: return build_matmul();
       case Op::reshape: return build_reshape();
       case Op::transpose: return build_transpose();
@@ -452,7 +453,7 @@ class Builder {
     return add(op, {x}, attributes);
   }
 
-  ValueId build_argmax() {
+  ValueId build_arg_reduction(Op op) {
     ValueId x = any_value();
     const Shape& shape = type(x).shape;
     std::vector<std::int64_t> axes;
@@ -462,7 +463,7 @@ class Builder {
     ir::Attributes attributes;
     attributes.axis = random_.pick(axes);
     attributes.keepdims = random_.chance(0.4);
-    return add(Op::argmax, {x}, attributes);
+    return add(op, {x}, attributes);
   }
 
   // Indices from a fresh source (a parameter holds integers in [-9, 9], sometimes [-999, 999]) clamped to

@@ -120,7 +120,8 @@ class HazardFinder {
       case Op::ge:
         return check_comparison(id);
       case Op::argmax:
-        return check_argmax(id);
+      case Op::argmin:
+        return check_arg_reduction(id);
       case Op::reduce_prod:
         return check_product(id);
       case Op::reduce_sum:
@@ -252,8 +253,10 @@ class HazardFinder {
       report(id, "sum whose terms may overflow (the order decides inf or NaN)");
   }
 
-  void check_argmax(ir::ValueId id) {
+  // A near tie between the two largest (argmin: smallest) elements of a row.
+  void check_arg_reduction(ir::ValueId id) {
     const ir::Node& node = graph_.node(id);
+    const double sign = node.op == Op::argmin ? -1 : 1;  // argmin's order is argmax's of the negation
     ir::ValueId operand = node.operands[0];
     const Value& v = value(operand);
     auto axis = static_cast<int>(node.attributes.axis);
@@ -266,7 +269,7 @@ class HazardFinder {
         bool inexact = false, nan = false;
         for (std::int64_t k = 0; k < length; ++k) {
           std::int64_t flat = (o * length + k) * inner + in;
-          double x = v.values[static_cast<std::size_t>(flat)];
+          double x = sign * v.values[static_cast<std::size_t>(flat)];
           nan = nan || std::isnan(x);
           inexact = inexact || v.magnitude(flat) > 0;
           scale = std::max({scale, std::fabs(x), v.magnitude(flat)});
@@ -279,7 +282,7 @@ class HazardFinder {
         }
         if (!inexact || nan || length < 2 || !std::isfinite(scale)) continue;
         if (top - second <= separation(precision(operand)) * scale)
-          return report(operand, "inexact operand of argmax with a near tie");
+          return report(operand, "inexact operand of " + std::string(ir::name(node.op)) + " with a near tie");
       }
     }
   }

@@ -4,7 +4,7 @@
 // discontinuity turns a rounding error into a different answer (see
 // src/reference/reference_evaluator.h and compare.h):
 //   - the operand of floor, ceil, sign, a cast to an integer or bool, a
-//     comparison or argmax, computed inexactly and within rounding distance
+//     comparison, argmax or argmin, computed inexactly and within rounding distance
 //     of the jump (floor(x*y) at x*y = 2.9999999);
 //   - an inexact value near a singularity: the divisor of div, the operand
 //     of log, sqrt, rsqrt, the base of pow (where the sign of a value near 0

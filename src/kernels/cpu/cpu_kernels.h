@@ -40,7 +40,9 @@ void iota(std::int64_t axis, const runtime::Array& output);
 // the thread count.
 void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Array& input,
             const runtime::Array& output);
-void argmax(std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
+// argmax or argmin (`op`) along `axis`: the i64 index of the first largest or smallest element, a NaN counting
+// as both (the first NaN wins, as NumPy's).
+void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
 
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
 // Batched matrix product over the last two axes, batch axes broadcast.

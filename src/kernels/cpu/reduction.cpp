@@ -1,4 +1,4 @@
-// Reductions (reduce_sum/mean/max/min/prod over a set of axes) and argmax.
+// Reductions (reduce_sum/mean/max/min/prod over a set of axes), argmax and argmin.
 //
 // Plan. Size-1 axes are dropped and neighbouring axes that are both reduced
 // or both kept are merged, so every problem is a short list of alternating
@@ -550,10 +550,10 @@ void dispatch(const Array& input, const Collapsed& shape, const Array& output) {
   visit_dtype(input.dtype, [&]<class T>() { reduce_with<Op, Accumulator<Op, T>>(input, shape, output); });
 }
 
-// ---- argmax --------------------------------------------------------------------
+// ---- argmax and argmin -------------------------------------------------------------
 
-// The first index of the maximum of x[begin, end) of the row at x, and its value; NaN counts as the maximum (the
-// first NaN wins), like NumPy.
+// The first index of the maximum (`smallest`: the minimum) of x[begin, end) of the row at x, and its value; NaN
+// counts as the extreme either way (the first NaN wins), like NumPy.
 template <class T>
 bool is_nan(T value) {
   if constexpr (std::is_floating_point_v<T>)
@@ -563,17 +563,17 @@ bool is_nan(T value) {
 }
 
 // Whether `candidate`, later in the row than `best`, takes its place.
-template <class T>
+template <bool smallest, class T>
 bool beats(T candidate, T best) {
-  return candidate > best || (is_nan(candidate) && !is_nan(best));
+  return (smallest ? candidate < best : candidate > best) || (is_nan(candidate) && !is_nan(best));
 }
 
-template <class T>
-std::pair<int64_t, T> argmax_scalar(const T* x, int64_t begin, int64_t end) {
+template <bool smallest, class T>
+std::pair<int64_t, T> arg_extreme_scalar(const T* x, int64_t begin, int64_t end) {
   int64_t best_index = begin;
   T best = x[begin];
   for (int64_t i = begin + 1; i < end && !is_nan(best); ++i)
-    if (beats(x[i], best)) {
+    if (beats<smallest>(x[i], best)) {
       best_index = i;
       best = x[i];
     }
@@ -586,8 +586,8 @@ std::pair<int64_t, T> argmax_scalar(const T* x, int64_t begin, int64_t end) {
 // 2^31 elements for 4-byte types. Until 2026-12-01 a block's maximum by the vector code of reduce_max and a scalar
 // scan for its first position: the scan covered half of each 2048-float row on average (argmax over 4096 x 2048
 // floats: 3.9 ms, a third of the read bandwidth; Emerald Rapids, 2 threads).
-template <class T>
-std::pair<int64_t, T> argmax_vector(const T* x, int64_t begin, int64_t end) {
+template <bool smallest, class T>
+std::pair<int64_t, T> arg_extreme_vector(const T* x, int64_t begin, int64_t end) {
   constexpr int width = Simd<T>::width;
   using Index = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
   using IndexVector = Vec<Index>;
@@ -602,7 +602,11 @@ std::pair<int64_t, T> argmax_vector(const T* x, int64_t begin, int64_t end) {
   for (; i + width <= end; i += width) {
     lane_index += step;
     const Vec<T> value = load(x + i);
-    IndexVector take = value > best;
+    IndexVector take;
+    if constexpr (smallest)
+      take = value < best;
+    else
+      take = value > best;
     if constexpr (std::is_floating_point_v<T>) take |= (value != value) & (best == best);
     best = take ? value : best;
     best_index = take ? lane_index : best_index;
@@ -612,38 +616,39 @@ std::pair<int64_t, T> argmax_vector(const T* x, int64_t begin, int64_t end) {
     const T value = best[lane];
     const int64_t index = begin + best_index[lane];
     const bool same = value == result.second || (is_nan(value) && is_nan(result.second));
-    if (beats(value, result.second) || (same && index < result.first)) result = {index, value};
+    if (beats<smallest>(value, result.second) || (same && index < result.first)) result = {index, value};
   }
   if (i < end && !is_nan(result.second)) {  // the last elements, after every one the lanes saw
-    const auto tail = argmax_scalar(x, i, end);
-    if (beats(tail.second, result.second)) result = tail;
+    const auto tail = arg_extreme_scalar<smallest>(x, i, end);
+    if (beats<smallest>(tail.second, result.second)) result = tail;
   }
   return result;
 }
 
-template <class T>
-std::pair<int64_t, T> argmax_range(const T* x, int64_t begin, int64_t end) {
+template <bool smallest, class T>
+std::pair<int64_t, T> arg_extreme_range(const T* x, int64_t begin, int64_t end) {
   if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
     constexpr int64_t longest = int64_t{1} << 30;  // within the index lanes
-    if (end - begin < 2 * Simd<T>::width) return argmax_scalar(x, begin, end);
-    auto best = argmax_vector(x, begin, std::min(end, begin + longest));
+    if (end - begin < 2 * Simd<T>::width) return arg_extreme_scalar<smallest>(x, begin, end);
+    auto best = arg_extreme_vector<smallest>(x, begin, std::min(end, begin + longest));
     for (int64_t first = begin + longest; first < end && !is_nan(best.second); first += longest) {
-      const auto next = end - first < 2 * Simd<T>::width ? argmax_scalar(x, first, end)
-                                                         : argmax_vector(x, first, std::min(end, first + longest));
-      if (beats(next.second, best.second)) best = next;
+      const auto next = end - first < 2 * Simd<T>::width
+                            ? arg_extreme_scalar<smallest>(x, first, end)
+                            : arg_extreme_vector<smallest>(x, first, std::min(end, first + longest));
+      if (beats<smallest>(next.second, best.second)) best = next;
     }
     return best;
   } else {
-    return argmax_scalar(x, begin, end);
+    return arg_extreme_scalar<smallest>(x, begin, end);
   }
 }
 
-template <class T>
-void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int64_t* out) {
+template <bool smallest, class T>
+void arg_extreme_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int64_t* out) {
   if (inner == 1) {
     // Rows, each split into segments when there are too few rows to go
-    // around; segments are combined in order (argmax is exact, so any split
-    // gives the same answer).
+    // around; segments are combined in order (the result is exact, so any
+    // split gives the same answer).
     constexpr int64_t segment = 16 * leaf_size;
     int64_t segments = 1;
     if (outer < 4 * runtime::thread_count()) segments = ceil_div(length, segment);
@@ -653,16 +658,16 @@ void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int6
       for (int64_t task = begin; task < end; ++task) {
         int64_t row = task / segments, first = task % segments * segment;
         const T* data = x + row * length;
-        results[static_cast<std::size_t>(task)] = segments == 1
-                                                      ? argmax_range(data, 0, length)
-                                                      : argmax_range(data, first, std::min(length, first + segment));
+        results[static_cast<std::size_t>(task)] =
+            segments == 1 ? arg_extreme_range<smallest>(data, 0, length)
+                          : arg_extreme_range<smallest>(data, first, std::min(length, first + segment));
       }
     });
     for (int64_t row = 0; row < outer; ++row) {
       auto best = results[static_cast<std::size_t>(row * segments)];
       for (int64_t s = 1; s < segments && !is_nan(best.second); ++s) {
         const auto& candidate = results[static_cast<std::size_t>(row * segments + s)];
-        if (is_nan(candidate.second) || candidate.second > best.second) best = candidate;
+        if (beats<smallest>(candidate.second, best.second)) best = candidate;
       }
       out[row] = best.first;
     }
@@ -686,8 +691,7 @@ void argmax_typed(const T* x, int64_t outer, int64_t length, int64_t inner, int6
                             for (int64_t r = 1; r < length; ++r) {
                               const T* row = item + r * inner;
                               for (int64_t j = 0; j < width; ++j) {
-                                bool take = row[j] > best[j];
-                                take = take || (is_nan(row[j]) && !is_nan(best[j]));
+                                const bool take = beats<smallest>(row[j], best[j]);
                                 best[j] = take ? row[j] : best[j];
                                 index[j] = take ? r : index[j];
                               }
@@ -745,17 +749,23 @@ void reduce(ir::Op op, const std::vector<int64_t>& axes, const Array& input, con
   }
 }
 
-void argmax(int64_t axis, const Array& input, const Array& output) {
+void arg_reduce(ir::Op op, int64_t axis, const Array& input, const Array& output) {
+  const std::string name(ir::name(op));
   const Shape& shape = input.shape;
-  if (axis < 0 || axis >= shape.rank() || output.dtype != DType::i64)
-    throw InternalError("argmax", "kernel called with a bad axis or output dtype", std::string());
+  if ((op != ir::Op::argmax && op != ir::Op::argmin) || axis < 0 || axis >= shape.rank() ||
+      output.dtype != DType::i64)
+    throw InternalError(name, "kernel called with a bad op, axis or output dtype", std::string());
   int64_t outer = 1, inner = 1, length = shape[static_cast<int>(axis)];
   for (int i = 0; i < axis; ++i) outer *= shape[i];
   for (int i = static_cast<int>(axis) + 1; i < shape.rank(); ++i) inner *= shape[i];
   if (outer * inner == 0) return;
-  if (length == 0) throw ShapeError("argmax", "argmax of an empty axis", std::string());
-  visit_dtype(input.dtype,
-              [&]<class T>() { argmax_typed(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>()); });
+  if (length == 0) throw ShapeError(name, name + " of an empty axis", std::string());
+  visit_dtype(input.dtype, [&]<class T>() {
+    if (op == ir::Op::argmin)
+      arg_extreme_typed<true>(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>());
+    else
+      arg_extreme_typed<false>(input.data<T>(), outer, length, inner, output.mutable_data<int64_t>());
+  });
 }
 
 }  // namespace kiln::kernels::cpu

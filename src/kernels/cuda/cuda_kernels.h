@@ -52,7 +52,8 @@ void iota(std::int64_t axis, const runtime::Array& output);
 // ---- reductions (reduction.cu) --------------------------------------------------
 void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Array& input,
             const runtime::Array& output);
-void argmax(std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
+// argmax or argmin (`op`), as the CPU's arg_reduce.
+void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
 
 // ---- matmul (matmul.cu) ---------------------------------------------------------
 // f32/f64 through cuBLAS (strided-batched GEMMs; TF32 for f32 when

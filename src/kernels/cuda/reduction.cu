@@ -1,5 +1,5 @@
-// CUDA kernels: reductions (reduce_sum/mean/max/min/prod over a set of axes)
-// and argmax.
+// CUDA kernels: reductions (reduce_sum/mean/max/min/prod over a set of axes),
+// argmax and argmin.
 //
 // Plan (plan.h, the CPU kernels' order): size-1 axes dropped, neighbouring
 // axes of one kind merged, then one pass per reduced axis, innermost first:
@@ -225,51 +225,55 @@ template <class Op> void dispatch(const std::vector<int64_t>& axes, const Array&
   visit_dtype(input.dtype, [&]<class T>() { reduce_typed<Op, typename AccumulatorOf<Op, T>::type>(axes, input, output); });
 }
 
-// ---- argmax ------------------------------------------------------------------------------
+// ---- argmax and argmin ----------------------------------------------------------------------
 
-// A candidate for the maximum. The order is total: NaN above everything
-// (the first NaN wins, as NumPy), then larger values, then lower indices, so
-// combining candidates in any grouping gives the same, exact answer.
+// A candidate for the maximum (`smallest`: the minimum). The order is total: NaN
+// above everything (the first NaN wins, as NumPy), then larger (smaller) values,
+// then lower indices, so combining candidates in any grouping gives the same,
+// exact answer.
 template <class T> struct Candidate {
   T value;
   int64_t index;
 };
 
-template <class T> __device__ __forceinline__ Candidate<T> better(const Candidate<T>& a, const Candidate<T>& b) {
+template <bool smallest, class T>
+__device__ __forceinline__ Candidate<T> better(const Candidate<T>& a, const Candidate<T>& b) {
   const bool a_nan = a.value != a.value, b_nan = b.value != b.value;  // false for integers
   if (a_nan != b_nan) return a_nan ? a : b;
-  if (!a_nan && a.value != b.value) return a.value > b.value ? a : b;
+  if (!a_nan && a.value != b.value) return (smallest ? a.value < b.value : a.value > b.value) ? a : b;
   return a.index <= b.index ? a : b;
 }
 
-// Loses against every real candidate.
-template <class T> __device__ __forceinline__ Candidate<T> no_candidate() {
-  T lowest;
-  if constexpr (std::numeric_limits<T>::has_infinity) lowest = -std::numeric_limits<T>::infinity();
-  else lowest = std::numeric_limits<T>::lowest();
-  return {lowest, std::numeric_limits<int64_t>::max()};
+// Loses against every real candidate (ties go to the lower index).
+template <bool smallest, class T> __device__ __forceinline__ Candidate<T> no_candidate() {
+  T worst;
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    worst = smallest ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity();
+  else
+    worst = smallest ? std::numeric_limits<T>::max() : std::numeric_limits<T>::lowest();
+  return {worst, std::numeric_limits<int64_t>::max()};
 }
 
-template <class T> __device__ __forceinline__ Candidate<T> warp_argmax(Candidate<T> c) {
+template <bool smallest, class T> __device__ __forceinline__ Candidate<T> warp_best(Candidate<T> c) {
 #pragma unroll
   for (int mask = warp_size / 2; mask > 0; mask /= 2)
-    c = better(c, Candidate<T>{shuffle_xor(c.value, mask), shuffle_xor(c.index, mask)});
+    c = better<smallest>(c, Candidate<T>{shuffle_xor(c.value, mask), shuffle_xor(c.index, mask)});
   return c;
 }
 
 // One warp per row of `count` candidates: values[row * count + i] with index
 // indices[row * count + i], or i when `indices` is null (the input itself).
-template <class T>
-__global__ void argmax_rows_warp_kernel(const T* __restrict__ values, const int64_t* __restrict__ indices,
+template <bool smallest, class T>
+__global__ void arg_rows_warp_kernel(const T* __restrict__ values, const int64_t* __restrict__ indices,
                                         int64_t rows, int64_t count, int64_t* __restrict__ out) {
   const int lane = threadIdx.x % warp_size;
   for (int64_t row = thread_index() / warp_size; row < rows; row += thread_count() / warp_size) {
-    Candidate<T> best = no_candidate<T>();
+    Candidate<T> best = no_candidate<smallest, T>();
     for (int64_t i = lane; i < count; i += warp_size) {
       int64_t at = row * count + i;
-      best = better(best, Candidate<T>{values[at], indices ? indices[at] : i});
+      best = better<smallest>(best, Candidate<T>{values[at], indices ? indices[at] : i});
     }
-    best = warp_argmax(best);
+    best = warp_best<smallest>(best);
     if (lane == 0) out[row] = best.index;
   }
 }
@@ -278,8 +282,8 @@ constexpr int64_t argmax_warp_limit = 4096;
 constexpr int64_t argmax_chunk = 8192;
 
 // One block per (row, chunk): the chunk's best candidate.
-template <class T>
-__global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t rows, int64_t length, int64_t chunks,
+template <bool smallest, class T>
+__global__ void arg_rows_block_kernel(const T* __restrict__ x, int64_t rows, int64_t length, int64_t chunks,
                                          T* __restrict__ best_values, int64_t* __restrict__ best_indices) {
   constexpr int warps = block_threads / warp_size;
   __shared__ T shared_values[warps];
@@ -288,18 +292,18 @@ __global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t rows, 
   for (int64_t task = blockIdx.x; task < rows * chunks; task += gridDim.x) {
     const int64_t row = task / chunks, begin = task % chunks * argmax_chunk;
     const int64_t end = begin + argmax_chunk < length ? begin + argmax_chunk : length;
-    Candidate<T> best = no_candidate<T>();
+    Candidate<T> best = no_candidate<smallest, T>();
     for (int64_t i = begin + threadIdx.x; i < end; i += block_threads)
-      best = better(best, Candidate<T>{x[row * length + i], i});
-    best = warp_argmax(best);
+      best = better<smallest>(best, Candidate<T>{x[row * length + i], i});
+    best = warp_best<smallest>(best);
     if (lane == 0) {
       shared_values[warp] = best.value;
       shared_indices[warp] = best.index;
     }
     __syncthreads();
     if (warp == 0) {
-      best = lane < warps ? Candidate<T>{shared_values[lane], shared_indices[lane]} : no_candidate<T>();
-      best = warp_argmax(best);
+      best = lane < warps ? Candidate<T>{shared_values[lane], shared_indices[lane]} : no_candidate<smallest, T>();
+      best = warp_best<smallest>(best);
       if (lane == 0) {
         best_values[task] = best.value;
         best_indices[task] = best.index;
@@ -310,27 +314,27 @@ __global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t rows, 
 }
 
 // [outer, length, inner] -> [outer, inner]: one thread per column, in order.
-template <class T>
-__global__ void argmax_columns_kernel(const T* __restrict__ x, int64_t outer, int64_t length, int64_t inner,
+template <bool smallest, class T>
+__global__ void arg_columns_kernel(const T* __restrict__ x, int64_t outer, int64_t length, int64_t inner,
                                       int64_t* __restrict__ out) {
   for (int64_t t = thread_index(); t < outer * inner; t += thread_count()) {
     const int64_t a = t / inner, b = t % inner;
     const T* column = x + a * length * inner + b;
     Candidate<T> best{column[0], 0};
-    for (int64_t r = 1; r < length; ++r) best = better(best, Candidate<T>{column[r * inner], r});
+    for (int64_t r = 1; r < length; ++r) best = better<smallest>(best, Candidate<T>{column[r * inner], r});
     out[t] = best.index;
   }
 }
 
-template <class T>
-void argmax_typed(runtime::cuda::DeviceContext& context, Device device, const T* x, int64_t outer, int64_t length,
-                  int64_t inner, int64_t* out) {
+template <bool smallest, class T>
+void arg_reduce_typed(const char* name, runtime::cuda::DeviceContext& context, Device device, const T* x,
+                      int64_t outer, int64_t length, int64_t inner, int64_t* out) {
   if (inner > 1) {
-    launch("argmax", context, outer * inner, &argmax_columns_kernel<T>, x, outer, length, inner, out);
+    launch(name, context, outer * inner, &arg_columns_kernel<smallest, T>, x, outer, length, inner, out);
     return;
   }
   if (length <= argmax_warp_limit) {
-    launch("argmax", context, outer * warp_size, &argmax_rows_warp_kernel<T>, x, nullptr, outer, length, out);
+    launch(name, context, outer * warp_size, &arg_rows_warp_kernel<smallest, T>, x, nullptr, outer, length, out);
     return;
   }
   const int64_t chunks = ceil_div(length, argmax_chunk);
@@ -340,9 +344,9 @@ void argmax_typed(runtime::cuda::DeviceContext& context, Device device, const T*
   int64_t* best_indices = static_cast<int64_t*>(indices->data());
   const Launch shape = grid_stride_launch(outer * chunks * block_threads, block_threads,
                                           context.properties.multiProcessorCount);
-  launch_grid("argmax", context, shape.blocks, block_threads, &argmax_rows_block_kernel<T>, x, outer, length, chunks,
+  launch_grid(name, context, shape.blocks, block_threads, &arg_rows_block_kernel<smallest, T>, x, outer, length, chunks,
               best_values, best_indices);
-  launch("argmax", context, outer * warp_size, &argmax_rows_warp_kernel<T>, best_values, best_indices, outer, chunks,
+  launch(name, context, outer * warp_size, &arg_rows_warp_kernel<smallest, T>, best_values, best_indices, outer, chunks,
          out);
 }
 
@@ -378,18 +382,24 @@ void reduce(ir::Op op, const std::vector<int64_t>& axes, const Array& input, con
   }
 }
 
-void argmax(int64_t axis, const Array& input, const Array& output) {
+void arg_reduce(ir::Op op, int64_t axis, const Array& input, const Array& output) {
+  const std::string name(ir::name(op));
   const Shape& shape = input.shape;
-  if (axis < 0 || axis >= shape.rank() || output.dtype != DType::i64)
-    internal_error("argmax", "kernel called with a bad axis or output dtype");
+  if ((op != ir::Op::argmax && op != ir::Op::argmin) || axis < 0 || axis >= shape.rank() ||
+      output.dtype != DType::i64)
+    internal_error(name, "kernel called with a bad op, axis or output dtype");
   int64_t outer = 1, inner = 1, length = shape[static_cast<int>(axis)];
   for (int i = 0; i < axis; ++i) outer *= shape[i];
   for (int i = static_cast<int>(axis) + 1; i < shape.rank(); ++i) inner *= shape[i];
   if (outer * inner == 0) return;
-  if (length == 0) throw ShapeError("argmax", "argmax of an empty axis", std::string());
-  auto& context = context_of(output, "argmax");
+  if (length == 0) throw ShapeError(name, name + " of an empty axis", std::string());
+  auto& context = context_of(output, name);
   visit_dtype(input.dtype, [&]<class T>() {
-    argmax_typed(context, output.device(), input.data<T>(), outer, length, inner, output.mutable_data<int64_t>());
+    int64_t* out = output.mutable_data<int64_t>();
+    if (op == ir::Op::argmin)
+      arg_reduce_typed<true>(name.c_str(), context, output.device(), input.data<T>(), outer, length, inner, out);
+    else
+      arg_reduce_typed<false>(name.c_str(), context, output.device(), input.data<T>(), outer, length, inner, out);
   });
 }
 
