@@ -1,6 +1,6 @@
 // Ops that users of TensorFlow, JAX and PyTorch expect as one call but that are compositions of kiln's
-// primitives: written with them, so the JIT sees and fuses every step (logsumexp is one row kernel like softmax). Each checks its own arguments first, so that a bad axis
-// or shape is reported under the name the user called.
+// primitives: written with them, so the JIT sees and fuses every step (logsumexp is one row kernel like softmax).
+// Each checks its own arguments first, so that a bad axis or shape is reported under the name the user called.
 
 #include "api/dispatch.h"
 
