@@ -30,6 +30,14 @@ Tensor log_sigmoid(const Tensor& x, Location location = Location::current());
 // x where x > 0, alpha (e^x - 1) elsewhere (elu(-0) is -0), through expm1 so that small negative inputs keep
 // their accuracy. tf.nn.elu, jax.nn.elu, torch's ELU.
 Tensor elu(const Tensor& x, double alpha = 1.0, Location location = Location::current());
+// scale elu(x, alpha) with SELU's constants (alpha 1.6732632..., scale 1.0507009...; Klambauer et al. 2017).
+Tensor selu(const Tensor& x, Location location = Location::current());
+// min(max(x, 0), 6); hard_sigmoid(x) = relu6(x + 3) / 6 and hard_swish(x) = x hard_sigmoid(x) (MobileNetV3; PyTorch's,
+// JAX's and Keras 3's forms); mish(x) = x tanh(softplus(x)). NaN stays NaN in each.
+Tensor relu6(const Tensor& x, Location location = Location::current());
+Tensor hard_sigmoid(const Tensor& x, Location location = Location::current());
+Tensor hard_swish(const Tensor& x, Location location = Location::current());
+Tensor mish(const Tensor& x, Location location = Location::current());
 // x where x >= 0, negative_slope * x elsewhere. The default slope is PyTorch's and JAX's 0.01 (TensorFlow's
 // tf.nn.leaky_relu defaults to 0.2).
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, Location location = Location::current());
@@ -52,5 +60,17 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma = {}, double epsilon = 1e-6
 // reduce_sum(one_hot(labels, n) * log_softmax(logits), {-1}) never writes the one-hot rows.
 Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype = DType::f32,
                Location location = Location::current());
+
+// Losses per example, not reduced over the batch (as TensorFlow's *_with_logits ops; take reduce_mean for the
+// average).
+// -log softmax(logits)[label] over the last axis, for integer class labels of logits' leading shape: logsumexp(logits)
+// minus the label's logit, one row kernel. A label outside [0, classes) gives NaN (as TensorFlow on a GPU).
+Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels,
+                                    Location location = Location::current());
+// -sum(labels log softmax(logits)) over the last axis, for labels that are probabilities of logits' shape.
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location = Location::current());
+// The binary cross-entropy of sigmoid(logits) against labels in [0, 1], elementwise: max(x, 0) - x z +
+// log(1 + e^-|x|) (tf.nn.sigmoid_cross_entropy_with_logits), finite for every finite logit.
+Tensor sigmoid_cross_entropy(const Tensor& logits, const Tensor& labels, Location location = Location::current());
 
 }  // namespace kiln::nn

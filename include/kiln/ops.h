@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -134,6 +135,10 @@ Tensor reduce_logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false,
 // in f32.
 Tensor reduce_variance(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 Tensor reduce_std(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+// Whether any (all) elements over `axes` are nonzero (NaN counts as nonzero, as in NumPy): bool results. Of no
+// elements, any is false and all is true.
+Tensor reduce_any(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
+Tensor reduce_all(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 
 // ---- matmul --------------------------------------------------------------------
 struct MatmulOptions {
@@ -170,6 +175,14 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t count, std::int64_t axis
 // the rest (tf.split's size_splits, torch.split with a list).
 std::vector<Tensor> split_sizes(const Tensor& x, std::vector<std::int64_t> sizes, std::int64_t axis = 0,
                                 Location location = Location::current());
+// `x` with `paddings[i].first` elements of `value` before and `.second` after it along axis i (tf.pad and
+// jnp.pad in constant mode; torch.nn.functional.pad lists the axes from the last). One pair per axis; none
+// negative.
+Tensor pad(const Tensor& x, const std::vector<std::pair<std::int64_t, std::int64_t>>& paddings, Scalar value = 0,
+           Location location = Location::current());
+// `x` repeated `multiples[i]` times along axis i (np.tile, tf.tile, torch's Tensor.tile): [2, 3] tiled {2, 1} is
+// [4, 3], the rows repeated as a block. Fewer multiples than axes repeat the last axes; more add leading axes.
+Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples, Location location = Location::current());
 // Slices of `params` along `axis` picked by integer `indices` (i32 or i64, any shape), as NumPy's take,
 // tf.gather and jnp.take: the result's shape is params' with that axis replaced by the indices' shape, so
 // gather(table [vocabulary, width], tokens [batch, length]) is [batch, length, width] (an embedding lookup).

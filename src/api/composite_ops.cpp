@@ -63,9 +63,12 @@ Tensor reduce_variance(const Tensor& x, Axes axes, bool keepdims, Location locat
   return reduce_mean(square(centered, location), Axes(normalized), keepdims, location);
 }
 
+// The square root taken before the reduced axes are dropped, so that it stays in the variance's row kernel.
 Tensor reduce_std(const Tensor& x, Axes axes, bool keepdims, Location location) {
-  checked_rank(x, "reduce_std", location);
-  return sqrt(reduce_variance(x, std::move(axes), keepdims, location), location);
+  const int rank = checked_rank(x, "reduce_std", location);
+  const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_std", location);
+  const Tensor deviation = sqrt(reduce_variance(x, Axes(normalized), true, location), location);
+  return drop_reduced_axes(deviation, normalized, keepdims, location);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis, Location location) {
@@ -140,6 +143,80 @@ std::vector<Tensor> split_sizes(const Tensor& x, std::vector<std::int64_t> sizes
     start += piece;
   }
   return pieces;
+}
+
+Tensor reduce_any(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  checked_rank(x, "reduce_any", location);
+  return reduce_max(cast(x, DType::boolean, location), std::move(axes), keepdims, location);
+}
+
+// Not reduce_min of bools: its identity (for no elements) is the largest value of the stored byte, not true.
+Tensor reduce_all(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  checked_rank(x, "reduce_all", location);
+  return logical_not(reduce_any(logical_not(x, location), std::move(axes), keepdims, location), location);
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::pair<std::int64_t, std::int64_t>>& paddings, Scalar value,
+           Location location) {
+  const int rank = checked_rank(x, "pad", location);
+  if (static_cast<int>(paddings.size()) != rank)
+    throw ShapeError("pad",
+                     std::to_string(paddings.size()) + " pairs of paddings for " + describe(x) +
+                         ": give one (before, after) pair per axis",
+                     location);
+  if (!x.shape().is_static()) throw ShapeError("pad", "cannot pad a value whose shape depends on data", location);
+  Tensor result = x;
+  for (int axis = 0; axis < rank; ++axis) {
+    const auto [before, after] = paddings[static_cast<std::size_t>(axis)];
+    if (before < 0 || after < 0)
+      throw ValueError("pad",
+                       "paddings must be >= 0, got (" + std::to_string(before) + ", " + std::to_string(after) +
+                           ") on axis " + std::to_string(axis),
+                       location);
+    if (before == 0 && after == 0) continue;
+    std::vector<Tensor> pieces;
+    auto filler = [&](std::int64_t count) {
+      std::vector<std::int64_t> dims(result.shape().dims().begin(), result.shape().dims().end());
+      dims[static_cast<std::size_t>(axis)] = count;
+      return detail::constant(value, x.dtype(), Shape(dims), x.device(), location);
+    };
+    if (before > 0) pieces.push_back(filler(before));
+    pieces.push_back(result);
+    if (after > 0) pieces.push_back(filler(after));
+    result = concat(pieces, axis, location);
+  }
+  return result;
+}
+
+Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples, Location location) {
+  checked_rank(x, "tile", location);
+  if (!x.shape().is_static()) throw ShapeError("tile", "cannot tile a value whose shape depends on data", location);
+  for (std::int64_t multiple : multiples)
+    if (multiple < 0) throw ValueError("tile", "multiples must be >= 0, got " + std::to_string(multiple), location);
+  // Both lists right-aligned, as np.tile aligns them: the shorter one gains leading 1s.
+  std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end()), repeats = multiples;
+  while (dims.size() < repeats.size()) dims.insert(dims.begin(), 1);
+  while (repeats.size() < dims.size()) repeats.insert(repeats.begin(), 1);
+  // [d0, d1, ...] -> [1, d0, 1, d1, ...] -> broadcast to [m0, d0, m1, d1, ...] -> [m0 d0, m1 d1, ...].
+  std::vector<std::int64_t> interleaved, broadcast, tiled;
+  for (std::size_t axis = 0; axis < dims.size(); ++axis) {
+    interleaved.insert(interleaved.end(), {1, dims[axis]});
+    broadcast.insert(broadcast.end(), {repeats[axis], dims[axis]});
+    tiled.push_back(repeats[axis] * dims[axis]);
+  }
+  if (interleaved.size() > static_cast<std::size_t>(Shape::max_rank)) {
+    // Too many axes to interleave within the maximum rank: one axis at a time, by concatenation.
+    Tensor result = reshape(x, dims, location);
+    for (std::size_t axis = 0; axis < dims.size(); ++axis) {
+      if (repeats[axis] == 0) return detail::constant(0, x.dtype(), Shape(tiled), x.device(), location);
+      if (repeats[axis] > 1)
+        result = concat(std::vector<Tensor>(static_cast<std::size_t>(repeats[axis]), result),
+                        static_cast<std::int64_t>(axis), location);
+    }
+    return result;
+  }
+  const Tensor spread = broadcast_to(reshape(x, interleaved, location), Shape(broadcast), location);
+  return reshape(spread, tiled, location);
 }
 
 }  // namespace kiln

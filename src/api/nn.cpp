@@ -5,7 +5,9 @@
 #include <kiln/error.h>
 #include <kiln/nn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace kiln::nn {
@@ -118,6 +120,62 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location l
   Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);
   Tensor result = mul(x, rsqrt(add(mean_square, epsilon, location), location), location);
   return gamma.defined() ? mul(result, gamma, location) : result;
+}
+
+Tensor selu(const Tensor& x, Location location) {
+  constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
+  return mul(elu(x, alpha, location), scale, location);
+}
+
+Tensor relu6(const Tensor& x, Location location) { return clip(x, 0, 6, location); }
+
+Tensor hard_sigmoid(const Tensor& x, Location location) {
+  return div(relu6(add(x, 3, location), location), 6, location);
+}
+
+Tensor hard_swish(const Tensor& x, Location location) { return mul(x, hard_sigmoid(x, location), location); }
+
+Tensor mish(const Tensor& x, Location location) { return mul(x, tanh(softplus(x, location), location), location); }
+
+namespace {
+void require_classes_axis(const char* op, const Tensor& logits, const Location& location) {
+  if (!logits.defined()) throw ValueError(op, "operand 0 is an undefined (default-constructed) Tensor", location);
+  require_rank_one(op, logits, location);
+}
+}  // namespace
+
+Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  require_classes_axis("sparse_softmax_cross_entropy", logits, location);
+  if (!labels.defined() || (labels.dtype() != DType::i32 && labels.dtype() != DType::i64))
+    throw DTypeError("sparse_softmax_cross_entropy", "labels must be i32 or i64 class indices", location);
+  const Shape& shape = logits.shape();
+  if (labels.shape().rank() != shape.rank() - 1 ||
+      !std::equal(labels.shape().dims().begin(), labels.shape().dims().end(), shape.dims().begin()))
+    throw ShapeError("sparse_softmax_cross_entropy",
+                     "labels " + labels.shape().to_string() + " must have the shape of logits " + shape.to_string() +
+                         " without its last (classes) axis",
+                     location);
+  const std::int64_t classes = shape[shape.rank() - 1];
+  const Tensor values = cast(logits, floating_result(logits.dtype()), location);
+  // Per-row values keep the classes axis (size 1) until the end, so they stay in the logits' row kernel.
+  const Tensor chosen =
+      reduce_sum(mul(one_hot(labels, classes, values.dtype(), location), values, location), {-1}, true, location);
+  const Tensor loss = sub(reduce_logsumexp(values, {-1}, true, location), chosen, location);
+  const Tensor label = expand_dims(labels, -1, location);
+  const Tensor in_range = logical_and(ge(label, 0, location), lt(label, classes, location), location);
+  return squeeze(where(in_range, loss, std::numeric_limits<double>::quiet_NaN(), location), {-1}, location);
+}
+
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  require_classes_axis("softmax_cross_entropy", logits, location);
+  const Tensor total = reduce_sum(mul(labels, log_softmax(logits, -1, location), location), {-1}, true, location);
+  return squeeze(neg(total, location), {-1}, location);
+}
+
+// max(x, 0) - x z + softplus(-|x|): softplus's log1p keeps the last term's accuracy where e^-|x| is tiny.
+Tensor sigmoid_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  const Tensor linear = sub(maximum(logits, 0, location), mul(logits, labels, location), location);
+  return add(linear, softplus(neg(abs(logits, location), location), location), location);
 }
 
 }  // namespace kiln::nn

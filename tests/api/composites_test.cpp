@@ -301,6 +301,146 @@ TEST(Composites, SoftplusLogSigmoidAndEluAreAccurateFromTinyToLarge) {
   }
 }
 
+TEST(Composites, AnyAllPadAndTile) {
+  const Tensor x = from_vector(std::vector<float>{0.0f, -0.0f, 0.0f, 2.0f, 0.0f, nan, 1.0f, 3.0f, -1.0f}, {3, 3});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x) {
+          return std::vector<Tensor>{reduce_any(x, {1}),
+                                     reduce_all(x, {1}),
+                                     reduce_any(x),
+                                     reduce_all(x, {0}, true),
+                                     reduce_any(slice(x, {.stop = {0}}), {0}),
+                                     reduce_all(slice(x, {.stop = {0}}), {0}),
+                                     pad(x, {{1, 0}, {0, 2}}, -7.0),
+                                     tile(x, {2, 1}),
+                                     tile(x, {2}),
+                                     tile(x, {2, 1, 1}),
+                                     tile(x, {0, 3})};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    const std::string where = executor(jit);
+    EXPECT_EQ(results[0].to_vector<bool>(), (std::vector<bool>{false, true, true})) << where;
+    EXPECT_EQ(results[1].to_vector<bool>(), (std::vector<bool>{false, false, true})) << where;
+    EXPECT_EQ(results[2].item<bool>(), true) << where;
+    EXPECT_EQ(results[3].shape(), Shape({1, 3})) << where;
+    EXPECT_EQ(results[3].to_vector<bool>(), (std::vector<bool>{false, false, false})) << where;
+    EXPECT_EQ(results[4].to_vector<bool>(), (std::vector<bool>{false, false, false})) << where;  // any of nothing
+    EXPECT_EQ(results[5].to_vector<bool>(), (std::vector<bool>{true, true, true})) << where;     // all of nothing
+    // pad: a row of -7 before, two columns of -7 after.
+    EXPECT_EQ(results[6].shape(), Shape({4, 5})) << where;
+    const std::vector<float> padded = results[6].to_vector<float>(), values = x.to_vector<float>();
+    for (int row = 0; row < 4; ++row)
+      for (int column = 0; column < 5; ++column) {
+        const float got = padded[static_cast<std::size_t>(row * 5 + column)];
+        if (row == 0 || column >= 3) {
+          EXPECT_EQ(got, -7.0f) << where << " pad at " << row << ", " << column;
+        } else {
+          const float want = values[static_cast<std::size_t>((row - 1) * 3 + column)];
+          EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << where << " pad at " << row << ", " << column;
+        }
+      }
+    // tile: {2, 1} repeats the rows as a block; {2} the columns; {2, 1, 1} adds a leading axis; 0 empties an axis.
+    EXPECT_EQ(results[7].shape(), Shape({6, 3})) << where;
+    EXPECT_EQ(results[8].shape(), Shape({3, 6})) << where;
+    EXPECT_EQ(results[9].shape(), Shape({2, 3, 3})) << where;
+    EXPECT_EQ(results[10].shape(), Shape({0, 9})) << where;
+    const std::vector<float> by_rows = results[7].to_vector<float>(), by_columns = results[8].to_vector<float>(),
+                             stacked = results[9].to_vector<float>();
+    for (std::size_t i = 0; i < 18; ++i) {
+      const float from_rows = values[i % 9], from_columns = values[i / 6 * 3 + i % 3];
+      EXPECT_TRUE(std::isnan(from_rows) ? std::isnan(by_rows[i]) : by_rows[i] == from_rows) << where << " " << i;
+      EXPECT_TRUE(std::isnan(from_columns) ? std::isnan(by_columns[i]) : by_columns[i] == from_columns)
+          << where << " " << i;
+      EXPECT_TRUE(std::isnan(from_rows) ? std::isnan(stacked[i]) : stacked[i] == from_rows) << where << " " << i;
+    }
+  }
+  EXPECT_THROW(pad(x, {{1, 1}}), ShapeError);
+  EXPECT_THROW(pad(x, {{1, -1}, {0, 0}}), ValueError);
+  EXPECT_THROW(tile(x, {-1, 1}), ValueError);
+  EXPECT_EQ(pad(from_vector(std::vector<std::int32_t>{5}), {{2, 1}}, 9).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{9, 9, 5, 9}));
+}
+
+// The activations against their definitions in long double, on -8 to 8 and beyond.
+TEST(Composites, Relu6HardSigmoidHardSwishMishAndSelu) {
+  std::vector<float> values = {-100.0f, -0.0f, 0.0f, 100.0f, 6.0f, -3.0f, 3.0f};
+  for (int i = 0; i < 1601; ++i) values.push_back(-8.0f + 0.01f * static_cast<float>(i));
+  const Tensor x = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x) {
+          return std::vector<Tensor>{nn::relu6(x), nn::hard_sigmoid(x), nn::hard_swish(x), nn::mish(x), nn::selu(x)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const long double v = values[i];
+      const long double relu6 = std::fmin(std::fmax(v, 0.0L), 6.0L);
+      const long double softplus = std::fmax(v, 0.0L) + std::log1p(std::exp(-std::fabs(v)));
+      const long double selu = 1.0507009873554804934L * (v > 0 ? v : 1.6732632423543772848L * std::expm1(v));
+      const long double hard_sigmoid = std::fmin(std::fmax(v + 3, 0.0L), 6.0L) / 6;
+      const std::vector<long double> want = {relu6, hard_sigmoid, v * hard_sigmoid, v * std::tanh(softplus), selu};
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        const float got = results[k].to_vector<float>()[i];
+        EXPECT_LE(std::fabs(got - want[k]), 6e-7L * std::fabs(want[k]) + 1e-30L)
+            << executor(jit) << " activation " << k << " at x = " << values[i] << ": " << got;
+      }
+    }
+  }
+}
+
+// Cross-entropies against long double: logits up to +-200 (where naive softmax or sigmoid saturate to log 0), labels
+// out of range giving NaN.
+TEST(Composites, CrossEntropiesOfLargeLogitsAndOutOfRangeLabels) {
+  const std::vector<float> logits = {200.0f, -200.0f, 0.5f, 1.0f, 2.0f, 3.0f, -1.0f, 0.0f, 1.0f, 9.0f, 8.0f, 7.0f};
+  const std::vector<std::int32_t> labels = {1, 3, 0, 4};
+  std::vector<float> probabilities = {0.25f, 0.25f, 0.5f, 0.0f, 1.0f, 0.0f, 0.1f, 0.2f, 0.7f, 0.3f, 0.3f, 0.4f};
+  const Tensor x = from_vector(logits, {4, 3}), y = from_vector(labels, {4}), p = from_vector(probabilities, {4, 3});
+  const Tensor binary_logits = from_vector(std::vector<float>{-200.0f, -30.0f, -1.0f, 0.0f, 2.0f, 30.0f, 200.0f});
+  const Tensor binary_labels = from_vector(std::vector<float>{1.0f, 0.0f, 0.25f, 1.0f, 0.0f, 1.0f, 0.0f});
+  auto log_sum_exp_row = [&](std::size_t row) {
+    std::vector<long double> values(logits.begin() + static_cast<std::ptrdiff_t>(3 * row),
+                                    logits.begin() + static_cast<std::ptrdiff_t>(3 * row + 3));
+    return logsumexp(values);
+  };
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x, Tensor y, Tensor p, Tensor z, Tensor t) {
+          return std::vector<Tensor>{nn::sparse_softmax_cross_entropy(x, y), nn::softmax_cross_entropy(x, p),
+                                     nn::sigmoid_cross_entropy(z, t)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x, y, p, binary_logits, binary_labels);
+    const std::vector<float> sparse = results[0].to_vector<float>(), dense = results[1].to_vector<float>(),
+                             binary = results[2].to_vector<float>();
+    for (std::size_t row = 0; row < 4; ++row) {
+      const std::string where = std::string(executor(jit)) + " row " + std::to_string(row);
+      if (labels[row] >= 3) {
+        EXPECT_TRUE(std::isnan(sparse[row])) << where << ": " << sparse[row];
+      } else {
+        const long double want = log_sum_exp_row(row) - logits[3 * row + static_cast<std::size_t>(labels[row])];
+        EXPECT_LE(std::fabs(sparse[row] - want), 1e-6L * std::fabs(want) + 1e-6L) << where << ": " << sparse[row];
+      }
+      long double want_dense = 0;
+      for (std::size_t k = 0; k < 3; ++k)
+        want_dense += probabilities[3 * row + k] * (log_sum_exp_row(row) - logits[3 * row + k]);
+      EXPECT_LE(std::fabs(dense[row] - want_dense), 1e-6L * std::fabs(want_dense) + 1e-6L)
+          << where << ": " << dense[row];
+    }
+    const std::vector<float> z = binary_logits.to_vector<float>(), t = binary_labels.to_vector<float>();
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      const long double v = z[i];
+      const long double want = std::fmax(v, 0.0L) - v * t[i] + std::log1p(std::exp(-std::fabs(v)));
+      EXPECT_LE(std::fabs(binary[i] - want), 4e-7L * std::fabs(want) + 1e-30L)
+          << executor(jit) << " sigmoid_cross_entropy at " << z[i] << ": " << binary[i];
+    }
+  }
+  EXPECT_THROW(nn::sparse_softmax_cross_entropy(x, from_vector(std::vector<float>{1, 2, 0, 1})), DTypeError);
+  EXPECT_THROW(nn::sparse_softmax_cross_entropy(x, from_vector(std::vector<std::int32_t>{1, 2})), ShapeError);
+}
+
 std::string message_of(const std::function<void()>& statement) {
   try {
     statement();

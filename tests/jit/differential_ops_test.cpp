@@ -344,7 +344,18 @@ TEST(DifferentialOps, CompositesOfThePrimitives) {
                                      nn::rms_norm(x),
                                      nn::softplus(x * 40.0),
                                      nn::log_sigmoid(x),
-                                     nn::elu(x * 3.0)};
+                                     nn::elu(x * 3.0),
+                                     nn::selu(x),
+                                     nn::hard_swish(x * 4.0),
+                                     nn::mish(x * 3.0),
+                                     reduce_any(x > 1.0, {-1}),
+                                     reduce_all(x > -1.0, {0}),
+                                     pad(x, std::vector<std::pair<std::int64_t, std::int64_t>>(
+                                                static_cast<std::size_t>(x.rank()), {1, 2}),
+                                         0.5),
+                                     tile(x, {2, 3}),
+                                     nn::softmax_cross_entropy(x, nn::softmax(gamma + 0.0 * x)),
+                                     nn::sigmoid_cross_entropy(x * 10.0, nn::sigmoid(x))};
       for (const Tensor& piece : split_sizes(x, {1, -1}, -1)) outputs.push_back(piece * 3.0);
       return outputs;
     };

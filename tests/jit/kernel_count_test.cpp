@@ -156,9 +156,12 @@ TEST(KernelCount, RowCompositesAreOneKernelEach) {
       {"reduce_logsumexp", [](Tensor x, Tensor) { return reduce_logsumexp(x, {-1}); }},
       {"rms_norm", [](Tensor x, Tensor gamma) { return nn::rms_norm(x, gamma); }},
       {"reduce_variance", [](Tensor x, Tensor) { return reduce_variance(x, {-1}); }},
+      {"reduce_std", [](Tensor x, Tensor) { return reduce_std(x, {-1}); }},
       {"argmin", [](Tensor x, Tensor) { return argmin(x, -1); }},
       {"silu", [](Tensor x, Tensor) { return nn::silu(x); }},
       {"clip of leaky_relu", [](Tensor x, Tensor) { return clip(nn::leaky_relu(x), -0.5, 0.5); }},
+      {"softmax_cross_entropy", [](Tensor x, Tensor gamma) { return nn::softmax_cross_entropy(x, gamma * gamma); }},
+      {"sigmoid_cross_entropy", [](Tensor x, Tensor gamma) { return nn::sigmoid_cross_entropy(x, gamma); }},
       {"softplus, log_sigmoid and elu",
        [](Tensor x, Tensor) { return nn::softplus(x) + nn::log_sigmoid(x) * nn::elu(x); }}};
   for (const auto& [name, body] : composites) {
@@ -169,6 +172,17 @@ TEST(KernelCount, RowCompositesAreOneKernelEach) {
 
 // A reshape at the end is a view of the kernel before it, which keeps its own shape: a dense layer split into heads
 // stays the product's epilogue (it was a product kernel and a loop over the heads' shape).
+// The sparse cross-entropy's one-hot rows are an iota compared with the labels, computed in the row kernel of the
+// logits' logsumexp: one kernel, the one-hot never written.
+TEST(KernelCount, SparseSoftmaxCrossEntropyIsOneKernel) {
+  const Tensor logits = random_tensor(DType::f32, {37, 301}, 17);
+  const Tensor labels = abs(random_tensor(DType::i32, {37}, 18));
+  auto result = expect_agreement(
+      "sparse_softmax_cross_entropy",
+      [](Tensor logits, Tensor labels) { return nn::sparse_softmax_cross_entropy(logits, labels); }, logits, labels);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
 TEST(KernelCount, AReshapedDenseLayerStaysTheProductsEpilogue) {
   const Tensor x = random_tensor(DType::f32, {64, 96}, 15), w = random_tensor(DType::f32, {96, 128}, 16);
   auto result = expect_agreement(
