@@ -177,7 +177,8 @@ std::vector<Tensor> split_sizes(const Tensor& x, std::vector<std::int64_t> sizes
                                 Location location = Location::current());
 // `x` with `paddings[i].first` elements of `value` before and `.second` after it along axis i (tf.pad and
 // jnp.pad in constant mode; torch.nn.functional.pad lists the axes from the last). One pair per axis; none
-// negative.
+// negative. Each padded axis is one concatenation, a copy of the whole tensor (the JIT runs concats of a
+// concat's result by the standard kernel).
 Tensor pad(const Tensor& x, const std::vector<std::pair<std::int64_t, std::int64_t>>& paddings, Scalar value = 0,
            Location location = Location::current());
 // `x` repeated `multiples[i]` times along axis i (np.tile, tf.tile, torch's Tensor.tile): [2, 3] tiled {2, 1} is

@@ -479,21 +479,23 @@ void fill_with_ties(const Array& array, std::uint64_t seed) {
 
 constexpr Op arg_reductions[] = {Op::argmax, Op::argmin};
 
+// `op` of random values, with many ties for odd seeds, against check_arg_reduction.
+void check_random_arg_reduction(Op op, DType dtype, const Shape& shape, int64_t axis, std::uint64_t seed) {
+  Array input = make(dtype, shape);
+  if (seed % 2)
+    fill_with_ties(input, seed);
+  else
+    fill_random(input, seed);
+  check_arg_reduction(op, input, axis, run_arg_reduction(op, input, axis));
+}
+
 TEST(ArgReductionKernels, EveryAxisAndDtype) {
   std::uint64_t seed = 2000;
   for (Op op : arg_reductions)
     for (const Shape& shape : {Shape{7}, Shape{5, 7, 3}, Shape{3, 5, 7, 2}, Shape{1, 9, 1}, Shape{2, 0, 3}})
       for (DType dtype : all_dtypes)
-        for (int axis = 0; axis < shape.rank(); ++axis) {
-          if (shape[axis] == 0) continue;
-          Array input = make(dtype, shape);
-          if (seed % 2)
-            fill_with_ties(input, seed);
-          else
-            fill_random(input, seed);
-          ++seed;
-          check_arg_reduction(op, input, axis, run_arg_reduction(op, input, axis));
-        }
+        for (int axis = 0; axis < shape.rank(); ++axis)
+          if (shape[axis] != 0) check_random_arg_reduction(op, dtype, shape, axis, seed++);
 }
 
 TEST(ArgReductionKernels, LargeInputs) {
@@ -501,15 +503,7 @@ TEST(ArgReductionKernels, LargeInputs) {
   for (Op op : arg_reductions)
     for (const auto& [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
              {Shape{1000003}, 0}, {Shape{300, 4099}, 1}, {Shape{4099, 300}, 0}, {Shape{3, 5000, 7}, 1}})
-      for (DType dtype : all_dtypes) {
-        Array input = make(dtype, shape);
-        if (seed % 2)
-          fill_with_ties(input, seed);
-        else
-          fill_random(input, seed);
-        ++seed;
-        check_arg_reduction(op, input, axis, run_arg_reduction(op, input, axis));
-      }
+      for (DType dtype : all_dtypes) check_random_arg_reduction(op, dtype, shape, axis, seed++);
 }
 
 TEST(ArgReductionKernels, FirstNaNWinsAndExtremesInLaterBlocks) {
