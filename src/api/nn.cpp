@@ -98,14 +98,16 @@ Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype, Location 
 }
 
 namespace {
-void require_rank_one(const char* op, const Tensor& x, const Location& location) {
-  if (x.defined() && x.rank() == 0)
+// The ops over the last axis need one: errors under their own name for an undefined Tensor or a scalar.
+void require_an_axis(const char* op, const Tensor& x, const Location& location) {
+  if (!x.defined()) throw ValueError(op, "operand 0 is an undefined (default-constructed) Tensor", location);
+  if (x.rank() == 0)
     throw ShapeError(op, "needs rank >= 1, got a scalar " + std::string(to_string(x.dtype())) + "[]", location);
 }
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Location location) {
-  require_rank_one("layer_norm", x, location);
+  require_an_axis("layer_norm", x, location);
   Tensor mean = reduce_mean(x, {-1}, true, location);
   Tensor centered = sub(x, mean, location);
   Tensor variance = reduce_mean(mul(centered, centered, location), {-1}, true, location);
@@ -116,7 +118,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location location) {
-  require_rank_one("rms_norm", x, location);
+  require_an_axis("rms_norm", x, location);
   Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);
   Tensor result = mul(x, rsqrt(add(mean_square, epsilon, location), location), location);
   return gamma.defined() ? mul(result, gamma, location) : result;
@@ -137,15 +139,8 @@ Tensor hard_swish(const Tensor& x, Location location) { return mul(x, hard_sigmo
 
 Tensor mish(const Tensor& x, Location location) { return mul(x, tanh(softplus(x, location), location), location); }
 
-namespace {
-void require_classes_axis(const char* op, const Tensor& logits, const Location& location) {
-  if (!logits.defined()) throw ValueError(op, "operand 0 is an undefined (default-constructed) Tensor", location);
-  require_rank_one(op, logits, location);
-}
-}  // namespace
-
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
-  require_classes_axis("sparse_softmax_cross_entropy", logits, location);
+  require_an_axis("sparse_softmax_cross_entropy", logits, location);
   if (!labels.defined() || (labels.dtype() != DType::i32 && labels.dtype() != DType::i64))
     throw DTypeError("sparse_softmax_cross_entropy", "labels must be i32 or i64 class indices", location);
   const Shape& shape = logits.shape();
@@ -167,7 +162,7 @@ Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
 }
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
-  require_classes_axis("softmax_cross_entropy", logits, location);
+  require_an_axis("softmax_cross_entropy", logits, location);
   const Tensor total = reduce_sum(mul(labels, log_softmax(logits, -1, location), location), {-1}, true, location);
   return squeeze(neg(total, location), {-1}, location);
 }
