@@ -4,6 +4,7 @@
 #include "compiler/codegen/cpu/runtime_table.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
+#include "runtime/float_environment.h"
 
 #include <kiln/error.h>
 
@@ -27,6 +28,7 @@ class JitExecutable final : public exec::Executable {
   }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
+    const runtime::ScopedFloatEnvironment environment;  // kiln::config::flush_denormals, for every kernel below
     std::vector<runtime::Array> values(static_cast<std::size_t>(graph_.size()));
     for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(graph_.parameters[i])] = inputs[i];
     // One arena per call (also for values of zero bytes, which still need a buffer).

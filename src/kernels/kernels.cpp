@@ -2,6 +2,7 @@
 
 #include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/float_environment.h"
 #if KILN_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_context.h"
@@ -123,7 +124,10 @@ runtime::Array run(const ir::Node& node, std::span<const runtime::Array> inputs,
   check_inputs_on(node, inputs, device);
   if (device.is_cuda()) return run_cuda(node, inputs, device);
 #endif
-  if (device.is_cpu()) return run_cpu(node, inputs);
+  if (device.is_cpu()) {
+    const runtime::ScopedFloatEnvironment environment;
+    return run_cpu(node, inputs);
+  }
   throw DeviceError(std::string(ir::name(node.op)), "kiln was built without kernels for " + device.to_string(),
                     node.location);
 }

@@ -1,5 +1,7 @@
 #include "runtime/parallel.h"
 
+#include "runtime/float_environment.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>
@@ -52,6 +54,7 @@ class ThreadPool {
     std::unique_lock submit(submit_mutex_, std::try_to_lock);
     if (!submit.owns_lock()) return false;
     body_ = &body;
+    control_ = float_control();
     finished_pieces_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     job_ = (job_ + 1) & 0xffffff;
@@ -120,6 +123,9 @@ class ThreadPool {
       if (!state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire))
         continue;
       try {
+        // In the submitter's floating-point environment (its subnormal flushing): control_ belongs to the job
+        // whose piece was just claimed, since the next job cannot start before this piece is finished.
+        const ScopedFloatControl environment(control_);
         (*body_)(static_cast<std::int64_t>(next), static_cast<std::int64_t>(next + 1));
       } catch (...) {
         std::lock_guard lock(error_mutex_);
@@ -141,6 +147,7 @@ class ThreadPool {
   std::uint64_t job_ = 0;
   std::atomic<std::uint64_t> state_{0};
   const RangeFunction* body_ = nullptr;
+  std::uint32_t control_ = 0;  // the submitting thread's float control word (float_environment.h)
   std::atomic<int> finished_pieces_{0};
   std::mutex error_mutex_;
   std::exception_ptr error_;
