@@ -1,8 +1,11 @@
 #pragma once
-// kiln's ops as free functions and C++ operators. Each maps to one entry of
-// the op table (src/ir/ops.def). Called on concrete tensors an op runs at once
-// (eagerly) with the standard kernels; called inside kiln::function it records
-// a node in the graph being traced.
+// kiln's ops as free functions and C++ operators. Each primitive maps to one
+// entry of the op table (src/ir/ops.def); the composites (clip, stack, split,
+// pad, tile, reduce_logsumexp, reduce_variance, reduce_any, ...) are functions
+// of the primitives (src/api/composite_ops.cpp), which the JIT fuses like your
+// own code. Called on concrete tensors an op runs at once (eagerly) with the
+// standard kernels; called inside kiln::function it records nodes in the
+// graph being traced.
 //
 // dtype promotion (see README): binary ops compute in the larger dtype of the
 // lattice bool < i32 < i64 < f32 < f64; float-only math turns bool and

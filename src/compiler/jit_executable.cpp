@@ -28,7 +28,8 @@ class JitExecutable final : public exec::Executable {
   }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
-    const runtime::ScopedFloatEnvironment environment;  // kiln::config::flush_denormals, for every kernel below
+    // kiln::config::flush_denormals, for every kernel below.
+    const runtime::ScopedFloatControl environment(runtime::computing_control());
     std::vector<runtime::Array> values(static_cast<std::size_t>(graph_.size()));
     for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(graph_.parameters[i])] = inputs[i];
     // One arena per call (also for values of zero bytes, which still need a buffer).

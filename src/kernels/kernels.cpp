@@ -125,7 +125,7 @@ runtime::Array run(const ir::Node& node, std::span<const runtime::Array> inputs,
   if (device.is_cuda()) return run_cuda(node, inputs, device);
 #endif
   if (device.is_cpu()) {
-    const runtime::ScopedFloatEnvironment environment;
+    const runtime::ScopedFloatControl environment(runtime::computing_control());
     return run_cpu(node, inputs);
   }
   throw DeviceError(std::string(ir::name(node.op)), "kiln was built without kernels for " + device.to_string(),

@@ -44,13 +44,9 @@ void set_float_control([[maybe_unused]] std::uint32_t control) {
 #endif
 }
 
-ScopedFloatEnvironment::ScopedFloatEnvironment() : previous_(float_control()) {
-  const bool flush = config::flush_denormals.load(std::memory_order_relaxed);
-  changed_ = apply_control(flush ? (previous_ | flush_bits) : (previous_ & ~flush_bits));
-}
-
-ScopedFloatEnvironment::~ScopedFloatEnvironment() {
-  if (changed_) apply_control(previous_);
+std::uint32_t computing_control() {
+  const std::uint32_t control = float_control();
+  return config::flush_denormals.load(std::memory_order_relaxed) ? (control | flush_bits) : (control & ~flush_bits);
 }
 
 ScopedFloatControl::ScopedFloatControl(std::uint32_t control) : previous_(float_control()) {

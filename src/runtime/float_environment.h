@@ -9,26 +9,17 @@
 namespace kiln::runtime {
 
 // The calling thread's floating-point control and status word (x86: MXCSR; 0 where kiln does not manage it). The
-// scoped classes below change and restore its control bits only, never the sticky exception flags.
+// scope below changes and restores its control bits only, never the sticky exception flags.
 std::uint32_t float_control();
 // Sets it (a no-op where kiln does not manage it).
 void set_float_control(std::uint32_t control);
 
-// While alive, the calling thread flushes subnormals if kiln::config::flush_denormals was set when it was made;
-// restores the previous control word on destruction. Cheap when nothing changes (no write).
-class ScopedFloatEnvironment {
- public:
-  ScopedFloatEnvironment();
-  ~ScopedFloatEnvironment();
-  ScopedFloatEnvironment(const ScopedFloatEnvironment&) = delete;
-  ScopedFloatEnvironment& operator=(const ScopedFloatEnvironment&) = delete;
+// The control word kiln computes in: the calling thread's, with subnormal flushing on or off as
+// kiln::config::flush_denormals says now.
+std::uint32_t computing_control();
 
- private:
-  std::uint32_t previous_;
-  bool changed_;
-};
-
-// Runs with a given control word (the pool's workers take their job submitter's), restoring the previous one.
+// Runs with the control bits of `control` (kernels: computing_control(); the pool's workers: their job
+// submitter's), restoring the previous ones. Cheap when nothing changes (no write).
 class ScopedFloatControl {
  public:
   explicit ScopedFloatControl(std::uint32_t control);
