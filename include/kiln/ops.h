@@ -128,8 +128,8 @@ Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false, Locatio
 // first NaN's index is the result, as in NumPy, JAX and PyTorch (argmax gives the first NaN too).
 Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims = false, Location location = Location::current());
 // log(sum(exp(x))) over `axes`, computed as m + log(sum(exp(x - m))) with m the maximum where it is finite (0
-// elsewhere), so nothing overflows for large x and every term is not lost for very negative x (tf.reduce_logsumexp,
-// jax.nn.logsumexp). +inf anywhere gives +inf, all -inf (or no elements) -inf. Integers compute in f32.
+// elsewhere), so nothing overflows for large x and rows of very negative x do not underflow to log 0
+// (tf.reduce_logsumexp, jax.nn.logsumexp). +inf anywhere gives +inf, all -inf (or no elements) -inf. Integers compute in f32.
 Tensor reduce_logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false,
                         Location location = Location::current());
 // The mean of the squared deviations from the mean over `axes`: the population variance (tf.math.reduce_variance,
