@@ -75,7 +75,7 @@ class ColumnFuser {
 }  // namespace
 
 int column_reduced_axes(const ir::Graph& graph, const ir::Node& reduction) {
-  if (!ir::is_reduction(reduction.op) || reduction.op == ir::Op::argmax || reduction.op == ir::Op::argmin) return 0;
+  if (!ir::is_reduction(reduction.op) || ir::is_arg_reduction(reduction.op)) return 0;
   const ir::Type& input = graph.type(reduction.operands[0]);
   const int rank = input.shape.rank();
   const std::vector<std::int64_t>& axes = reduction.attributes.axes;

@@ -33,9 +33,6 @@ namespace {
 // Ops that keep the elements and their order and change only the shape.
 bool is_reshape(ir::Op op) { return op == ir::Op::reshape || op == ir::Op::expand_dims || op == ir::Op::squeeze; }
 
-// argmax and argmin: reductions to an index, run by their standard kernels.
-bool is_arg_reduction(ir::Op op) { return op == ir::Op::argmax || op == ir::Op::argmin; }
-
 }  // namespace
 
 std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members) {
@@ -358,7 +355,8 @@ class Fuser {
     group.space = node.type.shape;
     if (is_loop_fusible(node.op) && !is_strided_transpose(node)) {
       group.kind = KernelKind::loop;
-    } else if (ir::is_reduction(node.op) && !is_arg_reduction(node.op) && trailing_reduced_axes(graph_, node) >= 0) {
+    } else if (ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op) &&
+               trailing_reduced_axes(graph_, node) >= 0) {
       group.kind = KernelKind::reduction;
       group.space = graph_.type(node.operands[0]).shape;
       group.reduced_axes = trailing_reduced_axes(graph_, node);
@@ -381,8 +379,8 @@ class Fuser {
       return left < 2 ? "a vector-matrix product" : "batched matmul with a transposed left operand";
     }
     if (ir::is_reduction(node.op))
-      return is_arg_reduction(node.op) ? std::string(ir::name(node.op)) + " is not generated"
-                                       : "the reduced axes are not the trailing ones";
+      return ir::is_arg_reduction(node.op) ? std::string(ir::name(node.op)) + " is not generated"
+                                           : "the reduced axes are not the trailing ones";
     if (is_strided_transpose(node))
       return "it moves the innermost axis: the standard kernel copies it in tiles transposed in registers, which "
              "its consumers read in order, where they would gather a lane per cache line";
@@ -514,7 +512,7 @@ class Fuser {
       return accept(why);
     }
 
-    if (ir::is_reduction(node.op) && !is_arg_reduction(node.op)) {
+    if (ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op)) {
       int reduced = trailing_reduced_axes(graph_, node);
       const Shape& input = graph_.type(node.operands[0]).shape;
       if (reduced < 0) return refuse("it reduces leading axes");

@@ -50,5 +50,7 @@ std::optional<Op> op_from_name(std::string_view name);
 
 inline bool is_elementwise(Op op) { return info(op).category == OpCategory::elementwise; }
 inline bool is_reduction(Op op) { return info(op).category == OpCategory::reduction; }
+// argmax and argmin: reductions to an index along one axis (run by their standard kernels, never generated).
+inline bool is_arg_reduction(Op op) { return op == Op::argmax || op == Op::argmin; }
 
 }  // namespace kiln::ir

@@ -385,8 +385,7 @@ void reduce(ir::Op op, const std::vector<int64_t>& axes, const Array& input, con
 void arg_reduce(ir::Op op, int64_t axis, const Array& input, const Array& output) {
   const std::string name(ir::name(op));
   const Shape& shape = input.shape;
-  if ((op != ir::Op::argmax && op != ir::Op::argmin) || axis < 0 || axis >= shape.rank() ||
-      output.dtype != DType::i64)
+  if (!ir::is_arg_reduction(op) || axis < 0 || axis >= shape.rank() || output.dtype != DType::i64)
     internal_error(name, "kernel called with a bad op, axis or output dtype");
   int64_t outer = 1, inner = 1, length = shape[static_cast<int>(axis)];
   for (int i = 0; i < axis; ++i) outer *= shape[i];
