@@ -363,6 +363,37 @@ TEST(Composites, AnyAllPadAndTile) {
             (std::vector<std::int32_t>{9, 9, 5, 9}));
 }
 
+// tile of a rank-5 input: interleaving its axes with the repeats would pass the maximum rank, so it is tiled axis by
+// axis (composite_ops.cpp). Element [i0..i4] of the result is input [i0 % d0, ..., i4 % d4].
+TEST(Composites, TileOfManyAxesMatchesItsDefinition) {
+  const Shape shape({2, 1, 3, 1, 2});
+  const std::vector<std::int64_t> multiples = {1, 2, 1, 3, 2};
+  const Tensor x = testing::random_tensor(DType::f32, shape, 50);
+  const std::vector<float> values = x.to_vector<float>();
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [&](Tensor x) {
+          return std::vector<Tensor>{tile(x, multiples), tile(x, {1, 1, 0, 1, 1})};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    ASSERT_EQ(results[0].shape(), Shape({2, 2, 3, 3, 4})) << executor(jit);
+    EXPECT_EQ(results[1].shape(), Shape({2, 1, 0, 1, 2})) << executor(jit);
+    const std::vector<float> tiled = results[0].to_vector<float>();
+    const Shape& out = results[0].shape();
+    for (std::int64_t flat = 0; flat < out.numel(); ++flat) {
+      std::int64_t rest = flat, source = 0, stride = 1;
+      for (int axis = out.rank() - 1; axis >= 0; --axis) {
+        source += rest % out[axis] % shape[axis] * stride;
+        rest /= out[axis];
+        stride *= shape[axis];
+      }
+      ASSERT_EQ(tiled[static_cast<std::size_t>(flat)], values[static_cast<std::size_t>(source)])
+          << executor(jit) << " at flat index " << flat;
+    }
+  }
+}
+
 // The activations against their definitions in long double, on -8 to 8 and beyond.
 TEST(Composites, Relu6HardSigmoidHardSwishMishAndSelu) {
   std::vector<float> values = {-100.0f, -0.0f, 0.0f, 100.0f, 6.0f, -3.0f, 3.0f};

@@ -107,7 +107,7 @@ class HazardFinder {
       case Op::rsqrt:
         return check_singular(id, 0);
       case Op::log1p:
-        return check_singular(id, 0, -1.0);
+        return check_singular(id, 0, -1);
       case Op::div:
         return check_singular(id, 1);
       case Op::pow:
@@ -151,7 +151,7 @@ class HazardFinder {
   // An inexact operand within rounding distance of `pole`, where the op turns a number into inf or NaN (0 for
   // log, sqrt, rsqrt and a divisor; -1 for log1p: log1p(tanh(-10.3)) is log1p(-1) = -inf in f32, -21.6 in the
   // reference, kiln-fuzz seed 11, graph 495).
-  void check_singular(ir::ValueId id, std::size_t index, double pole = 0.0) {
+  void check_singular(ir::ValueId id, std::size_t index, int pole = 0) {
     ir::ValueId operand = graph_.node(id).operands[index];
     const Value& v = value(operand);
     const Value& result = value(id);
@@ -160,8 +160,8 @@ class HazardFinder {
       double x = v.values[static_cast<std::size_t>(source)], magnitude = v.magnitude(source);
       if (magnitude == 0 || !std::isfinite(x)) continue;
       if (std::fabs(x - pole) <= singular_separation(precision(operand)) * magnitude)
-        return report(operand, "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " near " +
-                                   (pole == 0 ? std::string("0") : std::string("-1")));
+        return report(operand,
+                      "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " near " + std::to_string(pole));
     }
   }
 
