@@ -70,6 +70,14 @@ bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node) {
   return without_ones(node.type.shape) == without_ones(graph.type(node.operands[0]).shape);
 }
 
+int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node) {
+  int rank = graph.type(node.operands[0]).shape.rank();
+  const auto& axes = node.attributes.axes;
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != rank - static_cast<int>(axes.size()) + static_cast<int>(i)) return -1;
+  return static_cast<int>(axes.size());
+}
+
 bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul) {
   if (matmul.op != ir::Op::matmul || matmul.type.dtype != DType::f32) return false;
   const int left = graph.type(matmul.operands[0]).shape.rank(), right = graph.type(matmul.operands[1]).shape.rank();
@@ -155,15 +163,6 @@ int cost_per_element(ir::Op op) {
     default:
       return ir::is_elementwise(op) ? 1 : 0;
   }
-}
-
-// Reduced axes are the trailing `count` axes of the input.
-int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node) {
-  int rank = graph.type(node.operands[0]).shape.rank();
-  const auto& axes = node.attributes.axes;
-  for (std::size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] != rank - static_cast<int>(axes.size()) + static_cast<int>(i)) return -1;
-  return static_cast<int>(axes.size());
 }
 
 // `shape`, right-aligned against `space`, is 1 (or absent) on every axis from

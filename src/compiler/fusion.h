@@ -147,4 +147,7 @@ bool is_cheap(const ir::Graph& graph, ir::ValueId value);
 // index map can follow it through a computed value).
 bool is_unit_reshape(const ir::Graph& graph, const ir::Node& node);
 
+// For a reduction (axes, not argmax's axis) over the trailing axes of its input, how many it reduces; -1 otherwise.
+int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node);
+
 }  // namespace kiln::compiler

@@ -17,6 +17,7 @@
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
+#include "compiler/squeeze_sinking.h"
 #include "ir/printer.h"
 #include "runtime/log.h"
 #include "runtime/parallel.h"
@@ -106,6 +107,10 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
       dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
   };
   optimize(graph, observer);
+  if (sink_squeezes_of_reductions(graph)) {
+    observer("squeeze-sinking", graph);
+    optimize(graph, observer);
+  }
   // On CUDA a concat copies its operands (no placements), so an op sunk into its operands would add kernels.
   if (device.is_cpu() && sink_elementwise_into_concats(graph)) {
     observer("concat-sinking", graph);

@@ -14,8 +14,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -217,6 +219,29 @@ TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
   Tensor p = random_tensor(DType::f32, {1000}, 22), g = random_tensor(DType::f32, {1000}, 23);
   Tensor m = random_tensor(DType::f32, {1000}, 24), v = abs(random_tensor(DType::f32, {1000}, 25));
   EXPECT_EQ(expect_gpu_agreement("adam", adam_step, p, g, m, v).kernels_per_call, 1);
+}
+
+// The row composites, and per-row values written with keepdims=false (squeezed after the row kernel's ops,
+// compiler/squeeze_sinking.h), are one row kernel each on the GPU too.
+TEST(CudaJit, RowCompositesAndPerRowValuesWithoutKeepdimsAreOneKernel) {
+  KILN_REQUIRE_GPU();
+  const Tensor x = random_tensor(DType::f32, {37, 301}, 26), gamma = random_tensor(DType::f32, {301}, 27);
+  const Tensor per_row = random_tensor(DType::f32, {37}, 28);
+  const std::vector<std::pair<std::string, std::function<Tensor(Tensor, Tensor, Tensor)>>> bodies = {
+      {"reduce_logsumexp", [](Tensor x, Tensor, Tensor) { return reduce_logsumexp(x, {-1}); }},
+      {"rms_norm", [](Tensor x, Tensor gamma, Tensor) { return nn::rms_norm(x, gamma); }},
+      {"reduce_std", [](Tensor x, Tensor, Tensor) { return reduce_std(x, {-1}); }},
+      {"l2 norm", [](Tensor x, Tensor, Tensor) { return sqrt(reduce_sum(x * x, {-1})); }},
+      {"logsumexp by hand",
+       [](Tensor x, Tensor, Tensor) {
+         Tensor maximum = reduce_max(x, {-1});
+         return maximum + log(reduce_sum(exp(x - expand_dims(maximum, -1)), {-1}));
+       }},
+      {"a row sum with a value per row",
+       [](Tensor x, Tensor, Tensor rows) { return reduce_sum(x, {-1}) * rows - 1.0f; }},
+  };
+  for (const auto& [name, body] : bodies)
+    EXPECT_EQ(expect_gpu_agreement(name, body, x, gamma, per_row).kernels_per_call, 1) << name;
 }
 
 TEST(CudaJit, EmbeddingLookupAndOneHotLossAndAnIndexOutOfRange) {

@@ -170,6 +170,51 @@ TEST(KernelCount, RowCompositesAreOneKernelEach) {
   }
 }
 
+// Per-row values written with keepdims=false, as users write them, stay in the row kernel: the reduction keeps
+// its axes and the squeeze moves past the ops that read it (compiler/squeeze_sinking.h), to a view at the end. A
+// value of the squeezed shape, [rows] or [5] of [3,5] rows, is read per row; the square input's maximum broadcast
+// along its rows (NumPy alignment: one value per column) is not a per-row value and must not become one.
+TEST(KernelCount, RowValuesWithoutKeepdimsStayInTheRowKernel) {
+  const Tensor x = random_tensor(DType::f32, {37, 301}, 19), gamma = random_tensor(DType::f32, {301}, 20);
+  const Tensor per_row = random_tensor(DType::f32, {37}, 21);
+  const std::vector<std::pair<std::string, std::function<Tensor(Tensor, Tensor, Tensor)>>> bodies = {
+      {"l2 norm", [](Tensor x, Tensor, Tensor) { return sqrt(reduce_sum(x * x, {-1})); }},
+      {"logsumexp by hand",
+       [](Tensor x, Tensor, Tensor) {
+         Tensor maximum = reduce_max(x, {-1});
+         return maximum + log(reduce_sum(exp(x - expand_dims(maximum, -1)), {-1}));
+       }},
+      {"rms_norm by hand",
+       [](Tensor x, Tensor gamma, Tensor) {
+         Tensor scale = rsqrt(reduce_mean(x * x, {-1}) + 1e-6f);
+         return x * expand_dims(scale, -1) * gamma;
+       }},
+      {"a row sum with a value per row",
+       [](Tensor x, Tensor, Tensor rows) { return reduce_sum(x, {-1}) * rows - 1.0f; }},
+      {"a maximum compared",
+       [](Tensor x, Tensor, Tensor rows) { return where(reduce_max(x, {-1}) > rows, rows, 0.0f); }},
+  };
+  for (const auto& [name, body] : bodies) {
+    auto result = expect_agreement(name, body, x, gamma, per_row);
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << name << "\n" << result.fused;
+  }
+  auto batched = expect_agreement(
+      "a sum over rows of [3,5,7] scaled per column of [3,5]",
+      [](Tensor x, Tensor columns) { return reduce_sum(x, {-1}) * columns + 0.5f; },
+      random_tensor(DType::f32, {3, 5, 7}, 22), random_tensor(DType::f32, {5}, 23));
+  EXPECT_EQ(batched.jit.kernels_per_call, 1) << batched.fused;
+  auto two_axes = expect_agreement(
+      "a mean over the last two axes, squared",
+      [](Tensor x) {
+        return square(reduce_mean(x, {1, 2}));
+      },
+      random_tensor(DType::f32, {6, 5, 7}, 24));
+  EXPECT_EQ(two_axes.jit.kernels_per_call, 1) << two_axes.fused;
+  expect_agreement(
+      "a square input's maximum per row, broadcast as columns", [](Tensor x) { return x - reduce_max(x, {-1}); },
+      random_tensor(DType::f32, {37, 37}, 25));
+}
+
 // A reshape at the end is a view of the kernel before it, which keeps its own shape: a dense layer split into heads
 // stays the product's epilogue (it was a product kernel and a loop over the heads' shape).
 // The sparse cross-entropy's one-hot rows are an iota compared with the labels, computed in the row kernel of the

@@ -8,6 +8,7 @@
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
 #include "compiler/simplify.h"
+#include "compiler/squeeze_sinking.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -227,6 +228,49 @@ TEST(ConcatSinking, ConcatsReadElsewhereOrSmallStay) {
       "  return %4, %5, %7\n"
       "}\n";
   expect_pass(then_dce<sink_elementwise_into_concats>, kept, kept, false);
+}
+
+TEST(SqueezeSinking, OpsOfARowReductionWithoutKeepdimsRunInTheRowShape) {
+  // The sum keeps its axis; sqrt, then the add of a [4] value (reshaped to [4,1]) and a scalar, take the row shape,
+  // and the squeeze moves to the end. The mean over axis 0 reduces leading axes and stays.
+  expect_pass(then_dce<sink_squeezes_of_reductions>,
+              "func @f(%0: f32[4,6], %1: f32[4], %2: f32[6]) -> (f32[4], f32[6]) {\n"
+              "  %3 = f32[4] reduce_sum(%0) {axes=[1], keepdims=false}\n"
+              "  %4 = f32[4] sqrt(%3)\n"
+              "  %5 = f32[] constant(2)\n"
+              "  %6 = f32[4] add(%4, %1)\n"
+              "  %7 = f32[4] mul(%6, %5)\n"
+              "  %8 = f32[6] reduce_mean(%0) {axes=[0], keepdims=false}\n"
+              "  %9 = f32[6] exp(%8)\n"
+              "  return %7, %9\n"
+              "}\n",
+              "func @f(%0: f32[4,6], %1: f32[4], %2: f32[6]) -> (f32[4], f32[6]) {\n"
+              "  %3 = f32[4,1] reduce_sum(%0) {axes=[1], keepdims=true}\n"
+              "  %4 = f32[4,1] sqrt(%3)\n"
+              "  %5 = f32[] constant(2)\n"
+              "  %6 = f32[4,1] reshape(%1)\n"
+              "  %7 = f32[4,1] add(%4, %6)\n"
+              "  %8 = f32[4,1] mul(%7, %5)\n"
+              "  %9 = f32[4] reshape(%8)\n"
+              "  %10 = f32[6] reduce_mean(%0) {axes=[0], keepdims=false}\n"
+              "  %11 = f32[6] exp(%10)\n"
+              "  return %9, %11\n"
+              "}\n");
+}
+
+TEST(SqueezeSinking, BroadcastReadsAndReductionsReadOnlyOtherwiseStay) {
+  // The sub broadcasts the [4] row maxima to [4,4] (one per column, NumPy-aligned); the max of [2,4] rows is only
+  // returned; argmax is not a reduction kiln fuses.
+  const std::string kept =
+      "func @f(%0: f32[4,4], %1: f32[2,4]) -> (f32[4,4], f32[2], i64[2]) {\n"
+      "  %2 = f32[4] reduce_max(%0) {axes=[1], keepdims=false}\n"
+      "  %3 = f32[4,4] sub(%0, %2)\n"
+      "  %4 = f32[2] reduce_max(%1) {axes=[1], keepdims=false}\n"
+      "  %5 = i64[2] argmax(%1) {axis=1, keepdims=false}\n"
+      "  %6 = i64[2] neg(%5)\n"
+      "  return %3, %4, %6\n"
+      "}\n";
+  expect_pass(then_dce<sink_squeezes_of_reductions>, kept, kept, false);
 }
 
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
