@@ -17,8 +17,9 @@
 //   (Tails should still use load_partial / store_partial: a scalar call costs a vector.)
 // - Accuracy against double-precision std:: functions, over the whole float range,
 //   denormals included: sin, cos, exp, log <= 2 ULP; tanh, erf, erfc, sigmoid, log1p, expm1
-//   <= 4 ULP (measured: 1.54, 1.54, 1.01, 0.86, 1.07, 1.00, 3.74, 2.40, 1.49, 2.37). IEEE special values follow
-//   C's <math.h>; NaN propagates; sin, tanh, erf keep the sign of zero.
+//   <= 4 ULP (measured: 1.54, 1.54, 1.01, 0.86, 1.07, 1.00, 3.74 (3.15 AVX-512), 2.40, 1.49,
+//   2.37). IEEE special values follow C's <math.h>; NaN propagates; sin, tanh, erf keep the
+//   sign of zero.
 // - Bit-identical results across compilers (g++ >= 12, clang++ >= 14), -O levels and
 //   -ffp-contract settings on targets with FMA: every multiply-add is written as an
 //   explicit fused one (fma or mul_add), no plain `a * b + c` is left for a compiler to
@@ -726,15 +727,25 @@ inline constexpr int kCurrentRounding = 4;  // _MM_FROUND_CUR_DIRECTION
                       0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100, 0x100};
   return __builtin_ia32_fixupimmps512_mask(value, input, table, 0, kAllLanes, kCurrentRounding);
 }
+// Lanes where `input` is NaN get it (quieted), the others keep `value`: a NaN that took several paths through a
+// function comes out as the one it came in as, whichever operand order the compiler gave the operations it met.
+// (_mm512_fixupimm_ps; token 1 = the input for the QNaN class, 2 = the input quieted for SNaN)
+[[gnu::always_inline]] inline f32v nan_passes_through(f32v value, f32v input) {
+  const i32v table = {0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21, 0x21};
+  return __builtin_ia32_fixupimmps512_mask(value, input, table, 0, kAllLanes, kCurrentRounding);
+}
 // min(x, limit) and max(x, limit) where a NaN x passes through: vminps / vmaxps return
 // their second operand when either is NaN. (_mm512_min_ps / _mm512_max_ps; written with
 // builtins because GCC compiles the equivalent select to a compare and a blend)
-[[gnu::always_inline]] inline f32v min_keep_nan(f32v x, float limit) {
+[[gnu::always_inline]] inline f32v min_keep_nan_vector(f32v x, f32v limit) {
 #if defined(__clang__)
-  return __builtin_ia32_minps512(broadcast(limit), x, kCurrentRounding);
+  return __builtin_ia32_minps512(limit, x, kCurrentRounding);
 #else
-  return __builtin_ia32_minps512_mask(broadcast(limit), x, x, kAllLanes, kCurrentRounding);
+  return __builtin_ia32_minps512_mask(limit, x, x, kAllLanes, kCurrentRounding);
 #endif
+}
+[[gnu::always_inline]] inline f32v min_keep_nan(f32v x, float limit) {
+  return min_keep_nan_vector(x, broadcast(limit));
 }
 [[gnu::always_inline]] inline f32v max_keep_nan_vector(f32v x, f32v limit) {
 #if defined(__clang__)
@@ -766,18 +777,28 @@ struct ExpParts {
   f32v m;  // e^x = m * 2^floor(k), m in [0.97, 2.04]
   f32v k;
 };
+struct ExpReduction {
+  f32v shifted;  // k = shifted - magic; its low bits index the table
+  f32v k;
+  f32v r;  // x - k ln2
+};
 // For x in [-104, 104] or NaN.
-[[gnu::always_inline]] inline ExpParts exp_parts(f32v x) {
+[[gnu::always_inline]] inline ExpReduction exp_reduction(f32v x) {
   const f32v magic = broadcast(kExpTableMagic);
   const f32v shifted = fma(x, broadcast(kLog2e), magic);
   const f32v k = shifted - magic;
-  f32v r = fma(k, broadcast(-kLn2High), x);
-  r = fma(k, broadcast(-kLn2Low), r);
-  const f32v table = lookup16(kExp2Sixteenths, to_bits(shifted));
+  const f32v r = fma(k, broadcast(-kLn2High), x);
+  return {shifted, k, fma(k, broadcast(-kLn2Low), r)};
+}
+[[gnu::always_inline]] inline ExpParts exp_parts(const ExpReduction& reduction) {
+  const f32v r = reduction.r;
+  const f32v table = lookup16(kExp2Sixteenths, to_bits(reduction.shifted));
   const f32v r2 = r * r;
   const f32v p = fma(r2, fma(broadcast(kExpTableC3), r, broadcast(kExpTableC2)), r);
-  return {fma(table, p, table), k};
+  return {fma(table, p, table), reduction.k};
 }
+// For x in [-104, 104] or NaN.
+[[gnu::always_inline]] inline ExpParts exp_parts(f32v x) { return exp_parts(exp_reduction(x)); }
 
 [[gnu::always_inline]] inline f32v exp(f32v x) {
   x = max_keep_nan(min_keep_nan(x, kExpLimit), -kExpLimit);
@@ -1033,6 +1054,212 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   return with_sign_of(fma(q, t, select(t > c0, t, c0)), x);
 }
 
+// ---- erfc: e^(-a^2) times a piecewise polynomial from tables ---------------------------
+// a = |x|: erfc(a) = e^(-a^2) s(a) with s = erfc(a) e^(a^2), which falls from 1 at 0 to
+// 0.0534 at 10.5 and varies on the scale of a (about 1/(a sqrt(pi)) for large a), so the
+// intervals widen with a: the exponent and the top three significand bits of a + 1 pick
+// one of 28, 1/8 wide on [0, 1), 1/4 on [1, 3), 1/2 on [3, 7) and 1 on [7, 11). On each,
+// s(c + t) is a degree-5 polynomial in t = a - c about the centre c (scripts/
+// vector-math-erfc-coefficients: 0.98 u with float coefficients, nearly all of it c0's
+// rounding); the first is centred at 0 with c0 = 1, so erfc(0) = 1 and tiny arguments
+// give 1 - 2x/sqrt(pi). a^2 = high + low exactly, and e^(-a^2) is exp's table method
+// with -low taken into its reduced argument: rounding a^2 would cost a^2 2^-24 relative
+// (100 ULP at a = 10). The product m s is scaled by 2^k last, so an erfc below the
+// normal range (a > 9.19) rounds once, and no subnormal intermediate costs an assist.
+// No division and no branch, where the portable form divides for a > 2 and adds a
+// polynomial in x for |x| < 1. x < 0: 2 - erfc(a) with a clamped at 9, where it is 2.
+alignas(64) inline constexpr float kErfcCenter[32] = {
+    0.0f,   0.1875f, 0.3125f, 0.4375f, 0.5625f, 0.6875f, 0.8125f, 0.9375f, 1.125f, 1.375f, 1.625f,
+    1.875f, 2.125f,  2.375f,  2.625f,  2.875f,  3.25f,   3.75f,   4.25f,   4.75f,  5.25f,  5.75f,
+    6.25f,  6.75f,   7.5f,    8.5f,    9.5f,    10.5f,   0.0f,    0.0f,    0.0f,   0.0f};
+alignas(64) inline constexpr float kErfcTable[6][32] = {
+    {1.0f,          0.819181323f,  0.726085961f,  0.649193227f,  0.584998608f,  0.530870855f,  0.484810829f,
+     0.44528228f,   0.395698071f,  0.343295902f,  0.302261204f,  0.269429982f,  0.242670357f,  0.2205057f,
+     0.201887548f,  0.18605493f,   0.166335344f,  0.145589724f,  0.129345268f,  0.116302706f,  0.105612732f,
+     0.0966987759f, 0.0891566351f, 0.0826950595f, 0.0745736957f, 0.0659251213f, 0.0590646788f, 0.0534919016f,
+     0.0f,          0.0f,          0.0f,          0.0f},
+    {-1.12837911f,
+     -0.821186185f,
+     -0.674575448f,
+     -0.5603351f,
+     -0.470255733f,
+     -0.398431718f,
+     -0.340561569f,
+     -0.293474913f,
+     -0.238058493f,
+     -0.184315473f,
+     -0.146030232f,
+     -0.11801672f,
+     -0.0970301181f,
+     -0.080977127f,
+     -0.068469502f,
+     -0.058563292f,
+     -0.047199402f,
+     -0.0364562571f,
+     -0.0289443322f,
+     -0.0235034488f,
+     -0.0194454454f,
+     -0.0163432173f,
+     -0.0139212701f,
+     -0.0119959004f,
+     -0.00977377128f,
+     -0.00765208481f,
+     -0.00615027826f,
+     -0.00504927244f,
+     0.0f,
+     0.0f,
+     0.0f,
+     0.0f},
+    {0.999996603f,
+     0.665208161f,
+     0.515280664f,
+     0.404046327f,
+     0.320479572f,
+     0.256948918f,
+     0.208104447f,
+     0.170149475f,
+     0.127881601f,
+     0.0898617655f,
+     0.0649618804f,
+     0.048148524f,
+     0.0364813022f,
+     0.0281849727f,
+     0.02215508f,
+     0.0176854543f,
+     0.0129371705f,
+     0.00887870137f,
+     0.00633184006f,
+     0.00466131279f,
+     0.00352414371f,
+     0.00272526965f,
+     0.00214869343f,
+     0.00172272604f,
+     0.00127039757f,
+     0.000882398279f,
+     0.000637031102f,
+     0.000474538101f,
+     0.0f,
+     0.0f,
+     0.0f,
+     0.0f},
+    {-0.752033949f,
+     -0.464305967f,
+     -0.342366487f,
+     -0.255709618f,
+     -0.193323791f,
+     -0.147852764f,
+     -0.114317708f,
+     -0.0893064365f,
+     -0.062793687f,
+     -0.0405032411f,
+     -0.0269778445f,
+     -0.0184919927f,
+     -0.0130047929f,
+     -0.00935847498f,
+     -0.00687490264f,
+     -0.00514504407f,
+     -0.00343544269f,
+     -0.00210727123f,
+     -0.00135592802f,
+     -0.000908096437f,
+     -0.00062910025f,
+     -0.000448595063f,
+     -0.000327946909f,
+     -0.000244993105f,
+     -0.000163798846f,
+     -0.000101103018f,
+     -6.5639324e-05f,
+     -4.44059697e-05f,
+     0.0f,
+     0.0f,
+     0.0f,
+     0.0f},
+    {0.495023906f,
+     0.289580762f,
+     0.204476789f,
+     0.146306783f,
+     0.106015652f,
+     0.0777511224f,
+     0.0576804094f,
+     0.0432610624f,
+     0.0287358575f,
+     0.0171455052f,
+     0.0105942171f,
+     0.00675638719f,
+     0.00443369802f,
+     0.00298564648f,
+     0.00205812557f,
+     0.00144917774f,
+     0.000891126634f,
+     0.000490528299f,
+     0.000285688962f,
+     0.000174499743f,
+     0.000110992885f,
+     7.3098905e-05f,
+     4.96154607e-05f,
+     3.45738845e-05f,
+     2.10796643e-05f,
+     1.15665607e-05f,
+     6.75501724e-06f,
+     4.15107388e-06f,
+     0.0f,
+     0.0f,
+     0.0f,
+     0.0f},
+    {-0.253859043f,
+     -0.164289668f,
+     -0.111585617f,
+     -0.0768197626f,
+     -0.0535752065f,
+     -0.037830811f,
+     -0.0270326789f,
+     -0.0195376035f,
+     -0.0122835506f,
+     -0.00682649389f,
+     -0.0039373436f,
+     -0.00234917109f,
+     -0.00144553569f,
+     -0.000914874894f,
+     -0.000594075362f,
+     -0.000394912728f,
+     -0.000223606374f,
+     -0.000111080531f,
+     -5.88168332e-05f,
+     -3.28802271e-05f,
+     -1.92562638e-05f,
+     -1.17398213e-05f,
+     -7.41203712e-06f,
+     -4.82526775e-06f,
+     -2.67554378e-06f,
+     -1.30874309e-06f,
+     -6.88947409e-07f,
+     -3.85161229e-07f,
+     0.0f,
+     0.0f,
+     0.0f,
+     0.0f},
+};
+
+[[gnu::always_inline]] inline f32v erfc(f32v x) {
+  const f32v a = min_keep_nan_vector(abs(x), select(x < 0.0f, broadcast(kErfcNegativeClamp), broadcast(kErfcClamp)));
+  const u32v index = (to_bits(a + 1.0f) >> 20) - (127u << 3);
+  const f32v t = a - lookup32(kErfcCenter, index);
+  f32v s = lookup32(kErfcTable[5], index);
+  s = fma(s, t, lookup32(kErfcTable[4], index));
+  s = fma(s, t, lookup32(kErfcTable[3], index));
+  s = fma(s, t, lookup32(kErfcTable[2], index));
+  s = fma(s, t, lookup32(kErfcTable[1], index));
+  s = fma(s, t, lookup32(kErfcTable[0], index));
+  const f32v high = a * a;
+  ExpReduction reduction = exp_reduction(-high);
+  reduction.r = reduction.r - fma(a, a, -high);
+  const ExpParts decay = exp_parts(reduction);
+  const f32v tail = scalef(decay.m * s, decay.k);
+  // 2 - tail only from lanes where tail is normal (x < 0): a subnormal operand costs an assist.
+  const f32v negative_tail = select(x < 0.0f, tail, broadcast(0.0f));
+  return nan_passes_through(select(x < 0.0f, 2.0f - negative_tail, tail), x);
+}
+
 }  // namespace avx512
 #endif  // __AVX512F__
 
@@ -1164,6 +1391,9 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
 // Complementary error function 1 - erf(x), without its cancellation (detail's erfc
 // comment); erfc(-inf) = 2, erfc(+inf) = +0, NaN stays NaN.
 [[gnu::always_inline]] inline f32v erfc(f32v x) {
+#if defined(__AVX512F__)
+  return detail::avx512::erfc(x);
+#else
   const f32v small = mul_add(-x, detail::horner(x * x, detail::kErfSmallPolynomial), 1.0f - x);
   const f32v magnitude = abs(x);
   const i32v large = greater_equal(magnitude, 1.0f);  // NaN takes the small path, which keeps it
@@ -1186,6 +1416,7 @@ alignas(64) inline constexpr float kErfTable[6][16] = {
   }
   const f32v tail = exact_decay * scaled;
   return select(large, select(less(x, 0.0f), 2.0f - tail, tail), small);
+#endif
 }
 
 // Logistic sigmoid 1 / (1 + e^-x), computed as 1 / (1 + e^-|x|) for x >= 0 and
