@@ -143,6 +143,21 @@ Tensor reduce_std(const Tensor& x, Axes axes = {}, bool keepdims = false, Locati
 Tensor reduce_any(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 Tensor reduce_all(const Tensor& x, Axes axes = {}, bool keepdims = false, Location location = Location::current());
 
+// ---- scans ---------------------------------------------------------------------
+// Running combinations along one axis (tf.math.cumsum / cumprod, jnp.cumsum / cumprod, jax.lax.cummax / cummin,
+// torch.cumsum / cumprod / cummax's values): element i combines elements 0..i in order. `exclusive` (TensorFlow's)
+// leaves element i out: the first is the identity (0, 1, the dtype's lowest or highest, -inf / +inf for floats);
+// `reverse` runs from the end. The result has x's shape; a NaN carries on from where it appears. bool sums and
+// products count in i32, as reduce_sum does; cummax and cummin keep every dtype.
+struct ScanOptions {
+  bool exclusive = false;
+  bool reverse = false;
+};
+Tensor cumsum(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
+Tensor cumprod(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
+Tensor cummax(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
+Tensor cummin(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
+
 // ---- matmul --------------------------------------------------------------------
 struct MatmulOptions {
   bool transpose_a = false;

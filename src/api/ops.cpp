@@ -216,6 +216,34 @@ Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims, Location locati
   return arg_reduction(Op::argmin, x, axis, keepdims, location);
 }
 
+// ---- scans ---------------------------------------------------------------------
+namespace {
+Tensor scan(Op op, const Tensor& x, std::int64_t axis, ScanOptions options, const Location& location) {
+  const std::string name(ir::name(op));
+  const int rank = checked_rank(x, name.c_str(), location);
+  if (rank == 0) throw ShapeError(name, "needs an axis to run along; the operand is a scalar (rank 0)", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, name.c_str(), location);
+  attributes.exclusive = options.exclusive;
+  attributes.reverse = options.reverse;
+  const bool counts = (op == Op::cumsum || op == Op::cumprod) && x.dtype() == DType::boolean;
+  return apply(op, {cast_to(x, counts ? DType::i32 : x.dtype(), location)}, attributes, location);
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, std::int64_t axis, ScanOptions options, Location location) {
+  return scan(Op::cumsum, x, axis, options, location);
+}
+Tensor cumprod(const Tensor& x, std::int64_t axis, ScanOptions options, Location location) {
+  return scan(Op::cumprod, x, axis, options, location);
+}
+Tensor cummax(const Tensor& x, std::int64_t axis, ScanOptions options, Location location) {
+  return scan(Op::cummax, x, axis, options, location);
+}
+Tensor cummin(const Tensor& x, std::int64_t axis, ScanOptions options, Location location) {
+  return scan(Op::cummin, x, axis, options, location);
+}
+
 // ---- matmul --------------------------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options, Location location) {
   int rank_a = checked_rank(a, "matmul", location);

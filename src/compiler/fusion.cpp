@@ -380,6 +380,7 @@ class Fuser {
     if (ir::is_reduction(node.op))
       return ir::is_arg_reduction(node.op) ? std::string(ir::name(node.op)) + " is not generated"
                                            : "the reduced axes are not the trailing ones";
+    if (ir::is_scan(node.op)) return "a scan's standard kernel combines each line in order";
     if (is_strided_transpose(node))
       return "it moves the innermost axis: the standard kernel copies it in tiles transposed in registers, which "
              "its consumers read in order, where they would gather a lane per cache line";

@@ -37,6 +37,7 @@ struct Attributes {
   std::int64_t axis = 0;                  // concat, expand_dims, iota, argmax, argmin
   std::vector<std::int64_t> axes;         // reductions (sorted), squeeze (sorted), transpose (permutation)
   bool keepdims = false;                  // reductions
+  bool exclusive = false, reverse = false;  // scans: leave each element out; run from the end
   std::vector<std::int64_t> start, step;  // slice: first index and stride per axis
   bool transpose_a = false, transpose_b = false;  // matmul
   friend bool operator==(const Attributes&, const Attributes&) = default;

@@ -139,6 +139,14 @@ Type rule_argmax(const RuleContext& context) {
   return {DType::i64, reduced_shape(context, input.shape, {context.attributes.axis})};
 }
 
+// Scans keep the operand's dtype and shape; sums and products of bools are not defined (the api layer casts).
+Type rule_scan(const RuleContext& context) {
+  const Type& input = context.operand(0);
+  context.check_axis(context.attributes.axis, input.shape.rank());
+  if (context.op == Op::cumsum || context.op == Op::cumprod) context.require_not_bool(0);
+  return input;
+}
+
 Type rule_matmul(const RuleContext& context) {
   const Type& a = context.operand(0);
   const Type& b = context.operand(1);

@@ -163,6 +163,10 @@ class Verifier {
       field = "axes";
     else if (actual.keepdims != wanted.keepdims)
       field = "keepdims";
+    else if (actual.exclusive != wanted.exclusive)
+      field = "exclusive";
+    else if (actual.reverse != wanted.reverse)
+      field = "reverse";
     else if (actual.start != wanted.start)
       field = "start";
     else if (actual.step != wanted.step)

@@ -43,6 +43,12 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
     case Op::where: cpu::select(inputs[0], inputs[1], inputs[2], output); break;
     case Op::argmax:
     case Op::argmin: cpu::arg_reduce(node.op, attributes.axis, inputs[0], output); break;
+    case Op::cumsum:
+    case Op::cumprod:
+    case Op::cummax:
+    case Op::cummin:
+      cpu::scan(node.op, attributes, inputs[0], output);
+      break;
     case Op::matmul: cpu::matmul(attributes.transpose_a, attributes.transpose_b, inputs[0], inputs[1], output); break;
     case Op::transpose: cpu::transpose(attributes.axes, inputs[0], output); break;
     case Op::broadcast_to: cpu::broadcast_to(inputs[0], output); break;
@@ -87,6 +93,12 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
     case Op::where: cuda::select(inputs[0], inputs[1], inputs[2], output); break;
     case Op::argmax:
     case Op::argmin: cuda::arg_reduce(node.op, attributes.axis, inputs[0], output); break;
+    case Op::cumsum:
+    case Op::cumprod:
+    case Op::cummax:
+    case Op::cummin:
+      cuda::scan(node.op, attributes, inputs[0], output);
+      break;
     case Op::matmul: cuda::matmul(attributes.transpose_a, attributes.transpose_b, inputs[0], inputs[1], output); break;
     case Op::transpose: cuda::transpose(attributes.axes, inputs[0], output); break;
     case Op::broadcast_to: cuda::broadcast_to(inputs[0], output); break;

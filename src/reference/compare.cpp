@@ -53,6 +53,8 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::reduce_min:
     case Op::argmax:
     case Op::argmin:
+    case Op::cummax:
+    case Op::cummin:
     case Op::reshape:
     case Op::transpose:
     case Op::broadcast_to:
@@ -84,6 +86,8 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::reduce_sum:
     case Op::reduce_mean:
     case Op::reduce_prod:
+    case Op::cumsum:
+    case Op::cumprod:
     case Op::matmul: tolerance.relative = chain_relative(dtype); break;
   }
   tolerance.absolute = smallest_normal(dtype);

@@ -39,7 +39,7 @@ struct Tolerance {
 //   integers, bools (every op)   exact     integer arithmetic has one answer
 //   data movement, selection and exact-by-definition float ops: parameter,
 //   constant, iota, neg, abs, sign, relu, floor, ceil, maximum, minimum,
-//   comparisons, logical ops, where, cast, reduce_max, reduce_min, argmax, argmin,
+//   comparisons, logical ops, where, cast, reduce_max, reduce_min, argmax, argmin, cummax, cummin,
 //   shape ops, host_call, nonzero
 //                                exact     no rounding happens (cast rounds
 //                                          the same way the reference does)
@@ -57,7 +57,7 @@ struct Tolerance {
 //                                          roundings) or short rational approximations
 //                                          (Eigen/XLA-style tanh, erf); vector pow as
 //                                          exp(y log x); CUDA's erfcf 4, erfc 5
-//   reduce_sum, reduce_mean, matmul
+//   reduce_sum, reduce_mean, matmul, cumsum
 //                                relative 1e-5 (f32), 1e-12 (f64) of the magnitude
 //                                          (sum of |terms|): reassociation only. A
 //                                          blocked or pairwise sum errs by
@@ -69,7 +69,9 @@ struct Tolerance {
 //                                          beyond; 1e-12 is ~9000 u of f64, and also
 //                                          covers the reference's own double rounding.
 //                                          TF32 matmuls (10-bit mantissas) need ~2e-3.
-//   reduce_prod                  relative 1e-5 / 1e-12 of |result|: a product of n
+//                                          A running sum (cumsum) is sequential: the
+//                                          same ~10^4 terms on random data.
+//   reduce_prod, cumprod         relative 1e-5 / 1e-12 of |result|: a product of n
 //                                          terms errs by <= n u relative
 // Every bound that is not exact also accepts an absolute error up to the
 // smallest normal number of the dtype (2^-126, 2^-1022): kernels may flush

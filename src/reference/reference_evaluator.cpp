@@ -231,6 +231,12 @@ class Evaluator {
       case Op::reduce_prod: value = reduce(node, type); break;
       case Op::argmax:
       case Op::argmin: value = arg_extreme(node, type); break;
+      case Op::cumsum:
+      case Op::cumprod:
+      case Op::cummax:
+      case Op::cummin:
+        value = scan(node, type);
+        break;
       case Op::matmul: value = matmul(node, type); break;
       case Op::reshape:
       case Op::expand_dims:
@@ -489,6 +495,92 @@ class Evaluator {
     if (!floating && (node.op == Op::reduce_sum || node.op == Op::reduce_prod))
       for (std::size_t out = 0; out < value.integers.size(); ++out)
         value.integers[out] = wrap(integer_accumulators[out], value.dtype);
+    return value;
+  }
+
+  // cumsum, cumprod, cummax, cummin along attributes.axis: element i combines elements 0..i in order (reverse:
+  // i..n-1 from the end); exclusive shifts that by one, the identity first (sum 0, product 1, max -inf or the
+  // dtype's lowest, min +inf or highest). The first element combined is itself, as a reduction of one element is:
+  // a running sum that starts at -0 is -0. Max and min keep the first NaN from where it appears. Integer sums and
+  // products wrap. Errors as the reductions': a running sum |t| + E(t), a running product of |t| + E(t), the
+  // largest E so far.
+  Value scan(const ir::Node& node, const ir::Type& type) const {
+    const Value& input = operand(node, 0);
+    Value value = make_value(type.dtype, type.shape);
+    const auto axis = static_cast<int>(node.attributes.axis);
+    std::int64_t outer = 1, inner = 1;
+    for (int a = 0; a < axis; ++a) outer *= input.shape[a];
+    for (int a = axis + 1; a < input.shape.rank(); ++a) inner *= input.shape[a];
+    const std::int64_t length = input.shape[axis];
+    const bool floating = is_float(value.dtype);
+    if (floating) value.magnitudes.assign(value.values.size(), 0.0);
+    const double infinity = std::numeric_limits<double>::infinity();
+    for (std::int64_t line = 0; line < outer * inner; ++line) {
+      const std::int64_t base = line / inner * length * inner + line % inner;
+      double result = node.op == Op::cumprod  ? 1
+                      : node.op == Op::cummax ? -infinity
+                      : node.op == Op::cummin ? infinity
+                                              : 0;
+      double magnitude = node.op == Op::cumprod ? 1 : 0;
+      std::uint64_t accumulator = node.op == Op::cumprod ? 1 : 0;
+      std::int64_t extreme =
+          node.op == Op::cummax ? (floating ? 0 : lowest(value.dtype)) : (floating ? 0 : highest(value.dtype));
+      for (std::int64_t step = 0; step < length; ++step) {
+        const auto at = static_cast<std::size_t>(base + (node.attributes.reverse ? length - 1 - step : step) * inner);
+        auto write = [&] {
+          if (floating) {
+            value.values[at] = result;
+            value.magnitudes[at] = magnitude;
+          } else {
+            value.integers[at] =
+                node.op == Op::cumsum || node.op == Op::cumprod ? wrap(accumulator, value.dtype) : extreme;
+          }
+        };
+        if (node.attributes.exclusive) write();
+        if (floating) {
+          const double x = input.values[at], error = input.magnitude(static_cast<std::int64_t>(at));
+          switch (node.op) {
+            case Op::cumsum:
+              result = step == 0 ? x : result + x;
+              magnitude += std::fabs(x) + error;
+              break;
+            case Op::cumprod:
+              result *= x;
+              magnitude *= std::fabs(x) + error;
+              break;
+            case Op::cummax:
+              if (std::isnan(x) || x > result) result = std::isnan(result) ? result : x;
+              magnitude = std::max(magnitude, error);
+              break;
+            case Op::cummin:
+              if (std::isnan(x) || x < result) result = std::isnan(result) ? result : x;
+              magnitude = std::max(magnitude, error);
+              break;
+            default:
+              internal_error(node, "is not a scan");
+          }
+        } else {
+          const std::int64_t x = input.integers[at];
+          switch (node.op) {
+            case Op::cumsum:
+              accumulator += bits_of(x);
+              break;
+            case Op::cumprod:
+              accumulator *= bits_of(x);
+              break;
+            case Op::cummax:
+              extreme = std::max(extreme, x);
+              break;
+            case Op::cummin:
+              extreme = std::min(extreme, x);
+              break;
+            default:
+              internal_error(node, "is not a scan");
+          }
+        }
+        if (!node.attributes.exclusive) write();
+      }
+    }
     return value;
   }
 

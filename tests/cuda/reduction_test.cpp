@@ -143,4 +143,35 @@ TEST(CudaReduction, ArgmaxAndArgmin) {
   expect_same(argmin(x, 0), argmin(x.to(gpu), 0), 0, "argmin columns with NaN");
 }
 
+// Scans combine each line in order on both devices, so the GPU's equal the CPU's bit for bit, floats included:
+// columns (one thread per line), rows through the 32 x 32 tiles (lengths and row counts around 32), every flag,
+// every dtype, NaN.
+TEST(CudaScan, EqualTheCpusBitForBit) {
+  KILN_REQUIRE_GPU();
+  const std::vector<std::pair<Shape, std::int64_t>> scans = {
+      {Shape{70, 31}, 1},   {Shape{33, 32}, 1},  {Shape{3, 1000}, 1}, {Shape{1, 1}, 0}, {Shape{100, 70}, 0},
+      {Shape{7, 9, 11}, 1}, {Shape{65, 33}, -1}, {Shape{0, 5}, 1},    {Shape{5, 0}, 1}};
+  using Scan = Tensor (*)(const Tensor&, std::int64_t, ScanOptions, Location);
+  const std::vector<std::pair<const char*, Scan>> ops = {
+      {"cumsum", &cumsum}, {"cumprod", &cumprod}, {"cummax", &cummax}, {"cummin", &cummin}};
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (const auto& [shape, axis] : scans) {
+      Tensor x = random_tensor(dtype, shape, 72);
+      if (is_floating(dtype) && shape.numel() > 3) x = where(x > 1.5, std::numeric_limits<double>::quiet_NaN(), x);
+      for (const auto& [name, op] : ops)
+        for (bool exclusive : {false, true})
+          for (bool reverse : {false, true}) {
+            const ScanOptions options{.exclusive = exclusive, .reverse = reverse};
+            const std::string what = std::string(name) + " " + std::string(to_string(dtype)) + shape.to_string() +
+                                     " axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                                     (reverse ? " reverse" : "");
+            expect_same(op(x, axis, options, Location::current()), op(x.to(gpu), axis, options, Location::current()), 0,
+                        what);
+          }
+    }
+  Tensor flags = random_tensor(DType::f32, {40, 37}, 73) > 0.0;
+  expect_same(cummax(flags, 1), cummax(flags.to(gpu), 1), 0, "bool cummax");
+  expect_same(cumsum(flags, 0, {.reverse = true}), cumsum(flags.to(gpu), 0, {.reverse = true}), 0, "bool cumsum");
+}
+
 }  // namespace

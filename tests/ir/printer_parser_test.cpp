@@ -145,6 +145,17 @@ std::map<Op, std::vector<Sample>> samples() {
       table[op] = {{{f32_23}, axis_attributes(1), {}}, {{type(DType::i32, {4, 5, 6})}, attributes, {}}};
   }
   {
+    Attributes exclusive = axis_attributes(1), reverse = axis_attributes(0), both = axis_attributes(2);
+    exclusive.exclusive = true;
+    reverse.reverse = true;
+    both.exclusive = both.reverse = true;
+    for (Op op : {Op::cumsum, Op::cumprod, Op::cummax, Op::cummin})
+      table[op] = {{{f32_23}, axis_attributes(1), {}},
+                   {{f32_23}, exclusive, {}},
+                   {{type(DType::i64, {4, 5})}, reverse, {}},
+                   {{type(DType::f64, {2, 3, 4})}, both, {}}};
+  }
+  {
     Attributes transposed;
     transposed.transpose_b = true;
     Attributes both;

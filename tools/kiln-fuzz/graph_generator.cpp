@@ -390,6 +390,12 @@ class Builder {
       case Op::reduce_min: return build_reduction(op, any_value());
       case Op::argmax:
       case Op::argmin: return build_arg_reduction(op);
+      case Op::cumsum:
+      case Op::cumprod:
+        return build_scan(op, numeric_value());
+      case Op::cummax:
+      case Op::cummin:
+        return build_scan(op, any_value());
       case Op::matmul: return build_matmul();
       case Op::reshape: return build_reshape();
       case Op::transpose: return build_transpose();
@@ -463,6 +469,16 @@ class Builder {
     ir::Attributes attributes;
     attributes.axis = random_.pick(axes);
     attributes.keepdims = random_.chance(0.4);
+    return add(op, {x}, attributes);
+  }
+
+  ValueId build_scan(Op op, ValueId x) {
+    const int rank = type(x).shape.rank();
+    if (rank == 0) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.between(0, rank - 1);
+    attributes.exclusive = random_.chance(0.3);
+    attributes.reverse = random_.chance(0.3);
     return add(op, {x}, attributes);
   }
 

@@ -123,9 +123,11 @@ class HazardFinder {
       case Op::argmin:
         return check_arg_reduction(id);
       case Op::reduce_prod:
+      case Op::cumprod:
         return check_product(id);
       case Op::reduce_sum:
       case Op::reduce_mean:
+      case Op::cumsum:
       case Op::matmul:
         return check_sum_overflow(id);
       default:
@@ -246,6 +248,8 @@ class HazardFinder {
     if (node.op == Op::matmul) {
       term *= largest(node.operands[1]);
       terms = static_cast<double>(node.attributes.transpose_a ? input[input.rank() - 2] : input[input.rank() - 1]);
+    } else if (node.op == Op::cumsum) {
+      terms = static_cast<double>(input[static_cast<int>(node.attributes.axis)]);
     } else {
       terms = static_cast<double>(input.numel()) / std::max<double>(1, static_cast<double>(node.type.shape.numel()));
     }

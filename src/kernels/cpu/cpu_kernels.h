@@ -44,6 +44,12 @@ void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Arr
 // as both (the first NaN wins, as NumPy's).
 void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
 
+// ---- scans (scan.cpp) -----------------------------------------------------------
+// cumsum, cumprod, cummax or cummin (`op`) of input along attributes.axis, with attributes.exclusive and
+// .reverse, into output (input's dtype and shape). Each line is combined in order (deterministic); integer sums
+// and products wrap; cummax and cummin keep the first NaN.
+void scan(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
+
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
 // Batched matrix product over the last two axes, batch axes broadcast.
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,

@@ -53,6 +53,9 @@ void iota(std::int64_t axis, const runtime::Array& output);
 void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Array& input,
             const runtime::Array& output);
 // argmax or argmin (`op`), as the CPU's arg_reduce.
+// cumsum, cumprod, cummax or cummin along attributes.axis (scan.cu), as the CPU's scan: each line combined in
+// order, so sums agree with the CPU's bit for bit.
+void scan(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
 void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
 
 // ---- matmul (matmul.cu) ---------------------------------------------------------

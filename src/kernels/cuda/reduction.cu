@@ -19,6 +19,7 @@
 // differ from the CPU's by reassociation only. Identities for empty
 // reductions and NaN propagation follow the CPU kernels (reduction.cpp).
 
+#include "kernels/cuda/combining_ops.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -29,49 +30,6 @@ namespace {
 
 using runtime::Array;
 using std::int64_t;
-
-// ---- combining operations (the CPU kernels' SumOp, ProdOp, MaxOp, MinOp) ----------
-
-struct SumOp {
-  template <class V> __device__ V operator()(V a, V b) const { return a + b; }
-  template <class V> __host__ __device__ static V identity() { return V(0); }
-};
-struct ProdOp {
-  template <class V> __device__ V operator()(V a, V b) const { return a * b; }
-  template <class V> __host__ __device__ static V identity() { return V(1); }
-};
-// b wins if it is larger or NaN; a NaN in `a` compares false and stays.
-struct MaxOp {
-  template <class V> __device__ V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>) return (b > a || b != b) ? b : a;
-    else return b > a ? b : a;
-  }
-  template <class V> __host__ __device__ static V identity() {
-    if constexpr (std::numeric_limits<V>::has_infinity) return -std::numeric_limits<V>::infinity();
-    else return std::numeric_limits<V>::lowest();
-  }
-};
-struct MinOp {
-  template <class V> __device__ V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>) return (b < a || b != b) ? b : a;
-    else return b < a ? b : a;
-  }
-  template <class V> __host__ __device__ static V identity() {
-    if constexpr (std::numeric_limits<V>::has_infinity) return std::numeric_limits<V>::infinity();
-    else if constexpr (std::is_same_v<V, Bool>) return 1;  // bool: all() of nothing
-    else return std::numeric_limits<V>::max();
-  }
-};
-
-// Unsigned accumulators for integer sum and prod, so that they wrap.
-template <class Op, class T> struct AccumulatorOf {
-  using type = T;
-};
-template <class Op, class T>
-  requires(std::is_integral_v<T> && (std::is_same_v<Op, SumOp> || std::is_same_v<Op, ProdOp>))
-struct AccumulatorOf<Op, T> {
-  using type = std::make_unsigned_t<T>;
-};
 
 constexpr int64_t warp_row_limit = 1024;  // rows up to this long: one warp each
 constexpr int64_t row_chunk = 16384;      // elements per block in longer rows (64 per thread)
