@@ -54,6 +54,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta 
 Tensor rms_norm(const Tensor& x, const Tensor& gamma = {}, double epsilon = 1e-6,
                 Location location = Location::current());
 
+// x / sqrt(max(sum(x^2 over axes), epsilon)), TensorFlow's tf.math.l2_normalize (and its default epsilon): rows
+// of unit length, and an all-zero row stays zero. One row kernel over the last axis.
+Tensor l2_normalize(const Tensor& x, Axes axes = -1, double epsilon = 1e-12, Location location = Location::current());
+// x / (1 + |x|), in (-1, 1). tf.nn.softsign, jax.nn.soft_sign, torch's Softsign.
+Tensor softsign(const Tensor& x, Location location = Location::current());
+
 // One-hot rows for integer class indices (i32 or i64): a new last axis of `depth`, 1 where it equals the index and
 // 0 elsewhere (so an index outside [0, depth) gives a row of zeros, as tf.one_hot and jax.nn.one_hot do).
 // Inside a traced function it is an iota compared with the indices, which fuses into its consumer:

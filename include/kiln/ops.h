@@ -36,6 +36,9 @@ Tensor relu(const Tensor& x, Location location = Location::current());
 Tensor square(const Tensor& x, Location location = Location::current());
 Tensor floor(const Tensor& x, Location location = Location::current());
 Tensor ceil(const Tensor& x, Location location = Location::current());
+// To the nearest integer, halfway cases to the even one: round(2.5) is 2, round(-0.5) is -0 (NumPy's np.round,
+// tf.round, torch.round). Integers and bools are returned as they are.
+Tensor round(const Tensor& x, Location location = Location::current());
 Tensor sign(const Tensor& x, Location location = Location::current());
 Tensor erf(const Tensor& x, Location location = Location::current());
 // 1 - erf(x), accurate where that difference cancels (x > 0: down to 1e-45 in f32).
@@ -73,6 +76,17 @@ KILN_DECLARE_BINARY(logical_or)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Location location = Location::current());
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b, Location location = Location::current());
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b, Location location = Location::current());
+// Element tests (tf.math.is_nan / is_inf / is_finite, jnp.isnan / isinf / isfinite, torch.isnan / ...): bool
+// results of x's shape. Integers and bools are never NaN or infinite, and always finite.
+Tensor isnan(const Tensor& x, Location location = Location::current());
+Tensor isinf(const Tensor& x, Location location = Location::current());
+Tensor isfinite(const Tensor& x, Location location = Location::current());
+// Toward zero: floor for x >= 0, ceil below (trunc(-0.5) is -0); integers as they are. np.trunc, torch.trunc.
+Tensor trunc(const Tensor& x, Location location = Location::current());
+// 1 / x (integers and bools divide as floats, as div does). tf.math.reciprocal, torch.reciprocal.
+Tensor reciprocal(const Tensor& x, Location location = Location::current());
+// a != b as bools (nonzero is true), with broadcasting. tf.math.logical_xor, jnp.logical_xor.
+Tensor logical_xor(const Tensor& a, const Tensor& b, Location location = Location::current());
 // Each element limited to [low, high]: minimum(maximum(x, low), high), as jnp.clip, tf.clip_by_value and
 // torch.clamp compute it, so a NaN stays NaN and where low > high every element is high. Bounds broadcast.
 Tensor clip(const Tensor& x, Scalar low, Scalar high, Location location = Location::current());

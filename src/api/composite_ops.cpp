@@ -42,6 +42,40 @@ Tensor clip(const Tensor& x, const Tensor& low, const Tensor& high, Location loc
   return minimum(maximum(x, low, location), high, location);
 }
 
+Tensor isnan(const Tensor& x, Location location) {
+  checked_rank(x, "isnan", location);
+  return ne(x, x, location);  // false for every integer
+}
+
+Tensor isinf(const Tensor& x, Location location) {
+  checked_rank(x, "isinf", location);
+  if (!is_floating(x.dtype())) return ne(x, x, location);  // false
+  return eq(abs(x, location), std::numeric_limits<double>::infinity(), location);
+}
+
+Tensor isfinite(const Tensor& x, Location location) {
+  checked_rank(x, "isfinite", location);
+  if (!is_floating(x.dtype())) return eq(x, x, location);                          // true
+  return lt(abs(x, location), std::numeric_limits<double>::infinity(), location);  // NaN compares false
+}
+
+Tensor trunc(const Tensor& x, Location location) {
+  checked_rank(x, "trunc", location);
+  if (!is_floating(x.dtype())) return x;
+  return where(lt(x, 0, location), ceil(x, location), floor(x, location), location);
+}
+
+Tensor reciprocal(const Tensor& x, Location location) {
+  checked_rank(x, "reciprocal", location);
+  return div(1, x, location);
+}
+
+Tensor logical_xor(const Tensor& a, const Tensor& b, Location location) {
+  checked_rank(a, "logical_xor", location);
+  checked_rank(b, "logical_xor", location);
+  return ne(cast(a, DType::boolean, location), cast(b, DType::boolean, location), location);
+}
+
 Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location location) {
   const int rank = checked_rank(x, "reduce_logsumexp", location);
   const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_logsumexp", location);

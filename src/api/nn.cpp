@@ -1,6 +1,8 @@
 // Neural-network composites, written with the primitive ops so that the JIT
 // sees (and fuses) every step.
 
+#include "api/dispatch.h"
+
 #include <kiln/creation.h>
 #include <kiln/error.h>
 #include <kiln/nn.h>
@@ -122,6 +124,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location l
   Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);
   Tensor result = mul(x, rsqrt(add(mean_square, epsilon, location), location), location);
   return gamma.defined() ? mul(result, gamma, location) : result;
+}
+
+Tensor l2_normalize(const Tensor& x, Axes axes, double epsilon, Location location) {
+  const int rank = detail::checked_rank(x, "l2_normalize", location);
+  const std::vector<std::int64_t> normalized = detail::normalize_axes(axes, rank, "l2_normalize", location);
+  const Tensor values = cast(x, floating_result(x.dtype()), location);
+  const Tensor squares = reduce_sum(square(values, location), Axes(normalized), true, location);
+  return mul(values, rsqrt(maximum(squares, epsilon, location), location), location);
+}
+
+Tensor softsign(const Tensor& x, Location location) {
+  detail::checked_rank(x, "softsign", location);
+  const Tensor values = cast(x, floating_result(x.dtype()), location);
+  return div(values, add(abs(values, location), 1, location), location);
 }
 
 Tensor selu(const Tensor& x, Location location) {

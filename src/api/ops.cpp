@@ -95,6 +95,7 @@ Tensor square(const Tensor& x, Location location) { return unary(Op::square, x, 
 Tensor relu(const Tensor& x, Location location) { return unary(Op::relu, x, location); }
 Tensor floor(const Tensor& x, Location location) { return unary(Op::floor, x, location); }
 Tensor ceil(const Tensor& x, Location location) { return unary(Op::ceil, x, location); }
+Tensor round(const Tensor& x, Location location) { return unary(Op::round, x, location); }
 Tensor sin(const Tensor& x, Location location) { return unary_float(Op::sin, x, location); }
 Tensor cos(const Tensor& x, Location location) { return unary_float(Op::cos, x, location); }
 Tensor exp(const Tensor& x, Location location) { return unary_float(Op::exp, x, location); }

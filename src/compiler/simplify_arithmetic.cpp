@@ -70,6 +70,7 @@ const std::array arithmetic = {
     Rule{"relu(relu(x)) -> relu(x)", ir::Op::relu, idempotent},
     Rule{"floor(floor(x)) -> floor(x)", ir::Op::floor, idempotent},
     Rule{"ceil(ceil(x)) -> ceil(x)", ir::Op::ceil, idempotent},
+    Rule{"round(round(x)) -> round(x)", ir::Op::round, idempotent},
     Rule{"pow(x, 2) -> square(x)", ir::Op::pow, power_two},
     Rule{"cast to own dtype -> x", ir::Op::cast, same_dtype_cast},
     Rule{"reduce_sum of one element -> x", ir::Op::reduce_sum, one_element_reduction},

@@ -36,6 +36,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::relu:
     case Op::floor:
     case Op::ceil:
+    case Op::round:
     case Op::logical_not:
     case Op::cast:
     case Op::maximum:

@@ -38,7 +38,7 @@ struct Tolerance {
 //
 //   integers, bools (every op)   exact     integer arithmetic has one answer
 //   data movement, selection and exact-by-definition float ops: parameter,
-//   constant, iota, neg, abs, sign, relu, floor, ceil, maximum, minimum,
+//   constant, iota, neg, abs, sign, relu, floor, ceil, round, maximum, minimum,
 //   comparisons, logical ops, where, cast, reduce_max, reduce_min, argmax, argmin, cummax, cummin,
 //   shape ops, host_call, nonzero
 //                                exact     no rounding happens (cast rounds

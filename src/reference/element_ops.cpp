@@ -72,6 +72,8 @@ double unary_float(const ir::Node& node, double x) {
     case Op::square: return x * x;
     case Op::relu: return std::isnan(x) ? x : x > 0 ? x : 0.0;
     case Op::floor: return std::floor(x);
+    case Op::round:
+      return std::nearbyint(x);  // the default rounding mode: ties to even
     case Op::ceil: return std::ceil(x);
     case Op::sin: return std::sin(x);
     case Op::cos: return std::cos(x);
@@ -98,7 +100,9 @@ std::int64_t unary_integer(const ir::Node& node, std::int64_t x, DType dtype) {
     case Op::square: return wrap(bits_of(x) * bits_of(x), dtype);
     case Op::relu: return x > 0 ? x : 0;
     case Op::floor:
-    case Op::ceil: return x;
+    case Op::ceil:
+    case Op::round:
+      return x;
     case Op::logical_not: return x == 0 ? 1 : 0;
     default: internal_error(node, "is not defined on " + std::string(to_string(dtype)));
   }
@@ -128,7 +132,7 @@ double unary_magnitude(Op op, double x, double result, double error) {
       return own + error * 1.1283791670955126;  // 2/sqrt(pi)
     case Op::log1p: return own + scaled(1 / std::fabs(1 + x));
     case Op::expm1: return own + scaled(result + 1);  // e^x
-    // sign, floor, ceil: a jump, not a bound.
+    // sign, floor, ceil, round: a jump, not a bound.
     default: return 0;
   }
 }

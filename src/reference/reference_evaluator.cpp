@@ -194,6 +194,7 @@ class Evaluator {
       case Op::relu:
       case Op::floor:
       case Op::ceil:
+      case Op::round:
       case Op::sin:
       case Op::cos:
       case Op::exp:

@@ -25,7 +25,7 @@
 // element: integer pow, NaN rules, ...) and at each op in
 // reference_evaluator.cpp (cast, reductions, argmax, slice, nonzero, ...).
 //
-// Ops whose result jumps (floor, ceil, sign, comparisons, argmax, cast to an
+// Ops whose result jumps (floor, ceil, round, sign, comparisons, argmax, cast to an
 // integer or bool, nonzero) can legitimately disagree with an f32 executor
 // when their operand is a computed value sitting within rounding error of the
 // jump (floor(x * y) is 2 here if x * y is 2.9999999999 in float64, and 3 in

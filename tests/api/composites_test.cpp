@@ -363,6 +363,76 @@ TEST(Composites, AnyAllPadAndTile) {
             (std::vector<std::int32_t>{9, 9, 5, 9}));
 }
 
+// Each element's bits: NaN as NaN, the sign of zero too.
+void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(std::isnan(want[i]) ? std::isnan(got[i])
+                                    : got[i] == want[i] && std::signbit(got[i]) == std::signbit(want[i]))
+        << what << " [" << i << "]: " << got[i] << ", want " << want[i];
+}
+
+// round (a primitive: halves to even, as NumPy, TF and torch; an f32 trick like (|x| + 2^23) - 2^23 depends on
+// rounding that the float64 reference does not do), and the element composites: isnan, isinf, isfinite, trunc,
+// reciprocal, logical_xor, nn::softsign, nn::l2_normalize.
+TEST(Composites, RoundTruncElementTestsAndNormalization) {
+  const std::vector<float> values = {-2.5f, -1.5f, -0.5f, -0.4f,      -0.0f, 0.0f, 0.49999997f, 0.5f,     1.5f,
+                                     2.5f,  3.5f,  -7.7f, 8388607.5f, 1e10f, nan,  infinity,    -infinity};
+  const Tensor x = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  for (bool jit : {false, true}) {
+    const auto compute = function(
+        [](Tensor x) {
+          return std::vector<Tensor>{round(x),    trunc(x),      isnan(x),        isinf(x),
+                                     isfinite(x), reciprocal(x), nn::softsign(x), logical_xor(x > 0.0f, x < 1.0f)};
+        },
+        {.jit_compile = jit});
+    const std::vector<Tensor> results = compute(x);
+    const std::string where = executor(jit);
+    expect_bits(results[0].to_vector<float>(),
+                {-2, -2, -0.0f, -0.0f, -0.0f, 0, 0, 0, 2, 2, 4, -8, 8388608, 1e10f, nan, infinity, -infinity},
+                where + " round");
+    expect_bits(results[1].to_vector<float>(),
+                {-2, -1, -0.0f, -0.0f, -0.0f, 0, 0, 0, 1, 2, 3, -7, 8388607, 1e10f, nan, infinity, -infinity},
+                where + " trunc");
+    std::vector<bool> nans(values.size(), false), infinities(values.size(), false), finite(values.size(), true),
+        exclusive(values.size());
+    nans[14] = true;
+    infinities[15] = infinities[16] = true;
+    finite[14] = finite[15] = finite[16] = false;
+    for (std::size_t i = 0; i < values.size(); ++i) exclusive[i] = (values[i] > 0) != (values[i] < 1);
+    EXPECT_EQ(results[2].to_vector<bool>(), nans) << where;
+    EXPECT_EQ(results[3].to_vector<bool>(), infinities) << where;
+    EXPECT_EQ(results[4].to_vector<bool>(), finite) << where;
+    EXPECT_EQ(results[7].to_vector<bool>(), exclusive) << where;
+    std::vector<float> inverse, soft;
+    for (float v : values) {
+      inverse.push_back(1.0f / v);
+      soft.push_back(v / (1.0f + std::fabs(v)));
+    }
+    soft[15] = std::numeric_limits<float>::quiet_NaN();  // inf / inf, as TensorFlow's
+    soft[16] = std::numeric_limits<float>::quiet_NaN();
+    expect_bits(results[5].to_vector<float>(), inverse, where + " reciprocal");
+    expect_bits(results[6].to_vector<float>(), soft, where + " softsign");
+  }
+  const Tensor integers = from_vector(std::vector<std::int32_t>{-3, 0, 7}, {3});
+  EXPECT_EQ(round(integers).to_vector<std::int32_t>(), (std::vector<std::int32_t>{-3, 0, 7}));
+  EXPECT_EQ(trunc(integers).to_vector<std::int32_t>(), (std::vector<std::int32_t>{-3, 0, 7}));
+  EXPECT_EQ(isnan(integers).to_vector<bool>(), (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(isfinite(integers).to_vector<bool>(), (std::vector<bool>{true, true, true}));
+
+  // l2_normalize: rows of unit length; a zero row stays zero (epsilon), in one row kernel.
+  const Tensor rows = from_vector(std::vector<float>{3, 4, 0, 0, 1e-30f, 0}, {3, 2});
+  for (bool jit : {false, true}) {
+    const auto normalize = function([](Tensor x) { return nn::l2_normalize(x); }, {.jit_compile = jit});
+    expect_bits(normalize(rows).to_vector<float>(), {0.6f, 0.8f, 0, 0, 1e-30f * 1e6f, 0},
+                std::string(executor(jit)) + " l2_normalize");
+    if (jit) {
+      EXPECT_EQ(normalize.statistics().kernels_per_call, 1) << normalize.get_compiler_ir(Stage::fused, rows);
+    }
+  }
+  EXPECT_THROW(nn::l2_normalize(rows, 2), ShapeError);
+}
+
 // tile of a rank-5 input: interleaving its axes with the repeats would pass the maximum rank, so it is tiled axis by
 // axis (composite_ops.cpp). Element [i0..i4] of the result is input [i0 % d0, ..., i4 % d4].
 TEST(Composites, TileOfManyAxesMatchesItsDefinition) {

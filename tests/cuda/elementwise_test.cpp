@@ -41,10 +41,10 @@ void check_binary(const char* name, const Binary& f, const Tensor& a, const Tens
 TEST(CudaElementwise, UnaryExactOps) {
   KILN_REQUIRE_GPU();
   const std::vector<std::pair<const char*, Unary>> ops = {
-      {"neg", [](const Tensor& x) { return neg(x); }},       {"abs", [](const Tensor& x) { return abs(x); }},
-      {"sign", [](const Tensor& x) { return sign(x); }},     {"square", [](const Tensor& x) { return square(x); }},
-      {"relu", [](const Tensor& x) { return relu(x); }},     {"floor", [](const Tensor& x) { return floor(x); }},
-      {"ceil", [](const Tensor& x) { return ceil(x); }}};
+      {"neg", [](const Tensor& x) { return neg(x); }},   {"abs", [](const Tensor& x) { return abs(x); }},
+      {"sign", [](const Tensor& x) { return sign(x); }}, {"square", [](const Tensor& x) { return square(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }}, {"floor", [](const Tensor& x) { return floor(x); }},
+      {"ceil", [](const Tensor& x) { return ceil(x); }}, {"round", [](const Tensor& x) { return round(x); }}};
   for (DType dtype : numeric)
     for (const Shape& shape : shapes) {
       Tensor x = random_tensor(dtype, shape, 21) * 3;

@@ -57,14 +57,32 @@ std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gradient, 
 TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     auto body = [dtype](Tensor a, Tensor b, Tensor p) {
-      std::vector<Tensor> outputs = {neg(a), abs(a), sign(a), square(a), relu(a), floor(a), ceil(a), a + b, a - b,
-                                     a * b, maximum(a, b), minimum(a, b), where(p, a, b), a < b, a <= b,
-                                     a > b, a >= b, eq(a, b), ne(a, b), pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
+      std::vector<Tensor> outputs = {neg(a),
+                                     abs(a),
+                                     sign(a),
+                                     square(a),
+                                     relu(a),
+                                     floor(a),
+                                     ceil(a),
+                                     round(a),
+                                     a + b,
+                                     a - b,
+                                     a * b,
+                                     maximum(a, b),
+                                     minimum(a, b),
+                                     where(p, a, b),
+                                     a<b, a <= b, a>
+                                         b,
+                                     a >= b,
+                                     eq(a, b),
+                                     ne(a, b),
+                                     pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
       if (is_floating(dtype))
         for (Tensor y : {sin(a), cos(a), exp(a), log(abs(a) + 0.1), tanh(a), sqrt(abs(a)), rsqrt(abs(a) + 0.1),
                          sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), a / b})
           outputs.push_back(y);
-      for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) outputs.push_back(cast(a * 1000, to));
+      for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64})
+        outputs.push_back(cast(a * 1000, to));
       outputs.push_back(logical_and(p, logical_not(p)));
       outputs.push_back(logical_or(p, a > b));
       return outputs;

@@ -61,7 +61,7 @@ TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
     for (const Shape& shape : {Shape(), Shape({7}), Shape({3, 5}), Shape({0, 4}), Shape({2, 3, 129}), Shape({100003})}) {
       auto body = [dtype](Tensor x) {
-        std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x)};
+        std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x), round(x)};
         if (is_floating(dtype))
           for (Tensor y : {sin(x), cos(x), exp(x), tanh(x), sigmoid(x), erf(x), erfc(x), log(abs(x) + 0.1),
                            sqrt(abs(x)), rsqrt(abs(x) + 0.1), log1p(abs(x)), expm1(x)})

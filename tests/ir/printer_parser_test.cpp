@@ -119,7 +119,7 @@ std::map<Op, std::vector<Sample>> samples() {
       {{}, int_constant(0), type(DType::boolean, {0})},
   };
   table[Op::iota] = {{{}, axis_attributes(1), type(DType::i64, {3, 4})}};
-  for (Op op : {Op::neg, Op::abs, Op::sign, Op::square, Op::relu, Op::floor, Op::ceil})
+  for (Op op : {Op::neg, Op::abs, Op::sign, Op::square, Op::relu, Op::floor, Op::ceil, Op::round})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::i32, {5})}, {}, {}}};
   for (Op op : {Op::sin, Op::cos, Op::exp, Op::log, Op::tanh, Op::sqrt, Op::rsqrt, Op::sigmoid, Op::erf, Op::erfc,
                 Op::log1p, Op::expm1})

@@ -34,11 +34,11 @@ struct NamedUnary {
 
 const std::vector<NamedUnary>& unary_ops() {
   static const std::vector<NamedUnary> ops = {
-      {"neg", neg, false},    {"abs", abs, false},     {"sign", sign, false}, {"square", square, false},
-      {"relu", relu, false},  {"floor", floor, false}, {"ceil", ceil, false}, {"sin", sin, true},
-      {"cos", cos, true},     {"exp", exp, true},      {"tanh", tanh, true},  {"sigmoid", sigmoid, true},
-      {"erf", erf, true},     {"erfc", erfc, true},    {"log", log, true},    {"sqrt", sqrt, true},
-      {"rsqrt", rsqrt, true},  {"expm1", expm1, true},
+      {"neg", neg, false},    {"abs", abs, false},     {"sign", sign, false},   {"square", square, false},
+      {"relu", relu, false},  {"floor", floor, false}, {"ceil", ceil, false},   {"sin", sin, true},
+      {"cos", cos, true},     {"exp", exp, true},      {"tanh", tanh, true},    {"sigmoid", sigmoid, true},
+      {"erf", erf, true},     {"erfc", erfc, true},    {"log", log, true},      {"sqrt", sqrt, true},
+      {"rsqrt", rsqrt, true}, {"expm1", expm1, true},  {"round", round, false},
   };
   return ops;
 }

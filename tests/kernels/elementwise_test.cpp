@@ -232,6 +232,8 @@ const std::vector<UnaryCase> unary_cases = {
      [](std::int64_t x, DType) { return x; }, exact, exact},
     {Op::ceil, numeric, {-100, 100}, [](long double x) { return std::ceil(x); },
      [](std::int64_t x, DType) { return x; }, exact, exact},
+    {Op::round, numeric, {-100, 100}, [](long double x) { return std::nearbyint(x); },
+     [](std::int64_t x, DType) { return x; }, exact, exact},
     {Op::sqrt, floats, {0.01, 100}, [](long double x) { return std::sqrt(x); }, nullptr, exact, rounded_twice},
     {Op::rsqrt, floats, {0.01, 100}, [](long double x) { return 1 / std::sqrt(x); }, nullptr, {1, 0}, {1, 0}},
     {Op::sin, floats, {-10, 10}, [](long double x) { return std::sin(x); }, nullptr, vector_math_2ulp, libm_f64},

@@ -327,7 +327,9 @@ class Builder {
       case Op::square:
       case Op::relu:
       case Op::floor:
-      case Op::ceil: return add(op, {numeric_value()});
+      case Op::ceil:
+      case Op::round:
+        return add(op, {numeric_value()});
       case Op::log:
       case Op::log1p:
       case Op::sqrt:

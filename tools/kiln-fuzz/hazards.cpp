@@ -96,6 +96,8 @@ class HazardFinder {
       case Op::floor:
       case Op::ceil:
         return check_unary(id, 0, "near an integer", integer_distance);
+      case Op::round:
+        return check_unary(id, 0, "near a half-integer", half_integer_distance);
       case Op::sign:
         return check_unary(id, 0, "near 0", zero_distance);
       case Op::cast:
@@ -137,6 +139,7 @@ class HazardFinder {
 
   static double integer_distance(double x) { return std::fabs(x - std::nearbyint(x)); }
   static double zero_distance(double x) { return std::fabs(x); }
+  static double half_integer_distance(double x) { return std::fabs(x - std::floor(x) - 0.5); }
 
   void check_unary(ir::ValueId id, std::size_t index, const std::string& what, double (*distance)(double)) {
     ir::ValueId operand = graph_.node(id).operands[index];

@@ -88,16 +88,18 @@ void map_vector_math(const Array& input, const Array& output, VectorFunction fun
   });
 }
 
-// ---- sqrt, rsqrt, floor, ceil: correctly rounded / exact, so vector and
+// ---- sqrt, rsqrt, floor, ceil, round: correctly rounded / exact, so vector and
 // scalar code agree bit for bit and the tail may run scalar.
 
-enum class ExactMath { sqrt, rsqrt, floor, ceil };
+enum class ExactMath { sqrt, rsqrt, floor, ceil, round };
 
 template <class T> T exact_scalar(ExactMath kind, T x) {
   switch (kind) {
     case ExactMath::sqrt: return std::sqrt(x);
     case ExactMath::rsqrt: return T(1) / std::sqrt(x);
     case ExactMath::floor: return std::floor(x);
+    case ExactMath::round:
+      return __builtin_roundeven(x);  // whatever the rounding mode
     case ExactMath::ceil: break;
   }
   return std::ceil(x);
@@ -117,6 +119,9 @@ template <> struct Avx512<float> {
   static Vector rsqrt(Vector v) { return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_maskz_sqrt_ps(all, v)); }
   static Vector floor(Vector v) { return _mm512_maskz_roundscale_ps(all, v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static Vector ceil(Vector v) { return _mm512_maskz_roundscale_ps(all, v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+  static Vector round(Vector v) {
+    return _mm512_maskz_roundscale_ps(all, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
 };
 template <> struct Avx512<double> {
   using Vector = __m512d;
@@ -128,6 +133,9 @@ template <> struct Avx512<double> {
   static Vector rsqrt(Vector v) { return _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_maskz_sqrt_pd(all, v)); }
   static Vector floor(Vector v) { return _mm512_maskz_roundscale_pd(all, v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static Vector ceil(Vector v) { return _mm512_maskz_roundscale_pd(all, v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+  static Vector round(Vector v) {
+    return _mm512_maskz_roundscale_pd(all, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
 };
 
 template <class T, class VectorFunction>
@@ -150,6 +158,8 @@ template <class T> void exact_math(ExactMath kind, const Array& input, const Arr
     case ExactMath::rsqrt: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::rsqrt(v); });
     case ExactMath::floor: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::floor(v); });
     case ExactMath::ceil: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::ceil(v); });
+    case ExactMath::round:
+      return map_exact<T>(kind, input, output, [](Vector v) { return Isa::round(v); });
   }
 }
 #else
@@ -178,7 +188,10 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
         map<T, T>(input, output, grain, [](T x) { return x <= 0 ? T(0) : x; });
         return true;
       case Op::floor:
-      case Op::ceil: map<T, T>(input, output, grain, [](T x) { return x; }); return true;
+      case Op::ceil:
+      case Op::round:
+        map<T, T>(input, output, grain, [](T x) { return x; });
+        return true;
       default: return false;
     }
   } else {
@@ -195,6 +208,9 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
         return true;
       case Op::floor: exact_math<T>(ExactMath::floor, input, output); return true;
       case Op::ceil: exact_math<T>(ExactMath::ceil, input, output); return true;
+      case Op::round:
+        exact_math<T>(ExactMath::round, input, output);
+        return true;
       case Op::sqrt: exact_math<T>(ExactMath::sqrt, input, output); return true;
       case Op::rsqrt: exact_math<T>(ExactMath::rsqrt, input, output); return true;
       default: return false;

@@ -64,6 +64,7 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
       case Op::square: return run(ops::Square{});
       case Op::relu: return run(ops::Relu{});
       case Op::floor: return run(ops::Floor{});
+      case Op::round: return run(ops::Round{});
       case Op::ceil: return run(ops::Ceil{});
       default: break;
     }

@@ -27,6 +27,7 @@ KILN_CUDA_MATH(math_expm1, expm1f, expm1)
 KILN_CUDA_MATH(math_sqrt, sqrtf, sqrt)
 KILN_CUDA_MATH(math_floor, floorf, floor)
 KILN_CUDA_MATH(math_ceil, ceilf, ceil)
+KILN_CUDA_MATH(math_round, rintf, rint)  // the GPU rounds to nearest, ties to even
 KILN_CUDA_MATH(math_abs, fabsf, fabs)
 #undef KILN_CUDA_MATH
 __device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
@@ -78,6 +79,12 @@ struct Floor {
 struct Ceil {
   template <class T> __device__ T operator()(T x) const {
     if constexpr (is_float<T>) return math_ceil(x);
+    else return x;
+  }
+};
+struct Round {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (is_float<T>) return math_round(x);
     else return x;
   }
 };

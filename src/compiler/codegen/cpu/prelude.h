@@ -301,6 +301,14 @@ template <>
 struct unsigned_of<i64v> {
   using type = u64v;
 };
+template <>
+struct unsigned_of<f32v> {  // the bits of a float vector
+  using type = u32v;
+};
+template <>
+struct unsigned_of<f64v> {
+  using type = u64v;
+};
 
 template <class V>
 constexpr bool is_float_vector = __is_same(V, f32v) || __is_same(V, f64v);
@@ -378,6 +386,25 @@ template <class V> [[gnu::always_inline]] inline V ceil(V x) {
   else if constexpr (__is_same(V, f64v))
     return per_lane(x, [](double v) { return __builtin_ceil(v); });
   else return x;
+}
+// Halfway cases to even, in any rounding mode and under any compiler (clang 14 has no __builtin_roundeven, and
+// rint follows the caller's rounding mode): from floor, which compilers vectorize, up where the part above it
+// is more than 1/2, or exactly 1/2 above an odd integer; the sign copied from x, so round(-0.4) is -0. NaN and
+// infinities come through floor as they are (their fraction is NaN, which compares false).
+template <class V>
+[[gnu::always_inline]] inline V round(V x) {
+  if constexpr (is_float_vector<V>) {
+    using vector_math::equal, vector_math::greater, vector_math::lanes_of, vector_math::not_equal;
+    using U = typename unsigned_of<V>::type;
+    const V below = floor(x), fraction = x - below;  // exact
+    const V halved = floor(below * lanes_of<V>(0.5));
+    const V odd = below - (halved + halved);  // 1 or -1 for odd integers, 0 for even ones
+    const V rounded = vector_math::select_lanes(greater(fraction, 0.5) | (equal(fraction, 0.5) & not_equal(odd, 0)),
+                                                below + lanes_of<V>(1), below);
+    const U sign = U(lanes_of<V>(-0.0));
+    return V((U(rounded) & ~sign) | (U(x) & sign));
+  } else
+    return x;
 }
 template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
   if constexpr (__is_same(V, f32v))
