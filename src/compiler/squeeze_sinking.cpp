@@ -43,6 +43,8 @@ class SqueezeSinker {
       ir::ValueId added;
       if (squeezable(id))
         added = keep_dimensions(std::move(node));
+      else if (squeezes_a_row_value(node))
+        added = add(node, node.operands[0]);
       else if (const ir::ValueId squeezed = squeezed_operand(node); squeezed >= 0)
         added = sink(node, squeezed);
       else
@@ -60,7 +62,30 @@ class SqueezeSinker {
  private:
   ir::ValueId add(ir::Node node, ir::ValueId unsqueezed = -1) {
     unsqueezed_.push_back(unsqueezed);
+    per_row_.push_back(is_per_row(node));
     return result_.add(std::move(node));
+  }
+
+  // A node (of the result) with one value per row of a row kernel, in the row shape: a reduction over trailing
+  // axes with keepdims, or an elementwise op of the shape of such an operand.
+  bool is_per_row(const ir::Node& node) const {
+    if (ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op) && node.attributes.keepdims) {
+      const int reduced = trailing_reduced_axes(result_, node);
+      return reduced > 0 && reduced < result_.type(node.operands[0]).shape.rank();
+    }
+    if (!ir::is_elementwise(node.op)) return false;
+    for (ir::ValueId operand : node.operands)
+      if (per_row_[static_cast<std::size_t>(operand)] && result_.type(operand).shape == node.type.shape) return true;
+    return false;
+  }
+
+  // A reshape (operands in the result) that only drops unit axes of a per-row value: kiln's composites squeeze
+  // their keepdims rows so (reduce_std, reduce_logsumexp), and elementwise ops after it can sink past it too.
+  bool squeezes_a_row_value(const ir::Node& node) const {
+    if (node.op != ir::Op::reshape || !per_row_[static_cast<std::size_t>(node.operands[0])]) return false;
+    const Shape& row_shape = result_.type(node.operands[0]).shape;
+    std::vector<bool> inserted;
+    return !(row_shape == node.type.shape) && unit_axes_inserted(row_shape, node.type.shape, inserted);
   }
 
   ir::ValueId add_reshape(ir::ValueId value, const Shape& shape, const std::string& location,
@@ -135,6 +160,7 @@ class SqueezeSinker {
       }
     }
     node.type.shape = unsqueezed_shape;
+    changed_ = true;
     const std::string location = node.location;
     const ir::ValueId computed = add(std::move(node));
     return add_reshape(computed, shape, location, computed);
@@ -144,6 +170,7 @@ class SqueezeSinker {
   std::vector<std::vector<ir::ValueId>> users_;  // of the input graph's values
   ir::Graph result_;
   std::vector<ir::ValueId> unsqueezed_;  // of the result's values: the value a squeeze reshapes, or -1
+  std::vector<bool> per_row_;            // of the result's values: is_per_row
   bool changed_ = false;
 };
 

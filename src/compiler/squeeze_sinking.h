@@ -11,6 +11,9 @@
 // Squeezed at the end instead, the ops run in the reduction's kernel (the reshape is a view of its result), as
 // in kiln's own composites (reduce_logsumexp), instead of a kernel of their own after it.
 //
+// A squeeze of such a row value that is already in the graph (kiln's composites keep the axes and squeeze at the
+// end: reduce_std(x, {-1}) + 1) moves past the elementwise ops after it in the same way.
+//
 // The ops' other operands are reshaped to match (a view): a value of the squeezed shape gets the unit axes, a
 // scalar stays. Ops that broadcast the squeezed value to a larger shape, and reductions of other axes, are left
 // alone.

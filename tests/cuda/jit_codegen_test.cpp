@@ -113,7 +113,7 @@ TEST(CudaCodegen, GeluIsOneVectorizedLoopKernel) {
   // One input: rounds of two packs per thread, both loaded before either is computed.
   std::string vector = module.text.substr(module.text.find("kiln_kernel_0_vector"));
   EXPECT_EQ(count(vector, "Pack<float, 4> loaded_x0[2];"), 1u) << vector;
-  EXPECT_LT(vector.find("loaded_x0[round] = load_pack<4>"), vector.find("store_pack<4>")) << vector;
+  EXPECT_LT(vector.find("loaded_x0[in_round] = load_pack<4>"), vector.find("store_pack<4>")) << vector;
   EXPECT_EQ(module.launches[0].vector_blocks, 2);  // 1024 packs, 512 per block
 }
 

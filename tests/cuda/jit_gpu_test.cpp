@@ -237,6 +237,8 @@ TEST(CudaJit, RowCompositesAndPerRowValuesWithoutKeepdimsAreOneKernel) {
          Tensor maximum = reduce_max(x, {-1});
          return maximum + log(reduce_sum(exp(x - expand_dims(maximum, -1)), {-1}));
        }},
+      {"a composite's squeezed rows, then more",
+       [](Tensor x, Tensor, Tensor rows) { return reduce_std(x, {-1}) + reduce_logsumexp(x, {-1}) * rows; }},
       {"a row sum with a value per row",
        [](Tensor x, Tensor, Tensor rows) { return reduce_sum(x, {-1}) * rows - 1.0f; }},
   };

@@ -191,6 +191,8 @@ TEST(KernelCount, RowValuesWithoutKeepdimsStayInTheRowKernel) {
        }},
       {"a row sum with a value per row",
        [](Tensor x, Tensor, Tensor rows) { return reduce_sum(x, {-1}) * rows - 1.0f; }},
+      {"a composite's squeezed rows, then more",
+       [](Tensor x, Tensor, Tensor rows) { return reduce_std(x, {-1}) + reduce_logsumexp(x, {-1}) * rows; }},
       {"a maximum compared",
        [](Tensor x, Tensor, Tensor rows) { return where(reduce_max(x, {-1}) > rows, rows, 0.0f); }},
   };

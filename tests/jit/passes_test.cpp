@@ -258,6 +258,27 @@ TEST(SqueezeSinking, OpsOfARowReductionWithoutKeepdimsRunInTheRowShape) {
               "}\n");
 }
 
+TEST(SqueezeSinking, ASqueezeOfKeptRowsMovesPastTheOpsAfterIt) {
+  // reduce_std's form: the root of a keepdims mean, squeezed; the add after the squeeze moves before it.
+  expect_pass(then_dce<sink_squeezes_of_reductions>,
+              "func @f(%0: f32[4,6]) -> (f32[4]) {\n"
+              "  %1 = f32[4,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
+              "  %2 = f32[4,1] sqrt(%1)\n"
+              "  %3 = f32[4] reshape(%2)\n"
+              "  %4 = f32[] constant(1)\n"
+              "  %5 = f32[4] add(%3, %4)\n"
+              "  return %5\n"
+              "}\n",
+              "func @f(%0: f32[4,6]) -> (f32[4]) {\n"
+              "  %1 = f32[4,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
+              "  %2 = f32[4,1] sqrt(%1)\n"
+              "  %3 = f32[] constant(1)\n"
+              "  %4 = f32[4,1] add(%2, %3)\n"
+              "  %5 = f32[4] reshape(%4)\n"
+              "  return %5\n"
+              "}\n");
+}
+
 TEST(SqueezeSinking, BroadcastReadsAndReductionsReadOnlyOtherwiseStay) {
   // The sub broadcasts the [4] row maxima to [4,4] (one per column, NumPy-aligned); the max of [2,4] rows is only
   // returned; argmax is not a reduction kiln fuses.

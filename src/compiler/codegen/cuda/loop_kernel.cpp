@@ -236,8 +236,9 @@ class ElementKernel {
     const std::string items = std::to_string(total_ / width_);
     if (round_packs == 1) return vector_loop(sources);
     auto round_loop = [&](const std::string& body) {
-      return "#pragma unroll\n    for (int round = 0; round < " + rounds + "; ++round) {\n" +
-             "      const int64_t pack = first + round * stride;\n      if (pack >= " + items + ") break;\n" +
+      // (Not `round`: that is an op's function in the prelude.)
+      return "#pragma unroll\n    for (int in_round = 0; in_round < " + rounds + "; ++in_round) {\n" +
+             "      const int64_t pack = first + in_round * stride;\n      if (pack >= " + items + ") break;\n" +
              with_coordinates(true, body, "      ") + "    }\n";
     };
     std::string text = "  // Rounds of " + rounds + " packs of " + width + " per thread, a grid's width apart: all of a "
@@ -251,7 +252,7 @@ class ElementKernel {
         text += "    Pack<" + writer_.type(id) + ", " + width + "> loaded_" + writer_.at(id).name + "[" + rounds + "];\n";
       std::string loads;
       for (const auto& [id, address] : sources) {
-        loads += "      loaded_" + writer_.at(id).name + "[round] = load_pack<" + width + ">(" + address + ");\n";
+        loads += "      loaded_" + writer_.at(id).name + "[in_round] = load_pack<" + width + ">(" + address + ");\n";
         from_packs.insert(id);
       }
       text += round_loop(loads);
@@ -259,7 +260,7 @@ class ElementKernel {
     std::string body;
     for (const auto& [id, address] : sources)
       body += "      const Pack<" + writer_.type(id) + ", " + width + "> pack_" + writer_.at(id).name + " = loaded_" +
-              writer_.at(id).name + "[round];\n";
+              writer_.at(id).name + "[in_round];\n";
     text += round_loop(body + pack_body("      ", from_packs));
     return text + "  }\n";
   }
