@@ -223,6 +223,13 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples, Locatio
 // that means the call waits for the GPU, as nonzero does).
 Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis = 0,
               Location location = Location::current());
+// Picks along `axis` of `values` element by element: result[..., j, ...] = values[..., indices[..., j, ...], ...]
+// (NumPy's and JAX's take_along_axis, torch.gather(values, axis, indices)). indices are i32 or i64 with values'
+// rank; off `axis` the two broadcast against each other, and the result has the indices' size on `axis`. Negative
+// indices count from the end; one outside [-n, n) is a ValueError when the op runs (compiled or not). Each row's
+// largest element: take_along_axis(x, argmax(x, -1, true), -1).
+Tensor take_along_axis(const Tensor& values, const Tensor& indices, std::int64_t axis,
+                       Location location = Location::current());
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location = Location::current());
 // Default: remove every size-1 axis.
 Tensor squeeze(const Tensor& x, Axes axes = {}, Location location = Location::current());

@@ -380,6 +380,39 @@ Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis, Lo
   return apply(Op::gather, {params, indices}, attributes, location);
 }
 
+Tensor take_along_axis(const Tensor& values, const Tensor& indices, std::int64_t axis, Location location) {
+  const int rank = checked_rank(values, "take_along_axis", location);
+  checked_rank(indices, "take_along_axis", location);
+  if (rank == 0) throw ShapeError("take_along_axis", "cannot pick from a rank-0 tensor", location);
+  if (indices.shape().rank() != rank)
+    throw ShapeError("take_along_axis",
+                     "indices " + indices.shape().to_string() + " must have the rank of values " +
+                         values.shape().to_string(),
+                     location);
+  if (indices.dtype() != DType::i32 && indices.dtype() != DType::i64)
+    throw DTypeError("take_along_axis",
+                     "indices must be i32 or i64, got " + std::string(to_string(indices.dtype())), location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, "take_along_axis", location);
+  // Off the axis the two broadcast against each other; on it each keeps its own size.
+  std::vector<std::int64_t> value_dims(values.shape().dims().begin(), values.shape().dims().end());
+  std::vector<std::int64_t> index_dims(indices.shape().dims().begin(), indices.shape().dims().end());
+  for (int d = 0; d < rank; ++d) {
+    if (d == attributes.axis) continue;
+    const auto at = static_cast<std::size_t>(d);
+    if (value_dims[at] != index_dims[at] && value_dims[at] != 1 && index_dims[at] != 1)
+      throw ShapeError("take_along_axis",
+                       "values " + values.shape().to_string() + " and indices " + indices.shape().to_string() +
+                           " cannot be broadcast off axis " + std::to_string(attributes.axis),
+                       location);
+    value_dims[at] = index_dims[at] = std::max(value_dims[at], index_dims[at]);
+  }
+  const Tensor spread_values = Shape(value_dims) == values.shape() ? values : broadcast_to(values, Shape(value_dims), location);
+  const Tensor spread_indices =
+      Shape(index_dims) == indices.shape() ? indices : broadcast_to(indices, Shape(index_dims), location);
+  return apply(Op::take_along_axis, {spread_values, spread_indices}, attributes, location);
+}
+
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location) {
   int rank = checked_rank(x, "expand_dims", location);
   ir::Attributes attributes;

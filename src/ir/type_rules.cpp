@@ -264,6 +264,21 @@ Type rule_gather(const RuleContext& context) {
   return {params.dtype, Shape(dims)};
 }
 
+Type rule_take_along_axis(const RuleContext& context) {
+  const Type& values = context.operand(0);
+  const Type& indices = context.operand(1);
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    context.dtype_error("indices must be i32 or i64, got " + std::string(to_string(indices.dtype)));
+  const int rank = values.shape.rank();
+  context.check_axis(context.attributes.axis, rank);
+  if (indices.shape.rank() != rank) context.shape_error("indices must have the values' rank");
+  for (int axis = 0; axis < rank; ++axis)
+    if (axis != context.attributes.axis && indices.shape[axis] != values.shape[axis])
+      context.shape_error("indices and values must have one size on every axis but " +
+                          std::to_string(context.attributes.axis));
+  return {values.dtype, indices.shape};
+}
+
 Type rule_expand_dims(const RuleContext& context) {
   const Type& input = context.operand(0);
   int rank = input.shape.rank();
@@ -361,7 +376,7 @@ Type infer_type(Op op, const Attributes& attributes, std::span<const Type> opera
 }
 
 ValueError gather_index_error(const Node& node, std::int64_t value, std::int64_t position, std::int64_t size) {
-  return ValueError("gather",
+  return ValueError(std::string(name(node.op)),
                     "index " + std::to_string(value) + " (element " + std::to_string(position) +
                         " of the indices) is out of range for axis " + std::to_string(node.attributes.axis) +
                         " of size " + std::to_string(size),

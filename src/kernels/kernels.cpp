@@ -58,6 +58,10 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
       throw_if_out_of_range(node, cpu::gather(attributes.axis, inputs[0], inputs[1], output),
                             inputs[0].shape[static_cast<int>(attributes.axis)]);
       break;
+    case Op::take_along_axis:
+      throw_if_out_of_range(node, cpu::take_along_axis(attributes.axis, inputs[0], inputs[1], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
     default:
       if (ir::is_reduction(node.op)) cpu::reduce(node.op, attributes.axes, inputs[0], output);
       else if (ir::is_elementwise(node.op) && inputs.size() == 1) cpu::unary(node.op, inputs[0], output);
@@ -106,6 +110,10 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
     case Op::concat: cuda::concat(attributes.axis, inputs, output); break;
     case Op::gather:
       throw_if_out_of_range(node, cuda::gather(attributes.axis, inputs[0], inputs[1], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
+    case Op::take_along_axis:
+      throw_if_out_of_range(node, cuda::take_along_axis(attributes.axis, inputs[0], inputs[1], output),
                             inputs[0].shape[static_cast<int>(attributes.axis)]);
       break;
     default:

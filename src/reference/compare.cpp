@@ -62,6 +62,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::slice:
     case Op::concat:
     case Op::gather:
+    case Op::take_along_axis:
     case Op::expand_dims:
     case Op::squeeze:
     case Op::host_call:

@@ -249,6 +249,7 @@ class Evaluator {
       case Op::gather:
         value = gather_along_axis(node, type);
         break;
+      case Op::take_along_axis: value = take_along_axis(node, type); break;
       case Op::host_call: value = host_call(node); break;
       case Op::nonzero: value = nonzero(node); break;
     }
@@ -797,6 +798,26 @@ class Evaluator {
       sources[r] = (outer * size + index) * inner + element;
     }
     return gather(params, type.dtype, type.shape, sources);
+  }
+
+  // take_along_axis: result element [o, j, i] (as [outer, count, inner] around the axis) is values[o, index, i] for
+  // index = indices[o, j, i], negative ones counted from the end; one outside [-size, size) is an error.
+  Value take_along_axis(const ir::Node& node, const ir::Type& type) const {
+    const Value& values = operand(node, 0);
+    const Value& indices = operand(node, 1);
+    const auto axis = static_cast<int>(node.attributes.axis);
+    const std::int64_t size = values.shape[axis], count = type.shape[axis];
+    std::int64_t inner = 1;
+    for (int d = axis + 1; d < values.shape.rank(); ++d) inner *= values.shape[d];
+    std::vector<std::int64_t> sources(static_cast<std::size_t>(type.shape.numel()));
+    for (std::size_t r = 0; r < sources.size(); ++r) {
+      const auto position = static_cast<std::int64_t>(r);
+      std::int64_t index = indices.integers[r];
+      if (index < -size || index >= size) throw ir::gather_index_error(node, index, position, size);
+      if (index < 0) index += size;
+      sources[r] = (position / (count * inner) * size + index) * inner + position % inner;
+    }
+    return gather(values, type.dtype, type.shape, sources);
   }
 
   Value host_call(const ir::Node& node) const {

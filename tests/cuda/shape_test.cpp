@@ -132,6 +132,36 @@ TEST(CudaShape, GatherReportsTheFirstIndexOutOfRangeAndStaysUsable) {
   EXPECT_THROW(gather(empty_axis, from_vector(std::vector<std::int32_t>{0}).to(gpu)), ValueError);
 }
 
+// take_along_axis equals the CPU's for every dtype and axis, and reports the first index out of range.
+TEST(CudaShape, TakeAlongAxis) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : every)
+    for (std::int64_t axis : {0, 1, 2}) {
+      Tensor values = random_tensor(dtype, {5, 6, 7}, 114);
+      const std::int64_t size = values.dim(static_cast<int>(axis));
+      Shape shape({5, 6, 7});
+      shape[static_cast<int>(axis)] = 2;
+      std::vector<std::int64_t> picks;
+      for (std::int64_t i = 0; i < shape.numel(); ++i) picks.push_back((i * 31) % (2 * size) - size);
+      Tensor indices = from_vector(picks, shape);
+      expect_same(take_along_axis(values, indices, axis), take_along_axis(values.to(gpu), indices.to(gpu), axis), 0,
+                  "take_along_axis " + std::string(to_string(dtype)) + " axis " + std::to_string(axis));
+    }
+  Tensor values = random_tensor(DType::f32, {2, 4}, 115).to(gpu);
+  Tensor bad = from_vector(std::vector<std::int32_t>{1, 2, 3, 4, 5, -5}, {2, 3}).to(gpu);
+  try {
+    take_along_axis(values, bad, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& error) {
+    EXPECT_NE(std::string(error.what()).find("index 4 (element 3 of the indices) is out of range for axis 1 of size 4"),
+              std::string::npos)
+        << error.what();
+  }
+  Tensor good = from_vector(std::vector<std::int32_t>{1, 2, 3, -4, 0, 0}, {2, 3});
+  expect_same(take_along_axis(values.to(Device::cpu()), good, 1), take_along_axis(values, good.to(gpu), 1), 0,
+              "take_along_axis after an error");
+}
+
 TEST(CudaShape, Nonzero) {
   KILN_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN();

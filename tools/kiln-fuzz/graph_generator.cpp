@@ -406,6 +406,8 @@ class Builder {
       case Op::concat: return build_concat();
       case Op::gather:
         return build_gather();
+      case Op::take_along_axis:
+        return build_take_along_axis();
       case Op::expand_dims: {
         ValueId x = any_value();
         if (type(x).shape.rank() > 5) throw Rejected{};
@@ -500,6 +502,24 @@ class Builder {
     indices = add(Op::maximum, {indices, integer_constant(index_dtype, -size)});
     indices = add(Op::minimum, {indices, integer_constant(index_dtype, size - 1)});
     return add(Op::gather, {params, indices}, attributes);
+  }
+
+  // Indices of the values' shape but on the axis (1 to 5 there), clamped to [-n, n - 1] as for gather.
+  ValueId build_take_along_axis() {
+    ValueId values = any_value();
+    const Shape& shape = type(values).shape;
+    if (shape.rank() == 0) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.below(shape.rank());
+    const std::int64_t size = shape[static_cast<int>(attributes.axis)];
+    if (size <= 0) throw Rejected{};
+    const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
+    Shape index_shape = shape;
+    index_shape[static_cast<int>(attributes.axis)] = random_.between(1, 5);
+    ValueId indices = fresh_source({index_dtype, index_shape});
+    indices = add(Op::maximum, {indices, integer_constant(index_dtype, -size)});
+    indices = add(Op::minimum, {indices, integer_constant(index_dtype, size - 1)});
+    return add(Op::take_along_axis, {values, indices}, attributes);
   }
 
   ValueId integer_constant(DType dtype, std::int64_t value) {

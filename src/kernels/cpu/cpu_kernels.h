@@ -69,6 +69,10 @@ void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const run
 // outside [-n, n) is reported, before anything is written.
 std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,
                                       const runtime::Array& output);
+// output[o, j, i] = values[o, indices[o, j, i], i] around `axis` (NumPy's take_along_axis; negative indices count
+// from the end). An index outside [-n, n) is reported, before anything is written.
+std::optional<OutOfRangeIndex> take_along_axis(std::int64_t axis, const runtime::Array& values,
+                                               const runtime::Array& indices, const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements.
 runtime::Array nonzero(const runtime::Array& input);
 

@@ -1,4 +1,4 @@
-// Shape kernels: transpose, broadcast_to, slice, concat, gather, nonzero.
+// Shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, nonzero.
 //
 // transpose, broadcast_to and slice are one problem: copy a strided view of
 // the input into a dense output. Each drops size-1 axes, merges neighbouring
@@ -367,6 +367,45 @@ std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const A
           std::memcpy(out + run * inner, from, static_cast<std::size_t>(inner) * sizeof(E));
       }
     });
+  });
+  return std::nullopt;
+}
+
+std::optional<OutOfRangeIndex> take_along_axis(int64_t axis, const Array& values, const Array& indices,
+                                               const Array& output) {
+  if (values.dtype != output.dtype || !(indices.shape == output.shape))
+    throw InternalError("take_along_axis", "output unlike values' dtype or indices' shape", std::string());
+  const int64_t size = values.shape[static_cast<int>(axis)], total = output.shape.numel();
+  // Every index is checked (and made non-negative) before anything is copied.
+  std::vector<int64_t> picked(static_cast<std::size_t>(total));
+  auto normalize = [&]<class I>(const I* entries) -> std::optional<OutOfRangeIndex> {
+    for (int64_t i = 0; i < total; ++i) {
+      const auto value = static_cast<int64_t>(entries[i]);
+      if (value < -size || value >= size) return OutOfRangeIndex{i, value};
+      picked[static_cast<std::size_t>(i)] = value < 0 ? value + size : value;
+    }
+    return std::nullopt;
+  };
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    throw InternalError("take_along_axis", "indices are neither i32 nor i64", std::string());
+  if (auto bad = indices.dtype == DType::i32 ? normalize(indices.data<std::int32_t>())
+                                             : normalize(indices.data<int64_t>()))
+    return bad;
+  if (total == 0) return std::nullopt;
+  // output [outer, count, inner] from values [outer, size, inner].
+  int64_t inner = 1;
+  for (int d = static_cast<int>(axis) + 1; d < values.shape.rank(); ++d) inner *= values.shape[d];
+  const int64_t count = output.shape[static_cast<int>(axis)];
+  visit_element_size(values.dtype, [&]<class E>() {
+    const E* source = static_cast<const E*>(values.raw());
+    E* out = static_cast<E*>(output.mutable_raw());
+    runtime::parallel_for(total, std::max<int64_t>(1, bytes_per_task / static_cast<int64_t>(sizeof(E))),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t i = begin; i < end; ++i)
+                              out[i] = source[(i / (count * inner) * size + picked[static_cast<std::size_t>(i)]) *
+                                                  inner +
+                                              i % inner];
+                          });
   });
   return std::nullopt;
 }

@@ -93,6 +93,8 @@ void concat(std::int64_t axis, std::span<const runtime::Array> inputs, const run
 // output = params' slices along `axis` picked by `indices` (i32 or i64; negative ones count from the end): the
 // indices are checked and made non-negative on the GPU, the slices copied, and the first index outside [-n, n), if
 // any, read back -- so the call waits for the GPU, and the output is not to be used when one is reported.
+std::optional<OutOfRangeIndex> take_along_axis(std::int64_t axis, const runtime::Array& values,
+                                               const runtime::Array& indices, const runtime::Array& output);
 std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,
                                       const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements, in

@@ -1,4 +1,4 @@
-// CUDA shape kernels: transpose, broadcast_to, slice, concat, gather, nonzero.
+// CUDA shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, nonzero.
 //
 // transpose, broadcast_to and slice copy a strided view of the input into a
 // dense output (plan.h: size-1 axes dropped, chaining axes merged). A view
@@ -173,6 +173,45 @@ void concat_piece(runtime::cuda::DeviceContext& context, const void* in, void* o
          static_cast<Unit*>(out), rows, width_bytes / unit, row_bytes / unit, start_bytes / unit);
 }
 
+// After a kernel that kept the smallest position of an index outside its range in *first_bad (count if none):
+// waits for it, and reports that position and its index.
+std::optional<OutOfRangeIndex> first_out_of_range(const char* op, runtime::cuda::DeviceContext& context,
+                                                  const unsigned long long* first_bad, int64_t count,
+                                                  const Array& indices) {
+  auto first_bad_host = static_cast<unsigned long long>(count);
+  runtime::cuda::check(
+      cudaMemcpyAsync(&first_bad_host, first_bad, sizeof first_bad_host, cudaMemcpyDeviceToHost, context.stream),
+      "cudaMemcpyAsync", op);
+  runtime::cuda::check(cudaStreamSynchronize(context.stream), "cudaStreamSynchronize", op);
+  if (first_bad_host >= static_cast<unsigned long long>(count)) return std::nullopt;
+  const auto position = static_cast<int64_t>(first_bad_host);
+  int64_t value = 0;
+  std::int32_t value_32 = 0;
+  const bool narrow = indices.dtype == DType::i32;
+  const char* at = static_cast<const char*>(indices.raw()) + position * (narrow ? 4 : 8);
+  runtime::cuda::check(cudaMemcpy(narrow ? static_cast<void*>(&value_32) : static_cast<void*>(&value), at,
+                                  narrow ? 4 : 8, cudaMemcpyDeviceToHost),
+                       "cudaMemcpy", op);
+  return OutOfRangeIndex{position, narrow ? value_32 : value};
+}
+
+// take_along_axis: out [outer, count, inner] = values [outer, size, inner] at each index's own position; an index
+// outside [-size, size) writes 0 and its position, the smallest such, is kept in *first_bad.
+template <class I, class E>
+__global__ void take_along_axis_kernel(const E* __restrict__ values, const I* __restrict__ indices,
+                                       E* __restrict__ out, int64_t total, int64_t count, int64_t size, int64_t inner,
+                                       unsigned long long* first_bad) {
+  for (int64_t t = thread_index(); t < total; t += thread_count()) {
+    const auto index = static_cast<int64_t>(indices[t]);
+    if (index < -size || index >= size) {
+      atomicMin(first_bad, static_cast<unsigned long long>(t));
+      out[t] = E{};
+      continue;
+    }
+    out[t] = values[(t / (count * inner) * size + (index < 0 ? index + size : index)) * inner + t % inner];
+  }
+}
+
 // ---- gather ----------------------------------------------------------------------------
 
 // rows[i] = indices[i], made non-negative; an index outside [-size, size) reads row 0 instead, and the smallest
@@ -313,6 +352,37 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output) {
   }
 }
 
+std::optional<OutOfRangeIndex> take_along_axis(int64_t axis, const Array& values, const Array& indices,
+                                               const Array& output) {
+  if (values.dtype != output.dtype || !(indices.shape == output.shape))
+    internal_error("take_along_axis", "output unlike values' dtype or indices' shape");
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    internal_error("take_along_axis", "indices are neither i32 nor i64");
+  const int64_t total = output.shape.numel();
+  if (total == 0) return std::nullopt;
+  const int64_t size = values.shape[static_cast<int>(axis)], count = output.shape[static_cast<int>(axis)];
+  int64_t inner = 1;
+  for (int d = static_cast<int>(axis) + 1; d < values.shape.rank(); ++d) inner *= values.shape[d];
+  auto& context = context_of(output, "take_along_axis");
+  auto scratch = runtime::allocate(output.device(), sizeof(unsigned long long));
+  auto* first_bad = static_cast<unsigned long long*>(scratch->data());
+  const auto none = static_cast<unsigned long long>(total);
+  runtime::cuda::DeviceGuard guard(context.index);
+  runtime::cuda::check(cudaMemcpyAsync(first_bad, &none, sizeof none, cudaMemcpyHostToDevice, context.stream),
+                       "cudaMemcpyAsync", "take_along_axis");
+  visit_element_size(values.dtype, [&]<class E>() {
+    const E* source = static_cast<const E*>(values.raw());
+    E* out = static_cast<E*>(output.mutable_raw());
+    if (indices.dtype == DType::i32)
+      launch("take_along_axis", context, total, &take_along_axis_kernel<std::int32_t, E>,
+             source, indices.data<std::int32_t>(), out, total, count, size, inner, first_bad);
+    else
+      launch("take_along_axis", context, total, &take_along_axis_kernel<int64_t, E>, source, indices.data<int64_t>(),
+             out, total, count, size, inner, first_bad);
+  });
+  return first_out_of_range("take_along_axis", context, first_bad, total, indices);
+}
+
 std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const Array& indices, const Array& output) {
   if (params.dtype != output.dtype) internal_error("gather", "params and output dtypes differ");
   if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
@@ -360,20 +430,7 @@ std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const A
       gather_copy<std::uint8_t>(context, params.raw(), out, rows, count, size, slice_bytes, total_bytes);
   }
 
-  runtime::cuda::check(
-      cudaMemcpyAsync(&first_bad_host, first_bad, sizeof first_bad_host, cudaMemcpyDeviceToHost, context.stream),
-      "cudaMemcpyAsync (gather)", "gather");
-  runtime::cuda::check(cudaStreamSynchronize(context.stream), "cudaStreamSynchronize", "gather");
-  if (first_bad_host >= static_cast<unsigned long long>(count)) return std::nullopt;
-  const auto position = static_cast<int64_t>(first_bad_host);
-  int64_t value = 0;
-  std::int32_t value_32 = 0;
-  const bool narrow = indices.dtype == DType::i32;
-  const char* at = static_cast<const char*>(indices.raw()) + position * (narrow ? 4 : 8);
-  runtime::cuda::check(cudaMemcpy(narrow ? static_cast<void*>(&value_32) : static_cast<void*>(&value), at,
-                                  narrow ? 4 : 8, cudaMemcpyDeviceToHost),
-                       "cudaMemcpy (gather)", "gather");
-  return OutOfRangeIndex{position, narrow ? value_32 : value};
+  return first_out_of_range("gather", context, first_bad, count, indices);
 }
 
 Array nonzero(const Array& input) {
