@@ -140,12 +140,13 @@ class SqueezeSinker {
   // `node` computed in the unsqueezed shape of its operand `squeezed`, then squeezed.
   ir::ValueId sink(ir::Node node, ir::ValueId squeezed) {
     const Shape shape = node.type.shape;
-    const Shape& unsqueezed_shape = result_.type(unsqueezed_[static_cast<std::size_t>(squeezed)]).shape;
+    // Copies: adding nodes to the result moves its nodes.
+    const Shape unsqueezed_shape = result_.type(unsqueezed_[static_cast<std::size_t>(squeezed)]).shape;
     std::vector<bool> inserted;
     unit_axes_inserted(unsqueezed_shape, shape, inserted);
     for (ir::ValueId& operand : node.operands) {
       const ir::ValueId unsqueezed = unsqueezed_[static_cast<std::size_t>(operand)];
-      const Shape& own = result_.type(operand).shape;
+      const Shape own = result_.type(operand).shape;
       if (unsqueezed >= 0 && result_.type(unsqueezed).shape == unsqueezed_shape) {
         operand = unsqueezed;
       } else if (own.rank() > 0) {
