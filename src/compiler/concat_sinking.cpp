@@ -1,5 +1,7 @@
 #include "compiler/concat_sinking.h"
 
+#include "compiler/rewrite.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -8,10 +10,7 @@ namespace {
 
 class Sinker {
  public:
-  explicit Sinker(const ir::Graph& graph) : graph_(graph), uses_(graph.use_counts()) {
-    result_.name = graph.name;
-    result_.host_functions = graph.host_functions;
-  }
+  explicit Sinker(const ir::Graph& graph) : graph_(graph), uses_(graph.use_counts()), result_(start_rebuild(graph)) {}
 
   bool run(ir::Graph& graph) {
     std::vector<ir::ValueId> new_id(static_cast<std::size_t>(graph_.size()));
@@ -24,9 +23,7 @@ class Sinker {
       new_id[static_cast<std::size_t>(id)] = added;
     }
     if (!changed_) return false;
-    for (ir::ValueId parameter : graph_.parameters)
-      result_.parameters.push_back(new_id[static_cast<std::size_t>(parameter)]);
-    for (ir::ValueId output : graph_.outputs) result_.outputs.push_back(new_id[static_cast<std::size_t>(output)]);
+    finish_rebuild(graph_, new_id, result_);
     graph = std::move(result_);
     return true;
   }

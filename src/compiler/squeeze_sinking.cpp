@@ -1,6 +1,7 @@
 #include "compiler/squeeze_sinking.h"
 
 #include "compiler/fusion.h"
+#include "compiler/rewrite.h"
 
 #include <cstddef>
 #include <vector>
@@ -28,11 +29,10 @@ bool unit_axes_inserted(const Shape& shape, const Shape& squeezed, std::vector<b
 
 class SqueezeSinker {
  public:
-  explicit SqueezeSinker(const ir::Graph& graph) : graph_(graph), users_(static_cast<std::size_t>(graph.size())) {
+  explicit SqueezeSinker(const ir::Graph& graph)
+      : graph_(graph), users_(static_cast<std::size_t>(graph.size())), result_(start_rebuild(graph)) {
     for (ir::ValueId id = 0; id < graph.size(); ++id)
       for (ir::ValueId operand : graph.node(id).operands) users_[static_cast<std::size_t>(operand)].push_back(id);
-    result_.name = graph.name;
-    result_.host_functions = graph.host_functions;
   }
 
   bool run(ir::Graph& graph) {
@@ -52,9 +52,7 @@ class SqueezeSinker {
       new_id[static_cast<std::size_t>(id)] = added;
     }
     if (!changed_) return false;
-    for (ir::ValueId parameter : graph_.parameters)
-      result_.parameters.push_back(new_id[static_cast<std::size_t>(parameter)]);
-    for (ir::ValueId output : graph_.outputs) result_.outputs.push_back(new_id[static_cast<std::size_t>(output)]);
+    finish_rebuild(graph_, new_id, result_);
     graph = std::move(result_);
     return true;
   }

@@ -498,10 +498,7 @@ class Builder {
     if (size <= 0) throw Rejected{};
     const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
     const int index_rank = std::min(2, Shape::max_rank + 1 - shape.rank());
-    ValueId indices = fresh_source({index_dtype, random_shape(index_rank)});
-    indices = add(Op::maximum, {indices, integer_constant(index_dtype, -size)});
-    indices = add(Op::minimum, {indices, integer_constant(index_dtype, size - 1)});
-    return add(Op::gather, {params, indices}, attributes);
+    return add(Op::gather, {params, indices_within({index_dtype, random_shape(index_rank)}, size)}, attributes);
   }
 
   // Indices of the values' shape but on the axis (1 to 5 there), clamped to [-n, n - 1] as for gather.
@@ -516,10 +513,14 @@ class Builder {
     const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
     Shape index_shape = shape;
     index_shape[static_cast<int>(attributes.axis)] = random_.between(1, 5);
-    ValueId indices = fresh_source({index_dtype, index_shape});
-    indices = add(Op::maximum, {indices, integer_constant(index_dtype, -size)});
-    indices = add(Op::minimum, {indices, integer_constant(index_dtype, size - 1)});
-    return add(Op::take_along_axis, {values, indices}, attributes);
+    return add(Op::take_along_axis, {values, indices_within({index_dtype, index_shape}, size)}, attributes);
+  }
+
+  // A fresh integer source of `type` clamped to [-size, size - 1]: in range whatever the source holds.
+  ValueId indices_within(const ir::Type& type, std::int64_t size) {
+    ValueId indices = fresh_source(type);
+    indices = add(Op::maximum, {indices, integer_constant(type.dtype, -size)});
+    return add(Op::minimum, {indices, integer_constant(type.dtype, size - 1)});
   }
 
   ValueId integer_constant(DType dtype, std::int64_t value) {

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/combining_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/scan_shape.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -27,13 +28,10 @@ using std::int64_t;
 // Lines of a column block: 1024 elements of the widest type is 8 KiB of accumulators, in L1 beside the rows.
 constexpr int64_t columns_per_block = 1024;
 
-struct ScanShape {
-  int64_t outer = 1, length = 1, inner = 1;
-  bool exclusive = false, reverse = false;
-
-  // The offset of the line's element at `step` (counted in scan order) from the line's first element.
-  int64_t offset(int64_t step) const { return (reverse ? length - 1 - step : step) * inner; }
-};
+// The offset of a line's element at `step` (counted in scan order) from the line's first element.
+int64_t offset(const ScanShape& shape, int64_t step) {
+  return (shape.reverse ? shape.length - 1 - step : step) * shape.inner;
+}
 
 // Rows scanned side by side, each with its own running value: within a row every step waits for the one before
 // (an add's latency per element), while the rows of a group are independent. Not more than four: rows a multiple
@@ -54,14 +52,14 @@ void scan_rows(const T* x, T* out, const ScanShape& shape) {
       const int64_t rows = std::min(rows_together, shape.outer - first_row);
       const T* in = x + first_row * shape.length;
       T* result = out + first_row * shape.length;
-      const int64_t start = shape.offset(0);
+      const int64_t start = offset(shape, 0);
       for (int64_t r = 0; r < rows; ++r) {
         running[r] = static_cast<V>(in[r * shape.length + start]);
         result[r * shape.length + start] =
             shape.exclusive ? static_cast<T>(Op::template identity<V>()) : static_cast<T>(running[r]);
       }
       for (int64_t step = 1; step < shape.length; ++step) {
-        const int64_t at = shape.offset(step);
+        const int64_t at = offset(shape, step);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t element = r * shape.length + at;
           if (shape.exclusive) result[element] = static_cast<T>(running[r]);
@@ -87,13 +85,13 @@ void scan_columns(const T* x, T* out, const ScanShape& shape) {
       const int64_t line = task / blocks * shape.length * shape.inner + first;
       const T* in = x + line;
       T* result = out + line;
-      const int64_t start = shape.offset(0);
+      const int64_t start = offset(shape, 0);
       for (int64_t j = 0; j < width; ++j) {
         running[j] = static_cast<V>(in[start + j]);
         result[start + j] = shape.exclusive ? static_cast<T>(Op::template identity<V>()) : static_cast<T>(running[j]);
       }
       for (int64_t step = 1; step < shape.length; ++step) {
-        const int64_t at = shape.offset(step);
+        const int64_t at = offset(shape, step);
         if (shape.exclusive)
           for (int64_t j = 0; j < width; ++j) result[at + j] = static_cast<T>(running[j]);
         for (int64_t j = 0; j < width; ++j) running[j] = Op::apply(running[j], static_cast<V>(in[at + j]));
@@ -117,20 +115,8 @@ void scan_with(const Array& input, const Array& output, const ScanShape& shape) 
 }  // namespace
 
 void scan(ir::Op op, const ir::Attributes& attributes, const Array& input, const Array& output) {
-  const std::string name(ir::name(op));
-  const Shape& dims = input.shape;
-  const int64_t axis = attributes.axis;
-  if (!ir::is_scan(op) || axis < 0 || axis >= dims.rank() || output.dtype != input.dtype || !(output.shape == dims))
-    throw InternalError(name, "kernel called with a bad op, axis or output", std::string());
-  if ((op == ir::Op::cumsum || op == ir::Op::cumprod) && input.dtype == DType::boolean)
-    throw DTypeError(name, "does not accept bool operands (the api layer counts them in i32)", std::string());
-  ScanShape shape;
-  shape.length = dims[static_cast<int>(axis)];
-  for (int i = 0; i < axis; ++i) shape.outer *= dims[i];
-  for (int i = static_cast<int>(axis) + 1; i < dims.rank(); ++i) shape.inner *= dims[i];
-  shape.exclusive = attributes.exclusive;
-  shape.reverse = attributes.reverse;
-  if (dims.numel() == 0) return;
+  const ScanShape shape = scan_shape(op, attributes, input, output);
+  if (input.shape.numel() == 0) return;
   switch (op) {
     case ir::Op::cumsum:
       scan_with<SumOp>(input, output, shape);

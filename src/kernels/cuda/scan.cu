@@ -12,6 +12,7 @@
 #include "kernels/cuda/combining_ops.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/scan_shape.h"
 
 #include <string>
 
@@ -20,11 +21,6 @@ namespace {
 
 using runtime::Array;
 using std::int64_t;
-
-struct ScanShape {
-  int64_t outer = 1, length = 1, inner = 1;
-  bool exclusive = false, reverse = false;
-};
 
 template <class Op, class T>
 __global__ void scan_columns_kernel(const T* x, T* out, ScanShape shape) {
@@ -105,20 +101,9 @@ void scan_with(const char* name, const Array& input, const Array& output, const 
 }  // namespace
 
 void scan(ir::Op op, const ir::Attributes& attributes, const Array& input, const Array& output) {
+  const ScanShape shape = scan_shape(op, attributes, input, output);
+  if (input.shape.numel() == 0) return;
   const std::string name(ir::name(op));
-  const Shape& dims = input.shape;
-  const int64_t axis = attributes.axis;
-  if (!ir::is_scan(op) || axis < 0 || axis >= dims.rank() || output.dtype != input.dtype || !(output.shape == dims))
-    internal_error(name, "kernel called with a bad op, axis or output");
-  if ((op == ir::Op::cumsum || op == ir::Op::cumprod) && input.dtype == DType::boolean)
-    throw DTypeError(name, "does not accept bool operands (the api layer counts them in i32)", std::string());
-  ScanShape shape;
-  shape.length = dims[static_cast<int>(axis)];
-  for (int i = 0; i < axis; ++i) shape.outer *= dims[i];
-  for (int i = static_cast<int>(axis) + 1; i < dims.rank(); ++i) shape.inner *= dims[i];
-  shape.exclusive = attributes.exclusive;
-  shape.reverse = attributes.reverse;
-  if (dims.numel() == 0) return;
   switch (op) {
     case ir::Op::cumsum:
       scan_with<SumOp>(name.c_str(), input, output, shape);
