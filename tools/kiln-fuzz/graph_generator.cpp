@@ -489,31 +489,38 @@ class Builder {
   // Indices from a fresh source (a parameter holds integers in [-9, 9], sometimes [-999, 999]) clamped to
   // [-n, n - 1]: in range whatever the source holds, negative ones included. An empty axis takes no index.
   ValueId build_gather() {
-    ValueId params = any_value();
-    const Shape& shape = type(params).shape;
+    const IndexedAxis picked = indexed_axis();
+    const int index_rank = std::min(2, Shape::max_rank + 1 - type(picked.source).shape.rank());
+    return add(Op::gather, {picked.source, indices_within({picked.index_dtype, random_shape(index_rank)}, picked.size)},
+               picked.attributes);
+  }
+
+  // A value of rank >= 1 with a random nonempty axis to index, and a random index dtype.
+  struct IndexedAxis {
+    ValueId source;
+    ir::Attributes attributes;  // axis
+    std::int64_t size;
+    DType index_dtype;
+  };
+  IndexedAxis indexed_axis() {
+    IndexedAxis picked;
+    picked.source = any_value();
+    const Shape& shape = type(picked.source).shape;
     if (shape.rank() == 0) throw Rejected{};
-    ir::Attributes attributes;
-    attributes.axis = random_.below(shape.rank());
-    const std::int64_t size = shape[static_cast<int>(attributes.axis)];
-    if (size <= 0) throw Rejected{};
-    const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
-    const int index_rank = std::min(2, Shape::max_rank + 1 - shape.rank());
-    return add(Op::gather, {params, indices_within({index_dtype, random_shape(index_rank)}, size)}, attributes);
+    picked.attributes.axis = random_.below(shape.rank());
+    picked.size = shape[static_cast<int>(picked.attributes.axis)];
+    if (picked.size <= 0) throw Rejected{};
+    picked.index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
+    return picked;
   }
 
   // Indices of the values' shape but on the axis (1 to 5 there), clamped to [-n, n - 1] as for gather.
   ValueId build_take_along_axis() {
-    ValueId values = any_value();
-    const Shape& shape = type(values).shape;
-    if (shape.rank() == 0) throw Rejected{};
-    ir::Attributes attributes;
-    attributes.axis = random_.below(shape.rank());
-    const std::int64_t size = shape[static_cast<int>(attributes.axis)];
-    if (size <= 0) throw Rejected{};
-    const DType index_dtype = random_.chance(0.5) ? DType::i32 : DType::i64;
-    Shape index_shape = shape;
-    index_shape[static_cast<int>(attributes.axis)] = random_.between(1, 5);
-    return add(Op::take_along_axis, {values, indices_within({index_dtype, index_shape}, size)}, attributes);
+    const IndexedAxis picked = indexed_axis();
+    Shape index_shape = type(picked.source).shape;
+    index_shape[static_cast<int>(picked.attributes.axis)] = random_.between(1, 5);
+    return add(Op::take_along_axis, {picked.source, indices_within({picked.index_dtype, index_shape}, picked.size)},
+               picked.attributes);
   }
 
   // A fresh integer source of `type` clamped to [-size, size - 1]: in range whatever the source holds.
