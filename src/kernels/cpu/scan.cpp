@@ -14,10 +14,7 @@
 #include "kernels/scan_shape.h"
 #include "runtime/parallel.h"
 
-#include <kiln/error.h>
-
 #include <algorithm>
-#include <string>
 
 namespace kiln::kernels::cpu {
 namespace {
