@@ -329,25 +329,35 @@ void concat(int64_t axis, std::span<const Array> inputs, const Array& output, co
   });
 }
 
+namespace {
+
+// Every index (i32 or i64) checked against [-size, size) and made non-negative into `normalized`, before the
+// caller copies anything; the first one outside, in row-major order, is reported.
+std::optional<OutOfRangeIndex> checked_indices(const char* op, const Array& indices, int64_t size,
+                                               std::vector<int64_t>& normalized) {
+  const int64_t count = indices.shape.numel();
+  normalized.resize(static_cast<std::size_t>(count));
+  auto normalize = [&]<class I>(const I* entries) -> std::optional<OutOfRangeIndex> {
+    for (int64_t i = 0; i < count; ++i) {
+      const auto value = static_cast<int64_t>(entries[i]);
+      if (value < -size || value >= size) return OutOfRangeIndex{i, value};
+      normalized[static_cast<std::size_t>(i)] = value < 0 ? value + size : value;
+    }
+    return std::nullopt;
+  };
+  if (indices.dtype == DType::i32) return normalize(indices.data<std::int32_t>());
+  if (indices.dtype == DType::i64) return normalize(indices.data<int64_t>());
+  throw InternalError(op, "indices are neither i32 nor i64", std::string());
+}
+
+}  // namespace
+
 std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const Array& indices, const Array& output) {
   if (params.dtype != output.dtype) throw InternalError("gather", "params and output dtypes differ", std::string());
   const int64_t size = params.shape[static_cast<int>(axis)];
   const int64_t count = indices.shape.numel();
-  // Every index is checked (and made non-negative) before anything is copied.
-  std::vector<int64_t> rows(static_cast<std::size_t>(count));
-  auto normalize = [&]<class I>(const I* values) -> std::optional<OutOfRangeIndex> {
-    for (int64_t i = 0; i < count; ++i) {
-      const auto value = static_cast<int64_t>(values[i]);
-      if (value < -size || value >= size) return OutOfRangeIndex{i, value};
-      rows[static_cast<std::size_t>(i)] = value < 0 ? value + size : value;
-    }
-    return std::nullopt;
-  };
-  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
-    throw InternalError("gather", "indices are neither i32 nor i64", std::string());
-  if (auto bad =
-          indices.dtype == DType::i32 ? normalize(indices.data<std::int32_t>()) : normalize(indices.data<int64_t>()))
-    return bad;
+  std::vector<int64_t> rows;
+  if (auto bad = checked_indices("gather", indices, size, rows)) return bad;
   if (output.shape.numel() == 0) return std::nullopt;
 
   // output [outer, count, inner] from params [outer, size, inner]: one run of `inner` elements per index.
@@ -376,21 +386,8 @@ std::optional<OutOfRangeIndex> take_along_axis(int64_t axis, const Array& values
   if (values.dtype != output.dtype || !(indices.shape == output.shape))
     throw InternalError("take_along_axis", "output unlike values' dtype or indices' shape", std::string());
   const int64_t size = values.shape[static_cast<int>(axis)], total = output.shape.numel();
-  // Every index is checked (and made non-negative) before anything is copied.
-  std::vector<int64_t> picked(static_cast<std::size_t>(total));
-  auto normalize = [&]<class I>(const I* entries) -> std::optional<OutOfRangeIndex> {
-    for (int64_t i = 0; i < total; ++i) {
-      const auto value = static_cast<int64_t>(entries[i]);
-      if (value < -size || value >= size) return OutOfRangeIndex{i, value};
-      picked[static_cast<std::size_t>(i)] = value < 0 ? value + size : value;
-    }
-    return std::nullopt;
-  };
-  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
-    throw InternalError("take_along_axis", "indices are neither i32 nor i64", std::string());
-  if (auto bad = indices.dtype == DType::i32 ? normalize(indices.data<std::int32_t>())
-                                             : normalize(indices.data<int64_t>()))
-    return bad;
+  std::vector<int64_t> picked;
+  if (auto bad = checked_indices("take_along_axis", indices, size, picked)) return bad;
   if (total == 0) return std::nullopt;
   // output [outer, count, inner] from values [outer, size, inner].
   int64_t inner = 1;
