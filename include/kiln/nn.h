@@ -4,6 +4,10 @@
 
 #include <kiln/ops.h>
 
+#include <array>
+#include <optional>
+#include <utility>
+
 namespace kiln::nn {
 
 Tensor relu(const Tensor& x, Location location = Location::current());
@@ -59,6 +63,58 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma = {}, double epsilon = 1e-6
 Tensor l2_normalize(const Tensor& x, Axes axes = -1, double epsilon = 1e-12, Location location = Location::current());
 // x / (1 + |x|), in (-1, 1). tf.nn.softsign, jax.nn.soft_sign, torch's Softsign.
 Tensor softsign(const Tensor& x, Location location = Location::current());
+
+// ---- convolution and pooling -------------------------------------------------
+// Images are NHWC ([batch, height, width, channels]) and filters HWIO ([height, width, in, out]), TensorFlow's
+// layout (tf.nn.conv2d); sequences NWC and filters WIO (tf.nn.conv1d).
+//
+// How the spatial axes are padded. valid: none, so a window never leaves the input. same: zeros (for pooling:
+// elements that take no part) so that the output has ceil(input / stride) positions, the odd one at the end, as
+// TensorFlow and JAX's "SAME" do.
+enum class Padding { valid, same };
+using PaddingPair = std::pair<std::int64_t, std::int64_t>;  // (before, after)
+
+struct Conv2dOptions {
+  std::array<std::int64_t, 2> strides = {1, 1};
+  Padding padding = Padding::valid;
+  // Explicit zero padding of height and width, instead of `padding` (TensorFlow's padding="EXPLICIT",
+  // PyTorch's padding=(h, w)).
+  std::optional<std::array<PaddingPair, 2>> explicit_padding = std::nullopt;
+  std::array<std::int64_t, 2> dilations = {1, 1};
+};
+// The cross-correlation of `input` [N, H, W, C] with `filters` [KH, KW, C / groups, O]: [N, OH, OW, O]. When the
+// filters' input channels are fewer than the input's, the channels split into groups = C / filters' in (which
+// must divide C and O), each convolved with its own O / groups filters (tf.nn.conv2d's grouped form, PyTorch's
+// groups); filters [KH, KW, 1, C * m] are a depthwise convolution with m filters per channel.
+// Computed from kiln's primitives, so the JIT fuses it: the windows (strided slices of the padded input) side by
+// side along the channels, times the filters as one [KH KW C, O] matrix (im2col); a depthwise convolution is a
+// sum of KH KW windows times their weights, one loop kernel. f32, f64 and integer dtypes; the two operands
+// promote as matmul's do.
+Tensor conv2d(const Tensor& input, const Tensor& filters, Conv2dOptions options = {},
+              Location location = Location::current());
+
+struct Conv1dOptions {
+  std::int64_t stride = 1;
+  Padding padding = Padding::valid;
+  std::optional<PaddingPair> explicit_padding = std::nullopt;
+  std::int64_t dilation = 1;
+};
+// conv2d over one spatial axis: `input` [N, W, C], `filters` [K, C / groups, O], result [N, OW, O].
+Tensor conv1d(const Tensor& input, const Tensor& filters, Conv1dOptions options = {},
+              Location location = Location::current());
+
+struct Pool2dOptions {
+  std::array<std::int64_t, 2> window = {2, 2};
+  // Unset: the window's size (TensorFlow's and PyTorch's default strides for pooling).
+  std::optional<std::array<std::int64_t, 2>> strides = std::nullopt;
+  Padding padding = Padding::valid;
+};
+// The largest element of each window of `input` [N, H, W, C], per channel: [N, OH, OW, C] (tf.nn.max_pool2d).
+// Padding takes no part (as if -infinity); a NaN in a window makes its result NaN. Floats and integers.
+Tensor max_pool2d(const Tensor& input, Pool2dOptions options = {}, Location location = Location::current());
+// The mean of each window, over the elements inside the input only: with same padding a corner window of 2 x 2
+// by 3 x 3 averages its 4 elements (tf.nn.avg_pool2d; PyTorch's count_include_pad=False). Floats.
+Tensor avg_pool2d(const Tensor& input, Pool2dOptions options = {}, Location location = Location::current());
 
 // One-hot rows for integer class indices (i32 or i64): a new last axis of `depth`, 1 where it equals the index and
 // 0 elsewhere (so an index outside [0, depth) gives a row of zeros, as tf.one_hot and jax.nn.one_hot do).
