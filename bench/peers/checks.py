@@ -34,6 +34,8 @@ import numpy as np
 # attention adds 64- and 512-term dot products and a 512-term row sum; the
 # transformer block chains 512- and 2048-term products, 1024-term softmax rows
 # and two 512-term layer norms, each feeding the next: like attention's, 1e-4.
+# conv's outputs are 576-term dot products of unit-variance terms (filters scaled by
+# 1/sqrt(576)), with a bias, through relu: as attention's products, 1e-4.
 TOLERANCE = {
     "seed": 1e-4,
     "gelu": 1e-5,
@@ -43,6 +45,7 @@ TOLERANCE = {
     "adam": 1e-5,
     "attention": 1e-4,
     "block": 1e-4,
+    "conv": 1e-4,
 }
 
 

@@ -64,6 +64,11 @@ def make_peer(device: str = "cpu") -> common.Peer:
         m = jax.nn.gelu(layernorm(x1, gamma2, beta2) @ w1 + b1, approximate=True)
         return x1 + m @ w2 + b2
 
+    def conv(x, filters, bias):
+        # kiln-bench's conv_body: a 3x3 convolution of NHWC images, same padding, bias, relu.
+        y = jax.lax.conv_general_dilated(x, filters, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jax.nn.relu(y + bias)
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -95,7 +100,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("jax.jit", jax.jit),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block),
+                    block=block, conv=conv),
     )
 
 

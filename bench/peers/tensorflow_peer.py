@@ -61,6 +61,9 @@ def make_peer(device: str = "cpu") -> common.Peer:
         m = tf.nn.gelu(tf.matmul(layernorm(x1, gamma2, beta2), w1) + b1, approximate=True)
         return x1 + tf.matmul(m, w2) + b2
 
+    def conv(x, filters, bias):  # kiln-bench's conv_body: NHWC images, HWIO filters
+        return tf.nn.relu(tf.nn.conv2d(x, filters, 1, "SAME") + bias)
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -109,7 +112,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block),
+                    block=block, conv=conv),
     )
 
 

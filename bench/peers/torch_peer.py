@@ -61,6 +61,12 @@ def make_peer(device: str = "cpu") -> common.Peer:
         m = F.gelu(layernorm(x1, gamma2, beta2) @ w1 + b1, approximate="tanh")
         return x1 + m @ w2 + b2
 
+    def conv(x, filters, bias):
+        # kiln-bench's conv_body on NHWC images: PyTorch convolves NCHW by OIHW, so the data is viewed as
+        # channels-last NCHW (no copy) and the result viewed back.
+        y = F.conv2d(x.permute(0, 3, 1, 2), filters.permute(3, 2, 0, 1), bias, padding="same")
+        return torch.relu(y.permute(0, 2, 3, 1))
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -124,7 +130,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block),
+                    block=block, conv=conv),
     )
 
 

@@ -107,6 +107,11 @@ Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w
   return x1 + matmul(m, w2) + b2;
 }
 
+// A convolutional layer as a ResNet stage has it: a 3x3 convolution with same padding, a bias and relu.
+Tensor conv_body(Tensor x, Tensor filters, Tensor bias) {
+  return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
+}
+
 }  // namespace
 
 WorkloadOptions options_for(Device device) {
@@ -124,7 +129,8 @@ std::vector<std::string> suite_ids(bool big, Device device) {
     return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block"}) ids.push_back(id);
+  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv"})
+    ids.push_back(id);
   return ids;
 }
 
@@ -246,9 +252,24 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       for (int i = 0; i < 3; ++i) matmul(inputs[0], inputs[1]);
       matmul(matmul(inputs[0], inputs[5]), inputs[7]);
     };
+  } else if (id == "conv" && !device.is_cuda()) {
+    const std::int64_t n = options.images, size = options.image_size, c = options.image_channels;
+    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 40}),
+                               random::normal({3, 3, c, c}, {.seed = 41, .stddev = 1 / std::sqrt(9.0 * c)}),
+                               random::normal({c}, {.seed = 42, .stddev = 0.1})};
+    workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3", inputs, conv_body);
+    workload.bytes += bytes_of({inputs[0]});
+    const double positions = static_cast<double>(n * size * size), depth = 9.0 * static_cast<double>(c);
+    workload.flops = 2 * positions * depth * static_cast<double>(c);
+    workload.matmul_output_bytes = positions * static_cast<double>(c) * 4;
+    // The floor's product: OpenBLAS on the [positions, 9 c] x [9 c, c] matrices the windows make (im2col).
+    const Tensor windows = random::normal({n * size * size, 9 * c}, {.seed = 43});
+    const Tensor filters = reshape(inputs[1], {9 * c, c});
+    workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
+    workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
   } else {
     throw std::invalid_argument("unknown workload '" + id + "'" +
-                                (id == "block" ? std::string(": the block runs on the CPU only") : ""));
+                                (id == "block" || id == "conv" ? std::string(": it runs on the CPU only") : ""));
   }
   workload.device = device;
   return workload;

@@ -21,7 +21,7 @@ using Call = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 struct Workload {
   std::string id;                // unique in a run, e.g. "seed-1024", "gelu"
-  std::string name;              // the body: seed, gelu, gelu_erf, softmax, layernorm, adam, attention, block
+  std::string name;              // the body: seed, gelu, gelu_erf, softmax, layernorm, adam, attention, block, conv
   std::string shape;             // human-readable size, e.g. "1024x1024"
   std::vector<Tensor> inputs;
   Call standard;                 // kiln::function(body)
@@ -52,6 +52,8 @@ struct WorkloadOptions {
   std::int64_t batch = 4, heads = 16, sequence = 512, head_size = 64;
   // block: a transformer block on `tokens` rows `width` wide, `block_heads` heads, an MLP 4x as wide
   std::int64_t tokens = 1024, width = 512, block_heads = 8;
+  // conv: a 3x3 convolution of `images` NHWC images of image_size^2 pixels, image_channels in and out
+  std::int64_t images = 8, image_size = 56, image_channels = 64;
   Device device = Device::cpu();
 };
 
@@ -62,14 +64,15 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
+// adam, attention, block, conv. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
 // gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // Builds a workload from its id: seed-<N> (the article's function on two
 // N x N matrices; seed-<N>-tf32 on a GPU with TF32 matmuls), gelu (the tanh
 // form), gelu-erf (the exact form), softmax, layernorm, adam, attention or
 // block (a pre-norm transformer block: layer_norm, attention with the heads
-// split and merged by reshapes and transposes, an MLP with gelu, residuals).
+// split and merged by reshapes and transposes, an MLP with gelu, residuals) or
+// conv (relu(conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench
