@@ -52,6 +52,20 @@ Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Location location = 
 // gamma and beta may be undefined Tensors (then 1 and 0).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma = {}, const Tensor& beta = {}, double epsilon = 1e-5,
                   Location location = Location::current());
+// The mean and the population variance of `x` over `axes` (tf.nn.moments; torch.var_mean with correction=0), the
+// variance from that mean in a second pass, as reduce_variance: a large mean does not cancel it away. Integers
+// compute in f32. A pair, as tf.nn.moments' tuple, so that a kiln::function can return it:
+// `auto [mean, variance] = nn::moments(x, {0, 1, 2});`.
+std::pair<Tensor, Tensor> moments(const Tensor& x, Axes axes, bool keepdims = false,
+                                  Location location = Location::current());
+// Batch normalization with given statistics: (x - mean) / sqrt(variance + epsilon) * gamma + beta, each of mean,
+// variance, gamma and beta broadcast against x (one value per channel, [C], for NHWC images or [batch, C] rows):
+// tf.nn.batch_normalization, Keras' BatchNormalization and torch's batch_norm at inference. In training, the
+// statistics are the batch's: moments(x, {0, 1, 2}) for NHWC. gamma and beta may be undefined Tensors (then 1 and
+// 0). The per-channel factor rsqrt(variance + epsilon) gamma is computed once, so the elements take a subtraction,
+// a multiplication and an addition; after a convolution or a dense layer, the JIT computes them in its epilogue.
+Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, const Tensor& gamma = {},
+                  const Tensor& beta = {}, double epsilon = 1e-5, Location location = Location::current());
 // Root-mean-square normalization over the last axis: x / sqrt(mean(x^2) + epsilon) * gamma (LLaMA's and T5's
 // norm; torch.nn.functional.rms_norm, keras.layers.RMSNormalization, whose default epsilon this is). gamma may
 // be an undefined Tensor (then 1).

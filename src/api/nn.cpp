@@ -119,6 +119,28 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   return result;
 }
 
+std::pair<Tensor, Tensor> moments(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  const int rank = detail::checked_rank(x, "moments", location);
+  const std::vector<std::int64_t> normalized = detail::normalize_axes(axes, rank, "moments", location);
+  const Tensor values = detail::cast_to(x, floating_result(x.dtype()), location);
+  const Tensor mean = reduce_mean(values, Axes(normalized), true, location);
+  const Tensor centered = sub(values, mean, location);
+  const Tensor variance = reduce_mean(mul(centered, centered, location), Axes(normalized), true, location);
+  if (keepdims) return {mean, variance};
+  return {squeeze(mean, Axes(normalized), location), squeeze(variance, Axes(normalized), location)};
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, const Tensor& gamma, const Tensor& beta,
+                  double epsilon, Location location) {
+  detail::checked_rank(x, "batch_norm", location);
+  detail::checked_rank(mean, "batch_norm", location);
+  detail::checked_rank(variance, "batch_norm", location);
+  Tensor factor = rsqrt(add(variance, epsilon, location), location);
+  if (gamma.defined()) factor = mul(factor, gamma, location);
+  const Tensor result = mul(sub(x, mean, location), factor, location);
+  return beta.defined() ? add(result, beta, location) : result;
+}
+
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location location) {
   require_an_axis("rms_norm", x, location);
   Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);

@@ -2,7 +2,8 @@
 // here (TensorFlow's semantics: "SAME" padding with the odd element after, pooling that leaves the padding out), on
 // both executors, and the executors against the reference evaluator; odd sizes, strides, dilations, explicit
 // padding, groups and depthwise filters, integers, empty batches and transposed inputs; the kernels the JIT makes of
-// them; and their errors, which name the op and the line and leave a compiled function usable.
+// them; and their errors, which name the op and the line and leave a compiled function usable. Batch normalization
+// (nn::moments, nn::batch_norm), the layer that follows a convolution, against its definition too.
 
 #include "support/differential.h"
 #include "support/test_support.h"
@@ -26,6 +27,8 @@ using testing::expect_agreement;
 using testing::random_tensor;
 
 std::vector<double> values_of(const Tensor& x) { return cast(x, DType::f64).to_vector<double>(); }
+
+const char* executor(bool jit) { return jit ? "JIT" : "standard"; }
 
 // One spatial axis as the definitions see it: input size, window, stride, dilation and the padding before it.
 struct Axis {
@@ -114,7 +117,7 @@ void expect_definition(const std::string& label, Body body, const std::vector<Te
     ASSERT_EQ(got.size(), expected.size()) << label;
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], expected[i], tolerance * (1 + std::fabs(expected[i])))
-          << label << (jit ? " (JIT)" : " (standard)") << " at element " << i;
+          << label << " (" << executor(jit) << ") at element " << i;
   }
 }
 
@@ -307,6 +310,60 @@ TEST(Convolution, BadArgumentsNameTheOpAndLeaveTheFunctionUsable) {
     EXPECT_NE(error.location().find("convolution_test.cpp"), std::string::npos) << error.location();
   }
   EXPECT_EQ(convolve(images, filters).shape(), Shape({1, 3, 3, 2}));
+}
+
+TEST(BatchNorm, MomentsAndNormalizationMatchTheirDefinitions) {
+  // Channels with a mean far from 0 (1000): a one-pass variance E[x^2] - E[x]^2 would lose it in f32.
+  const Tensor images = add(random_tensor(DType::f32, {4, 5, 6, 3}, 91), 1000.0);
+  const std::vector<double> values = values_of(images);
+  std::vector<double> mean(3, 0), variance(3, 0);
+  for (std::size_t i = 0; i < values.size(); ++i) mean[i % 3] += values[i] / 120;
+  for (std::size_t i = 0; i < values.size(); ++i) variance[i % 3] += std::pow(values[i] - mean[i % 3], 2) / 120;
+  const Tensor gamma = random_tensor(DType::f32, {3}, 92), beta = random_tensor(DType::f32, {3}, 93);
+  const std::vector<double> scale = values_of(gamma), shift = values_of(beta);
+  std::vector<double> normalized;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    normalized.push_back((values[i] - mean[i % 3]) / std::sqrt(variance[i % 3] + 1e-5) * scale[i % 3] + shift[i % 3]);
+
+  for (const bool jit : {false, true}) {
+    auto statistics = function([](Tensor x) { return nn::moments(x, {0, 1, 2}); }, {.jit_compile = jit});
+    const auto [batch_mean, batch_variance] = statistics(images);
+    ASSERT_EQ(batch_mean.shape(), Shape({3}));
+    for (std::size_t c = 0; c < 3; ++c) {
+      EXPECT_NEAR(values_of(batch_mean)[c], mean[c], 1e-3) << executor(jit);
+      EXPECT_NEAR(values_of(batch_variance)[c], variance[c], 1e-4 * variance[c]) << executor(jit);
+    }
+    auto training = function(
+        [](Tensor x, Tensor gamma, Tensor beta) {
+          const auto [mean, variance] = nn::moments(x, {0, 1, 2}, true);
+          return nn::batch_norm(x, mean, variance, gamma, beta);
+        },
+        {.jit_compile = jit});
+    const std::vector<double> got = values_of(training(images, gamma, beta));
+    ASSERT_EQ(got.size(), normalized.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], normalized[i], 1e-3 * (1 + std::fabs(normalized[i]))) << executor(jit) << " at " << i;
+  }
+  EXPECT_EQ(nn::moments(images, {1, 2}, true).second.shape(), Shape({4, 1, 1, 3}));
+  EXPECT_EQ(nn::moments(cast(images, DType::i32), {0}).first.dtype(), DType::f32);
+  testing::expect_agreement(
+      "batch_norm with given statistics",
+      [](Tensor x, Tensor mean, Tensor variance, Tensor gamma) { return nn::batch_norm(x, mean, variance, gamma); },
+      images, random_tensor(DType::f32, {3}, 94), abs(random_tensor(DType::f32, {3}, 95)), gamma);
+}
+
+// A convolution, batch normalization with given statistics and relu, as an inference graph has them: the
+// normalization and relu are the product's epilogue, and only the per-channel factor is a kernel of its own.
+TEST(BatchNorm, AfterAConvolutionIsTheProductsEpilogue) {
+  const Tensor images = random_tensor(DType::f32, {2, 8, 8, 16}, 96),
+               filters = random_tensor(DType::f32, {1, 1, 16, 8}, 97);
+  const Tensor mean = random_tensor(DType::f32, {8}, 98), variance = abs(random_tensor(DType::f32, {8}, 99));
+  auto layer = [](Tensor x, Tensor w, Tensor mean, Tensor variance) {
+    return nn::relu(nn::batch_norm(nn::conv2d(x, w), mean, variance));
+  };
+  const testing::DifferentialResult result =
+      testing::expect_agreement("conv, batch_norm, relu", layer, images, filters, mean, variance);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
 }
 
 }  // namespace
