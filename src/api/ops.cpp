@@ -108,6 +108,7 @@ Tensor erf(const Tensor& x, Location location) { return unary_float(Op::erf, x, 
 Tensor erfc(const Tensor& x, Location location) { return unary_float(Op::erfc, x, location); }
 Tensor log1p(const Tensor& x, Location location) { return unary_float(Op::log1p, x, location); }
 Tensor expm1(const Tensor& x, Location location) { return unary_float(Op::expm1, x, location); }
+Tensor atan(const Tensor& x, Location location) { return unary_float(Op::atan, x, location); }
 
 Tensor logical_not(const Tensor& x, Location location) {
   checked_rank(x, "logical_not", location);

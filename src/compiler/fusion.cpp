@@ -95,6 +95,7 @@ bool is_transcendental(ir::Op op) {
     case ir::Op::erfc:
     case ir::Op::log1p:
     case ir::Op::expm1:
+    case ir::Op::atan:
     case ir::Op::sigmoid:
     case ir::Op::pow:
       return true;

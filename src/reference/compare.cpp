@@ -84,6 +84,7 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::erfc:
     case Op::log1p:
     case Op::expm1:
+    case Op::atan:
     case Op::pow: tolerance.ulps = 8; break;
     case Op::reduce_sum:
     case Op::reduce_mean:

@@ -53,7 +53,7 @@ struct Tolerance {
 //   sin, cos, exp, log           4 ulps    the vector math we target: glibc libmvec
 //                                          documents <= 4 ulps, SLEEF u10 <= 1, u35 <= 3.5
 //   tanh, sigmoid, erf, erfc,    8 ulps    composites of the above (sigmoid =
-//   log1p, expm1, pow                      1/(1 + exp(-x)): exp's 4 ulps plus two
+//   log1p, expm1, atan, pow                1/(1 + exp(-x)): exp's 4 ulps plus two
 //                                          roundings) or short rational approximations
 //                                          (Eigen/XLA-style tanh, erf); vector pow as
 //                                          exp(y log x); CUDA's erfcf 4, erfc 5

@@ -88,6 +88,8 @@ double unary_float(const ir::Node& node, double x) {
       return std::erfc(x);
     case Op::log1p: return std::log1p(x);
     case Op::expm1: return std::expm1(x);
+    case Op::atan:
+      return std::atan(x);
     default: internal_error(node, "is not a float unary op");
   }
 }
@@ -132,6 +134,8 @@ double unary_magnitude(Op op, double x, double result, double error) {
       return own + error * 1.1283791670955126;  // 2/sqrt(pi)
     case Op::log1p: return own + scaled(1 / std::fabs(1 + x));
     case Op::expm1: return own + scaled(result + 1);  // e^x
+    case Op::atan:
+      return own + error / (1 + x * x);
     // sign, floor, ceil, round: a jump, not a bound.
     default: return 0;
   }

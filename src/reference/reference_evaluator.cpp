@@ -207,6 +207,7 @@ class Evaluator {
       case Op::erfc:
       case Op::log1p:
       case Op::expm1:
+      case Op::atan:
       case Op::logical_not: value = unary(node, type); break;
       case Op::cast: value = cast(node, type); break;
       case Op::add:

@@ -74,6 +74,7 @@ struct Value {
   //   sin, cos, tanh  |r| + E(x)               sigmoid      |r| + E(x)/4
   //   erf, erfc    |r| + E(x) 2/sqrt(pi)       (Lipschitz constants)
   //   log1p        |r| + E(x)/|1 + x|           expm1        |r| + e^x E(x)
+  //   atan         |r| + E(x)/(1 + x^2)
   //   neg, abs, relu, cast float->float, shape ops: E(x), moved with the data
   //   maximum, minimum, reduce_max, reduce_min: the largest E involved
   //   where        E(chosen branch)

@@ -66,7 +66,8 @@ TEST(CudaElementwise, UnaryTranscendentals) {
       {"sin", [](const Tensor& x) { return sin(x); }},         {"cos", [](const Tensor& x) { return cos(x); }},
       {"exp", [](const Tensor& x) { return exp(x); }},         {"tanh", [](const Tensor& x) { return tanh(x); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }}, {"erf", [](const Tensor& x) { return erf(x); }},
-      {"erfc", [](const Tensor& x) { return erfc(x); }},       {"expm1", [](const Tensor& x) { return expm1(x); }}};
+      {"erfc", [](const Tensor& x) { return erfc(x); }},       {"expm1", [](const Tensor& x) { return expm1(x); }},
+      {"atan", [](const Tensor& x) { return atan(x); }}};
   for (DType dtype : {DType::f32, DType::f64}) {
     std::int64_t ulps = dtype == DType::f32 ? 8 : 4;
     for (const Shape& shape : shapes) {

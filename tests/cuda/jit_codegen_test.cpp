@@ -314,9 +314,8 @@ TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeCompiles) {
           a + b,  a - b,    a * b,   pow(a, b), maximum(a, b), minimum(a, b), where(p, a, b), a<b, a <= b, a> b,
           a >= b, eq(a, b), ne(a, b)};
       if (is_floating(dtype))
-        for (Tensor y :
-             {sin(a), cos(a), exp(a), log(a), tanh(a), sqrt(a), rsqrt(a), sigmoid(a), erf(a), erfc(a), log1p(a), expm1(a),
-              a / b})
+        for (Tensor y : {sin(a), cos(a), exp(a), log(a), tanh(a), sqrt(a), rsqrt(a), sigmoid(a), erf(a), erfc(a),
+                         log1p(a), expm1(a), atan(a), a / b})
           outputs.push_back(y);
       for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) outputs.push_back(cast(a, to));
       outputs.push_back(logical_and(p, logical_not(p)));

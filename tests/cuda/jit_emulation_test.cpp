@@ -79,7 +79,7 @@ TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
                                      pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
       if (is_floating(dtype))
         for (Tensor y : {sin(a), cos(a), exp(a), log(abs(a) + 0.1), tanh(a), sqrt(abs(a)), rsqrt(abs(a) + 0.1),
-                         sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), a / b})
+                         sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), atan(a), a / b})
           outputs.push_back(y);
       for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64})
         outputs.push_back(cast(a * 1000, to));

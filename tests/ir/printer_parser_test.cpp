@@ -122,7 +122,7 @@ std::map<Op, std::vector<Sample>> samples() {
   for (Op op : {Op::neg, Op::abs, Op::sign, Op::square, Op::relu, Op::floor, Op::ceil, Op::round})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::i32, {5})}, {}, {}}};
   for (Op op : {Op::sin, Op::cos, Op::exp, Op::log, Op::tanh, Op::sqrt, Op::rsqrt, Op::sigmoid, Op::erf, Op::erfc,
-                Op::log1p, Op::expm1})
+                Op::log1p, Op::expm1, Op::atan})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::f64, {})}, {}, {}}};
   table[Op::logical_not] = {{{type(DType::boolean, {4})}, {}, {}}};
   table[Op::cast] = {{{f32_23}, {}, type(DType::i64, {2, 3})}, {{type(DType::boolean, {})}, {}, type(DType::f64, {})}};

@@ -38,7 +38,7 @@ const std::vector<NamedUnary>& unary_ops() {
       {"relu", relu, false},  {"floor", floor, false}, {"ceil", ceil, false},   {"sin", sin, true},
       {"cos", cos, true},     {"exp", exp, true},      {"tanh", tanh, true},    {"sigmoid", sigmoid, true},
       {"erf", erf, true},     {"erfc", erfc, true},    {"log", log, true},      {"sqrt", sqrt, true},
-      {"rsqrt", rsqrt, true}, {"expm1", expm1, true},  {"round", round, false},
+      {"rsqrt", rsqrt, true}, {"expm1", expm1, true},  {"round", round, false}, {"atan", atan, true},
   };
   return ops;
 }
@@ -82,7 +82,8 @@ TEST(DifferentialOps, TranscendentalsOnWideRanges) {
   Tensor tiny = random_uniform(DType::f32, {1031}, -1e-3, 1e-3, 2);
   Tensor big = random_uniform(DType::f32, {1031}, -120, 120, 3);
   auto body = [](Tensor x) {
-    return std::vector<Tensor>{sin(x), cos(x), tanh(x), erf(x), erfc(x), sigmoid(x), exp(x), expm1(x), log1p(abs(x))};
+    return std::vector<Tensor>{sin(x),     cos(x), tanh(x),  erf(x),        erfc(x),
+                               sigmoid(x), exp(x), expm1(x), log1p(abs(x)), atan(x)};
   };
   expect_agreement("wide", body, wide);
   expect_agreement("tiny", body, tiny);

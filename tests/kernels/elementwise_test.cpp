@@ -248,6 +248,8 @@ const std::vector<UnaryCase> unary_cases = {
     // log1p and expm1 over ranges where 1 + x and e^x - 1 cancel, as well as ordinary ones.
     {Op::log1p, floats, {-0.99, 20}, [](long double x) { return std::log1p(x); }, nullptr, vector_math_4ulp, vector_math_4ulp},
     {Op::expm1, floats, {-20, 20}, [](long double x) { return std::expm1(x); }, nullptr, vector_math_4ulp, vector_math_4ulp},
+    // Every reduction range: below 1/2, up to tan(3 pi/8) and beyond.
+    {Op::atan, floats, {-40, 40}, [](long double x) { return std::atan(x); }, nullptr, vector_math_2ulp, vector_math_2ulp},
     {Op::logical_not, bools, {}, nullptr, [](std::int64_t x, DType) { return std::int64_t{x == 0}; }, exact, exact},
 };
 // clang-format on

@@ -90,6 +90,8 @@ const std::vector<Function>& all_functions() {
           log1p, [](long double x) { return log1pl(x); }, 4.0, 1.5),
       KILN_TEST_FUNCTION(
           expm1, [](long double x) { return expm1l(x); }, 4.0, 2.4),
+      KILN_TEST_FUNCTION(
+          atan, [](long double x) { return atanl(x); }, 2.0, 1.4),
   };
   return functions;
 }
@@ -152,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"erfc", 26, 27.3}, RandomRange{"sigmoid", 1, 0}, RandomRange{"sigmoid", -40, 40},
                       RandomRange{"sigmoid", -760, -600}, RandomRange{"log1p", 1, 0}, RandomRange{"log1p", -1e-9, 1e-9},
                       RandomRange{"log1p", -1, 1}, RandomRange{"expm1", 1, 0}, RandomRange{"expm1", -1e-9, 1e-9},
-                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -40, 710}),
+                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -40, 710}, RandomRange{"atan", 1, 0},
+                      RandomRange{"atan", -0.6, 0.6}, RandomRange{"atan", -3, 3}, RandomRange{"atan", -1e6, 1e6}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });

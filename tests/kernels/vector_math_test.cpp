@@ -97,6 +97,8 @@ const std::vector<Function>& all_functions() {
           log1p, [](double x) { return std::log1p(x); }, 4.0, 1.5),
       KILN_TEST_FUNCTION(
           expm1, [](double x) { return std::expm1(x); }, 4.0, 2.4),
+      KILN_TEST_FUNCTION(
+          atan, [](double x) { return std::atan(x); }, 2.0, 1.45),
   };
   return functions;
 }
@@ -173,7 +175,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RandomRange{"sigmoid", kAll, kAllEnd}, RandomRange{"log1p", -1e-6, 1e-6},
                       RandomRange{"log1p", -0.5, 1}, RandomRange{"log1p", -1, 0}, RandomRange{"log1p", 0, 1e6},
                       RandomRange{"log1p", kAll, kAllEnd}, RandomRange{"expm1", -1e-6, 1e-6},
-                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -20, 89}, RandomRange{"expm1", kAll, kAllEnd}),
+                      RandomRange{"expm1", -1, 1}, RandomRange{"expm1", -20, 89}, RandomRange{"expm1", kAll, kAllEnd},
+                      RandomRange{"atan", -0.6, 0.6}, RandomRange{"atan", -3, 3}, RandomRange{"atan", -1e4, 1e4},
+                      RandomRange{"atan", kAll, kAllEnd}),
     [](const ::testing::TestParamInfo<RandomRange>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });
@@ -254,7 +258,13 @@ INSTANTIATE_TEST_SUITE_P(
         Special{"expm1", -kInf, -1.0f}, Special{"expm1", kNaN, kNaN}, Special{"expm1", 89.0f, kInf},
         Special{"expm1", kFloatMax, kInf}, Special{"expm1", -20.0f, -1.0f}, Special{"expm1", -kFloatMax, -1.0f},
         Special{"expm1", kDenormMin, kDenormMin}, Special{"expm1", -kDenormMin, -kDenormMin},
-        Special{"expm1", 1e-30f, 1e-30f}),
+        Special{"expm1", 1e-30f, 1e-30f},
+        // atan: the floats nearest pi/2 and pi/4
+        Special{"atan", 0.0f, 0.0f}, Special{"atan", -0.0f, -0.0f}, Special{"atan", kInf, 1.57079637f},
+        Special{"atan", -kInf, -1.57079637f}, Special{"atan", kNaN, kNaN}, Special{"atan", kFloatMax, 1.57079637f},
+        Special{"atan", -kFloatMax, -1.57079637f}, Special{"atan", 1.0f, 0.785398185f},
+        Special{"atan", -1.0f, -0.785398185f}, Special{"atan", kDenormMin, kDenormMin},
+        Special{"atan", -kDenormMin, -kDenormMin}, Special{"atan", 1e-30f, 1e-30f}),
     [](const ::testing::TestParamInfo<Special>& info) {
       return std::string(info.param.function) + "_" + std::to_string(info.index);
     });

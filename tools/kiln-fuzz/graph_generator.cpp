@@ -346,6 +346,7 @@ class Builder {
       case Op::erf:
       case Op::erfc:
       case Op::expm1:
+      case Op::atan:
         return add(op, {float_value()});
       case Op::logical_not: return add(op, {bool_value()});
       case Op::cast: {

@@ -259,6 +259,9 @@ bool unary_transcendental(Op op, const Array& input, const Array& output) {
     case Op::expm1:
       KILN_MAP_VECTOR_MATH(expm1);
       return true;
+    case Op::atan:
+      KILN_MAP_VECTOR_MATH(atan);
+      return true;
     default: return false;
   }
 #undef KILN_MAP_VECTOR_MATH

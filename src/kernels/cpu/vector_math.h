@@ -1472,6 +1472,36 @@ alignas(64) inline constexpr float kErfcTable[6][32] = {
   return select(equal(u, detail::kInfinity), u, result);  // inf * (x / inf) would be NaN
 }
 
+namespace detail {
+// atan(t) = t + t z g(z), z = t^2, for |t| <= 1/2: g a degree-5 polynomial (least-squares Chebyshev fit,
+// scripts/vector-math-atan-coefficients: 4.5e-9 relative to atan with these float coefficients).
+inline constexpr float kAtanPolynomial[] = {-0.333333343f, 0.199998751f,   -0.142798007f,
+                                            0.110068806f,  -0.0823550597f, 0.0422568582f};
+inline constexpr float kTan3PiOver8 = 2.41421356f;
+inline constexpr float kPiOver4High = 0.785398185f, kPiOver4Low = -2.18556941e-08f;  // float(pi/4), the rest
+}  // namespace detail
+
+// Arctangent, in [-pi/2, pi/2]. |x| is reduced to t in [-1/2, 1/2]: t = |x| up to 1/2, (|x| - 1) / (|x| + 1) up
+// to tan(3 pi/8) (atan(|x|) = pi/4 + atan(t); |x| - 1 is exact there), -1 / |x| beyond (pi/2 + atan(t)); one
+// division serves all three. The offset's low part joins the small terms before its high part is added, so the
+// sum rounds once. Why 1/2 rather than the usual tan(pi/8): the script's comment (1.2 ULP rather than 1.9).
+// atan(+-inf) = +-pi/2 (the float nearest), atan(-0) = -0, tiny x gives x, NaN stays NaN.
+[[gnu::always_inline]] inline f32v atan(f32v x) {
+  const f32v a = abs(x);
+  const i32v beyond = greater(a, detail::kTan3PiOver8);
+  const i32v middle = greater(a, 0.5f) & ~beyond;  // NaN: neither, so t stays NaN
+  const f32v numerator = select(beyond, broadcast(-1.0f), select(middle, a - 1.0f, a));
+  const f32v denominator = select(beyond, a, select(middle, a + 1.0f, broadcast(1.0f)));
+  const f32v t = numerator / denominator;
+  const f32v z = t * t;
+  const f32v high = select(beyond, broadcast(detail::kPiOver2Part1),
+                           select(middle, broadcast(detail::kPiOver4High), broadcast(0.0f)));
+  const f32v low =
+      select(beyond, broadcast(detail::kPiOver2Part2), select(middle, broadcast(detail::kPiOver4Low), broadcast(0.0f)));
+  const f32v tail = mul_add(t * z, detail::horner(z, detail::kAtanPolynomial), low);
+  return detail::with_sign_of(high + (t + tail), x);
+}
+
 // ---------------------------------------------------------------------------------
 // Scalar overloads: the vector code on lane 0, hence bit-identical to the vector lanes.
 
@@ -1485,6 +1515,7 @@ alignas(64) inline constexpr float kErfcTable[6][32] = {
 [[gnu::always_inline]] inline float sigmoid(float x) { return sigmoid(broadcast(x))[0]; }
 [[gnu::always_inline]] inline float log1p(float x) { return log1p(broadcast(x))[0]; }
 [[gnu::always_inline]] inline float expm1(float x) { return expm1(broadcast(x))[0]; }
+[[gnu::always_inline]] inline float atan(float x) { return atan(broadcast(x))[0]; }
 
 #endif  // KILN_JIT_FLOAT_MATH
 

@@ -587,6 +587,33 @@ inline constexpr double kTanhSmallPolynomial[] = {
   return select(equal(u, kInfinity), u, result);
 }
 
+// ---- atan ---------------------------------------------------------------------------
+// As the f32 version (vector_math.h): |x| reduced to t in [-1/2, 1/2], atan(t) = t + t z g(z) with z = t^2 and g
+// a degree-12 polynomial (least-squares Chebyshev fit, scripts/vector-math-atan-coefficients: 4.5e-18 relative to
+// atan with these double coefficients), plus 0, pi/4 or pi/2 in two parts.
+inline constexpr double kAtanPolynomial[] = {
+    -0.33333333333333331,  0.19999999999999488,   -0.14285714285599188,  0.11111111100917376,   -0.090909086203225228,
+    0.076922947125402846,  -0.066664356772359476, 0.058795784295824251,  -0.052400995079947131, 0.046280248685701533,
+    -0.038066536720573661, 0.025006503566489507,  -0.0092157920470898585};
+inline constexpr double kTan3PiOver8 = 2.414213562373095;
+inline constexpr double kPiOver4High = 0.7853981633974483, kPiOver4Low = 3.061616997868383e-17;
+inline constexpr double kPiOver2Low = 6.123233995736766e-17;  // pi/2 - double(pi/2)
+
+[[gnu::always_inline]] inline f64h atan(f64h x) {
+  const f64h a = abs(x);
+  const i64h beyond = greater(a, kTan3PiOver8);
+  const i64h middle = greater(a, 0.5) & ~beyond;
+  const f64h numerator = select(beyond, broadcast(-1.0), select(middle, a - 1.0, a));
+  const f64h denominator = select(beyond, a, select(middle, a + 1.0, broadcast(1.0)));
+  const f64h t = numerator / denominator;
+  const f64h z = t * t;
+  const f64h high =
+      select(beyond, broadcast(1.5707963267948966), select(middle, broadcast(kPiOver4High), broadcast(0.0)));
+  const f64h low = select(beyond, broadcast(kPiOver2Low), select(middle, broadcast(kPiOver4Low), broadcast(0.0)));
+  const f64h tail = mul_add(t * z, horner(z, kAtanPolynomial), low);
+  return with_sign_of(high + (t + tail), x);
+}
+
 // f(x) on each half of x.
 template <class Function>
 [[gnu::always_inline]] inline f64v on_halves(f64v x, Function function) {
@@ -643,6 +670,7 @@ KILN_VECTOR_MATH_F64(erfc, detail_f64::erfc(half))
 KILN_VECTOR_MATH_F64(sigmoid, detail_f64::sigmoid(half))
 KILN_VECTOR_MATH_F64(log1p, detail_f64::log1p(half))
 KILN_VECTOR_MATH_F64(expm1, detail_f64::expm1(half))
+KILN_VECTOR_MATH_F64(atan, detail_f64::atan(half))
 #undef KILN_VECTOR_MATH_F64
 
 namespace detail_f64 {

@@ -14,8 +14,8 @@
 // Programming Guide's tables (Mathematical Functions appendix; "generated
 // from extensive but not exhaustive tests"), in ULP over the full range:
 // f32 sinf 2, cosf 2, expf 2, logf 1, tanhf 2, erff 2, erfcf 4, log1pf 1,
-// expm1f 1, powf 8; f64 sin 1, cos 1, exp 1, log 1, tanh 1, erf 2, erfc 5,
-// log1p 1, expm1 1, pow 2. Division
+// expm1f 1, atanf 2, powf 8; f64 sin 1, cos 1, exp 1, log 1, tanh 1, erf 2,
+// erfc 5, log1p 1, expm1 1, atan 2, pow 2. Division
 // and sqrt are IEEE correctly rounded (nvcc's defaults -prec-div and
 // -prec-sqrt), so +, -, *, /, sqrt, rsqrt (= 1 / sqrt), floor and ceil equal
 // the CPU's exactly; kiln's CUDA code is built with --fmad=false so no

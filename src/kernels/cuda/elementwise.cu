@@ -83,6 +83,7 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
           return run(ops::ComplementaryErrorFunction{});
         case Op::log1p: return run(ops::LogarithmOfOnePlus{});
         case Op::expm1: return run(ops::ExponentialMinusOne{});
+        case Op::atan: return run(ops::Arctangent{});
         default: break;
       }
     }

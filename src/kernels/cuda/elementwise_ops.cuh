@@ -24,6 +24,7 @@ KILN_CUDA_MATH(math_erf, erff, erf)
 KILN_CUDA_MATH(math_erfc, erfcf, erfc)
 KILN_CUDA_MATH(math_log1p, log1pf, log1p)
 KILN_CUDA_MATH(math_expm1, expm1f, expm1)
+KILN_CUDA_MATH(math_atan, atanf, atan)
 KILN_CUDA_MATH(math_sqrt, sqrtf, sqrt)
 KILN_CUDA_MATH(math_floor, floorf, floor)
 KILN_CUDA_MATH(math_ceil, ceilf, ceil)
@@ -128,6 +129,9 @@ struct LogarithmOfOnePlus {
 };
 struct ExponentialMinusOne {
   template <class T> __device__ T operator()(T x) const { return math_expm1(x); }
+};
+struct Arctangent {
+  template <class T> __device__ T operator()(T x) const { return math_atan(x); }
 };
 struct LogicalNot {
   __device__ Bool operator()(Bool x) const { return static_cast<Bool>(x == 0); }

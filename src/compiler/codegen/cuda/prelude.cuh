@@ -79,6 +79,7 @@ KILN_JIT_UNARY(erf, ErrorFunction)
 KILN_JIT_UNARY(erfc, ComplementaryErrorFunction)
 KILN_JIT_UNARY(log1p, LogarithmOfOnePlus)
 KILN_JIT_UNARY(expm1, ExponentialMinusOne)
+KILN_JIT_UNARY(atan, Arctangent)
 #undef KILN_JIT_UNARY
 __device__ __forceinline__ Bool logical_not(Bool x) { return ops::LogicalNot{}(x); }
 
