@@ -16,6 +16,7 @@
 // share one cache.
 
 #include <kiln/function_options.h>
+#include <kiln/ops.h>
 #include <kiln/tensor.h>
 
 #include <array>
@@ -78,6 +79,13 @@ template <> struct Outputs<std::pair<Tensor, Tensor>> {
   static std::pair<Tensor, Tensor> unflatten(std::vector<Tensor>& tensors) {
     return {std::move(tensors.at(0)), std::move(tensors.at(1))};
   }
+};
+
+// top_k's two results: values first, then indices.
+template <>
+struct Outputs<TopK> {
+  static std::vector<Tensor> flatten(const TopK& top) { return {top.values, top.indices}; }
+  static TopK unflatten(std::vector<Tensor>& tensors) { return {std::move(tensors.at(0)), std::move(tensors.at(1))}; }
 };
 
 template <class Argument> using AsTensor = Tensor;

@@ -190,6 +190,24 @@ Tensor cumprod(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Loc
 Tensor cummax(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
 Tensor cummin(const Tensor& x, std::int64_t axis, ScanOptions options = {}, Location location = Location::current());
 
+// ---- sorting -------------------------------------------------------------------
+// Orderings along one axis. Floats order with NaN above every number (NumPy's, JAX's and PyTorch's convention:
+// ascending puts NaNs last, descending first) and -0 equal to +0; bools order false before true. Equal elements keep
+// the order of their indices, descending too: argsort is stable (torch.sort(stable=True), jnp.argsort(stable=True,
+// descending=...)). Like tf.sort, x needs rank >= 1; `axis` may count from the end. Indices are i64, as argmax's.
+// Each is one library kernel in compiled functions.
+Tensor sort(const Tensor& x, std::int64_t axis = -1, bool descending = false, Location location = Location::current());
+Tensor argsort(const Tensor& x, std::int64_t axis = -1, bool descending = false,
+               Location location = Location::current());
+// The k largest elements along the last axis and their indices, largest first, a tie won by the lower index, a NaN
+// larger than every number (tf.math.top_k, torch.topk with sorted=True; k in [0, the last axis's size]). Read with a
+// structured binding: `auto [values, indices] = top_k(logits, 5);`, and return it from a kiln::function as is.
+struct TopK {
+  Tensor values;   // x's dtype, x's shape with the last axis k long
+  Tensor indices;  // i64, the same shape: values = take_along_axis(x, indices, -1)
+};
+TopK top_k(const Tensor& x, std::int64_t k, Location location = Location::current());
+
 // ---- matmul --------------------------------------------------------------------
 struct MatmulOptions {
   bool transpose_a = false;

@@ -218,6 +218,43 @@ Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims, Location locati
   return arg_reduction(Op::argmin, x, axis, keepdims, location);
 }
 
+// ---- sorting -------------------------------------------------------------------
+namespace {
+Tensor ordering(Op op, const Tensor& x, std::int64_t axis, bool descending, const Location& location) {
+  const std::string name(ir::name(op));
+  const int rank = checked_rank(x, name.c_str(), location);
+  if (rank == 0) throw ShapeError(name, "needs an axis to order along; the operand is a scalar (rank 0)", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, name.c_str(), location);
+  attributes.descending = descending;
+  return apply(op, {x}, attributes, location);
+}
+}  // namespace
+
+Tensor sort(const Tensor& x, std::int64_t axis, bool descending, Location location) {
+  return ordering(Op::sort, x, axis, descending, location);
+}
+Tensor argsort(const Tensor& x, std::int64_t axis, bool descending, Location location) {
+  return ordering(Op::argsort, x, axis, descending, location);
+}
+
+// A primitive for the indices (a partial selection, not a whole sort) and take_along_axis for the values: the IR
+// has one result per node, and the indices determine the values.
+TopK top_k(const Tensor& x, std::int64_t k, Location location) {
+  const int rank = checked_rank(x, "top_k", location);
+  if (rank == 0) throw ShapeError("top_k", "needs an axis to pick from; the operand is a scalar (rank 0)", location);
+  const std::int64_t size = x.shape()[rank - 1];
+  if (k < 0 || (size != Shape::dynamic && k > size))
+    throw ShapeError("top_k",
+                     "k = " + std::to_string(k) + " is outside [0, " + std::to_string(size) +
+                         "], the size of the last axis of " + x.shape().to_string(),
+                     location);
+  ir::Attributes attributes;
+  attributes.k = k;
+  Tensor indices = apply(Op::top_k, {x}, attributes, location);
+  return {take_along_axis(x, indices, -1, location), indices};
+}
+
 // ---- scans ---------------------------------------------------------------------
 namespace {
 Tensor scan(Op op, const Tensor& x, std::int64_t axis, ScanOptions options, const Location& location) {

@@ -38,6 +38,8 @@ struct Attributes {
   std::vector<std::int64_t> axes;         // reductions (sorted), squeeze (sorted), transpose (permutation)
   bool keepdims = false;                  // reductions
   bool exclusive = false, reverse = false;  // scans: leave each element out; run from the end
+  bool descending = false;                  // sort, argsort: largest first
+  std::int64_t k = 0;                       // top_k: how many of the largest
   std::vector<std::int64_t> start, step;  // slice: first index and stride per axis
   bool transpose_a = false, transpose_b = false;  // matmul
   friend bool operator==(const Attributes&, const Attributes&) = default;

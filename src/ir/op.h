@@ -18,7 +18,7 @@ inline constexpr int op_count = 0
 #undef KILN_OP
     ;
 
-enum class OpCategory { source, elementwise, reduction, scan, matmul, shape, host };
+enum class OpCategory { source, elementwise, reduction, scan, sort, matmul, shape, host };
 
 // Which attributes an op carries; the printer and parser read and write
 // exactly these.
@@ -31,6 +31,8 @@ enum class AttributeKind {
   axes_keepdims,  // axes, keepdims
   axis_keepdims,  // axis, keepdims
   scan,           // axis, exclusive, reverse
+  sort,           // axis, descending
+  top_k,          // k
   permutation,    // axes (a permutation)
   slice,          // start, step (per axis; the result shape gives the count)
   matmul,         // transpose_a, transpose_b
@@ -54,5 +56,7 @@ inline bool is_reduction(Op op) { return info(op).category == OpCategory::reduct
 // argmax and argmin: reductions to an index along one axis (run by their standard kernels, never generated).
 inline bool is_arg_reduction(Op op) { return op == Op::argmax || op == Op::argmin; }
 inline bool is_scan(Op op) { return info(op).category == OpCategory::scan; }
+// sort, argsort, top_k.
+inline bool is_sort(Op op) { return info(op).category == OpCategory::sort; }
 
 }  // namespace kiln::ir

@@ -15,6 +15,8 @@ constexpr AttributeField axes_field{"axes", Form::list, nullptr, nullptr, &Attri
 constexpr AttributeField keepdims_field{"keepdims", Form::boolean, nullptr, &Attributes::keepdims};
 constexpr AttributeField exclusive_field{"exclusive", Form::boolean, nullptr, &Attributes::exclusive};
 constexpr AttributeField reverse_field{"reverse", Form::boolean, nullptr, &Attributes::reverse};
+constexpr AttributeField descending_field{"descending", Form::boolean, nullptr, &Attributes::descending};
+constexpr AttributeField k_field{"k", Form::integer, &Attributes::k};
 constexpr AttributeField permutation_field{"permutation", Form::list, nullptr, nullptr, &Attributes::axes};
 constexpr AttributeField start_field{"start", Form::list, nullptr, nullptr, &Attributes::start};
 constexpr AttributeField step_field{"step", Form::list, nullptr, nullptr, &Attributes::step};
@@ -27,6 +29,8 @@ constexpr std::array<AttributeField, 1> axes_fields{axes_field};
 constexpr std::array<AttributeField, 2> axes_keepdims_fields{axes_field, keepdims_field};
 constexpr std::array<AttributeField, 2> axis_keepdims_fields{axis_field, keepdims_field};
 constexpr std::array<AttributeField, 3> scan_fields{axis_field, exclusive_field, reverse_field};
+constexpr std::array<AttributeField, 2> sort_fields{axis_field, descending_field};
+constexpr std::array<AttributeField, 1> top_k_fields{k_field};
 constexpr std::array<AttributeField, 1> permutation_fields{permutation_field};
 constexpr std::array<AttributeField, 2> slice_fields{start_field, step_field};
 constexpr std::array<AttributeField, 2> matmul_fields{transpose_a_field, transpose_b_field};
@@ -143,6 +147,10 @@ std::span<const AttributeField> attribute_fields(AttributeKind kind) {
       return axis_keepdims_fields;
     case AttributeKind::scan:
       return scan_fields;
+    case AttributeKind::sort:
+      return sort_fields;
+    case AttributeKind::top_k:
+      return top_k_fields;
     case AttributeKind::permutation:
       return permutation_fields;
     case AttributeKind::slice:

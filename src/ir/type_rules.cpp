@@ -147,6 +147,30 @@ Type rule_scan(const RuleContext& context) {
   return input;
 }
 
+// sort keeps the operand's type, argsort gives i64 indices of its shape; like TensorFlow's sort, both need an axis
+// (rank >= 1).
+Type rule_sort(const RuleContext& context) {
+  const Type& input = context.operand(0);
+  if (input.shape.rank() == 0) context.shape_error("needs an axis to order along; the operand is a scalar (rank 0)");
+  context.check_axis(context.attributes.axis, input.shape.rank());
+  return {context.op == Op::argsort ? DType::i64 : input.dtype, input.shape};
+}
+
+// top_k: i64 indices of the operand's shape with the last axis k long, k in [0, the last axis's size]
+// (tf.math.top_k).
+Type rule_top_k(const RuleContext& context) {
+  const Type& input = context.operand(0);
+  const int rank = input.shape.rank();
+  if (rank == 0) context.shape_error("needs an axis to pick from; the operand is a scalar (rank 0)");
+  const std::int64_t k = context.attributes.k, size = input.shape[rank - 1];
+  if (k < 0 || (size != Shape::dynamic && k > size))
+    context.shape_error("k = " + std::to_string(k) + " is outside [0, " + std::to_string(size) +
+                        "], the size of the last axis");
+  std::vector<std::int64_t> dims(input.shape.dims().begin(), input.shape.dims().end());
+  dims.back() = k;
+  return {DType::i64, Shape(dims)};
+}
+
 Type rule_matmul(const RuleContext& context) {
   const Type& a = context.operand(0);
   const Type& b = context.operand(1);

@@ -167,6 +167,10 @@ class Verifier {
       field = "exclusive";
     else if (actual.reverse != wanted.reverse)
       field = "reverse";
+    else if (actual.descending != wanted.descending)
+      field = "descending";
+    else if (actual.k != wanted.k)
+      field = "k";
     else if (actual.start != wanted.start)
       field = "start";
     else if (actual.step != wanted.step)

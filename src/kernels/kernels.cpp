@@ -49,6 +49,13 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
     case Op::cummin:
       cpu::scan(node.op, attributes, inputs[0], output);
       break;
+    case Op::sort:
+    case Op::argsort:
+      cpu::sort(node.op, attributes, inputs[0], output);
+      break;
+    case Op::top_k:
+      cpu::top_k(attributes.k, inputs[0], output);
+      break;
     case Op::matmul: cpu::matmul(attributes.transpose_a, attributes.transpose_b, inputs[0], inputs[1], output); break;
     case Op::transpose: cpu::transpose(attributes.axes, inputs[0], output); break;
     case Op::broadcast_to: cpu::broadcast_to(inputs[0], output); break;
@@ -102,6 +109,13 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
     case Op::cummax:
     case Op::cummin:
       cuda::scan(node.op, attributes, inputs[0], output);
+      break;
+    case Op::sort:
+    case Op::argsort:
+      cuda::sort(node.op, attributes, inputs[0], output);
+      break;
+    case Op::top_k:
+      cuda::top_k(attributes.k, inputs[0], output);
       break;
     case Op::matmul: cuda::matmul(attributes.transpose_a, attributes.transpose_b, inputs[0], inputs[1], output); break;
     case Op::transpose: cuda::transpose(attributes.axes, inputs[0], output); break;

@@ -63,6 +63,9 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::concat:
     case Op::gather:
     case Op::take_along_axis:
+    case Op::sort:
+    case Op::argsort:
+    case Op::top_k:
     case Op::expand_dims:
     case Op::squeeze:
     case Op::host_call:

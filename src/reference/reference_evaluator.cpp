@@ -251,6 +251,11 @@ class Evaluator {
         value = gather_along_axis(node, type);
         break;
       case Op::take_along_axis: value = take_along_axis(node, type); break;
+      case Op::sort:
+      case Op::argsort:
+      case Op::top_k:
+        value = ordering(node, type);
+        break;
       case Op::host_call: value = host_call(node); break;
       case Op::nonzero: value = nonzero(node); break;
     }
@@ -819,6 +824,42 @@ class Evaluator {
       sources[r] = (position / (count * inner) * size + index) * inner + position % inner;
     }
     return gather(values, type.dtype, type.shape, sources);
+  }
+
+  // sort, argsort, top_k: each line's positions put in order by std::stable_sort with the ordering written out
+  // plainly (NaN above every number, -0 equal to +0, so equal elements keep their order), not by the kernels'
+  // integer keys. Descending (and top_k) compares the other way round, so ties stay in index order too.
+  Value ordering(const ir::Node& node, const ir::Type& type) const {
+    const Value& input = operand(node, 0);
+    const int rank = input.shape.rank();
+    const auto axis = node.op == Op::top_k ? rank - 1 : static_cast<int>(node.attributes.axis);
+    const bool descending = node.op == Op::top_k || node.attributes.descending;
+    const std::int64_t length = input.shape[axis], count = type.shape[axis];
+    std::int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= input.shape[d];
+    for (int d = axis + 1; d < rank; ++d) inner *= input.shape[d];
+    const bool floating = is_float(input.dtype);
+    auto less = [&](std::int64_t a, std::int64_t b) {
+      const auto i = static_cast<std::size_t>(a), j = static_cast<std::size_t>(b);
+      if (!floating) return input.integers[i] < input.integers[j];
+      const double x = input.values[i], y = input.values[j];
+      if (std::isnan(x)) return false;
+      return std::isnan(y) || x < y;
+    };
+    std::vector<std::int64_t> sources(static_cast<std::size_t>(type.shape.numel())), positions, line;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        line.clear();
+        for (std::int64_t j = 0; j < length; ++j) line.push_back((o * length + j) * inner + i);
+        std::stable_sort(line.begin(), line.end(),
+                         [&](std::int64_t a, std::int64_t b) { return descending ? less(b, a) : less(a, b); });
+        for (std::int64_t j = 0; j < count; ++j)
+          sources[static_cast<std::size_t>((o * count + j) * inner + i)] = line[static_cast<std::size_t>(j)];
+      }
+    if (node.op == Op::sort) return gather(input, type.dtype, type.shape, sources);
+    Value value = make_value(type.dtype, type.shape);
+    for (std::size_t r = 0; r < sources.size(); ++r) value.integers[r] = sources[r] / inner % length;
+    return value;
   }
 
   Value host_call(const ir::Node& node) const {

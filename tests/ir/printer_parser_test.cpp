@@ -156,6 +156,17 @@ std::map<Op, std::vector<Sample>> samples() {
                    {{type(DType::f64, {2, 3, 4})}, both, {}}};
   }
   {
+    Attributes descending = axis_attributes(0);
+    descending.descending = true;
+    for (Op op : {Op::sort, Op::argsort})
+      table[op] = {{{f32_23}, axis_attributes(1), {}},
+                   {{type(DType::i32, {4, 5})}, descending, {}},
+                   {{type(DType::boolean, {3})}, axis_attributes(0), {}}};
+    Attributes three, none;
+    three.k = 3;
+    table[Op::top_k] = {{{f32_23}, three, {}}, {{type(DType::f64, {2, 0})}, none, {}}};
+  }
+  {
     Attributes transposed;
     transposed.transpose_b = true;
     Attributes both;

@@ -399,6 +399,11 @@ class Builder {
       case Op::cummax:
       case Op::cummin:
         return build_scan(op, any_value());
+      case Op::sort:
+      case Op::argsort:
+        return build_ordering(op);
+      case Op::top_k:
+        return build_top_k();
       case Op::matmul: return build_matmul();
       case Op::reshape: return build_reshape();
       case Op::transpose: return build_transpose();
@@ -485,6 +490,34 @@ class Builder {
     attributes.exclusive = random_.chance(0.3);
     attributes.reverse = random_.chance(0.3);
     return add(op, {x}, attributes);
+  }
+
+  // Any dtype and axis, ascending or descending. Ties (integers, bools, repeated values) are ordered by index on
+  // every executor; near ties of inexact floats, which rounding could swap, are hazards (hazards.h).
+  ValueId build_ordering(Op op) {
+    ValueId x = any_value();
+    const int rank = type(x).shape.rank();
+    if (rank == 0) throw Rejected{};
+    ir::Attributes attributes;
+    attributes.axis = random_.below(rank);
+    attributes.descending = random_.chance(0.5);
+    return add(op, {x}, attributes);
+  }
+
+  // top_k's indices, k from 0 to the whole last axis (mostly small), and often its values as the api layer picks
+  // them (take_along_axis).
+  ValueId build_top_k() {
+    ValueId x = any_value();
+    const Shape& shape = type(x).shape;
+    if (shape.rank() == 0) throw Rejected{};
+    const std::int64_t size = shape[shape.rank() - 1];
+    ir::Attributes attributes;
+    attributes.k = random_.chance(0.7) ? std::min<std::int64_t>(size, random_.between(0, 3)) : random_.between(0, size);
+    ValueId indices = add(Op::top_k, {x}, attributes);
+    if (random_.chance(0.5)) return indices;
+    ir::Attributes along;
+    along.axis = shape.rank() - 1;
+    return add(Op::take_along_axis, {x, indices}, along);
   }
 
   // Indices from a fresh source (a parameter holds integers in [-9, 9], sometimes [-999, 999]) clamped to

@@ -124,6 +124,10 @@ class HazardFinder {
       case Op::argmax:
       case Op::argmin:
         return check_arg_reduction(id);
+      case Op::sort:
+      case Op::argsort:
+      case Op::top_k:
+        return check_ordering(id);
       case Op::reduce_prod:
       case Op::cumprod:
         return check_product(id);
@@ -292,6 +296,39 @@ class HazardFinder {
           return report(operand, "inexact operand of " + std::string(ir::name(node.op)) + " with a near tie");
       }
     }
+  }
+
+  // A near tie between any two numbers of a line that sort, argsort or top_k orders, one of them inexact: rounding
+  // may swap them (exact ties are ordered by index everywhere). The whole line is judged, top_k's too: cautious.
+  void check_ordering(ir::ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    ir::ValueId operand = node.operands[0];
+    const Value& v = value(operand);
+    if (v.magnitudes.empty()) return;  // computed exactly
+    const int rank = v.shape.rank();
+    const auto axis = node.op == Op::top_k ? rank - 1 : static_cast<int>(node.attributes.axis);
+    std::int64_t outer = 1, inner = 1, length = v.shape[axis];
+    for (int d = 0; d < axis; ++d) outer *= v.shape[d];
+    for (int d = axis + 1; d < rank; ++d) inner *= v.shape[d];
+    std::vector<std::pair<double, double>> line;  // (value, magnitude) of the line's finite elements, in order
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t in = 0; in < inner; ++in) {
+        line.clear();
+        for (std::int64_t k = 0; k < length; ++k) {
+          const std::int64_t flat = (o * length + k) * inner + in;
+          const double x = v.values[static_cast<std::size_t>(flat)];
+          if (std::isfinite(x)) line.emplace_back(x, v.magnitude(flat));
+        }
+        std::sort(line.begin(), line.end());
+        for (std::size_t k = 1; k < line.size(); ++k) {
+          const auto [x, mx] = line[k - 1];
+          const auto [y, my] = line[k];
+          if (mx == 0 && my == 0) continue;
+          const double scale = std::max({std::fabs(x), std::fabs(y), mx, my});
+          if (y - x <= separation(precision(operand)) * scale)
+            return report(operand, "inexact operand of " + std::string(ir::name(node.op)) + " with a near tie");
+        }
+      }
   }
 
   const ir::Graph& graph_;

@@ -50,6 +50,15 @@ void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const
 // and products wrap; cummax and cummin keep the first NaN.
 void scan(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
 
+// ---- orderings (sort.cpp) --------------------------------------------------------
+// sort or argsort (`op`) of input along attributes.axis, largest first with attributes.descending, into output
+// (sort: input's dtype; argsort: i64; input's shape). The order is kernels/sort_keys.h's: NaN above every number,
+// -0 equal to +0, equal elements in index order (stable) -- one answer, equal to the CUDA kernels' bit for bit.
+void sort(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
+// top_k's indices: output (i64 [..., k]) holds the indices of the k largest elements along input's last axis,
+// largest first, a tie won by the lower index, NaN the largest. k outside [0, n] is a ValueError.
+void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& output);
+
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
 // Batched matrix product over the last two axes, batch axes broadcast.
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,

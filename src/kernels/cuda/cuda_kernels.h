@@ -58,6 +58,12 @@ void reduce(ir::Op op, const std::vector<std::int64_t>& axes, const runtime::Arr
 void scan(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
 void arg_reduce(ir::Op op, std::int64_t axis, const runtime::Array& input, const runtime::Array& output);
 
+// ---- orderings (sort.cu) ----------------------------------------------------------
+// sort or argsort along attributes.axis and top_k's indices, as the CPU's (kernels/cpu/cpu_kernels.h): the same
+// keys (kernels/sort_keys.h) and the same one order, so the results equal the CPU's bit for bit.
+void sort(ir::Op op, const ir::Attributes& attributes, const runtime::Array& input, const runtime::Array& output);
+void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& output);
+
 // ---- matmul (matmul.cu) ---------------------------------------------------------
 // f32/f64 through cuBLAS (strided-batched GEMMs; TF32 for f32 when
 // kiln::config::allow_tf32), i32/i64 through a tiled kernel.
