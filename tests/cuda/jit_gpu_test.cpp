@@ -221,6 +221,51 @@ TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
   EXPECT_EQ(expect_gpu_agreement("adam", adam_step, p, g, m, v).kernels_per_call, 1);
 }
 
+// Convolutions, pooling and batch normalization are compositions of slices, pads, matmul and reductions: on the
+// GPU the JIT fuses them as on the CPU, and the products go through cuBLAS (f32 with TF32 off, so the fp32
+// tolerance holds).
+TEST(CudaJit, ConvolutionsPoolingAndBatchNorm) {
+  KILN_REQUIRE_GPU();
+  const bool tf32 = config::allow_tf32.load();
+  config::allow_tf32 = false;  // full f32: within the reference's matmul tolerance
+  const Tensor image = random_tensor(DType::f32, {2, 9, 11, 6}, 60);
+  const Tensor filters = random_tensor(DType::f32, {3, 3, 6, 5}, 61);
+  const Tensor grouped = random_tensor(DType::f32, {3, 2, 3, 4}, 62);
+  const Tensor depthwise = random_tensor(DType::f32, {3, 3, 1, 12}, 63);
+  auto body = [](Tensor x, Tensor w, Tensor grouped_w, Tensor depthwise_w) {
+    auto [mean, variance] = nn::moments(x, {0, 1, 2});
+    return std::vector<Tensor>{
+        nn::relu(nn::conv2d(x, w, {.padding = nn::Padding::same})),
+        nn::conv2d(x, w, {.strides = {2, 1}, .dilations = {1, 2}}),
+        nn::conv2d(x, grouped_w, {.explicit_padding = std::array<nn::PaddingPair, 2>{{{1, 0}, {0, 2}}}}),
+        nn::conv2d(x, depthwise_w, {.padding = nn::Padding::same}),
+        nn::max_pool2d(x,
+                       {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same}),
+        nn::avg_pool2d(x, {.window = {2, 3}, .padding = nn::Padding::same}),
+        nn::batch_norm(x, mean, variance)};
+  };
+  expect_gpu_agreement("convolutions", body, image, filters, grouped, depthwise);
+  expect_gpu_agreement(
+      "conv1d", [](Tensor x, Tensor w) { return nn::conv1d(x, w, {.stride = 2, .padding = nn::Padding::same}); },
+      random_tensor(DType::f32, {3, 17, 4}, 64), random_tensor(DType::f32, {5, 4, 7}, 65));
+  config::allow_tf32 = tf32;
+}
+
+TEST(CudaJit, InverseTrigonometricAndHyperbolicFunctions) {
+  KILN_REQUIRE_GPU();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto body = [](Tensor x, Tensor y) {
+      Tensor inside = x * 0.999;  // x is uniform in [-1, 1]
+      return std::vector<Tensor>{atan(x * 40.0), atan2(y, x),      tan(x),
+                                 asin(inside),   acos(inside),     sinh(x * 5.0),
+                                 cosh(x * 5.0),  asinh(x * 100.0), acosh(abs(x) * 10.0 + 1.5),
+                                 atanh(inside)};
+    };
+    expect_gpu_agreement("inverse functions " + std::string(to_string(dtype)), body,
+                         random_uniform(dtype, {3, 129}, -1, 1, 66), random_uniform(dtype, {129}, -1, 1, 67));
+  }
+}
+
 // The row composites, and per-row values written with keepdims=false (squeezed after the row kernel's ops,
 // compiler/squeeze_sinking.h), are one row kernel each on the GPU too.
 TEST(CudaJit, RowCompositesAndPerRowValuesWithoutKeepdimsAreOneKernel) {
