@@ -53,6 +53,18 @@ FunctionStatistics expect_gpu_agreement(const std::string& label, Body body, con
   return jit.statistics();
 }
 
+// Sets config::allow_tf32 for one test and puts the previous setting back when the test ends, however it ends.
+class Tf32Setting {
+ public:
+  explicit Tf32Setting(bool allow) : previous_(config::allow_tf32.exchange(allow)) {}
+  ~Tf32Setting() { config::allow_tf32 = previous_; }
+  Tf32Setting(const Tf32Setting&) = delete;
+  Tf32Setting& operator=(const Tf32Setting&) = delete;
+
+ private:
+  bool previous_;
+};
+
 using testing::adam_step;
 using testing::seed_function;
 
@@ -226,8 +238,7 @@ TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
 // tolerance holds).
 TEST(CudaJit, ConvolutionsPoolingAndBatchNorm) {
   KILN_REQUIRE_GPU();
-  const bool tf32 = config::allow_tf32.load();
-  config::allow_tf32 = false;  // full f32: within the reference's matmul tolerance
+  const Tf32Setting full_f32(false);  // within the reference's matmul tolerance
   const Tensor image = random_tensor(DType::f32, {2, 9, 11, 6}, 60);
   const Tensor filters = random_tensor(DType::f32, {3, 3, 6, 5}, 61);
   const Tensor grouped = random_tensor(DType::f32, {3, 2, 3, 4}, 62);
@@ -248,7 +259,6 @@ TEST(CudaJit, ConvolutionsPoolingAndBatchNorm) {
   expect_gpu_agreement(
       "conv1d", [](Tensor x, Tensor w) { return nn::conv1d(x, w, {.stride = 2, .padding = nn::Padding::same}); },
       random_tensor(DType::f32, {3, 17, 4}, 64), random_tensor(DType::f32, {5, 4, 7}, 65));
-  config::allow_tf32 = tf32;
 }
 
 TEST(CudaJit, InverseTrigonometricAndHyperbolicFunctions) {
@@ -318,8 +328,7 @@ TEST(CudaJit, EmbeddingLookupAndOneHotLossAndAnIndexOutOfRange) {
 TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
   KILN_REQUIRE_GPU();
   Tensor x = random_tensor(DType::f32, {256, 128}, 26), y = random_tensor(DType::f32, {128, 192}, 27);
-  bool tf32 = config::allow_tf32.load();
-  config::allow_tf32 = false;  // full f32: within the reference's matmul tolerance
+  const Tf32Setting full_f32(false);  // within the reference's matmul tolerance
   FunctionStatistics statistics = expect_gpu_agreement("seed", seed_function, x, y);
   EXPECT_EQ(statistics.kernels_per_call, 1);
   EXPECT_EQ(statistics.fallbacks, 0);
@@ -334,7 +343,6 @@ TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
   config::allow_tf32 = true;  // TF32: 10-bit mantissas, so only close
   double with_tf32 = jit(gx, gy).item<double>();
   EXPECT_NEAR(with_tf32, first, 1e-2 * std::abs(first) + 1);
-  config::allow_tf32 = tf32;
 }
 
 // Dense layers run as one cuBLASLt call with its bias/relu epilogue
@@ -342,8 +350,7 @@ TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
 // standard executor's matmul + add + relu and the float64 reference.
 TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
   KILN_REQUIRE_GPU();
-  bool tf32 = config::allow_tf32.load();
-  config::allow_tf32 = false;
+  const Tf32Setting full_f32(false);
   for (const auto& [m, k, n] : {std::tuple{64, 32, 48}, std::tuple{257, 129, 67}, std::tuple{1024, 512, 1000}}) {
     std::string size = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     Tensor x = random_tensor(DType::f32, {m, k}, 32), w = random_tensor(DType::f32, {k, n}, 33);
@@ -365,15 +372,13 @@ TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
                          },
                          x, w, wide);
   }
-  config::allow_tf32 = tf32;
 }
 
 // A dense layer on a batch of sequences ([batch, tokens, width] x [width, hidden]): one gemm kernel, through
 // cuBLASLt's epilogue when it fits (rows of all leading axes) and a generated epilogue kernel when it does not.
 TEST(CudaJit, DenseLayersOnBatchesOfSequences) {
   KILN_REQUIRE_GPU();
-  bool tf32 = config::allow_tf32.load();
-  config::allow_tf32 = false;
+  const Tf32Setting full_f32(false);
   Tensor x = random_tensor(DType::f32, {3, 37, 24}, 36), w = random_tensor(DType::f32, {24, 40}, 37);
   Tensor b = random_tensor(DType::f32, {40}, 38), positions = random_tensor(DType::f32, {37, 40}, 39);
   EXPECT_EQ(
@@ -392,7 +397,6 @@ TEST(CudaJit, DenseLayersOnBatchesOfSequences) {
   expect_gpu_agreement(
       "empty rows", [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); },
       random_tensor(DType::f32, {2, 0, 24}, 40), w, b);
-  config::allow_tf32 = tf32;
 }
 
 // A NaN product through cuBLASLt's relu epilogues stays NaN, as kiln's relu
@@ -404,7 +408,7 @@ TEST(CudaJit, DenseLayersOnBatchesOfSequences) {
 // the float64 reference) and on (against the standard executor).
 TEST(CudaJit, ReluEpiloguesKeepANanProductAsKilnsReluDoes) {
   KILN_REQUIRE_GPU();
-  bool tf32 = config::allow_tf32.load();
+  const Tf32Setting restored_at_the_end(config::allow_tf32.load());
   auto relu_product = [](Tensor x, Tensor w) { return nn::relu(matmul(x, w)); };
   auto dense = [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); };
   constexpr std::int64_t nan_row = 5;
@@ -439,22 +443,19 @@ TEST(CudaJit, ReluEpiloguesKeepANanProductAsKilnsReluDoes) {
       }
     EXPECT_EQ(mismatches, 0u) << size;
   }
-  config::allow_tf32 = tf32;
 }
 
 // A consumer that moves the product's elements (a transpose of a square
 // product, a slice reversing its rows) is not part of the epilogue.
 TEST(CudaJit, TransposedOrReversedSquareProduct) {
   KILN_REQUIRE_GPU();
-  bool tf32 = config::allow_tf32.load();
-  config::allow_tf32 = false;  // the reference's tolerance is fp32's
+  const Tf32Setting full_f32(false);  // the reference's tolerance is fp32's
   auto body = [](Tensor x, Tensor w, Tensor c) {
     Tensor product = matmul(x, w);
     return std::vector<Tensor>{transpose(product) + c, slice(product, {.start = {255, 0}, .step = {-1, 1}}) * c};
   };
   expect_gpu_agreement("moved product", body, random_tensor(DType::f32, {256, 64}, 36),
                        random_tensor(DType::f32, {64, 256}, 37), random_tensor(DType::f32, {256, 256}, 38));
-  config::allow_tf32 = tf32;
 }
 
 TEST(CudaJit, RankZeroAndZeroSizeInsideFusedKernels) {
