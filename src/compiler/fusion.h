@@ -14,6 +14,9 @@
 //              times one matrix) whose elementwise consumers (the epilogue)
 //              and full reductions of them are computed tile by tile, so the
 //              matmul output is never written to memory unless it is needed.
+//              On the CPU a left operand made of views side by side (a
+//              convolution's windows) is gathered as the GEMM packs it, never
+//              written (gather_gemm_operands, gather_fusion.h).
 //   attention  two f32 matmuls with a reduction kernel over the first one's
 //              rows between them (softmax(Q K^T / sqrt(d)) V): the first
 //              product is computed a strip of rows at a time, the row kernel
@@ -64,6 +67,15 @@ struct Placement {
   std::int64_t offset = 0;
 };
 
+// One part of a gemm kernel's left operand when the GEMM gathers that operand instead of reading it (gather_fusion.h):
+// the concat operand `part` is a view of `source`, a value in memory of the same rank: part's element at coordinates
+// c is source's at start + c * step (axis by axis), and zero where that falls outside source (padding).
+struct GatheredView {
+  ir::ValueId part = -1;
+  ir::ValueId source = -1;
+  std::vector<std::int64_t> start, step;
+};
+
 struct FusedKernel {
   KernelKind kind = KernelKind::loop;
   std::vector<ir::ValueId> members;  // nodes computed inside, in graph (topological) order
@@ -74,6 +86,9 @@ struct FusedKernel {
                          // axes before the last
   std::vector<std::string> decisions;  // why members were fused
   std::vector<Placement> placements;   // outputs written into another value's buffer (loop and reduction kernels)
+  // gemm (CPU): the matmul's left operand, a concat along its last axis, as its parts side by side, gathered while the
+  // GEMM packs A; empty when the operand is read from memory.
+  std::vector<GatheredView> gathered;
 };
 
 // The placement of `value` among the kernel's, or null when it has a buffer of its own.

@@ -285,6 +285,34 @@ TEST(Convolution, TheJitFusesWindowsIntoFewKernels) {
             2);
 }
 
+// A convolution's windows are never written out: the GEMM gathers them from the input (through its padding) as it
+// packs its left operand, so the layer is one kernel -- with the bias and activation as the epilogue -- whatever
+// the strides, dilations and padding, on an input computed by another kernel too.
+TEST(Convolution, TheGemmGathersTheWindowsFromTheInput) {
+  const Tensor images = random_tensor(DType::f32, {2, 9, 11, 6}, 74),
+               filters = random_tensor(DType::f32, {3, 3, 6, 5}, 75);
+  const Tensor bias = random_tensor(DType::f32, {5}, 76);
+  const std::vector<std::pair<std::string, nn::Conv2dOptions>> geometries = {
+      {"same", {.padding = nn::Padding::same}},
+      {"valid, stride 2", {.strides = {2, 2}}},
+      {"same, strides (2, 3), dilations (2, 1)",
+       {.strides = {2, 3}, .padding = nn::Padding::same, .dilations = {2, 1}}},
+      {"explicit padding (0, 4), (3, 1)", {.explicit_padding = std::array<nn::PaddingPair, 2>{{{0, 4}, {3, 1}}}}},
+  };
+  for (const auto& [label, options] : geometries) {
+    auto layer = [options](Tensor x, Tensor w, Tensor b) { return nn::relu(nn::conv2d(x, w, options) + b); };
+    const testing::DifferentialResult result = expect_agreement(label, layer, images, filters, bias);
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << label << "\n" << result.fused;
+    EXPECT_NE(result.fused.find("as the GEMM packs its rows: the operand is never written"), std::string::npos)
+        << label << "\n"
+        << result.fused;
+  }
+  // The input of the convolution is the loop kernel's output (exp of the images): the GEMM gathers from that.
+  auto layer = [](Tensor x, Tensor w) { return nn::conv2d(exp(x), w, {.padding = nn::Padding::same}); };
+  const testing::DifferentialResult result = expect_agreement("of a computed input", layer, images, filters);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+}
+
 TEST(Convolution, BadArgumentsNameTheOpAndLeaveTheFunctionUsable) {
   const Tensor images = random_tensor(DType::f32, {1, 5, 5, 4}, 81),
                filters = random_tensor(DType::f32, {3, 3, 4, 2}, 82);

@@ -56,6 +56,7 @@ struct Problem {
   const float* a;
   std::int64_t lda;
   bool transpose_a;
+  const GatheredRows* gathered;  // A gathered while it is packed (sgemm_gathered), or null: A is `a`
   const float* b;
   std::int64_t ldb;
   bool transpose_b;
@@ -111,6 +112,9 @@ std::int64_t step_count(const Problem& problem) {
 [[gnu::always_inline]] inline void prefetch_a_strip(const Problem& problem, std::int64_t row_begin, std::int64_t rows,
                                                     std::int64_t depth_begin, std::int64_t depth, std::int64_t part,
                                                     std::int64_t parts) {
+  // Gathered rows are not prefetched: on a 3x3 convolution, prefetching each next row's runs cost about what it
+  // saved (its index arithmetic is the gather's), within the noise of the 2-core VM.
+  if (problem.gathered) return;
   if (!problem.transpose_a) {
     const std::int64_t lines_per_row = ceil_div(depth, 16);
     const std::int64_t lines = rows * lines_per_row;
@@ -164,8 +168,11 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const std::int64_t micro_panels = ceil_div(step.columns, kNr);
   const std::int64_t row_begin = s * kMr;
   const std::int64_t rows = std::min<std::int64_t>(kMr, plan.m - row_begin);
-  gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin, step.depth,
-                            strip);
+  if (problem.gathered)
+    gemm_detail::gather_a_strip(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, strip);
+  else
+    gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin,
+                              step.depth, strip);
   const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                           : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
   for (std::int64_t p = 0; p < micro_panels; ++p) {
@@ -478,20 +485,11 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   return plan;
 }
 
-void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
-           const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
-           const GemmEpilogue& epilogue) {
-  if (m <= 0 || n <= 0) return;
-  Problem problem;
-  problem.plan = plan_sgemm(m, n, k);
+namespace {
+
+// sgemm's loops on `problem`, whose plan, A, B and epilogue are set.
+void run_sgemm(Problem& problem, float* c, std::int64_t ldc) {
   const GemmPlan& plan = problem.plan;
-  problem.a = a;
-  problem.lda = lda;
-  problem.transpose_a = transpose_a;
-  problem.b = b;
-  problem.ldb = ldb;
-  problem.transpose_b = transpose_b;
-  problem.epilogue = epilogue;
 
   const int threads = runtime::thread_count();
   const std::int64_t b_panel_floats = plan.depth_block * round_up(plan.panel_columns, kNr);
@@ -536,6 +534,38 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
                        problem.a_strips + piece * strip_floats);
     });
   }
+}
+
+Problem make_problem(std::int64_t m, std::int64_t n, std::int64_t k, const float* b, std::int64_t ldb, bool transpose_b,
+                     const GemmEpilogue& epilogue) {
+  Problem problem{};
+  problem.plan = plan_sgemm(m, n, k);
+  problem.b = b;
+  problem.ldb = ldb;
+  problem.transpose_b = transpose_b;
+  problem.epilogue = epilogue;
+  return problem;
+}
+
+}  // namespace
+
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
+           const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+           const GemmEpilogue& epilogue) {
+  if (m <= 0 || n <= 0) return;
+  Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
+  problem.a = a;
+  problem.lda = lda;
+  problem.transpose_a = transpose_a;
+  run_sgemm(problem, c, ldc);
+}
+
+void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
+                    std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue) {
+  if (m <= 0 || n <= 0) return;
+  Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
+  problem.gathered = &a;
+  run_sgemm(problem, c, ldc);
 }
 
 }  // namespace kiln::kernels::cpu

@@ -75,6 +75,40 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
            const float* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
            const GemmEpilogue& epilogue);
 
+// ---- A gathered from memory while it is packed (implicit im2col) ---------------------------------------------------
+// The rows of A need not be a matrix in memory: a convolution's left operand is the taps of its (padded) input side
+// by side, and writing them out first (im2col) costs more than the product at 3x3 (9 copies of the input, written
+// and read again). Instead each strip of A is gathered from the input as sgemm packs it, the way cuDNN's implicit
+// GEMM and XLA's CPU convolutions avoid the copy.
+//
+// A is m x k. Row r has coordinates (i_0, ..., i_{axes-1}) in `extents` (row-major; their product is m). The columns
+// are the parts side by side, in order: part p covers `width` columns, and its element j of row r is
+//   source[offset + sum over t of i_t * strides[t] + j]        when lower[t] <= i_t < upper[t] for every t,
+//   0                                                          otherwise (a tap that falls on the padding).
+// (The offset is added as an integer: for a row outside the bounds it may point outside the source.)
+inline constexpr int kGatherMaxAxes = 6;
+struct GatheredPart {
+  const float* source = nullptr;
+  std::int64_t offset = 0;
+  std::int64_t width = 0;
+  std::int64_t strides[kGatherMaxAxes] = {};
+  std::int64_t lower[kGatherMaxAxes] = {};
+  std::int64_t upper[kGatherMaxAxes] = {};
+};
+struct GatheredRows {
+  int axes = 0;
+  std::int64_t extents[kGatherMaxAxes] = {};
+  int part_count = 0;
+  const GatheredPart* parts = nullptr;
+};
+
+// sgemm with A gathered (the same plan, blocks, epilogue calls and summation order as sgemm with that A in memory,
+// so the results are bitwise those of sgemm on the written-out A). Always kiln's loops: OpenBLAS needs A in
+// memory. Preconditions (not checked): the parts' widths add up to k, the extents multiply to m, 0 <= axes <=
+// kGatherMaxAxes, and every element a valid row reads is in its source.
+void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
+                    std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue);
+
 // ---- large products through OpenBLAS (gemm_openblas.cpp) -------------------------------------------------------
 // sgemm's loops run at 0.90-0.97 of OpenBLAS's rate on large products (tools/gemm_benchmark on Zen 3: 0.94 at
 // 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3), at 0.90-1.03 from 1536^3 to 2048^3 (below

@@ -26,6 +26,14 @@ void pack_transposed_b(const float* source, std::int64_t ldb, std::int64_t depth
   }
 }
 
+// A run of a gathered row: short (a convolution's channels, often 64 floats), so copied inline rather than by a
+// call to memcpy, which took more time than the copying (7% of a 3x3 convolution against 2%).
+[[gnu::always_inline]] inline void copy_run(float* target, const float* source, std::int64_t count) {
+  std::int64_t j = 0;
+  for (; j + kLanes <= count; j += kLanes) store_vector(target + j, load_vector(source + j));
+  for (; j < count; ++j) target[j] = source[j];
+}
+
 }  // namespace
 
 // A plain copy, and cheap in sgemm: its source lines were prefetched while the previous strip ran.
@@ -44,6 +52,37 @@ void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64
   } else {
     for (std::int64_t kk = 0; kk < depth; ++kk)
       for (std::int64_t r = 0; r < rows; ++r) strip[kk * kMr + r] = source[kk * lda + r];
+  }
+}
+
+void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                    std::int64_t depth, float* strip) {
+  if (depth <= 0) return;
+  std::int64_t coordinates[kGatherMaxAxes] = {};
+  for (std::int64_t rest = row_begin, t = a.axes - 1; t >= 0; --t) {
+    coordinates[t] = rest % a.extents[t];
+    rest /= a.extents[t];
+  }
+  const std::int64_t depth_end = depth_begin + depth;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* target = strip + r * kKcMax;  // holds columns [depth_begin, depth_end) of the row
+    std::int64_t first = 0;              // the part's first column in A
+    for (int p = 0; p < a.part_count && first < depth_end; first += a.parts[p].width, ++p) {
+      const GatheredPart& part = a.parts[p];
+      const std::int64_t begin = std::max(first, depth_begin), end = std::min(first + part.width, depth_end);
+      if (begin >= end) continue;
+      bool inside = true;
+      std::int64_t offset = part.offset + (begin - first);
+      for (int t = 0; t < a.axes; ++t) {
+        inside = inside && coordinates[t] >= part.lower[t] && coordinates[t] < part.upper[t];
+        offset += coordinates[t] * part.strides[t];
+      }
+      if (inside)
+        copy_run(target + (begin - depth_begin), part.source + offset, end - begin);
+      else
+        std::fill(target + (begin - depth_begin), target + (end - depth_begin), 0.0f);
+    }
+    for (int t = a.axes - 1; t >= 0 && ++coordinates[t] == a.extents[t]; --t) coordinates[t] = 0;
   }
 }
 

@@ -2,6 +2,8 @@
 // Copies of A and B in the layouts the GEMM microkernel reads (gemm_microkernel.h), shared by the two drivers
 // that call it: sgemm (gemm.cpp) and the attention kernel (attention.cpp). Private to kernels/cpu.
 
+#include "kernels/cpu/gemm.h"
+
 #include <cstdint>
 
 namespace kiln::kernels::cpu::gemm_detail {
@@ -16,6 +18,12 @@ inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a
 // depth <= kKcMax; lda is the leading dimension of A as stored.
 void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, float* strip);
+
+// The same copy from rows gathered part by part (GatheredRows, gemm.h): each row's columns of the K block are the
+// runs of the parts they overlap, copied from the part's source, or zeros where the row falls outside the part's
+// bounds (padding).
+void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                    std::int64_t depth, float* strip);
 
 // Packs one micro-panel of op(B): rows (K) [depth_begin, depth_begin + depth), columns [column, column +
 // columns) with columns <= kNr, as `depth` rows of kNr floats each, zero beyond `columns`. ldb is the leading

@@ -3,6 +3,8 @@
 #include "compiler/codegen/cpu/row_kernel.h"
 #include "kernels/cpu/gemm.h"
 
+#include <algorithm>
+
 namespace kiln::compiler::cpu {
 
 std::string RowKernel::emit_gemm() {
@@ -50,11 +52,15 @@ std::string RowKernel::emit_gemm() {
             "*>(runtime->allocate(blocks * sizeof(" + type + ")));\n";
   }
   text += "  " + emitter_.describe(matmul) + "\n";
-  text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " + std::to_string(a[a.rank() - 1]) +
-          ", " + (node.attributes.transpose_a ? "1" : "0") + ", " + input_field(node.operands[1]) + ", " +
-          std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") + ", " +
-          (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
-          std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
+  const std::string right_and_rest =
+      input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") +
+      ", " + (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
+      std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
+  if (kernel_.gathered.empty())
+    text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " +
+            std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " + right_and_rest;
+  else
+    text += gathered_rows(node.operands[0]) + "  runtime->sgemm_gathered(" + sizes + ", &rows, " + right_and_rest;
   for (std::size_t r = 0; r < reductions_.size(); ++r) {
     const ir::Node& reduction = graph.node(at(reductions_[r]).value);
     ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
@@ -109,6 +115,54 @@ std::string RowKernel::epilogue(const std::string& prefix, bool writes_product, 
             "(accumulator" + std::to_string(k) + ");\n";
   }
   return text + "}\n\n";
+}
+
+namespace {
+
+std::string braced(const std::vector<std::int64_t>& values) {
+  std::string text;
+  for (std::int64_t value : values) text += (text.empty() ? "" : ", ") + std::to_string(value);
+  return "{" + text + "}";
+}
+
+}  // namespace
+
+std::string RowKernel::gathered_rows(ir::ValueId operand) const {
+  const ir::Graph& graph = emitter_.graph();
+  const Shape& shape = graph.type(operand).shape;
+  const int axes = shape.rank() - 1;
+  std::string text = "  " + emitter_.describe(operand) +
+                     "\n  // is not in memory: sgemm gathers each strip of its rows from these parts as it packs A.\n"
+                     "  // Row (i0, i1, ...) of part p, column j: source[offset + i0 * strides[0] + ... + j], or 0\n"
+                     "  // where some i_t is outside [lower[t], upper[t]) (the padding).\n";
+  text += "  const kiln_gathered_part parts[" + std::to_string(kernel_.gathered.size()) + "] = {\n";
+  for (const GatheredView& view : kernel_.gathered) {
+    const Shape& source = graph.type(view.source).shape;
+    const auto dense = source.strides();
+    std::int64_t offset = 0;
+    std::vector<std::int64_t> strides, lower, upper;
+    for (int axis = 0; axis < shape.rank(); ++axis) {
+      const std::size_t a = static_cast<std::size_t>(axis);
+      offset += view.start[a] * dense[a];
+      if (axis == axes) break;
+      strides.push_back(view.step[a] * dense[a]);
+      // The coordinates i with 0 <= start + i * step < source's size on this axis.
+      const std::int64_t start = view.start[a], step = view.step[a], extent = shape[axis];
+      const std::int64_t first = start >= 0 ? 0 : (-start + step - 1) / step;
+      const std::int64_t end = source[axis] <= start ? 0 : (source[axis] - start + step - 1) / step;
+      lower.push_back(std::min(first, extent));
+      upper.push_back(std::clamp(end, lower.back(), extent));
+    }
+    text += "      " + emitter_.describe(view.part) + ": %" + std::to_string(view.source) + " at " +
+            braced(view.start) + " by " + braced(view.step) + "\n";
+    text += "      {" + input_field(view.source) + ", " + std::to_string(offset) + ", " +
+            std::to_string(graph.type(view.part).shape[axes]) + ", " + braced(strides) + ", " + braced(lower) + ", " +
+            braced(upper) + "},\n";
+  }
+  std::vector<std::int64_t> extents(shape.dims().begin(), shape.dims().end() - 1);
+  text += "  };\n  const kiln_gathered_rows rows = {" + std::to_string(axes) + ", " + braced(extents) + ", " +
+          std::to_string(kernel_.gathered.size()) + ", parts};\n";
+  return text;
 }
 
 std::string RowKernel::emit_attention() {

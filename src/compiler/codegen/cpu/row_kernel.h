@@ -241,6 +241,8 @@ class RowKernel {
   std::string emit_gemm();
 
   std::string epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul);
+  // The table `rows` (a kiln_gathered_rows) of a gemm kernel whose left operand is gathered (gather_fusion.h).
+  std::string gathered_rows(ir::ValueId operand) const;
 
   // ---- attention: the row kernel between two matmuls, on strips of the first product -------------
   // The runtime's attention driver (kernels/cpu/attention.h) computes the first product a strip of rows at a

@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 2
+#define KILN_JIT_ABI_VERSION 3
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -41,6 +41,23 @@ struct kiln_attention_problem {
   int64_t row_scratch_bytes;  // what the row function needs for itself (its row caches), 64-byte aligned
 };
 
+// A GEMM's left operand gathered from memory while the GEMM packs it, never written out (kernels/cpu/gemm.h,
+// GatheredRows): row r has coordinates i over `extents` (row-major), and its columns are the parts side by side;
+// part p's column j of row r is source[offset + sum over t of i[t] * strides[t] + j] when lower[t] <= i[t] <
+// upper[t] for every t, and 0 otherwise (where a convolution's window falls on the padding).
+#define KILN_GATHER_MAX_AXES 6
+struct kiln_gathered_part {
+  const float* source;
+  int64_t offset, width;
+  int64_t strides[KILN_GATHER_MAX_AXES], lower[KILN_GATHER_MAX_AXES], upper[KILN_GATHER_MAX_AXES];
+};
+struct kiln_gathered_rows {
+  int axes;
+  int64_t extents[KILN_GATHER_MAX_AXES];
+  int part_count;
+  const struct kiln_gathered_part* parts;
+};
+
 struct kiln_runtime {
   int abi_version;
   int thread_count;
@@ -56,6 +73,10 @@ struct kiln_runtime {
   void (*sgemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b,
                 int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
                 void* epilogue_context);
+  // The same with A gathered (kiln's own loops: OpenBLAS needs A in memory).
+  void (*sgemm_gathered)(int64_t m, int64_t n, int64_t k, const struct kiln_gathered_rows* a, const float* b,
+                         int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
+                         void* epilogue_context);
   // Both products of an attention kernel, with its generated row code between them.
   void (*attention)(const struct kiln_attention_problem* problem, kiln_attention_rows rows, void* context);
 };

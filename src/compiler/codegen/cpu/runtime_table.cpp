@@ -5,7 +5,9 @@
 #include "runtime/allocator.h"
 #include "runtime/parallel.h"
 
+#include <algorithm>
 #include <new>
+#include <vector>
 
 namespace kiln::compiler::cpu {
 namespace {
@@ -47,6 +49,29 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int tra
   kernels::cpu::sgemm_or_openblas(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
 }
 
+static_assert(KILN_GATHER_MAX_AXES == kernels::cpu::kGatherMaxAxes);
+
+void sgemm_gathered(int64_t m, int64_t n, int64_t k, const kiln_gathered_rows* a, const float* b, int64_t ldb,
+                    int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue, void* epilogue_context) {
+  std::vector<kernels::cpu::GatheredPart> parts(static_cast<std::size_t>(a->part_count));
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const kiln_gathered_part& from = a->parts[p];
+    kernels::cpu::GatheredPart& part = parts[p];
+    part.source = from.source;
+    part.offset = from.offset;
+    part.width = from.width;
+    std::copy_n(from.strides, KILN_GATHER_MAX_AXES, part.strides);
+    std::copy_n(from.lower, KILN_GATHER_MAX_AXES, part.lower);
+    std::copy_n(from.upper, KILN_GATHER_MAX_AXES, part.upper);
+  }
+  kernels::cpu::GatheredRows rows;
+  rows.axes = a->axes;
+  std::copy_n(a->extents, KILN_GATHER_MAX_AXES, rows.extents);
+  rows.part_count = a->part_count;
+  rows.parts = parts.data();
+  kernels::cpu::sgemm_gathered(m, n, k, rows, b, ldb, transpose_b != 0, c, ldc, {epilogue, epilogue_context});
+}
+
 void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, void* context) {
   kernels::cpu::AttentionProblem unpacked;
   unpacked.batch = problem->batch;
@@ -81,6 +106,7 @@ kiln_runtime runtime_table() {
     runtime.deallocate = deallocate;
     runtime.sgemm_block_count = sgemm_block_count;
     runtime.sgemm = sgemm;
+    runtime.sgemm_gathered = sgemm_gathered;
     runtime.attention = attention;
     return runtime;
   }();

@@ -1,0 +1,114 @@
+// GEMM operands gathered as they are packed (compiler/gather_fusion.h): a matmul's left operand that is a concat,
+// along its last axis, of slices of values in memory (and of such values themselves) is never written; the GEMM
+// reads each part where it lies, through zero padding. Each case runs through the standard executor, the JIT and
+// the float64 reference, counts the kernels and reads the fusion decisions.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+bool gathers(const std::string& fused) {
+  return fused.find("as the GEMM packs its rows: the operand is never written") != std::string::npos;
+}
+
+TEST(GatheredOperand, SlicesAndAParameterSideBySide) {
+  const Tensor x = random_tensor(DType::f32, {6, 9, 10}, 1), y = random_tensor(DType::f32, {6, 9, 4}, 2);
+  const Tensor w = random_tensor(DType::f32, {17, 7}, 3);
+  auto body = [](Tensor x, Tensor y, Tensor w) {
+    // Columns 2.. of x, then y, then columns ..5 of x: parts starting inside their source's rows, of odd widths.
+    const Tensor left = concat({slice(x, {{0, 0, 2}, {6, 9, 10}}), y, slice(x, {{0, 0, 0}, {6, 9, 5}})}, 2);
+    return matmul(left, w) * 2.0f;
+  };
+  const testing::DifferentialResult result = expect_agreement("slices and a parameter", body, x, y, w);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(gathers(result.fused)) << result.fused;
+}
+
+TEST(GatheredOperand, StridedSlicesOfLeadingAxes) {
+  const Tensor x = random_tensor(DType::f32, {7, 10, 12}, 4), w = random_tensor(DType::f32, {24, 5}, 5);
+  auto body = [](Tensor x, Tensor w) {
+    const Tensor left =
+        concat({slice(x, {{1, 0, 0}, {7, 9, 12}, {2, 3, 1}}), slice(x, {{0, 2, 0}, {5, 10, 12}, {2, 3, 1}})}, 2);
+    return reduce_sum(relu(matmul(left, w)));
+  };
+  const testing::DifferentialResult result = expect_agreement("strided slices", body, x, w);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(gathers(result.fused)) << result.fused;
+}
+
+// Zero padding is read as zeros where the parts fall on it; padding with another value is a concat in memory, and
+// the parts are gathered from that.
+TEST(GatheredOperand, ThroughZeroPaddingAndFromOtherPadding) {
+  const Tensor x = random_tensor(DType::f32, {3, 8, 5}, 6), w = random_tensor(DType::f32, {15, 4}, 7);
+  for (const float value : {0.0f, 1.5f}) {
+    auto body = [value](Tensor x, Tensor w) {
+      const Tensor padded = pad(x, {{0, 0}, {2, 1}, {0, 0}}, value);
+      std::vector<Tensor> taps;
+      for (std::int64_t tap = 0; tap < 3; ++tap) taps.push_back(slice(padded, {{0, tap, 0}, {3, tap + 9, 5}}));
+      return matmul(concat(taps, 2), w);
+    };
+    const std::string label = "padding with " + std::to_string(value);
+    const testing::DifferentialResult result = expect_agreement(label, body, x, w);
+    EXPECT_TRUE(gathers(result.fused)) << label << "\n" << result.fused;
+    EXPECT_EQ(result.fused.find("zeros where the parts fall outside") != std::string::npos, value == 0.0f)
+        << label << "\n"
+        << result.fused;
+    if (value == 0.0f) {
+      EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+    }
+  }
+}
+
+// The operand stays in memory where it must: returned too, or transposed.
+TEST(GatheredOperand, NotWhereTheOperandIsNeededInMemory) {
+  const Tensor x = random_tensor(DType::f32, {4, 6, 8}, 8), w = random_tensor(DType::f32, {8, 3}, 9);
+  auto returned = [](Tensor x, Tensor w) {
+    const Tensor left = concat({slice(x, {{0, 0, 0}, {4, 6, 4}}), slice(x, {{0, 0, 4}, {4, 6, 8}})}, 2);
+    return std::vector<Tensor>{matmul(left, w), left};
+  };
+  EXPECT_FALSE(gathers(expect_agreement("returned", returned, x, w).fused));
+  auto strided_columns = [](Tensor x, Tensor w) {
+    const Tensor left =
+        concat({slice(x, {{0, 0, 0}, {4, 6, 8}, {1, 1, 2}}), slice(x, {{0, 0, 1}, {4, 6, 8}, {1, 1, 2}})}, 2);
+    return matmul(left, w);
+  };
+  // Strided along the columns, the slices are no views: their loop kernel writes them, and the GEMM gathers those.
+  const testing::DifferentialResult strided = expect_agreement("strided columns", strided_columns, x, w);
+  EXPECT_EQ(strided.jit.kernels_per_call, 2) << strided.fused;
+  EXPECT_NE(strided.fused.find(" slice as the GEMM packs its rows"), std::string::npos) << strided.fused;
+  const Tensor right = random_tensor(DType::f32, {6, 5}, 11);
+  auto transposed = [](Tensor x, Tensor w) {
+    const Tensor left = concat({slice(x, {{0, 0}, {6, 2}}), slice(x, {{0, 3}, {6, 7}})}, 1);
+    return matmul(left, w, {.transpose_a = true});
+  };
+  const Tensor wide = random_tensor(DType::f32, {6, 8}, 12);
+  EXPECT_FALSE(gathers(expect_agreement("transposed", transposed, wide, right).fused));
+}
+
+TEST(GatheredOperand, EmptyRowsAndEmptyParts) {
+  const Tensor w = random_tensor(DType::f32, {9, 3}, 13);
+  for (const std::int64_t batch : {0, 2}) {
+    auto body = [batch](Tensor x, Tensor w) {
+      const Tensor left = concat({slice(x, {{0, 0, 2}, {batch, 4, 2}}), slice(x, {{0, 0, 0}, {batch, 4, 9}})}, 2);
+      return matmul(left, w) + 1.0f;
+    };
+    const Tensor x = random_tensor(DType::f32, {batch, 4, 9}, 14);
+    const testing::DifferentialResult result = expect_agreement("batch " + std::to_string(batch), body, x, w);
+    EXPECT_TRUE(gathers(result.fused)) << result.fused;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

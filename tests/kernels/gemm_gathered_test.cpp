@@ -1,0 +1,170 @@
+// sgemm_gathered (kernels/cpu/gemm.h): A gathered part by part while it is packed gives bitwise the product of
+// sgemm on the same A written out, with or without C, for one and two threads; rows outside a part's bounds read
+// zeros (a convolution's padding).
+
+#include "kernels/cpu/gemm.h"
+
+#include "runtime/parallel.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+// A convolution's windows as gathered rows: an NHWC image, a window of size x size taps with `stride` and
+// `padding` on both spatial axes; each tap is one part (its channels), the taps row by row.
+struct Windows {
+  std::int64_t batch, height, width, channels, size, stride, padding;
+  std::int64_t out_height, out_width;
+  std::vector<float> image;
+  std::vector<GatheredPart> parts;
+  GatheredRows rows;
+
+  Windows(std::int64_t batch_, std::int64_t height_, std::int64_t width_, std::int64_t channels_, std::int64_t size_,
+          std::int64_t stride_, std::int64_t padding_)
+      : batch(batch_),
+        height(height_),
+        width(width_),
+        channels(channels_),
+        size(size_),
+        stride(stride_),
+        padding(padding_),
+        out_height((height + 2 * padding - size) / stride + 1),
+        out_width((width + 2 * padding - size) / stride + 1),
+        image(testing::random_floats(batch * height * width * channels, 77 + static_cast<std::uint64_t>(channels))) {
+    for (std::int64_t tap_row = 0; tap_row < size; ++tap_row)
+      for (std::int64_t tap_column = 0; tap_column < size; ++tap_column) parts.push_back(tap(tap_row, tap_column));
+    rows.axes = 3;
+    rows.extents[0] = batch;
+    rows.extents[1] = out_height;
+    rows.extents[2] = out_width;
+    rows.part_count = static_cast<int>(parts.size());
+    rows.parts = parts.data();
+  }
+
+  std::int64_t m() const { return batch * out_height * out_width; }
+  std::int64_t k() const { return size * size * channels; }
+
+  // Output (n, y, x) reads the image at row y * stride + tap_row - padding, column x * stride + tap_column - padding.
+  GatheredPart tap(std::int64_t tap_row, std::int64_t tap_column) const {
+    GatheredPart part;
+    part.source = image.data();
+    part.width = channels;
+    part.offset = ((tap_row - padding) * width + (tap_column - padding)) * channels;
+    part.strides[0] = height * width * channels;
+    part.strides[1] = stride * width * channels;
+    part.strides[2] = stride * channels;
+    part.upper[0] = batch;
+    bounds(tap_row - padding, height, out_height, part.lower[1], part.upper[1]);
+    bounds(tap_column - padding, width, out_width, part.lower[2], part.upper[2]);
+    return part;
+  }
+  // The output coordinates [lower, upper) whose tap (coordinate * stride + offset) is inside [0, extent).
+  void bounds(std::int64_t offset, std::int64_t extent, std::int64_t outputs, std::int64_t& lower,
+              std::int64_t& upper) const {
+    lower = 0;
+    while (lower < outputs && lower * stride + offset < 0) ++lower;
+    upper = lower;
+    while (upper < outputs && upper * stride + offset < extent) ++upper;
+  }
+
+  // im2col written out, straight from the image (not from the parts).
+  std::vector<float> written() const {
+    std::vector<float> a(static_cast<std::size_t>(m() * k()), 0.0f);
+    for (std::int64_t n = 0; n < batch; ++n)
+      for (std::int64_t y = 0; y < out_height; ++y)
+        for (std::int64_t x = 0; x < out_width; ++x)
+          for (std::int64_t tap_row = 0; tap_row < size; ++tap_row)
+            for (std::int64_t tap_column = 0; tap_column < size; ++tap_column) {
+              const std::int64_t source_row = y * stride + tap_row - padding;
+              const std::int64_t source_column = x * stride + tap_column - padding;
+              if (source_row < 0 || source_row >= height || source_column < 0 || source_column >= width) continue;
+              const std::int64_t row = (n * out_height + y) * out_width + x;
+              const std::int64_t column = (tap_row * size + tap_column) * channels;
+              for (std::int64_t c = 0; c < channels; ++c)
+                a[static_cast<std::size_t>(row * k() + column + c)] =
+                    image[static_cast<std::size_t>(((n * height + source_row) * width + source_column) * channels + c)];
+            }
+    return a;
+  }
+
+  std::string describe(std::int64_t n) const {
+    return "batch " + std::to_string(batch) + ", " + std::to_string(height) + "x" + std::to_string(width) + "x" +
+           std::to_string(channels) + " image, " + std::to_string(size) + "x" + std::to_string(size) +
+           " window, stride " + std::to_string(stride) + ", padding " + std::to_string(padding) + ", " +
+           std::to_string(n) + " outputs";
+  }
+};
+
+// Copies each tile the epilogue sees into a dense m x n matrix.
+struct TileCopy {
+  std::vector<float> c;
+  std::int64_t n;
+  static void record(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                     std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
+    auto& self = *static_cast<TileCopy*>(context);
+    for (std::int64_t i = row_begin; i < row_end; ++i)
+      std::memcpy(&self.c[static_cast<std::size_t>(i * self.n + column_begin)], tile + (i - row_begin) * ld,
+                  sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
+  }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+// sgemm_gathered against sgemm on the written-out windows, writing C and through the epilogue alone.
+void expect_same_as_written(const Windows& windows, std::int64_t n) {
+  const std::int64_t m = windows.m(), k = windows.k();
+  const std::vector<float> a = windows.written();
+  const std::vector<float> b = testing::random_floats(k * n, 5 + static_cast<std::uint64_t>(n));
+  std::vector<float> expected(static_cast<std::size_t>(m * n), -1.0f);
+  sgemm(m, n, k, a.data(), k, false, b.data(), n, false, expected.data(), n, {});
+  const int original = runtime::thread_count();
+  for (int threads : {1, 2}) {
+    runtime::set_thread_count(threads);
+    std::vector<float> c(static_cast<std::size_t>(m * n), -1.0f);
+    sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, c.data(), n, {});
+    EXPECT_TRUE(same_bits(c, expected)) << windows.describe(n) << ", C written, " << threads << " thread(s)";
+    TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
+    sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, nullptr, 0, {TileCopy::record, &copy});
+    EXPECT_TRUE(same_bits(copy.c, expected)) << windows.describe(n) << ", epilogue only, " << threads << " thread(s)";
+  }
+  runtime::set_thread_count(original);
+}
+
+TEST(GemmGathered, SamePaddingStrideOne) { expect_same_as_written(Windows(2, 9, 11, 5, 3, 1, 1), 7); }
+
+TEST(GemmGathered, StridedWithPaddingOnBothSides) { expect_same_as_written(Windows(3, 10, 7, 8, 3, 2, 2), 33); }
+
+TEST(GemmGathered, NoPaddingAndAWindowOfOne) {
+  expect_same_as_written(Windows(1, 13, 6, 16, 2, 1, 0), 40);
+  expect_same_as_written(Windows(2, 5, 5, 24, 1, 1, 0), 17);
+}
+
+// Several K blocks, whose edges fall inside parts (100 channels per tap, 900 columns in blocks of 300), and more
+// rows than one panel holds without C (whole-depth and row-panel orders).
+TEST(GemmGathered, PartsSpanningKBlocksAndManyRows) {
+  expect_same_as_written(Windows(2, 12, 13, 100, 3, 1, 1), 70);
+  expect_same_as_written(Windows(4, 40, 30, 16, 3, 1, 1), 520);
+}
+
+TEST(GemmGathered, RowsOutsideEveryPartReadZeros) {
+  // A padding wider than the window: the outer outputs see only zeros.
+  Windows windows(1, 3, 3, 4, 2, 1, 3);
+  const std::int64_t n = 5;
+  std::vector<float> c(static_cast<std::size_t>(windows.m() * n), -1.0f);
+  const std::vector<float> b = testing::random_floats(windows.k() * n, 9);
+  sgemm_gathered(windows.m(), n, windows.k(), windows.rows, b.data(), n, false, c.data(), n, {});
+  for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(c[static_cast<std::size_t>(j)], 0.0f);
+  expect_same_as_written(windows, n);
+}
+
+}  // namespace
+}  // namespace kiln::kernels::cpu
