@@ -151,11 +151,12 @@ TEST(Sort, TransposedAndComputedOperands) {
 }
 
 // Row lengths on both sides of the CPU's comparison / radix switch, odd sizes, long rows over several threads'
-// tasks, top_k with k small (a selection) and large (a sort).
+// tasks, top_k with k small (a selection) and large (a sort); 32-bit keys (f32, i32, bool: radix passes of packed
+// key-index words, bools with three passes skipped) and 64-bit ones.
 TEST(Sort, LongAndShortRowsAgreeWithTheReference) {
   for (const auto& dims :
        std::vector<std::vector<std::int64_t>>{{5, 63}, {3, 64}, {4, 65}, {7, 129}, {2, 4099}, {300, 17}})
-    for (const DType dtype : {DType::f32, DType::f64, DType::i32}) {
+    for (const DType dtype : {DType::f32, DType::f64, DType::i32, DType::boolean}) {
       const Tensor x = random_tensor(dtype, Shape(dims), 15);
       const std::int64_t n = dims.back();
       expect_agreement(
