@@ -311,6 +311,14 @@ TEST(Convolution, TheGemmGathersTheWindowsFromTheInput) {
   auto layer = [](Tensor x, Tensor w) { return nn::conv2d(exp(x), w, {.padding = nn::Padding::same}); };
   const testing::DifferentialResult result = expect_agreement("of a computed input", layer, images, filters);
   EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  // A residual block: the second convolution gathers from the first one's output; a kernel per convolution.
+  const Tensor second = random_tensor(DType::f32, {3, 3, 5, 6}, 77);
+  auto block = [](Tensor x, Tensor w, Tensor v) {
+    const Tensor hidden = nn::relu(nn::conv2d(x, w, {.padding = nn::Padding::same}));
+    return nn::relu(nn::conv2d(hidden, v, {.padding = nn::Padding::same}) + x);
+  };
+  const testing::DifferentialResult residual = expect_agreement("residual block", block, images, filters, second);
+  EXPECT_EQ(residual.jit.kernels_per_call, 2) << residual.fused;
 }
 
 TEST(Convolution, BadArgumentsNameTheOpAndLeaveTheFunctionUsable) {
