@@ -122,17 +122,13 @@ class AttentionFuser {
     return false;
   }
 
-  bool is_output(ir::ValueId value) const {
-    return std::find(graph_.outputs.begin(), graph_.outputs.end(), value) != graph_.outputs.end();
-  }
-
   // Why the candidate cannot be one kernel, or "" if it can.
   std::string refusal(const Candidate& candidate) const {
     const FusedKernel& row_kernel = plan_.kernels[candidate.row_kernel];
     const ir::Node& first = graph_.node(candidate.first);
     const ir::Node& second = graph_.node(candidate.second);
     const Shape& scores = first.type.shape;
-    if (is_output(candidate.scores) || is_output(candidate.probabilities))
+    if (is_returned(graph_, candidate.scores) || is_returned(graph_, candidate.probabilities))
       return "the scores or their row kernel's result are returned";
     if (!(scores == row_kernel.space)) return "the row kernel's space is not the first product's shape";
     if (!(graph_.type(candidate.probabilities).shape == scores))

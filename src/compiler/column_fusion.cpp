@@ -50,8 +50,7 @@ class ColumnFuser {
     std::sort(merged.members.begin(), merged.members.end());  // graph order
     // The reduction's input stays an output only where something else reads it.
     const bool read_elsewhere =
-        std::find(graph_.outputs.begin(), graph_.outputs.end(), input) != graph_.outputs.end() ||
-        read_by_other_kernels(plan_, input, {producer_index, reduction_index});
+        is_returned(graph_, input) || read_by_other_kernels(plan_, input, {producer_index, reduction_index});
     if (!read_elsewhere) std::erase(merged.outputs, input);
     merged.outputs.push_back(reduction);
     merged.decisions.push_back(

@@ -55,7 +55,7 @@ class ConcatPlacer {
   // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any.
   std::optional<std::size_t> placeable_producer(ir::ValueId operand, std::size_t concat_index) const {
     const std::vector<ir::ValueId>& operands = graph_.node(plan_.kernels[concat_index].members.front()).operands;
-    if (std::count(operands.begin(), operands.end(), operand) != 1 || is_returned(operand) ||
+    if (std::count(operands.begin(), operands.end(), operand) != 1 || is_returned(graph_, operand) ||
         read_by_other_kernels(plan_, operand, {concat_index}) || graph_.type(operand).shape.numel() == 0)
       return std::nullopt;
     for (std::size_t k = 0; k < concat_index; ++k) {
@@ -66,10 +66,6 @@ class ConcatPlacer {
       return std::nullopt;
     }
     return std::nullopt;
-  }
-
-  bool is_returned(ir::ValueId value) const {
-    return std::find(graph_.outputs.begin(), graph_.outputs.end(), value) != graph_.outputs.end();
   }
 
   const ir::Graph& graph_;

@@ -55,6 +55,10 @@ bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initi
   return false;
 }
 
+bool is_returned(const ir::Graph& graph, ir::ValueId value) {
+  return std::find(graph.outputs.begin(), graph.outputs.end(), value) != graph.outputs.end();
+}
+
 std::string describe(const ir::Graph& graph, ir::ValueId value) {
   return "%" + std::to_string(value) + " " + std::string(ir::name(graph.node(value).op));
 }

@@ -120,6 +120,9 @@ std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir:
 // kernels makes each of them read its operands.
 bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initializer_list<std::size_t> except);
 
+// Whether the function returns `value` (one of the graph's outputs).
+bool is_returned(const ir::Graph& graph, ir::ValueId value);
+
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);
 

@@ -36,7 +36,7 @@ class OperandGatherer {
     if (concat.op != ir::Op::concat || concat.attributes.axis != rank - 1 || rank - 1 > kernels::cpu::kGatherMaxAxes)
       return false;
     const std::optional<std::size_t> concat_index = producer(operand);
-    if (!concat_index || plan_.kernels[*concat_index].kind != KernelKind::library || is_returned(operand) ||
+    if (!concat_index || plan_.kernels[*concat_index].kind != KernelKind::library || is_returned(graph_, operand) ||
         read_by_other_kernels(plan_, operand, {*concat_index, gemm_index}))
       return false;
     std::vector<GatheredView> views;
@@ -140,10 +140,6 @@ class OperandGatherer {
     return std::nullopt;
   }
 
-  bool is_returned(ir::ValueId value) const {
-    return std::find(graph_.outputs.begin(), graph_.outputs.end(), value) != graph_.outputs.end();
-  }
-
   // Drops kernels none of whose outputs is returned or read by a later kernel, last first (so that a kernel read
   // only by dropped ones goes too): the gathered concats, the loop kernels of their slices, the padding.
   // fuse()'s notes on their nodes go with them ("library: %16 concat ...", "not fused: %7 slice into ...", "not
@@ -153,7 +149,7 @@ class OperandGatherer {
     for (std::size_t k = plan_.kernels.size(); k-- > 0;) {
       const std::vector<ir::ValueId>& outputs = plan_.kernels[k].outputs;
       const bool unread = std::none_of(outputs.begin(), outputs.end(), [&](ir::ValueId value) {
-        return is_returned(value) || read_by_other_kernels(plan_, value, {k});
+        return is_returned(graph_, value) || read_by_other_kernels(plan_, value, {k});
       });
       if (!unread) continue;
       for (ir::ValueId member : plan_.kernels[k].members) names.push_back(describe(graph_, member));

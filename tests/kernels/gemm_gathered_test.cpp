@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -153,6 +154,47 @@ TEST(GemmGathered, NoPaddingAndAWindowOfOne) {
 TEST(GemmGathered, PartsSpanningKBlocksAndManyRows) {
   expect_same_as_written(Windows(2, 12, 13, 100, 3, 1, 1), 70);
   expect_same_as_written(Windows(4, 40, 30, 16, 3, 1, 1), 520);
+}
+
+// At most four columns (kNarrowColumns), each element is a dot product along K instead of the microkernel's sum:
+// within float reassociation of the float64 product, the same with one thread and two, every block once.
+TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
+  const Windows windows(3, 17, 13, 37, 3, 1, 1);  // 333 columns: K blocks with tails, parts straddling them
+  const std::int64_t m = windows.m(), k = windows.k();
+  const std::vector<float> a = windows.written();
+  for (const std::int64_t n : {1, 2, 4}) {
+    for (const bool transpose_b : {false, true}) {
+      const std::vector<float> b = testing::random_floats(k * n, 40 + static_cast<std::uint64_t>(n));
+      const int original = runtime::thread_count();
+      std::vector<std::vector<float>> results;
+      for (int threads : {1, 2}) {
+        runtime::set_thread_count(threads);
+        std::vector<float> c(static_cast<std::size_t>(m * n), -1.0f);
+        sgemm_gathered(m, n, k, windows.rows, b.data(), transpose_b ? k : n, transpose_b, c.data(), n, {});
+        results.push_back(c);
+        TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
+        sgemm_gathered(m, n, k, windows.rows, b.data(), transpose_b ? k : n, transpose_b, nullptr, 0,
+                       {TileCopy::record, &copy});
+        EXPECT_TRUE(same_bits(copy.c, c)) << windows.describe(n) << ", epilogue only, " << threads << " thread(s)";
+      }
+      runtime::set_thread_count(original);
+      EXPECT_TRUE(same_bits(results[0], results[1])) << windows.describe(n);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double want = 0, magnitude = 0;
+          for (std::int64_t p = 0; p < k; ++p) {
+            const double weight =
+                transpose_b ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
+            const double term = static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * weight;
+            want += term;
+            magnitude += std::fabs(term);
+          }
+          const float got = results[0][static_cast<std::size_t>(i * n + j)];
+          ASSERT_NEAR(got, want, 4.0 * (static_cast<double>(k) + 2.0) * 6e-8 * magnitude + 1e-30)
+              << windows.describe(n) << " at (" << i << ", " << j << ")";
+        }
+    }
+  }
 }
 
 TEST(GemmGathered, RowsOutsideEveryPartReadZeros) {

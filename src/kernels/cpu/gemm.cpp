@@ -563,6 +563,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
 void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
                     std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue) {
   if (m <= 0 || n <= 0) return;
+  if (n <= gemm_detail::kNarrowColumns) {
+    gemm_detail::sgemm_gathered_narrow(plan_sgemm(m, n, k), a, b, ldb, transpose_b, c, ldc, epilogue);
+    return;
+  }
   Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
   problem.gathered = &a;
   run_sgemm(problem, c, ldc);

@@ -104,8 +104,12 @@ struct GatheredRows {
 
 // sgemm with A gathered (the same plan, blocks, epilogue calls and summation order as sgemm with that A in memory,
 // so the results are bitwise those of sgemm on the written-out A). Always kiln's loops: OpenBLAS needs A in
-// memory. Preconditions (not checked): the parts' widths add up to k, the extents multiply to m, 0 <= axes <=
-// kGatherMaxAxes, and every element a valid row reads is in its source.
+// memory. Except at most 4 columns wide (a convolution to a channel or a few), where the microkernel's 16 or 32
+// columns would be mostly padding: each element is then a dot product along K (gemm_narrow.cpp), its K blocks
+// summed in order, each block by vector lanes and then the lanes in order -- the same blocks and epilogue calls,
+// and the same results whatever the thread count, but not bitwise sgemm's. Preconditions (not checked): the parts'
+// widths add up to k, the extents multiply to m, 0 <= axes <= kGatherMaxAxes, and every element a valid row reads is in
+// its source.
 void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
                     std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue);
 

@@ -25,6 +25,12 @@ void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64
 void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                     std::int64_t depth, float* strip);
 
+// sgemm_gathered's products at most this many columns wide go to sgemm_gathered_narrow (gemm_narrow.cpp): the
+// plan's blocks, each row strip gathered as sgemm gathers it, each element a dot product along K.
+inline constexpr std::int64_t kNarrowColumns = 4;
+void sgemm_gathered_narrow(const GemmPlan& plan, const GatheredRows& a, const float* b, std::int64_t ldb,
+                           bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue);
+
 // Packs one micro-panel of op(B): rows (K) [depth_begin, depth_begin + depth), columns [column, column +
 // columns) with columns <= kNr, as `depth` rows of kNr floats each, zero beyond `columns`. ldb is the leading
 // dimension of B as stored.
