@@ -1,6 +1,7 @@
 #pragma once
-// Copies of A and B in the layouts the GEMM microkernel reads (gemm_microkernel.h), shared by the two drivers
-// that call it: sgemm (gemm.cpp) and the attention kernel (attention.cpp). Private to kernels/cpu.
+// Copies of A and B in the layouts the GEMM microkernel reads (gemm_microkernel.h), shared by the drivers that
+// call it -- sgemm and sgemm_gathered (gemm.cpp) and the attention kernel (attention.cpp) -- and the gathered
+// narrow products (gemm_narrow.cpp), which take gather_a_strip's strips. Private to kernels/cpu.
 
 #include "kernels/cpu/gemm.h"
 
