@@ -1,6 +1,7 @@
 #include "compiler/fusion.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -57,6 +58,59 @@ bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initi
 
 bool is_returned(const ir::Graph& graph, ir::ValueId value) {
   return std::find(graph.outputs.begin(), graph.outputs.end(), value) != graph.outputs.end();
+}
+
+std::optional<std::size_t> producer_of(const FusionPlan& plan, ir::ValueId value) {
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
+    const std::vector<ir::ValueId>& outputs = plan.kernels[k].outputs;
+    if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return k;
+  }
+  return std::nullopt;
+}
+
+bool same_constant_value(const ir::Node& a, const ir::Node& b) {
+  const double x = a.attributes.float_value, y = b.attributes.float_value;
+  const bool same_float = std::isnan(x) ? std::isnan(y) : x == y && std::signbit(x) == std::signbit(y);
+  return a.type.dtype == b.type.dtype && same_float && a.attributes.int_value == b.attributes.int_value;
+}
+
+std::optional<Padding> padding_of(const ir::Graph& graph, ir::ValueId value) {
+  const ir::Node& node = graph.node(value);
+  if (node.op != ir::Op::concat) return std::nullopt;
+  Padding padding;
+  padding.axis = static_cast<int>(node.attributes.axis);
+  for (ir::ValueId operand : node.operands) {
+    const ir::Node& each = graph.node(operand);
+    if (each.op != ir::Op::constant) {
+      if (padding.inner >= 0) return std::nullopt;
+      padding.inner = operand;
+      continue;
+    }
+    if (padding.constant < 0) padding.constant = operand;
+    if (!same_constant_value(graph.node(padding.constant), each)) return std::nullopt;
+    if (padding.inner < 0) padding.before += each.type.shape[padding.axis];
+  }
+  if (padding.inner < 0 || padding.constant < 0) return std::nullopt;
+  return padding;
+}
+
+void remove_unread_kernels(const ir::Graph& graph, FusionPlan& plan) {
+  std::vector<std::string> names;  // "%16 concat"
+  for (std::size_t k = plan.kernels.size(); k-- > 0;) {
+    const std::vector<ir::ValueId>& outputs = plan.kernels[k].outputs;
+    const bool unread = std::none_of(outputs.begin(), outputs.end(), [&](ir::ValueId value) {
+      return is_returned(graph, value) || read_by_other_kernels(plan, value, {k});
+    });
+    if (!unread) continue;
+    for (ir::ValueId member : plan.kernels[k].members) names.push_back(describe(graph, member));
+    plan.kernels.erase(plan.kernels.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  std::erase_if(plan.not_fused, [&](const std::string& note) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return note.starts_with("library: " + name + " ") || note.starts_with("not fused: " + name + " ") ||
+             (note.starts_with("not fused: ") && note.find(" into kernel of " + name + ":") != std::string::npos);
+    });
+  });
 }
 
 std::string describe(const ir::Graph& graph, ir::ValueId value) {

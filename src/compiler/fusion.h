@@ -7,6 +7,9 @@
 //   loop       elementwise ops, broadcasts, transposes, slices and reshapes
 //              over one iteration space; one or several outputs of that
 //              shape (multi-output fusion: an Adam step is one kernel).
+//              On the CPU a padded input (pad()'s concats) is read in place,
+//              the padding's constant where the index map falls on it
+//              (fold_padding_into_loops, padding_fusion.h).
 //   reduction  reductions over the trailing axes of one iteration space,
 //              with their producers and their row-wise consumers: softmax and
 //              layer_norm are one kernel each, computed row by row.
@@ -50,6 +53,7 @@
 #include "ir/graph.h"
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,6 +126,28 @@ bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initi
 
 // Whether the function returns `value` (one of the graph's outputs).
 bool is_returned(const ir::Graph& graph, ir::ValueId value);
+
+// The kernel of `plan` that writes `value` to memory as one of its outputs, if one does.
+std::optional<std::size_t> producer_of(const FusionPlan& plan, ir::ValueId value);
+
+// A value padded along one axis in pad()'s form: a concat of constants that all hold one value, before and after
+// one other operand.
+struct Padding {
+  ir::ValueId inner = -1;     // the operand that is not padding
+  int axis = 0;               // the concat's
+  std::int64_t before = 0;    // elements of padding before `inner` along the axis
+  ir::ValueId constant = -1;  // the first of the constants
+};
+std::optional<Padding> padding_of(const ir::Graph& graph, ir::ValueId value);
+
+// Whether constants `a` and `b` hold the same value of the same dtype (NaN as NaN; -0 and +0 differ).
+bool same_constant_value(const ir::Node& a, const ir::Node& b);
+
+// Drops the kernels of `plan` none of whose outputs is returned or read by another kernel, last first (so that a
+// kernel read only by dropped ones goes too), and fuse()'s notes on their nodes ("library: %16 concat ...", "not
+// fused: %7 slice into ...", "not fused: %7 slice into kernel of %16 concat: ..."): for passes that stop reading a
+// value from memory.
+void remove_unread_kernels(const ir::Graph& graph, FusionPlan& plan);
 
 // How fusion notes name a node: "%3 matmul".
 std::string describe(const ir::Graph& graph, ir::ValueId value);

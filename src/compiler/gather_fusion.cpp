@@ -19,7 +19,7 @@ class OperandGatherer {
     bool changed = false;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k)
       if (plan_.kernels[k].kind == KernelKind::gemm && gather(k)) changed = true;
-    if (changed) remove_unread_kernels();
+    if (changed) remove_unread_kernels(graph_, plan_);
     return std::move(plan_);
   }
 
@@ -98,23 +98,11 @@ class OperandGatherer {
   // For a concat `value` along an axis before the last of zero constants and one value in memory: that value and
   // how many elements precede it along the axis.
   std::optional<std::pair<ir::ValueId, std::int64_t>> unpad(ir::ValueId value, int rank) const {
-    const ir::Node& node = graph_.node(value);
-    if (node.op != ir::Op::concat || node.attributes.axis >= rank - 1) return std::nullopt;
-    std::optional<ir::ValueId> inner;
-    std::int64_t before = 0;
-    for (ir::ValueId operand : node.operands) {
-      const ir::Node& each = graph_.node(operand);
-      const bool zero = each.op == ir::Op::constant && each.attributes.float_value == 0 &&
-                        !std::signbit(each.attributes.float_value) && each.attributes.int_value == 0;
-      if (zero) {
-        if (!inner) before += each.type.shape[static_cast<int>(node.attributes.axis)];
-        continue;
-      }
-      if (inner || !in_memory(operand)) return std::nullopt;
-      inner = operand;
-    }
-    if (!inner) return std::nullopt;
-    return std::pair{*inner, before};
+    const std::optional<Padding> padding = padding_of(graph_, value);
+    if (!padding || padding->axis >= rank - 1 || !in_memory(padding->inner)) return std::nullopt;
+    const ir::Attributes& constant = graph_.node(padding->constant).attributes;
+    if (constant.float_value != 0 || std::signbit(constant.float_value) || constant.int_value != 0) return std::nullopt;
+    return std::pair{padding->inner, padding->before};
   }
 
   // Whether some element of the view falls outside its source.
@@ -132,36 +120,7 @@ class OperandGatherer {
   // A parameter, or a value a kernel writes to a buffer of its own.
   bool in_memory(ir::ValueId value) const { return graph_.node(value).op == ir::Op::parameter || producer(value); }
 
-  std::optional<std::size_t> producer(ir::ValueId value) const {
-    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      const std::vector<ir::ValueId>& outputs = plan_.kernels[k].outputs;
-      if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return k;
-    }
-    return std::nullopt;
-  }
-
-  // Drops kernels none of whose outputs is returned or read by a later kernel, last first (so that a kernel read
-  // only by dropped ones goes too): the gathered concats, the loop kernels of their slices, the padding.
-  // fuse()'s notes on their nodes go with them ("library: %16 concat ...", "not fused: %7 slice into ...", "not
-  // fused: %7 slice into kernel of %16 concat: ...").
-  void remove_unread_kernels() {
-    std::vector<std::string> names;  // "%16 concat"
-    for (std::size_t k = plan_.kernels.size(); k-- > 0;) {
-      const std::vector<ir::ValueId>& outputs = plan_.kernels[k].outputs;
-      const bool unread = std::none_of(outputs.begin(), outputs.end(), [&](ir::ValueId value) {
-        return is_returned(graph_, value) || read_by_other_kernels(plan_, value, {k});
-      });
-      if (!unread) continue;
-      for (ir::ValueId member : plan_.kernels[k].members) names.push_back(describe(graph_, member));
-      plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(k));
-    }
-    std::erase_if(plan_.not_fused, [&](const std::string& note) {
-      return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-        return note.starts_with("library: " + name + " ") || note.starts_with("not fused: " + name + " ") ||
-               (note.starts_with("not fused: ") && note.find(" into kernel of " + name + ":") != std::string::npos);
-      });
-    });
-  }
+  std::optional<std::size_t> producer(ir::ValueId value) const { return producer_of(plan_, value); }
 
   const ir::Graph& graph_;
   FusionPlan plan_;

@@ -17,6 +17,7 @@
 #include "compiler/fusion.h"
 #include "compiler/gather_fusion.h"
 #include "compiler/jit_executable.h"
+#include "compiler/padding_fusion.h"
 #include "compiler/pipeline.h"
 #include "compiler/squeeze_sinking.h"
 #include "ir/printer.h"
@@ -119,13 +120,14 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   }
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph, fusion_options(device));
-  // The attention and column kernels, gathered GEMM operands and concats assembled in place are the CPU's; on
-  // CUDA cuBLAS runs both matmuls with the row kernel between them, a reduction over leading axes is the standard
-  // kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from memory, and a concat copies its
-  // operands.
+  // The attention and column kernels, gathered GEMM operands, padding read in place and concats assembled in
+  // place are the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between them, a reduction over
+  // leading axes is the standard kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from
+  // memory, and a concat (a padding too) copies its operands.
   if (device.is_cpu()) {
     FusionPlan plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));
-    lowering.plan = place_concat_operands(graph, gather_gemm_operands(graph, std::move(plan)));
+    plan = fold_padding_into_loops(graph, gather_gemm_operands(graph, std::move(plan)));
+    lowering.plan = place_concat_operands(graph, std::move(plan));
   }
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);

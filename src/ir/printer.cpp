@@ -62,15 +62,7 @@ void append_list(std::string& out, const std::vector<std::int64_t>& values) {
   out += ']';
 }
 
-void append_constant(std::string& out, const Node& node) {
-  if (is_floating(node.type.dtype)) {
-    out += format_double(node.attributes.float_value);
-  } else if (node.type.dtype == DType::boolean && (node.attributes.int_value == 0 || node.attributes.int_value == 1)) {
-    out += node.attributes.int_value ? "true" : "false";
-  } else {
-    out += std::to_string(node.attributes.int_value);
-  }
-}
+void append_constant(std::string& out, const Node& node) { out += format_constant(node); }
 
 void append_attributes(std::string& out, const Node& node) {
   std::span<const AttributeField> fields = attribute_fields(info(node.op).attributes);
@@ -233,6 +225,13 @@ std::string print(const Graph& graph, const PrintOptions& options) {
   }
   out += "\n}\n";
   return out;
+}
+
+std::string format_constant(const Node& node) {
+  if (is_floating(node.type.dtype)) return format_double(node.attributes.float_value);
+  if (node.type.dtype == DType::boolean && (node.attributes.int_value == 0 || node.attributes.int_value == 1))
+    return node.attributes.int_value ? "true" : "false";
+  return std::to_string(node.attributes.int_value);
 }
 
 }  // namespace kiln::ir

@@ -56,6 +56,9 @@ std::span<const AttributeField> attribute_fields(AttributeKind kind);
 // `nan`, `inf`, `-inf`; -0.0 prints as `-0`.
 std::string format_double(double value);
 
+// A constant node's value as the printer writes it: `1.5`, `-inf`, `true`, `7`.
+std::string format_constant(const Node& node);
+
 // `"text"` with `"` and `\` escaped as \" and \\, newline and tab as \n and
 // \t, and other control bytes as \xHH; other bytes (UTF-8) as they are.
 std::string quote_string(std::string_view text);

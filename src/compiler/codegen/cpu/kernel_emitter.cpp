@@ -5,6 +5,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace kiln::compiler::cpu {
 
@@ -121,6 +122,15 @@ IndexMap KernelEmitter::operand_map(const ir::Node& user, std::size_t operand, c
   }
 }
 
+int KernelEmitter::add_load(Instance created, ir::ValueId source, const Shape& shape, const IndexMap& map) {
+  auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), source) - kernel_.inputs.begin();
+  created.kind = Instance::Kind::load;
+  created.buffer = static_cast<int>(position);
+  created.address = linear_address(shape, map);
+  instances_.push_back(std::move(created));
+  return instance_count() - 1;
+}
+
 int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
   const ir::Node& node = graph_.node(value);
   bool map_free = is_member(value) && (ir::is_reduction(node.op) || node.op == ir::Op::matmul);
@@ -136,17 +146,27 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
   for (const Instance& existing : instances_) same_value += existing.value == value ? 1 : 0;
   if (same_value > 0) suffix = "_" + std::to_string(same_value);
 
+  created.name = "x" + std::to_string(value) + suffix;
   if (!is_member(value) || (node.op == ir::Op::reshape && !is_member(node.operands[0]) && !is_unit_reshape(graph_, node))) {
     // A load from memory. A reshape of an input reads that input's buffer
     // with the reshape's own (dense) layout.
-    ir::ValueId source = is_member(value) ? node.operands[0] : value;
-    auto position = std::find(kernel_.inputs.begin(), kernel_.inputs.end(), source) - kernel_.inputs.begin();
-    created.kind = Instance::Kind::load;
-    created.buffer = static_cast<int>(position);
-    created.address = linear_address(node.type.shape, map);
-    created.name = "x" + std::to_string(value) + suffix;
-    instances_.push_back(std::move(created));
-    return instance_count() - 1;
+    return add_load(std::move(created), is_member(value) ? node.operands[0] : value, node.type.shape, map);
+  }
+  if (node.op == ir::Op::concat) {
+    // A padded input read in place (padding_fusion.h): down the member concats to the value they pad, each
+    // moving the map by its padding before the value and bounding the coordinate along its axis.
+    ir::ValueId source = value;
+    IndexMap source_map = map;
+    while (is_member(source)) {
+      const std::optional<Padding> padding = padding_of(graph_, source);
+      if (!padding) throw CompileError("concat", "a concat fused into a loop must be a padding", node.location);
+      if (created.padding < 0) created.padding = padding->constant;
+      AxisMap& along = source_map[static_cast<std::size_t>(padding->axis)];
+      along.offset -= padding->before;
+      created.bounds.push_back({along, graph_.type(padding->inner).shape[padding->axis]});
+      source = padding->inner;
+    }
+    return add_load(std::move(created), source, graph_.type(source).shape, source_map);
   }
   switch (node.op) {
     case ir::Op::broadcast_to:

@@ -32,6 +32,14 @@ struct Linear {
   std::vector<std::int64_t> coefficients;
 };
 
+// A coordinate of a padded load's source that can fall on the padding (padding_fusion.h): the element is the
+// source's where `coordinate` (of the space, as an axis map) lies in [0, size) and the padding's constant
+// elsewhere.
+struct Bound {
+  AxisMap coordinate;
+  std::int64_t size = 0;
+};
+
 // A value computed at one index map. Data movement (broadcast, transpose,
 // slice, size-1 reshapes) produces no instance of its own: it changes the map
 // its operand is read at.
@@ -45,6 +53,9 @@ struct Instance {
   std::vector<int> operands; // instance indices (compute)
   int buffer = -1;           // load: the kernel input's position
   Linear address;            // load: element offset in that input
+  // load of a padded value read in place: where its source's coordinates must lie, and the padding's constant
+  std::vector<Bound> bounds;
+  ir::ValueId padding = -1;
 };
 
 // The iteration space as rows (the outer axes, collapsed where the memory
@@ -123,6 +134,8 @@ class KernelEmitter {
 
  private:
   IndexMap operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const;
+  // Adds `created` as a load of kernel input `source` at `map` of `shape`.
+  int add_load(Instance created, ir::ValueId source, const Shape& shape, const IndexMap& map);
 
   const ir::Graph& graph_;
   const FusedKernel& kernel_;

@@ -230,6 +230,28 @@ template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, 
   return load<T>(values);
 }
 
+// ---- padding read in place (compiler/padding_fusion.h) ------------------------------
+// Whether a padded input's coordinate lies in [0, size): inside its source, not on the padding.
+[[gnu::always_inline]] inline bool inside(int64_t coordinate, int64_t size) {
+  return 0 <= coordinate && coordinate < size;
+}
+
+// Lanes [0, count) from element i of a row's window of `size` elements `step` apart from `first`: lane l is
+// first[(i + l) * step] where 0 <= i + l < size, and `fill` (the padding) elsewhere. Nothing outside the window is
+// read; a vector wholly inside it is a plain load.
+template <class T>
+[[gnu::always_inline]] inline vec<T> load_window(const T* first, int64_t i, int64_t step, int count, int64_t size,
+                                                 T fill) {
+  if (i >= 0 && i + count <= size)
+    return step == 1 ? load<T>(first + i, count) : gather<T>(first + i * step, step, count);
+  T values[lanes];
+  for (int lane = 0; lane < lanes; ++lane) {
+    const int64_t k = i + lane;
+    values[lane] = lane < count && 0 <= k && k < size ? first[k * step] : fill;
+  }
+  return load<T>(values);
+}
+
 // Lanes [0, count) to elements `stride` apart (a kernel with a row in each lane writing its rows' elements),
 // element by element: the AVX-512 scatter instruction was no faster on Zen 4 (rows of 3 to 15 floats), and AVX2
 // has none.

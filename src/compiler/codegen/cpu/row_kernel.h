@@ -224,6 +224,25 @@ class RowKernel {
   // The strips of the item's rows [first_row, first_row + group_rows) and columns [column_begin, column_end).
   std::string fill_strips() const;
 
+  // ---- padded loads (padded_loads.cpp): padding read in place (padding_fusion.h) --------------------------------
+  // A Linear moving only each space axis that a load's bound depends on: given to the layout, it keeps every such
+  // axis a row axis or the inner axis of its own.
+  std::vector<Linear> padding_axes() const;
+  // The condition that the current row of load `item` reads its source: its bounds along row axes (and
+  // constant ones), as "inside(2 * c1 + -1, 112) && ..."; empty without such bounds.
+  std::string row_inside(const Instance& item) const;
+  // The elements [begin, end) of every row where load `item`'s bounds along the inner axis hold: [0, inner_size)
+  // without any, empty where none does.
+  std::pair<std::int64_t, std::int64_t> inner_window(const Instance& item) const;
+  // The padding's constant as a vector of load `item`'s type.
+  std::string padding_fill(const Instance& item) const;
+  // The per-row pointer of load `item` (at the window's first element; the input's start where the row reads
+  // nothing), after its row condition `inside_<name>`.
+  std::string padded_row_setup(const Instance& item) const;
+  // Load `item`'s vector at element j: `loaded` (its plain load) where the row and the window allow, lanes of
+  // the constant elsewhere.
+  std::string padded_value(const Instance& item, const std::string& loaded) const;
+
   // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
   // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
   // a block of up to column_block columns and a block of the reduced rows (r, whose digits are d0, d1, ...), and

@@ -31,6 +31,10 @@ std::string RowKernel::row_setup_pointers() const {
               std::to_string(strip_columns()) + " - column_begin;\n";
       continue;
     }
+    if (!item.bounds.empty()) {
+      text += padded_row_setup(item);
+      continue;
+    }
     text += "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
             emitter_.row_offset(item.address, layout_) + ");\n";
   }
@@ -99,7 +103,8 @@ std::string RowKernel::row_value(int id) const {
   std::string type = emitter_.storage_type(item.value);
   if (item.kind == Instance::Kind::load) {
     if (across_lanes_) return read_across_lanes(type, pointer(item), row_stride(item.address));
-    return "splat<" + type + ">(" + pointer(item) + "[0])";
+    const std::string loaded = "splat<" + type + ">(" + pointer(item) + "[0])";
+    return item.bounds.empty() ? loaded : padded_value(item, loaded);
   }
   if (node.op == ir::Op::iota) {
     if (across_lanes_)
@@ -132,6 +137,7 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
               : step == 1 ? "load<" + type + ">(" + base + " + j, count)"
                           : "gather<" + type + ">(" + base + " + j * " + std::to_string(step) + ", " +
                                 std::to_string(step) + ", count)";
+      if (!item.bounds.empty()) value = padded_value(item, value);
     } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
       std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
       value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) +

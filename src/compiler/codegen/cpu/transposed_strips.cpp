@@ -46,7 +46,7 @@ std::vector<int> RowKernel::strip_loads() const {
   std::vector<int> loads;
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
-    if (item.kind != Instance::Kind::load) continue;
+    if (item.kind != Instance::Kind::load || !item.bounds.empty()) continue;
     const DType dtype = emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype;
     const auto element_bytes = static_cast<std::int64_t>(size_of(dtype));
     if (dtype == DType::boolean || item.address.coefficients[row_axis] != 1) continue;

@@ -1,0 +1,122 @@
+// Loads of padded inputs read in place (padding_fusion.h): a loop kernel reads the value under the padding, and the
+// padding's constant wherever the load's index map falls outside it. A bound along a row axis is checked once per
+// row (the row then loads nothing, or loads as any row does); a bound along the inner axis limits the elements of
+// each row that are loaded to a window computed here, lane by lane only in the vectors that straddle its ends.
+// The layout never merges a bounded axis with another (padding_axes), so each bound's coordinate is one row
+// coordinate or the inner loop's.
+
+#include "compiler/codegen/cpu/row_kernel.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::compiler::cpu {
+namespace {
+
+// floor(a / b) and ceil(a / b) for b != 0.
+std::int64_t floor_divide(std::int64_t a, std::int64_t b) {
+  const std::int64_t quotient = a / b;
+  return quotient * b != a && ((a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+std::int64_t ceil_divide(std::int64_t a, std::int64_t b) { return -floor_divide(-a, b); }
+
+}  // namespace
+
+std::vector<Linear> RowKernel::padding_axes() const {
+  std::vector<Linear> axes;
+  for (int id = 0; id < emitter_.instance_count(); ++id)
+    for (const Bound& bound : at(id).bounds) {
+      if (bound.coordinate.source < 0) continue;
+      Linear alone;  // a quantity only this axis moves: no neighbour merges with it
+      alone.coefficients.assign(static_cast<std::size_t>(kernel_.space.rank()), 0);
+      alone.coefficients[static_cast<std::size_t>(bound.coordinate.source)] = 1;
+      axes.push_back(std::move(alone));
+    }
+  return axes;
+}
+
+std::string RowKernel::row_inside(const Instance& item) const {
+  std::string condition;
+  for (const Bound& bound : item.bounds) {
+    const AxisMap& coordinate = bound.coordinate;
+    if (coordinate.source >= 0 && coordinate.source == layout_.inner_axis) continue;  // inner_window's
+    std::string text = std::to_string(coordinate.offset);
+    if (coordinate.source >= 0 && kernel_.space[coordinate.source] != 1) {
+      const auto row_axis = std::find(layout_.outer_axes.begin(), layout_.outer_axes.end(), coordinate.source);
+      if (row_axis == layout_.outer_axes.end())
+        throw CompileError("concat", "padding read in place along an axis the kernel loops over within a row",
+                           emitter_.graph().node(item.value).location);
+      const std::string row = "c" + std::to_string(row_axis - layout_.outer_axes.begin());
+      const std::string scaled = coordinate.scale == 1 ? row : std::to_string(coordinate.scale) + " * " + row;
+      text = coordinate.offset == 0  ? scaled
+             : coordinate.offset > 0 ? scaled + " + " + std::to_string(coordinate.offset)
+                                     : scaled + " - " + std::to_string(-coordinate.offset);
+    }
+    condition +=
+        (condition.empty() ? "" : " && ") + std::string("inside(") + text + ", " + std::to_string(bound.size) + ")";
+  }
+  return condition;
+}
+
+std::pair<std::int64_t, std::int64_t> RowKernel::inner_window(const Instance& item) const {
+  std::int64_t begin = 0, end = layout_.inner_size;
+  for (const Bound& bound : item.bounds) {
+    const AxisMap& coordinate = bound.coordinate;
+    if (coordinate.source < 0 || coordinate.source != layout_.inner_axis) continue;
+    // offset + scale * j in [0, size - 1]
+    const std::int64_t offset = coordinate.offset, scale = coordinate.scale, last = bound.size - 1;
+    if (scale > 0) {
+      begin = std::max(begin, ceil_divide(-offset, scale));
+      end = std::min(end, floor_divide(last - offset, scale) + 1);
+    } else {
+      begin = std::max(begin, ceil_divide(last - offset, scale));
+      end = std::min(end, floor_divide(-offset, scale) + 1);
+    }
+  }
+  return {begin, std::max(begin, end)};
+}
+
+std::string RowKernel::padding_fill(const Instance& item) const {
+  const std::string type = emitter_.storage_type(item.value);
+  return "splat<" + type + ">(static_cast<" + type + ">(" + literal(emitter_.graph().node(item.padding)) + "))";
+}
+
+std::string RowKernel::padded_row_setup(const Instance& item) const {
+  const std::string type = emitter_.storage_type(item.value);
+  const std::string condition = row_inside(item);
+  const auto [begin, end] = inner_window(item);
+  const std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+  std::string text = "    // " + describe(emitter_.graph(), item.value) + ": " +
+                     describe(emitter_.graph(), kernel_.inputs[static_cast<std::size_t>(item.buffer)]) +
+                     " read in place, the padding where it falls outside";
+  if (end == begin)
+    text += " (everywhere)";
+  else if (begin > 0 || end < layout_.inner_size)
+    text += " (elements " + std::to_string(begin) + " to " + std::to_string(end - 1) + " of a row read it)";
+  text += "\n";
+  Linear first = item.address;  // the row's element `begin`
+  first.offset += begin * step;
+  std::string offset = end == begin ? "0" : emitter_.row_offset(first, layout_);  // "0": nothing is read
+  if (!condition.empty()) {
+    text += "    const bool inside_" + item.name + " = " + condition + ";\n";
+    offset = "inside_" + item.name + " ? " + offset + " : 0";
+  }
+  return text + "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
+         offset + ");\n";
+}
+
+std::string RowKernel::padded_value(const Instance& item, const std::string& loaded) const {
+  const std::string type = emitter_.storage_type(item.value), fill = padding_fill(item);
+  const auto [begin, end] = inner_window(item);
+  std::string value = loaded;
+  if (end == begin) return fill;
+  if (begin > 0 || end < layout_.inner_size)
+    value = "load_window<" + type + ">(" + pointer(item) + ", j - " + std::to_string(begin) + ", " +
+            std::to_string(emitter_.inner_coefficient(item.address, layout_)) + ", count, " +
+            std::to_string(end - begin) + ", static_cast<" + type + ">(" +
+            literal(emitter_.graph().node(item.padding)) + "))";
+  return row_inside(item).empty() ? value : "inside_" + item.name + " ? " + value + " : " + fill;
+}
+
+}  // namespace kiln::compiler::cpu

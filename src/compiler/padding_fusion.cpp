@@ -1,0 +1,89 @@
+#include "compiler/padding_fusion.h"
+
+#include "ir/printer.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+namespace {
+
+class PaddingFolder {
+ public:
+  PaddingFolder(const ir::Graph& graph, FusionPlan plan) : graph_(graph), plan_(std::move(plan)) {}
+
+  FusionPlan run() {
+    bool changed = false;
+    for (FusedKernel& kernel : plan_.kernels) {
+      if (kernel.kind != KernelKind::loop) continue;
+      // Copied: folding edits the inputs.
+      const std::vector<ir::ValueId> inputs = kernel.inputs;
+      for (ir::ValueId input : inputs)
+        if (fold(kernel, input)) changed = true;
+    }
+    if (changed) remove_unread_kernels(graph_, plan_);
+    return std::move(plan_);
+  }
+
+ private:
+  // Has loop kernel `kernel` read `input` through its padding, if it is a padded value; true if it does.
+  bool fold(FusedKernel& kernel, ir::ValueId input) {
+    std::vector<ir::ValueId> concats;
+    ir::ValueId source = input;
+    for (std::optional<Padding> padding; (padding = padding_of(graph_, source)) && same_constant(input, *padding);) {
+      concats.push_back(source);
+      source = padding->inner;
+    }
+    if (concats.empty() || !in_memory(source)) return false;
+    // The padded value's own kernel is a library concat; one written by a generated kernel (a member of its
+    // consumers' kernel already) is not pad()'s copy.
+    const std::optional<std::size_t> concat_kernel = producer_of(plan_, input);
+    if (!concat_kernel || plan_.kernels[*concat_kernel].kind != KernelKind::library) return false;
+    kernel.members.insert(kernel.members.end(), concats.begin(), concats.end());
+    std::sort(kernel.members.begin(), kernel.members.end());
+    kernel.members.erase(std::unique(kernel.members.begin(), kernel.members.end()), kernel.members.end());
+    std::erase(kernel.inputs, input);
+    if (std::find(kernel.inputs.begin(), kernel.inputs.end(), source) == kernel.inputs.end())
+      kernel.inputs.push_back(source);
+    const ir::Node& constant = graph_.node(padding_of(graph_, input)->constant);
+    kernel.decisions.push_back("reads " + describe(graph_, input) + " (" + describe(graph_, source) + " padded along " +
+                               padded_axes(concats) + " with " + ir::format_constant(constant) +
+                               ") in place: the constant where its index map falls on the padding; the padded value "
+                               "is never written");
+    return true;
+  }
+
+  // Whether `padding` pads with the constant of the outermost padding `padded`.
+  bool same_constant(ir::ValueId padded, const Padding& padding) const {
+    return same_constant_value(graph_.node(padding_of(graph_, padded)->constant), graph_.node(padding.constant));
+  }
+
+  // "axes 1 and 2" of the concats.
+  std::string padded_axes(const std::vector<ir::ValueId>& concats) const {
+    std::vector<std::int64_t> axes;
+    for (ir::ValueId concat : concats) axes.push_back(graph_.node(concat).attributes.axis);
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    std::string text = axes.size() == 1 ? "axis " : "axes ";
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == axes.size() ? " and " : ", ") + std::to_string(axes[i]);
+    return text;
+  }
+
+  // A parameter, or a value a kernel writes to a buffer of its own.
+  bool in_memory(ir::ValueId value) const {
+    return graph_.node(value).op == ir::Op::parameter || producer_of(plan_, value).has_value();
+  }
+
+  const ir::Graph& graph_;
+  FusionPlan plan_;
+};
+
+}  // namespace
+
+FusionPlan fold_padding_into_loops(const ir::Graph& graph, FusionPlan plan) {
+  return PaddingFolder(graph, std::move(plan)).run();
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,150 @@
+// Padding read in place (compiler/padding_fusion.h): a loop kernel that reads a padded value reads the value under
+// the padding where it lies and the padding's constant elsewhere, so pad() is never written out. Padding along a
+// row axis is checked per row, along the inner axis lane by lane (the windows of a 1-channel image, a padded last
+// axis, a transposed padded value). Each case runs through the standard executor, the JIT and the float64
+// reference, counts the kernels and reads the fusion decisions.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+bool reads_in_place(const std::string& fused) {
+  return fused.find(") in place: the constant where its index map falls on the padding") != std::string::npos;
+}
+
+nn::Pool2dOptions pool(std::int64_t window, std::int64_t stride) {
+  return {
+      .window = {window, window}, .strides = std::array<std::int64_t, 2>{stride, stride}, .padding = nn::Padding::same};
+}
+
+// Max and average pooling and a depthwise convolution with SAME padding: one loop kernel each, whatever side the
+// padding falls on (stride 2 pads after only, stride 1 both sides), on channels of a vector and more, on one
+// channel (the image's width is then the inner axis: its padding is checked lane by lane) and on odd sizes.
+TEST(PaddingInPlace, PoolsAndDepthwiseConvolutionsAreOneKernel) {
+  for (const Shape& shape : {Shape({2, 9, 11, 19}), Shape({2, 13, 10, 1}), Shape({1, 6, 40, 3})}) {
+    const Tensor images = random_tensor(DType::f32, shape, 1);
+    const Tensor filters = random_tensor(DType::f32, {3, 3, 1, shape[3]}, 2);
+    for (const std::int64_t stride : {1, 2}) {
+      const std::string label = shape.to_string() + " stride " + std::to_string(stride);
+      auto max_pool = [stride](Tensor x) { return nn::max_pool2d(x, pool(3, stride)); };
+      auto average_pool = [stride](Tensor x) { return nn::avg_pool2d(x, pool(3, stride)); };
+      auto depthwise = [stride](Tensor x, Tensor w) {
+        return nn::conv2d(x, w, {.strides = {stride, stride}, .padding = nn::Padding::same});
+      };
+      // With one channel the depthwise convolution is an ordinary one: its GEMM gathers the windows instead.
+      const bool ordinary = shape[3] == 1;
+      for (const auto& [result, in_place] :
+           {std::pair{expect_agreement("max_pool2d " + label, max_pool, images), true},
+            {expect_agreement("avg_pool2d " + label, average_pool, images), true},
+            {expect_agreement("depthwise " + label, depthwise, images, filters), !ordinary}}) {
+        EXPECT_EQ(result.jit.kernels_per_call, 1) << label << "\n" << result.fused;
+        EXPECT_EQ(reads_in_place(result.fused), in_place) << label << "\n" << result.fused;
+      }
+    }
+  }
+}
+
+// The last axis padded: rows read a window of the source and the constant around it, including rows wholly on
+// the padding of another axis, a strided and a reversed slice of the padded value, and rows long enough to be cut
+// into chunks.
+TEST(PaddingInPlace, AlongTheInnerAxis) {
+  for (const Shape& shape : {Shape({5, 13}), Shape({3, 40000}), Shape({7})}) {
+    const Tensor x = random_tensor(DType::f32, shape, 3);
+    const bool matrix = shape.rank() == 2;
+    auto body = [matrix](Tensor x) {
+      const Tensor padded = matrix ? pad(x, {{2, 1}, {3, 4}}, 2.5f) : pad(x, {{3, 4}}, 2.5f);
+      const std::int64_t width = padded.shape()[padded.shape().rank() - 1];
+      const Tensor every_other =
+          matrix ? slice(padded, {{0, 1}, {padded.shape()[0], width}, {1, 2}}) : slice(padded, {{1}, {width}, {2}});
+      const Tensor reversed = matrix ? slice(padded, {{0, width - 1}, {padded.shape()[0], -width - 1}, {1, -1}})
+                                     : slice(padded, {{width - 1}, {-width - 1}, {-1}});
+      return std::vector<Tensor>{exp(padded) * 0.5f, every_other + 1.0f, reversed - padded};
+    };
+    const testing::DifferentialResult result = expect_agreement("pad " + shape.to_string(), body, x);
+    EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+  }
+}
+
+// A padded value read transposed (its padded axis the kernel's inner one, elements far apart), broadcast, and
+// padded on a computed value: the value under the padding comes from another kernel.
+TEST(PaddingInPlace, TransposedBroadcastAndComputedSources) {
+  const Tensor x = random_tensor(DType::f32, {6, 5}, 4), y = random_tensor(DType::f32, {5, 9}, 5);
+  auto transposed = [](Tensor x, Tensor y) { return transpose(pad(x, {{1, 2}, {0, 0}}, -1.0f)) * y; };
+  const testing::DifferentialResult read_transposed = expect_agreement("transposed", transposed, x, y);
+  EXPECT_EQ(read_transposed.jit.kernels_per_call, 1) << read_transposed.fused;
+  EXPECT_TRUE(reads_in_place(read_transposed.fused)) << read_transposed.fused;
+
+  const Tensor column = random_tensor(DType::f32, {4, 1, 3}, 6), rows = random_tensor(DType::f32, {4, 7, 5}, 7);
+  auto broadcast = [](Tensor column, Tensor rows) { return pad(column, {{0, 0}, {0, 0}, {1, 1}}, 0.0f) + rows; };
+  const testing::DifferentialResult read_broadcast = expect_agreement("broadcast", broadcast, column, rows);
+  EXPECT_EQ(read_broadcast.jit.kernels_per_call, 1) << read_broadcast.fused;
+
+  const Tensor images = random_tensor(DType::f32, {2, 7, 8, 16}, 8);
+  auto computed = [](Tensor x) { return nn::max_pool2d(relu(x * 2.0f) - x, pool(3, 2)); };
+  const testing::DifferentialResult read_computed = expect_agreement("computed", computed, images);
+  EXPECT_EQ(read_computed.jit.kernels_per_call, 2) << read_computed.fused;
+  EXPECT_TRUE(reads_in_place(read_computed.fused)) << read_computed.fused;
+}
+
+// Integers and booleans, NaN and -0 as the padding, padding of an empty tensor (every element is padding), and a
+// padding with two constants that differ (not pad()'s form: written out as before).
+TEST(PaddingInPlace, DTypesSpecialConstantsAndEmptySources) {
+  const Tensor integers = random_tensor(DType::i32, {3, 4, 5}, 9), longs = random_tensor(DType::i64, {3, 4, 5}, 10);
+  auto integer_body = [](Tensor x) { return pad(x, {{1, 0}, {0, 2}, {0, 0}}, -7) * 3; };
+  EXPECT_TRUE(reads_in_place(expect_agreement("i32", integer_body, integers).fused));
+  EXPECT_TRUE(reads_in_place(expect_agreement("i64", integer_body, longs).fused));
+  const Tensor wide = random_tensor(DType::f32, {4, 6}, 11);
+  auto booleans = [](Tensor x) {
+    return std::vector<Tensor>{
+        logical_and(pad(gt(x, 0.0f), {{1, 1}, {0, 0}}, true), gt(pad(x, {{1, 1}, {0, 0}}, 1.0f), -0.5f)),
+        logical_or(pad(gt(x, 0.0f), {{0, 0}, {2, 1}}, true), pad(gt(x, 1.0f), {{0, 0}, {1, 2}}, false))};
+  };
+  EXPECT_TRUE(reads_in_place(expect_agreement("bool", booleans, wide).fused));
+  for (const float value : {std::numeric_limits<float>::quiet_NaN(), -0.0f}) {
+    auto special = [value](Tensor x) { return pad(x, {{1, 1}, {2, 0}}, value) * -1.0f; };
+    EXPECT_TRUE(reads_in_place(expect_agreement("pad with " + std::to_string(value), special, wide).fused));
+  }
+  const Tensor empty = random_tensor(DType::f32, {0, 3}, 12);
+  auto all_padding = [](Tensor x) { return pad(x, {{2, 1}, {0, 0}}, 4.0f) + 1.0f; };
+  expect_agreement("empty source", all_padding, empty);
+  auto two_constants = [](Tensor x) {
+    const Shape& shape = x.shape();
+    return concat({full({1, shape[1]}, 1.0f), x, full({2, shape[1]}, 2.0f)}, 0) * 2.0f;
+  };
+  EXPECT_FALSE(reads_in_place(expect_agreement("two constants", two_constants, wide).fused));
+}
+
+// The padded value stays in memory where it is needed there: returned, or read by a reduction kernel (which reads
+// it from memory); the loop kernel beside them still reads the source in place.
+TEST(PaddingInPlace, ThePaddedValueStaysWhereItIsNeeded) {
+  const Tensor x = random_tensor(DType::f32, {6, 8, 16}, 13);
+  auto returned = [](Tensor x) {
+    const Tensor padded = pad(x, {{1, 1}, {0, 0}, {0, 0}}, 0.5f);
+    return std::vector<Tensor>{padded, sin(padded)};
+  };
+  const testing::DifferentialResult result = expect_agreement("returned", returned, x);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+  auto reduced = [](Tensor x) {
+    const Tensor padded = pad(x, {{0, 0}, {2, 2}, {0, 0}}, 0.5f);
+    return std::vector<Tensor>{reduce_sum(padded, {2}), padded * 3.0f};
+  };
+  expect_agreement("reduced", reduced, x);
+}
+
+}  // namespace
+}  // namespace kiln
