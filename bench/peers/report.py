@@ -238,7 +238,8 @@ def print_report(combined: dict[str, Any], file=None) -> None:
     say("floor (kiln-bench): max(bytes that must move / copy bandwidth at the same footprint, "
         "matmul flops / best OpenBLAS sgemm rate in the run)")
     say()
-    widths = [10, 12, 8] + [max(14, len(s["heading"]) + 1) for s in systems]
+    shape_width = max([12] + [len(row["shape"]) for row in combined["rows"]])
+    widths = [10, shape_width, 8] + [max(14, len(s["heading"]) + 1) for s in systems]
     heading = ["workload", "shape", "floor"] + [s["heading"] for s in systems]
     say(" ".join(text.rjust(width) if i > 1 else text.ljust(width) for i, (text, width) in
                  enumerate(zip(heading, widths))))

@@ -67,6 +67,18 @@ def make_peer(device: str = "cpu") -> common.Peer:
         y = F.conv2d(x.permute(0, 3, 1, 2), filters.permute(3, 2, 0, 1), bias, padding="same")
         return torch.relu(y.permute(0, 2, 3, 1))
 
+    def pool(x):
+        # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, with TensorFlow's same padding, which
+        # puts the odd element of padding after (PyTorch's padding= pads both sides alike): padded with -inf
+        # first, on the channels-last NCHW view.
+        def same(size):
+            total = max((-(-size // 2) - 1) * 2 + 3 - size, 0)
+            return total // 2, total - total // 2
+
+        (top, bottom), (left, right) = same(x.shape[1]), same(x.shape[2])
+        padded = F.pad(x.permute(0, 3, 1, 2), (left, right, top, bottom), value=float("-inf"))
+        return F.max_pool2d(padded, 3, 2).permute(0, 2, 3, 1)
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -130,7 +142,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv),
+                    block=block, conv=conv, pool=pool),
     )
 
 

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -285,16 +286,20 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
                 "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n");
   }
   std::printf("std/op-floors: standard time over the sum of its ops' own floors; kernels: launched per call (standard/JIT)\n\n");
-  std::printf("%-15s %-12s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", "workload", "shape", "standard ms", "JIT ms",
-              "speedup", "floor ms", "std/op-floors", "JIT/floor", "copy GB/s", "kernels", gpu ? "  batch" : "");
+  int shape_width = 12;  // the widest shape's
+  for (const Result& r : results) shape_width = std::max(shape_width, static_cast<int>(r.shape.size()));
+  std::printf("%-15s %-*s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", "workload", shape_width, "shape", "standard ms",
+              "JIT ms", "speedup", "floor ms", "std/op-floors", "JIT/floor", "copy GB/s", "kernels",
+              gpu ? "  batch" : "");
   for (const Result& r : results) {
     std::string speedup = r.jit ? format(r.standard.median_ms / r.jit->median_ms) + "x" : "n/a";
     std::string jit_floor = r.jit ? format(r.jit->median_ms / r.floor_ms) : "n/a";
     std::string kernels = std::to_string(r.standard_kernels) + "/" + std::to_string(r.jit_kernels);
     const int decimals = r.floor_ms < 1 ? 4 : 2;  // GPU calls take fractions of a millisecond
-    std::printf("%-15s %-12s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", r.id.c_str(), r.shape.c_str(),
-                format(r.standard.median_ms, decimals).c_str(), r.jit ? format(r.jit->median_ms, decimals).c_str() : "n/a",
-                speedup.c_str(), format(r.floor_ms, decimals).c_str(), format(r.standard.median_ms / r.op_floors_ms).c_str(),
+    std::printf("%-15s %-*s %12s %10s %8s %10s %14s %10s %10s %8s%s\n", r.id.c_str(), shape_width, r.shape.c_str(),
+                format(r.standard.median_ms, decimals).c_str(),
+                r.jit ? format(r.jit->median_ms, decimals).c_str() : "n/a", speedup.c_str(),
+                format(r.floor_ms, decimals).c_str(), format(r.standard.median_ms / r.op_floors_ms).c_str(),
                 jit_floor.c_str(), format(r.bandwidth / 1e9, 1).c_str(), kernels.c_str(),
                 gpu ? ("  " + std::to_string(r.batch)).c_str() : "");
   }

@@ -112,6 +112,13 @@ Tensor conv_body(Tensor x, Tensor filters, Tensor bias) {
   return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
 }
 
+// A ResNet stem's pooling: a 3x3 max_pool with stride 2 and same padding, over images twice conv's size (what
+// the stem's strided convolution leaves). It reads every input element and writes a quarter as many: bandwidth.
+Tensor pool_body(Tensor x) {
+  return nn::max_pool2d(x,
+                        {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
+}
+
 }  // namespace
 
 WorkloadOptions options_for(Device device) {
@@ -129,7 +136,7 @@ std::vector<std::string> suite_ids(bool big, Device device) {
     return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv"})
+  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv", "pool"})
     ids.push_back(id);
   return ids;
 }
@@ -267,9 +274,15 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     const Tensor filters = reshape(inputs[1], {9 * c, c});
     workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
     workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
+  } else if (id == "pool" && !device.is_cuda()) {
+    const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels;
+    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44})};
+    workload = make<1>(id, id, dimensions({n, size, size, c}) + "/3x3s2", inputs, pool_body);
+    workload.bytes += bytes_of(inputs) / 4;  // the output: a quarter of the positions
   } else {
+    const bool cpu_only = id == "block" || id == "conv" || id == "pool";
     throw std::invalid_argument("unknown workload '" + id + "'" +
-                                (id == "block" || id == "conv" ? std::string(": it runs on the CPU only") : ""));
+                                (cpu_only ? std::string(": it runs on the CPU only") : ""));
   }
   workload.device = device;
   return workload;
