@@ -80,6 +80,22 @@ TEST(PaddingInPlace, AlongTheInnerAxis) {
   }
 }
 
+// A padded axis merged with the axes after it into one row axis or into the inner loop (its coordinate is theirs
+// divided by the sizes after it): a padded middle axis of a dense 3-D value, and one of a 4-D value whose last
+// axis stays apart (a broadcast along it keeps the axes before it from merging with it).
+TEST(PaddingInPlace, MergedWithTheAxesAfterIt) {
+  const Tensor x = random_tensor(DType::f32, {3, 5, 6}, 14), y = random_tensor(DType::f32, {3, 8, 6}, 15);
+  auto inner = [](Tensor x, Tensor y) { return pad(x, {{0, 0}, {2, 1}, {0, 0}}, -3.0f) * 2.0f + y; };
+  const testing::DifferentialResult merged_inner = expect_agreement("merged into the inner loop", inner, x, y);
+  EXPECT_EQ(merged_inner.jit.kernels_per_call, 1) << merged_inner.fused;
+  EXPECT_TRUE(reads_in_place(merged_inner.fused)) << merged_inner.fused;
+  const Tensor w = random_tensor(DType::f32, {4, 5, 6, 7}, 16), v = random_tensor(DType::f32, {7}, 17);
+  auto row = [](Tensor w, Tensor v) { return pad(w, {{0, 0}, {1, 2}, {0, 0}, {0, 0}}, 0.25f) + v; };
+  const testing::DifferentialResult merged_row = expect_agreement("merged into a row axis", row, w, v);
+  EXPECT_EQ(merged_row.jit.kernels_per_call, 1) << merged_row.fused;
+  EXPECT_TRUE(reads_in_place(merged_row.fused)) << merged_row.fused;
+}
+
 // A padded value read transposed (its padded axis the kernel's inner one, elements far apart), broadcast, and
 // padded on a computed value: the value under the padding comes from another kernel.
 TEST(PaddingInPlace, TransposedBroadcastAndComputedSources) {
