@@ -501,18 +501,21 @@ template <class V>
   return use_reciprocal ? x * reciprocal : x / divisor;
 }
 
-// NaN in either operand gives NaN (the first one if both are NaN).
+// NaN in either operand gives NaN (the first one if both are NaN), as the standard kernels' `(a > b || a != a) ? a
+// : b`. For floats that is written as "b where b is not below a (b >= a, or either is NaN) and a is a number, else
+// a": the same result bit for bit (-0 against +0 included), but GCC 12 took ~20 ms to compile each mask with a
+// `| is_nan(a)` in it (a 3x3 max pool's module: 0.24 s, 0.08 s this way).
 template <class V> [[gnu::always_inline]] inline V maximum(V a, V b) {
-  using vector_math::greater, vector_math::select_lanes;
+  using vector_math::equal, vector_math::greater, vector_math::less, vector_math::select_lanes;
   if constexpr (is_float_vector<V>)
-    return select_lanes(greater(a, b) | vector_math::is_nan(a), a, b);
+    return select_lanes(~less(b, a) & equal(a, a), b, a);
   else
     return select_lanes(greater(a, b), a, b);
 }
 template <class V> [[gnu::always_inline]] inline V minimum(V a, V b) {
-  using vector_math::less, vector_math::select_lanes;
+  using vector_math::equal, vector_math::greater, vector_math::less, vector_math::select_lanes;
   if constexpr (is_float_vector<V>)
-    return select_lanes(less(a, b) | vector_math::is_nan(a), a, b);
+    return select_lanes(~greater(b, a) & equal(a, a), b, a);
   else
     return select_lanes(less(a, b), a, b);
 }
