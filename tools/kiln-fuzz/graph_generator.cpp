@@ -127,7 +127,11 @@ class Builder {
     return id;
   }
 
-  ValueId add_constant(const ir::Type& type) {
+  ValueId add_constant(const ir::Type& type) { return add(Op::constant, {}, constant_value(type), type); }
+
+  // A random value for a constant of `type`: mostly ordinary, sometimes zeros of either sign, infinities, NaN,
+  // denormals and the integer extremes.
+  ir::Attributes constant_value(const ir::Type& type) {
     ir::Attributes attributes;
     if (is_floating(type.dtype)) {
       bool f32 = type.dtype == DType::f32;
@@ -159,7 +163,7 @@ class Builder {
                                             : std::numeric_limits<std::int64_t>::min());
       }
     }
-    return add(Op::constant, {}, attributes, type);
+    return attributes;
   }
 
   ValueId add_iota(ir::Type type) {
@@ -936,6 +940,7 @@ class Builder {
     ValueId x = found && random_.chance(0.85) ? *found : fresh_source({random_dtype(), random_shape()});
     ir::Type x_type = type(x);
     if (x_type.shape.rank() == 0) throw Rejected{};
+    if (random_.chance(0.3)) return build_pad(x);
     ir::Attributes attributes;
     attributes.axis = random_.below(x_type.shape.rank());
     auto axis = static_cast<int>(attributes.axis);
@@ -960,6 +965,31 @@ class Builder {
     }
     if (random_.chance(0.5)) std::reverse(operands.begin(), operands.end());
     return add(Op::concat, operands, attributes);
+  }
+
+  // pad()'s form: `x` between constants of one value along an axis, and with even chances along another axis
+  // (the JIT reads such a value in place: compiler/padding_fusion.h).
+  ValueId build_pad(ValueId x) {
+    const int rank = type(x).shape.rank();
+    const ir::Attributes value_of_padding = constant_value(type(x));
+    ValueId padded = x;
+    for (int padding = 0; padding < (random_.chance(0.5) ? 2 : 1); ++padding) {
+      const ir::Type padded_type = type(padded);
+      ir::Attributes attributes;
+      attributes.axis = random_.below(rank);
+      auto constant = [&](std::int64_t count) {
+        Shape shape = padded_type.shape;
+        shape[static_cast<int>(attributes.axis)] = count;
+        return add(Op::constant, {}, value_of_padding, {padded_type.dtype, shape});
+      };
+      std::vector<ValueId> operands;
+      const std::size_t sides = random_.weighted({1, 1, 2});  // before, after, both
+      if (sides != 1) operands.push_back(constant(random_.between(1, 3)));
+      operands.push_back(padded);
+      if (sides != 0) operands.push_back(constant(random_.between(1, 3)));
+      padded = add(Op::concat, operands, attributes);
+    }
+    return padded;
   }
 
   ValueId build_squeeze() {
