@@ -35,7 +35,7 @@ class PaddingFolder {
       concats.push_back(source);
       source = padding->inner;
     }
-    if (concats.empty() || !in_memory(source)) return false;
+    if (concats.empty() || !in_memory(source) || read_reshaped(kernel, input)) return false;
     // The padded value's own kernel is a library concat; one written by a generated kernel (a member of its
     // consumers' kernel already) is not pad()'s copy.
     const std::optional<std::size_t> concat_kernel = producer_of(plan_, input);
@@ -52,6 +52,16 @@ class PaddingFolder {
                                ") in place: the constant where its index map falls on the padding; the padded value "
                                "is never written");
     return true;
+  }
+
+  // Whether a member of `kernel` reshapes `input` other than by size-1 axes: it reads the buffer with the new
+  // shape (an index map cannot follow such a reshape through a computed value), which needs `input` in memory.
+  bool read_reshaped(const FusedKernel& kernel, ir::ValueId input) const {
+    return std::any_of(kernel.members.begin(), kernel.members.end(), [&](ir::ValueId member) {
+      const ir::Node& node = graph_.node(member);
+      const bool reshape = node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze;
+      return reshape && node.operands[0] == input && !is_unit_reshape(graph_, node);
+    });
   }
 
   // Whether `padding` pads with the constant of the outermost padding `padded`.

@@ -105,6 +105,14 @@ TEST(PaddingInPlace, TransposedBroadcastAndComputedSources) {
   EXPECT_EQ(read_transposed.jit.kernels_per_call, 1) << read_transposed.fused;
   EXPECT_TRUE(reads_in_place(read_transposed.fused)) << read_transposed.fused;
 
+  // Large enough for the kernel to read y^T through transposed strips, a block of columns at a time: the padded
+  // load stays a load of its own (elements 70 floats apart), its window along the columns.
+  const Tensor tall = random_tensor(DType::f32, {64, 40}, 18), wide = random_tensor(DType::f32, {70, 40}, 19);
+  auto strips = [](Tensor x, Tensor y) { return transpose(pad(x, {{4, 2}, {0, 0}}, 1.5f)) - transpose(y); };
+  const testing::DifferentialResult read_in_strips = expect_agreement("transposed, in strips", strips, tall, wide);
+  EXPECT_EQ(read_in_strips.jit.kernels_per_call, 1) << read_in_strips.fused;
+  EXPECT_TRUE(reads_in_place(read_in_strips.fused)) << read_in_strips.fused;
+
   const Tensor column = random_tensor(DType::f32, {4, 1, 3}, 6), rows = random_tensor(DType::f32, {4, 7, 5}, 7);
   auto broadcast = [](Tensor column, Tensor rows) { return pad(column, {{0, 0}, {0, 0}, {1, 1}}, 0.0f) + rows; };
   const testing::DifferentialResult read_broadcast = expect_agreement("broadcast", broadcast, column, rows);
@@ -145,8 +153,8 @@ TEST(PaddingInPlace, DTypesSpecialConstantsAndEmptySources) {
   EXPECT_FALSE(reads_in_place(expect_agreement("two constants", two_constants, wide).fused));
 }
 
-// The padded value stays in memory where it is needed there: returned, or read by a reduction kernel (which reads
-// it from memory); the loop kernel beside them still reads the source in place.
+// The padded value stays in memory where it is needed there: returned, read by a reduction kernel, or reshaped
+// (both read it from memory); a loop kernel beside them still reads the source in place.
 TEST(PaddingInPlace, ThePaddedValueStaysWhereItIsNeeded) {
   const Tensor x = random_tensor(DType::f32, {6, 8, 16}, 13);
   auto returned = [](Tensor x) {
@@ -155,6 +163,9 @@ TEST(PaddingInPlace, ThePaddedValueStaysWhereItIsNeeded) {
   };
   const testing::DifferentialResult result = expect_agreement("returned", returned, x);
   EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+  auto reshaped = [](Tensor x) { return reshape(pad(x, {{1, 1}, {0, 0}, {0, 0}}, 2.0f), {-1}) * 2.0f; };
+  const testing::DifferentialResult read_reshaped = expect_agreement("reshaped", reshaped, x);
+  EXPECT_FALSE(reads_in_place(read_reshaped.fused)) << read_reshaped.fused;
   auto reduced = [](Tensor x) {
     const Tensor padded = pad(x, {{0, 0}, {2, 2}, {0, 0}}, 0.5f);
     return std::vector<Tensor>{reduce_sum(padded, {2}), padded * 3.0f};
