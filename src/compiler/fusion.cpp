@@ -74,6 +74,10 @@ bool same_constant_value(const ir::Node& a, const ir::Node& b) {
   return a.type.dtype == b.type.dtype && same_float && a.attributes.int_value == b.attributes.int_value;
 }
 
+bool in_memory(const ir::Graph& graph, const FusionPlan& plan, ir::ValueId value) {
+  return graph.node(value).op == ir::Op::parameter || producer_of(plan, value).has_value();
+}
+
 std::optional<Padding> padding_of(const ir::Graph& graph, ir::ValueId value) {
   const ir::Node& node = graph.node(value);
   if (node.op != ir::Op::concat) return std::nullopt;

@@ -130,6 +130,9 @@ bool is_returned(const ir::Graph& graph, ir::ValueId value);
 // The kernel of `plan` that writes `value` to memory as one of its outputs, if one does.
 std::optional<std::size_t> producer_of(const FusionPlan& plan, ir::ValueId value);
 
+// Whether `value` is in memory when `plan` runs: a parameter, or a value a kernel of the plan writes to a buffer.
+bool in_memory(const ir::Graph& graph, const FusionPlan& plan, ir::ValueId value);
+
 // A value padded along one axis in pad()'s form: a concat of constants that all hold one value, before and after
 // one other operand.
 struct Padding {

@@ -117,8 +117,7 @@ class OperandGatherer {
     return false;
   }
 
-  // A parameter, or a value a kernel writes to a buffer of its own.
-  bool in_memory(ir::ValueId value) const { return graph_.node(value).op == ir::Op::parameter || producer(value); }
+  bool in_memory(ir::ValueId value) const { return compiler::in_memory(graph_, plan_, value); }
 
   std::optional<std::size_t> producer(ir::ValueId value) const { return producer_of(plan_, value); }
 

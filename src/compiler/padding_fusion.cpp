@@ -35,7 +35,7 @@ class PaddingFolder {
       concats.push_back(source);
       source = padding->inner;
     }
-    if (concats.empty() || !in_memory(source) || read_reshaped(kernel, input)) return false;
+    if (concats.empty() || !in_memory(graph_, plan_, source) || read_reshaped(kernel, input)) return false;
     // The padded value's own kernel is a library concat; one written by a generated kernel (a member of its
     // consumers' kernel already) is not pad()'s copy.
     const std::optional<std::size_t> concat_kernel = producer_of(plan_, input);
@@ -79,11 +79,6 @@ class PaddingFolder {
     for (std::size_t i = 0; i < axes.size(); ++i)
       text += (i == 0 ? "" : i + 1 == axes.size() ? " and " : ", ") + std::to_string(axes[i]);
     return text;
-  }
-
-  // A parameter, or a value a kernel writes to a buffer of its own.
-  bool in_memory(ir::ValueId value) const {
-    return graph_.node(value).op == ir::Op::parameter || producer_of(plan_, value).has_value();
   }
 
   const ir::Graph& graph_;
