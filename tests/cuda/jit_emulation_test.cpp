@@ -183,6 +183,19 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
                             random_tensor(DType::f32, {5, 6, 7}, 72));
 }
 
+// A row value broadcast along its row and returned is stored at every element, by rows and over the whole array
+// (not a grid reduction then: every element is an output).
+TEST(CudaEmulatedKernels, ARowValueBroadcastAlongTheRow) {
+  for (const Shape& shape : {Shape({3, 5}), Shape({4, 1500}), Shape({2})}) {
+    auto body = [](Tensor x) {
+      const std::int64_t axis = x.shape().rank() - 1;
+      return std::vector<Tensor>{broadcast_to(reduce_max(x, {axis}, true), x.shape()), reduce_sum(x, {axis})};
+    };
+    expect_emulated_agreement("row values broadcast " + shape.to_string(), false, body,
+                              random_tensor(DType::f32, shape, 73));
+  }
+}
+
 // any and all (reduce_max and reduce_min of bools) by warp, by block, over
 // the whole array (a grid reduction) and over columns; empty rows give
 // false and true. The rows of x > 0.9 are mostly all false, of x > -0.9

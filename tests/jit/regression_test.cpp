@@ -15,6 +15,7 @@
 namespace kiln {
 namespace {
 
+using testing::expect_agreement;
 using testing::expect_graph_agreement;
 using testing::random_tensor;
 using testing::random_uniform;
@@ -348,6 +349,21 @@ TEST(JitRegression, AValueRecomputedFromTheScoresKeepsThemInMemory) {
       "}\n",
       {random_uniform(DType::f32, {2, 3, 5, 8}, 0.5, 1.5, 40), random_uniform(DType::f32, {2, 3, 16, 8}, 0.5, 1.5, 41),
        random_tensor(DType::f32, {2, 3, 16, 4}, 42)});
+}
+
+// A row's maximum broadcast back along the row and returned is a row value stored at every element: the reduction
+// kernel wrote it once per row (its instance is the reduction's), leaving the rest of the output unwritten
+// (kiln-fuzz --seed 20261206, graph 3200). Across rows in lanes, over one row and over every element too.
+TEST(JitRegression, ARowValueBroadcastAlongTheRowIsStoredAtEveryElement) {
+  for (const Shape& shape : {Shape({3, 5}), Shape({1, 40}), Shape({300, 7}), Shape({2, 40000})}) {
+    auto body = [](Tensor x) {
+      return std::vector<Tensor>{broadcast_to(reduce_max(x, {1}, true), x.shape()),
+                                 broadcast_to(reduce_sum(x, {1}, true), x.shape()) + 0.0f, reduce_min(x, {1})};
+    };
+    expect_agreement("row values broadcast " + shape.to_string(), body, random_tensor(DType::f32, shape, 50));
+  }
+  auto whole = [](Tensor x) { return broadcast_to(reduce_max(x, {0}, true), x.shape()); };
+  expect_agreement("a whole reduction broadcast", whole, random_tensor(DType::f32, {2}, 51));
 }
 
 }  // namespace

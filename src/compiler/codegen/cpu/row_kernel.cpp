@@ -115,7 +115,12 @@ void RowKernel::build_instances() {
 }
 
 bool RowKernel::is_row_output(ir::ValueId value, int id) const {
-  return at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel_.space);
+  if (!(emitter_.graph().type(value).shape == kernel_.space)) return true;
+  if (at(id).kind != Instance::Kind::reduction) return false;
+  // A reduction's own result of the space's shape (over size-1 axes) is stored once per row; a row value broadcast
+  // along the row and returned (broadcast_to(reduce_max(x, keepdims), x's shape)) is stored at every element.
+  const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
+  return gemm_or_column || ir::is_reduction(emitter_.graph().node(value).op);
 }
 
 Linear RowKernel::output_address(ir::ValueId value) const {
@@ -197,7 +202,7 @@ bool RowKernel::computes_transcendental(const std::set<int>& elements) const {
 
 bool RowKernel::only_reduction_outputs() const {
   for (const auto& [value, id] : outputs_)
-    if (at(id).kind != Instance::Kind::reduction) return false;
+    if (at(id).kind != Instance::Kind::reduction || !is_row_output(value, id)) return false;
   return true;
 }
 

@@ -62,7 +62,11 @@ KernelWriter::KernelWriter(KernelEmitter& emitter) : emitter_(emitter) {
 }
 
 bool KernelWriter::is_row_output(ir::ValueId value, int id) const {
-  return at(id).kind == Instance::Kind::reduction || !(emitter_.graph().type(value).shape == kernel().space);
+  if (!(emitter_.graph().type(value).shape == kernel().space)) return true;
+  // A reduction's own result of the space's shape (over size-1 axes) is stored once per row; a row value broadcast
+  // along the row and returned (broadcast_to(reduce_max(x, keepdims), x's shape)) is stored at every element.
+  return at(id).kind == Instance::Kind::reduction &&
+         (kernel().kind == KernelKind::gemm || ir::is_reduction(emitter_.graph().node(value).op));
 }
 
 Linear KernelWriter::output_address(ir::ValueId value) const {

@@ -387,7 +387,9 @@ bool is_grid_reduction(const KernelWriter& writer) {
   const FusedKernel& kernel = writer.kernel();
   if (kernel.kind != KernelKind::reduction || kernel.reduced_axes != kernel.space.rank()) return false;
   for (const auto& [value, id] : writer.outputs())
-    if (writer.at(id).kind != Instance::Kind::reduction || depends_on_reduction(writer, id)) return false;
+    if (writer.at(id).kind != Instance::Kind::reduction || !writer.is_row_output(value, id) ||
+        depends_on_reduction(writer, id))
+      return false;
   return true;
 }
 
