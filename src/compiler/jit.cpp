@@ -120,14 +120,16 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   }
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph, fusion_options(device));
-  // The attention and column kernels, gathered GEMM operands, padding read in place and concats assembled in
-  // place are the CPU's; on CUDA cuBLAS runs both matmuls with the row kernel between them, a reduction over
-  // leading axes is the standard kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from
-  // memory, and a concat (a padding too) copies its operands.
+  // The attention and column kernels, gathered GEMM operands and concats assembled in place are the CPU's; on
+  // CUDA cuBLAS runs both matmuls with the row kernel between them, a reduction over leading axes is the standard
+  // kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from memory, and a concat copies its
+  // operands. Both read padding in place in loop kernels.
   if (device.is_cpu()) {
     FusionPlan plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));
     plan = fold_padding_into_loops(graph, gather_gemm_operands(graph, std::move(plan)));
     lowering.plan = place_concat_operands(graph, std::move(plan));
+  } else {
+    lowering.plan = fold_padding_into_loops(graph, std::move(lowering.plan));
   }
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);

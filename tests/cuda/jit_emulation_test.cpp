@@ -19,6 +19,7 @@
 
 #include <kiln/nn.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -181,6 +182,36 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
   expect_emulated_agreement("reduction of a transpose", false,
                             [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
                             random_tensor(DType::f32, {5, 6, 7}, 72));
+}
+
+// Padding read in place (compiler/padding_fusion.h): pools and a depthwise convolution with SAME padding, the
+// padding on row axes and (one channel) along the inner loop, a padded last axis read strided and reversed, a
+// padded axis merged with the axes after it, and a transposed padded value; no pack variant reads padding.
+TEST(CudaEmulatedKernels, PaddingReadInPlace) {
+  const nn::Pool2dOptions pool{
+      .window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same};
+  for (const Shape& shape : {Shape({2, 9, 11, 5}), Shape({2, 7, 10, 1})}) {
+    const Tensor images = random_tensor(DType::f32, shape, 74);
+    const Tensor filters = random_tensor(DType::f32, {3, 3, 1, shape[3]}, 75);
+    auto body = [pool](Tensor x, Tensor w) {
+      return std::vector<Tensor>{nn::max_pool2d(x, pool), nn::avg_pool2d(x, pool),
+                                 nn::conv2d(x, w, {.padding = nn::Padding::same})};
+    };
+    expect_emulated_agreement("pools and depthwise " + shape.to_string(), false, body, images, filters);
+  }
+  auto rows = [](Tensor x) {
+    const Tensor padded = pad(x, {{2, 1}, {3, 4}}, 2.5f);
+    const std::int64_t width = padded.shape()[1];
+    return std::vector<Tensor>{exp(padded) * 0.5f, slice(padded, {{0, 1}, {padded.shape()[0], width}, {1, 2}}) + 1.0f,
+                               slice(padded, {{0, width - 1}, {padded.shape()[0], -width - 1}, {1, -1}}) - padded};
+  };
+  expect_emulated_agreement("a padded last axis", false, rows, random_tensor(DType::f32, {5, 13}, 76));
+  auto merged = [](Tensor x, Tensor y) { return pad(x, {{0, 0}, {2, 1}, {0, 0}}, -3.0f) * 2.0f + y; };
+  expect_emulated_agreement("merged with the axes after it", false, merged, random_tensor(DType::f32, {3, 5, 8}, 77),
+                            random_tensor(DType::f32, {3, 8, 8}, 78));
+  auto transposed = [](Tensor x, Tensor y) { return transpose(pad(x, {{1, 2}, {0, 0}}, -1.0f)) * y; };
+  expect_emulated_agreement("transposed", false, transposed, random_tensor(DType::f32, {6, 5}, 79),
+                            random_tensor(DType::f32, {5, 9}, 80));
 }
 
 // A row value broadcast along its row and returned is stored at every element, by rows and over the whole array

@@ -80,7 +80,7 @@ std::string RowKernel::emit() {
   int split = kernel_.kind == KernelKind::reduction ? kernel_.space.rank() - kernel_.reduced_axes : -1;
   std::vector<Linear> extra;
   for (const auto& [value, instance] : outputs_) extra.push_back(output_address(value));
-  const std::vector<Linear> padded = padding_axes();
+  const std::vector<Linear> padded = emitter_.padding_axes();
   if (!padded.empty() && kernel_.kind != KernelKind::loop)
     throw CompileError("concat", "padding is read in place by loop kernels only", std::string());
   extra.insert(extra.end(), padded.begin(), padded.end());

@@ -225,16 +225,6 @@ class RowKernel {
   std::string fill_strips() const;
 
   // ---- padded loads (padded_loads.cpp): padding read in place (padding_fusion.h) --------------------------------
-  // For each space axis that a load's bound depends on, a Linear that keeps the layout from merging it with the
-  // axis before it: it starts a row axis or the inner loop.
-  std::vector<Linear> padding_axes() const;
-  // Where bounded space axis `axis` lies: it starts row axis `row_axis` (-1: the inner loop), and its coordinate is
-  // that one's divided by `divisor`, the product of the sizes of the axes merged after it.
-  struct BoundedAxis {
-    int row_axis = -1;
-    std::int64_t divisor = 1;
-  };
-  BoundedAxis bounded_axis(const Instance& item, int axis) const;
   // The condition that the current row of load `item` reads its source: its bounds along row axes (and
   // constant ones), as "inside(2 * c1 + -1, 112) && ..."; empty without such bounds.
   std::string row_inside(const Instance& item) const;

@@ -208,6 +208,9 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
   std::string value, comment;
   if (item.kind == Instance::Kind::load) {
     value = emitter_.input_name(item.buffer) + "[" + offset(item.address, layout, inner) + "]";
+    // A padded input read in place: the padding's constant where the element falls outside the source.
+    const std::string condition = emitter_.inside_condition(item, layout, inner);
+    if (!condition.empty()) value = condition + " ? " + value + " : " + literal(emitter_.graph().node(item.padding));
   } else if (item.kind == Instance::Kind::tile) {
     value = "product[" + offset(product_address(), layout, inner) + "]";
     comment = indent + emitter_.describe(item.value) + ", computed by cuBLAS\n";

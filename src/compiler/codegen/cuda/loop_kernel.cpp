@@ -39,6 +39,8 @@ class ElementKernel {
     } else {
       std::vector<Linear> extra;
       for (const auto& [value, id] : writer_.outputs()) extra.push_back(writer_.output_address(value));
+      const std::vector<Linear> padded = emitter_.padding_axes();  // padding read in place: its axes start groups
+      extra.insert(extra.end(), padded.begin(), padded.end());
       layout_ = emitter_.layout(-1, extra);
     }
     for (const auto& [value, id] : writer_.outputs()) {
@@ -116,6 +118,7 @@ class ElementKernel {
     std::vector<std::pair<Linear, DType>> streams;
     for (int id : needed_) {
       const Instance& item = writer_.at(id);
+      if (!item.bounds.empty()) return 1;  // a padded input read in place: element by element, each checked
       if (item.kind == Instance::Kind::tile) streams.push_back({writer_.product_address(), DType::f32});
       if (item.kind != Instance::Kind::load || inner_step(item.address) == 0) continue;
       streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});

@@ -55,6 +55,10 @@ template <class T> __device__ __forceinline__ T highest() {
   else return T(1);
 }
 
+// Whether a padded input's coordinate lies in [0, size): inside its source, not on the padding
+// (compiler/padding_fusion.h).
+__device__ __forceinline__ bool inside(int64_t coordinate, int64_t size) { return 0 <= coordinate && coordinate < size; }
+
 // ---- the ops, named as in the op table -----------------------------------------------------
 
 #define KILN_JIT_UNARY(name, Operation) \
