@@ -42,9 +42,8 @@ std::pair<std::int64_t, std::int64_t> RowKernel::inner_window(const Instance& it
   return {begin, std::max(begin, end)};
 }
 
-std::string RowKernel::padding_fill(const Instance& item) const {
-  const std::string type = emitter_.storage_type(item.value);
-  return "splat<" + type + ">(static_cast<" + type + ">(" + literal(emitter_.graph().node(item.padding)) + "))";
+std::string RowKernel::padding_scalar(const Instance& item) const {
+  return "static_cast<" + emitter_.storage_type(item.value) + ">(" + literal(emitter_.graph().node(item.padding)) + ")";
 }
 
 std::string RowKernel::padded_row_setup(const Instance& item) const {
@@ -72,15 +71,15 @@ std::string RowKernel::padded_row_setup(const Instance& item) const {
 }
 
 std::string RowKernel::padded_value(const Instance& item, const std::string& loaded) const {
-  const std::string type = emitter_.storage_type(item.value), fill = padding_fill(item);
+  const std::string type = emitter_.storage_type(item.value),
+                    fill = "splat<" + type + ">(" + padding_scalar(item) + ")";
   const auto [begin, end] = inner_window(item);
   std::string value = loaded;
   if (end == begin) return fill;
   if (begin > 0 || end < layout_.inner_size)
     value = "load_window<" + type + ">(" + pointer(item) + ", j - " + std::to_string(begin) + ", " +
             std::to_string(emitter_.inner_coefficient(item.address, layout_)) + ", count, " +
-            std::to_string(end - begin) + ", static_cast<" + type + ">(" +
-            literal(emitter_.graph().node(item.padding)) + "))";
+            std::to_string(end - begin) + ", " + padding_scalar(item) + ")";
   return row_inside(item).empty() ? value : "inside_" + item.name + " ? " + value + " : " + fill;
 }
 

@@ -231,8 +231,8 @@ class RowKernel {
   // The elements [begin, end) of every row where load `item`'s bounds along the inner axis hold: [0, inner_size)
   // without any, empty where none does.
   std::pair<std::int64_t, std::int64_t> inner_window(const Instance& item) const;
-  // The padding's constant as a vector of load `item`'s type.
-  std::string padding_fill(const Instance& item) const;
+  // The padding's constant as a value of load `item`'s type.
+  std::string padding_scalar(const Instance& item) const;
   // The per-row pointer of load `item` (at the window's first element; the input's start where the row reads
   // nothing), after its row condition `inside_<name>`.
   std::string padded_row_setup(const Instance& item) const;
