@@ -29,13 +29,19 @@ class PaddingFolder {
  private:
   // Has loop kernel `kernel` read `input` through its padding, if it is a padded value; true if it does.
   bool fold(FusedKernel& kernel, ir::ValueId input) {
+    const std::optional<Padding> outermost = padding_of(graph_, input);
+    if (!outermost) return false;
+    const ir::Node& constant = graph_.node(outermost->constant);
+    // Down the paddings with the same constant to the value they pad.
     std::vector<ir::ValueId> concats;
     ir::ValueId source = input;
-    for (std::optional<Padding> padding; (padding = padding_of(graph_, source)) && same_constant(input, *padding);) {
+    for (std::optional<Padding> padding = outermost;
+         padding && same_constant_value(constant, graph_.node(padding->constant));
+         padding = padding_of(graph_, source)) {
       concats.push_back(source);
       source = padding->inner;
     }
-    if (concats.empty() || !in_memory(graph_, plan_, source) || read_reshaped(kernel, input)) return false;
+    if (!in_memory(graph_, plan_, source) || read_reshaped(kernel, input)) return false;
     // The padded value's own kernel is a library concat; one written by a generated kernel (a member of its
     // consumers' kernel already) is not pad()'s copy.
     const std::optional<std::size_t> concat_kernel = producer_of(plan_, input);
@@ -46,7 +52,6 @@ class PaddingFolder {
     std::erase(kernel.inputs, input);
     if (std::find(kernel.inputs.begin(), kernel.inputs.end(), source) == kernel.inputs.end())
       kernel.inputs.push_back(source);
-    const ir::Node& constant = graph_.node(padding_of(graph_, input)->constant);
     kernel.decisions.push_back("reads " + describe(graph_, input) + " (" + describe(graph_, source) + " padded along " +
                                padded_axes(concats) + " with " + ir::format_constant(constant) +
                                ") in place: the constant where its index map falls on the padding; the padded value "
@@ -62,11 +67,6 @@ class PaddingFolder {
       const bool reshape = node.op == ir::Op::reshape || node.op == ir::Op::expand_dims || node.op == ir::Op::squeeze;
       return reshape && node.operands[0] == input && !is_unit_reshape(graph_, node);
     });
-  }
-
-  // Whether `padding` pads with the constant of the outermost padding `padded`.
-  bool same_constant(ir::ValueId padded, const Padding& padding) const {
-    return same_constant_value(graph_.node(padding_of(graph_, padded)->constant), graph_.node(padding.constant));
   }
 
   // "axes 1 and 2" of the concats.
