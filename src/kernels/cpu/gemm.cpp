@@ -57,6 +57,7 @@ struct Problem {
   std::int64_t lda;
   bool transpose_a;
   const GatheredRows* gathered;  // A gathered while it is packed (sgemm_gathered), or null: A is `a`
+  bool gathered_in_place;        // the gathered rows read where they lie (gemm_detail::reads_gathered_in_place)
   const float* b;
   std::int64_t ldb;
   bool transpose_b;
@@ -168,19 +169,29 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const std::int64_t micro_panels = ceil_div(step.columns, kNr);
   const std::int64_t row_begin = s * kMr;
   const std::int64_t rows = std::min<std::int64_t>(kMr, plan.m - row_begin);
-  if (problem.gathered)
-    gemm_detail::gather_a_strip(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, strip);
-  else
-    gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin,
-                              step.depth, strip);
-  const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
-                                          : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
-  for (std::int64_t p = 0; p < micro_panels; ++p) {
-    if (next.rows > 0)
-      prefetch_a_strip(problem, next.row_begin, next.rows, next.depth_begin, next.depth, p, micro_panels);
-    const int columns = static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
-    kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, columns,
-           !step.first_depth);
+  auto column_count = [&](std::int64_t p) { return static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr)); };
+  if (problem.gathered_in_place) {
+    gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+    const int run_count =
+        gemm_detail::gathered_runs(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, runs);
+    const auto kernel = gemm_detail::runs_kernel_table[rows - 1];
+    for (std::int64_t p = 0; p < micro_panels; ++p)
+      kernel(runs, run_count, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
+             !step.first_depth);
+  } else {
+    if (problem.gathered)
+      gemm_detail::gather_a_strip(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, strip);
+    else
+      gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin,
+                                step.depth, strip);
+    const auto kernel = problem.transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
+                                            : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
+    for (std::int64_t p = 0; p < micro_panels; ++p) {
+      if (next.rows > 0)
+        prefetch_a_strip(problem, next.row_begin, next.rows, next.depth_begin, next.depth, p, micro_panels);
+      kernel(step.depth, strip, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
+             !step.first_depth);
+    }
   }
   if (step.last_depth && problem.epilogue.function) {
     problem.epilogue.function(problem.epilogue.context, c_tile, problem.ldc, row_begin, row_begin + rows,
@@ -569,6 +580,7 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   }
   Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
   problem.gathered = &a;
+  problem.gathered_in_place = gemm_detail::reads_gathered_in_place(a);
   run_sgemm(problem, c, ldc);
 }
 

@@ -90,55 +90,53 @@ using Vector = float __attribute__((vector_size(kLanes * sizeof(float))));
 //   k-major: element (r, k) at a[k * kMr + r]     -- A transposed: each row of the stored A^T is copied.
 enum class ALayout { rows, k_major };
 
-// C[0:Rows, 0:columns] (=|+=) A[0:Rows, 0:kc] * B[0:kc, 0:kNr], where b holds kc rows of kNr floats (zero
-// beyond `columns`) and c has leading dimension ldc. 1 <= Rows <= kMr, 1 <= columns <= kNr.
-template <int Rows, ALayout Layout>
-void microkernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
-                 std::int64_t ldc, int columns, bool accumulate) {
-  Vector acc[Rows][kVectorsPerRow];
+// The pieces both microkernels below are made of. A tile's sums live in Rows x kVectorsPerRow registers.
+template <int Rows>
+using TileSums = Vector[Rows][kVectorsPerRow];
+
+template <int Rows>
+[[gnu::always_inline]] inline void clear_tile(TileSums<Rows>& acc) {
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 4
     for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = Vector{};
   }
-  auto step = [&](std::int64_t k) __attribute__((always_inline)) {
-    Vector bk[kVectorsPerRow];
+}
+
+// One step along K: acc[r] += row_value(r) * b_row for every row, b_row being kNr floats of the packed B.
+template <int Rows, class RowValue>
+[[gnu::always_inline]] inline void multiply_step(TileSums<Rows>& acc, const float* __restrict b_row,
+                                                 RowValue row_value) {
+  Vector bk[kVectorsPerRow];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectorsPerRow; ++v) bk[v] = load_vector(b + k * kNr + v * kLanes);
-    // B streams from L2: ask for the row 8 steps ahead (kNr floats: one or two cache lines).
-    __builtin_prefetch(b + (k + 8) * kNr, 0, 3);
-    if constexpr (kNr * sizeof(float) > 64) __builtin_prefetch(b + (k + 8) * kNr + 64 / sizeof(float), 0, 3);
+  for (int v = 0; v < kVectorsPerRow; ++v) bk[v] = load_vector(b_row + v * kLanes);
+  // B streams from L2: ask for the row 8 steps ahead (kNr floats: one or two cache lines).
+  __builtin_prefetch(b_row + 8 * kNr, 0, 3);
+  if constexpr (kNr * sizeof(float) > 64) __builtin_prefetch(b_row + 8 * kNr + 64 / sizeof(float), 0, 3);
 #pragma GCC unroll 16
-    for (int r = 0; r < Rows; ++r) {
-      const float value = Layout == ALayout::rows ? a[r * kKcMax + k] : a[k * kMr + r];
-      const Vector ar = broadcast_vector(value);
+  for (int r = 0; r < Rows; ++r) {
+    const Vector ar = broadcast_vector(row_value(r));
 #pragma GCC unroll 4
-      for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = multiply_add(ar, bk[v], acc[r][v]);
-    }
-  };
-  // The C tile is needed only after the K loop. Ask for it into L2 now (it may come from L3: a K block of a
-  // large C is visited once per K block), and into L1 some steps before the end, late enough that the B rows
-  // streaming through L1 do not evict it first.
-  if (accumulate) {
-#pragma GCC unroll 16
-    for (int r = 0; r < Rows; ++r) {
-      __builtin_prefetch(c + r * ldc, 0, 2);
-      __builtin_prefetch(c + r * ldc + kNr - 1, 0, 2);
-    }
+    for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = multiply_add(ar, bk[v], acc[r][v]);
   }
-  const std::int64_t prefetch_at = kc > 32 ? kc - 32 : 0;
-  std::int64_t k = 0;
-#pragma GCC unroll 2
-  for (; k < prefetch_at; ++k) step(k);
-  if (accumulate) {
+}
+
+// The C tile is needed only after the K loop. The kernels ask for it into L2 (Locality 2) when they start (it may
+// come from L3: a K block of a large C is visited once per K block), and into L1 (Locality 3) some steps before the
+// end, late enough that the B rows streaming through L1 do not evict it first.
+template <int Rows, int Locality>
+[[gnu::always_inline]] inline void prefetch_tile(const float* c, std::int64_t ldc) {
 #pragma GCC unroll 16
-    for (int r = 0; r < Rows; ++r) {
-      __builtin_prefetch(c + r * ldc, 0, 3);
-      __builtin_prefetch(c + r * ldc + kNr - 1, 0, 3);
-    }
+  for (int r = 0; r < Rows; ++r) {
+    __builtin_prefetch(c + r * ldc, 0, Locality);
+    __builtin_prefetch(c + r * ldc + kNr - 1, 0, Locality);
   }
-#pragma GCC unroll 2
-  for (; k < kc; ++k) step(k);
+}
+
+// C[0:Rows, 0:columns] = acc (or C + acc when accumulating).
+template <int Rows>
+[[gnu::always_inline]] inline void store_tile(const TileSums<Rows>& acc, float* __restrict c, std::int64_t ldc,
+                                              int columns, bool accumulate) {
   if (columns == kNr) {
 #pragma GCC unroll 16
     for (int r = 0; r < Rows; ++r) {
@@ -161,6 +159,73 @@ void microkernel(std::int64_t kc, const float* __restrict a, const float* __rest
       for (int j = 0; j < columns; ++j) target[j] = row[j];
     }
   }
+}
+
+// C[0:Rows, 0:columns] (=|+=) A[0:Rows, 0:kc] * B[0:kc, 0:kNr], where b holds kc rows of kNr floats (zero
+// beyond `columns`) and c has leading dimension ldc. 1 <= Rows <= kMr, 1 <= columns <= kNr.
+template <int Rows, ALayout Layout>
+void microkernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
+                 std::int64_t ldc, int columns, bool accumulate) {
+  TileSums<Rows> acc;
+  clear_tile<Rows>(acc);
+  auto step = [&](std::int64_t k) __attribute__((always_inline)) {
+    multiply_step<Rows>(acc, b + k * kNr, [&](int r) __attribute__((always_inline)) {
+      return Layout == ALayout::rows ? a[r * kKcMax + k] : a[k * kMr + r];
+    });
+  };
+  if (accumulate) prefetch_tile<Rows, 2>(c, ldc);
+  const std::int64_t prefetch_at = kc > 32 ? kc - 32 : 0;
+  std::int64_t k = 0;
+#pragma GCC unroll 2
+  for (; k < prefetch_at; ++k) step(k);
+  if (accumulate) prefetch_tile<Rows, 3>(c, ldc);
+#pragma GCC unroll 2
+  for (; k < kc; ++k) step(k);
+  store_tile<Rows>(acc, c, ldc, columns, accumulate);
+}
+
+// A K block of A read where it lies instead of from a packed strip (a convolution's input, sgemm_gathered): runs
+// along K, over each of which every row of the strip is contiguous in memory. Row r's elements k0..k0+depth-1 of
+// the run are rows[r][0..depth-1]; a row that falls on padding points at zeros.
+struct ARun {
+  std::int64_t depth = 0;
+  const float* rows[kMr] = {};
+};
+
+// microkernel's product with A given as runs (their depths add up to the K block's): the same sums in the same
+// order, so the same bits as the packed strip the runs describe. The row pointers are held in registers across
+// a run, which needs Rows + a few of them: drivers use it only where kMr is small (sgemm_gathered).
+template <int Rows>
+void microkernel_runs(const ARun* runs, int run_count, const float* __restrict b, float* __restrict c,
+                      std::int64_t ldc, int columns, bool accumulate) {
+  TileSums<Rows> acc;
+  clear_tile<Rows>(acc);
+  if (accumulate) prefetch_tile<Rows, 2>(c, ldc);
+  for (int i = 0; i < run_count; ++i) {
+    const float* rows[Rows];
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) rows[r] = runs[i].rows[r];
+    if (accumulate && i == run_count - 1) prefetch_tile<Rows, 3>(c, ldc);
+    const std::int64_t depth = runs[i].depth;
+    // The run's sums in a tile of its own: with `acc` itself in the loop GCC stored every sum to the stack after
+    // each step (it keeps an array live across two loops in memory).
+    TileSums<Rows> sums;
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectorsPerRow; ++v) sums[r][v] = acc[r][v];
+    }
+#pragma GCC unroll 2
+    for (std::int64_t k = 0; k < depth; ++k)
+      multiply_step<Rows>(sums, b + k * kNr, [&](int r) __attribute__((always_inline)) { return rows[r][k]; });
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectorsPerRow; ++v) acc[r][v] = sums[r][v];
+    }
+    b += depth * kNr;
+  }
+  store_tile<Rows>(acc, c, ldc, columns, accumulate);
 }
 
 // Transposes a kLanes x kLanes block held as kLanes row vectors, in place: log2(kLanes) stages, each
@@ -195,6 +260,16 @@ constexpr auto make_kernel_table(std::integer_sequence<int, Rows...>) {
 }
 template <ALayout Layout>
 inline constexpr auto kernel_table = make_kernel_table<Layout>(std::make_integer_sequence<int, kMr>{});
+
+using RunsMicrokernel = void (*)(const ARun* runs, int run_count, const float* b, float* c, std::int64_t ldc,
+                                 int columns, bool accumulate);
+
+// runs_kernel_table[rows - 1] computes a tile of `rows` rows from runs.
+template <int... Rows>
+constexpr auto make_runs_kernel_table(std::integer_sequence<int, Rows...>) {
+  return std::array<RunsMicrokernel, sizeof...(Rows)>{&microkernel_runs<Rows + 1>...};
+}
+inline constexpr auto runs_kernel_table = make_runs_kernel_table(std::make_integer_sequence<int, kMr>{});
 
 }  // namespace kiln::kernels::cpu::gemm_detail
 

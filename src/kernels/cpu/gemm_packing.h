@@ -4,6 +4,7 @@
 // narrow products (gemm_narrow.cpp), which take gather_a_strip's strips. Private to kernels/cpu.
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_microkernel.h"
 
 #include <cstdint>
 
@@ -25,6 +26,21 @@ void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64
 // bounds (padding).
 void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                     std::int64_t depth, float* strip);
+
+// The same rows read where they lie (ARun, gemm_microkernel.h), for sgemm_gathered when reads_gathered_in_place:
+// copying the strip took ~13% of a 3x3 convolution's time. Each run holds the block's columns of one part: its
+// row pointers point into the part's source, or at zeros for a row outside its bounds. Returns how many runs
+// there are (at most kMaxRuns).
+int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                  std::int64_t depth, ARun* runs);
+
+// Read in place only where runs are long enough to pay for setting up their row pointers (a first layer's 3
+// channels are not: the copy stays), and only where the microkernel keeps a pointer per row in registers next to
+// its own (kMr rows: 6 on AVX2, NEON and SSE; AVX-512's 14 would spill them, and that is not measured).
+inline constexpr std::int64_t kMinInPlaceWidth = 16;
+inline constexpr int kMaxInPlaceRows = 8;
+inline constexpr int kMaxRuns = kKcMax / kMinInPlaceWidth + 2;  // +2: a block may cut a part at either end
+bool reads_gathered_in_place(const GatheredRows& a);
 
 // sgemm_gathered's products at most this many columns wide go to sgemm_gathered_narrow (gemm_narrow.cpp): the
 // plan's blocks, each row strip gathered as sgemm gathers it, each element a dot product along K.
