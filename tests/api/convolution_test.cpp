@@ -172,6 +172,19 @@ TEST(Convolution, Conv2dMatchesItsDefinition) {
       {"depthwise, 2 per channel, stride 2", {1, 7, 6, 3}, {3, 2, 1, 6}, {.strides = {2, 2}}, {7, 3, 2}, {6, 2, 2}},
       {"2 groups", {2, 6, 5, 4}, {3, 3, 2, 6}, {.padding = nn::Padding::same}, same(6, 3, 1), same(5, 3, 1)},
       {"3 groups, 1x1", {1, 4, 4, 6}, {1, 1, 2, 3}, {}, {4, 1}, {4, 1}},
+      // Channels enough for the JIT's GEMM to read the taps where they lie (kernels/cpu/gemm_packing.h).
+      {"3x3 same, 40 channels",
+       {2, 9, 11, 40},
+       {3, 3, 40, 24},
+       {.padding = nn::Padding::same},
+       same(9, 3, 1),
+       same(11, 3, 1)},
+      {"3x3 same, stride 2, 48 channels",
+       {1, 9, 8, 48},
+       {3, 3, 48, 20},
+       {.strides = {2, 2}, .padding = nn::Padding::same},
+       same(9, 3, 2),
+       same(8, 3, 2)},
   };
   for (const Conv2dCase& test : cases) check_conv2d(test, DType::f32, 11);
   for (const Conv2dCase& test : {cases[1], cases[7], cases[9]}) {
