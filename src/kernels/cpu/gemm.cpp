@@ -169,7 +169,9 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   const std::int64_t micro_panels = ceil_div(step.columns, kNr);
   const std::int64_t row_begin = s * kMr;
   const std::int64_t rows = std::min<std::int64_t>(kMr, plan.m - row_begin);
-  auto column_count = [&](std::int64_t p) { return static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr)); };
+  auto column_count = [&](std::int64_t p) {
+    return static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr));
+  };
   if (problem.gathered_in_place) {
     gemm_detail::ARun runs[gemm_detail::kMaxRuns];
     const int run_count =

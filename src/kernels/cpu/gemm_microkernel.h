@@ -169,9 +169,10 @@ void microkernel(std::int64_t kc, const float* __restrict a, const float* __rest
   TileSums<Rows> acc;
   clear_tile<Rows>(acc);
   auto step = [&](std::int64_t k) __attribute__((always_inline)) {
-    multiply_step<Rows>(acc, b + k * kNr, [&](int r) __attribute__((always_inline)) {
+    auto a_value = [&](int r) __attribute__((always_inline)) {
       return Layout == ALayout::rows ? a[r * kKcMax + k] : a[k * kMr + r];
-    });
+    };
+    multiply_step<Rows>(acc, b + k * kNr, a_value);
   };
   if (accumulate) prefetch_tile<Rows, 2>(c, ldc);
   const std::int64_t prefetch_at = kc > 32 ? kc - 32 : 0;
@@ -196,8 +197,8 @@ struct ARun {
 // order, so the same bits as the packed strip the runs describe. The row pointers are held in registers across
 // a run, which needs Rows + a few of them: drivers use it only where kMr is small (sgemm_gathered).
 template <int Rows>
-void microkernel_runs(const ARun* runs, int run_count, const float* __restrict b, float* __restrict c,
-                      std::int64_t ldc, int columns, bool accumulate) {
+void microkernel_runs(const ARun* runs, int run_count, const float* __restrict b, float* __restrict c, std::int64_t ldc,
+                      int columns, bool accumulate) {
   TileSums<Rows> acc;
   clear_tile<Rows>(acc);
   if (accumulate) prefetch_tile<Rows, 2>(c, ldc);
@@ -216,8 +217,10 @@ void microkernel_runs(const ARun* runs, int run_count, const float* __restrict b
       for (int v = 0; v < kVectorsPerRow; ++v) sums[r][v] = acc[r][v];
     }
 #pragma GCC unroll 2
-    for (std::int64_t k = 0; k < depth; ++k)
-      multiply_step<Rows>(sums, b + k * kNr, [&](int r) __attribute__((always_inline)) { return rows[r][k]; });
+    for (std::int64_t k = 0; k < depth; ++k) {
+      auto a_value = [&](int r) __attribute__((always_inline)) { return rows[r][k]; };
+      multiply_step<Rows>(sums, b + k * kNr, a_value);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 4

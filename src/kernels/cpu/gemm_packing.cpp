@@ -143,12 +143,11 @@ bool reads_gathered_in_place(const GatheredRows& a) {
 int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                   std::int64_t depth, ARun* runs) {
   if (depth <= 0) return 0;
-  return for_each_gathered_run(
-      a, row_begin, rows, depth_begin, depth,
-      [&](std::int64_t r, int run, std::int64_t, std::int64_t count, const float* source) {
-        runs[run].depth = count;
-        runs[run].rows[r] = source ? source : kZeros;
-      });
+  return for_each_gathered_run(a, row_begin, rows, depth_begin, depth,
+                               [&](std::int64_t r, int run, std::int64_t, std::int64_t count, const float* source) {
+                                 runs[run].depth = count;
+                                 runs[run].rows[r] = source ? source : kZeros;
+                               });
 }
 
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
