@@ -60,6 +60,13 @@ namespace {
 // What a row outside a part's bounds reads in place: zeros, as long as any run.
 alignas(64) constexpr float kZeros[kKcMax] = {};
 
+// lower <= value < upper (never when upper <= lower), as one comparison without a branch: rows at the edges make
+// a branch on each bound unpredictable.
+inline bool within(std::int64_t value, std::int64_t lower, std::int64_t upper) {
+  return static_cast<std::uint64_t>(value - lower) <
+         static_cast<std::uint64_t>(std::max<std::int64_t>(upper - lower, 0));
+}
+
 // Calls visit(r, run, column, count, source) for each row r < rows of the strip at row_begin and each part that
 // overlaps K block [depth_begin, depth_begin + depth): the part's `count` columns from `column` (relative to the
 // block) start at `source`, or are zeros where source is null (the row falls outside the part's bounds). `run`
@@ -91,7 +98,7 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
       inside_before_last = true;
       offset_before_last = part.offset + (begin - first);
       for (int t = 0; t < last; ++t) {
-        inside_before_last = inside_before_last && coordinates[t] >= part.lower[t] && coordinates[t] < part.upper[t];
+        inside_before_last &= within(coordinates[t], part.lower[t], part.upper[t]);
         offset_before_last += coordinates[t] * part.strides[t];
       }
     };
@@ -101,7 +108,7 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
       std::int64_t offset = offset_before_last;
       if (last >= 0) {
         const std::int64_t coordinate = coordinates[last];
-        inside = inside && coordinate >= part.lower[last] && coordinate < part.upper[last];
+        inside &= within(coordinate, part.lower[last], part.upper[last]);
         offset += coordinate * part.strides[last];
         if (++coordinates[last] == a.extents[last]) {
           for (int t = last; t >= 0 && coordinates[t] == a.extents[t]; --t) {
