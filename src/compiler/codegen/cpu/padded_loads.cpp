@@ -1,7 +1,8 @@
 // Loads of padded inputs read in place (padding_fusion.h): a loop kernel reads the value under the padding, and the
 // padding's constant wherever the load's index map falls outside it. A bound along a row axis is checked once per
-// row (the row then loads nothing, or loads as any row does); a bound along the inner loop limits the elements of
-// each row that are loaded to a window computed here, lane by lane only in the vectors that straddle its ends.
+// row: a row on the padding reads a row of the constant instead of its source (or, where no such row fits, its
+// loads are the constant by a condition each); a bound along the inner loop limits the elements of each row that
+// are loaded to a window computed here, lane by lane only in the vectors that straddle its ends.
 // What the CUDA generator shares (the layout's handling of bounded axes, the conditions) is in padding_bounds.cpp.
 
 #include "compiler/codegen/cpu/row_kernel.h"
@@ -12,6 +13,10 @@
 
 namespace kiln::compiler::cpu {
 namespace {
+
+// The longest padding row (padding_row_length): a depthwise 3x3 convolution's rows are one image position (64
+// channels, 256 bytes); a max pool's merge the width and the channels (112 x 64 floats, 28 KiB).
+constexpr std::int64_t kMaxPaddingRowBytes = 32 * 1024;
 
 // floor(a / b) and ceil(a / b) for b != 0.
 std::int64_t floor_divide(std::int64_t a, std::int64_t b) {
@@ -46,14 +51,35 @@ std::string RowKernel::padding_scalar(const Instance& item) const {
   return "static_cast<" + emitter_.storage_type(item.value) + ">(" + literal(emitter_.graph().node(item.padding)) + ")";
 }
 
-std::string RowKernel::padded_row_setup(const Instance& item) const {
+std::int64_t RowKernel::padding_row_length(const Instance& item) const {
+  if (across_lanes_ || row_inside(item).empty()) return 0;
+  const auto [begin, end] = inner_window(item);
+  if (begin != 0 || end != layout_.inner_size) return 0;
+  // The last element a row's loads reach: the inner loop's and every middle loop's last step.
+  const std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+  if (step < 0) return 0;
+  std::int64_t last = step * (layout_.inner_size - 1);
+  for (std::size_t t = 0; t < layout_.middle_axes.size(); ++t) {
+    const std::int64_t coefficient = item.address.coefficients.empty()
+                                         ? 0
+                                         : item.address.coefficients[static_cast<std::size_t>(layout_.middle_axes[t])];
+    if (coefficient < 0) return 0;
+    last += coefficient * (layout_.middle_sizes[t] - 1);
+  }
+  const std::int64_t bytes = (last + 1) * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
+  return bytes <= kMaxPaddingRowBytes ? last + 1 : 0;
+}
+
+std::string RowKernel::padded_row_setup(const Instance& item, std::map<std::string, std::string>& padding_rows) const {
   const std::string type = emitter_.storage_type(item.value);
   const std::string condition = row_inside(item);
   const auto [begin, end] = inner_window(item);
   const std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
+  const std::int64_t padding_length = padding_row_length(item);
   std::string text = "    // " + describe(emitter_.graph(), item.value) + ": " +
                      describe(emitter_.graph(), kernel_.inputs[static_cast<std::size_t>(item.buffer)]) +
-                     " read in place, the padding where it falls outside";
+                     " read in place, " + (padding_length > 0 ? "a row of " : "") +
+                     "the padding where it falls outside";
   if (end == begin)
     text += " (everywhere)";
   else if (begin > 0 || end < layout_.inner_size)
@@ -62,12 +88,22 @@ std::string RowKernel::padded_row_setup(const Instance& item) const {
   Linear first = item.address;  // the row's element `begin`
   first.offset += begin * step;
   std::string offset = end == begin ? "0" : emitter_.row_offset(first, layout_);  // "0": nothing is read
-  if (!condition.empty()) {
-    text += "    const bool inside_" + item.name + " = " + condition + ";\n";
-    offset = "inside_" + item.name + " ? " + offset + " : 0";
-  }
-  return text + "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
-         offset + ");\n";
+  const std::string declaration = "    const " + type + "* " + pointer(item) + " = ";
+  if (condition.empty())
+    return text + declaration + "state." + emitter_.input_name(item.buffer) + " + (" + offset + ");\n";
+  text += "    const bool inside_" + item.name + " = " + condition + ";\n";
+  if (padding_length == 0)
+    return text + declaration + "state." + emitter_.input_name(item.buffer) + " + (inside_" + item.name + " ? " +
+           offset + " : 0);\n";
+  // Loads sharing a type, a constant and a length share one row.
+  const std::string row_type = "constant_row<" + type + ", " + std::to_string(padding_length) + ">";
+  const auto [row, added] =
+      padding_rows.try_emplace(row_type + padding_scalar(item), "padding_row_" + std::to_string(padding_rows.size()));
+  if (added)
+    text += "    static constexpr " + row_type + " " + row->second + " = fill_row<" + type + ", " +
+            std::to_string(padding_length) + ">(" + padding_scalar(item) + ");\n";
+  return text + declaration + "inside_" + item.name + " ? state." + emitter_.input_name(item.buffer) + " + (" + offset +
+         ") : " + row->second + ".values;\n";
 }
 
 std::string RowKernel::padded_value(const Instance& item, const std::string& loaded) const {
@@ -80,7 +116,8 @@ std::string RowKernel::padded_value(const Instance& item, const std::string& loa
     value = "load_window<" + type + ">(" + pointer(item) + ", j - " + std::to_string(begin) + ", " +
             std::to_string(emitter_.inner_coefficient(item.address, layout_)) + ", count, " +
             std::to_string(end - begin) + ", " + padding_scalar(item) + ")";
-  return row_inside(item).empty() ? value : "inside_" + item.name + " ? " + value + " : " + fill;
+  if (row_inside(item).empty() || padding_row_length(item) > 0) return value;  // the row pointer chose
+  return "inside_" + item.name + " ? " + value + " : " + fill;
 }
 
 }  // namespace kiln::compiler::cpu

@@ -252,6 +252,19 @@ template <class T>
   return load<T>(values);
 }
 
+// N copies of a padding's constant: what a padded load's row pointer points at when the row falls on the padding
+// (codegen/cpu/padded_loads.cpp), so that its loads need no condition; built at compile time.
+template <class T, int64_t N>
+struct constant_row {
+  T values[N];
+};
+template <class T, int64_t N>
+constexpr constant_row<T, N> fill_row(T value) {
+  constant_row<T, N> row{};
+  for (int64_t i = 0; i < N; ++i) row.values[i] = value;
+  return row;
+}
+
 // Lanes [0, count) to elements `stride` apart (a kernel with a row in each lane writing its rows' elements),
 // element by element: the AVX-512 scatter instruction was no faster on Zen 4 (rows of 3 to 15 floats), and AVX2
 // has none.

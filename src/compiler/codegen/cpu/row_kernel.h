@@ -8,6 +8,7 @@
 #include "compiler/fusion.h"
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -234,8 +235,14 @@ class RowKernel {
   // The padding's constant as a value of load `item`'s type.
   std::string padding_scalar(const Instance& item) const;
   // The per-row pointer of load `item` (at the window's first element; the input's start where the row reads
-  // nothing), after its row condition `inside_<name>`.
-  std::string padded_row_setup(const Instance& item) const;
+  // nothing, or the padding row below), after its row condition `inside_<name>`. `padding_rows` names the
+  // padding rows declared so far (by type, constant and length), so that loads sharing one share its array.
+  std::string padded_row_setup(const Instance& item, std::map<std::string, std::string>& padding_rows) const;
+  // How many elements a row of load `item` spans when the row falls on the padding as a whole or not at all (bounds
+  // along row axes only) and its loads walk forward: a row of that many copies of the constant then stands in for
+  // the source, and the loads need no condition. 0 where not (bounds along the inner loop, a reversed walk, a
+  // row longer than kMaxPaddingRowBytes).
+  std::int64_t padding_row_length(const Instance& item) const;
   // Load `item`'s vector at element j: `loaded` (its plain load) where the row and the window allow, lanes of
   // the constant elsewhere.
   std::string padded_value(const Instance& item, const std::string& loaded) const;

@@ -22,6 +22,7 @@ std::string RowKernel::digits(const std::vector<std::int64_t>& sizes, const std:
 
 std::string RowKernel::row_setup_pointers() const {
   std::string text;
+  std::map<std::string, std::string> padding_rows;
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     if (item.kind != Instance::Kind::load) continue;
@@ -32,7 +33,7 @@ std::string RowKernel::row_setup_pointers() const {
       continue;
     }
     if (!item.bounds.empty()) {
-      text += padded_row_setup(item);
+      text += padded_row_setup(item, padding_rows);
       continue;
     }
     text += "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
