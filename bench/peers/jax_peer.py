@@ -73,6 +73,13 @@ def make_peer(device: str = "cpu") -> common.Peer:
         # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, same padding.
         return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
 
+    def depthwise(x, filters, bias):
+        # kiln-bench's depthwise_body: a 3x3 depthwise convolution of NHWC images (HWIO filters with I = 1, a
+        # group per channel), same padding, bias, relu.
+        y = jax.lax.conv_general_dilated(x, filters, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                         feature_group_count=x.shape[-1])
+        return jax.nn.relu(y + bias)
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -104,7 +111,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("jax.jit", jax.jit),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool),
+                    block=block, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

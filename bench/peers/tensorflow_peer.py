@@ -67,6 +67,11 @@ def make_peer(device: str = "cpu") -> common.Peer:
     def pool(x):  # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, same padding
         return tf.nn.max_pool2d(x, 3, 2, "SAME")
 
+    def depthwise(x, filters, bias):
+        # kiln-bench's depthwise_body: TensorFlow's depthwise filters are [height, width, channels, multiplier].
+        y = tf.nn.depthwise_conv2d(x, tf.reshape(filters, [3, 3, x.shape[-1], 1]), [1, 1, 1, 1], "SAME")
+        return tf.nn.relu(y + bias)
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -115,7 +120,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool),
+                    block=block, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

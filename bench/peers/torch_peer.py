@@ -79,6 +79,12 @@ def make_peer(device: str = "cpu") -> common.Peer:
         padded = F.pad(x.permute(0, 3, 1, 2), (left, right, top, bottom), value=float("-inf"))
         return F.max_pool2d(padded, 3, 2).permute(0, 2, 3, 1)
 
+    def depthwise(x, filters, bias):
+        # kiln-bench's depthwise_body on the channels-last NCHW view, as conv: a group per channel, OIHW filters
+        # [channels, 1, 3, 3].
+        y = F.conv2d(x.permute(0, 3, 1, 2), filters.permute(3, 2, 0, 1), bias, padding="same", groups=x.shape[-1])
+        return torch.relu(y.permute(0, 2, 3, 1))
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -142,7 +148,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool),
+                    block=block, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

@@ -119,6 +119,13 @@ Tensor pool_body(Tensor x) {
                         {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
 }
 
+// A MobileNet depthwise layer: a 3x3 depthwise convolution (one filter per channel) with same padding, bias and
+// relu, over images twice conv's size with half its channels (MobileNet v1's first such layer is 112x112x32). Nine
+// multiply-adds an element: it moves as much as it computes, and writes what it reads.
+Tensor depthwise_body(Tensor x, Tensor filters, Tensor bias) {
+  return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
+}
+
 }  // namespace
 
 WorkloadOptions options_for(Device device) {
@@ -136,7 +143,8 @@ std::vector<std::string> suite_ids(bool big, Device device) {
     return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv", "pool"})
+  for (const char* id :
+       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv", "pool", "depthwise"})
     ids.push_back(id);
   return ids;
 }
@@ -279,8 +287,15 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44})};
     workload = make<1>(id, id, dimensions({n, size, size, c}) + "/3x3s2", inputs, pool_body);
     workload.bytes += bytes_of(inputs) / 4;  // the output: a quarter of the positions
+  } else if (id == "depthwise" && !device.is_cuda()) {
+    const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels / 2;
+    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 45}),
+                               random::normal({3, 3, 1, c}, {.seed = 46, .stddev = 1 / 3.0}),
+                               random::normal({c}, {.seed = 47, .stddev = 0.1})};
+    workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, depthwise_body);
+    workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
   } else {
-    const bool cpu_only = id == "block" || id == "conv" || id == "pool";
+    const bool cpu_only = id == "block" || id == "conv" || id == "pool" || id == "depthwise";
     throw std::invalid_argument("unknown workload '" + id + "'" +
                                 (cpu_only ? std::string(": it runs on the CPU only") : ""));
   }

@@ -73,7 +73,8 @@ std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // block (a pre-norm transformer block: layer_norm, attention with the heads
 // split and merged by reshapes and transposes, an MLP with gelu, residuals) or
 // conv (relu(conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only) or
-// pool (a 3x3 max_pool2d, stride 2, same padding, on NHWC images, CPU only).
+// pool (a 3x3 max_pool2d, stride 2, same padding, on NHWC images, CPU only) or
+// depthwise (relu(depthwise conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench
