@@ -187,10 +187,12 @@ void microkernel(std::int64_t kc, const float* __restrict a, const float* __rest
 
 // A K block of A read where it lies instead of from a packed strip (a convolution's input, sgemm_gathered): runs
 // along K, over each of which every row of the strip is contiguous in memory. Row r's elements k0..k0+depth-1 of
-// the run are rows[r][0..depth-1]; a row that falls on padding points at zeros.
+// the run are rows[r][0..depth-1]; a row that falls on padding points at zeros. No initializers: a driver's array
+// of them is filled as far as it is used, once per strip and K block, and clearing all of it each time showed in
+// profiles.
 struct ARun {
-  std::int64_t depth = 0;
-  const float* rows[kMr] = {};
+  std::int64_t depth;
+  const float* rows[kMr];
 };
 
 // microkernel's product with A given as runs (their depths add up to the K block's): the same sums in the same
