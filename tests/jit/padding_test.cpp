@@ -96,6 +96,32 @@ TEST(PaddingInPlace, MergedWithTheAxesAfterIt) {
   EXPECT_TRUE(reads_in_place(merged_row.fused)) << merged_row.fused;
 }
 
+// Rows wholly inside the padded value or wholly on its padding (bounds along row axes only: the broadcast of v
+// keeps the padded axis from merging with the next): a row on the padding reads a row of the constant that the
+// module holds, one per type, constant and length, instead of testing a condition at each load; a row longer than
+// 32 KiB keeps the condition. Both against the standard executor, an f32 and an i32 constant.
+TEST(PaddingInPlace, RowsOnThePaddingReadARowOfTheConstant) {
+  for (const auto& [dtype, width] :
+       {std::pair{DType::f32, std::int64_t{100}}, {DType::f32, std::int64_t{9000}}, {DType::i32, std::int64_t{37}}}) {
+    const Tensor x = random_tensor(dtype, {4, width}, 20), v = random_tensor(dtype, {width}, 21);
+    auto body = [](Tensor x, Tensor v) { return pad(x, {{2, 1}, {0, 0}}, 3) * 2 + v; };
+    const std::string label = std::string(to_string(dtype)) + " rows of " + std::to_string(width);
+    const testing::DifferentialResult result = expect_agreement(label, body, x, v);
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << label << "\n" << result.fused;
+    EXPECT_TRUE(reads_in_place(result.fused)) << label << "\n" << result.fused;
+    auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+    const std::string module = jit.get_compiler_ir(Stage::source, x, v);
+    const std::size_t kernel = module.find("void kernel_0_items");
+    ASSERT_NE(kernel, std::string::npos) << module;
+    const std::string source = module.substr(kernel);  // the kernel, not the prelude
+    const std::string row =
+        std::string("constant_row<") + (dtype == DType::f32 ? "float" : "int32_t") + ", " + std::to_string(width) + ">";
+    const bool fits = width * 4 <= 32 * 1024;
+    EXPECT_EQ(source.find(row) != std::string::npos, fits) << label << "\n" << source;
+    EXPECT_EQ(source.find("? load<") != std::string::npos, !fits) << label << "\n" << source;
+  }
+}
+
 // A padded value read transposed (its padded axis the kernel's inner one, elements far apart), broadcast, and
 // padded on a computed value: the value under the padding comes from another kernel.
 TEST(PaddingInPlace, TransposedBroadcastAndComputedSources) {
