@@ -122,6 +122,39 @@ TEST(PaddingInPlace, RowsOnThePaddingReadARowOfTheConstant) {
   }
 }
 
+// Rows one image position long (the filters, or the stride, keep the width from merging with the channels) whose
+// last row axis is padded walk that axis in a loop within the row (d0), with the bounds along it checked per step:
+// a depthwise convolution and a strided max pool, padding on both sides (stride 1) and after only (stride 2), a row
+// of the constant that fits and one that does not (300 x 32 floats). An average pool keeps a row per position: its
+// window sizes would be computed per element within such a loop.
+TEST(PaddingInPlace, ShortRowsWalkTheirPaddedLastRowAxisInALoop) {
+  for (const auto& [shape, stride] : {std::pair{Shape({2, 40, 9, 19}), std::int64_t{1}},
+                                      {Shape({3, 50, 7, 17}), std::int64_t{2}},
+                                      {Shape({1, 70, 300, 32}), std::int64_t{1}}}) {
+    const Tensor images = random_tensor(DType::f32, shape, 30),
+                 filters = random_tensor(DType::f32, {3, 3, 1, shape[3]}, 31);
+    const std::string label = shape.to_string() + " stride " + std::to_string(stride);
+    auto depthwise = [stride](Tensor x, Tensor w) {
+      return nn::relu(nn::conv2d(x, w, {.strides = {stride, stride}, .padding = nn::Padding::same}) + 0.5f);
+    };
+    auto max_pool = [stride](Tensor x) { return nn::max_pool2d(x, pool(3, stride)); };
+    auto average_pool = [stride](Tensor x) { return nn::avg_pool2d(x, pool(3, stride)); };
+    auto loops_within_rows = [](const std::string& module) {
+      return module.find("for (int64_t d0 = 0;", module.find("void kernel_0_items")) != std::string::npos;
+    };
+    const testing::DifferentialResult convolved = expect_agreement("depthwise " + label, depthwise, images, filters);
+    EXPECT_EQ(convolved.jit.kernels_per_call, 1) << label << "\n" << convolved.fused;
+    auto jit = [](auto body) { return function(body, {.jit_compile = true, .on_compile_failure = Fallback::none}); };
+    EXPECT_TRUE(loops_within_rows(jit(depthwise).get_compiler_ir(Stage::source, images, filters))) << label;
+    const testing::DifferentialResult pooled = expect_agreement("max_pool2d " + label, max_pool, images);
+    EXPECT_EQ(pooled.jit.kernels_per_call, 1) << label << "\n" << pooled.fused;
+    // With stride 1 a max pool's rows are whole image rows already: the width merges with the channels.
+    EXPECT_EQ(loops_within_rows(jit(max_pool).get_compiler_ir(Stage::source, images)), stride == 2) << label;
+    expect_agreement("avg_pool2d " + label, average_pool, images);
+    EXPECT_FALSE(loops_within_rows(jit(average_pool).get_compiler_ir(Stage::source, images))) << label;
+  }
+}
+
 // A padded value read transposed (its padded axis the kernel's inner one, elements far apart), broadcast, and
 // padded on a computed value: the value under the padding comes from another kernel.
 TEST(PaddingInPlace, TransposedBroadcastAndComputedSources) {

@@ -119,18 +119,23 @@ class KernelEmitter {
   // For each space axis that a load's bound depends on, a Linear that keeps layout() from merging the axis with
   // the one before it: every bounded axis starts a row axis or the inner loop.
   std::vector<Linear> padding_axes() const;
-  // Where bounded space axis `axis` lies in `layout`: it starts row axis `row_axis` (-1: the inner loop), and its
-  // coordinate is that one's divided by `divisor`, the product of the sizes of the axes merged after it. A middle
-  // axis throws CompileError, naming `value`'s op.
+  // Where bounded space axis `axis` lies in `layout`: it starts row axis `row_axis`, or middle loop `middle_axis`,
+  // or (both -1) the inner loop, and its coordinate is that one's divided by `divisor`, the product of the sizes of
+  // the axes merged after it.
   struct BoundedAxis {
     int row_axis = -1;
+    int middle_axis = -1;
     std::int64_t divisor = 1;
   };
-  BoundedAxis bounded_axis(const Layout& layout, int axis, ir::ValueId value) const;
+  BoundedAxis bounded_axis(const Layout& layout, int axis) const;
   // The condition that load `item` reads its source, not the padding: "inside(2 * c1 + 1, 112) && ..." over its
   // bounds along row axes (c0, c1, ...: the row coordinates) and constant ones, and along the inner loop in terms of
-  // the variable `inner` unless it is empty; empty when no bound is left.
-  std::string inside_condition(const Instance& item, const Layout& layout, const std::string& inner) const;
+  // the variable `inner` unless it is empty; empty when no bound is left. A bound along a middle loop is
+  // middle_condition's: it throws CompileError unless `middle_apart` says the caller checks those.
+  std::string inside_condition(const Instance& item, const Layout& layout, const std::string& inner,
+                               bool middle_apart = false) const;
+  // The condition over load `item`'s bounds along middle loops, in their variables d0, d1, ...; empty without.
+  std::string middle_condition(const Instance& item, const Layout& layout) const;
 
   // C++ for the declarations of the kernel's buffers inside its state struct
   // and their initialization from `buffers[]`.

@@ -27,15 +27,19 @@ std::int64_t ceil_divide(std::int64_t a, std::int64_t b) { return -floor_divide(
 
 }  // namespace
 
-std::string RowKernel::row_inside(const Instance& item) const { return emitter_.inside_condition(item, layout_, ""); }
+std::string RowKernel::row_inside(const Instance& item) const {
+  return emitter_.inside_condition(item, layout_, "", true);
+}
+
+std::string RowKernel::middle_inside(const Instance& item) const { return emitter_.middle_condition(item, layout_); }
 
 std::pair<std::int64_t, std::int64_t> RowKernel::inner_window(const Instance& item) const {
   std::int64_t begin = 0, end = layout_.inner_size;
   for (const Bound& bound : item.bounds) {
     const AxisMap& coordinate = bound.coordinate;
     if (coordinate.source < 0 || kernel_.space[coordinate.source] == 1) continue;
-    const KernelEmitter::BoundedAxis where = emitter_.bounded_axis(layout_, coordinate.source, item.value);
-    if (where.row_axis >= 0) continue;  // row_inside's
+    const KernelEmitter::BoundedAxis where = emitter_.bounded_axis(layout_, coordinate.source);
+    if (where.row_axis >= 0 || where.middle_axis >= 0) continue;  // row_inside's or middle_inside's
     // The axis's coordinate q = j / divisor: offset + scale * q in [0, size - 1] for q in [first, last], so j in
     // [first * divisor, (last + 1) * divisor).
     const std::int64_t offset = coordinate.offset, scale = coordinate.scale, top = bound.size - 1;
@@ -52,7 +56,7 @@ std::string RowKernel::padding_scalar(const Instance& item) const {
 }
 
 std::int64_t RowKernel::padding_row_length(const Instance& item) const {
-  if (across_lanes_ || row_inside(item).empty()) return 0;
+  if (across_lanes_ || (row_inside(item).empty() && middle_inside(item).empty())) return 0;
   const auto [begin, end] = inner_window(item);
   if (begin != 0 || end != layout_.inner_size) return 0;
   // The last element a row's loads reach: the inner loop's and every middle loop's last step.
@@ -70,7 +74,15 @@ std::int64_t RowKernel::padding_row_length(const Instance& item) const {
   return bytes <= kMaxPaddingRowBytes ? last + 1 : 0;
 }
 
-std::string RowKernel::padded_row_setup(const Instance& item, std::map<std::string, std::string>& padding_rows) const {
+std::string RowKernel::padding_row(const Instance& item) const {
+  const std::int64_t length = padding_row_length(item);
+  if (length == 0) return "";
+  const std::string type = "constant_row<" + emitter_.storage_type(item.value) + ", " + std::to_string(length) + ">";
+  const auto found = padding_rows_.find(type + padding_scalar(item));
+  return found == padding_rows_.end() ? "" : found->second + ".values";
+}
+
+std::string RowKernel::padded_row_setup(const Instance& item) const {
   const std::string type = emitter_.storage_type(item.value);
   const std::string condition = row_inside(item);
   const auto [begin, end] = inner_window(item);
@@ -88,36 +100,47 @@ std::string RowKernel::padded_row_setup(const Instance& item, std::map<std::stri
   Linear first = item.address;  // the row's element `begin`
   first.offset += begin * step;
   std::string offset = end == begin ? "0" : emitter_.row_offset(first, layout_);  // "0": nothing is read
+  const std::string source = "state." + emitter_.input_name(item.buffer) + " + (" + offset + ")";
   const std::string declaration = "    const " + type + "* " + pointer(item) + " = ";
-  if (condition.empty())
-    return text + declaration + "state." + emitter_.input_name(item.buffer) + " + (" + offset + ");\n";
+  if (padding_length > 0) {
+    // Loads sharing a type, a constant and a length share one row.
+    const std::string row_type = "constant_row<" + type + ", " + std::to_string(padding_length) + ">";
+    const auto [row, added] = padding_rows_.try_emplace(row_type + padding_scalar(item),
+                                                        "padding_row_" + std::to_string(padding_rows_.size()));
+    if (added)
+      text += "    static constexpr " + row_type + " " + row->second + " = fill_row<" + type + ", " +
+              std::to_string(padding_length) + ">(" + padding_scalar(item) + ");\n";
+  }
+  if (condition.empty()) return text + declaration + source + ";\n";
   text += "    const bool inside_" + item.name + " = " + condition + ";\n";
-  if (padding_length == 0)
-    return text + declaration + "state." + emitter_.input_name(item.buffer) + " + (inside_" + item.name + " ? " +
-           offset + " : 0);\n";
-  // Loads sharing a type, a constant and a length share one row.
-  const std::string row_type = "constant_row<" + type + ", " + std::to_string(padding_length) + ">";
-  const auto [row, added] =
-      padding_rows.try_emplace(row_type + padding_scalar(item), "padding_row_" + std::to_string(padding_rows.size()));
-  if (added)
-    text += "    static constexpr " + row_type + " " + row->second + " = fill_row<" + type + ", " +
-            std::to_string(padding_length) + ">(" + padding_scalar(item) + ");\n";
-  return text + declaration + "inside_" + item.name + " ? state." + emitter_.input_name(item.buffer) + " + (" + offset +
-         ") : " + row->second + ".values;\n";
+  if (padding_length > 0)
+    return text + declaration + "inside_" + item.name + " ? " + source + " : " + padding_row(item) + ";\n";
+  return text + declaration + "state." + emitter_.input_name(item.buffer) + " + (inside_" + item.name + " ? " + offset +
+         " : 0);\n";
 }
 
-std::string RowKernel::padded_value(const Instance& item, const std::string& loaded) const {
+std::string RowKernel::padded_base(const Instance& item, const std::string& base) const {
+  const std::string condition = middle_inside(item);
+  const std::string row = padding_row(item);
+  if (condition.empty() || row.empty()) return base;
+  return "(" + condition + " ? " + base + " : " + row + ")";
+}
+
+std::string RowKernel::padded_value(const Instance& item, const std::string& loaded, const std::string& base) const {
   const std::string type = emitter_.storage_type(item.value),
                     fill = "splat<" + type + ">(" + padding_scalar(item) + ")";
   const auto [begin, end] = inner_window(item);
   std::string value = loaded;
   if (end == begin) return fill;
   if (begin > 0 || end < layout_.inner_size)
-    value = "load_window<" + type + ">(" + pointer(item) + ", j - " + std::to_string(begin) + ", " +
+    value = "load_window<" + type + ">(" + base + ", j - " + std::to_string(begin) + ", " +
             std::to_string(emitter_.inner_coefficient(item.address, layout_)) + ", count, " +
             std::to_string(end - begin) + ", " + padding_scalar(item) + ")";
-  if (row_inside(item).empty() || padding_row_length(item) > 0) return value;  // the row pointer chose
-  return "inside_" + item.name + " ? " + value + " : " + fill;
+  if (padding_row_length(item) > 0) return value;  // the row's pointer (and padded_base) chose
+  std::string condition = row_inside(item).empty() ? "" : "inside_" + item.name;
+  if (const std::string middle = middle_inside(item); !middle.empty())
+    condition = condition.empty() ? middle : condition + " && " + middle;
+  return condition.empty() ? value : "(" + condition + ") ? " + value + " : " + fill;
 }
 
 }  // namespace kiln::compiler::cpu

@@ -34,37 +34,71 @@ std::vector<Linear> KernelEmitter::padding_axes() const {
   return axes;
 }
 
-KernelEmitter::BoundedAxis KernelEmitter::bounded_axis(const Layout& layout, int axis, ir::ValueId value) const {
+KernelEmitter::BoundedAxis KernelEmitter::bounded_axis(const Layout& layout, int axis) const {
   auto divisor = [&](int last) {
     std::int64_t product = 1;
     for (int inner = axis + 1; inner <= last; ++inner) product *= kernel_.space[inner];
     return product;
   };
+  // Row axes, middle loops and the inner loop follow one another outward in; each names its innermost axis.
   for (std::size_t t = 0; t < layout.outer_axes.size(); ++t)
-    if (layout.outer_axes[t] >= axis) return {static_cast<int>(t), divisor(layout.outer_axes[t])};
-  if (layout.inner_axis >= axis) return {-1, divisor(layout.inner_axis)};
-  throw CompileError("concat", "padding read in place along an axis the kernel loops over within a row",
-                     graph_.node(value).location);
+    if (layout.outer_axes[t] >= axis) return {static_cast<int>(t), -1, divisor(layout.outer_axes[t])};
+  for (std::size_t t = 0; t < layout.middle_axes.size(); ++t)
+    if (layout.middle_axes[t] >= axis) return {-1, static_cast<int>(t), divisor(layout.middle_axes[t])};
+  return {-1, -1, divisor(layout.inner_axis)};
 }
 
-std::string KernelEmitter::inside_condition(const Instance& item, const Layout& layout,
-                                            const std::string& inner) const {
+namespace {
+
+// "inside(scale * (along / divisor) + offset, size)" for one bound.
+std::string inside_text(const Bound& bound, std::string along, std::int64_t divisor) {
+  const AxisMap& coordinate = bound.coordinate;
+  if (divisor != 1) along = "(" + along + " / " + std::to_string(divisor) + ")";
+  const std::string scaled = coordinate.scale == 1 ? along : std::to_string(coordinate.scale) + " * " + along;
+  const std::string text = coordinate.offset == 0  ? scaled
+                           : coordinate.offset > 0 ? scaled + " + " + std::to_string(coordinate.offset)
+                                                   : scaled + " - " + std::to_string(-coordinate.offset);
+  return "inside(" + text + ", " + std::to_string(bound.size) + ")";
+}
+
+std::string conjunction(const std::string& left, const std::string& right) {
+  return left.empty() ? right : left + " && " + right;
+}
+
+}  // namespace
+
+std::string KernelEmitter::inside_condition(const Instance& item, const Layout& layout, const std::string& inner,
+                                            bool middle_apart) const {
   std::string condition;
   for (const Bound& bound : item.bounds) {
     const AxisMap& coordinate = bound.coordinate;
-    std::string text = std::to_string(coordinate.offset);
-    if (coordinate.source >= 0 && kernel_.space[coordinate.source] != 1) {
-      const BoundedAxis where = bounded_axis(layout, coordinate.source, item.value);
-      if (where.row_axis < 0 && inner.empty()) continue;
-      std::string along = where.row_axis < 0 ? inner : "c" + std::to_string(where.row_axis);
-      if (where.divisor != 1) along = "(" + along + " / " + std::to_string(where.divisor) + ")";
-      const std::string scaled = coordinate.scale == 1 ? along : std::to_string(coordinate.scale) + " * " + along;
-      text = coordinate.offset == 0  ? scaled
-             : coordinate.offset > 0 ? scaled + " + " + std::to_string(coordinate.offset)
-                                     : scaled + " - " + std::to_string(-coordinate.offset);
+    if (coordinate.source < 0 || kernel_.space[coordinate.source] == 1) {  // a constant coordinate
+      condition = conjunction(condition,
+                              "inside(" + std::to_string(coordinate.offset) + ", " + std::to_string(bound.size) + ")");
+      continue;
     }
-    condition +=
-        (condition.empty() ? "" : " && ") + std::string("inside(") + text + ", " + std::to_string(bound.size) + ")";
+    const BoundedAxis where = bounded_axis(layout, coordinate.source);
+    if (where.middle_axis >= 0) {
+      if (middle_apart) continue;
+      throw CompileError("concat", "padding read in place along an axis the kernel loops over within a row",
+                         graph_.node(item.value).location);
+    }
+    if (where.row_axis < 0 && inner.empty()) continue;
+    condition = conjunction(
+        condition,
+        inside_text(bound, where.row_axis < 0 ? inner : "c" + std::to_string(where.row_axis), where.divisor));
+  }
+  return condition;
+}
+
+std::string KernelEmitter::middle_condition(const Instance& item, const Layout& layout) const {
+  std::string condition;
+  for (const Bound& bound : item.bounds) {
+    const AxisMap& coordinate = bound.coordinate;
+    if (coordinate.source < 0 || kernel_.space[coordinate.source] == 1) continue;
+    const BoundedAxis where = bounded_axis(layout, coordinate.source);
+    if (where.middle_axis >= 0)
+      condition = conjunction(condition, inside_text(bound, "d" + std::to_string(where.middle_axis), where.divisor));
   }
   return condition;
 }

@@ -85,6 +85,12 @@ std::string RowKernel::emit() {
     throw CompileError("concat", "padding is read in place by loop kernels only", std::string());
   extra.insert(extra.end(), padded.begin(), padded.end());
   layout_ = emitter_.layout(split, extra);
+  if (walks_padded_rows_in_a_middle_loop()) {
+    // The last row axis becomes a middle loop: split the space where its group begins.
+    const std::size_t rows = layout_.outer_axes.size();
+    Layout candidate = emitter_.layout(rows == 1 ? 0 : layout_.outer_axes[rows - 2] + 1, extra);
+    if (!computes_per_middle_step(candidate)) layout_ = std::move(candidate);
+  }
   mark_varying();
   across_lanes_ = rows_across_lanes();
   plan_phases();
@@ -95,6 +101,45 @@ std::string RowKernel::emit() {
                      layout_.middle_sizes.empty() && only_reduction_outputs();
   streaming_ = !across_lanes_ && element_output_bytes() >= streaming_bytes;
   return emit_kernel();
+}
+
+bool RowKernel::walks_padded_rows_in_a_middle_loop() const {
+  if (kernel_.kind != KernelKind::loop || layout_.outer_axes.empty() || !layout_.middle_sizes.empty()) return false;
+  std::int64_t row_bytes = 0;
+  bool bounded_last_row_axis = false;
+  const int last = static_cast<int>(layout_.outer_axes.size()) - 1;
+  for (int id = 0; id < emitter_.instance_count(); ++id) {
+    const Instance& item = at(id);
+    if (item.kind != Instance::Kind::load) continue;
+    row_bytes = std::max(
+        row_bytes, layout_.inner_size * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype)));
+    for (const Bound& bound : item.bounds)
+      if (bound.coordinate.source >= 0 && kernel_.space[bound.coordinate.source] != 1)
+        bounded_last_row_axis =
+            bounded_last_row_axis || emitter_.bounded_axis(layout_, bound.coordinate.source).row_axis == last;
+  }
+  std::int64_t rows_left = 1;  // the rows the work is split into once the last row axis is a loop within them
+  for (std::size_t t = 0; t + 1 < layout_.outer_sizes.size(); ++t) rows_left *= layout_.outer_sizes[t];
+  return bounded_last_row_axis && row_bytes <= middle_loop_row_bytes && rows_left >= middle_loop_min_rows;
+}
+
+bool RowKernel::computes_per_middle_step(const Layout& layout) const {
+  // Operands come before the values computed from them.
+  std::vector<bool> along_inner(static_cast<std::size_t>(emitter_.instance_count())), along_middle(along_inner);
+  for (int id = 0; id < emitter_.instance_count(); ++id) {
+    const Instance& item = at(id);
+    const auto index = static_cast<std::size_t>(id);
+    if (!item.address.coefficients.empty()) {
+      along_inner[index] = emitter_.inner_coefficient(item.address, layout) != 0;
+      along_middle[index] = emitter_.varies_in_middle(item.address, layout);
+    }
+    for (int operand : item.operands) {
+      along_inner[index] = along_inner[index] || along_inner[static_cast<std::size_t>(operand)];
+      along_middle[index] = along_middle[index] || along_middle[static_cast<std::size_t>(operand)];
+    }
+    if (item.kind == Instance::Kind::compute && along_middle[index] && !along_inner[index]) return true;
+  }
+  return false;
 }
 
 void RowKernel::build_instances() {

@@ -17,6 +17,13 @@
 namespace kiln::compiler::cpu {
 
 inline constexpr std::int64_t chunk_size = 16384;  // elements per work item of a long row
+// A loop kernel whose rows are at most this long and that reads padding along its last row axis (a depthwise
+// convolution or a pool: one image position per row) walks that axis in a middle loop instead: each row's setup
+// -- its coordinates, and a condition and a pointer per tap -- is then paid once per image row, the conditions
+// along the axis once per step.
+inline constexpr std::int64_t middle_loop_row_bytes = 1024;
+// ... when at least this many rows are left to share among the threads.
+inline constexpr std::int64_t middle_loop_min_rows = 64;
 // The most lanes a generated vector has (the prelude's `lanes`: 16 with AVX-512, 8 with AVX2, 4 else). A
 // loop whose every range is a multiple of this many elements never has a partial vector at its end, and
 // leaving out that last step keeps the body from being compiled twice: with a transcendental in it, the
@@ -234,18 +241,31 @@ class RowKernel {
   std::pair<std::int64_t, std::int64_t> inner_window(const Instance& item) const;
   // The padding's constant as a value of load `item`'s type.
   std::string padding_scalar(const Instance& item) const;
+  // The condition over load `item`'s bounds along middle loops (d0, d1, ...); empty without.
+  std::string middle_inside(const Instance& item) const;
   // The per-row pointer of load `item` (at the window's first element; the input's start where the row reads
-  // nothing, or the padding row below), after its row condition `inside_<name>`. `padding_rows` names the
-  // padding rows declared so far (by type, constant and length), so that loads sharing one share its array.
-  std::string padded_row_setup(const Instance& item, std::map<std::string, std::string>& padding_rows) const;
+  // nothing, or the padding row below), after its row condition `inside_<name>`; declares the padding row where
+  // it is the first load of its type, constant and length (padding_rows_).
+  std::string padded_row_setup(const Instance& item) const;
+  // The padding row load `item` reads where it falls on the padding ("padding_row_0.values"), or empty.
+  std::string padding_row(const Instance& item) const;
+  // Where load `item` reads the current middle step (`base`: its row pointer plus the middle offset): the padding
+  // row instead where a bound along a middle loop fails and there is one.
+  std::string padded_base(const Instance& item, const std::string& base) const;
   // How many elements a row of load `item` spans when the row falls on the padding as a whole or not at all (bounds
   // along row axes only) and its loads walk forward: a row of that many copies of the constant then stands in for
   // the source, and the loads need no condition. 0 where not (bounds along the inner loop, a reversed walk, a
   // row longer than kMaxPaddingRowBytes).
   std::int64_t padding_row_length(const Instance& item) const;
-  // Load `item`'s vector at element j: `loaded` (its plain load) where the row and the window allow, lanes of
-  // the constant elsewhere.
-  std::string padded_value(const Instance& item, const std::string& loaded) const;
+  // Load `item`'s vector at element j: `loaded` (its plain load from `base`, the row's pointer plus the middle
+  // offset) where the row, the middle step and the window allow, lanes of the constant elsewhere.
+  std::string padded_value(const Instance& item, const std::string& loaded, const std::string& base) const;
+  // Whether the layout should make its last row axis a middle loop (middle_loop_row_bytes).
+  bool walks_padded_rows_in_a_middle_loop() const;
+  // Whether `layout` would have a value computed that varies across middle steps but not along the inner loop (an
+  // average pool's window sizes): computed once per row before, it would be computed per element (the generated
+  // loops have no place for a value per middle step), and an average pool ran 1.4x slower so.
+  bool computes_per_middle_step(const Layout& layout) const;
 
   // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
   // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
@@ -290,6 +310,8 @@ class RowKernel {
   bool streaming_ = false;      // element outputs use store_streaming
   bool whole_vectors_ = false;  // every inner range's length is a multiple of widest_lanes
   bool across_lanes_ = false;   // a group of rows at a time, a row in each lane (rows_across_lanes)
+  // The padding rows an items function declares, by type, constant and length (padded_row_setup).
+  mutable std::map<std::string, std::string> padding_rows_;
   std::vector<int> strips_;     // loads read through transposed strips (strip_loads)
 };
 

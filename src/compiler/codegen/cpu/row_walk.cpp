@@ -22,7 +22,7 @@ std::string RowKernel::digits(const std::vector<std::int64_t>& sizes, const std:
 
 std::string RowKernel::row_setup_pointers() const {
   std::string text;
-  std::map<std::string, std::string> padding_rows;
+  padding_rows_.clear();  // declared anew in each items function
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     if (item.kind != Instance::Kind::load) continue;
@@ -33,7 +33,7 @@ std::string RowKernel::row_setup_pointers() const {
       continue;
     }
     if (!item.bounds.empty()) {
-      text += padded_row_setup(item, padding_rows);
+      text += padded_row_setup(item);
       continue;
     }
     text += "    const " + type + "* " + pointer(item) + " = state." + emitter_.input_name(item.buffer) + " + (" +
@@ -105,7 +105,7 @@ std::string RowKernel::row_value(int id) const {
   if (item.kind == Instance::Kind::load) {
     if (across_lanes_) return read_across_lanes(type, pointer(item), row_stride(item.address));
     const std::string loaded = "splat<" + type + ">(" + pointer(item) + "[0])";
-    return item.bounds.empty() ? loaded : padded_value(item, loaded);
+    return item.bounds.empty() ? loaded : padded_value(item, loaded, pointer(item));
   }
   if (node.op == ir::Op::iota) {
     if (across_lanes_)
@@ -134,11 +134,12 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
     } else if (item.kind == Instance::Kind::load) {
       std::int64_t step = reads_strip(id) ? 1 : emitter_.inner_coefficient(item.address, layout_);
       std::string base = pointer(item) + emitter_.middle_offset(item.address, layout_);
+      if (!item.bounds.empty()) base = padded_base(item, base);
       value = step == 0   ? "splat<" + type + ">((" + base + ")[0])"
               : step == 1 ? "load<" + type + ">(" + base + " + j, count)"
                           : "gather<" + type + ">(" + base + " + j * " + std::to_string(step) + ", " +
                                 std::to_string(step) + ", count)";
-      if (!item.bounds.empty()) value = padded_value(item, value);
+      if (!item.bounds.empty()) value = padded_value(item, value, base);
     } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
       std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
       value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) +
