@@ -79,7 +79,12 @@ std::string RowKernel::padding_row(const Instance& item) const {
   if (length == 0) return "";
   const std::string type = "constant_row<" + emitter_.storage_type(item.value) + ", " + std::to_string(length) + ">";
   const auto found = padding_rows_.find(type + padding_scalar(item));
-  return found == padding_rows_.end() ? "" : found->second + ".values";
+  // padded_row_setup declares it in the items function before any load is written; reading without it would read
+  // outside the source.
+  if (found == padding_rows_.end())
+    throw CompileError("concat", "internal: a padded load's row of the constant was not declared",
+                       emitter_.graph().node(item.value).location);
+  return found->second + ".values";
 }
 
 std::string RowKernel::padded_row_setup(const Instance& item) const {
@@ -121,9 +126,9 @@ std::string RowKernel::padded_row_setup(const Instance& item) const {
 
 std::string RowKernel::padded_base(const Instance& item, const std::string& base) const {
   const std::string condition = middle_inside(item);
+  if (condition.empty()) return base;
   const std::string row = padding_row(item);
-  if (condition.empty() || row.empty()) return base;
-  return "(" + condition + " ? " + base + " : " + row + ")";
+  return row.empty() ? base : "(" + condition + " ? " + base + " : " + row + ")";  // no row: padded_value's condition
 }
 
 std::string RowKernel::padded_value(const Instance& item, const std::string& loaded, const std::string& base) const {
