@@ -88,9 +88,9 @@ std::string RowKernel::emit() {
   if (walks_padded_rows_in_a_middle_loop()) {
     // The last row axis becomes a middle loop: split the space where its group begins.
     const std::size_t rows = layout_.outer_axes.size();
-    Layout candidate = emitter_.layout(rows == 1 ? 0 : layout_.outer_axes[rows - 2] + 1, extra);
-    if (!computes_per_middle_step(candidate)) layout_ = std::move(candidate);
+    layout_ = emitter_.layout(rows == 1 ? 0 : layout_.outer_axes[rows - 2] + 1, extra);
   }
+  if (kernel_.kind == KernelKind::loop) step_values_ = per_middle_step(layout_);
   mark_varying();
   across_lanes_ = rows_across_lanes();
   plan_phases();
@@ -123,7 +123,9 @@ bool RowKernel::walks_padded_rows_in_a_middle_loop() const {
   return bounded_last_row_axis && row_bytes <= middle_loop_row_bytes && rows_left >= middle_loop_min_rows;
 }
 
-bool RowKernel::computes_per_middle_step(const Layout& layout) const {
+std::set<int> RowKernel::per_middle_step(const Layout& layout) const {
+  std::set<int> values;
+  if (layout.middle_sizes.empty()) return values;
   // Operands come before the values computed from them.
   std::vector<bool> along_inner(static_cast<std::size_t>(emitter_.instance_count())), along_middle(along_inner);
   for (int id = 0; id < emitter_.instance_count(); ++id) {
@@ -137,9 +139,11 @@ bool RowKernel::computes_per_middle_step(const Layout& layout) const {
       along_inner[index] = along_inner[index] || along_inner[static_cast<std::size_t>(operand)];
       along_middle[index] = along_middle[index] || along_middle[static_cast<std::size_t>(operand)];
     }
-    if (item.kind == Instance::Kind::compute && along_middle[index] && !along_inner[index]) return true;
+    if ((item.kind == Instance::Kind::compute || item.kind == Instance::Kind::load) && along_middle[index] &&
+        !along_inner[index])
+      values.insert(id);
   }
-  return false;
+  return values;
 }
 
 void RowKernel::build_instances() {

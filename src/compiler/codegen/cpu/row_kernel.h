@@ -163,7 +163,8 @@ class RowKernel {
   // other's combine (a max is a compare and a blend: ~8 cycles of latency per
   // vector with one accumulator; measured 10-15% of a 4096-wide softmax).
   std::string vector_loop(const std::string& begin, const std::string& end, const std::string& body,
-                          const std::string& partial_type = "", int partial_count = 1) const;
+                          const std::string& partial_type = "", int partial_count = 1,
+                          const std::string& step_prologue = "") const;
 
   // vector_loop's loop over [begin, end), without the middle loops around it.
   std::string inner_vector_loop(const std::string& begin, const std::string& end, const std::string& body,
@@ -262,10 +263,10 @@ class RowKernel {
   std::string padded_value(const Instance& item, const std::string& loaded, const std::string& base) const;
   // Whether the layout should make its last row axis a middle loop (middle_loop_row_bytes).
   bool walks_padded_rows_in_a_middle_loop() const;
-  // Whether `layout` would have a value computed that varies across middle steps but not along the inner loop (an
-  // average pool's window sizes): computed once per row before, it would be computed per element (the generated
-  // loops have no place for a value per middle step), and an average pool ran 1.4x slower so.
-  bool computes_per_middle_step(const Layout& layout) const;
+  // The values that vary across the middle loop's steps but not along the inner loop (an average pool's window
+  // sizes, when the width is a middle loop): computed once per step, before the inner loop (element_pass), not per
+  // element -- per element an average pool ran 1.4x slower than with a row per position.
+  std::set<int> per_middle_step(const Layout& layout) const;
 
   // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
   // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
@@ -310,6 +311,7 @@ class RowKernel {
   bool streaming_ = false;      // element outputs use store_streaming
   bool whole_vectors_ = false;  // every inner range's length is a multiple of widest_lanes
   bool across_lanes_ = false;   // a group of rows at a time, a row in each lane (rows_across_lanes)
+  std::set<int> step_values_;   // per_middle_step(layout_) of a loop kernel
   // The padding rows an items function declares, by type, constant and length (padded_row_setup).
   mutable std::map<std::string, std::string> padding_rows_;
   std::vector<int> strips_;     // loads read through transposed strips (strip_loads)

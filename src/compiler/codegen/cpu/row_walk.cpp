@@ -142,9 +142,11 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
       if (!item.bounds.empty()) value = padded_value(item, value, base);
     } else if (emitter_.graph().node(item.value).op == ir::Op::iota) {
       std::int64_t step = emitter_.inner_coefficient(item.address, layout_);
-      value = "lane_index<" + type + ">(" + emitter_.row_offset(item.address, layout_) +
-              emitter_.middle_offset(item.address, layout_) + " + j * " + std::to_string(step) + ", " +
-              std::to_string(step) + ")";
+      const std::string offset =
+          emitter_.row_offset(item.address, layout_) + emitter_.middle_offset(item.address, layout_);
+      value = step == 0 ? "splat<" + type + ">(static_cast<" + type + ">(" + offset + "))"  // a value per middle step
+                        : "lane_index<" + type + ">(" + offset + " + j * " + std::to_string(step) + ", " +
+                              std::to_string(step) + ")";
     } else {
       text += "        " + emitter_.describe(item.value) + "\n";
       value = divides_by_reciprocal(id) ? divide_by_row_value(item) : emitter_.expression(id);
@@ -163,7 +165,8 @@ std::string RowKernel::cache_offset() const {
 }
 
 std::string RowKernel::vector_loop(const std::string& begin, const std::string& end, const std::string& body,
-                                   const std::string& partial_type, int partial_count) const {
+                                   const std::string& partial_type, int partial_count,
+                                   const std::string& step_prologue) const {
   const std::string loop = inner_vector_loop(begin, end, body, partial_type, partial_count);
   if (layout_.middle_sizes.empty()) return loop;
   std::string text, index = "0";
@@ -174,7 +177,7 @@ std::string RowKernel::vector_loop(const std::string& begin, const std::string& 
     index = "(" + index + ") * " + std::to_string(layout_.middle_sizes[t]) + " + " + d;
   }
   if (!cached_.empty()) text += "      const int64_t middle = " + index + ";\n";
-  text += loop;
+  text += step_prologue + loop;
   for (std::size_t t = 0; t < layout_.middle_sizes.size(); ++t) text += "      }\n";
   return text;
 }
@@ -389,8 +392,11 @@ std::string RowKernel::reduction_passes(const std::string& begin, const std::str
 }
 
 std::string RowKernel::element_pass(const std::string& begin, const std::string& end) const {
-  const std::set<int>& needed = phase_elements_.back();
-  std::string body = prefetch_ahead(needed) + element_values(needed, static_cast<int>(phase_elements_.size()) - 1);
+  const int phase = static_cast<int>(phase_elements_.size()) - 1;
+  // Values per middle step before the inner loop, the others per element.
+  std::set<int> needed, per_step;
+  for (int id : phase_elements_.back()) (step_values_.count(id) ? per_step : needed).insert(id);
+  std::string body = prefetch_ahead(needed) + element_values(needed, phase);
   body += prefetch_next_row(next_row_loads(), true);
   bool any = false;
   for (const auto& [value, id] : outputs_) {
@@ -399,7 +405,8 @@ std::string RowKernel::element_pass(const std::string& begin, const std::string&
     body += element_store(value, id);
   }
   if (!any) return "";
-  return "    {\n" + (across_lanes_ ? lanes_loop(begin, end, body) : vector_loop(begin, end, body)) + "    }\n";
+  if (across_lanes_) return "    {\n" + lanes_loop(begin, end, body) + "    }\n";
+  return "    {\n" + vector_loop(begin, end, body, "", 1, element_values(per_step, phase)) + "    }\n";
 }
 
 std::string RowKernel::element_store(ir::ValueId value, int id) const {
