@@ -119,13 +119,6 @@ Tensor pool_body(Tensor x) {
                         {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
 }
 
-// A MobileNet depthwise layer: a 3x3 depthwise convolution (one filter per channel) with same padding, bias and
-// relu, over images twice conv's size with half its channels (MobileNet v1's first such layer is 112x112x32). Nine
-// multiply-adds an element: it moves as much as it computes, and writes what it reads.
-Tensor depthwise_body(Tensor x, Tensor filters, Tensor bias) {
-  return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
-}
-
 }  // namespace
 
 WorkloadOptions options_for(Device device) {
@@ -292,7 +285,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 45}),
                                random::normal({3, 3, 1, c}, {.seed = 46, .stddev = 1 / 3.0}),
                                random::normal({c}, {.seed = 47, .stddev = 0.1})};
-    workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, depthwise_body);
+    // A MobileNet depthwise layer: conv_body with one 3x3 filter per channel ([3, 3, 1, c]), over images twice
+    // conv's size with half its channels (MobileNet v1's first such layer is 112x112x32). Nine multiply-adds an
+    // element: it moves as much as it computes, and writes what it reads.
+    workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
   } else {
     const bool cpu_only = id == "block" || id == "conv" || id == "pool" || id == "depthwise";

@@ -74,11 +74,14 @@ std::int64_t RowKernel::padding_row_length(const Instance& item) const {
   return bytes <= kMaxPaddingRowBytes ? last + 1 : 0;
 }
 
+std::string RowKernel::padding_row_type(const Instance& item, std::int64_t length) const {
+  return "constant_row<" + emitter_.storage_type(item.value) + ", " + std::to_string(length) + ">";
+}
+
 std::string RowKernel::padding_row(const Instance& item) const {
   const std::int64_t length = padding_row_length(item);
   if (length == 0) return "";
-  const std::string type = "constant_row<" + emitter_.storage_type(item.value) + ", " + std::to_string(length) + ">";
-  const auto found = padding_rows_.find(type + padding_scalar(item));
+  const auto found = padding_rows_.find(padding_row_type(item, length) + padding_scalar(item));
   // padded_row_setup declares it in the items function before any load is written; reading without it would read
   // outside the source.
   if (found == padding_rows_.end())
@@ -109,7 +112,7 @@ std::string RowKernel::padded_row_setup(const Instance& item) const {
   const std::string declaration = "    const " + type + "* " + pointer(item) + " = ";
   if (padding_length > 0) {
     // Loads sharing a type, a constant and a length share one row.
-    const std::string row_type = "constant_row<" + type + ", " + std::to_string(padding_length) + ">";
+    const std::string row_type = padding_row_type(item, padding_length);
     const auto [row, added] = padding_rows_.try_emplace(row_type + padding_scalar(item),
                                                         "padding_row_" + std::to_string(padding_rows_.size()));
     if (added)

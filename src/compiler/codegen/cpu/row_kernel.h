@@ -248,6 +248,9 @@ class RowKernel {
   // nothing, or the padding row below), after its row condition `inside_<name>`; declares the padding row where
   // it is the first load of its type, constant and length (padding_rows_).
   std::string padded_row_setup(const Instance& item) const;
+  // "constant_row<float, 64>": the type of load `item`'s padding row of `length` elements; with the constant, the
+  // key under which padding_rows_ names it.
+  std::string padding_row_type(const Instance& item, std::int64_t length) const;
   // The padding row load `item` reads where it falls on the padding ("padding_row_0.values"), or empty.
   std::string padding_row(const Instance& item) const;
   // Where load `item` reads the current middle step (`base`: its row pointer plus the middle offset): the padding
