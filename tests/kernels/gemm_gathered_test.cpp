@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/gemm.h"
 
+#include "kernels/cpu/gemm_packing.h"
 #include "runtime/parallel.h"
 #include "support/test_support.h"
 
@@ -215,6 +216,54 @@ TEST(GemmGathered, RowsOutsideEveryPartReadZeros) {
   for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(c[static_cast<std::size_t>(j)], 0.0f);
   expect_same_as_written(windows, n);
   expect_same_as_written(Windows(1, 3, 3, 32, 2, 1, 3), 21);
+}
+
+// gathered_runs reads a filter row's taps as one run where they are adjacent in memory in every row of the strip,
+// and as separate runs where a row meets the padding at one tap but not the next.
+TEST(GemmGathered, AdjacentTapsAreReadAsOneRun) {
+  const Windows windows(1, 6, 10, 32, 3, 1, 1);  // 6 rows of 10 outputs; a filter row is 3 taps of 32 channels
+  const std::int64_t filter_row = 3 * windows.channels;
+  auto pixel = [&](std::int64_t y, std::int64_t x) {
+    return windows.image.data() + (y * windows.width + x) * windows.channels;
+  };
+  gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+
+  // Outputs (2, 2..7): their windows are inside the image, so each filter row is one run; the middle filter row
+  // (K block [96, 192)) of output (2, x) starts at pixel (2, x - 1).
+  ASSERT_EQ(gemm_detail::gathered_runs(windows.rows, 2 * windows.width + 2, 6, filter_row, filter_row, runs), 1);
+  EXPECT_EQ(runs[0].depth, filter_row);
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(runs[0].rows[r], pixel(2, 1 + r)) << "row " << r;
+
+  // Outputs (2, 0..5): output (2, 0)'s first tap is on the padding and its second is not, so the first tap is a
+  // run of its own (zeros in row 0) and the other two are one.
+  ASSERT_EQ(gemm_detail::gathered_runs(windows.rows, 2 * windows.width, 6, filter_row, filter_row, runs), 2);
+  EXPECT_EQ(runs[0].depth, windows.channels);
+  EXPECT_EQ(runs[1].depth, 2 * windows.channels);
+  for (int r = 1; r < 6; ++r) EXPECT_EQ(runs[0].rows[r], pixel(2, r - 1)) << "row " << r;
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(runs[1].rows[r], pixel(2, r)) << "row " << r;
+  for (std::int64_t c = 0; c < windows.channels; ++c) EXPECT_EQ(runs[0].rows[0][c], 0.0f);
+
+  // Outputs (0, 1..6): the first filter row lies on the padding above the image for all of them: zeros, one run.
+  ASSERT_EQ(gemm_detail::gathered_runs(windows.rows, 1, 6, 0, filter_row, runs), 1);
+  EXPECT_EQ(runs[0].depth, filter_row);
+  for (int r = 0; r < 6; ++r)
+    for (std::int64_t c = 0; c < filter_row; ++c) ASSERT_EQ(runs[0].rows[r][c], 0.0f) << "row " << r;
+
+  // Outputs (2, 8), (2, 9), (3, 0..3): the strip wraps to the next image row, whose pixels do not continue the
+  // previous row's; rows at either edge meet the padding. Read run by run, the runs give the written-out rows.
+  const std::vector<float> written = windows.written();
+  const std::int64_t first_row = 2 * windows.width + 8;
+  const int run_count = gemm_detail::gathered_runs(windows.rows, first_row, 6, 0, windows.k(), runs);
+  EXPECT_GT(run_count, 3);
+  std::int64_t column = 0;
+  for (int i = 0; i < run_count; ++i) {
+    for (int r = 0; r < 6; ++r)
+      for (std::int64_t j = 0; j < runs[i].depth; ++j)
+        ASSERT_EQ(runs[i].rows[r][j], written[static_cast<std::size_t>((first_row + r) * windows.k() + column + j)])
+            << "run " << i << ", row " << r << ", column " << column + j;
+    column += runs[i].depth;
+  }
+  EXPECT_EQ(column, windows.k());
 }
 
 }  // namespace

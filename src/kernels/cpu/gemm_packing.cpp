@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace kiln::kernels::cpu::gemm_detail {
@@ -147,14 +148,45 @@ bool reads_gathered_in_place(const GatheredRows& a) {
   return true;
 }
 
+namespace {
+
+// Whether run `next` goes on where `run` ends in every row (each row's memory is contiguous across the two, or
+// both are zeros), so that the two can be read as one run.
+bool continues(const ARun& run, const ARun& next, std::int64_t rows) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = run.rows[r];
+    const float* next_row = next.rows[r];
+    // Compared as addresses: row + depth may lie past the end of row's array when the two are unrelated.
+    const bool contiguous =
+        reinterpret_cast<std::uintptr_t>(row) + sizeof(float) * static_cast<std::size_t>(run.depth) ==
+        reinterpret_cast<std::uintptr_t>(next_row);
+    if (!contiguous && !(row == kZeros && next_row == kZeros)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                   std::int64_t depth, ARun* runs) {
   if (depth <= 0) return 0;
-  return for_each_gathered_run(a, row_begin, rows, depth_begin, depth,
-                               [&](std::int64_t r, int run, std::int64_t, std::int64_t count, const float* source) {
-                                 runs[run].depth = count;
-                                 runs[run].rows[r] = source ? source : kZeros;
-                               });
+  const int run_count =
+      for_each_gathered_run(a, row_begin, rows, depth_begin, depth,
+                            [&](std::int64_t r, int run, std::int64_t, std::int64_t count, const float* source) {
+                              runs[run].depth = count;
+                              runs[run].rows[r] = source ? source : kZeros;
+                            });
+  // A convolution's taps along a filter row read adjacent pixels: in NHWC those runs are one piece of memory
+  // wherever the strip's rows are away from the padding. Merged, the microkernel sets up its row pointers once
+  // for them, and keeps its sums in registers across (it stores and reloads them between runs).
+  int merged = 0;
+  for (int i = 1; i < run_count; ++i) {
+    if (continues(runs[merged], runs[i], rows))
+      runs[merged].depth += runs[i].depth;
+    else
+      runs[++merged] = runs[i];
+  }
+  return run_count == 0 ? 0 : merged + 1;
 }
 
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
