@@ -36,8 +36,9 @@ int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t ro
 
 // Read in place only where runs are long enough to pay for setting up their row pointers: measured on 3x3
 // convolutions (8x56x56 images, 64 output channels), 32 input channels ran 5% faster in place, 16 channels 5%
-// slower (3.55 -> 3.72 ms), 24 the same; and only where the microkernel keeps a pointer per row in registers next
-// to its own (kMr rows: 6 on AVX2, NEON and SSE; AVX-512's 14 would spill them, and that is not measured).
+// slower (3.55 -> 3.72 ms), 24 the same; with a filter row's taps merged into one run, 16 channels were still 3%
+// slower in place (one thread, 6.53 -> 6.70 ms). And only where the microkernel keeps a pointer per row in
+// registers next to its own (kMr rows: 6 on AVX2, NEON and SSE; AVX-512's 14 would spill them, not measured).
 inline constexpr std::int64_t kMinInPlaceWidth = 32;
 inline constexpr int kMaxInPlaceRows = 8;
 inline constexpr int kMaxRuns = kKcMax / kMinInPlaceWidth + 2;  // +2: a block may cut a part at either end
