@@ -91,7 +91,7 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
     const std::int64_t begin = std::max(first, depth_begin), end = std::min(first + part.width, depth_end);
     if (begin >= end) continue;
     std::int64_t coordinates[kGatherMaxAxes];
-    std::copy(first_coordinates, first_coordinates + a.axes, coordinates);
+    for (int t = 0; t < kGatherMaxAxes; ++t) coordinates[t] = first_coordinates[t];  // moves, not a call to memcpy
     // Whether the row is inside the bounds along every axis but the last, and its offset along them.
     bool inside_before_last = true;
     std::int64_t offset_before_last = 0;
@@ -104,14 +104,19 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
       }
     };
     place();
+    // The last axis's numbers in locals: `visit` stores 64-bit integers, which could alias the part's, and they
+    // would be loaded again for every row.
+    const std::int64_t last_lower = last >= 0 ? part.lower[last] : 0, last_upper = last >= 0 ? part.upper[last] : 0;
+    const std::int64_t last_stride = last >= 0 ? part.strides[last] : 0, last_extent = last >= 0 ? a.extents[last] : 0;
+    const float* const source = part.source;
     for (std::int64_t r = 0; r < rows; ++r) {
       bool inside = inside_before_last;
       std::int64_t offset = offset_before_last;
       if (last >= 0) {
         const std::int64_t coordinate = coordinates[last];
-        inside &= within(coordinate, part.lower[last], part.upper[last]);
-        offset += coordinate * part.strides[last];
-        if (++coordinates[last] == a.extents[last]) {
+        inside &= within(coordinate, last_lower, last_upper);
+        offset += coordinate * last_stride;
+        if (++coordinates[last] == last_extent) {
           for (int t = last; t >= 0 && coordinates[t] == a.extents[t]; --t) {
             coordinates[t] = 0;
             if (t > 0) ++coordinates[t - 1];
@@ -119,7 +124,7 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
           place();
         }
       }
-      visit(r, run, begin - depth_begin, end - begin, inside ? part.source + offset : nullptr);
+      visit(r, run, begin - depth_begin, end - begin, inside ? source + offset : nullptr);
     }
     ++run;
   }
