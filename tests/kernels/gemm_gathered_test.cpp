@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -264,6 +265,93 @@ TEST(GemmGathered, AdjacentTapsAreReadAsOneRun) {
     column += runs[i].depth;
   }
   EXPECT_EQ(column, windows.k());
+}
+
+// The runs of rows [row_begin, row_begin + rows) and K block [depth_begin, depth_begin + depth), read out, against
+// the written-out windows.
+void expect_runs_read(const Windows& windows, const std::vector<float>& written, const gemm_detail::ARun* runs,
+                      int run_count, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                      std::int64_t depth) {
+  std::int64_t column = depth_begin;
+  for (int i = 0; i < run_count; ++i) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < runs[i].depth; ++j)
+        ASSERT_EQ(runs[i].rows[r][j], written[static_cast<std::size_t>((row_begin + r) * windows.k() + column + j)])
+            << windows.describe(0) << ": rows from " << row_begin << ", run " << i << ", row " << r << ", column "
+            << column + j;
+    column += runs[i].depth;
+  }
+  EXPECT_EQ(column, depth_begin + depth) << windows.describe(0) << ": rows from " << row_begin;
+}
+
+// What runs hold, row by row (each row's columns of the block in order).
+std::vector<std::vector<float>> read_runs(const gemm_detail::ARun* runs, int run_count, std::int64_t rows) {
+  std::vector<std::vector<float>> values(static_cast<std::size_t>(rows));
+  for (int i = 0; i < run_count; ++i)
+    for (std::int64_t r = 0; r < rows; ++r)
+      values[static_cast<std::size_t>(r)].insert(values[static_cast<std::size_t>(r)].end(), runs[i].rows[r],
+                                                 runs[i].rows[r] + runs[i].depth);
+  return values;
+}
+
+// With a convolution's GatheredInterior, strips away from the padding take their runs from the first row's offset;
+// the rest walk the parts. Every strip start (not only multiples of kMr), in K blocks that cut parts, reads the
+// written-out windows either way; and a strip in the interior reads a filter row as one run.
+TEST(GemmGathered, InteriorStripsReadTheSameRows) {
+  for (const Windows& windows : {Windows(2, 9, 11, 32, 3, 1, 1), Windows(3, 10, 7, 33, 3, 2, 2),
+                                 Windows(1, 13, 6, 40, 2, 1, 0), Windows(2, 12, 13, 100, 3, 1, 1)}) {
+    const gemm_detail::GatheredInterior interior = gemm_detail::find_interior(windows.rows);
+    ASSERT_TRUE(interior.usable) << windows.describe(0);
+    const std::vector<float> written = windows.written();
+    const std::int64_t k = windows.k(), block = std::min<std::int64_t>(k, gemm_detail::kKcMax);
+    gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+    for (std::int64_t row_begin = 0; row_begin < windows.m(); ++row_begin) {
+      // Strips of 1 to 6 rows: short ones fit in the interior of narrow images too.
+      const std::int64_t rows = std::min<std::int64_t>(1 + row_begin % 6, windows.m() - row_begin);
+      for (const std::int64_t depth_begin : {std::int64_t{0}, k - block, k / 3}) {
+        const std::int64_t depth = std::min(block, k - depth_begin);
+        const int run_count =
+            gemm_detail::gathered_runs(windows.rows, interior, row_begin, rows, depth_begin, depth, runs);
+        expect_runs_read(windows, written, runs, run_count, row_begin, rows, depth_begin, depth);
+      }
+    }
+  }
+  // The taps in reverse order (the first part no longer has the tightest bounds): no two parts are adjacent, and
+  // the interior's runs still read what the walk through the parts reads.
+  Windows reversed(2, 9, 31, 32, 3, 2, 1);
+  std::reverse(reversed.parts.begin(), reversed.parts.end());
+  const gemm_detail::GatheredInterior reversed_interior = gemm_detail::find_interior(reversed.rows);
+  EXPECT_EQ(reversed_interior.groups.size(), 9u);
+  for (std::int64_t row_begin = 0; row_begin < reversed.m(); ++row_begin) {
+    const std::int64_t rows = std::min<std::int64_t>(6, reversed.m() - row_begin);
+    gemm_detail::ARun walked[gemm_detail::kMaxRuns], found[gemm_detail::kMaxRuns];
+    const int walked_count = gemm_detail::gathered_runs(reversed.rows, row_begin, rows, 0, reversed.k(), walked);
+    const int found_count =
+        gemm_detail::gathered_runs(reversed.rows, reversed_interior, row_begin, rows, 0, reversed.k(), found);
+    ASSERT_EQ(read_runs(walked, walked_count, rows), read_runs(found, found_count, rows)) << "rows from " << row_begin;
+  }
+
+  const Windows windows(1, 6, 10, 32, 3, 1, 1);
+  const gemm_detail::GatheredInterior interior = gemm_detail::find_interior(windows.rows);
+  ASSERT_EQ(interior.groups.size(), 3u);  // a group per filter row
+  gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+  ASSERT_EQ(gemm_detail::gathered_runs(windows.rows, interior, 2 * windows.width + 2, 6, 0, windows.k(), runs), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(runs[i].depth, 3 * windows.channels);
+    for (int r = 0; r < 6; ++r)  // filter row i of output (2, 2 + r) starts at pixel (1 + i, 1 + r)
+      EXPECT_EQ(runs[i].rows[r], windows.image.data() + ((1 + i) * windows.width + 1 + r) * windows.channels);
+  }
+}
+
+// Parts that do not share a source and strides (a concat of two arrays, say) have no interior: every strip walks.
+TEST(GemmGathered, PartsOfDifferentLayoutsHaveNoInterior) {
+  Windows windows(1, 6, 10, 32, 3, 1, 1);
+  windows.parts[4].strides[2] *= 2;
+  EXPECT_FALSE(gemm_detail::find_interior(windows.rows).usable);
+  std::vector<float> other(windows.image);
+  windows.parts[4] = windows.tap(1, 1);
+  windows.parts[4].source = other.data();
+  EXPECT_FALSE(gemm_detail::find_interior(windows.rows).usable);
 }
 
 }  // namespace

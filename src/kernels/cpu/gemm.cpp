@@ -58,6 +58,7 @@ struct Problem {
   bool transpose_a;
   const GatheredRows* gathered;  // A gathered while it is packed (sgemm_gathered), or null: A is `a`
   bool gathered_in_place;        // the gathered rows read where they lie (gemm_detail::reads_gathered_in_place)
+  const gemm_detail::GatheredInterior* interior;  // with gathered_in_place: how most strips find their runs
   const float* b;
   std::int64_t ldb;
   bool transpose_b;
@@ -174,8 +175,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
   };
   if (problem.gathered_in_place) {
     gemm_detail::ARun runs[gemm_detail::kMaxRuns];
-    const int run_count =
-        gemm_detail::gathered_runs(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, runs);
+    const int run_count = gemm_detail::gathered_runs(*problem.gathered, *problem.interior, row_begin, rows,
+                                                     step.depth_begin, step.depth, runs);
     const auto kernel = gemm_detail::runs_kernel_table[rows - 1];
     for (std::int64_t p = 0; p < micro_panels; ++p)
       kernel(runs, run_count, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
@@ -588,6 +589,9 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
   problem.gathered = &a;
   problem.gathered_in_place = gemm_detail::reads_gathered_in_place(a);
+  const gemm_detail::GatheredInterior interior =
+      problem.gathered_in_place ? gemm_detail::find_interior(a) : gemm_detail::GatheredInterior{};
+  problem.interior = &interior;
   run_sgemm(problem, c, ldc);
 }
 

@@ -194,6 +194,66 @@ int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t ro
   return run_count == 0 ? 0 : merged + 1;
 }
 
+GatheredInterior find_interior(const GatheredRows& a) {
+  GatheredInterior interior;
+  if (a.axes < 1 || a.part_count < 1) return interior;
+  const GatheredPart& first = a.parts[0];
+  interior.source = first.source;
+  for (int t = 0; t < a.axes; ++t) {
+    interior.strides[t] = first.strides[t];
+    interior.lower[t] = first.lower[t];
+    interior.upper[t] = first.upper[t];
+  }
+  std::int64_t column = 0;
+  for (int p = 0; p < a.part_count; column += a.parts[p].width, ++p) {
+    const GatheredPart& part = a.parts[p];
+    if (part.source != interior.source) return interior;
+    for (int t = 0; t < a.axes; ++t) {
+      if (part.strides[t] != interior.strides[t]) return interior;
+      interior.lower[t] = std::max(interior.lower[t], part.lower[t]);
+      interior.upper[t] = std::min(interior.upper[t], part.upper[t]);
+    }
+    if (!interior.groups.empty() && interior.groups.back().offset + interior.groups.back().width == part.offset)
+      interior.groups.back().width += part.width;
+    else
+      interior.groups.push_back({column, part.width, part.offset});
+  }
+  interior.usable = true;
+  return interior;
+}
+
+int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
+  if (!interior.usable || depth <= 0) return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
+  // The first row's coordinates; the others follow along the last axis, which must not wrap.
+  const int last = a.axes - 1;
+  std::int64_t row_offset = 0;
+  bool inside = true;
+  for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
+    const std::int64_t coordinate = rest % a.extents[t];
+    rest /= a.extents[t];
+    const std::int64_t final_coordinate = t == last ? coordinate + rows - 1 : coordinate;
+    inside &=
+        interior.lower[t] <= coordinate && final_coordinate < interior.upper[t] && final_coordinate < a.extents[t];
+    row_offset += coordinate * interior.strides[t];
+  }
+  if (!inside) return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
+  const std::int64_t row_stride = interior.strides[last];
+  const std::int64_t depth_end = depth_begin + depth;
+  int run_count = 0;
+  for (const GatheredInterior::Group& group : interior.groups) {
+    if (group.column >= depth_end) break;
+    const std::int64_t begin = std::max(group.column, depth_begin);
+    const std::int64_t end = std::min(group.column + group.width, depth_end);
+    if (begin >= end) continue;
+    ARun& run = runs[run_count++];
+    run.depth = end - begin;
+    const float* first_row = interior.source + (group.offset + (begin - group.column) + row_offset);
+    for (std::int64_t r = 0; r < rows; ++r) run.rows[r] = first_row + r * row_stride;
+  }
+  return run_count;
+}
+
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
                         std::int64_t depth, std::int64_t column, std::int64_t columns, float* target) {
   if (transpose_b) {

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace kiln::kernels::cpu::gemm_detail {
 
@@ -33,6 +34,26 @@ void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t 
 // there are (at most kMaxRuns).
 int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                   std::int64_t depth, ARun* runs);
+
+// The same runs, found quickly for most strips of a convolution. Its parts all read one source with the same
+// strides, so a row inside every part's bounds at once (a window away from the padding) reads part p at the part's
+// offset plus the row's own, and parts that follow each other in memory (a filter row's taps in NHWC) are one run
+// for every such row. GatheredInterior holds what that takes, found once per product (find_interior); for a strip
+// whose rows are all inside and on one line of the last axis, gathered_runs then writes the runs from the first
+// row's offset, instead of walking every part for every row (which took 5-9% of a 3x3 convolution).
+struct GatheredInterior {
+  struct Group {  // parts adjacent in memory: columns [column, column + width) of A, at source + offset
+    std::int64_t column, width, offset;
+  };
+  bool usable = false;  // the parts share a source and strides (and A has at least one axis)
+  const float* source = nullptr;
+  std::int64_t strides[kGatherMaxAxes] = {};
+  std::int64_t lower[kGatherMaxAxes] = {}, upper[kGatherMaxAxes] = {};  // inside every part's bounds
+  std::vector<Group> groups;
+};
+GatheredInterior find_interior(const GatheredRows& a);
+int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, ARun* runs);
 
 // Read in place only where runs are long enough to pay for setting up their row pointers: measured on 3x3
 // convolutions (8x56x56 images, 64 output channels), 32 input channels ran 5% faster in place, 16 channels 5%
