@@ -592,6 +592,8 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   const gemm_detail::GatheredInterior interior =
       problem.gathered_in_place ? gemm_detail::find_interior(a) : gemm_detail::GatheredInterior{};
   problem.interior = &interior;
+  if (problem.gathered_in_place && problem.plan.whole_depth && !c)
+    problem.plan.depth_block = gemm_detail::in_place_depth_block(k);
   run_sgemm(problem, c, ldc);
 }
 

@@ -103,7 +103,9 @@ struct GatheredRows {
 };
 
 // sgemm with A gathered (the same plan, blocks, epilogue calls and summation order as sgemm with that A in memory,
-// so the results are bitwise those of sgemm on the written-out A). Always kiln's loops: OpenBLAS needs A in
+// so the results are bitwise those of sgemm on the written-out A -- except without C where A is read in place and
+// the plan is whole-depth: there the K blocks are deeper (gemm_detail::in_place_depth_block), and the results are
+// those of the same blocking, still the same whatever the thread count). Always kiln's loops: OpenBLAS needs A in
 // memory. Except at most 4 columns wide (a convolution to a channel or a few), where the microkernel's 16 or 32
 // columns would be mostly padding: each element is then a dot product along K (gemm_narrow.cpp), its K blocks
 // summed in order, each block by vector lanes and then the lanes in order -- the same blocks and epilogue calls,
