@@ -337,25 +337,37 @@ std::vector<std::vector<float>> read_runs(const gemm_detail::ARun* runs, int run
   return values;
 }
 
-// With a convolution's GatheredInterior, strips away from the padding take their runs from the first row's offset;
-// the rest walk the parts. Every strip start (not only multiples of kMr), in K blocks that cut parts, reads the
-// written-out windows either way; and a strip in the interior reads a filter row as one run.
+// With a convolution's GatheredInterior, strips away from the padding take their runs, or their copy, from the first
+// row's offset; the rest walk the parts. Every strip start (not only multiples of kMr), in K blocks that cut parts,
+// reads the written-out windows either way (runs only where parts are wide enough to be read in place).
 TEST(GemmGathered, InteriorStripsReadTheSameRows) {
-  for (const Windows& windows : {Windows(2, 9, 11, 32, 3, 1, 1), Windows(3, 10, 7, 33, 3, 2, 2),
-                                 Windows(1, 13, 6, 40, 2, 1, 0), Windows(2, 12, 13, 100, 3, 1, 1)}) {
+  for (const Windows& windows :
+       {Windows(2, 9, 11, 32, 3, 1, 1), Windows(3, 10, 7, 33, 3, 2, 2), Windows(1, 13, 6, 40, 2, 1, 0),
+        Windows(2, 12, 13, 100, 3, 1, 1), Windows(2, 9, 11, 5, 3, 1, 1), Windows(1, 30, 40, 3, 7, 2, 3)}) {
     const gemm_detail::GatheredInterior interior = gemm_detail::find_interior(windows.rows);
     ASSERT_TRUE(interior.usable) << windows.describe(0);
     const std::vector<float> written = windows.written();
     const std::int64_t k = windows.k(), block = std::min<std::int64_t>(k, gemm_detail::kKcMax);
+    const bool wide = gemm_detail::reads_gathered_in_place(windows.rows);
     gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+    std::vector<float> strip(static_cast<std::size_t>(gemm_detail::kMr * gemm_detail::kKcMax));
     for (std::int64_t row_begin = 0; row_begin < windows.m(); ++row_begin) {
       // Strips of 1 to 6 rows: short ones fit in the interior of narrow images too.
       const std::int64_t rows = std::min<std::int64_t>(1 + row_begin % 6, windows.m() - row_begin);
       for (const std::int64_t depth_begin : {std::int64_t{0}, k - block, k / 3}) {
         const std::int64_t depth = std::min(block, k - depth_begin);
-        const int run_count =
-            gemm_detail::gathered_runs(windows.rows, interior, row_begin, rows, depth_begin, depth, runs);
-        expect_runs_read(windows, written, runs, run_count, row_begin, rows, depth_begin, depth);
+        if (wide) {
+          const int run_count =
+              gemm_detail::gathered_runs(windows.rows, interior, row_begin, rows, depth_begin, depth, runs);
+          expect_runs_read(windows, written, runs, run_count, row_begin, rows, depth_begin, depth);
+        }
+        gemm_detail::gather_a_strip(windows.rows, interior, row_begin, rows, depth_begin, depth, strip.data());
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < depth; ++j)
+            ASSERT_EQ(strip[static_cast<std::size_t>(r * gemm_detail::kKcMax + j)],
+                      written[static_cast<std::size_t>((row_begin + r) * k + depth_begin + j)])
+                << windows.describe(0) << ": strip from " << row_begin << ", row " << r << ", column "
+                << depth_begin + j;
       }
     }
   }

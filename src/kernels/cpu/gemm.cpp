@@ -58,7 +58,7 @@ struct Problem {
   bool transpose_a;
   const GatheredRows* gathered;  // A gathered while it is packed (sgemm_gathered), or null: A is `a`
   bool gathered_in_place;        // the gathered rows read where they lie (gemm_detail::reads_gathered_in_place)
-  const gemm_detail::GatheredInterior* interior;  // with gathered_in_place: how most strips find their runs
+  const gemm_detail::GatheredInterior* interior;  // with gathered: how most strips find their rows
   const float* b;
   std::int64_t ldb;
   bool transpose_b;
@@ -183,7 +183,8 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
              !step.first_depth);
   } else {
     if (problem.gathered)
-      gemm_detail::gather_a_strip(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, strip);
+      gemm_detail::gather_a_strip(*problem.gathered, *problem.interior, row_begin, rows, step.depth_begin, step.depth,
+                                  strip);
     else
       gemm_detail::pack_a_strip(problem.a, problem.lda, problem.transpose_a, row_begin, rows, step.depth_begin,
                                 step.depth, strip);
@@ -589,8 +590,7 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
   problem.gathered = &a;
   problem.gathered_in_place = gemm_detail::reads_gathered_in_place(a);
-  const gemm_detail::GatheredInterior interior =
-      problem.gathered_in_place ? gemm_detail::find_interior(a) : gemm_detail::GatheredInterior{};
+  const gemm_detail::GatheredInterior interior = gemm_detail::find_interior(a);
   problem.interior = &interior;
   if (problem.gathered_in_place && problem.plan.whole_depth && !c)
     problem.plan.depth_block = gemm_detail::in_place_depth_block(k);

@@ -38,6 +38,7 @@ void sgemm_gathered_narrow(const GemmPlan& plan, const GatheredRows& a, const fl
   float* columns = static_cast<float*>(columns_buffer->data());
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t p = 0; p < k; ++p) columns[j * k + p] = transpose_b ? b[j * ldb + p] : b[p * ldb + j];
+  const GatheredInterior interior = find_interior(a);
   const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(k, plan.depth_block));
   const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(kMr * k, 1));
   runtime::parallel_for(plan.row_strips, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -51,7 +52,7 @@ void sgemm_gathered_narrow(const GemmPlan& plan, const GatheredRows& a, const fl
         const std::int64_t depth_begin = block * plan.depth_block;
         const std::int64_t depth = std::min(plan.depth_block, k - depth_begin);
         if (depth <= 0) break;
-        gather_a_strip(a, row_begin, rows, depth_begin, depth, strip);
+        gather_a_strip(a, interior, row_begin, rows, depth_begin, depth, strip);
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t j = 0; j < n; ++j)
             tile[r * n + j] += dot(strip + r * kKcMax, columns + j * k + depth_begin, depth);

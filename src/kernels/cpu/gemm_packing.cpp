@@ -222,12 +222,16 @@ GatheredInterior find_interior(const GatheredRows& a) {
   return interior;
 }
 
-int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
-                  std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
-  if (!interior.usable || depth <= 0) return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
-  // The first row's coordinates; the others follow along the last axis, which must not wrap.
+namespace {
+
+// Whether rows [row_begin, row_begin + rows) are all inside every part's bounds and on one line of the last axis
+// (the last coordinate does not wrap); if so, row_offset is the first row's offset (sum of coordinates times
+// strides), and row r's is row_offset + r * interior.strides[last].
+bool interior_row_offset(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
+                         std::int64_t rows, std::int64_t& row_offset) {
+  if (!interior.usable) return false;
   const int last = a.axes - 1;
-  std::int64_t row_offset = 0;
+  row_offset = 0;
   bool inside = true;
   for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
     const std::int64_t coordinate = rest % a.extents[t];
@@ -237,21 +241,56 @@ int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::
         interior.lower[t] <= coordinate && final_coordinate < interior.upper[t] && final_coordinate < a.extents[t];
     row_offset += coordinate * interior.strides[t];
   }
-  if (!inside) return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
-  const std::int64_t row_stride = interior.strides[last];
+  return inside;
+}
+
+// Calls visit(column, count, first_row) for each group's columns in K block [depth_begin, depth_begin + depth) of
+// rows whose first row has offset row_offset (interior_row_offset): `count` columns from `column` (relative to the
+// block), row r's at first_row + r * the last axis's stride.
+template <class Visit>
+void for_each_interior_run(const GatheredInterior& interior, std::int64_t row_offset, std::int64_t depth_begin,
+                           std::int64_t depth, Visit visit) {
   const std::int64_t depth_end = depth_begin + depth;
-  int run_count = 0;
   for (const GatheredInterior::Group& group : interior.groups) {
     if (group.column >= depth_end) break;
     const std::int64_t begin = std::max(group.column, depth_begin);
     const std::int64_t end = std::min(group.column + group.width, depth_end);
     if (begin >= end) continue;
-    ARun& run = runs[run_count++];
-    run.depth = end - begin;
-    const float* first_row = interior.source + (group.offset + (begin - group.column) + row_offset);
-    for (std::int64_t r = 0; r < rows; ++r) run.rows[r] = first_row + r * row_stride;
+    visit(begin - depth_begin, end - begin, interior.source + (group.offset + (begin - group.column) + row_offset));
   }
+}
+
+}  // namespace
+
+int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
+  std::int64_t row_offset = 0;
+  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset))
+    return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
+  const std::int64_t row_stride = interior.strides[a.axes - 1];
+  int run_count = 0;
+  for_each_interior_run(interior, row_offset, depth_begin, depth,
+                        [&](std::int64_t, std::int64_t count, const float* first_row) {
+                          ARun& run = runs[run_count++];
+                          run.depth = count;
+                          for (std::int64_t r = 0; r < rows; ++r) run.rows[r] = first_row + r * row_stride;
+                        });
   return run_count;
+}
+
+void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                    std::int64_t depth_begin, std::int64_t depth, float* strip) {
+  std::int64_t row_offset = 0;
+  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset)) {
+    gather_a_strip(a, row_begin, rows, depth_begin, depth, strip);
+    return;
+  }
+  const std::int64_t row_stride = interior.strides[a.axes - 1];
+  for_each_interior_run(interior, row_offset, depth_begin, depth,
+                        [&](std::int64_t column, std::int64_t count, const float* first_row) {
+                          for (std::int64_t r = 0; r < rows; ++r)
+                            copy_run(strip + r * kKcMax + column, first_row + r * row_stride, count);
+                        });
 }
 
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
