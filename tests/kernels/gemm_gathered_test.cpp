@@ -207,6 +207,11 @@ TEST(GemmGathered, PartsSpanningKBlocksAndManyRows) {
   const Windows wide(2, 30, 41, 64, 3, 1, 1);
   ASSERT_TRUE(plan_sgemm(wide.m(), 64, wide.k()).whole_depth);
   expect_same_as_written(wide, 64);
+  // An image net's first layer, smaller: 7x7 taps of 3 channels, stride 2, whole-depth. Parts too narrow to read
+  // in place: the strips are copied, a filter row (21 floats) at a time in the interior.
+  const Windows stem(2, 64, 80, 3, 7, 2, 3);
+  ASSERT_TRUE(plan_sgemm(stem.m(), 64, stem.k()).whole_depth);
+  expect_same_as_written(stem, 64);
 }
 
 // At most four columns (kNarrowColumns), each element is a dot product along K instead of the microkernel's sum:
@@ -390,6 +395,7 @@ TEST(GemmGathered, InteriorStripsReadTheSameRows) {
   const gemm_detail::GatheredInterior interior = gemm_detail::find_interior(windows.rows);
   ASSERT_EQ(interior.groups.size(), 3u);  // a group per filter row
   gemm_detail::ARun runs[gemm_detail::kMaxRuns];
+  EXPECT_EQ(gemm_detail::interior_runs(windows.rows, interior, 2 * windows.width, 6, 0, windows.k(), runs), -1);
   ASSERT_EQ(gemm_detail::gathered_runs(windows.rows, interior, 2 * windows.width + 2, 6, 0, windows.k(), runs), 3);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(runs[i].depth, 3 * windows.channels);

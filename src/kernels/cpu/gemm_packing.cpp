@@ -262,11 +262,10 @@ void for_each_interior_run(const GatheredInterior& interior, std::int64_t row_of
 
 }  // namespace
 
-int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+int interior_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
   std::int64_t row_offset = 0;
-  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset))
-    return gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
+  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset)) return -1;
   const std::int64_t row_stride = interior.strides[a.axes - 1];
   int run_count = 0;
   for_each_interior_run(interior, row_offset, depth_begin, depth,
@@ -276,6 +275,12 @@ int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::
                           for (std::int64_t r = 0; r < rows; ++r) run.rows[r] = first_row + r * row_stride;
                         });
   return run_count;
+}
+
+int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
+  const int run_count = interior_runs(a, interior, row_begin, rows, depth_begin, depth, runs);
+  return run_count >= 0 ? run_count : gathered_runs(a, row_begin, rows, depth_begin, depth, runs);
 }
 
 void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,

@@ -57,7 +57,11 @@ void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std
 // there are (at most kMaxRuns).
 int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                   std::int64_t depth, ARun* runs);
-// The same, with a's interior (find_interior): a strip whose rows are all inside takes a run per group.
+// The runs of a strip whose rows are all inside a's interior (find_interior), a run per group; -1 for any other
+// strip.
+int interior_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
+                  std::int64_t depth_begin, std::int64_t depth, ARun* runs);
+// gathered_runs with a's interior: interior_runs where the strip is inside, else the walk through the parts.
 int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs);
 
