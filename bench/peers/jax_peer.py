@@ -69,6 +69,11 @@ def make_peer(device: str = "cpu") -> common.Peer:
         y = jax.lax.conv_general_dilated(x, filters, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
         return jax.nn.relu(y + bias)
 
+    def stem(x, filters, bias):
+        # kiln-bench's stem_body: a 7x7 convolution of NHWC images, stride 2, same padding, bias, relu.
+        y = jax.lax.conv_general_dilated(x, filters, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jax.nn.relu(y + bias)
+
     def pool(x):
         # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, same padding.
         return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
@@ -111,7 +116,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("jax.jit", jax.jit),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

@@ -64,6 +64,9 @@ def make_peer(device: str = "cpu") -> common.Peer:
     def conv(x, filters, bias):  # kiln-bench's conv_body: NHWC images, HWIO filters
         return tf.nn.relu(tf.nn.conv2d(x, filters, 1, "SAME") + bias)
 
+    def stem(x, filters, bias):  # kiln-bench's stem_body: 7x7, stride 2, same padding
+        return tf.nn.relu(tf.nn.conv2d(x, filters, 2, "SAME") + bias)
+
     def pool(x):  # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, same padding
         return tf.nn.max_pool2d(x, 3, 2, "SAME")
 
@@ -120,7 +123,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

@@ -67,15 +67,23 @@ def make_peer(device: str = "cpu") -> common.Peer:
         y = F.conv2d(x.permute(0, 3, 1, 2), filters.permute(3, 2, 0, 1), bias, padding="same")
         return torch.relu(y.permute(0, 2, 3, 1))
 
-    def pool(x):
-        # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, with TensorFlow's same padding, which
-        # puts the odd element of padding after (PyTorch's padding= pads both sides alike): padded with -inf
-        # first, on the channels-last NCHW view.
-        def same(size):
-            total = max((-(-size // 2) - 1) * 2 + 3 - size, 0)
-            return total // 2, total - total // 2
+    def same_padding(size, window, stride):
+        # TensorFlow's same padding of one axis (before, after): the odd element goes after. PyTorch's padding=
+        # pads both sides alike, so strided windows are padded explicitly.
+        total = max((-(-size // stride) - 1) * stride + window - size, 0)
+        return total // 2, total - total // 2
 
-        (top, bottom), (left, right) = same(x.shape[1]), same(x.shape[2])
+    def stem(x, filters, bias):
+        # kiln-bench's stem_body: a 7x7 convolution, stride 2, same padding (zeros, on the channels-last NCHW view).
+        (top, bottom), (left, right) = same_padding(x.shape[1], 7, 2), same_padding(x.shape[2], 7, 2)
+        padded = F.pad(x.permute(0, 3, 1, 2), (left, right, top, bottom))
+        y = F.conv2d(padded, filters.permute(3, 2, 0, 1), bias, stride=2)
+        return torch.relu(y.permute(0, 2, 3, 1))
+
+    def pool(x):
+        # kiln-bench's pool_body: a 3x3 max pool of NHWC images, stride 2, same padding: padded with -inf first,
+        # on the channels-last NCHW view.
+        (top, bottom), (left, right) = same_padding(x.shape[1], 3, 2), same_padding(x.shape[2], 3, 2)
         padded = F.pad(x.permute(0, 3, 1, 2), (left, right, top, bottom), value=float("-inf"))
         return F.max_pool2d(padded, 3, 2).permute(0, 2, 3, 1)
 
@@ -148,7 +156,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
     )
 
 

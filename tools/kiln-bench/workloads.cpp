@@ -112,6 +112,12 @@ Tensor conv_body(Tensor x, Tensor filters, Tensor bias) {
   return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
 }
 
+// A ResNet stem's convolution: 7x7, stride 2, same padding, from 3 channels (an image), a bias and relu. Its im2col
+// operand is 147 columns of 49 taps of 3 floats each: what it costs is finding and copying those short runs.
+Tensor stem_body(Tensor x, Tensor filters, Tensor bias) {
+  return nn::relu(nn::conv2d(x, filters, {.strides = {2, 2}, .padding = nn::Padding::same}) + bias);
+}
+
 // A ResNet stem's pooling: a 3x3 max_pool with stride 2 and same padding, over images twice conv's size (what
 // the stem's strided convolution leaves). It reads every input element and writes a quarter as many: bandwidth.
 Tensor pool_body(Tensor x) {
@@ -137,7 +143,7 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id :
-       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "conv", "pool", "depthwise"})
+       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv", "pool", "depthwise"})
     ids.push_back(id);
   return ids;
 }
@@ -275,6 +281,22 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     const Tensor filters = reshape(inputs[1], {9 * c, c});
     workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
     workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
+  } else if (id == "stem" && !device.is_cuda()) {
+    // The images whose stem leaves `pool`'s input: four times conv's size, 3 channels, to conv's channels.
+    const std::int64_t n = options.images, size = 4 * options.image_size, c = options.image_channels;
+    std::vector<Tensor> inputs{random::normal({n, size, size, 3}, {.seed = 48}),
+                               random::normal({7, 7, 3, c}, {.seed = 49, .stddev = 1 / std::sqrt(147.0)}),
+                               random::normal({c}, {.seed = 50, .stddev = 0.1})};
+    workload = make<3>(id, id, dimensions({n, size, size, 3}) + "*7x7s2", inputs, stem_body);
+    const double positions = static_cast<double>(n * (size / 2) * (size / 2));
+    workload.bytes += positions * static_cast<double>(c) * 4;  // the output
+    workload.flops = 2 * positions * 147.0 * static_cast<double>(c);
+    workload.matmul_output_bytes = positions * static_cast<double>(c) * 4;
+    // The floor's product: OpenBLAS on the [positions, 147] x [147, c] matrices the windows make (im2col).
+    const Tensor windows = random::normal({static_cast<std::int64_t>(positions), 147}, {.seed = 51});
+    const Tensor filters = reshape(inputs[1], {147, c});
+    workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
+    workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
   } else if (id == "pool" && !device.is_cuda()) {
     const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels;
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44})};
@@ -291,7 +313,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
   } else {
-    const bool cpu_only = id == "block" || id == "conv" || id == "pool" || id == "depthwise";
+    const bool cpu_only = id == "block" || id == "stem" || id == "conv" || id == "pool" || id == "depthwise";
     throw std::invalid_argument("unknown workload '" + id + "'" +
                                 (cpu_only ? std::string(": it runs on the CPU only") : ""));
   }

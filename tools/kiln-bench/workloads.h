@@ -64,7 +64,7 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, conv. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
+// adam, attention, block, stem, conv, pool, depthwise. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
 // gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // Builds a workload from its id: seed-<N> (the article's function on two
@@ -72,6 +72,7 @@ std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // form), gelu-erf (the exact form), softmax, layernorm, adam, attention or
 // block (a pre-norm transformer block: layer_norm, attention with the heads
 // split and merged by reshapes and transposes, an MLP with gelu, residuals) or
+// stem (relu(conv2d(x, 7x7 filters, stride 2, same) + bias) on 3-channel NHWC images, CPU only) or
 // conv (relu(conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only) or
 // pool (a 3x3 max_pool2d, stride 2, same padding, on NHWC images, CPU only) or
 // depthwise (relu(depthwise conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only).
