@@ -77,6 +77,7 @@ TEST(KilnFuzzGenerator, GraphsAreValidHazardFreeAndCoverEveryOp) {
   // About 15 of each motif in 300 graphs.
   EXPECT_GT(statistics.ops["(attention motif)"], 3);
   EXPECT_GT(statistics.ops["(epilogue motif)"], 3);
+  EXPECT_GT(statistics.ops["(convolution motif)"], 3);
   EXPECT_EQ(dtypes.size(), 5u);
   for (int rank = 0; rank <= 4; ++rank) EXPECT_TRUE(ranks.count(rank)) << "rank " << rank;
   EXPECT_TRUE(zero_size);

@@ -50,7 +50,8 @@ class Builder {
                                       std::pair{"(epilogue motif)", &Builder::build_epilogue_motif},
                                       std::pair{"(dense motif)", &Builder::build_dense_motif},
                                       std::pair{"(column motif)", &Builder::build_column_motif},
-                                      std::pair{"(layers motif)", &Builder::build_layers_motif}}) {
+                                      std::pair{"(layers motif)", &Builder::build_layers_motif},
+                                      std::pair{"(convolution motif)", &Builder::build_convolution_motif}}) {
       if (!random_.chance(0.05)) continue;
       try {
         last_ = (this->*motif)();
@@ -753,6 +754,82 @@ class Builder {
         }
       }
     }
+    return value;
+  }
+
+  // A convolution as nn::conv2d writes it (api/convolution.cpp): an NHWC image padded with zeros along its height
+  // and width (concats of constants), each tap of the window a strided slice of it, the taps side by side along
+  // the channels, times a [taps x channels, outputs] matrix, then often a bias and relu. The CPU JIT gathers the
+  // taps while its GEMM packs them (compiler/gather_fusion.h; kernels/cpu/gemm.h: read in place from 32 channels,
+  // rows inside the image by a short cut, products of at most 4 columns as dot products). The shapes are drawn to
+  // reach those paths; values may be as large as in a large graph (the operand is never written by the JIT).
+  ValueId build_convolution_motif() {
+    const std::int64_t saved_limit = max_elements_;
+    max_elements_ = std::max(max_elements_, options_.max_elements * 32);
+    struct Restore {
+      std::int64_t& limit;
+      std::int64_t saved;
+      ~Restore() { limit = saved; }
+    } restore{max_elements_, saved_limit};
+    const std::int64_t batch = random_.between(1, 2), height = random_.between(1, 9), width = random_.between(1, 20);
+    const std::int64_t channels = random_.pick(std::vector<std::int64_t>{1, 3, 5, 8, 16, 32, 33, 40});
+    const std::int64_t outputs = random_.pick(std::vector<std::int64_t>{1, 2, 4, 5, 8, 16, 17});
+    // Per spatial axis: window, stride, dilation and zero padding before and after.
+    struct Axis {
+      std::int64_t size, window, stride, dilation, before, after;
+      std::int64_t extent() const { return (window - 1) * dilation + 1; }
+      std::int64_t count() const { return (size + before + after - extent()) / stride + 1; }
+    };
+    auto axis = [&](std::int64_t size) {
+      Axis drawn{size,
+                 random_.pick(std::vector<std::int64_t>{1, 2, 3, 3, 3, 5}),
+                 random_.pick(std::vector<std::int64_t>{1, 1, 1, 2, 3}),
+                 random_.pick(std::vector<std::int64_t>{1, 1, 1, 2}),
+                 0,
+                 0};
+      if (random_.chance(0.8)) {
+        drawn.before = random_.between(0, drawn.extent() - 1);
+        drawn.after = random_.between(0, drawn.extent() - 1);
+      }
+      if (drawn.size + drawn.before + drawn.after < drawn.extent()) throw Rejected{};
+      return drawn;
+    };
+    const Axis rows = axis(height), columns = axis(width);
+    ValueId image = add_parameter({DType::f32, Shape({batch, height, width, channels})});
+    ir::Attributes zero;
+    zero.float_value = 0.0;
+    for (const auto& [dimension, drawn] : {std::pair{1, rows}, std::pair{2, columns}}) {
+      if (drawn.before == 0 && drawn.after == 0) continue;
+      const Shape shape = type(image).shape;  // a copy: adding nodes moves the graph's storage
+      auto padding = [&](std::int64_t count) {
+        Shape padding_shape = shape;
+        padding_shape[dimension] = count;
+        return add(Op::constant, {}, zero, {DType::f32, padding_shape});
+      };
+      std::vector<ValueId> pieces;
+      if (drawn.before > 0) pieces.push_back(padding(drawn.before));
+      pieces.push_back(image);
+      if (drawn.after > 0) pieces.push_back(padding(drawn.after));
+      ir::Attributes along;
+      along.axis = dimension;
+      image = add(Op::concat, pieces, along);
+    }
+    std::vector<ValueId> taps;
+    for (std::int64_t row = 0; row < rows.window; ++row)
+      for (std::int64_t column = 0; column < columns.window; ++column) {
+        ir::Attributes window;
+        window.start = {0, row * rows.dilation, column * columns.dilation, 0};
+        window.step = {1, rows.stride, columns.stride, 1};
+        taps.push_back(
+            add(Op::slice, {image}, window, {DType::f32, Shape({batch, rows.count(), columns.count(), channels})}));
+      }
+    ir::Attributes side_by_side;
+    side_by_side.axis = 3;
+    const ValueId windows = taps.size() == 1 ? taps.front() : add(Op::concat, taps, side_by_side);
+    const std::int64_t depth = rows.window * columns.window * channels;
+    ValueId value = add(Op::matmul, {windows, add_parameter({DType::f32, Shape({depth, outputs})})});
+    if (random_.chance(0.7))
+      value = add(Op::relu, {add(Op::add, {value, add_parameter({DType::f32, Shape({outputs})})})});
     return value;
   }
 
