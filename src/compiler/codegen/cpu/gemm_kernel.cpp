@@ -135,7 +135,13 @@ std::string RowKernel::gathered_rows(ir::ValueId operand) const {
                      "\n  // is not in memory: sgemm gathers each strip of its rows from these parts as it packs A.\n"
                      "  // Row (i0, i1, ...) of part p, column j: source[offset + i0 * strides[0] + ... + j], or 0\n"
                      "  // where some i_t is outside [lower[t], upper[t]) (the padding).\n";
-  text += "  const kiln_gathered_part parts[" + std::to_string(kernel_.gathered.size()) + "] = {\n";
+  // The parts' numbers as a constant table, their sources filled in when the kernel runs: a 7x7 convolution's 49
+  // parts as one local array of aggregates took GCC 0.25 s more to compile (0.39 s against 0.14 for the module).
+  const std::string count = std::to_string(kernel_.gathered.size());
+  std::string sources;  // six to a line
+  for (std::size_t p = 0; p < kernel_.gathered.size(); ++p)
+    sources += std::string(p == 0 ? "" : p % 6 == 0 ? ",\n      " : ", ") + input_field(kernel_.gathered[p].source);
+  text += "  static constexpr kiln_gathered_part layout[" + count + "] = {\n";
   for (const GatheredView& view : kernel_.gathered) {
     const Shape& source = graph.type(view.source).shape;
     const auto dense = source.strides();
@@ -155,13 +161,15 @@ std::string RowKernel::gathered_rows(ir::ValueId operand) const {
     }
     text += "      " + emitter_.describe(view.part) + ": %" + std::to_string(view.source) + " at " +
             braced(view.start) + " by " + braced(view.step) + "\n";
-    text += "      {" + input_field(view.source) + ", " + std::to_string(offset) + ", " +
-            std::to_string(graph.type(view.part).shape[axes]) + ", " + braced(strides) + ", " + braced(lower) + ", " +
-            braced(upper) + "},\n";
+    text += "      {nullptr, " + std::to_string(offset) + ", " + std::to_string(graph.type(view.part).shape[axes]) +
+            ", " + braced(strides) + ", " + braced(lower) + ", " + braced(upper) + "},\n";
   }
   std::vector<std::int64_t> extents(shape.dims().begin(), shape.dims().end() - 1);
-  text += "  };\n  const kiln_gathered_rows rows = {" + std::to_string(axes) + ", " + braced(extents) + ", " +
-          std::to_string(kernel_.gathered.size()) + ", parts};\n";
+  text += "  };\n  const float* const sources[" + count + "] = {" + sources + "};\n  kiln_gathered_part parts[" +
+          count + "];\n  for (int p = 0; p < " + count +
+          "; ++p) {\n    parts[p] = layout[p];\n    parts[p].source = sources[p];\n  }\n";
+  text += "  const kiln_gathered_rows rows = {" + std::to_string(axes) + ", " + braced(extents) + ", " + count +
+          ", parts};\n";
   return text;
 }
 
