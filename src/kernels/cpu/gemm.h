@@ -9,11 +9,11 @@
 // its buffer is small):
 //   for each row panel (all rows when C is given; when not, as many as the C buffer budget allows)
 //     for each column panel jc of nc (512) columns:   one parallel_pieces call ("region")
-//       for each K block pc of kc (<= 256) and each row strip of kMr (14) rows, in any order that respects
-//       K order per strip: copy the strip's A rows into an L1 buffer (their lines prefetched while the
-//       previous strip ran), run the 14 x 32 microkernel across the panel's packed B block (kc x nc,
-//       L2-resident, shared, packed once by whichever thread gets to it), and after the last K block pass
-//       C[strip, jc] -- still in L1/L2 -- to the epilogue.
+//       for each K block pc of kc (<= 256; <= 384 for a gathered A read in place) and each row strip of kMr
+//       (14) rows, in any order that respects K order per strip: copy the strip's A rows into an L1 buffer
+//       (their lines prefetched while the previous strip ran), run the 14 x 32 microkernel across the panel's
+//       packed B block (kc x nc, L2-resident, shared, packed once by whichever thread gets to it), and after
+//       the last K block pass C[strip, jc] -- still in L1/L2 -- to the epilogue.
 // Threads claim (strip, K block) items that are ready instead of meeting at a barrier per K block (see
 // RegionWork in gemm.cpp): on a shared machine the OS often preempts one thread mid-strip for a time slice.
 // Packing traffic: B is packed once per row panel (once when C is given); A is read n / nc times (a plain
