@@ -189,6 +189,15 @@ TEST(SliceKernel, StepsStartsAndSizes) {
       {Shape{3, 5, 7, 2}, {0, 0, 0, 0}, {1, 1, 1, 1}, Shape{3, 0, 7, 2}},
       {Shape{1000, 999}, {1, 998}, {2, -1}, Shape{499, 999}},
       {Shape{2000, 513}, {3, 0}, {1, 1}, Shape{1990, 512}},
+      // Short contiguous rows of every length from 1 to 9 elements (1 to 72 bytes), strided between.
+      {Shape{40, 9, 9}, {1, 0, 0}, {3, 2, 1}, Shape{13, 5, 9}},
+      {Shape{40, 9, 9}, {0, 1, 2}, {2, 1, 1}, Shape{20, 8, 7}},
+      {Shape{40, 9, 9}, {0, 1, 4}, {2, 3, 1}, Shape{20, 3, 5}},
+      {Shape{40, 9, 9}, {0, 0, 6}, {1, 2, 1}, Shape{40, 5, 3}},
+      {Shape{40, 9, 9}, {0, 0, 7}, {1, 2, 1}, Shape{40, 5, 2}},
+      {Shape{40, 9, 9}, {0, 0, 8}, {1, 2, 1}, Shape{40, 5, 1}},
+      {Shape{40, 9, 9}, {0, 0, 3}, {1, 2, 1}, Shape{40, 5, 6}},
+      {Shape{40, 9, 9}, {0, 0, 5}, {1, 2, 1}, Shape{40, 5, 4}},
   };
   for (const Case& c : cases)
     for (DType dtype : all_dtypes) check_slice(c.shape, c.start, c.step, c.result, dtype);
@@ -235,6 +244,14 @@ TEST(ConcatKernel, AxesAndSizes) {
     // Large: split into byte ranges that cut through rows and inputs.
     check_concat({Shape{300, 1001}, Shape{300, 77}, Shape{300, 3000}}, 1, dtype);
     check_concat({Shape{50001}, Shape{70001}}, 0, dtype);
+    // Many short inputs (a convolution's taps of 3 channels), empty ones among them and last, over rows enough
+    // that the byte ranges start inside rows and inputs: runs of 1 to 40 bytes.
+    std::vector<Shape> taps(13, Shape{6000, 3});
+    taps.insert(taps.begin() + 5, Shape{6000, 0});
+    taps.push_back(Shape{6000, 1});
+    taps.push_back(Shape{6000, 5});
+    taps.push_back(Shape{6000, 0});
+    check_concat(taps, 1, dtype);
   }
 }
 
