@@ -112,6 +112,18 @@ Tensor conv_body(Tensor x, Tensor filters, Tensor bias) {
   return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
 }
 
+// A convolution's product as im2col makes it, [positions, KH KW C] x [KH KW C, O] for `filters` [KH, KW, C, O]: its
+// flops and output, and, for the floor, OpenBLAS (and kiln's standard matmul) on random matrices of those shapes.
+void add_im2col_product(Workload& workload, std::int64_t positions, const Tensor& filters, std::uint64_t seed) {
+  const std::int64_t depth = filters.dim(0) * filters.dim(1) * filters.dim(2), outputs = filters.dim(3);
+  workload.flops = 2.0 * static_cast<double>(positions * depth) * static_cast<double>(outputs);
+  workload.matmul_output_bytes = static_cast<double>(positions * outputs) * 4;
+  const Tensor windows = random::normal({positions, depth}, {.seed = seed});
+  const Tensor matrix = reshape(filters, {depth, outputs});
+  workload.blas_alone = [windows, matrix](int runs) { return time_sgemm(windows, matrix, runs); };
+  workload.kiln_matmuls_alone = [windows, matrix] { matmul(windows, matrix); };
+}
+
 // A ResNet stem's convolution: 7x7, stride 2, same padding, from 3 channels (an image), a bias and relu. Its im2col
 // operand is 147 columns of 49 taps of 3 floats each: what it costs is finding and copying those short runs.
 Tensor stem_body(Tensor x, Tensor filters, Tensor bias) {
@@ -272,15 +284,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
                                random::normal({3, 3, c, c}, {.seed = 41, .stddev = 1 / std::sqrt(9.0 * c)}),
                                random::normal({c}, {.seed = 42, .stddev = 0.1})};
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3", inputs, conv_body);
-    workload.bytes += bytes_of({inputs[0]});
-    const double positions = static_cast<double>(n * size * size), depth = 9.0 * static_cast<double>(c);
-    workload.flops = 2 * positions * depth * static_cast<double>(c);
-    workload.matmul_output_bytes = positions * static_cast<double>(c) * 4;
-    // The floor's product: OpenBLAS on the [positions, 9 c] x [9 c, c] matrices the windows make (im2col).
-    const Tensor windows = random::normal({n * size * size, 9 * c}, {.seed = 43});
-    const Tensor filters = reshape(inputs[1], {9 * c, c});
-    workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
-    workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
+    workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
+    add_im2col_product(workload, n * size * size, inputs[1], 43);
   } else if (id == "stem" && !device.is_cuda()) {
     // The images whose stem leaves `pool`'s input: four times conv's size, 3 channels, to conv's channels.
     const std::int64_t n = options.images, size = 4 * options.image_size, c = options.image_channels;
@@ -288,15 +293,9 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
                                random::normal({7, 7, 3, c}, {.seed = 49, .stddev = 1 / std::sqrt(147.0)}),
                                random::normal({c}, {.seed = 50, .stddev = 0.1})};
     workload = make<3>(id, id, dimensions({n, size, size, 3}) + "*7x7s2", inputs, stem_body);
-    const double positions = static_cast<double>(n * (size / 2) * (size / 2));
-    workload.bytes += positions * static_cast<double>(c) * 4;  // the output
-    workload.flops = 2 * positions * 147.0 * static_cast<double>(c);
-    workload.matmul_output_bytes = positions * static_cast<double>(c) * 4;
-    // The floor's product: OpenBLAS on the [positions, 147] x [147, c] matrices the windows make (im2col).
-    const Tensor windows = random::normal({static_cast<std::int64_t>(positions), 147}, {.seed = 51});
-    const Tensor filters = reshape(inputs[1], {147, c});
-    workload.blas_alone = [windows, filters](int runs) { return time_sgemm(windows, filters, runs); };
-    workload.kiln_matmuls_alone = [windows, filters] { matmul(windows, filters); };
+    const std::int64_t positions = n * (size / 2) * (size / 2);
+    workload.bytes += static_cast<double>(positions * c) * 4;  // the output
+    add_im2col_product(workload, positions, inputs[1], 51);
   } else if (id == "pool" && !device.is_cuda()) {
     const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels;
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44})};
