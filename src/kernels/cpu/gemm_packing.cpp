@@ -291,17 +291,32 @@ int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::
 
 void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                     std::int64_t depth_begin, std::int64_t depth, float* strip) {
+  if (depth <= 0) return;
   std::int64_t row_offset = 0;
-  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset)) {
+  if (interior_row_offset(a, interior, row_begin, rows, row_offset)) {
+    const std::int64_t row_stride = interior.strides[a.axes - 1];
+    for_each_interior_run(interior, row_offset, depth_begin, depth,
+                          [&](std::int64_t column, std::int64_t count, const float* first_row) {
+                            for (std::int64_t r = 0; r < rows; ++r)
+                              copy_run(strip + r * kKcMax + column, first_row + r * row_stride, count);
+                          });
+    return;
+  }
+  if (!interior.usable) {
     gather_a_strip(a, row_begin, rows, depth_begin, depth, strip);
     return;
   }
-  const std::int64_t row_stride = interior.strides[a.axes - 1];
-  for_each_interior_run(interior, row_offset, depth_begin, depth,
-                        [&](std::int64_t column, std::int64_t count, const float* first_row) {
-                          for (std::int64_t r = 0; r < rows; ++r)
-                            copy_run(strip + r * kKcMax + column, first_row + r * row_stride, count);
-                        });
+  // A strip that wraps to the next line or meets the padding, row by row: the rows inside take the short cut, and
+  // only the others walk the parts (a walk per strip cost a 7x7 stem's 18% of strips as much as the other 82%).
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = strip + r * kKcMax;
+    if (interior_row_offset(a, interior, row_begin + r, 1, row_offset))
+      for_each_interior_run(
+          interior, row_offset, depth_begin, depth,
+          [&](std::int64_t column, std::int64_t count, const float* source) { copy_run(row + column, source, count); });
+    else
+      gather_a_strip(a, row_begin + r, 1, depth_begin, depth, row);
+  }
 }
 
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
