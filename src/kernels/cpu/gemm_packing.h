@@ -47,14 +47,15 @@ GatheredInterior find_interior(const GatheredRows& a);
 // bounds (padding).
 void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                     std::int64_t depth, float* strip);
-// The same, with a's interior (find_interior): a strip whose rows are all inside copies each group's columns.
+// The same, with a's interior (find_interior): a strip whose rows are all inside copies each group's columns; one
+// that wraps to the next line or meets the padding goes row by row, its rows inside copying groups too.
 void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                     std::int64_t depth_begin, std::int64_t depth, float* strip);
 
 // The same rows read where they lie (ARun, gemm_microkernel.h), for sgemm_gathered when reads_gathered_in_place:
-// copying the strip took ~13% of a 3x3 convolution's time. Each run holds the block's columns of one part: its
-// row pointers point into the part's source, or at zeros for a row outside its bounds. Returns how many runs
-// there are (at most kMaxRuns).
+// copying the strip took ~13% of a 3x3 convolution's time. Each run holds the block's columns of one part, or of
+// consecutive parts that continue each other in every row of the strip (merged): its row pointers point into the
+// source, or at zeros for a row outside the bounds. Returns how many runs there are (at most kMaxRuns).
 int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                   std::int64_t depth, ARun* runs);
 // The runs of a strip whose rows are all inside a's interior (find_interior), a run per group; -1 for any other
