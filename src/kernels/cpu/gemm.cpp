@@ -376,22 +376,28 @@ void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWor
 // micro-panel another piece is packing right now, so pieces run one after another need no one else.
 class WholeDepthWork {
  public:
-  WholeDepthWork(const Problem& problem, std::int64_t column_panel, float* panel)
+  WholeDepthWork(const Problem& problem, std::int64_t column_panel, float* panel, int pieces)
       : problem_(problem),
         first_step_(column_panel * depth_blocks_of(problem.plan)),
         depth_blocks_(depth_blocks_of(problem.plan)),
         micro_panels_(ceil_div(make_step(problem, first_step_).columns, kNr)),
         panel_(panel),
+        shares_(static_cast<std::size_t>(pieces)),
         packed_(static_cast<std::size_t>(depth_blocks_)) {
+    const std::int64_t strips = problem.plan.row_strips;
+    for (int piece = 0; piece < pieces; ++piece) {
+      shares_[static_cast<std::size_t>(piece)].next.store(strips * piece / pieces, std::memory_order_relaxed);
+      shares_[static_cast<std::size_t>(piece)].end = strips * (piece + 1) / pieces;
+    }
     // Every strip takes the same K blocks: their steps once (make_step's divisions took 1.5% of a convolution).
     for (std::int64_t block = 0; block < depth_blocks_; ++block)
       steps_.push_back(make_step(problem, first_step_ + block));
   }
 
   // A piece's work: strips until none is left, each through all K blocks.
-  void run_piece(float* a_strip, float* c_strip) {
+  void run_piece(int piece, float* a_strip, float* c_strip) {
     const GemmPlan& plan = problem_.plan;
-    for (std::int64_t s; (s = next_strip_.fetch_add(1, std::memory_order_relaxed)) < plan.row_strips;) {
+    for (std::int64_t s; claim(piece, s);) {
       for (std::int64_t block = 0; block < depth_blocks_; ++block) {
         const Step& step = steps_[static_cast<std::size_t>(block)];
         wait_until_packed(block);
@@ -409,6 +415,22 @@ class WholeDepthWork {
  private:
   // K block `step`'s micro-panels: after those of the blocks before it.
   float* block_panel(const Step& step) const { return panel_ + step.depth_begin * micro_panels_ * kNr; }
+
+  // Piece `piece` runs the strips of its own contiguous share in order, then helps with the others' shares. One
+  // counter for all pieces dealt the strips out alternately, so both cores read the same input lines (a
+  // convolution's neighbouring windows), and every strip (2-10 us) moved the counter's cache line, with the
+  // fields beside it that every strip reads, from one core to the other. Two threads, median of paired rounds:
+  // a 3x3 convolution 0.91x the time, a 7x7 stride-2 stem 0.94x; one thread unchanged.
+  bool claim(int piece, std::int64_t& strip) {
+    const int pieces = static_cast<int>(shares_.size());
+    for (int i = 0; i < pieces; ++i) {
+      Share& share = shares_[static_cast<std::size_t>((piece + i) % pieces)];
+      if (share.next.load(std::memory_order_relaxed) >= share.end) continue;
+      strip = share.next.fetch_add(1, std::memory_order_relaxed);
+      if (strip < share.end) return true;
+    }
+    return false;
+  }
 
   // Packs micro-panels (in K order) until block `block` is packed; waits only for panels being packed now.
   void wait_until_packed(std::int64_t block) {
@@ -429,7 +451,13 @@ class WholeDepthWork {
   const std::int64_t first_step_, depth_blocks_, micro_panels_;
   float* const panel_;
   std::vector<Step> steps_;  // per K block
-  std::atomic<std::int64_t> next_strip_{0}, next_pack_{0};
+  // Each piece's share of the strips: the next one to claim and its end, on a cache line of its own.
+  struct alignas(64) Share {
+    std::atomic<std::int64_t> next{0};
+    std::int64_t end = 0;
+  };
+  std::vector<Share> shares_;
+  alignas(64) std::atomic<std::int64_t> next_pack_{0};
   std::vector<std::atomic<std::int64_t>> packed_;  // per K block: micro-panels packed
 };
 
@@ -446,10 +474,10 @@ void sgemm_whole_depth(Problem& problem) {
   float* strips = panel + panel_floats;
   const int pieces = static_cast<int>(std::min<std::int64_t>(threads, plan.row_strips));
   for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel) {
-    WholeDepthWork panel_work(problem, column_panel, panel);
+    WholeDepthWork panel_work(problem, column_panel, panel, pieces);
     runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
       float* own = strips + piece * (strip_floats + c_strip_floats);
-      panel_work.run_piece(own, own + strip_floats);
+      panel_work.run_piece(static_cast<int>(piece), own, own + strip_floats);
     });
   }
 }
