@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -217,6 +218,18 @@ struct MatmulOptions {
 // rank-1 operand is a vector, as in NumPy's matmul. f32/f64 go through BLAS.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {}, Location location = Location::current());
 
+// Einstein summation, as np.einsum, jnp.einsum, tf.einsum and torch.einsum: "bqd,bkd->bqk" multiplies the operands
+// along their labelled axes and sums over the labels the output leaves out. Labels are letters (a-z, A-Z); spaces
+// are ignored; a label of size 1 in one operand broadcasts against n in another (as in torch.einsum); a label
+// repeated within one operand takes its diagonal ("ii->i", the trace "ii->"); `...` stands for the axes the
+// letters leave, aligned on the right across operands and kept in front of the output unless an explicit output
+// leaves it out (then summed). Without "->" the output is the ellipsis axes, then the letters used once, in
+// alphabetical order (uppercase first). Dtypes promote as in matmul (bool operands are an error, as there).
+// Written with transposes, reshapes, reductions and one matmul per pair of operands (contracted left to right, in
+// the order given), so the JIT fuses it like code written with them.
+Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands,
+              Location location = Location::current());
+
 // ---- shape ops -----------------------------------------------------------------
 // One dimension may be -1 (inferred).
 Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape, Location location = Location::current());
@@ -252,6 +265,17 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<std::int64_t, std::int64
 // `x` repeated `multiples[i]` times along axis i (np.tile, tf.tile, torch's Tensor.tile): [2, 3] tiled {2, 1} is
 // [4, 3], the rows repeated as a block. Fewer multiples than axes repeat the last axes; more add leading axes.
 Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples, Location location = Location::current());
+// `x` with the order of its elements reversed along `axes` (np.flip, jnp.flip, tf.reverse, torch.flip; Axes() for
+// all of them): a slice with step -1, which every kernel reads where the elements lie.
+Tensor flip(const Tensor& x, Axes axes = {}, Location location = Location::current());
+// `x` rotated by `shift` along `axis`: element i goes to (i + shift) mod n, negative shifts to the left (np.roll and
+// torch.roll with an axis, tf.roll, jnp.roll). Two slices and a concat.
+Tensor roll(const Tensor& x, std::int64_t shift, std::int64_t axis, Location location = Location::current());
+// The lower (tril) or upper (triu) triangle of the last two axes, the rest 0 (np.tril / np.triu, jnp.*, torch.*;
+// tf.linalg.band_part): tril keeps x[..., i, j] where j <= i + diagonal, triu where j >= i + diagonal. A
+// comparison of two aranges and a select, which the JIT fuses into the ops around it (a causal mask).
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0, Location location = Location::current());
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0, Location location = Location::current());
 // Slices of `params` along `axis` picked by integer `indices` (i32 or i64, any shape), as NumPy's take,
 // tf.gather and jnp.take: the result's shape is params' with that axis replaced by the indices' shape, so
 // gather(table [vocabulary, width], tokens [batch, length]) is [batch, length, width] (an embedding lookup).

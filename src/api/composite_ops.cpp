@@ -4,6 +4,7 @@
 
 #include "api/dispatch.h"
 
+#include <kiln/creation.h>
 #include <kiln/error.h>
 #include <kiln/ops.h>
 
@@ -251,6 +252,59 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples, Locatio
   }
   const Tensor spread = broadcast_to(reshape(x, interleaved, location), Shape(broadcast), location);
   return reshape(spread, tiled, location);
+}
+
+Tensor flip(const Tensor& x, Axes axes, Location location) {
+  const int rank = checked_rank(x, "flip", location);
+  const std::vector<std::int64_t> flipped = normalize_axes(axes, rank, "flip", location);
+  if (flipped.empty()) return x;
+  SliceOptions reversed;
+  reversed.step.assign(static_cast<std::size_t>(rank), 1);
+  for (std::int64_t axis : flipped) reversed.step[static_cast<std::size_t>(axis)] = -1;
+  return slice(x, reversed, location);
+}
+
+Tensor roll(const Tensor& x, std::int64_t shift, std::int64_t axis, Location location) {
+  const int rank = checked_rank(x, "roll", location);
+  const std::int64_t rolled = normalize_axis(axis, rank, "roll", location);
+  if (!x.shape().is_static()) throw ShapeError("roll", "cannot roll a value whose shape depends on data", location);
+  const std::int64_t size = x.shape()[static_cast<int>(rolled)];
+  const std::int64_t split = size == 0 ? 0 : ((shift % size) + size) % size;  // the elements that wrap around
+  if (split == 0) return x;
+  SliceOptions tail, head;
+  tail.start.assign(static_cast<std::size_t>(rolled + 1), 0);
+  tail.start.back() = size - split;
+  head.stop.assign(static_cast<std::size_t>(rolled + 1), std::numeric_limits<std::int64_t>::max());
+  head.stop.back() = size - split;
+  return concat({slice(x, tail, location), slice(x, head, location)}, rolled, location);
+}
+
+namespace {
+
+// x where column - row compares with `diagonal` as `keep` says, else 0, over the last two axes.
+template <class Keep>
+Tensor triangle(const Tensor& x, std::int64_t diagonal, const char* op, Keep keep, const Location& location) {
+  const int rank = checked_rank(x, op, location);
+  if (rank < 2) throw ShapeError(op, "needs at least two axes (a matrix), got " + describe(x), location);
+  const std::int64_t rows = x.shape()[rank - 2], columns = x.shape()[rank - 1];
+  const Tensor row =
+      reshape(arange(0, static_cast<double>(rows), 1, DType::i64, x.device(), location), {rows, 1}, location);
+  const Tensor column =
+      reshape(arange(0, static_cast<double>(columns), 1, DType::i64, x.device(), location), {1, columns}, location);
+  const Tensor offset = sub(column, row, location);  // j - i
+  return where(keep(offset, diagonal), x, detail::constant(0, x.dtype(), Shape({}), x.device(), location), location);
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, std::int64_t diagonal, Location location) {
+  return triangle(
+      x, diagonal, "tril", [&](const Tensor& offset, std::int64_t k) { return le(offset, k, location); }, location);
+}
+
+Tensor triu(const Tensor& x, std::int64_t diagonal, Location location) {
+  return triangle(
+      x, diagonal, "triu", [&](const Tensor& offset, std::int64_t k) { return ge(offset, k, location); }, location);
 }
 
 }  // namespace kiln

@@ -585,5 +585,62 @@ TEST(Composites, BadArgumentsNameTheCompositeAndTheLine) {
   EXPECT_EQ(stacked_rows(x, x * 2.0).shape(), Shape({2, 4, 6}));
 }
 
+// flip, roll, tril and triu move or keep elements: exact, on both executors, at the shapes and arguments where an
+// off-by-one would show (odd sizes, shifts beyond the size and negative, diagonals off the matrix, empty axes).
+TEST(Composites, FlipRollAndTrianglesMoveElementsAsDefined) {
+  const Tensor x = random_tensor(DType::f32, {2, 3, 5}, 60);
+  const std::vector<float> v = x.to_vector<float>();
+  auto at = [&](std::int64_t a, std::int64_t b, std::int64_t c) {
+    return v[static_cast<std::size_t>(a * 15 + b * 5 + c)];
+  };
+  for (bool jit : {false, true}) {
+    const auto flipped = function([](Tensor x) { return flip(x, {0, -1}); }, {.jit_compile = jit})(x);
+    const auto flipped_all = function([](Tensor x) { return flip(x); }, {.jit_compile = jit})(x);
+    ASSERT_EQ(flipped.shape(), x.shape());
+    const std::vector<float> f = flipped.to_vector<float>(), g = flipped_all.to_vector<float>();
+    for (std::int64_t a = 0; a < 2; ++a)
+      for (std::int64_t b = 0; b < 3; ++b)
+        for (std::int64_t c = 0; c < 5; ++c) {
+          EXPECT_EQ(f[static_cast<std::size_t>(a * 15 + b * 5 + c)], at(1 - a, b, 4 - c)) << executor(jit);
+          EXPECT_EQ(g[static_cast<std::size_t>(a * 15 + b * 5 + c)], at(1 - a, 2 - b, 4 - c)) << executor(jit);
+        }
+    for (std::int64_t shift : {0, 1, 3, 5, 7, -1, -6}) {
+      const std::vector<float> r =
+          function([shift](Tensor x) { return roll(x, shift, 2); }, {.jit_compile = jit})(x).to_vector<float>();
+      for (std::int64_t a = 0; a < 2; ++a)
+        for (std::int64_t b = 0; b < 3; ++b)
+          for (std::int64_t c = 0; c < 5; ++c)
+            EXPECT_EQ(r[static_cast<std::size_t>(a * 15 + b * 5 + ((c + shift) % 5 + 5) % 5)], at(a, b, c))
+                << executor(jit) << " shift " << shift;
+    }
+    for (std::int64_t diagonal : {0, 1, -1, 4, -3, 9}) {
+      const std::vector<float> lower =
+          function([diagonal](Tensor x) { return tril(x, diagonal); }, {.jit_compile = jit})(x).to_vector<float>();
+      const std::vector<float> upper =
+          function([diagonal](Tensor x) { return triu(x, diagonal); }, {.jit_compile = jit})(x).to_vector<float>();
+      for (std::int64_t a = 0; a < 2; ++a)
+        for (std::int64_t i = 0; i < 3; ++i)
+          for (std::int64_t j = 0; j < 5; ++j) {
+            const std::size_t k = static_cast<std::size_t>(a * 15 + i * 5 + j);
+            EXPECT_EQ(lower[k], j <= i + diagonal ? at(a, i, j) : 0.0f) << executor(jit) << " tril " << diagonal;
+            EXPECT_EQ(upper[k], j >= i + diagonal ? at(a, i, j) : 0.0f) << executor(jit) << " triu " << diagonal;
+          }
+    }
+  }
+  // Integers keep their dtype; empty axes stay empty; a causal mask's triangle fuses with what reads it.
+  const Tensor counts = from_vector(std::vector<std::int32_t>{1, 2, 3, 4}, {2, 2});
+  EXPECT_EQ(tril(counts).to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 0, 3, 4}));
+  EXPECT_EQ(roll(zeros({0, 3}), 2, 0).shape(), Shape({0, 3}));
+  EXPECT_EQ(flip(zeros({3, 0})).shape(), Shape({3, 0}));
+  const auto masked =
+      function([](Tensor scores) { return nn::softmax(triu(scores, 1) - scores); }, {.jit_compile = true});
+  masked(x);
+  EXPECT_EQ(masked.statistics().kernels_per_call, 1) << masked.get_compiler_ir(Stage::fused, x);
+  EXPECT_THROW(tril(zeros({4})), ShapeError);
+  EXPECT_THROW(roll(x, 1, 3), ShapeError);
+  EXPECT_THROW(flip(x, {0, 0}), ShapeError);
+  EXPECT_NE(message_of([&] { triu(full({}, 1.0)); }).find("triu:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln
