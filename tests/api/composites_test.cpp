@@ -17,6 +17,7 @@
 namespace kiln {
 namespace {
 
+using testing::error_message;
 using testing::random_tensor;
 
 constexpr float infinity = std::numeric_limits<float>::infinity();
@@ -542,27 +543,18 @@ TEST(Composites, CrossEntropiesOfLargeLogitsAndOutOfRangeLabels) {
   EXPECT_THROW(nn::sparse_softmax_cross_entropy(x, from_vector(std::vector<std::int32_t>{1, 2})), ShapeError);
 }
 
-std::string message_of(const std::function<void()>& statement) {
-  try {
-    statement();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
 // Bad arguments are errors under the composite's own name and the caller's line, and a function that hit one stays
 // usable.
 TEST(Composites, BadArgumentsNameTheCompositeAndTheLine) {
   const Tensor x = random_tensor(DType::f32, {4, 6}, 40);
   const std::string line = "composites_test.cpp:" + std::to_string(__LINE__ + 1);
-  const std::string stacked = message_of([&] { stack({x, transpose(x)}); });
+  const std::string stacked = error_message([&] { stack({x, transpose(x)}); });
   EXPECT_NE(stacked.find("stack:"), std::string::npos) << stacked;
   EXPECT_NE(stacked.find("f32[6,4]"), std::string::npos) << stacked;
   EXPECT_NE(stacked.find(line), std::string::npos) << stacked;
   EXPECT_THROW(stack({}), ValueError);
   EXPECT_THROW(stack({x}, 3), ShapeError);
-  const std::string divided = message_of([&] { split(x, 4, 1); });
+  const std::string divided = error_message([&] { split(x, 4, 1); });
   EXPECT_NE(divided.find("split:"), std::string::npos) << divided;
   EXPECT_NE(divided.find("does not divide into 4"), std::string::npos) << divided;
   EXPECT_THROW(split_sizes(x, {2, 2}, 1), ShapeError);
@@ -570,15 +562,18 @@ TEST(Composites, BadArgumentsNameTheCompositeAndTheLine) {
   EXPECT_THROW(split_sizes(x, {7, -1}, 1), ShapeError);
   EXPECT_THROW(split(x, 0), ValueError);
   EXPECT_THROW(split(full({}, 1.0), 1), ShapeError);
-  EXPECT_NE(message_of([&] { argmin(x, 2); }).find("argmin:"), std::string::npos);
-  EXPECT_NE(message_of([&] { argmin(zeros({0, 3}), 0); }).find("argmin: argmin of an empty axis"), std::string::npos);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(error_message([&] { argmin(x, 2); }).find("argmin:"), std::string::npos);
+  EXPECT_NE(error_message([&] {
+              argmin(zeros({0, 3}), 0);
+            }).find("argmin: argmin of an empty axis"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] {
               reduce_logsumexp(x, {1, -1});
             }).find("reduce_logsumexp: an axis is repeated"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { reduce_variance(x, {5}); }).find("reduce_variance:"), std::string::npos);
-  EXPECT_NE(message_of([&] { nn::rms_norm(full({}, 1.0)); }).find("rms_norm: needs rank >= 1"), std::string::npos);
-  EXPECT_NE(message_of([&] { clip(Tensor(), 0, 1); }).find("clip:"), std::string::npos);
+  EXPECT_NE(error_message([&] { reduce_variance(x, {5}); }).find("reduce_variance:"), std::string::npos);
+  EXPECT_NE(error_message([&] { nn::rms_norm(full({}, 1.0)); }).find("rms_norm: needs rank >= 1"), std::string::npos);
+  EXPECT_NE(error_message([&] { clip(Tensor(), 0, 1); }).find("clip:"), std::string::npos);
 
   auto stacked_rows = function([](Tensor a, Tensor b) { return stack({a, b}); }, {.jit_compile = true});
   EXPECT_THROW(stacked_rows(x, transpose(x)), ShapeError);
@@ -639,7 +634,7 @@ TEST(Composites, FlipRollAndTrianglesMoveElementsAsDefined) {
   EXPECT_THROW(tril(zeros({4})), ShapeError);
   EXPECT_THROW(roll(x, 1, 3), ShapeError);
   EXPECT_THROW(flip(x, {0, 0}), ShapeError);
-  EXPECT_NE(message_of([&] { triu(full({}, 1.0)); }).find("triu:"), std::string::npos);
+  EXPECT_NE(error_message([&] { triu(full({}, 1.0)); }).find("triu:"), std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 namespace kiln {
 namespace {
 
+using testing::error_message;
 using testing::random_tensor;
 
 // The sum that "inputs->output" (letters only, explicit output) defines, over operands given as long doubles
@@ -211,15 +212,6 @@ TEST(Einsum, EllipsisBroadcastsLikeMatmulBatches) {
   }
 }
 
-std::string message_of(const std::function<void()>& statement) {
-  try {
-    statement();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
 // A label of size 1 in one operand broadcasts against the other's, summed or kept (torch.einsum's rule).
 TEST(Einsum, LabelsOfSizeOneBroadcast) {
   const Tensor a = random_tensor(DType::f32, {3, 1}, 1), b = random_tensor(DType::f32, {4, 2}, 2);
@@ -266,7 +258,7 @@ TEST(Einsum, BadArgumentsAreErrorsNamingEinsumAndTheLine) {
   EXPECT_THROW(einsum("", {}), ValueError);
   EXPECT_THROW(einsum("ij->", {gt(a, 0.0)}), DTypeError);
   const std::string line = "einsum_test.cpp:" + std::to_string(__LINE__ + 1);
-  const std::string message = message_of([&] { einsum("ij,jk->ik", {a, b}); });
+  const std::string message = error_message([&] { einsum("ij,jk->ik", {a, b}); });
   EXPECT_NE(message.find("einsum:"), std::string::npos) << message;
   EXPECT_NE(message.find("label j"), std::string::npos) << message;
   EXPECT_NE(message.find(line), std::string::npos) << message;

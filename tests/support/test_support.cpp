@@ -67,6 +67,15 @@ namespace {
 std::mutex log_mutex;
 }
 
+std::string error_message(const std::function<void()>& statement) {
+  try {
+    statement();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
 CapturedLog::CapturedLog() {
   previous_ = set_log_handler([this](LogLevel, const std::string& message) {
     std::lock_guard lock(log_mutex);

@@ -28,6 +28,9 @@ std::vector<float> random_floats(std::int64_t count, std::uint64_t seed);
 std::pair<std::vector<float>, std::vector<float>> floats_with_two_threads_and_one(
     const std::function<Tensor()>& compute);
 
+// The message of the kiln::Error that `statement` throws, or "no error".
+std::string error_message(const std::function<void()>& statement);
+
 // Collects kiln's log messages while alive.
 class CapturedLog {
  public:
