@@ -71,7 +71,8 @@ using testing::seed_function;
 TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
   KILN_REQUIRE_GPU();
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
-    for (const Shape& shape : {Shape(), Shape({7}), Shape({3, 5}), Shape({0, 4}), Shape({2, 3, 129}), Shape({100003})}) {
+    for (const Shape& shape :
+         {Shape(), Shape({7}), Shape({3, 5}), Shape({0, 4}), Shape({2, 3, 129}), Shape({100003})}) {
       auto body = [dtype](Tensor x) {
         std::vector<Tensor> outputs = {neg(x), abs(x), sign(x), square(x), relu(x), floor(x), ceil(x), round(x)};
         if (is_floating(dtype))
@@ -87,20 +88,24 @@ TEST(CudaJit, UnaryOpsOnEveryDtypeAndShape) {
 
 TEST(CudaJit, BinaryOpsWithBroadcastingOnEveryDtype) {
   KILN_REQUIRE_GPU();
-  const std::vector<std::pair<Shape, Shape>> pairs = {
-      {Shape({5}), Shape({5})}, {Shape({3, 4}), Shape({4})}, {Shape({3, 1, 5}), Shape({4, 5})}, {Shape({}), Shape({6})},
-      {Shape({1024}), Shape({1024})}};
+  const std::vector<std::pair<Shape, Shape>> pairs = {{Shape({5}), Shape({5})},
+                                                      {Shape({3, 4}), Shape({4})},
+                                                      {Shape({3, 1, 5}), Shape({4, 5})},
+                                                      {Shape({}), Shape({6})},
+                                                      {Shape({1024}), Shape({1024})}};
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
     for (const auto& [left, right] : pairs) {
       auto body = [](Tensor a, Tensor b) {
-        return std::vector<Tensor>{a + b, a - b, a * b, maximum(a, b), minimum(a, b),
-                                   pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
+        return std::vector<Tensor>{a + b,         a - b,
+                                   a * b,         maximum(a, b),
+                                   minimum(a, b), pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
       };
       expect_gpu_agreement("binary " + std::string(to_string(dtype)) + left.to_string() + " x " + right.to_string(),
                            body, random_tensor(dtype, left, 2), random_tensor(dtype, right, 3));
     }
-  expect_gpu_agreement("division", [](Tensor a, Tensor b) { return a / b; }, random_tensor(DType::f32, {33, 8}, 4),
-                       random_tensor(DType::f32, {8}, 5));
+  expect_gpu_agreement(
+      "division", [](Tensor a, Tensor b) { return a / b; }, random_tensor(DType::f32, {33, 8}, 4),
+      random_tensor(DType::f32, {8}, 5));
 }
 
 // A constant made inside a traced function (on the CPU by default) is part
@@ -131,8 +136,8 @@ TEST(CudaJit, LogicalOpsComparisonsWhereAndCasts) {
   Tensor p = random_tensor(DType::boolean, {3, 1, 5}, 6), q = random_tensor(DType::boolean, {4, 5}, 7);
   Tensor a = random_tensor(DType::f32, {3, 1, 5}, 8), b = random_tensor(DType::f32, {4, 5}, 9);
   auto body = [](Tensor p, Tensor q, Tensor a, Tensor b) {
-    return std::vector<Tensor>{logical_and(p, q), logical_or(p, q), logical_not(p), eq(p, q), ne(p, q),
-                               where(p, a, b),    where(q, a, 2.5),  where(a > b, a, b), a <= b, a >= b};
+    return std::vector<Tensor>{logical_and(p, q), logical_or(p, q), logical_not(p),     eq(p, q), ne(p, q),
+                               where(p, a, b),    where(q, a, 2.5), where(a > b, a, b), a <= b,   a >= b};
   };
   expect_gpu_agreement("logical", body, p, q, a, b);
   const std::vector<DType> dtypes = {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64};
@@ -142,8 +147,8 @@ TEST(CudaJit, LogicalOpsComparisonsWhereAndCasts) {
       for (DType to : dtypes) outputs.push_back(cast(x * 1000, to));
       return outputs;
     };
-    if (from != DType::boolean) expect_gpu_agreement("casts from " + std::string(to_string(from)), casts,
-                                                     random_tensor(from, {257}, 10));
+    if (from != DType::boolean)
+      expect_gpu_agreement("casts from " + std::string(to_string(from)), casts, random_tensor(from, {257}, 10));
   }
 }
 
@@ -179,8 +184,8 @@ TEST(CudaJit, TransposedSlicedAndBroadcastInputs) {
 TEST(CudaJit, ReductionsOverTrailingAxesOfEveryDtypeAndLength) {
   KILN_REQUIRE_GPU();
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
-    for (const Shape& shape : {Shape({5, 7}), Shape({3, 1024}), Shape({4, 1025}), Shape({2, 70000}), Shape({0, 5}),
-                               Shape({6, 0})}) {
+    for (const Shape& shape :
+         {Shape({5, 7}), Shape({3, 1024}), Shape({4, 1025}), Shape({2, 70000}), Shape({0, 5}), Shape({6, 0})}) {
       auto body = [](Tensor x) {
         return std::vector<Tensor>{reduce_sum(x, {-1}), reduce_max(x, {-1}), reduce_min(x, {-1}),
                                    reduce_sum(x * x, {-1}, true)};
@@ -188,10 +193,18 @@ TEST(CudaJit, ReductionsOverTrailingAxesOfEveryDtypeAndLength) {
       expect_gpu_agreement("reductions " + std::string(to_string(dtype)) + shape.to_string(), body,
                            random_tensor(dtype, shape, 13));
     }
-  expect_gpu_agreement("mean and prod", [](Tensor x) { return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})}; },
-                       random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 14));
-  expect_gpu_agreement("reduction of a transpose", [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
-                       random_tensor(DType::f32, {5, 6, 7}, 15));
+  expect_gpu_agreement(
+      "mean and prod",
+      [](Tensor x) {
+        return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})};
+      },
+      random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 14));
+  expect_gpu_agreement(
+      "reduction of a transpose",
+      [](Tensor x) {
+        return reduce_max(transpose(x, {0, 2, 1}), {1, 2});
+      },
+      random_tensor(DType::f32, {5, 6, 7}, 15));
   auto any_all = [](Tensor x) {
     Tensor rare = x > 0.9, common = x > -0.9;
     return std::vector<Tensor>{reduce_max(rare, {-1}), reduce_min(common, {-1}), reduce_max(rare), reduce_min(common)};
@@ -213,19 +226,22 @@ TEST(CudaJit, NeuralNetworkCompositesAndKernelCounts) {
     Tensor gamma = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 17);
     Tensor beta = random_tensor(DType::f32, {shape[shape.rank() - 1]}, 18);
     auto body = [](Tensor x, Tensor gamma, Tensor beta) {
-      return std::vector<Tensor>{nn::gelu(x),        nn::gelu(x, nn::GeluApproximation::erf), nn::softmax(x),
-                                 nn::log_softmax(x), nn::layer_norm(x, gamma, beta),           nn::sigmoid(x) * nn::relu(x)};
+      return std::vector<Tensor>{
+          nn::gelu(x),        nn::gelu(x, nn::GeluApproximation::erf), nn::softmax(x),
+          nn::log_softmax(x), nn::layer_norm(x, gamma, beta),          nn::sigmoid(x) * nn::relu(x)};
     };
     expect_gpu_agreement("nn " + shape.to_string(), body, x, gamma, beta);
   }
-  EXPECT_EQ(expect_gpu_agreement("gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 19))
+  EXPECT_EQ(expect_gpu_agreement(
+                "gelu", [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4099}, 19))
                 .kernels_per_call,
             1);
-  EXPECT_EQ(expect_gpu_agreement("softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 20))
+  EXPECT_EQ(expect_gpu_agreement(
+                "softmax", [](Tensor x) { return nn::softmax(x); }, random_tensor(DType::f32, {37, 301}, 20))
                 .kernels_per_call,
             1);
-  EXPECT_EQ(expect_gpu_agreement("layer_norm", [](Tensor x) { return nn::layer_norm(x); },
-                                 random_tensor(DType::f32, {64, 768}, 21))
+  EXPECT_EQ(expect_gpu_agreement(
+                "layer_norm", [](Tensor x) { return nn::layer_norm(x); }, random_tensor(DType::f32, {64, 768}, 21))
                 .kernels_per_call,
             1);
   Tensor p = random_tensor(DType::f32, {1000}, 22), g = random_tensor(DType::f32, {1000}, 23);
@@ -259,6 +275,26 @@ TEST(CudaJit, ConvolutionsPoolingAndBatchNorm) {
   expect_gpu_agreement(
       "conv1d", [](Tensor x, Tensor w) { return nn::conv1d(x, w, {.stride = 2, .padding = nn::Padding::same}); },
       random_tensor(DType::f32, {3, 17, 4}, 64), random_tensor(DType::f32, {5, 4, 7}, 65));
+}
+
+// einsum and the element-moving composites are primitives' compositions too: transposes folded into batched and
+// transposed cuBLAS products, a diagonal as a strided slice, reversed slices, a causal triangle from two iotas.
+TEST(CudaJit, EinsumFlipRollAndTriangles) {
+  KILN_REQUIRE_GPU();
+  const Tf32Setting full_f32(false);
+  auto body = [](Tensor q, Tensor k, Tensor square) {
+    return std::vector<Tensor>{einsum("bhqd,bhkd->bhqk", {q, k}),
+                               einsum("bhqd,bhkd->bqhk", {q, k}),
+                               einsum("...qd,...kd", {q, k}),
+                               einsum("bhqd->bd", {q}),
+                               einsum("ii->i", {square}),
+                               einsum("ij,jk,kl->il", {square, square, square}),
+                               flip(q, {1, -1}),
+                               roll(q, -3, 2),
+                               nn::softmax(tril(square, -1) - square)};
+  };
+  expect_gpu_agreement("einsum and friends", body, random_tensor(DType::f32, {2, 3, 7, 5}, 68),
+                       random_tensor(DType::f32, {2, 3, 6, 5}, 69), random_tensor(DType::f32, {9, 9}, 70));
 }
 
 TEST(CudaJit, InverseTrigonometricAndHyperbolicFunctions) {
@@ -338,8 +374,13 @@ TEST(CudaJit, SeedIsCublasAndOneKernelWithTf32OnAndOff) {
   double first = jit(gx, gy).item<double>();
   for (int call = 0; call < 5; ++call) EXPECT_EQ(jit(gx, gy).item<double>(), first);
   Tensor big = random_tensor(DType::f32, {1024, 1024}, 28);
-  expect_gpu_agreement("seed with the product as an output too",
-                       [](Tensor x) { Tensor z = matmul(x, x); return std::vector<Tensor>{z, reduce_mean(nn::relu(z))}; }, big);
+  expect_gpu_agreement(
+      "seed with the product as an output too",
+      [](Tensor x) {
+        Tensor z = matmul(x, x);
+        return std::vector<Tensor>{z, reduce_mean(nn::relu(z))};
+      },
+      big);
   config::allow_tf32 = true;  // TF32: 10-bit mantissas, so only close
   double with_tf32 = jit(gx, gy).item<double>();
   EXPECT_NEAR(with_tf32, first, 1e-2 * std::abs(first) + 1);
@@ -355,22 +396,25 @@ TEST(CudaJit, DenseLayersThroughCublasLtEpilogues) {
     std::string size = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
     Tensor x = random_tensor(DType::f32, {m, k}, 32), w = random_tensor(DType::f32, {k, n}, 33);
     Tensor b = random_tensor(DType::f32, {n}, 34);
-    EXPECT_EQ(expect_gpu_agreement("relu(x @ w + b) " + size,
-                                   [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); }, x, w, b)
-                  .kernels_per_call,
-              1);
-    expect_gpu_agreement("b + x @ w " + size, [](Tensor x, Tensor w, Tensor b) { return b + matmul(x, w); }, x, w, b);
-    expect_gpu_agreement("relu(x^T @ w) " + size,
-                         [](Tensor x, Tensor w) { return nn::relu(matmul(x, w, {.transpose_a = true})); },
-                         transpose(x), w);
+    EXPECT_EQ(
+        expect_gpu_agreement(
+            "relu(x @ w + b) " + size, [](Tensor x, Tensor w, Tensor b) { return nn::relu(matmul(x, w) + b); }, x, w, b)
+            .kernels_per_call,
+        1);
+    expect_gpu_agreement(
+        "b + x @ w " + size, [](Tensor x, Tensor w, Tensor b) { return b + matmul(x, w); }, x, w, b);
+    expect_gpu_agreement(
+        "relu(x^T @ w) " + size, [](Tensor x, Tensor w) { return nn::relu(matmul(x, w, {.transpose_a = true})); },
+        transpose(x), w);
     // A bias sliced from a longer vector (an offset of one element when it
     // stays a view): whichever way the plan takes it, the results agree.
     Tensor wide = random_tensor(DType::f32, {n + 1}, 35);
-    expect_gpu_agreement("dense with an unaligned bias " + size,
-                         [n](Tensor x, Tensor w, Tensor wide) {
-                           return nn::relu(matmul(x, w) + slice(wide, {.start = {1}, .stop = {n + 1}}));
-                         },
-                         x, w, wide);
+    expect_gpu_agreement(
+        "dense with an unaligned bias " + size,
+        [n](Tensor x, Tensor w, Tensor wide) {
+          return nn::relu(matmul(x, w) + slice(wide, {.start = {1}, .stop = {n + 1}}));
+        },
+        x, w, wide);
   }
 }
 
@@ -470,7 +514,8 @@ TEST(CudaJit, RankZeroAndZeroSizeInsideFusedKernels) {
 
 TEST(CudaJit, SourceStageShowsTheCudaModule) {
   KILN_REQUIRE_GPU();
-  auto jit = function([](Tensor x) { return nn::softmax(x); }, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  auto jit =
+      function([](Tensor x) { return nn::softmax(x); }, {.jit_compile = true, .on_compile_failure = Fallback::none});
   Tensor x = random_tensor(DType::f32, {8, 100}, 32).to(gpu);
   std::string source = jit.get_compiler_ir(Stage::source, x);
   EXPECT_NE(source.find("extern \"C\" __global__ void"), std::string::npos) << source;
