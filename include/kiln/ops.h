@@ -225,8 +225,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options = {}, Loca
 // letters leave, aligned on the right across operands and kept in front of the output unless an explicit output
 // leaves it out (then summed). Without "->" the output is the ellipsis axes, then the letters used once, in
 // alphabetical order (uppercase first). Dtypes promote as in matmul (bool operands are an error, as there).
-// Written with transposes, reshapes, reductions and one matmul per pair of operands (contracted left to right, in
-// the order given), so the JIT fuses it like code written with them.
+// Written with transposes, reshapes, reductions and one matmul per pair of operands (the pair with the smallest
+// result first, as opt_einsum's greedy order that jnp.einsum uses), so the JIT fuses it like code written with
+// them.
 Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands,
               Location location = Location::current());
 

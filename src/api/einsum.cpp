@@ -1,8 +1,8 @@
 // einsum: Einstein summation written with kiln's primitives. Each operand first loses the axes only it needs (its
-// repeated labels become a diagonal, a label found nowhere else is summed), then the operands are contracted left
-// to right, each pair as one batched matmul (or, with nothing to contract, a broadcasting multiply), and the result
-// is transposed into the output's order. So the JIT sees transposes, reshapes, reductions and matmuls, and fuses
-// them as it fuses code written with them by hand.
+// repeated labels become a diagonal, a label found nowhere else is summed), then the operands are contracted in
+// pairs, the pair with the smallest result first, each pair as one batched matmul (or, with nothing to contract, a
+// broadcasting multiply), and the result is transposed into the output's order. So the JIT sees transposes, reshapes,
+// reductions and matmuls, and fuses them as it fuses code written with them by hand.
 
 #include "api/dispatch.h"
 
@@ -243,6 +243,31 @@ Labelled contract(const Labelled& a, const Labelled& b, const std::vector<Label>
   return {reshape(product, dims_of(result_labels), location), result_labels};
 }
 
+// The labels that must survive contracting operands `first` and `second`: the output's and the other operands'.
+std::vector<Label> labels_needed_beyond(const std::vector<Labelled>& operands, std::size_t first, std::size_t second,
+                                        const std::vector<Label>& output) {
+  std::vector<Label> keep = output;
+  for (std::size_t other = 0; other < operands.size(); ++other)
+    if (other != first && other != second)
+      keep.insert(keep.end(), operands[other].labels.begin(), operands[other].labels.end());
+  return keep;
+}
+
+// The number of elements contracting operands `first` and `second` makes.
+std::int64_t result_size(const std::vector<Labelled>& operands, std::size_t first, std::size_t second,
+                         const std::vector<Label>& output, const std::map<Label, std::int64_t>& sizes) {
+  const std::vector<Label> keep = labels_needed_beyond(operands, first, second, output);
+  std::vector<Label> counted;
+  std::int64_t size = 1;
+  for (std::size_t operand : {first, second})
+    for (Label label : operands[operand].labels)
+      if (contains(keep, label) && !contains(counted, label)) {
+        counted.push_back(label);
+        size *= sizes.at(label);
+      }
+  return size;
+}
+
 }  // namespace
 
 Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands, Location location) {
@@ -348,14 +373,26 @@ Tensor einsum(std::string_view subscripts, const std::vector<Tensor>& operands, 
     x = sum_all_but(x, keep, location);
   }
 
-  Labelled result = inputs[0];
-  for (std::size_t next = 1; next < inputs.size(); ++next) {
-    std::vector<Label> keep = output;
-    for (std::size_t later = next + 1; later < inputs.size(); ++later)
-      keep.insert(keep.end(), inputs[later].labels.begin(), inputs[later].labels.end());
-    result = contract(result, inputs[next], keep, sizes, location);
+  // Pairs in greedy order (opt_einsum's "greedy", which jnp.einsum uses by default): the pair whose result has the
+  // fewest elements first, the earlier pair on a tie. Left to right, "ij,jk,k->i" would multiply two matrices;
+  // greedily it is two matrix-vector products.
+  while (inputs.size() > 1) {
+    std::size_t best_first = 0, best_second = 1;
+    std::int64_t best_size = -1;
+    for (std::size_t first = 0; first < inputs.size(); ++first)
+      for (std::size_t second = first + 1; second < inputs.size(); ++second) {
+        const std::int64_t size = result_size(inputs, first, second, output, sizes);
+        if (best_size < 0 || size < best_size) {
+          best_size = size;
+          best_first = first;
+          best_second = second;
+        }
+      }
+    const std::vector<Label> keep = labels_needed_beyond(inputs, best_first, best_second, output);
+    inputs[best_first] = contract(inputs[best_first], inputs[best_second], keep, sizes, location);
+    inputs.erase(inputs.begin() + static_cast<std::ptrdiff_t>(best_second));
   }
-  result = sum_all_but(result, output, location);
+  const Labelled result = sum_all_but(inputs[0], output, location);
   // A label that was 1 long where it reached the output but longer elsewhere (summed there): stretch it.
   std::vector<std::int64_t> output_dims;
   for (Label label : output) output_dims.push_back(sizes.at(label));

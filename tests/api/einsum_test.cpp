@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -209,6 +208,24 @@ TEST(Einsum, EllipsisBroadcastsLikeMatmulBatches) {
     long double want = 0;
     for (int row = 0; row < 24; ++row) want += values[row * 4 + j];
     EXPECT_NEAR(summed[j], static_cast<double>(want), 1e-5);
+  }
+}
+
+// Three or more operands contract the pair with the smallest result first: a matrix times a matrix times a vector
+// is two matrix-vector products, whichever way round it is written.
+TEST(Einsum, ChainsContractTheSmallestPairFirst) {
+  const Tensor a = random_tensor(DType::f32, {64, 64}, 1), b = random_tensor(DType::f32, {64, 64}, 2);
+  const Tensor v = random_tensor(DType::f32, {64}, 3);
+  for (const char* subscripts : {"ij,jk,k->i", "k,ij,jk->i"}) {
+    const bool vector_first = subscripts[0] == 'k';
+    const auto chain = function([&](Tensor a, Tensor b, Tensor v) {
+      return vector_first ? einsum(subscripts, {v, a, b}) : einsum(subscripts, {a, b, v});
+    });
+    const std::string traced = chain.get_compiler_ir(Stage::traced, a, b, v);
+    EXPECT_EQ(traced.find("f32[64,64] matmul"), std::string::npos) << subscripts << "\n" << traced;
+    const std::vector<float> got = chain(a, b, v).to_vector<float>();
+    const std::vector<float> want = matmul(a, matmul(b, v)).to_vector<float>();
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3f * (1 + std::fabs(want[i])));
   }
 }
 
