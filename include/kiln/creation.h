@@ -33,4 +33,15 @@ Tensor arange(double start, double stop, double step = 1, DType dtype = DType::f
               Location location = Location::current());
 Tensor arange(std::int64_t count, DType dtype = DType::i64, Location location = Location::current());
 
+// `count` evenly spaced values from start to stop, both included (np.linspace, tf.linspace, torch.linspace):
+// start + i * (stop - start) / (count - 1) computed in double, the last exactly stop, then converted to `dtype`.
+// Inside kiln::function, an iota and elementwise ops, as arange.
+Tensor linspace(double start, double stop, std::int64_t count, DType dtype = DType::f32, Device device = Device::cpu(),
+                Location location = Location::current());
+// The rows x columns matrix (columns = rows when -1) with ones on diagonal `diagonal` (above the main one when
+// positive, below when negative) and zeros elsewhere (np.eye, tf.eye, torch.eye). Inside kiln::function, a
+// comparison of two iotas, which the JIT fuses into what reads it.
+Tensor eye(std::int64_t rows, std::int64_t columns = -1, std::int64_t diagonal = 0, DType dtype = DType::f32,
+           Device device = Device::cpu(), Location location = Location::current());
+
 }  // namespace kiln

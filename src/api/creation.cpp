@@ -42,7 +42,8 @@ Tensor place_on(Tensor host, Device device, const char* op, const Location& loca
 }
 
 // A concrete tensor holding a copy of `count` elements at `data`.
-template <class T> Tensor copy_from(const T* data, const Shape& shape, Device device, const char* op, const Location& location) {
+template <class T>
+Tensor copy_from(const T* data, const Shape& shape, Device device, const char* op, const Location& location) {
   check_static(shape, op, location);
   check_host(device, op, location);
   constexpr DType dtype = dtype_of<T>;
@@ -92,11 +93,13 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device devi
   }
 }
 
-template <class T> Tensor from_vector(const std::vector<T>& values, Location location) {
+template <class T>
+Tensor from_vector(const std::vector<T>& values, Location location) {
   return from_vector(values, Shape({static_cast<std::int64_t>(values.size())}), Device::cpu(), location);
 }
 
-template <class T> Tensor from_pointer(const T* data, const Shape& shape, Device device, Location location) {
+template <class T>
+Tensor from_pointer(const T* data, const Shape& shape, Device device, Location location) {
   if (!data && shape.numel() > 0) throw ValueError("from_pointer", "the data pointer is null", location);
   return copy_from(data, shape, device, "from_pointer", location);
 }
@@ -131,9 +134,37 @@ Tensor arange(std::int64_t count, DType dtype, Location location) {
   return arange(0.0, static_cast<double>(count), 1.0, dtype, Device::cpu(), location);
 }
 
-#define KILN_INSTANTIATE(T)                                                                  \
-  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device, Location);    \
-  template Tensor from_vector<T>(const std::vector<T>&, Location);                          \
+Tensor linspace(double start, double stop, std::int64_t count, DType dtype, Device device, Location location) {
+  if (count < 0) throw ValueError("linspace", "count " + std::to_string(count) + " is negative", location);
+  if (!std::isfinite(start) || !std::isfinite(stop))
+    throw ValueError("linspace", "start and stop must be finite", location);
+  const Tensor positions = arange(0.0, static_cast<double>(count), 1.0, DType::f64, device, location);
+  if (count <= 1) return detail::cast_to(add(positions, start, location), dtype, location);
+  const double step = (stop - start) / static_cast<double>(count - 1);
+  const Tensor values = add(mul(positions, step, location), start, location);
+  // The last value is stop itself, as NumPy makes it: start + (count - 1) * step may round away from it.
+  const Tensor exact = where(eq(positions, static_cast<double>(count - 1), location), stop, values, location);
+  return detail::cast_to(exact, dtype, location);
+}
+
+Tensor eye(std::int64_t rows, std::int64_t columns, std::int64_t diagonal, DType dtype, Device device,
+           Location location) {
+  if (columns == -1) columns = rows;
+  if (rows < 0 || columns < 0)
+    throw ValueError("eye",
+                     "rows and columns must be >= 0 (columns may be -1: as many as rows), got " + std::to_string(rows) +
+                         " and " + std::to_string(columns),
+                     location);
+  const Tensor row =
+      reshape(arange(0.0, static_cast<double>(rows), 1.0, DType::i64, device, location), {rows, 1}, location);
+  const Tensor column =
+      reshape(arange(0.0, static_cast<double>(columns), 1.0, DType::i64, device, location), {1, columns}, location);
+  return detail::cast_to(eq(sub(column, row, location), diagonal, location), dtype, location);
+}
+
+#define KILN_INSTANTIATE(T)                                                              \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device, Location); \
+  template Tensor from_vector<T>(const std::vector<T>&, Location);                       \
   template Tensor from_pointer<T>(const T*, const Shape&, Device, Location);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)

@@ -127,6 +127,41 @@ TEST(Function, ArangeInsideATraceIsAnIotaWithTheEagerValues) {
   }
 }
 
+// linspace and eye, eager and inside traced functions (iotas there: nothing captured), on both executors.
+TEST(Function, LinspaceAndEyeHaveNumPysValuesEagerAndTraced) {
+  const std::vector<double> spaced = linspace(-1.5, 2.0, 8, DType::f64).to_vector<double>();
+  ASSERT_EQ(spaced.size(), 8u);
+  for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(spaced[i], -1.5 + static_cast<double>(i) * (3.5 / 7.0)) << i;
+  EXPECT_EQ(spaced[7], 2.0);  // exactly stop
+  EXPECT_EQ(linspace(0.1, 0.7, 7).to_vector<float>().back(), 0.7f);
+  EXPECT_EQ(linspace(3, 9, 1).to_vector<float>(), std::vector<float>{3.0f});
+  EXPECT_EQ(linspace(3, 9, 0).shape(), Shape({0}));
+  EXPECT_EQ(linspace(0, 10, 6, DType::i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(eye(2, 3, 1, DType::i32).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(eye(3, -1, -1).to_vector<float>(), (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(eye(0).shape(), Shape({0, 0}));
+  EXPECT_THROW(eye(-2), ValueError);
+  EXPECT_THROW(linspace(0, 1, -1), ValueError);
+  const Tensor x = random_tensor(DType::f32, {5, 4}, 70);
+  for (bool jit : {false, true}) {
+    auto traced = function(
+        [](Tensor x) {
+          return x * eye(5, 4, 1) + reshape(linspace(-1, 1, 4), {1, 4});
+        },
+        {.jit_compile = jit, .on_compile_failure = Fallback::none});
+    const std::string ir = traced.get_compiler_ir(Stage::traced, x);
+    EXPECT_EQ(ir.substr(0, ir.find('\n')).find("%1:"), std::string::npos) << "nothing captured\n" << ir;
+    const std::vector<float> got = traced(x).to_vector<float>(), values = x.to_vector<float>();
+    const std::vector<float> spaced_row = linspace(-1, 1, 4).to_vector<float>();
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 4; ++j)
+        EXPECT_EQ(got[i * 4 + j], (j == i + 1 ? values[i * 4 + j] : 0.0f) + spaced_row[j]) << i << " " << j;
+    if (jit) {
+      EXPECT_EQ(traced.statistics().kernels_per_call, 1);
+    }
+  }
+}
+
 TEST(Function, ConstantsOnAnotherDeviceInsideATraceAreRefused) {
   for (bool jit : {false, true}) {
     auto scaled = function([](Tensor x) { return x * full({}, 3); }, {.jit_compile = jit});
