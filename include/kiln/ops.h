@@ -63,6 +63,14 @@ KILN_DECLARE_BINARY(sub)
 KILN_DECLARE_BINARY(mul)
 KILN_DECLARE_BINARY(div)
 KILN_DECLARE_BINARY(pow)
+// Division rounded down and its remainder, in the divisor's sign (Python's // and %, NumPy's floor_divide and
+// remainder, jnp's, torch's, tf.math.floordiv and floormod): floor_divide(-7, 2) is -4 and remainder(-7, 2) is 1;
+// floats as NumPy's divmod (7.0 // 0.1 is 69: 0.1 is a little above a tenth). fmod is C's remainder, in the
+// dividend's sign (np.fmod, torch.fmod): fmod(-7, 2) is -1. Integers divided by 0 give 0 (as NumPy, which also
+// warns); floats give inf or NaN. Bools are refused (DTypeError).
+KILN_DECLARE_BINARY(floor_divide)
+KILN_DECLARE_BINARY(remainder)
+KILN_DECLARE_BINARY(fmod)
 KILN_DECLARE_BINARY(maximum)
 KILN_DECLARE_BINARY(minimum)
 KILN_DECLARE_BINARY(eq)
@@ -120,6 +128,7 @@ KILN_DECLARE_OPERATOR(+)
 KILN_DECLARE_OPERATOR(-)
 KILN_DECLARE_OPERATOR(*)
 KILN_DECLARE_OPERATOR(/)
+KILN_DECLARE_OPERATOR(%)  // remainder: Python's and NumPy's %, in the divisor's sign
 KILN_DECLARE_OPERATOR(==)
 KILN_DECLARE_OPERATOR(!=)
 KILN_DECLARE_OPERATOR(<)

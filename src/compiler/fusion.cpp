@@ -219,6 +219,10 @@ bool is_loop_fusible(ir::Op op) {
 int cost_per_element(ir::Op op) {
   if (is_transcendental(op)) return 20;
   switch (op) {
+    case ir::Op::floor_divide:  // integer division, or NumPy's float divmod through fmod
+    case ir::Op::remainder:
+    case ir::Op::fmod:
+      return 20;
     case ir::Op::div:
     case ir::Op::sqrt:
     case ir::Op::rsqrt:

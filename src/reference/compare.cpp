@@ -74,6 +74,15 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::sub:
     case Op::mul:
     case Op::square: tolerance.ulps = 0; break;
+    // fmod is exact, but not an exact op in a chain: its result may be far smaller than its operands, whose
+    // errors it keeps (graph_tolerance then takes the chain bound, relative to the error magnitudes).
+    case Op::fmod:
+      tolerance.ulps = 0;
+      break;
+    // One rounding each: the quotient's, which NumPy's divmod corrects to the exact integer below 2^22 or so and
+    // which may be off by one above; the remainder's when it moves into the divisor's sign.
+    case Op::floor_divide:
+    case Op::remainder:
     case Op::sqrt: tolerance.ulps = 1; break;
     case Op::div:
     case Op::rsqrt: tolerance.ulps = 2; break;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -18,6 +19,15 @@ namespace {
 
 [[noreturn]] void internal_error(const ir::Node& node, const std::string& detail) {
   throw InternalError("reference::evaluate", std::string(ir::name(node.op)) + ": " + detail, node.location);
+}
+
+// The real quotient a / b rounded down, exactly (long double holds every double's fmod, and the quotient of a
+// difference that is a multiple of b to within its last bits): Python's a // b.
+long double floor_quotient(long double a, long double b) {
+  const long double truncated_remainder = std::fmod(a, b);
+  long double quotient = std::nearbyint((a - truncated_remainder) / b);  // truncated: an integer up to rounding
+  if (truncated_remainder != 0 && (truncated_remainder < 0) != (b < 0)) quotient -= 1;
+  return quotient;
 }
 
 }  // namespace
@@ -152,6 +162,21 @@ double binary_float(const ir::Node& node, double a, double b) {
     case Op::mul: return a * b;
     case Op::div: return a / b;
     case Op::pow: return std::pow(a, b);
+    // Python's // and % (NumPy's floor_divide and remainder): the exact quotient rounded down, and what is left,
+    // in the divisor's sign (a zero remainder too); division by zero: a / b and NaN; an infinite dividend: NaN.
+    case Op::floor_divide: {
+      if (b == 0) return a / b;
+      if (std::isinf(a)) return std::numeric_limits<double>::quiet_NaN();
+      const long double quotient = floor_quotient(a, b);
+      return quotient == 0 ? std::copysign(0.0, a / b) : static_cast<double>(quotient);
+    }
+    case Op::remainder: {
+      long double left = std::fmod(static_cast<long double>(a), static_cast<long double>(b));
+      if (left != 0 && (left < 0) != (b < 0)) left += b;
+      return left == 0 ? std::copysign(0.0, b) : static_cast<double>(left);
+    }
+    case Op::fmod:
+      return std::fmod(a, b);
     // Equal operands give b, so maximum(-0, +0) = +0 and maximum(+0, -0) = -0: the kernels' a > b ? a : b
     // (and PyTorch's); std::max gives a.
     case Op::maximum:
@@ -184,6 +209,17 @@ std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b
     case Op::sub: return wrap(bits_of(a) - bits_of(b), dtype);
     case Op::mul: return wrap(bits_of(a) * bits_of(b), dtype);
     case Op::pow: return integer_pow(a, b, dtype);
+    // Python's // and %, and C's truncating %; a zero divisor gives 0 (NumPy's), the lowest value // -1 wraps.
+    case Op::floor_divide:
+    case Op::remainder:
+    case Op::fmod: {
+      if (b == 0) return 0;
+      if (b == -1) return node.op == Op::floor_divide ? wrap(0 - bits_of(a), dtype) : 0;
+      const auto [quotient, left] = std::lldiv(a, b);  // truncated
+      if (node.op == Op::fmod) return left;
+      const bool moved = left != 0 && (left < 0) != (b < 0);
+      return node.op == Op::floor_divide ? quotient - (moved ? 1 : 0) : left + (moved ? b : 0);
+    }
     case Op::maximum: return std::max(a, b);
     case Op::minimum: return std::min(a, b);
     case Op::logical_and: return a != 0 && b != 0 ? 1 : 0;
@@ -205,6 +241,11 @@ double binary_magnitude(Op op, double a, double b, double result, double error_a
              scaled(error_b, std::fabs(result * std::log(std::fabs(a))));
     case Op::maximum:
     case Op::minimum: return std::max(error_a, error_b);
+    // a - n b for the integer n = a / b rounded down or toward zero, at most |a / b| in size: away from the jumps
+    // (where n changes), a's error and n times b's. floor_divide is all jumps (default).
+    case Op::remainder:
+    case Op::fmod:
+      return own + error_a + scaled(error_b, std::fabs(a / b));
     default: return 0;
   }
 }

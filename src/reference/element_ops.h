@@ -37,6 +37,8 @@ std::int64_t unary_integer(const ir::Node& node, std::int64_t x, DType dtype);
 // integer pow is exponentiation by squaring that wraps like repeated
 // multiplication, and a negative exponent gives 0 except for bases 1 (-> 1)
 // and -1 (-> +-1). logical_and/or read nonzero as true.
+// floor_divide and remainder are Python's // and %, fmod C's: see the op table
+// (ir/ops.def) for zero divisors and the lowest integer over -1.
 double binary_float(const ir::Node& node, double a, double b);
 std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b, DType dtype);
 std::int64_t integer_pow(std::int64_t base, std::int64_t exponent, DType dtype);

@@ -215,6 +215,9 @@ class Evaluator {
       case Op::mul:
       case Op::div:
       case Op::pow:
+      case Op::floor_divide:
+      case Op::remainder:
+      case Op::fmod:
       case Op::maximum:
       case Op::minimum:
       case Op::eq:

@@ -125,7 +125,10 @@ TEST(CudaElementwise, BinaryOpsWithBroadcasting) {
       {"lt", [](const Tensor& a, const Tensor& b) { return a < b; }},
       {"le", [](const Tensor& a, const Tensor& b) { return a <= b; }},
       {"gt", [](const Tensor& a, const Tensor& b) { return a > b; }},
-      {"ge", [](const Tensor& a, const Tensor& b) { return a >= b; }}};
+      {"ge", [](const Tensor& a, const Tensor& b) { return a >= b; }},
+      {"floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }},
+      {"remainder", [](const Tensor& a, const Tensor& b) { return a % b; }},
+      {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); }}};
   for (DType dtype : numeric)
     for (const auto& [shape_a, shape_b] : pairs) {
       Tensor a = random_tensor(dtype, shape_a, 31), b = random_tensor(dtype, shape_b, 32);
@@ -161,6 +164,21 @@ TEST(CudaElementwise, PowerAndWraparound) {
            {"sub wraps", [](const Tensor& a, const Tensor& b) { return a - b; }},
            {"mul wraps", [](const Tensor& a, const Tensor& b) { return a * b; }}})
     check_binary(name, op, big, big, 0);
+  // Division's edges: zero divisors (0 for integers), the lowest integer over -1 (wraps), signs either way.
+  for (DType dtype : {DType::i32, DType::i64}) {
+    const Tensor dividends = cast(from_vector<std::int64_t>({7, -7, 7, -7, 5, 0, -1}, Shape{7}), dtype);
+    const Tensor lowest = dtype == DType::i32
+                              ? from_vector<std::int32_t>({std::numeric_limits<std::int32_t>::min()}, Shape{1})
+                              : from_vector<std::int64_t>({std::numeric_limits<std::int64_t>::min()}, Shape{1});
+    const Tensor divisors = cast(from_vector<std::int64_t>({2, 2, -2, -2, 0, 0, -1}, Shape{7}), dtype);
+    for (const auto& [name, op] : std::vector<std::pair<const char*, Binary>>{
+             {"floor_divide", [](const Tensor&a, const Tensor&b) { return floor_divide(a, b); }},
+             {"remainder", [](const Tensor&a, const Tensor&b) { return a % b; }},
+             {"fmod", [](const Tensor&a, const Tensor&b) { return fmod(a, b); }}}) {
+      check_binary(name, op, dividends, divisors, 0);
+      check_binary(name, op, lowest, divisors, 0);
+    }
+  }
 }
 
 TEST(CudaElementwise, NanPropagatesLikeTheCpu) {

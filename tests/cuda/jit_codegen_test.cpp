@@ -309,10 +309,12 @@ TEST(CudaCodegen, OddShapesBroadcastsTransposesAndSlices) {
 TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeCompiles) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     auto body = [dtype](Tensor a, Tensor b, Tensor p) {
-      std::vector<Tensor> outputs = {
-          neg(a), abs(a),   sign(a), square(a), relu(a),       floor(a),      ceil(a),        round(a),
-          a + b,  a - b,    a * b,   pow(a, b), maximum(a, b), minimum(a, b), where(p, a, b), a<b, a <= b, a> b,
-          a >= b, eq(a, b), ne(a, b)};
+      std::vector<Tensor> outputs = {neg(a),        abs(a),        sign(a),        square(a),
+                                     relu(a),       floor(a),      ceil(a),        round(a),
+                                     a + b,         a - b,         a * b,          pow(a, b),
+                                     maximum(a, b), minimum(a, b), where(p, a, b), a<b, a <= b, a> b,
+                                     a >= b,        eq(a, b),      ne(a, b),       floor_divide(a, b),
+                                     a % b,         fmod(a, b)};
       if (is_floating(dtype))
         for (Tensor y : {sin(a), cos(a), exp(a), log(a), tanh(a), sqrt(a), rsqrt(a), sigmoid(a), erf(a), erfc(a),
                          log1p(a), expm1(a), atan(a), a / b})

@@ -77,7 +77,10 @@ TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
                                      a >= b,
                                      eq(a, b),
                                      ne(a, b),
-                                     pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype())))};
+                                     pow(abs(a), minimum(abs(b), cast(full({}, 3), b.dtype()))),
+                                     floor_divide(a, b),
+                                     a % b,
+                                     fmod(a, b)};
       if (is_floating(dtype))
         for (Tensor y : {sin(a), cos(a), exp(a), log(abs(a) + 0.1), tanh(a), sqrt(abs(a)), rsqrt(abs(a) + 0.1),
                          sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), atan(a), a / b})

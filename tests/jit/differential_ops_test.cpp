@@ -96,10 +96,21 @@ struct NamedBinary {
 };
 
 const std::vector<NamedBinary>& arithmetic_ops() {
-  static const std::vector<NamedBinary> ops = {{"add", add}, {"sub", sub},         {"mul", mul},
-                                               {"div", div}, {"maximum", maximum}, {"minimum", minimum},
-                                               {"eq", eq},   {"ne", ne},           {"lt", lt},
-                                               {"le", le},   {"gt", gt},           {"ge", ge}};
+  static const std::vector<NamedBinary> ops = {{"add", add},
+                                               {"sub", sub},
+                                               {"mul", mul},
+                                               {"div", div},
+                                               {"maximum", maximum},
+                                               {"minimum", minimum},
+                                               {"eq", eq},
+                                               {"ne", ne},
+                                               {"lt", lt},
+                                               {"le", le},
+                                               {"gt", gt},
+                                               {"ge", ge},
+                                               {"floor_divide", floor_divide},
+                                               {"remainder", remainder},
+                                               {"fmod", fmod}};
   return ops;
 }
 

@@ -338,24 +338,74 @@ std::int64_t integer_pow(std::int64_t base, std::int64_t exponent, DType dtype) 
   return wrap(dtype, result);
 }
 
+// The quotient rounded down, and what is left of a: exact in long double for these operands' ranges.
+long double floor_quotient(long double a, long double b) { return b == 0 ? a / b : std::floor(a / b); }
+long double floor_remainder(long double a, long double b) {
+  if (b == 0) return NAN;
+  const long double left = a - std::floor(a / b) * b;
+  return left == 0 ? std::copysign(0.0L, b) : left;
+}
+std::int64_t integer_floor_quotient(std::int64_t a, std::int64_t b, DType) {
+  return b == 0 ? 0 : static_cast<std::int64_t>(std::floor(static_cast<long double>(a) / b));
+}
+std::int64_t integer_floor_remainder(std::int64_t a, std::int64_t b, DType dtype) {
+  return b == 0 ? 0 : a - integer_floor_quotient(a, b, dtype) * b;
+}
+std::int64_t integer_truncated_remainder(std::int64_t a, std::int64_t b, DType) {
+  return b == 0 ? 0 : a - static_cast<std::int64_t>(std::trunc(static_cast<long double>(a) / b)) * b;
+}
+
 long double nan_max(long double a, long double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 long double nan_min(long double a, long double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 
 const Values wide{-100, 100};
 const Values compare_grid{-3, 3, true};  // few distinct values: equal pairs occur
 const std::vector<BinaryCase> binary_cases = {
-    {Op::add, numeric, wide, wide, [](long double a, long double b) { return a + b; },
-     [](std::int64_t a, std::int64_t b, DType d) { return wrap(d, static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b)); },
+    {Op::add,
+     numeric,
+     wide,
+     wide,
+     [](long double a, long double b) { return a + b; },
+     [](std::int64_t a, std::int64_t b, DType d) {
+       return wrap(d, static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+     },
      {1, 0}},
-    {Op::sub, numeric, wide, wide, [](long double a, long double b) { return a - b; },
-     [](std::int64_t a, std::int64_t b, DType d) { return wrap(d, static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b)); },
+    {Op::sub,
+     numeric,
+     wide,
+     wide,
+     [](long double a, long double b) { return a - b; },
+     [](std::int64_t a, std::int64_t b, DType d) {
+       return wrap(d, static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+     },
      {1, 0}},
-    {Op::mul, numeric, wide, wide, [](long double a, long double b) { return a * b; },
-     [](std::int64_t a, std::int64_t b, DType d) { return wrap(d, static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b)); },
+    {Op::mul,
+     numeric,
+     wide,
+     wide,
+     [](long double a, long double b) { return a * b; },
+     [](std::int64_t a, std::int64_t b, DType d) {
+       return wrap(d, static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+     },
      {1, 0}},
     {Op::div, floats, wide, wide, [](long double a, long double b) { return a / b; }, nullptr, {1, 0}},
-    {Op::pow, numeric, {0.1, 3}, {-6, 12}, [](long double a, long double b) { return std::pow(a, b); }, integer_pow,
+    {Op::pow,
+     numeric,
+     {0.1, 3},
+     {-6, 12},
+     [](long double a, long double b) { return std::pow(a, b); },
+     integer_pow,
      {2, 0}},
+    // Python's // and %, C's fmod (random operands are never 0: zero divisors: tests/api/division_test.cpp).
+    {Op::floor_divide, numeric, wide, {-9, 9}, floor_quotient, integer_floor_quotient, {1, 0}},
+    {Op::remainder, numeric, wide, {-9, 9}, floor_remainder, integer_floor_remainder, {1, 0}},
+    {Op::fmod,
+     numeric,
+     wide,
+     {-9, 9},
+     [](long double a, long double b) { return std::fmod(a, b); },
+     integer_truncated_remainder,
+     exact},
     {Op::maximum, every, compare_grid, compare_grid, nan_max,
      [](std::int64_t a, std::int64_t b, DType) { return std::max(a, b); }, exact},
     {Op::minimum, every, compare_grid, compare_grid, nan_min,
@@ -372,10 +422,20 @@ const std::vector<BinaryCase> binary_cases = {
      [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a > b; }, exact},
     {Op::ge, every, compare_grid, compare_grid, [](long double a, long double b) -> long double { return a >= b; },
      [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a >= b; }, exact},
-    {Op::logical_and, bools, {}, {}, nullptr,
-     [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a && b; }, exact},
-    {Op::logical_or, bools, {}, {}, nullptr,
-     [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a || b; }, exact},
+    {Op::logical_and,
+     bools,
+     {},
+     {},
+     nullptr,
+     [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a && b; },
+     exact},
+    {Op::logical_or,
+     bools,
+     {},
+     {},
+     nullptr,
+     [](std::int64_t a, std::int64_t b, DType) -> std::int64_t { return a || b; },
+     exact},
 };
 
 bool has_bool_result(Op op) { return op >= Op::eq && op <= Op::logical_or; }

@@ -33,20 +33,47 @@ inline std::pair<Tensor, Tensor> special_value_pairs(DType dtype) {
 
 // What special_value_ops returns, in order.
 inline std::vector<std::string> special_value_names() {
-  std::vector<std::string> names = {"neg",     "abs",     "sign",  "square", "relu",    "floor", "ceil",
-                                    "sin",     "cos",     "exp",   "tanh",   "sigmoid", "erf",   "erfc",
-                                    "log",     "sqrt",    "rsqrt", "a+b",    "a-b",     "a*b",   "a/b",
-                                    "maximum", "minimum", "pow",   "log1p",  "expm1",   "round", "atan"};
+  std::vector<std::string> names = {"neg",   "abs",   "sign",  "square",  "relu", "floor",   "ceil",    "sin",
+                                    "cos",   "exp",   "tanh",  "sigmoid", "erf",  "erfc",    "log",     "sqrt",
+                                    "rsqrt", "a+b",   "a-b",   "a*b",     "a/b",  "maximum", "minimum", "pow",
+                                    "log1p", "expm1", "round", "atan",    "a//b", "a%b",     "fmod"};
   const std::size_t results = names.size();
   for (std::size_t i = 0; i < results; ++i) names.push_back("1 / " + names[i]);
   return names;
 }
 
 inline std::vector<Tensor> special_value_ops(Tensor a, Tensor b) {
-  std::vector<Tensor> outputs = {neg(a),        abs(a),        sign(a),   square(a), relu(a),    floor(a), ceil(a),
-                                 sin(a),        cos(a),        exp(a),    tanh(a),   sigmoid(a), erf(a),   erfc(a),
-                                 log(a),        sqrt(a),       rsqrt(a),  a + b,     a - b,      a * b,    a / b,
-                                 maximum(a, b), minimum(a, b), pow(a, b), log1p(a),  expm1(a),   round(a), atan(a)};
+  std::vector<Tensor> outputs = {neg(a),
+                                 abs(a),
+                                 sign(a),
+                                 square(a),
+                                 relu(a),
+                                 floor(a),
+                                 ceil(a),
+                                 sin(a),
+                                 cos(a),
+                                 exp(a),
+                                 tanh(a),
+                                 sigmoid(a),
+                                 erf(a),
+                                 erfc(a),
+                                 log(a),
+                                 sqrt(a),
+                                 rsqrt(a),
+                                 a + b,
+                                 a - b,
+                                 a * b,
+                                 a / b,
+                                 maximum(a, b),
+                                 minimum(a, b),
+                                 pow(a, b),
+                                 log1p(a),
+                                 expm1(a),
+                                 round(a),
+                                 atan(a),
+                                 floor_divide(a, b),
+                                 a % b,
+                                 fmod(a, b)};
   const std::size_t results = outputs.size();
   for (std::size_t i = 0; i < results; ++i) outputs.push_back(1.0 / outputs[i]);
   return outputs;

@@ -374,6 +374,12 @@ class Builder {
         ValueId a = float_value();
         return add(op, maybe_swapped(a, partner(a)));
       }
+      case Op::floor_divide:
+      case Op::remainder:
+      case Op::fmod: {  // integer divisors of 0 included: they give 0
+        ValueId a = numeric_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
       case Op::maximum:
       case Op::minimum:
       case Op::eq:

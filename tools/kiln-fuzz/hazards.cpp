@@ -112,6 +112,10 @@ class HazardFinder {
         return check_singular(id, 0, -1);
       case Op::div:
         return check_singular(id, 1);
+      case Op::floor_divide:
+      case Op::remainder:
+      case Op::fmod:
+        return check_quotient(id);
       case Op::pow:
         return check_power(id);
       case Op::eq:
@@ -171,6 +175,32 @@ class HazardFinder {
       if (std::fabs(x - pole) <= singular_separation(precision(operand)) * magnitude)
         return report(operand,
                       "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " near " + std::to_string(pole));
+    }
+  }
+
+  // floor_divide, remainder and fmod jump where a / b is an integer: an inexact operand whose quotient is within
+  // rounding of one, or an inexact divisor near 0.
+  void check_quotient(ir::ValueId id) {
+    check_singular(id, 1);
+    const ir::Node& node = graph_.node(id);
+    const Value& a = value(node.operands[0]);
+    const Value& b = value(node.operands[1]);
+    const Value& result = value(id);
+    std::vector<std::int64_t> a_sources = broadcast_sources(a.shape, result.shape);
+    std::vector<std::int64_t> b_sources = broadcast_sources(b.shape, result.shape);
+    const DType coarsest = precision(node.operands[0]) == DType::f32 ? DType::f32 : precision(node.operands[1]);
+    for (std::size_t i = 0; i < a_sources.size(); ++i) {
+      double x = a.values[static_cast<std::size_t>(a_sources[i])], y = b.values[static_cast<std::size_t>(b_sources[i])];
+      double mx = a.magnitude(a_sources[i]), my = b.magnitude(b_sources[i]);
+      if ((mx == 0 && my == 0) || !std::isfinite(x) || !std::isfinite(y) || y == 0) continue;
+      const double quotient = x / y, error = (mx + std::fabs(quotient) * my) / std::fabs(y);
+      if (integer_distance(quotient) <= separation(coarsest) * std::max(std::fabs(quotient), error)) {
+        std::string reason =
+            "inexact operands of " + std::string(ir::name(node.op)) + " with a quotient near an integer";
+        if (mx > 0) report(node.operands[0], reason);
+        if (my > 0) report(node.operands[1], reason);
+        return;
+      }
     }
   }
 

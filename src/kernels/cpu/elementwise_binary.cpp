@@ -10,6 +10,7 @@
 // one byte holding 0 or 1.
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/division.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/vector_math_f64.h"
 
@@ -79,6 +80,26 @@ struct Power {
       }
       return static_cast<T>(result);
     }
+  }
+};
+
+// Python's // and %, and C's fmod (division.h).
+struct FloorDivide {
+  template <class T>
+  T operator()(T a, T b) const {
+    return division::floor_divide(a, b);
+  }
+};
+struct Remainder {
+  template <class T>
+  T operator()(T a, T b) const {
+    return division::remainder(a, b);
+  }
+};
+struct TruncatedRemainder {
+  template <class T>
+  T operator()(T a, T b) const {
+    return division::fmod(a, b);
   }
 };
 
@@ -239,6 +260,16 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
       } else if constexpr (!is_bool) {
         return arithmetic(Power{}, is_float ? elementwise::costly_grain : cheap);
       }
+      break;
+    // Integer division does not vectorize, and float fmod is a loop in libm: costly either way.
+    case Op::floor_divide:
+      if constexpr (!is_bool) return arithmetic(FloorDivide{}, elementwise::costly_grain);
+      break;
+    case Op::remainder:
+      if constexpr (!is_bool) return arithmetic(Remainder{}, elementwise::costly_grain);
+      break;
+    case Op::fmod:
+      if constexpr (!is_bool) return arithmetic(TruncatedRemainder{}, elementwise::costly_grain);
       break;
     case Op::maximum: return arithmetic(Maximum{}, cheap);
     case Op::minimum: return arithmetic(Minimum{}, cheap);

@@ -94,6 +94,9 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
     case Op::mul: if constexpr (!is_bool) return arithmetic(ops::Multiply{}); break;
     case Op::div: if constexpr (is_float) return arithmetic(ops::Divide{}); break;
     case Op::pow: if constexpr (!is_bool) return arithmetic(ops::Power{}); break;
+    case Op::floor_divide: if constexpr (!is_bool) return arithmetic(ops::FloorDivide{}); break;
+    case Op::remainder: if constexpr (!is_bool) return arithmetic(ops::Remainder{}); break;
+    case Op::fmod: if constexpr (!is_bool) return arithmetic(ops::TruncatedRemainder{}); break;
     case Op::maximum: return arithmetic(ops::Maximum{});
     case Op::minimum: return arithmetic(ops::Minimum{});
     case Op::eq: return predicate(ops::Equal{});

@@ -31,8 +31,13 @@ KILN_CUDA_MATH(math_ceil, ceilf, ceil)
 KILN_CUDA_MATH(math_round, rintf, rint)  // the GPU rounds to nearest, ties to even
 KILN_CUDA_MATH(math_abs, fabsf, fabs)
 #undef KILN_CUDA_MATH
-__device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double math_pow(double x, double y) { return pow(x, y); }
+#define KILN_CUDA_MATH2(name, float_function, double_function)                                      \
+  __device__ __forceinline__ float name(float x, float y) { return float_function(x, y); }         \
+  __device__ __forceinline__ double name(double x, double y) { return double_function(x, y); }
+KILN_CUDA_MATH2(math_pow, powf, pow)
+KILN_CUDA_MATH2(math_fmod, fmodf, fmod)
+KILN_CUDA_MATH2(math_copysign, copysignf, copysign)
+#undef KILN_CUDA_MATH2
 
 template <class T> inline constexpr bool is_float = ElementTraits<T>::is_float;
 
@@ -180,6 +185,49 @@ struct Power {
       }
       return static_cast<T>(result);
     }
+  }
+};
+// Python's // and %, C's fmod, as the CPU's (kernels/cpu/division.h says why each case is what it is): integers
+// divided by 0 give 0, the most negative over -1 wraps; floats follow NumPy's divmod.
+template <class T> __device__ __forceinline__ bool signs_differ(T remainder, T divisor) {
+  return remainder != 0 && ((remainder < 0) != (divisor < 0));
+}
+struct FloorDivide {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) {
+      if (b == 0) return a / b;
+      const T truncated_remainder = math_fmod(a, b);
+      T quotient = (a - truncated_remainder) / b;
+      if (signs_differ(truncated_remainder, b)) quotient -= 1;
+      if (quotient == 0) return math_copysign(T(0), a / b);
+      T whole = math_floor(quotient);
+      if (quotient - whole > T(0.5)) whole += 1;
+      return whole;
+    } else {
+      if (b == 0) return 0;
+      if (b == -1) return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a));
+      const T quotient = static_cast<T>(a / b);
+      return signs_differ(static_cast<T>(a % b), b) ? static_cast<T>(quotient - 1) : quotient;
+    }
+  }
+};
+struct Remainder {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) {
+      const T truncated_remainder = math_fmod(a, b);
+      if (truncated_remainder == 0) return math_copysign(T(0), b);
+      return signs_differ(truncated_remainder, b) ? truncated_remainder + b : truncated_remainder;
+    } else {
+      if (b == 0 || b == -1) return 0;
+      const T truncated_remainder = static_cast<T>(a % b);
+      return signs_differ(truncated_remainder, b) ? static_cast<T>(truncated_remainder + b) : truncated_remainder;
+    }
+  }
+};
+struct TruncatedRemainder {
+  template <class T> __device__ T operator()(T a, T b) const {
+    if constexpr (is_float<T>) return math_fmod(a, b);
+    else return (b == 0 || b == -1) ? T(0) : static_cast<T>(a % b);
   }
 };
 // NaN in either operand gives NaN (the first one if both are NaN).

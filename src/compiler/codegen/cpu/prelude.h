@@ -17,6 +17,7 @@
 // as the prelude string (see cmake/embed_prelude.cmake).
 
 #include "compiler/codegen/cpu/runtime_abi.h"
+#include "kernels/cpu/division.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_f64.h"
 
@@ -561,6 +562,21 @@ template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
     return a;
 #endif
   }
+}
+
+// Python's // and %, C's fmod: lane by lane through division.h, as the standard kernels (x86 has no vector integer
+// division, and NumPy's float quotient is a few dependent steps per lane).
+template <class V>
+[[gnu::always_inline]] inline V floor_divide(V a, V b) {
+  return per_lane(a, b, [](auto x, auto y) { return division::floor_divide(x, y); });
+}
+template <class V>
+[[gnu::always_inline]] inline V remainder(V a, V b) {
+  return per_lane(a, b, [](auto x, auto y) { return division::remainder(x, y); });
+}
+template <class V>
+[[gnu::always_inline]] inline V fmod(V a, V b) {
+  return per_lane(a, b, [](auto x, auto y) { return division::fmod(x, y); });
 }
 
 // Comparisons of any vector, booleans by their lanes.
