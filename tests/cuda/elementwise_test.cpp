@@ -8,6 +8,8 @@
 #include "cuda/cuda_test_support.h"
 #include "kernels/kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -79,6 +81,30 @@ TEST(CudaElementwise, UnaryTranscendentals) {
   }
   // Integers and bools turn into f32 first (api layer): the same on both.
   check_unary("sin of i32", [](const Tensor& x) { return sin(x); }, random_tensor(DType::i32, {1001}, 25), 8);
+}
+
+// f32 erfc is kiln's own on the GPU (kernels/cuda/erfc.cuh): within 3 ULP of the exact erfc on every float;
+// here on every interval of its table and both clamps, into the subnormal results (a > 9.2) and past them, against
+// long double erfcl.
+TEST(CudaElementwise, ErfcWithinThreeUlpsOfExactOnItsWholeRange) {
+  KILN_REQUIRE_GPU();
+  std::vector<float> values;
+  for (int i = -220000; i <= 230000; ++i) values.push_back(static_cast<float>(i) * 0.0000457f);  // -10.05 .. 10.5
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 0.4999999f, 1.0f, 2.9999998f, 9.1f, 9.19f, 10.0f, 10.06f})
+    values.push_back(x);
+  const Tensor x = from_vector(values, Shape{static_cast<std::int64_t>(values.size())});
+  const std::vector<float> got = erfc(x.to(gpu)).to(Device::cpu()).to_vector<float>();
+  int reported = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const long double want = erfcl(static_cast<long double>(values[i]));
+    int exponent = 0;
+    std::frexp(static_cast<double>(want), &exponent);
+    const long double ulp = std::ldexp(1.0L, std::max(exponent - 24, -149));
+    const long double error = std::fabs(static_cast<long double>(got[i]) - want) / ulp;
+    if (error > 3 && reported++ < 5)
+      ADD_FAILURE() << "erfc(" << values[i] << ") = " << got[i] << " on the GPU, " << static_cast<double>(want)
+                    << " exactly: " << static_cast<double>(error) << " ULP";
+  }
 }
 
 TEST(CudaElementwise, SpecialValues) {

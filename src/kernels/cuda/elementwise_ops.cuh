@@ -7,6 +7,7 @@
 // JIT's NVRTC prelude embeds this header.
 
 #include "kernels/cuda/device_traits.cuh"
+#include "kernels/cuda/erfc.cuh"
 
 namespace kiln::kernels::cuda::ops {
 
@@ -21,7 +22,6 @@ KILN_CUDA_MATH(math_exp, expf, exp)
 KILN_CUDA_MATH(math_log, logf, log)
 KILN_CUDA_MATH(math_tanh, tanhf, tanh)
 KILN_CUDA_MATH(math_erf, erff, erf)
-KILN_CUDA_MATH(math_erfc, erfcf, erfc)
 KILN_CUDA_MATH(math_log1p, log1pf, log1p)
 KILN_CUDA_MATH(math_expm1, expm1f, expm1)
 KILN_CUDA_MATH(math_atan, atanf, atan)
@@ -31,6 +31,9 @@ KILN_CUDA_MATH(math_ceil, ceilf, ceil)
 KILN_CUDA_MATH(math_round, rintf, rint)  // the GPU rounds to nearest, ties to even
 KILN_CUDA_MATH(math_abs, fabsf, fabs)
 #undef KILN_CUDA_MATH
+// f32 erfc is kiln's (erfc.cuh: fewer instructions than erfcf, none on the special-function unit); f64 CUDA's.
+__device__ __forceinline__ float math_erfc(float x) { return erfc_float(x); }
+__device__ __forceinline__ double math_erfc(double x) { return erfc(x); }
 #define KILN_CUDA_MATH2(name, float_function, double_function)                                      \
   __device__ __forceinline__ float name(float x, float y) { return float_function(x, y); }         \
   __device__ __forceinline__ double name(double x, double y) { return double_function(x, y); }
