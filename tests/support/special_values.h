@@ -43,37 +43,11 @@ inline std::vector<std::string> special_value_names() {
 }
 
 inline std::vector<Tensor> special_value_ops(Tensor a, Tensor b) {
-  std::vector<Tensor> outputs = {neg(a),
-                                 abs(a),
-                                 sign(a),
-                                 square(a),
-                                 relu(a),
-                                 floor(a),
-                                 ceil(a),
-                                 sin(a),
-                                 cos(a),
-                                 exp(a),
-                                 tanh(a),
-                                 sigmoid(a),
-                                 erf(a),
-                                 erfc(a),
-                                 log(a),
-                                 sqrt(a),
-                                 rsqrt(a),
-                                 a + b,
-                                 a - b,
-                                 a * b,
-                                 a / b,
-                                 maximum(a, b),
-                                 minimum(a, b),
-                                 pow(a, b),
-                                 log1p(a),
-                                 expm1(a),
-                                 round(a),
-                                 atan(a),
-                                 floor_divide(a, b),
-                                 a % b,
-                                 fmod(a, b)};
+  std::vector<Tensor> outputs = {neg(a),        abs(a),        sign(a),   square(a), relu(a),    floor(a), ceil(a),
+                                 sin(a),        cos(a),        exp(a),    tanh(a),   sigmoid(a), erf(a),   erfc(a),
+                                 log(a),        sqrt(a),       rsqrt(a),  a + b,     a - b,      a * b,    a / b,
+                                 maximum(a, b), minimum(a, b), pow(a, b), log1p(a),  expm1(a),   round(a), atan(a)};
+  for (const Tensor& quotient : {floor_divide(a, b), a % b, fmod(a, b)}) outputs.push_back(quotient);
   const std::size_t results = outputs.size();
   for (std::size_t i = 0; i < results; ++i) outputs.push_back(1.0 / outputs[i]);
   return outputs;

@@ -182,26 +182,12 @@ class HazardFinder {
   // rounding of one, or an inexact divisor near 0.
   void check_quotient(ir::ValueId id) {
     check_singular(id, 1);
-    const ir::Node& node = graph_.node(id);
-    const Value& a = value(node.operands[0]);
-    const Value& b = value(node.operands[1]);
-    const Value& result = value(id);
-    std::vector<std::int64_t> a_sources = broadcast_sources(a.shape, result.shape);
-    std::vector<std::int64_t> b_sources = broadcast_sources(b.shape, result.shape);
-    const DType coarsest = precision(node.operands[0]) == DType::f32 ? DType::f32 : precision(node.operands[1]);
-    for (std::size_t i = 0; i < a_sources.size(); ++i) {
-      double x = a.values[static_cast<std::size_t>(a_sources[i])], y = b.values[static_cast<std::size_t>(b_sources[i])];
-      double mx = a.magnitude(a_sources[i]), my = b.magnitude(b_sources[i]);
-      if ((mx == 0 && my == 0) || !std::isfinite(x) || !std::isfinite(y) || y == 0) continue;
-      const double quotient = x / y, error = (mx + std::fabs(quotient) * my) / std::fabs(y);
-      if (integer_distance(quotient) <= separation(coarsest) * std::max(std::fabs(quotient), error)) {
-        std::string reason =
-            "inexact operands of " + std::string(ir::name(node.op)) + " with a quotient near an integer";
-        if (mx > 0) report(node.operands[0], reason);
-        if (my > 0) report(node.operands[1], reason);
-        return;
-      }
-    }
+    check_inexact_pairs(id, "with a quotient near an integer",
+                        [](double x, double y, double mx, double my, double separation) {
+                          if (y == 0) return false;
+                          const double quotient = x / y, error = (mx + std::fabs(quotient) * my) / std::fabs(y);
+                          return integer_distance(quotient) <= separation * std::max(std::fabs(quotient), error);
+                        });
   }
 
   void check_power(ir::ValueId id) {
@@ -218,20 +204,30 @@ class HazardFinder {
   }
 
   void check_comparison(ir::ValueId id) {
+    check_inexact_pairs(id, "nearly equal", [](double x, double y, double mx, double my, double separation) {
+      return std::fabs(x - y) <= separation * std::max({std::fabs(x), std::fabs(y), mx, my});
+    });
+  }
+
+  // Reports the inexact operands of binary node `id` at the first element where `near_jump(x, y, mx, my,
+  // separation)` holds for its operands' values x, y (broadcast), their error magnitudes mx, my and the relative
+  // separation of the coarser operand's dtype: the op's jump within rounding reach. Elements with two exact
+  // operands or a non-finite one are skipped.
+  template <class NearJump>
+  void check_inexact_pairs(ir::ValueId id, const std::string& what, NearJump near_jump) {
     const ir::Node& node = graph_.node(id);
     const Value& a = value(node.operands[0]);
     const Value& b = value(node.operands[1]);
     const Value& result = value(id);
     std::vector<std::int64_t> a_sources = broadcast_sources(a.shape, result.shape);
     std::vector<std::int64_t> b_sources = broadcast_sources(b.shape, result.shape);
+    const DType coarsest = precision(node.operands[0]) == DType::f32 ? DType::f32 : precision(node.operands[1]);
     for (std::size_t i = 0; i < a_sources.size(); ++i) {
       double x = a.values[static_cast<std::size_t>(a_sources[i])], y = b.values[static_cast<std::size_t>(b_sources[i])];
       double mx = a.magnitude(a_sources[i]), my = b.magnitude(b_sources[i]);
       if ((mx == 0 && my == 0) || !std::isfinite(x) || !std::isfinite(y)) continue;
-      double scale = std::max({std::fabs(x), std::fabs(y), mx, my});
-      const DType coarsest = precision(node.operands[0]) == DType::f32 ? DType::f32 : precision(node.operands[1]);
-      if (std::fabs(x - y) <= separation(coarsest) * scale) {
-        std::string reason = "inexact operands of " + std::string(ir::name(node.op)) + " nearly equal";
+      if (near_jump(x, y, mx, my, separation(coarsest))) {
+        const std::string reason = "inexact operands of " + std::string(ir::name(node.op)) + " " + what;
         if (mx > 0) report(node.operands[0], reason);
         if (my > 0) report(node.operands[1], reason);
         return;
