@@ -20,27 +20,13 @@ namespace kiln::division {
 template <class T>
 constexpr bool is_float_type = static_cast<T>(0.5) != 0;
 
-template <class T>
-[[gnu::always_inline]] inline T float_fmod(T a, T b) {
-  if constexpr (sizeof(T) == 4)
-    return __builtin_fmodf(a, b);
-  else
-    return __builtin_fmod(a, b);
-}
-template <class T>
-[[gnu::always_inline]] inline T float_floor(T x) {
-  if constexpr (sizeof(T) == 4)
-    return __builtin_floorf(x);
-  else
-    return __builtin_floor(x);
-}
-template <class T>
-[[gnu::always_inline]] inline T float_copysign(T magnitude, T sign) {
-  if constexpr (sizeof(T) == 4)
-    return __builtin_copysignf(magnitude, sign);
-  else
-    return __builtin_copysign(magnitude, sign);
-}
+// The math by width, through builtins (no <cmath> in the JIT's prelude).
+[[gnu::always_inline]] inline float float_fmod(float a, float b) { return __builtin_fmodf(a, b); }
+[[gnu::always_inline]] inline double float_fmod(double a, double b) { return __builtin_fmod(a, b); }
+[[gnu::always_inline]] inline float float_floor(float x) { return __builtin_floorf(x); }
+[[gnu::always_inline]] inline double float_floor(double x) { return __builtin_floor(x); }
+[[gnu::always_inline]] inline float float_copysign(float x, float sign) { return __builtin_copysignf(x, sign); }
+[[gnu::always_inline]] inline double float_copysign(double x, double sign) { return __builtin_copysign(x, sign); }
 
 // The divisor's sign and the remainder's differ: the truncated quotient is one above the floor.
 template <class T>
