@@ -51,6 +51,8 @@ Tensor expm1(const Tensor& x, Location location = Location::current());
 // The arctangent, in [-pi/2, pi/2]; atan(+-inf) = +-pi/2.
 Tensor atan(const Tensor& x, Location location = Location::current());
 Tensor logical_not(const Tensor& x, Location location = Location::current());
+// Every bit of an integer flipped (~x = -x - 1); on bools, logical_not. np.invert, tf.bitwise.invert, torch ~.
+Tensor bitwise_not(const Tensor& x, Location location = Location::current());
 Tensor cast(const Tensor& x, DType dtype, Location location = Location::current());
 
 // ---- binary, with NumPy broadcasting ------------------------------------------
@@ -71,6 +73,16 @@ KILN_DECLARE_BINARY(pow)
 KILN_DECLARE_BINARY(floor_divide)
 KILN_DECLARE_BINARY(remainder)
 KILN_DECLARE_BINARY(fmod)
+// The bits of integers (two's complement), or bools (where these are logical and, or and xor); floats are refused
+// (DTypeError). NumPy's, JAX's and PyTorch's bitwise_and/or/xor, tf.bitwise.
+KILN_DECLARE_BINARY(bitwise_and)
+KILN_DECLARE_BINARY(bitwise_or)
+KILN_DECLARE_BINARY(bitwise_xor)
+// Integers shifted by a count in [0, bits): left, zeros in; right, arithmetic (the sign copied in), as NumPy,
+// JAX, TF and PyTorch shift signed integers. A count outside gives what shifting one bit at a time would: 0 to the
+// left, 0 or -1 to the right (XLA's and JAX's definition; C leaves it undefined). Bools and floats are refused.
+KILN_DECLARE_BINARY(left_shift)
+KILN_DECLARE_BINARY(right_shift)
 KILN_DECLARE_BINARY(maximum)
 KILN_DECLARE_BINARY(minimum)
 KILN_DECLARE_BINARY(eq)
@@ -129,6 +141,11 @@ KILN_DECLARE_OPERATOR(-)
 KILN_DECLARE_OPERATOR(*)
 KILN_DECLARE_OPERATOR(/)
 KILN_DECLARE_OPERATOR(%)  // remainder: Python's and NumPy's %, in the divisor's sign
+KILN_DECLARE_OPERATOR(&)  // bitwise_and, bitwise_or, bitwise_xor
+KILN_DECLARE_OPERATOR(|)
+KILN_DECLARE_OPERATOR(^)
+KILN_DECLARE_OPERATOR(<<)  // left_shift, right_shift
+KILN_DECLARE_OPERATOR(>>)
 KILN_DECLARE_OPERATOR(==)
 KILN_DECLARE_OPERATOR(!=)
 KILN_DECLARE_OPERATOR(<)
@@ -140,6 +157,7 @@ KILN_DECLARE_OPERATOR(||)
 #undef KILN_DECLARE_OPERATOR
 Tensor operator-(const Operand& x);
 Tensor operator!(const Operand& x);
+Tensor operator~(const Operand& x);  // bitwise_not
 
 // ---- reductions ----------------------------------------------------------------
 // Which axes to reduce. Default: all of them (TensorFlow's axis=None). `{}` is

@@ -115,6 +115,8 @@ Tensor logical_not(const Tensor& x, Location location) {
   return unary(Op::logical_not, cast_to(x, DType::boolean, location), location);
 }
 
+Tensor bitwise_not(const Tensor& x, Location location) { return unary(Op::bitwise_not, x, location); }
+
 Tensor cast(const Tensor& x, DType dtype, Location location) { return cast_to(x, dtype, location); }
 
 // ---- binary --------------------------------------------------------------------
@@ -130,6 +132,11 @@ KILN_DEFINE_BINARY(pow)
 KILN_DEFINE_BINARY(floor_divide)
 KILN_DEFINE_BINARY(remainder)
 KILN_DEFINE_BINARY(fmod)
+KILN_DEFINE_BINARY(bitwise_and)
+KILN_DEFINE_BINARY(bitwise_or)
+KILN_DEFINE_BINARY(bitwise_xor)
+KILN_DEFINE_BINARY(left_shift)
+KILN_DEFINE_BINARY(right_shift)
 KILN_DEFINE_BINARY(maximum)
 KILN_DEFINE_BINARY(minimum)
 KILN_DEFINE_BINARY(eq)
@@ -174,6 +181,11 @@ KILN_DEFINE_OPERATOR(-, sub)
 KILN_DEFINE_OPERATOR(*, mul)
 KILN_DEFINE_OPERATOR(/, div)
 KILN_DEFINE_OPERATOR(%, remainder)
+KILN_DEFINE_OPERATOR(&, bitwise_and)
+KILN_DEFINE_OPERATOR(|, bitwise_or)
+KILN_DEFINE_OPERATOR(^, bitwise_xor)
+KILN_DEFINE_OPERATOR(<<, left_shift)
+KILN_DEFINE_OPERATOR(>>, right_shift)
 KILN_DEFINE_OPERATOR(==, eq)
 KILN_DEFINE_OPERATOR(!=, ne)
 KILN_DEFINE_OPERATOR(<, lt)
@@ -185,6 +197,7 @@ KILN_DEFINE_OPERATOR(||, logical_or)
 #undef KILN_DEFINE_OPERATOR
 Tensor operator-(const Operand& x) { return neg(x.tensor, x.location); }
 Tensor operator!(const Operand& x) { return logical_not(x.tensor, x.location); }
+Tensor operator~(const Operand& x) { return bitwise_not(x.tensor, x.location); }
 
 // ---- reductions ----------------------------------------------------------------
 Tensor reduce_sum(const Tensor& x, Axes axes, bool keepdims, Location location) {

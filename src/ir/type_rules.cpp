@@ -33,6 +33,10 @@ struct RuleContext {
     if (operand(index).dtype != DType::boolean)
       dtype_error("needs a bool operand, got " + std::string(to_string(operand(index).dtype)));
   }
+  void require_integer_or_bool(std::size_t index) const {
+    if (is_floating(operand(index).dtype))
+      dtype_error("needs integer or bool operands, got " + std::string(to_string(operand(index).dtype)));
+  }
   void require_same_dtypes() const {
     for (const Type& type : operands)
       if (type.dtype != operands.back().dtype) dtype_error("operands must have one dtype");
@@ -78,6 +82,10 @@ Type rule_unary_float(const RuleContext& context) {
   context.require_floating(0);
   return context.operand(0);
 }
+Type rule_unary_bitwise(const RuleContext& context) {
+  context.require_integer_or_bool(0);
+  return context.operand(0);
+}
 Type rule_unary_logical(const RuleContext& context) {
   context.require_bool(0);
   return context.operand(0);
@@ -98,6 +106,16 @@ Type rule_binary_arithmetic(const RuleContext& context) {
 Type rule_binary_float(const RuleContext& context) {
   context.require_floating(0);
   return binary(context, context.operand(0).dtype);
+}
+Type rule_binary_bitwise(const RuleContext& context) {
+  context.require_integer_or_bool(0);
+  return binary(context, context.operand(0).dtype);
+}
+Type rule_binary_shift(const RuleContext& context) {
+  const DType dtype = context.operand(0).dtype;
+  if (is_floating(dtype) || dtype == DType::boolean)
+    context.dtype_error("needs integer operands, got " + std::string(to_string(dtype)));
+  return binary(context, dtype);
 }
 Type rule_binary_any(const RuleContext& context) { return binary(context, context.operand(0).dtype); }
 Type rule_compare(const RuleContext& context) { return binary(context, DType::boolean); }

@@ -38,6 +38,12 @@ Tolerance float_tolerance(Op op, DType dtype) {
     case Op::ceil:
     case Op::round:
     case Op::logical_not:
+    case Op::bitwise_not:
+    case Op::bitwise_and:
+    case Op::bitwise_or:
+    case Op::bitwise_xor:
+    case Op::left_shift:
+    case Op::right_shift:
     case Op::cast:
     case Op::maximum:
     case Op::minimum:

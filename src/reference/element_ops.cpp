@@ -21,6 +21,8 @@ namespace {
   throw InternalError("reference::evaluate", std::string(ir::name(node.op)) + ": " + detail, node.location);
 }
 
+int bits_in(DType dtype) { return dtype == DType::i32 ? 32 : 64; }
+
 // The real quotient a / b rounded down, exactly (long double holds every double's fmod, and the quotient of a
 // difference that is a multiple of b to within its last bits): Python's a // b.
 long double floor_quotient(long double a, long double b) {
@@ -116,6 +118,8 @@ std::int64_t unary_integer(const ir::Node& node, std::int64_t x, DType dtype) {
     case Op::round:
       return x;
     case Op::logical_not: return x == 0 ? 1 : 0;
+    case Op::bitwise_not:
+      return dtype == DType::boolean ? (x == 0 ? 1 : 0) : ~x;  // ~ of a sign-extended i32 is one
     default: internal_error(node, "is not defined on " + std::string(to_string(dtype)));
   }
 }
@@ -220,6 +224,18 @@ std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b
       const bool moved = left != 0 && (left < 0) != (b < 0);
       return node.op == Op::floor_divide ? quotient - (moved ? 1 : 0) : left + (moved ? b : 0);
     }
+    // Two's complement bits: the int64 of an i32 is its sign extension, and so are these results.
+    case Op::bitwise_and:
+      return a & b;
+    case Op::bitwise_or:
+      return a | b;
+    case Op::bitwise_xor:
+      return a ^ b;
+    // A count outside [0, bits) shifts everything out: 0 to the left, the sign to the right.
+    case Op::left_shift:
+      return b < 0 || b >= bits_in(dtype) ? 0 : wrap(bits_of(a) << b, dtype);
+    case Op::right_shift:
+      return b < 0 || b >= bits_in(dtype) ? (a < 0 ? -1 : 0) : a >> b;
     case Op::maximum: return std::max(a, b);
     case Op::minimum: return std::min(a, b);
     case Op::logical_and: return a != 0 && b != 0 ? 1 : 0;

@@ -208,7 +208,10 @@ class Evaluator {
       case Op::log1p:
       case Op::expm1:
       case Op::atan:
-      case Op::logical_not: value = unary(node, type); break;
+      case Op::logical_not:
+      case Op::bitwise_not:
+        value = unary(node, type);
+        break;
       case Op::cast: value = cast(node, type); break;
       case Op::add:
       case Op::sub:
@@ -218,6 +221,11 @@ class Evaluator {
       case Op::floor_divide:
       case Op::remainder:
       case Op::fmod:
+      case Op::bitwise_and:
+      case Op::bitwise_or:
+      case Op::bitwise_xor:
+      case Op::left_shift:
+      case Op::right_shift:
       case Op::maximum:
       case Op::minimum:
       case Op::eq:

@@ -161,8 +161,27 @@ TEST(CudaElementwise, BinaryOpsWithBroadcasting) {
       for (const auto& [name, op] : arithmetic) check_binary(name, op, a, b, 0);
       if (is_floating(dtype)) check_binary("div", [](const Tensor& x, const Tensor& y) { return x / y; }, a, b, 0);
     }
+  const std::vector<std::pair<const char*, Binary>> bitwise = {
+      {"bitwise_and", [](const Tensor& a, const Tensor& b) { return a & b; }},
+      {"bitwise_or", [](const Tensor& a, const Tensor& b) { return a | b; }},
+      {"bitwise_xor", [](const Tensor& a, const Tensor& b) { return a ^ b; }}};
+  for (DType dtype : {DType::i32, DType::i64})
+    for (const auto& [shape_a, shape_b] : pairs) {
+      Tensor a = random_tensor(dtype, shape_a, 35) * 1000, b = random_tensor(dtype, shape_b, 36);
+      for (const auto& [name, op] : bitwise) check_binary(name, op, a, b, 0);
+      Tensor count = b * 9;  // -81 .. 81: in range and out of it, both signs
+      check_binary(
+          "left_shift", [](const Tensor& x, const Tensor& y) { return x << y; }, a, count, 0);
+      check_binary(
+          "right_shift", [](const Tensor& x, const Tensor& y) { return x >> y; }, a, count, 0);
+      check_unary(
+          "bitwise_not", [](const Tensor& x) { return ~x; }, a, 0);
+    }
   for (const auto& [shape_a, shape_b] : pairs) {
     Tensor a = random_tensor(DType::boolean, shape_a, 33), b = random_tensor(DType::boolean, shape_b, 34);
+    for (const auto& [name, op] : bitwise) check_binary(name, op, a, b, 0);
+    check_unary(
+        "bitwise_not bool", [](const Tensor& x) { return ~x; }, a, 0);
     check_binary("logical_and", [](const Tensor& x, const Tensor& y) { return x && y; }, a, b, 0);
     check_binary("logical_or", [](const Tensor& x, const Tensor& y) { return x || y; }, a, b, 0);
     check_binary("eq bool", [](const Tensor& x, const Tensor& y) { return x == y; }, a, b, 0);

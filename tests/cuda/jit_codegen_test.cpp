@@ -320,6 +320,9 @@ TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeCompiles) {
                          log1p(a), expm1(a), atan(a), a / b})
           outputs.push_back(y);
       for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) outputs.push_back(cast(a, to));
+      if (!is_floating(dtype))
+        for (Tensor y : {a & b, a | b, a ^ b, ~a, a << b, a >> b}) outputs.push_back(y);
+      for (Tensor y : {p & p, p | (a > b), p ^ (a < b), ~p}) outputs.push_back(y);
       outputs.push_back(logical_and(p, logical_not(p)));
       outputs.push_back(logical_or(p, a > b));
       return outputs;

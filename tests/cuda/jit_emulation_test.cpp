@@ -87,6 +87,9 @@ TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
           outputs.push_back(y);
       for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64})
         outputs.push_back(cast(a * 1000, to));
+      if (!is_floating(dtype))
+        for (Tensor y : {a & b, a | b, a ^ b, ~a, (a * 1000) << b, (a * 1000) >> b}) outputs.push_back(y);
+      for (Tensor y : {p & p, p | (a > b), p ^ (a < b), ~p}) outputs.push_back(y);
       outputs.push_back(logical_and(p, logical_not(p)));
       outputs.push_back(logical_or(p, a > b));
       return outputs;

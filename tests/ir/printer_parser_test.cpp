@@ -125,9 +125,16 @@ std::map<Op, std::vector<Sample>> samples() {
                 Op::log1p, Op::expm1, Op::atan})
     table[op] = {{{f32_23}, {}, {}}, {{type(DType::f64, {})}, {}, {}}};
   table[Op::logical_not] = {{{type(DType::boolean, {4})}, {}, {}}};
+  table[Op::bitwise_not] = {{{type(DType::i32, {5})}, {}, {}}, {{type(DType::boolean, {4})}, {}, {}}};
   table[Op::cast] = {{{f32_23}, {}, type(DType::i64, {2, 3})}, {{type(DType::boolean, {})}, {}, type(DType::f64, {})}};
   for (Op op : {Op::add, Op::sub, Op::mul, Op::pow, Op::floor_divide, Op::remainder, Op::fmod})
     table[op] = {{{f32_23, type(DType::f32, {3})}, {}, {}}, {{type(DType::i64, {}), type(DType::i64, {4})}, {}, {}}};
+  for (Op op : {Op::bitwise_and, Op::bitwise_or, Op::bitwise_xor})
+    table[op] = {{{type(DType::i32, {2, 1}), type(DType::i32, {1, 5})}, {}, {}},
+                 {{type(DType::boolean, {3}), type(DType::boolean, {3})}, {}, {}}};
+  for (Op op : {Op::left_shift, Op::right_shift})
+    table[op] = {{{type(DType::i32, {2, 3}), type(DType::i32, {3})}, {}, {}},
+                 {{type(DType::i64, {}), type(DType::i64, {4})}, {}, {}}};
   table[Op::div] = {{{f32_23, f32_23}, {}, {}}};
   for (Op op : {Op::maximum, Op::minimum}) table[op] = {{{type(DType::i32, {2, 1}), type(DType::i32, {1, 5})}, {}, {}}};
   for (Op op : {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge}) table[op] = {{{f32_23, f32_23}, {}, {}}};

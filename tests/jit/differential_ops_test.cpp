@@ -138,6 +138,32 @@ TEST(DifferentialOps, BinaryOpsWithBroadcastingOnEveryDtype) {
   }
 }
 
+// The bits of integers and bools, with broadcasting; shift counts of either sign and past the width.
+TEST(DifferentialOps, BitwiseOpsOnIntegersAndBools) {
+  for (DType dtype : {DType::i32, DType::i64, DType::boolean}) {
+    for (const auto& [left, right] : broadcast_pairs) {
+      const Tensor a = random_tensor(dtype, left, 210), b = random_tensor(dtype, right, 211);
+      if (dtype == DType::boolean) {
+        expect_agreement(
+            label("bitwise", dtype, left) + " x " + right.to_string(),
+            [](Tensor a, Tensor b) {
+              return std::vector<Tensor>{a & b, a | b, a ^ b, ~a};
+            },
+            a, b);
+        continue;
+      }
+      expect_agreement(
+          label("bitwise", dtype, left) + " x " + right.to_string(),
+          [](Tensor a, Tensor b) {
+            const Tensor wide = a * 1000, count = b * 9;  // -9000 .. 9000, -81 .. 81
+            return std::vector<Tensor>{wide & b,      wide | b,      wide ^ b,       ~wide,
+                                       wide << count, wide >> count, (wide >> 3) & 7};
+          },
+          a, b);
+    }
+  }
+}
+
 TEST(DifferentialOps, LogicalOpsComparisonsAndWhere) {
   for (const auto& [left, right] : broadcast_pairs) {
     Tensor p = random_tensor(DType::boolean, left, 300), q = random_tensor(DType::boolean, right, 301);

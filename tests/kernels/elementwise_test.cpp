@@ -34,6 +34,8 @@ const std::vector<DType> numeric = {DType::i32, DType::i64, DType::f32, DType::f
 const std::vector<DType> floats = {DType::f32, DType::f64};
 const std::vector<DType> every = {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64};
 const std::vector<DType> bools = {DType::boolean};
+const std::vector<DType> integers = {DType::i32, DType::i64};
+const std::vector<DType> integers_and_bools = {DType::boolean, DType::i32, DType::i64};
 
 // Same-shape sizes: odd, and 1000003 is split across threads.
 const std::vector<Shape> same_shape_cases = {Shape{}, Shape{1}, Shape{7}, Shape{33}, Shape{3, 5, 7}, Shape{1000003},
@@ -251,6 +253,9 @@ const std::vector<UnaryCase> unary_cases = {
     // Every reduction range: below 1/2, up to tan(3 pi/8) and beyond.
     {Op::atan, floats, {-40, 40}, [](long double x) { return std::atan(x); }, nullptr, vector_math_2ulp, vector_math_2ulp},
     {Op::logical_not, bools, {}, nullptr, [](std::int64_t x, DType) { return std::int64_t{x == 0}; }, exact, exact},
+    // ~x = -x - 1 in two's complement; on bools, not.
+    {Op::bitwise_not, integers_and_bools, {-1000, 1000}, nullptr,
+     [](std::int64_t x, DType d) { return d == DType::boolean ? std::int64_t{x == 0} : -x - 1; }, exact, exact},
 };
 // clang-format on
 
@@ -355,6 +360,30 @@ std::int64_t integer_truncated_remainder(std::int64_t a, std::int64_t b, DType) 
   return b == 0 ? 0 : a - static_cast<std::int64_t>(std::trunc(static_cast<long double>(a) / b)) * b;
 }
 
+// a & b from the binary digits of a and b (two's complement: the digit of 2^k is floor(x / 2^k) mod 2, for
+// negative x too), for operands of magnitude below 2^40.
+std::int64_t bit_and(std::int64_t a, std::int64_t b, DType) {
+  auto digit = [](std::int64_t x, int k) {
+    const auto power = static_cast<long double>(std::int64_t{1} << k);
+    return static_cast<std::int64_t>(std::floor(x / power)) % 2 != 0;
+  };
+  std::int64_t result = 0;
+  for (int k = 0; k < 40; ++k)
+    if (digit(a, k) && digit(b, k)) result += std::int64_t{1} << k;
+  return a < 0 && b < 0 ? result - (std::int64_t{1} << 40) : result;  // both negative: every digit above 40 is 1
+}
+int width(DType dtype) { return dtype == DType::i32 ? 32 : 64; }
+// x 2^count wrapped to the dtype; counts outside [0, bits) shift everything out.
+std::int64_t shifted_left(std::int64_t x, std::int64_t count, DType dtype) {
+  if (count < 0 || count >= width(dtype)) return 0;
+  return wrap(dtype, static_cast<std::uint64_t>(x) * (std::uint64_t{1} << count));
+}
+// floor(x / 2^count); outside [0, bits), the sign.
+std::int64_t shifted_right(std::int64_t x, std::int64_t count, DType dtype) {
+  if (count < 0 || count >= width(dtype)) return x < 0 ? -1 : 0;
+  return static_cast<std::int64_t>(std::floor(static_cast<long double>(x) / std::ldexp(1.0L, static_cast<int>(count))));
+}
+
 long double nan_max(long double a, long double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 long double nan_min(long double a, long double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 
@@ -406,6 +435,15 @@ const std::vector<BinaryCase> binary_cases = {
      [](long double a, long double b) { return std::fmod(a, b); },
      integer_truncated_remainder,
      exact},
+    // Bits through arithmetic: x & y from the binary digits, shifts as multiplications and floored divisions by
+    // powers of 2 (counts -3 .. 70 reach past both widths).
+    {Op::bitwise_and, integers_and_bools, wide, wide, nullptr, bit_and, exact},
+    {Op::bitwise_or, integers_and_bools, wide, wide, nullptr,
+     [](std::int64_t a, std::int64_t b, DType d) { return a + b - bit_and(a, b, d); }, exact},
+    {Op::bitwise_xor, integers_and_bools, wide, wide, nullptr,
+     [](std::int64_t a, std::int64_t b, DType d) { return a + b - 2 * bit_and(a, b, d); }, exact},
+    {Op::left_shift, integers, {-1000000, 1000000}, {-3, 70}, nullptr, shifted_left, exact},
+    {Op::right_shift, integers, {-1000000, 1000000}, {-3, 70}, nullptr, shifted_right, exact},
     {Op::maximum, every, compare_grid, compare_grid, nan_max,
      [](std::int64_t a, std::int64_t b, DType) { return std::max(a, b); }, exact},
     {Op::minimum, every, compare_grid, compare_grid, nan_min,

@@ -256,6 +256,14 @@ class Builder {
     return fresh_source({random_numeric_dtype(), random_shape()});
   }
 
+  ValueId integer_value() {
+    auto integer = [](const ir::Type& t) { return t.dtype == DType::i32 || t.dtype == DType::i64; };
+    if (auto value = pick(integer); value && random_.chance(0.8)) return *value;
+    const DType dtype = random_.chance(0.6) ? DType::i32 : DType::i64;
+    if (random_.chance(0.5)) return convert(any_value(), dtype);
+    return fresh_source({dtype, random_shape()});
+  }
+
   ValueId float_value() {
     auto floating = [](const ir::Type& t) { return is_floating(t.dtype); };
     if (auto value = pick(floating); value && random_.chance(0.8)) return *value;
@@ -354,6 +362,19 @@ class Builder {
       case Op::atan:
         return add(op, {float_value()});
       case Op::logical_not: return add(op, {bool_value()});
+      case Op::bitwise_not:
+        return add(op, {random_.chance(0.3) ? bool_value() : integer_value()});
+      case Op::bitwise_and:
+      case Op::bitwise_or:
+      case Op::bitwise_xor: {
+        ValueId a = random_.chance(0.3) ? bool_value() : integer_value();
+        return add(op, maybe_swapped(a, partner(a)));
+      }
+      case Op::left_shift:
+      case Op::right_shift: {  // counts outside [0, bits) included: they are defined
+        ValueId a = integer_value();
+        return add(op, {a, partner(a)});
+      }
       case Op::cast: {
         ValueId x = any_value();
         return add(op, {x}, {}, {random_dtype(), type(x).shape});

@@ -192,6 +192,9 @@ template <class T> bool unary_numeric(Op op, const Array& input, const Array& ou
       case Op::round:
         map<T, T>(input, output, grain, [](T x) { return x; });
         return true;
+      case Op::bitwise_not:
+        map<T, T>(input, output, grain, [](T x) { return static_cast<T>(~x); });
+        return true;
       default: return false;
     }
   } else {
@@ -305,7 +308,7 @@ void unary(Op op, const Array& input, const Array& output) {
     case DType::i32: done = unary_numeric<std::int32_t>(op, input, output); break;
     case DType::i64: done = unary_numeric<std::int64_t>(op, input, output); break;
     case DType::boolean:
-      if (op == Op::logical_not) {
+      if (op == Op::logical_not || op == Op::bitwise_not) {  // on bools, bitwise_not is logical_not
         map<std::uint8_t, std::uint8_t>(input, output, elementwise::cheap_grain,
                                         [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
         done = true;

@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/division.h"
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/shifts.h"
 #include "kernels/cpu/vector_math_f64.h"
 
 #include <kiln/error.h>
@@ -100,6 +101,39 @@ struct TruncatedRemainder {
   template <class T>
   T operator()(T a, T b) const {
     return division::fmod(a, b);
+  }
+};
+
+// Bits of integers; on bools (bytes 0 and 1) logical and, or and not-equal.
+struct BitwiseAnd {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a & b);
+  }
+};
+struct BitwiseOr {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a | b);
+  }
+};
+struct BitwiseXor {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a ^ b);
+  }
+};
+// Counts outside [0, bits) as shifts.h says.
+struct LeftShift {
+  template <class T>
+  T operator()(T a, T b) const {
+    return shifts::left_shift(a, b);
+  }
+};
+struct RightShift {
+  template <class T>
+  T operator()(T a, T b) const {
+    return shifts::right_shift(a, b);
   }
 };
 
@@ -270,6 +304,21 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
       break;
     case Op::fmod:
       if constexpr (!is_bool) return arithmetic(TruncatedRemainder{}, elementwise::costly_grain);
+      break;
+    case Op::bitwise_and:
+      if constexpr (!is_float) return arithmetic(BitwiseAnd{}, cheap);
+      break;
+    case Op::bitwise_or:
+      if constexpr (!is_float) return arithmetic(BitwiseOr{}, cheap);
+      break;
+    case Op::bitwise_xor:
+      if constexpr (!is_float) return arithmetic(BitwiseXor{}, cheap);
+      break;
+    case Op::left_shift:
+      if constexpr (!is_float && !is_bool) return arithmetic(LeftShift{}, cheap);
+      break;
+    case Op::right_shift:
+      if constexpr (!is_float && !is_bool) return arithmetic(RightShift{}, cheap);
       break;
     case Op::maximum: return arithmetic(Maximum{}, cheap);
     case Op::minimum: return arithmetic(Minimum{}, cheap);

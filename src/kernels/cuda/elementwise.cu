@@ -54,7 +54,7 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
     return true;
   };
   if constexpr (std::is_same_v<T, Bool>) {
-    if (op == Op::logical_not) return run(ops::LogicalNot{});
+    if (op == Op::logical_not || op == Op::bitwise_not) return run(ops::LogicalNot{});
     return false;
   } else {
     switch (op) {
@@ -66,6 +66,7 @@ template <class T> bool unary_typed(Op op, const Array& input, const Array& outp
       case Op::floor: return run(ops::Floor{});
       case Op::round: return run(ops::Round{});
       case Op::ceil: return run(ops::Ceil{});
+      case Op::bitwise_not: if constexpr (!ops::is_float<T>) return run(ops::BitwiseNot{}); break;
       default: break;
     }
     if constexpr (ops::is_float<T>) {

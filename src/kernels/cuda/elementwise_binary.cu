@@ -97,6 +97,11 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
     case Op::floor_divide: if constexpr (!is_bool) return arithmetic(ops::FloorDivide{}); break;
     case Op::remainder: if constexpr (!is_bool) return arithmetic(ops::Remainder{}); break;
     case Op::fmod: if constexpr (!is_bool) return arithmetic(ops::TruncatedRemainder{}); break;
+    case Op::bitwise_and: if constexpr (!is_float) return arithmetic(ops::BitwiseAnd{}); break;
+    case Op::bitwise_or: if constexpr (!is_float) return arithmetic(ops::BitwiseOr{}); break;
+    case Op::bitwise_xor: if constexpr (!is_float) return arithmetic(ops::BitwiseXor{}); break;
+    case Op::left_shift: if constexpr (!is_float && !is_bool) return arithmetic(ops::LeftShift{}); break;
+    case Op::right_shift: if constexpr (!is_float && !is_bool) return arithmetic(ops::RightShift{}); break;
     case Op::maximum: return arithmetic(ops::Maximum{});
     case Op::minimum: return arithmetic(ops::Minimum{});
     case Op::eq: return predicate(ops::Equal{});

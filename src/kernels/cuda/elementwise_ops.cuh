@@ -141,6 +141,13 @@ struct ExponentialMinusOne {
 struct Arctangent {
   template <class T> __device__ T operator()(T x) const { return math_atan(x); }
 };
+// Bits of integers; on bools (0 or 1) logical not.
+struct BitwiseNot {
+  template <class T> __device__ T operator()(T x) const {
+    if constexpr (sizeof(T) == 1) return static_cast<T>(x == 0);
+    else return static_cast<T>(~x);
+  }
+};
 struct LogicalNot {
   __device__ Bool operator()(Bool x) const { return static_cast<Bool>(x == 0); }
 };
@@ -231,6 +238,30 @@ struct TruncatedRemainder {
   template <class T> __device__ T operator()(T a, T b) const {
     if constexpr (is_float<T>) return math_fmod(a, b);
     else return (b == 0 || b == -1) ? T(0) : static_cast<T>(a % b);
+  }
+};
+// Bits of integers and of bools' 0 and 1; shifts as the CPU's (kernels/cpu/shifts.h): a count outside [0, bits)
+// gives 0 to the left and the sign to the right.
+struct BitwiseAnd {
+  template <class T> __device__ T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+struct BitwiseOr {
+  template <class T> __device__ T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+struct BitwiseXor {
+  template <class T> __device__ T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
+template <class T> __device__ __forceinline__ bool shift_in_range(T count) {
+  return count >= 0 && count < static_cast<T>(sizeof(T) * 8);
+}
+struct LeftShift {
+  template <class T> __device__ T operator()(T a, T b) const {
+    return shift_in_range(b) ? static_cast<T>(static_cast<Unsigned<T>>(a) << b) : T(0);
+  }
+};
+struct RightShift {
+  template <class T> __device__ T operator()(T a, T b) const {
+    return shift_in_range(b) ? static_cast<T>(a >> b) : (a < 0 ? T(-1) : T(0));
   }
 };
 // NaN in either operand gives NaN (the first one if both are NaN).

@@ -18,6 +18,7 @@
 
 #include "compiler/codegen/cpu/runtime_abi.h"
 #include "kernels/cpu/division.h"
+#include "kernels/cpu/shifts.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_f64.h"
 
@@ -480,6 +481,11 @@ KILN_TRANSCENDENTAL(atan)
 #undef KILN_FLOAT_TRANSCENDENTAL
 
 [[gnu::always_inline]] inline boolean logical_not(boolean x) { return boolean{x.lanes ^ 1}; }
+template <class V>
+[[gnu::always_inline]] inline V bitwise_not(V x) {
+  return ~x;
+}
+[[gnu::always_inline]] inline boolean bitwise_not(boolean x) { return logical_not(x); }
 
 // ---- binary ops --------------------------------------------------------------------
 template <class V> [[gnu::always_inline]] inline V add(V a, V b) {
@@ -577,6 +583,32 @@ template <class V>
 template <class V>
 [[gnu::always_inline]] inline V fmod(V a, V b) {
   return per_lane(a, b, [](auto x, auto y) { return division::fmod(x, y); });
+}
+
+// Bits of integer vectors, and of booleans' 0/1 lanes; shifts lane by lane through shifts.h (counts outside
+// [0, bits) are defined there, where a vector shift is not).
+template <class V>
+[[gnu::always_inline]] inline V bitwise_and(V a, V b) {
+  return a & b;
+}
+template <class V>
+[[gnu::always_inline]] inline V bitwise_or(V a, V b) {
+  return a | b;
+}
+template <class V>
+[[gnu::always_inline]] inline V bitwise_xor(V a, V b) {
+  return a ^ b;
+}
+[[gnu::always_inline]] inline boolean bitwise_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
+[[gnu::always_inline]] inline boolean bitwise_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
+[[gnu::always_inline]] inline boolean bitwise_xor(boolean a, boolean b) { return boolean{a.lanes ^ b.lanes}; }
+template <class V>
+[[gnu::always_inline]] inline V left_shift(V a, V b) {
+  return per_lane(a, b, [](auto x, auto y) { return shifts::left_shift(x, y); });
+}
+template <class V>
+[[gnu::always_inline]] inline V right_shift(V a, V b) {
+  return per_lane(a, b, [](auto x, auto y) { return shifts::right_shift(x, y); });
 }
 
 // Comparisons of any vector, booleans by their lanes.

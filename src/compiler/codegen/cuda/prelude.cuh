@@ -86,6 +86,7 @@ KILN_JIT_UNARY(expm1, ExponentialMinusOne)
 KILN_JIT_UNARY(atan, Arctangent)
 #undef KILN_JIT_UNARY
 __device__ __forceinline__ Bool logical_not(Bool x) { return ops::LogicalNot{}(x); }
+template <class T> __device__ __forceinline__ T bitwise_not(T x) { return ops::BitwiseNot{}(x); }
 
 #define KILN_JIT_BINARY(name, Operation, Result) \
   template <class T> __device__ __forceinline__ Result name(T a, T b) { return ops::Operation{}(a, b); }
@@ -97,6 +98,11 @@ KILN_JIT_BINARY(pow, Power, T)
 KILN_JIT_BINARY(floor_divide, FloorDivide, T)
 KILN_JIT_BINARY(remainder, Remainder, T)
 KILN_JIT_BINARY(fmod, TruncatedRemainder, T)
+KILN_JIT_BINARY(bitwise_and, BitwiseAnd, T)
+KILN_JIT_BINARY(bitwise_or, BitwiseOr, T)
+KILN_JIT_BINARY(bitwise_xor, BitwiseXor, T)
+KILN_JIT_BINARY(left_shift, LeftShift, T)
+KILN_JIT_BINARY(right_shift, RightShift, T)
 KILN_JIT_BINARY(maximum, Maximum, T)
 KILN_JIT_BINARY(minimum, Minimum, T)
 KILN_JIT_BINARY(eq, Equal, Bool)
