@@ -570,46 +570,29 @@ template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
   }
 }
 
-// Python's // and %, C's fmod: lane by lane through division.h, as the standard kernels (x86 has no vector integer
-// division, and NumPy's float quotient is a few dependent steps per lane).
-template <class V>
-[[gnu::always_inline]] inline V floor_divide(V a, V b) {
-  return per_lane(a, b, [](auto x, auto y) { return division::floor_divide(x, y); });
-}
-template <class V>
-[[gnu::always_inline]] inline V remainder(V a, V b) {
-  return per_lane(a, b, [](auto x, auto y) { return division::remainder(x, y); });
-}
-template <class V>
-[[gnu::always_inline]] inline V fmod(V a, V b) {
-  return per_lane(a, b, [](auto x, auto y) { return division::fmod(x, y); });
-}
-
-// Bits of integer vectors, and of booleans' 0/1 lanes; shifts lane by lane through shifts.h (counts outside
-// [0, bits) are defined there, where a vector shift is not).
-template <class V>
-[[gnu::always_inline]] inline V bitwise_and(V a, V b) {
-  return a & b;
-}
-template <class V>
-[[gnu::always_inline]] inline V bitwise_or(V a, V b) {
-  return a | b;
-}
-template <class V>
-[[gnu::always_inline]] inline V bitwise_xor(V a, V b) {
-  return a ^ b;
-}
+// Bits of integer vectors, and of booleans' 0/1 lanes.
+template <class V> [[gnu::always_inline]] inline V bitwise_and(V a, V b) { return a & b; }
+template <class V> [[gnu::always_inline]] inline V bitwise_or(V a, V b) { return a | b; }
+template <class V> [[gnu::always_inline]] inline V bitwise_xor(V a, V b) { return a ^ b; }
 [[gnu::always_inline]] inline boolean bitwise_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
 [[gnu::always_inline]] inline boolean bitwise_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
 [[gnu::always_inline]] inline boolean bitwise_xor(boolean a, boolean b) { return boolean{a.lanes ^ b.lanes}; }
-template <class V>
-[[gnu::always_inline]] inline V left_shift(V a, V b) {
-  return per_lane(a, b, [](auto x, auto y) { return shifts::left_shift(x, y); });
-}
-template <class V>
-[[gnu::always_inline]] inline V right_shift(V a, V b) {
-  return per_lane(a, b, [](auto x, auto y) { return shifts::right_shift(x, y); });
-}
+
+// Python's // and %, C's fmod (division.h) and the shifts (shifts.h), lane by lane as the standard kernels compute
+// them: x86 has no vector integer division, NumPy's float quotient is a few dependent steps, and a vector shift
+// leaves counts outside [0, bits) undefined.
+// clang-format off
+#define KILN_PER_LANE_BINARY(name, scalar)                                 \
+  template <class V> [[gnu::always_inline]] inline V name(V a, V b) {     \
+    return per_lane(a, b, [](auto x, auto y) { return scalar(x, y); });   \
+  }
+// clang-format on
+KILN_PER_LANE_BINARY(floor_divide, division::floor_divide)
+KILN_PER_LANE_BINARY(remainder, division::remainder)
+KILN_PER_LANE_BINARY(fmod, division::fmod)
+KILN_PER_LANE_BINARY(left_shift, shifts::left_shift)
+KILN_PER_LANE_BINARY(right_shift, shifts::right_shift)
+#undef KILN_PER_LANE_BINARY
 
 // Comparisons of any vector, booleans by their lanes.
 template <class V>
