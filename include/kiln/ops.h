@@ -110,6 +110,17 @@ Tensor trunc(const Tensor& x, Location location = Location::current());
 Tensor reciprocal(const Tensor& x, Location location = Location::current());
 // a != b as bools (nonzero is true), with broadcasting. tf.math.logical_xor, jnp.logical_xor.
 Tensor logical_xor(const Tensor& a, const Tensor& b, Location location = Location::current());
+// log(e^a + e^b) without overflow or underflow, with broadcasting (np.logaddexp, jnp.logaddexp, torch.logaddexp,
+// tf.experimental.numpy.logaddexp): max(a, b) + log1p(e^-|a - b|); a + log 2 where a = b, so logaddexp(-inf, -inf)
+// is -inf and logaddexp(inf, inf) is inf; NaN gives NaN. Integers and bools compute in f32.
+Tensor logaddexp(const Tensor& a, const Tensor& b, Location location = Location::current());
+// Whether a is within atol + rtol |b| of b, elementwise with broadcasting, as NumPy's, JAX's and PyTorch's isclose
+// (with their defaults; b is the reference, so it is not symmetric): an infinity is close only to itself, NaN to
+// nothing unless `equal_nan`. Integers and bools compare as floats. allclose: a rank-0 bool, every element close.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+               Location location = Location::current());
+Tensor allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+                Location location = Location::current());
 // Trigonometric, inverse and hyperbolic functions (tf.math.*, jnp.*, torch.*), from sin, cos, exp, expm1, log,
 // log1p and atan, written where the naive formula cancels or overflows: the JIT fuses each into its consumers'
 // kernel. Integers and bools compute in f32; IEEE special values as C's <math.h> (asin(2) is NaN, atanh(1) is

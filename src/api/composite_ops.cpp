@@ -3,12 +3,14 @@
 // Each checks its own arguments first, so that a bad axis or shape is reported under the name the user called.
 
 #include "api/dispatch.h"
+#include "ir/type_rules.h"
 
 #include <kiln/creation.h>
 #include <kiln/error.h>
 #include <kiln/ops.h>
 
 #include <limits>
+#include <numbers>
 #include <string>
 
 namespace kiln {
@@ -22,6 +24,33 @@ std::string describe(const Tensor& x) { return std::string(to_string(x.dtype()))
 
 Tensor floating(const Tensor& x, const Location& location) {
   return detail::cast_to(x, floating_result(x.dtype()), location);
+}
+
+// a and b of one float dtype (their promotion, integers and bools as f32), after checking that they broadcast:
+// a composite's ShapeError names the composite, not the primitive inside it that would meet the shapes first.
+std::pair<Tensor, Tensor> broadcastable_floats(const Tensor& a, const Tensor& b, const char* op,
+                                               const Location& location) {
+  checked_rank(a, op, location);
+  checked_rank(b, op, location);
+  Shape shape;
+  if (!ir::broadcast_shapes(a.shape(), b.shape(), &shape))
+    throw ShapeError(op, "shapes " + a.shape().to_string() + " and " + b.shape().to_string() + " cannot be broadcast",
+                     location);
+  const DType dtype = floating_result(promote_types(a.dtype(), b.dtype()));
+  return {detail::cast_to(a, dtype, location), detail::cast_to(b, dtype, location)};
+}
+
+// isclose under the name `op`: NumPy's formula, a finite reference within the bound, or equal (infinities), or
+// both NaN when asked.
+Tensor close_elements(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan, const char* op,
+                      const Location& location) {
+  const auto [x, y] = broadcastable_floats(a, b, op, location);
+  const Tensor bound = add(mul(abs(y, location), rtol, location), atol, location);
+  const Tensor within =
+      logical_and(le(abs(sub(x, y, location), location), bound, location), isfinite(y, location), location);
+  const Tensor close = logical_or(within, eq(x, y, location), location);
+  if (!equal_nan) return close;
+  return logical_or(close, logical_and(isnan(x, location), isnan(y, location), location), location);
 }
 
 // The reduction over `axes` (normalized) keeps them as size 1; this drops them again unless `keepdims`.
@@ -75,6 +104,23 @@ Tensor logical_xor(const Tensor& a, const Tensor& b, Location location) {
   checked_rank(a, "logical_xor", location);
   checked_rank(b, "logical_xor", location);
   return ne(cast(a, DType::boolean, location), cast(b, DType::boolean, location), location);
+}
+
+Tensor logaddexp(const Tensor& a, const Tensor& b, Location location) {
+  const auto [x, y] = broadcastable_floats(a, b, "logaddexp", location);
+  // Equal operands take the first form: it is exact for infinities, where the second makes NaN of inf - inf.
+  const Tensor general =
+      add(maximum(x, y, location), log1p(exp(neg(abs(sub(x, y, location), location), location), location), location),
+          location);
+  return where(eq(x, y, location), add(x, std::numbers::ln2, location), general, location);
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan, Location location) {
+  return close_elements(a, b, rtol, atol, equal_nan, "isclose", location);
+}
+
+Tensor allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan, Location location) {
+  return reduce_all(close_elements(a, b, rtol, atol, equal_nan, "allclose", location), Axes(), false, location);
 }
 
 Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location location) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -545,6 +546,91 @@ TEST(Composites, CrossEntropiesOfLargeLogitsAndOutOfRangeLabels) {
 
 // Bad arguments are errors under the composite's own name and the caller's line, and a function that hit one stays
 // usable.
+// log(e^a + e^b) where e^a overflows (1000), underflows (-1000), at equal and infinite operands, NaN, and ordinary
+// values, against long double; integers compute in f32.
+TEST(Composites, LogAddExpOfLargeEqualInfiniteAndOrdinaryValues) {
+  const std::vector<float> a = {1000.0f, 1000.0f, -1000.0f, -infinity, infinity, infinity, -infinity, nan,
+                                0.0f,    1e-20f,  88.0f,    -3.5f,     2.25f,    -0.75f,   17.0f};
+  const std::vector<float> b = {1000.0f, -1000.0f, -1000.5f, -infinity, infinity, -infinity, 3.0f, 1.0f,
+                                0.0f,    -1e-20f,  89.0f,    -3.25f,    -4.0f,    0.5f,      17.5f};
+  std::vector<long double> want;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const long double x = a[i], y = b[i];
+    if (std::isnan(x) || std::isnan(y))
+      want.push_back(NAN);
+    else if (x == y)
+      want.push_back(x + std::log(2.0L));
+    else
+      want.push_back(std::fmax(x, y) + std::log1p(std::exp(-std::fabs(x - y))));
+  }
+  const auto size = static_cast<std::int64_t>(a.size());
+  for (bool jit : {false, true}) {
+    const auto compute = function([](Tensor x, Tensor y) { return logaddexp(x, y); }, {.jit_compile = jit});
+    expect_close(compute(from_vector(a, {size}), from_vector(b, {size})).to_vector<float>(), want, 4e-7L,
+                 std::string("logaddexp on the ") + executor(jit) + " executor");
+    const Tensor integers = compute(from_vector(std::vector<std::int32_t>{3, -2}, {2}), full({}, 1, DType::i32));
+    ASSERT_EQ(integers.dtype(), DType::f32);
+    expect_close(integers.to_vector<float>(), {3 + std::log1p(std::exp(-2.0L)), 1 + std::log1p(std::exp(-3.0L))}, 4e-7L,
+                 "logaddexp of integers");
+  }
+}
+
+// NumPy's documented examples of isclose (f64), infinities, integers and broadcasting, on both executors.
+TEST(Composites, IsCloseAndAllCloseAsNumPy) {
+  struct Case {
+    std::vector<double> a, b;
+    double rtol, atol;
+    bool equal_nan;
+    std::vector<bool> want;
+  };
+  const double inf = std::numeric_limits<double>::infinity(), not_a_number = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {{1e10, 1e-7}, {1.00001e10, 1e-8}, 1e-5, 1e-8, false, {true, false}},
+      {{1e10, 1e-8}, {1.00001e10, 1e-9}, 1e-5, 1e-8, false, {true, true}},
+      {{1e10, 1e-8}, {1.0001e10, 1e-9}, 1e-5, 1e-8, false, {false, true}},
+      {{1.0, not_a_number}, {1.0, not_a_number}, 1e-5, 1e-8, false, {true, false}},
+      {{1.0, not_a_number}, {1.0, not_a_number}, 1e-5, 1e-8, true, {true, true}},
+      {{1e-8, 1e-7}, {0.0, 0.0}, 1e-5, 1e-8, false, {true, false}},
+      {{1e-100, 1e-7}, {0.0, 0.0}, 1e-5, 0.0, false, {false, false}},
+      {{1e-10, 1e-10}, {1e-20, 0.0}, 1e-5, 1e-8, false, {true, true}},
+      {{1e-10, 1e-10}, {1e-20, 0.999999e-10}, 1e-5, 0.0, false, {false, true}},
+      {{inf, inf, -inf, inf, 1.0}, {inf, -inf, -inf, 1e308, inf}, 1e-5, 1e-8, false, {true, false, true, false, false}},
+  };
+  for (bool jit : {false, true}) {
+    for (const Case& test : cases) {
+      const auto compute = function(
+          [&test](Tensor x, Tensor y) {
+            return std::vector<Tensor>{isclose(x, y, test.rtol, test.atol, test.equal_nan),
+                                       allclose(x, y, test.rtol, test.atol, test.equal_nan)};
+          },
+          {.jit_compile = jit});
+      const auto size = static_cast<std::int64_t>(test.a.size());
+      const auto results = compute(from_vector(test.a, {size}), from_vector(test.b, {size}));
+      EXPECT_EQ(results[0].to_vector<bool>(), test.want) << "isclose, " << executor(jit) << ", a[0] " << test.a[0];
+      const bool every = std::all_of(test.want.begin(), test.want.end(), [](bool close) { return close; });
+      EXPECT_EQ(results[1].item<bool>(), every) << "allclose, " << executor(jit) << ", a[0] " << test.a[0];
+    }
+    const auto compute = function([](Tensor x, Tensor y) { return isclose(x, y); }, {.jit_compile = jit});
+    const Tensor integers =
+        compute(from_vector(std::vector<std::int32_t>{1, 2}, {2}), from_vector(std::vector<std::int32_t>{1, 3}, {2}));
+    EXPECT_EQ(integers.to_vector<bool>(), (std::vector<bool>{true, false})) << executor(jit);
+    const Tensor rows = compute(from_vector(std::vector<float>{1, 2, 3, 1, 2.00001f, 3.1f}, {2, 3}),
+                                from_vector(std::vector<float>{1, 2, 3}, {3}));
+    EXPECT_EQ(rows.shape(), Shape({2, 3})) << executor(jit);
+    EXPECT_EQ(rows.to_vector<bool>(), (std::vector<bool>{true, true, true, true, true, false})) << executor(jit);
+  }
+  const Tensor two = from_vector(std::vector<float>{1, 2}, {2}), three = from_vector(std::vector<float>{1, 2, 3}, {3});
+  for (const char* name : {"isclose", "allclose", "logaddexp"}) {
+    const std::string line = "composites_test.cpp:" + std::to_string(__LINE__ + 3);
+    const std::string message = error_message([&] {
+      const std::string op = name;
+      (void)(op == "isclose" ? isclose(two, three) : op == "allclose" ? allclose(two, three) : logaddexp(two, three));
+    });
+    EXPECT_NE(message.find(std::string(name) + ":"), std::string::npos) << message;
+    EXPECT_NE(message.find(line), std::string::npos) << message;
+  }
+}
+
 TEST(Composites, BadArgumentsNameTheCompositeAndTheLine) {
   const Tensor x = random_tensor(DType::f32, {4, 6}, 40);
   const std::string line = "composites_test.cpp:" + std::to_string(__LINE__ + 1);
