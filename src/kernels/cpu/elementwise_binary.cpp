@@ -84,59 +84,6 @@ struct Power {
   }
 };
 
-// Python's // and %, and C's fmod (division.h).
-struct FloorDivide {
-  template <class T>
-  T operator()(T a, T b) const {
-    return division::floor_divide(a, b);
-  }
-};
-struct Remainder {
-  template <class T>
-  T operator()(T a, T b) const {
-    return division::remainder(a, b);
-  }
-};
-struct TruncatedRemainder {
-  template <class T>
-  T operator()(T a, T b) const {
-    return division::fmod(a, b);
-  }
-};
-
-// Bits of integers; on bools (bytes 0 and 1) logical and, or and not-equal.
-struct BitwiseAnd {
-  template <class T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a & b);
-  }
-};
-struct BitwiseOr {
-  template <class T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a | b);
-  }
-};
-struct BitwiseXor {
-  template <class T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a ^ b);
-  }
-};
-// Counts outside [0, bits) as shifts.h says.
-struct LeftShift {
-  template <class T>
-  T operator()(T a, T b) const {
-    return shifts::left_shift(a, b);
-  }
-};
-struct RightShift {
-  template <class T>
-  T operator()(T a, T b) const {
-    return shifts::right_shift(a, b);
-  }
-};
-
 // NaN in either operand gives NaN (the first one if both are NaN).
 struct Maximum {
   template <class T> T operator()(T a, T b) const {
@@ -265,7 +212,7 @@ void power_f32(const Array& a, const Array& b, const Array& output) {
 // Runs `op` on operands of storage type T; returns false if T is not a
 // dtype `op` accepts.
 template <class T> bool binary_typed(Op op, const Array& a, const Array& b, const Array& output) {
-  constexpr auto cheap = elementwise::cheap_grain;
+  constexpr auto cheap = elementwise::cheap_grain, costly = elementwise::costly_grain;
   constexpr bool is_bool = is_bool_v<T>;
   constexpr bool is_float = std::is_floating_point_v<T>;
   auto check_arithmetic_output = [&] {
@@ -292,33 +239,35 @@ template <class T> bool binary_typed(Op op, const Array& a, const Array& b, cons
         power_f32(a, b, output);
         return true;
       } else if constexpr (!is_bool) {
-        return arithmetic(Power{}, is_float ? elementwise::costly_grain : cheap);
+        return arithmetic(Power{}, is_float ? costly : cheap);
       }
       break;
-    // Integer division does not vectorize, and float fmod is a loop in libm: costly either way.
+    // Python's // and %, C's fmod (division.h). Integer division does not vectorize, and float fmod is a loop in
+    // libm: costly either way.
     case Op::floor_divide:
-      if constexpr (!is_bool) return arithmetic(FloorDivide{}, elementwise::costly_grain);
+      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::floor_divide(x, y); }, costly);
       break;
     case Op::remainder:
-      if constexpr (!is_bool) return arithmetic(Remainder{}, elementwise::costly_grain);
+      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::remainder(x, y); }, costly);
       break;
     case Op::fmod:
-      if constexpr (!is_bool) return arithmetic(TruncatedRemainder{}, elementwise::costly_grain);
+      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::fmod(x, y); }, costly);
       break;
+    // Bits of integers; on bools (bytes 0 and 1) logical and, or and not-equal. Shift counts: shifts.h.
     case Op::bitwise_and:
-      if constexpr (!is_float) return arithmetic(BitwiseAnd{}, cheap);
+      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x & y); }, cheap);
       break;
     case Op::bitwise_or:
-      if constexpr (!is_float) return arithmetic(BitwiseOr{}, cheap);
+      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x | y); }, cheap);
       break;
     case Op::bitwise_xor:
-      if constexpr (!is_float) return arithmetic(BitwiseXor{}, cheap);
+      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x ^ y); }, cheap);
       break;
     case Op::left_shift:
-      if constexpr (!is_float && !is_bool) return arithmetic(LeftShift{}, cheap);
+      if constexpr (!is_float && !is_bool) return arithmetic([](T x, T y) { return shifts::left_shift(x, y); }, cheap);
       break;
     case Op::right_shift:
-      if constexpr (!is_float && !is_bool) return arithmetic(RightShift{}, cheap);
+      if constexpr (!is_float && !is_bool) return arithmetic([](T x, T y) { return shifts::right_shift(x, y); }, cheap);
       break;
     case Op::maximum: return arithmetic(Maximum{}, cheap);
     case Op::minimum: return arithmetic(Minimum{}, cheap);

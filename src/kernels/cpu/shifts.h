@@ -16,8 +16,7 @@ template <class T>
 
 template <class T>
 [[gnu::always_inline]] inline T left_shift(T x, T count) {
-  // Through the unsigned 64-bit value: shifting a negative signed value left is not defined before C++20 in C,
-  // and the JIT's modules are compiled as C++ by whatever compiler the machine has.
+  // Through the unsigned value: a left shift of a negative signed value is undefined before C++20.
   return in_range(count) ? static_cast<T>(static_cast<unsigned long long>(x) << count) : T(0);
 }
 
