@@ -14,6 +14,7 @@
 #include "compiler/column_fusion.h"
 #include "compiler/concat_fusion.h"
 #include "compiler/concat_sinking.h"
+#include "compiler/dump.h"
 #include "compiler/fusion.h"
 #include "compiler/gather_fusion.h"
 #include "compiler/jit_executable.h"
@@ -46,37 +47,6 @@ void check_compilable(const ir::Graph& graph) {
                          node.location);
   }
 }
-
-// KILN_DUMP_TO=dir: every stage of every compiled function, as files named
-// <function>.<stage>.<ext>; passes that changed the graph also dump it.
-class Dumper {
- public:
-  explicit Dumper(const std::string& name) {
-    const char* directory = std::getenv("KILN_DUMP_TO");
-    if (!directory || !*directory) return;
-    directory_ = directory;
-    name_ = name;
-    std::error_code error;
-    std::filesystem::create_directories(directory_, error);
-  }
-
-  void write(const std::string& stage, const std::string& text) {
-    if (directory_.empty()) return;
-    std::string path = (std::filesystem::path(directory_) / (name_ + "." + stage)).string();
-    std::ofstream file(path);
-    file << text;
-    if (!file) {
-      runtime::warn("KILN_DUMP_TO: cannot write " + path);
-      directory_.clear();
-    }
-  }
-
-  bool enabled() const { return !directory_.empty(); }
-
- private:
-  std::string directory_;
-  std::string name_;
-};
 
 // The pipeline up to generated source, shared by compile() and lower(): the
 // texts of the stages, and what building needs.
