@@ -49,6 +49,7 @@ class BuildTest : public ::testing::Test {
 
   void TearDown() override {
     set_log_handler(std::move(previous_handler_));
+    compiler::set_module_size_limit_for_testing(0);
     for (const auto& [name, value] : saved_environment_)
       value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str());
     compiler::clear_memory_cache_for_testing();

@@ -8,8 +8,10 @@
 #include <kiln/error.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <thread>
 
 namespace kiln::testing {
 namespace {
@@ -188,11 +190,221 @@ TEST_F(CompileCommandTest, CompilerRunsInAPrivateDirectoryThatIsRemoved) {
   std::getline(std::ifstream(root_ + "/arguments"), arguments);
   EXPECT_EQ(directory.rfind(temporary + "/kiln-build-", 0), 0u) << directory;
   EXPECT_EQ(mode, "700");
-  EXPECT_EQ(arguments, "-std=c++20 -O1 -fPIC -shared -o " + directory + "/answer.so " + directory + "/answer.cpp");
+  // Names relative to the directory it runs in: renaming the directory cannot redirect them.
+  EXPECT_EQ(arguments, "-std=c++20 -O1 -fPIC -shared -o answer.so answer.cpp");
   EXPECT_TRUE(std::filesystem::is_empty(temporary)) << "the build directory must be removed";
   ::setenv("KILN_CXX", write_script("failing-c++", "echo nope; exit 1\n").c_str(), 1);
   build_error();
   EXPECT_TRUE(std::filesystem::is_empty(temporary)) << "also after a failure";
+}
+
+// The names in `directory`.
+std::vector<std::string> names_in(const std::string& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Waits up to 10 s for `path` to exist.
+bool wait_for(const std::string& path) {
+  for (int i = 0; i < 1000 && !std::filesystem::exists(path); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return std::filesystem::exists(path);
+}
+
+TEST_F(CompileCommandTest, BuildDirectoryRenamedDuringTheBuildChangesNothing) {
+  // Another user's move, played by the compiler itself: it renames its build directory away and puts one of its
+  // own in its place, holding another source and a shared object built from it (returning 666). A build that
+  // used its directory by path would compile or load those.
+  std::string temporary = root_ + "/tmp";
+  std::filesystem::create_directory(temporary);
+  ::setenv("TMPDIR", temporary.c_str(), 1);
+  const std::string evil = "extern \"C\" int kiln_answer() { return 666; }";
+  ::setenv("KILN_CXX",
+           write_script("swapping-c++",
+                        "case \"$1\" in --version) exec c++ --version;; esac\n"
+                        "directory=$(pwd)\n"
+                        "mv \"$directory\" '" +
+                            root_ +
+                            "/moved' && mkdir \"$directory\" || exit 1\n"
+                            "echo '" +
+                            evil +
+                            "' > \"$directory/answer.cpp\"\n"
+                            "c++ -fPIC -shared -o \"$directory/answer.so\" \"$directory/answer.cpp\"\n"
+                            "exec c++ \"$@\"\n")
+               .c_str(),
+           1);
+  EXPECT_EQ(call_answer(build()), 42) << "the module must be the one built from kiln's source";
+  compiler::clear_memory_cache_for_testing();
+  BuildResult cached = build();
+  EXPECT_TRUE(cached.from_disk_cache);
+  EXPECT_EQ(call_answer(cached), 42) << "and so must the cached one";
+  EXPECT_TRUE(std::filesystem::is_empty(root_ + "/moved")) << "the real build directory is emptied where it went";
+}
+
+TEST_F(CompileCommandTest, TmpdirOthersCanRenameInIsNotUsed) {
+  std::string compiler = write_script("recording-c++",
+                                      "case \"$1\" in --version) exec c++ --version;; esac\n"
+                                      "pwd >> '" +
+                                          root_ +
+                                          "/directories'\n"
+                                          "exec c++ \"$@\"\n");
+  ::setenv("KILN_CXX", compiler.c_str(), 1);
+  std::string shared = root_ + "/shared";
+  std::filesystem::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  ::setenv("TMPDIR", shared.c_str(), 1);
+  EXPECT_EQ(call_answer(build()), 42);
+  EXPECT_EQ(call_answer(build("extern \"C\" int kiln_answer() { return 42; } // another key\n")), 42);
+  EXPECT_EQ(warnings({"will not build in TMPDIR " + shared, "world-writable without the sticky bit (mode 0777)",
+                      "building in " + cache_dir() + "/builds instead"}),
+            1)
+      << all_messages();
+  EXPECT_TRUE(std::filesystem::is_empty(shared));
+  std::ifstream directories(root_ + "/directories");
+  std::string directory;
+  for (int run = 0; run < 2 && std::getline(directories, directory); ++run)
+    EXPECT_EQ(directory.rfind(cache_dir() + "/builds/kiln-build-", 0), 0u) << directory;
+  struct stat status {};
+  ASSERT_EQ(::stat((cache_dir() + "/builds").c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0700u);
+
+  // With the sticky bit (as /tmp has), only a directory's owner may rename it: TMPDIR is used.
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  EXPECT_EQ(call_answer(build("extern \"C\" int kiln_answer() { return 42; } // a third key\n")), 42);
+  std::getline(directories, directory);
+  EXPECT_EQ(directory.rfind(shared + "/kiln-build-", 0), 0u) << directory;
+  EXPECT_EQ(warnings(), 1) << all_messages();
+}
+
+TEST_F(CompileCommandTest, TmpdirOfAnotherUserIsNotUsed) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to chown a directory to another user";
+  std::string theirs = root_ + "/theirs";
+  std::filesystem::create_directory(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  ::setenv("TMPDIR", theirs.c_str(), 1);
+  EXPECT_EQ(call_answer(build()), 42);
+  EXPECT_EQ(warnings({"will not build in TMPDIR " + theirs, "owned by uid 65534"}), 1) << all_messages();
+  EXPECT_TRUE(std::filesystem::is_empty(theirs));
+}
+
+TEST_F(CompileCommandTest, UnsafeTmpdirWithoutACacheDirectoryIsACompileError) {
+  std::string shared = root_ + "/shared";
+  std::filesystem::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  ::setenv("TMPDIR", shared.c_str(), 1);
+  for (const char* variable : {"KILN_CACHE_DIR", "XDG_CACHE_HOME", "HOME"}) ::unsetenv(variable);
+  CompileError error = build_error();
+  EXPECT_CONTAINS(error.detail(), "TMPDIR " + shared + " is not safe to build in");
+  EXPECT_CONTAINS(error.detail(), "no private directory to build in instead");
+  EXPECT_TRUE(std::filesystem::is_empty(shared));
+}
+
+TEST_F(CompileCommandTest, SharedObjectOverTheSizeLimitIsACompileError) {
+  // The limit (1 GiB) made 1 MiB, so that a fake compiler can pass it quickly.
+  compiler::set_module_size_limit_for_testing(1 << 20);
+  ::setenv("KILN_CXX",
+           write_script("bloating-c++",
+                        "case \"$1\" in --version) echo 'bloating 1.0'; exit 0;; esac\n"
+                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
+                        "head -c 2097152 /dev/zero > \"$out\"\n")
+               .c_str(),
+           1);
+  CompileError error = build_error();
+  compiler::set_module_size_limit_for_testing(0);
+  EXPECT_CONTAINS(error.detail(), "wrote a shared object of 2097152 bytes, over the limit of 1048576 bytes");
+  EXPECT_TRUE(cache_files().empty());
+}
+
+TEST_F(CompileCommandTest, HugeSharedObjectIsRefusedWithoutReadingIt) {
+  // 64 GiB, sparse: a build that read it whole would run out of memory and end the process.
+  ::setenv("KILN_CXX",
+           write_script("huge-c++",
+                        "case \"$1\" in --version) echo 'huge 1.0'; exit 0;; esac\n"
+                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
+                        "truncate -s 64G \"$out\"\n")
+               .c_str(),
+           1);
+  CompileError error = build_error();
+  EXPECT_CONTAINS(error.detail(), "wrote a shared object of 68719476736 bytes, over the limit of 1073741824 bytes");
+}
+
+TEST_F(CompileCommandTest, BuildDirectoryOfAKilledProcessIsRemovedWithItsCompiler) {
+  std::string temporary = root_ + "/tmp";
+  std::filesystem::create_directory(temporary);
+  ::setenv("TMPDIR", temporary.c_str(), 1);
+  // The compiler records its pid and hangs; its process is then killed with SIGKILL.
+  ::setenv("KILN_CXX",
+           write_script("hanging-c++",
+                        "case \"$1\" in --version) exec c++ --version;; esac\n"
+                        "echo $$ > '" +
+                            root_ +
+                            "/compiler.new'\n"
+                            "mv '" +
+                            root_ + "/compiler.new' '" + root_ +
+                            "/compiler'\n"
+                            "exec sleep 1000\n")
+               .c_str(),
+           1);
+  pid_t child = ::fork();
+  if (child == 0) {
+    try {
+      build();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  ASSERT_TRUE(wait_for(root_ + "/compiler"));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  pid_t compiler = read_pid(root_ + "/compiler");
+  ASSERT_GT(compiler, 0);
+  // What a SIGKILL leaves: the build directory, and the compiler running in it.
+  std::vector<std::string> left = names_in(temporary);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind("kiln-build-", 0), 0u) << left[0];
+  EXPECT_FALSE(process_is_gone(compiler));
+
+  // The next process to build there (this one) removes both.
+  ::unsetenv("KILN_CXX");
+  EXPECT_EQ(call_answer(build()), 42);
+  EXPECT_TRUE(names_in(temporary).empty());
+  for (int i = 0; i < 100 && !process_is_gone(compiler); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(process_is_gone(compiler)) << "the dead build's compiler must be killed";
+  EXPECT_EQ(logged(LogLevel::info, {"removed the build directory " + temporary + "/" + left[0]}), 1) << all_messages();
+}
+
+TEST_F(CompileCommandTest, LiveBuildDirectoriesAndOtherDirectoriesAreLeftAlone) {
+  std::string temporary = root_ + "/tmp";
+  std::filesystem::create_directory(temporary);
+  ::setenv("TMPDIR", temporary.c_str(), 1);
+  // A build in progress in another thread: its compiler waits for a file.
+  ::setenv("KILN_CXX",
+           write_script("waiting-c++",
+                        "case \"$1\" in --version) exec c++ --version;; esac\n"
+                        "touch '" +
+                            root_ +
+                            "/started'\n"
+                            "while [ ! -e '" +
+                            root_ +
+                            "/go' ]; do sleep 0.02; done\n"
+                            "exec c++ \"$@\"\n")
+               .c_str(),
+           1);
+  int answer = 0;
+  std::thread builder([&answer] { answer = call_answer(build()); });
+  ASSERT_TRUE(wait_for(root_ + "/started"));
+  // A directory with the prefix but no marker is not kiln's: a dead process's would have one.
+  std::filesystem::create_directory(temporary + "/kiln-build-someone-elses");
+  std::filesystem::create_directory(temporary + "/other");
+  EXPECT_EQ(compiler::remove_stale_build_directories(temporary), 0);
+  EXPECT_EQ(names_in(temporary).size(), 3u);
+  std::ofstream(root_ + "/go") << "";
+  builder.join();
+  EXPECT_EQ(answer, 42);
+  EXPECT_EQ(names_in(temporary), (std::vector<std::string>{"kiln-build-someone-elses", "other"}));
 }
 
 TEST_F(CompileCommandTest, IdentityIsComputedOncePerCompiler) {

@@ -9,7 +9,9 @@
 
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace kiln::testing {
 namespace {
@@ -92,6 +94,51 @@ TEST_F(JitFailureTest, CompilerWritingABrokenSharedObjectFallsBack) {
   expect_correct(f, 2.5, 17);
   EXPECT_EQ(warnings({"could not be compiled"}), 1) << all_messages();
   EXPECT_TRUE(cache_files().empty()) << "a module that does not load is never cached";
+}
+
+TEST_F(JitFailureTest, ModuleWithoutKilnsKernelsFallsBackAndIsNotCached) {
+  // A valid shared object built from another source: it loads, but has no kiln_kernel_0.
+  std::ofstream(root() + "/other.cpp") << "extern \"C\" int unrelated() { return 1; }\n";
+  ::setenv("KILN_CXX",
+           write_script("other-cxx",
+                        "case \"$1\" in --version) exec c++ --version;; esac\n"
+                        "echo call >> '" +
+                            root() +
+                            "/calls'\n"
+                            "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
+                            "exec c++ -fPIC -shared -o \"$out\" '" +
+                            root() + "/other.cpp'\n")
+               .c_str(),
+           1);
+  auto f = make_function(4.5);
+  expect_correct(f, 4.5, 17);
+  EXPECT_EQ(warnings({"could not be compiled", "kiln_kernel_0"}), 1) << all_messages();
+  EXPECT_TRUE(cache_files().empty()) << "a module that failed to load is never cached";
+  // So the next build (here a second function with the same graph; a new process alike) compiles again.
+  auto g = make_function(4.5);
+  expect_correct(g, 4.5, 17);
+  EXPECT_EQ(g.statistics().cache_hits, 0);
+  std::ifstream calls(root() + "/calls");
+  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(calls), {}, '\n'), 2);
+  EXPECT_TRUE(cache_files().empty());
+}
+
+TEST_F(JitFailureTest, SharedObjectOverTheSizeLimitFallsBack) {
+  compiler::set_module_size_limit_for_testing(1 << 20);  // 1 GiB made 1 MiB
+  ::setenv("KILN_CXX",
+           write_script("bloating-cxx",
+                        "case \"$1\" in --version) echo 'bloating 1.0'; exit 0;; esac\n"
+                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
+                        "head -c 2097152 /dev/zero > \"$out\"\n")
+               .c_str(),
+           1);
+  auto f = make_function(4.75);
+  expect_correct(f, 4.75, 17);
+  compiler::set_module_size_limit_for_testing(0);
+  EXPECT_EQ(warnings({"could not be compiled", "over the limit of 1048576 bytes", "jit_failure_test.cpp"}), 1)
+      << all_messages();
+  EXPECT_EQ(f.statistics().fallbacks, 1);
+  EXPECT_TRUE(cache_files().empty());
 }
 
 TEST_F(JitFailureTest, UnwritableCacheDirectoryWarnsOnceAndStillCompiles) {

@@ -1,5 +1,6 @@
 #include "compiler/cache/module_cache.h"
 
+#include "compiler/cache/file_access.h"
 #include "runtime/log.h"
 
 #include <kiln/error.h>
@@ -18,7 +19,6 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
-#include <random>
 #include <set>
 #include <system_error>
 #include <unordered_map>
@@ -30,9 +30,8 @@ namespace {
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'M', 'O', 'D', '1'};
 constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::size_t kHeaderSize = 88;  // magic 8, version 4, reserved 4, key 32, payload size 8, payload hash 32
-constexpr std::uint64_t kMaxPayloadSize = std::uint64_t(1) << 30;
-
-std::string error_text(int error) { return std::error_code(error, std::generic_category()).message(); }
+constexpr std::uint64_t kDefaultModuleSizeLimit = std::uint64_t(1) << 30;
+std::atomic<std::uint64_t> module_size_limit_bytes{kDefaultModuleSizeLimit};
 
 void put_le(std::string& out, std::uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out += char((value >> (8 * i)) & 0xff);
@@ -76,30 +75,6 @@ std::string check_entry(std::string_view entry, const Sha256Digest& key) {
   return {};
 }
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return false;
-    data.remove_prefix(std::size_t(written));
-  }
-  return true;
-}
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // ---- The cache directory ---------------------------------------------------------------------------------
 
 // "cannot use the cache directory X (reason)", once per process per directory.
@@ -114,48 +89,14 @@ void warn_directory_once(const std::string& directory, const std::string& reason
                 "); compiled functions will not be cached on disk");
 }
 
-// mkdir -p, every missing component with mode 0700. Returns 0 or an errno value.
-int make_directories(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && prefix.back() != '/' && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return errno;
-    if (slash == std::string::npos) return 0;
-  }
-}
-
 // Opens (creating it if needed) the cache directory and checks that only the current user can write to it.
-// Returns -1 (after a warning, once) if the disk cache cannot be used.
-int open_cache_directory(const std::string& path) {
-  if (path.empty()) return -1;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
-    if (int error = make_directories(path)) {
-      warn_directory_once(path, "cannot create it: " + error_text(error));
-      return -1;
-    }
-    fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  }
-  if (fd < 0) {
-    warn_directory_once(path, "cannot open it: " + error_text(errno));
-    return -1;
-  }
-  struct stat status {};
+// Returns an invalid descriptor (after a warning, once) if the disk cache cannot be used.
+FileDescriptor open_cache_directory(const std::string& path) {
+  if (path.empty()) return FileDescriptor();
   std::string problem;
-  if (::fstat(fd, &status) != 0)
-    problem = "cannot stat it: " + error_text(errno);
-  else if (status.st_uid != ::getuid())
-    problem = "it is owned by uid " + std::to_string(status.st_uid) + ", not by the current user";
-  else if (status.st_mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", unsigned(status.st_mode & 07777));
-    problem = std::string("it is group- or world-writable (mode ") + mode + ")";
-  }
-  if (!problem.empty()) {
-    ::close(fd);
-    warn_directory_once(path, problem);
-    return -1;
-  }
-  return fd;
+  FileDescriptor directory = open_private_directory(path, problem);
+  if (!directory.valid()) warn_directory_once(path, problem);
+  return directory;
 }
 
 // ---- Reading and writing entries -------------------------------------------------------------------------
@@ -191,25 +132,16 @@ DiskRead read_entry(int directory, const std::string& directory_path, const std:
     return reject("is owned by uid " + std::to_string(status.st_uid) + ", not by the current user (uid " +
                   std::to_string(::getuid()) + ")");
   }
-  if (status.st_mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", unsigned(status.st_mode & 07777));
-    return reject(std::string("is group- or world-writable (mode ") + mode + ")");
-  }
-  if (std::uint64_t(status.st_size) > kHeaderSize + kMaxPayloadSize) return reject("is too large");
+  if (status.st_mode & (S_IWGRP | S_IWOTH))
+    return reject("is group- or world-writable (mode " + mode_text(status.st_mode) + ")");
+  const std::uint64_t limit = kHeaderSize + module_size_limit();
+  if (std::uint64_t(status.st_size) > limit) return reject("is too large");
   // The bytes checked are the bytes used: read once, verify, hand on from memory.
-  std::string entry(std::size_t(status.st_size), '\0');
-  std::size_t done = 0;
-  while (done < entry.size()) {
-    ssize_t got = ::pread(file.get(), entry.data() + done, entry.size() - done, off_t(done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return reject("cannot be read (" + error_text(errno) + ")");
-    if (got == 0) break;
-    done += std::size_t(got);
-  }
-  entry.resize(done);
-  if (std::string problem = check_entry(entry, key); !problem.empty()) return reject(problem);
-  read.payload = entry.substr(kHeaderSize);
+  FileContent entry = read_file(file.get(), limit);
+  if (entry.error != 0) return reject("cannot be read (" + error_text(entry.error) + ")");
+  if (!entry.complete) return reject("is too large");
+  if (std::string problem = check_entry(entry.bytes, key); !problem.empty()) return reject(problem);
+  read.payload = entry.bytes.substr(kHeaderSize);
   read.found = true;
   return read;
 }
@@ -227,7 +159,7 @@ DiskLookup load_entry(int directory, const std::string& directory_path, const st
   lookup.may_replace = read.may_replace;
   if (!read.found) return lookup;
   try {
-    lookup.module = LoadedModule::load(read.payload, name);
+    lookup.module = LoadedModule::load(read.payload, name, to_hex(key));
   } catch (const CompileError& error) {
     runtime::warn("cache entry " + directory_path + "/" + file_name + " could not be loaded (" + error.detail() +
                   "); rebuilding");
@@ -235,41 +167,14 @@ DiskLookup load_entry(int directory, const std::string& directory_path, const st
   return lookup;
 }
 
-std::string unique_suffix() {
-  static std::atomic<std::uint64_t> counter{0};
-  static const std::uint64_t seed = std::random_device{}();
-  char text[64];
-  std::snprintf(
-      text, sizeof text, "%d.%llx.%llx", int(::getpid()), (unsigned long long)counter++,
-      (unsigned long long)(seed ^ std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count())));
-  return text;
-}
-
 // Atomically creates or replaces the entry: a new file in the same directory (O_EXCL, 0600), written, fsync'ed,
 // then renamed over the entry. Readers see the old entry or the complete new one, never a partial one.
 void store_entry(int directory, const std::string& directory_path, const std::string& file_name,
                  const Sha256Digest& key, std::string_view payload) {
-  std::string temporary;
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    temporary = "." + file_name + ".tmp." + unique_suffix();
-    fd = ::openat(directory, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) return warn_directory_once(directory_path, "cannot create a file in it: " + error_text(errno));
-  std::string problem;
-  if (!write_all(fd, encode_header(key, payload)) || !write_all(fd, payload))
-    problem = "cannot write " + temporary + ": " + error_text(errno);
-  else if (::fsync(fd) != 0)
-    problem = "cannot sync " + temporary + ": " + error_text(errno);
-  else if (::fchmod(fd, 0600) != 0)
-    problem = "cannot chmod " + temporary + ": " + error_text(errno);
-  if (::close(fd) != 0 && problem.empty()) problem = "cannot write " + temporary + ": " + error_text(errno);
-  if (problem.empty() && ::renameat(directory, temporary.c_str(), directory, file_name.c_str()) != 0)
-    problem = "cannot rename " + temporary + " to " + file_name + ": " + error_text(errno);
-  if (problem.empty()) return;
-  ::unlinkat(directory, temporary.c_str(), 0);
-  warn_directory_once(directory_path, problem);
+  if (payload.size() > module_size_limit()) return;  // it could not be read back
+  std::string problem = replace_file(directory, file_name, {encode_header(key, payload), payload},
+                                     {.mode = 0600, .exact_mode = true, .sync = true});
+  if (!problem.empty()) warn_directory_once(directory_path, problem);
 }
 
 // ---- Memory cache and the build of one key ---------------------------------------------------------------
@@ -298,7 +203,7 @@ BuildResult build_uncached(const Sha256Digest& key, const std::string& hex_key, 
   BuildResult result;
   result.key = hex_key;
   const std::string directory_path = cache_directory();
-  FileDescriptor directory(open_cache_directory(directory_path));
+  FileDescriptor directory = open_cache_directory(directory_path);
   const std::string file_name = hex_key + ".kiln";
   bool may_store = directory.get() >= 0;
   if (directory.get() >= 0) {
@@ -316,19 +221,37 @@ BuildResult build_uncached(const Sha256Digest& key, const std::string& hex_key, 
   auto start = std::chrono::steady_clock::now();
   std::string shared_object = compile();
   result.compile_seconds = seconds_since(start);
-  result.module = LoadedModule::load(shared_object, name);
+  result.module = LoadedModule::load(shared_object, name, hex_key);
   runtime::log(LogLevel::info, "compiled " + name + " in " + std::to_string(result.compile_seconds) + " s (cache key " +
                                    hex_key.substr(0, 16) + ")");
   if (may_store) store_entry(directory.get(), directory_path, file_name, key, shared_object);
   return result;
 }
 
+// Drops `module`, cached under `hex_key`, from the memory cache and its entry from the disk cache: it lacks a
+// symbol its user needs, so it must not be handed to the next build (in this process or another).
+void forget_module(const std::string& hex_key, const LoadedModule* module) {
+  MemoryCache& cache = memory_cache();
+  {
+    std::lock_guard lock(cache.mutex);
+    if (auto found = cache.modules.find(hex_key); found != cache.modules.end()) {
+      ModulePointer cached = found->second.lock();
+      if (!cached || cached.get() == module) cache.modules.erase(found);
+    }
+  }
+  std::string problem;
+  FileDescriptor directory = open_private_directory(cache_directory(), problem);
+  if (directory.valid() && ::unlinkat(directory.get(), (hex_key + ".kiln").c_str(), 0) == 0)
+    runtime::log(LogLevel::info, "removed the cache entry of " + module->name() + " (key " + hex_key.substr(0, 16) +
+                                     "): the module lacks a symbol it needs");
+}
+
 }  // namespace
 
 // ---- LoadedModule ----------------------------------------------------------------------------------------
 
-LoadedModule::LoadedModule(void* handle, int memory_file, std::string name)
-    : handle_(handle), memory_file_(memory_file), name_(std::move(name)) {}
+LoadedModule::LoadedModule(void* handle, int memory_file, std::string name, std::string cache_key)
+    : handle_(handle), memory_file_(memory_file), name_(std::move(name)), cache_key_(std::move(cache_key)) {}
 
 LoadedModule::~LoadedModule() {
   ::dlclose(handle_);
@@ -346,7 +269,8 @@ LoadedModule::~LoadedModule() {
   ::close(memory_file_);
 }
 
-std::shared_ptr<const LoadedModule> LoadedModule::load(std::string_view shared_object, const std::string& name) {
+std::shared_ptr<const LoadedModule> LoadedModule::load(std::string_view shared_object, const std::string& name,
+                                                       std::string cache_key) {
   auto fail = [&](const std::string& detail) { return CompileError(name, detail, std::string()); };
   std::string label = "kiln:" + name.substr(0, 200);
   int fd = ::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -366,13 +290,14 @@ std::shared_ptr<const LoadedModule> LoadedModule::load(std::string_view shared_o
     ::close(fd);
     throw fail(std::string("dlopen rejected the shared object: ") + (message ? message : "unknown error"));
   }
-  return std::shared_ptr<const LoadedModule>(new LoadedModule(handle, fd, name));
+  return std::shared_ptr<const LoadedModule>(new LoadedModule(handle, fd, name, std::move(cache_key)));
 }
 
 void* LoadedModule::find_symbol(const char* symbol_name) const noexcept { return ::dlsym(handle_, symbol_name); }
 
 void* LoadedModule::symbol(const char* symbol_name) const {
   if (void* address = find_symbol(symbol_name)) return address;
+  if (!cache_key_.empty()) forget_module(cache_key_, this);
   throw CompileError(name_, std::string("the compiled module has no symbol '") + symbol_name + "'", std::string());
 }
 
@@ -439,7 +364,7 @@ CachedImage get_or_build_image(const Sha256Digest& key, const std::string& name,
                                const std::function<std::string()>& compile) {
   const std::string hex_key = to_hex(key);
   const std::string directory_path = cache_directory();
-  FileDescriptor directory(open_cache_directory(directory_path));
+  FileDescriptor directory = open_cache_directory(directory_path);
   const std::string file_name = hex_key + ".kiln";
   CachedImage image;
   bool may_store = directory.get() >= 0;
@@ -456,6 +381,12 @@ CachedImage get_or_build_image(const Sha256Digest& key, const std::string& name,
   image.bytes = compile();
   if (may_store) store_entry(directory.get(), directory_path, file_name, key, image.bytes);
   return image;
+}
+
+std::uint64_t module_size_limit() { return module_size_limit_bytes.load(); }
+
+void set_module_size_limit_for_testing(std::uint64_t bytes) {
+  module_size_limit_bytes = bytes == 0 ? kDefaultModuleSizeLimit : bytes;
 }
 
 void clear_memory_cache_for_testing() {

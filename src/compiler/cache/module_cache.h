@@ -9,6 +9,7 @@
 
 #include "compiler/cache/sha256.h"
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,13 +26,19 @@ class LoadedModule {
  public:
   // Loads `shared_object` (the bytes of a .so). Throws kiln::CompileError
   // (op = `name`) with the loader's message when dlopen rejects it.
-  static std::shared_ptr<const LoadedModule> load(std::string_view shared_object, const std::string& name);
+  // `cache_key` (64 hex digits) is the key get_or_build caches it under, if
+  // any: see symbol().
+  static std::shared_ptr<const LoadedModule> load(std::string_view shared_object, const std::string& name,
+                                                  std::string cache_key = {});
 
   ~LoadedModule();
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
 
-  // The address of `symbol_name` (dlsym). Throws kiln::CompileError if missing.
+  // The address of `symbol_name` (dlsym). Throws kiln::CompileError if
+  // missing: a module without a symbol its user needs failed to load (a
+  // compiler that built something else than the source), so it is dropped
+  // from the memory and disk caches too, and the next build compiles again.
   void* symbol(const char* symbol_name) const;
   // The same, or nullptr if missing.
   void* find_symbol(const char* symbol_name) const noexcept;
@@ -39,7 +46,7 @@ class LoadedModule {
   const std::string& name() const { return name_; }
 
  private:
-  LoadedModule(void* handle, int memory_file, std::string name);
+  LoadedModule(void* handle, int memory_file, std::string name, std::string cache_key);
 
   void* handle_;
   // The memfd the module was loaded from, kept open while loaded: glibc's
@@ -47,6 +54,7 @@ class LoadedModule {
   // name another module's file while this one is loaded.
   int memory_file_;
   std::string name_;
+  std::string cache_key_;
 };
 
 struct BuildResult {
@@ -63,7 +71,8 @@ struct BuildResult {
 //  2. else from the disk cache (cache_directory()), if an entry passes every check;
 //  3. else by calling `compile`, which returns the bytes of a shared object (or
 //     throws kiln::CompileError); the module is loaded, then written to the disk
-//     cache and the memory cache. Nothing is cached if loading fails.
+//     cache and the memory cache. Nothing is cached if loading fails (a
+//     module found to lack a symbol later is dropped: LoadedModule::symbol).
 // Thread-safe: concurrent calls with the same key run `compile` once (the
 // others wait for it and share its result or its exception); different keys
 // proceed in parallel. Problems with the disk cache are logged as warnings and
@@ -87,6 +96,14 @@ CachedImage get_or_build_image(const Sha256Digest& key, const std::string& name,
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln; empty if none is set. Read on
 // every call (it is not created here).
 std::string cache_directory();
+
+// The largest shared object a build accepts and the disk cache stores or
+// reads: 1 GiB.
+std::uint64_t module_size_limit();
+
+// Test hook: sets module_size_limit() (0 restores 1 GiB), so that a test need
+// not write a gigabyte to pass it.
+void set_module_size_limit_for_testing(std::uint64_t bytes);
 
 // Test hook: forgets every module in the memory cache (modules still
 // referenced elsewhere stay loaded).

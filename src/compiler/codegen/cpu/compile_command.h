@@ -88,14 +88,29 @@ struct CommandResult {
 CommandResult run_command(const std::string& program, const std::vector<std::string>& arguments,
                           const std::string& working_directory, double timeout_seconds);
 
-// Compiles `source` with `compiler flags... -o <dir>/<name>.so <dir>/<name>.cpp libraries...`
-// (options.name is <name>) in a private temporary directory (mkdtemp under
-// $TMPDIR or /tmp, mode 0700, removed afterwards) and returns the bytes of the
-// shared object; or, when options.split gives several translation units, each
-// with `compiler flags... -c` in parallel and the objects linked the same way.
+// Compiles `source` with `compiler flags... -o <name>.so <name>.cpp libraries...`
+// (options.name is <name>) in a private build directory and returns the bytes
+// of the shared object; or, when options.split gives several translation units,
+// each with `compiler flags... -c -o unit<N>/<name>.o unit<N>/<name>.cpp` in
+// parallel and the objects linked the same way. The build directory
+// (kiln-build-*, mode 0700, removed afterwards) is made in $TMPDIR (or /tmp),
+// or in <cache directory>/builds, with a warning, when other users could rename
+// what is in $TMPDIR (group- or world-writable without the sticky bit, or owned
+// by another user than root). It is used through a descriptor only: the
+// compiler runs in it and is given names relative to it, and the shared object
+// is read back relative to it, as a regular file of this user of at most
+// module_size_limit() bytes.
 // Throws kiln::CompileError (op = options.name) as build_module does, except
 // for loading; a unit's error says which unit failed.
 std::string compile_shared_object(const CompilerIdentity& compiler, const std::string& source,
                                   const BuildOptions& options);
+
+// Removes the build directories in `directory` (a $TMPDIR) that processes which
+// died during a build (SIGKILL, a crash) left behind -- those whose lock no
+// live process holds -- after killing what is left of their compilers: the
+// processes of this user in the compilers' process groups whose working
+// directory is still inside them. Returns how many it removed. The first build
+// of a process in a directory does this there.
+int remove_stale_build_directories(const std::string& directory);
 
 }  // namespace kiln::compiler
