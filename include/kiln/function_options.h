@@ -30,13 +30,14 @@ struct FunctionOptions {
   // the kiln::function call.
   std::string name = {};
   // After this many traces the function warns (once) that it keeps
-  // retracing, naming the argument that changes.
+  // retracing, naming the argument that changes (or saying that a captured
+  // tensor did).
   int retrace_warning_limit = 5;
 };
 
 struct FunctionStatistics {
   std::int64_t calls = 0;
-  std::int64_t traces = 0;       // one per new input signature
+  std::int64_t traces = 0;       // one per new input signature, and one per retrace for a changed capture
   std::int64_t compiles = 0;     // JIT builds actually compiled (not found in the disk cache)
   std::int64_t cache_hits = 0;   // JIT modules loaded from the disk cache
   std::int64_t fallbacks = 0;    // signatures that fell back to the standard executor

@@ -26,13 +26,31 @@ using Location = std::source_location;
 
 namespace detail {
 struct TensorImpl;
-}
+// Counts an assignment to a handle of a tensor that a kiln::function captured.
+void note_reassignment(const TensorImpl& impl) noexcept;
+}  // namespace detail
 
 class Tensor {
  public:
   // An undefined tensor (what a default-constructed std::vector<Tensor> holds).
   Tensor() = default;
   explicit Tensor(std::shared_ptr<const detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+  // Assigning another tensor to a variable is how a captured variable
+  // changes: a kiln::function that captured this handle's tensor traces again
+  // at its next call, and sees the new one.
+  Tensor& operator=(const Tensor& other) {
+    if (impl_ && impl_ != other.impl_) detail::note_reassignment(*impl_);
+    impl_ = other.impl_;
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept {
+    if (impl_ && impl_ != other.impl_) detail::note_reassignment(*impl_);
+    impl_ = std::move(other.impl_);
+    return *this;
+  }
 
   bool defined() const { return impl_ != nullptr; }
   DType dtype() const;

@@ -69,7 +69,7 @@ Tensor apply(ir::Op op, const std::vector<Tensor>& inputs, const ir::Attributes&
 
   if (context) {
     for (const Tensor& input : inputs)
-      node.operands.push_back(input.is_traced() ? input.impl().value : context->capture(input.impl().array));
+      node.operands.push_back(input.is_traced() ? input.impl().value : capture(*context, input));
     ir::ValueId value = context->add_node(std::move(node));
     return make_traced_tensor(current_context(), value, device);
   }

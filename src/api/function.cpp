@@ -109,13 +109,13 @@ std::shared_ptr<trace::ConcreteFunction> trace_function(FunctionCore& core, cons
     if (!output.is_traced() && output.device() != device)
       throw DeviceError(op, "output " + std::to_string(i) + " is on " + output.device().to_string(),
                         core.cache.location());
-    context->graph().outputs.push_back(output.is_traced() ? output.impl().value
-                                                          : context->capture(output.impl().array));
+    context->graph().outputs.push_back(output.is_traced() ? output.impl().value : capture(*context, output));
   }
   auto concrete = std::make_shared<trace::ConcreteFunction>();
   concrete->signature = signature;
   concrete->traced = std::move(context->graph());
   concrete->captures = context->captures();
+  concrete->capture_guards = context->capture_guards();
   ir::canonicalize(concrete->traced);
   core.cache.record_trace(seconds_since(start));
   return concrete;

@@ -21,6 +21,7 @@ Tensor make_tensor(runtime::Array array) {
   impl->shape = array.shape;
   impl->device = array.device();
   impl->array = std::move(array);
+  impl->made_by_trace = trace::TraceContext::current();
   return Tensor(std::move(impl));
 }
 
@@ -34,6 +35,14 @@ Tensor make_traced_tensor(std::shared_ptr<trace::TraceContext> context, ir::Valu
   impl->value = value;
   return Tensor(std::move(impl));
 }
+
+ir::ValueId capture(trace::TraceContext& context, const Tensor& tensor) {
+  const std::shared_ptr<const TensorImpl>& impl = tensor.impl_pointer();
+  if (impl->made_by_trace == &context) return context.capture(impl->array);
+  return context.capture(impl->array, std::shared_ptr<trace::TensorIdentity>(impl, &impl->identity));
+}
+
+void note_reassignment(const TensorImpl& impl) noexcept { trace::note_reassignment(impl.identity); }
 
 std::shared_ptr<trace::TraceContext> current_context() { return active_context; }
 

@@ -19,12 +19,20 @@ struct TensorImpl {
   runtime::Array array;                          // concrete tensors
   std::shared_ptr<trace::TraceContext> context;  // traced tensors: their trace ...
   ir::ValueId value = -1;                        // ... and their value in its graph
+  // Concrete tensors: what a trace capturing it guards (trace/capture_guard.h) ...
+  mutable trace::TensorIdentity identity;
+  // ... unless that trace made it (a from_vector inside the callable): made anew by each trace, it is part of it.
+  const trace::TraceContext* made_by_trace = nullptr;
 
   bool traced() const { return context != nullptr; }
 };
 
 Tensor make_tensor(runtime::Array array);
 Tensor make_traced_tensor(std::shared_ptr<trace::TraceContext> context, ir::ValueId value, Device device);
+
+// What `context` captures of a concrete tensor used in its trace: the
+// parameter standing for its data, guarded unless this trace made the tensor.
+ir::ValueId capture(trace::TraceContext& context, const Tensor& tensor);
 
 // The shared_ptr of the active trace context (null outside tracing).
 std::shared_ptr<trace::TraceContext> current_context();

@@ -17,24 +17,31 @@ std::shared_ptr<const ConcreteFunction> FunctionCache::lookup_or_build(const Sig
     entry = slot;
   }
   std::lock_guard entry_lock(entry->mutex);
-  if (!entry->function) {
-    warn_if_retracing(signature);
+  if (!entry->function || entry->function->captures_changed()) {
+    warn_if_retracing(signature, entry->function ? "a tensor it captured was reassigned or released" : "");
+    entry->function = nullptr;  // never reused once stale, even if the new trace fails
     entry->function = build(signature);
   }
   return entry->function;
 }
 
-void FunctionCache::warn_if_retracing(const Signature& signature) {
+void FunctionCache::warn_if_retracing(const Signature& signature, const std::string& change) {
   std::string message;
   {
     std::lock_guard lock(mutex_);
     if (last_traced_ && statistics_.traces >= retrace_warning_limit_ && !warned_about_retracing_) {
       warned_about_retracing_ = true;
-      message = "kiln::function '" + name_ + "' (defined at " + location_ + ") is tracing its " +
-                std::to_string(statistics_.traces + 1) + "th input signature: " +
-                describe_change(*last_traced_, signature) +
-                ". Every new shape or dtype traces (and with jit_compile, compiles) again; pass inputs of a few "
-                "fixed shapes to avoid it.";
+      message = "kiln::function '" + name_ + "' (defined at " + location_ + ") is tracing ";
+      if (change.empty())
+        message += "its " + std::to_string(statistics_.traces + 1) +
+                   "th input signature: " + describe_change(*last_traced_, signature) +
+                   ". Every new shape or dtype traces (and with jit_compile, compiles) again; pass inputs of a few "
+                   "fixed shapes to avoid it.";
+      else
+        message += "for the " + std::to_string(statistics_.traces + 1) + "th time, for inputs " +
+                   signature.to_string() + ": " + change +
+                   " since its last trace. A captured tensor is part of the trace (and with jit_compile, of the "
+                   "compiled code's inputs); pass a tensor that changes as an argument instead.";
     }
     last_traced_ = signature;
   }

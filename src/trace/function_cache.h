@@ -6,6 +6,7 @@
 
 #include "exec/executable.h"
 #include "ir/graph.h"
+#include "trace/capture_guard.h"
 #include "trace/signature.h"
 
 #include <kiln/function_options.h>
@@ -26,10 +27,18 @@ struct ConcreteFunction {
   Signature signature;
   ir::Graph traced;                       // canonical layout: arguments, then captures
   std::vector<runtime::Array> captures;   // data of the captured parameters
+  std::vector<CaptureGuard> capture_guards;  // the captured tensors as the trace left them
   std::shared_ptr<const exec::Executable> executable;
   bool compiled = false;                  // true: the JIT's; false: the standard executor's
   std::string fallback_reason;            // why the JIT was not used, if it was asked for
   std::vector<std::pair<Stage, std::string>> stages;  // compiler IR text by stage (JIT only)
+
+  // Whether a captured tensor changed since the trace: the graph may hold the wrong one.
+  bool captures_changed() const {
+    for (const CaptureGuard& guard : capture_guards)
+      if (guard.changed()) return true;
+    return false;
+  }
 };
 
 class FunctionCache {
@@ -39,8 +48,10 @@ class FunctionCache {
   using Builder = std::function<std::shared_ptr<ConcreteFunction>(const Signature&)>;
   // The concrete function for `signature`; `build` traces and compiles a new
   // one. It runs at most once per signature (other callers with that
-  // signature wait); if it throws, nothing is cached and the next call tries
-  // again.
+  // signature wait), and again when a tensor the signature's trace captured
+  // changed (ConcreteFunction::captures_changed); such a retrace counts toward
+  // the retrace warning. If it throws, nothing is cached (a changed trace
+  // stays replaced by nothing) and the next call tries again.
   std::shared_ptr<const ConcreteFunction> lookup_or_build(const Signature& signature, const Builder& build);
 
   const std::string& name() const { return name_; }
@@ -58,7 +69,8 @@ class FunctionCache {
     std::shared_ptr<const ConcreteFunction> function;
   };
 
-  void warn_if_retracing(const Signature& signature);
+  // `change`: why it traces again, when it is not a new signature.
+  void warn_if_retracing(const Signature& signature, const std::string& change);
 
   std::string name_;
   std::string location_;

@@ -16,7 +16,11 @@ ir::ValueId TraceContext::add_argument(const ir::Type& type) {
   return graph_.add_parameter(type);
 }
 
-ir::ValueId TraceContext::capture(const runtime::Array& array) {
+ir::ValueId TraceContext::capture(const runtime::Array& array, const std::shared_ptr<TensorIdentity>& identity) {
+  if (identity) {
+    identity->captured.store(true, std::memory_order_release);
+    captured_identities_.insert(identity);
+  }
   ir::Type type{array.dtype, array.shape};
   auto& values = captured_values_[array.buffer.get()];
   for (ir::ValueId value : values)
@@ -25,6 +29,13 @@ ir::ValueId TraceContext::capture(const runtime::Array& array) {
   values.push_back(value);
   captures_.push_back(array);
   return value;
+}
+
+std::vector<CaptureGuard> TraceContext::capture_guards() const {
+  std::vector<CaptureGuard> guards;
+  for (const std::weak_ptr<TensorIdentity>& weak : captured_identities_)
+    if (std::shared_ptr<TensorIdentity> identity = weak.lock()) guards.emplace_back(identity);
+  return guards;
 }
 
 TraceContext* TraceContext::current() { return active_context; }

@@ -7,11 +7,13 @@
 
 #include "ir/graph.h"
 #include "runtime/buffer.h"
+#include "trace/capture_guard.h"
 
 #include <kiln/device.h>
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +29,15 @@ class TraceContext {
   // A parameter for the next argument of the call.
   ir::ValueId add_argument(const ir::Type& type);
   // The parameter standing for a concrete array used inside the trace; the
-  // same array captured twice gives the same parameter.
-  ir::ValueId capture(const runtime::Array& array);
+  // same array captured twice gives the same parameter. `identity` (if any)
+  // is the identity of the tensor holding it, to be guarded
+  // (capture_guards()); none for a tensor made during this trace.
+  ir::ValueId capture(const runtime::Array& array, const std::shared_ptr<TensorIdentity>& identity = {});
   // The captured arrays, in parameter order after the arguments.
   const std::vector<runtime::Array>& captures() const { return captures_; }
+  // Guards on the captured tensors still alive, made when called: at the end
+  // of the trace, so that assignments made while tracing do not count.
+  std::vector<CaptureGuard> capture_guards() const;
   int argument_count() const { return argument_count_; }
 
   ir::ValueId add_node(ir::Node node) { return graph_.add(std::move(node)); }
@@ -60,6 +67,8 @@ class TraceContext {
   int argument_count_ = 0;
   std::vector<runtime::Array> captures_;
   std::map<const runtime::Buffer*, std::vector<ir::ValueId>> captured_values_;
+  // Held weakly: tracing keeps no captured tensor alive.
+  std::set<std::weak_ptr<TensorIdentity>, std::owner_less<>> captured_identities_;
   bool finished_ = false;
 };
 

@@ -67,6 +67,89 @@ TEST(Function, CapturedTensorsBecomeInputsWithoutCopyingData) {
   EXPECT_EQ(values(f(x)), values(expected));
 }
 
+// ---- Captured tensors are guarded: a reassigned one retraces ----
+
+TEST(Function, ReassignedCaptureRetracesAndGivesTheNewValue) {
+  for (bool jit : {false, true}) {
+    Tensor weight = random_tensor(DType::f32, {4, 4}, 21);
+    const Tensor first = weight;  // kept alive: the reassignment alone must tell
+    auto f = function([&](Tensor x) { return matmul(x, weight); }, {.jit_compile = jit});
+    Tensor x = random_tensor(DType::f32, {2, 4}, 22);
+    EXPECT_EQ(values(f(x)), values(matmul(x, first)));
+    weight = random_tensor(DType::f32, {4, 4}, 23);
+    EXPECT_EQ(values(f(x)), values(matmul(x, weight))) << "jit " << jit;
+    EXPECT_EQ(f.statistics().traces, 2);
+    f(x);
+    EXPECT_EQ(f.statistics().traces, 2) << "an unchanged capture does not retrace";
+    EXPECT_EQ(f.statistics().fallbacks, 0);
+  }
+}
+
+TEST(Function, ReleasedCaptureRetraces) {
+  std::vector<Tensor> parameters = {random_tensor(DType::f32, {3}, 24)};
+  auto f = function([&](Tensor x) { return x * parameters[0]; });
+  Tensor x = random_tensor(DType::f32, {3}, 25);
+  f(x);
+  // Not an assignment: the old tensor goes with its last handle.
+  parameters.clear();
+  parameters.push_back(random_tensor(DType::f32, {3}, 26));
+  EXPECT_EQ(values(f(x)), values(x * parameters[0]));
+  EXPECT_EQ(f.statistics().traces, 2);
+}
+
+TEST(Function, CaptureRetracesCountTowardTheRetraceWarning) {
+  CapturedLog log;
+  Tensor scale = random_tensor(DType::f32, {2}, 27);
+  auto f = function([&](Tensor x) { return x * scale; }, {.name = "rescaled", .retrace_warning_limit = 3});
+  Tensor x = random_tensor(DType::f32, {2}, 28);
+  for (int step = 0; step < 6; ++step) {
+    EXPECT_EQ(values(f(x)), values(x * scale));
+    scale = scale * 2;
+  }
+  EXPECT_EQ(f.statistics().traces, 6);
+  EXPECT_EQ(log.count("'rescaled'"), 1) << "one warning";
+  EXPECT_EQ(log.count("a tensor it captured was reassigned or released since its last trace"), 1);
+}
+
+TEST(Function, TensorsMadeOrCopiedInsideTheTraceDoNotRetrace) {
+  Tensor outer = random_tensor(DType::f32, {3}, 29);
+  auto f = function([&](Tensor x) {
+    Tensor local = outer;  // a handle of its own, reassigned below: not the captured variable
+    local = local * 2;     // (counted while tracing, but the guard is set after the trace)
+    Tensor made = from_vector(std::vector<float>{1, 2, 3}, {3});  // made by each trace, released after it
+    return x + local + made;
+  });
+  Tensor x = random_tensor(DType::f32, {3}, 30);
+  f(x);
+  f(x);
+  EXPECT_EQ(f.statistics().traces, 1);
+}
+
+TEST(Function, CaptureByValueKeepsItsTensor) {
+  Tensor weight = random_tensor(DType::f32, {3}, 31);
+  const Tensor first = weight;
+  auto f = function([weight](Tensor x) { return x * weight; });  // a copy, as any C++ lambda's
+  Tensor x = random_tensor(DType::f32, {3}, 32);
+  f(x);
+  weight = random_tensor(DType::f32, {3}, 33);
+  EXPECT_EQ(values(f(x)), values(x * first));
+  // The outer variable held the captured tensor too: its reassignment retraces once, needlessly.
+  EXPECT_EQ(f.statistics().traces, 2);
+  f(x);
+  EXPECT_EQ(f.statistics().traces, 2);
+}
+
+TEST(Function, CapturedScalarIsBakedInAtTraceTime) {
+  // The documented sharp bit (README): a number is a constant of the graph, and nothing guards it.
+  double scale = 2;
+  auto f = function([&](Tensor x) { return x * scale; });
+  Tensor x = random_tensor(DType::f32, {3}, 34);
+  std::vector<float> twice = values(f(x));
+  scale = 3;
+  EXPECT_EQ(values(f(x)), twice);
+  EXPECT_EQ(f.statistics().traces, 1);
+}
+
 TEST(Function, TracedIrOfTheSeedFunction) {
   auto f = function(
       [](Tensor x, Tensor y) {
