@@ -71,6 +71,14 @@ class BuildTest : public ::testing::Test {
     return path;
   }
 
+  // A fake compiler: `--version` prints "<file_name> 1.0"; any other call runs the shell `command` with $out
+  // set to the path after -o.
+  std::string compiler_writing_output(const std::string& file_name, const std::string& command) const {
+    return write_script(file_name, "case \"$1\" in --version) echo '" + file_name + " 1.0'; exit 0;; esac\n" +
+                                       "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n" + command +
+                                       "\n");
+  }
+
   // A compiler that appends its arguments to <root>/calls, then runs c++.
   // `before` runs first (e.g. "sleep 1").
   std::string counting_compiler(const std::string& before = "") const {

@@ -304,13 +304,7 @@ TEST_F(CompileCommandTest, UnsafeTmpdirWithoutACacheDirectoryIsACompileError) {
 TEST_F(CompileCommandTest, SharedObjectOverTheSizeLimitIsACompileError) {
   // The limit (1 GiB) made 1 MiB, so that a fake compiler can pass it quickly.
   compiler::set_module_size_limit_for_testing(1 << 20);
-  ::setenv("KILN_CXX",
-           write_script("bloating-c++",
-                        "case \"$1\" in --version) echo 'bloating 1.0'; exit 0;; esac\n"
-                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
-                        "head -c 2097152 /dev/zero > \"$out\"\n")
-               .c_str(),
-           1);
+  ::setenv("KILN_CXX", compiler_writing_output("bloating-c++", "head -c 2097152 /dev/zero > \"$out\"").c_str(), 1);
   CompileError error = build_error();
   compiler::set_module_size_limit_for_testing(0);
   EXPECT_CONTAINS(error.detail(), "wrote a shared object of 2097152 bytes, over the limit of 1048576 bytes");
@@ -319,13 +313,7 @@ TEST_F(CompileCommandTest, SharedObjectOverTheSizeLimitIsACompileError) {
 
 TEST_F(CompileCommandTest, HugeSharedObjectIsRefusedWithoutReadingIt) {
   // 64 GiB, sparse: a build that read it whole would run out of memory and end the process.
-  ::setenv("KILN_CXX",
-           write_script("huge-c++",
-                        "case \"$1\" in --version) echo 'huge 1.0'; exit 0;; esac\n"
-                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
-                        "truncate -s 64G \"$out\"\n")
-               .c_str(),
-           1);
+  ::setenv("KILN_CXX", compiler_writing_output("huge-c++", "truncate -s 64G \"$out\"").c_str(), 1);
   CompileError error = build_error();
   EXPECT_CONTAINS(error.detail(), "wrote a shared object of 68719476736 bytes, over the limit of 1073741824 bytes");
 }

@@ -99,17 +99,12 @@ TEST_F(JitFailureTest, CompilerWritingABrokenSharedObjectFallsBack) {
 TEST_F(JitFailureTest, ModuleWithoutKilnsKernelsFallsBackAndIsNotCached) {
   // A valid shared object built from another source: it loads, but has no kiln_kernel_0.
   std::ofstream(root() + "/other.cpp") << "extern \"C\" int unrelated() { return 1; }\n";
-  ::setenv("KILN_CXX",
-           write_script("other-cxx",
-                        "case \"$1\" in --version) exec c++ --version;; esac\n"
-                        "echo call >> '" +
-                            root() +
-                            "/calls'\n"
-                            "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
-                            "exec c++ -fPIC -shared -o \"$out\" '" +
-                            root() + "/other.cpp'\n")
-               .c_str(),
-           1);
+  ::setenv(
+      "KILN_CXX",
+      compiler_writing_output("other-cxx", "echo call >> '" + root() + "/calls'; exec c++ -fPIC -shared -o \"$out\" '" +
+                                               root() + "/other.cpp'")
+          .c_str(),
+      1);
   auto f = make_function(4.5);
   expect_correct(f, 4.5, 17);
   EXPECT_EQ(warnings({"could not be compiled", "kiln_kernel_0"}), 1) << all_messages();
@@ -125,13 +120,7 @@ TEST_F(JitFailureTest, ModuleWithoutKilnsKernelsFallsBackAndIsNotCached) {
 
 TEST_F(JitFailureTest, SharedObjectOverTheSizeLimitFallsBack) {
   compiler::set_module_size_limit_for_testing(1 << 20);  // 1 GiB made 1 MiB
-  ::setenv("KILN_CXX",
-           write_script("bloating-cxx",
-                        "case \"$1\" in --version) echo 'bloating 1.0'; exit 0;; esac\n"
-                        "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n"
-                        "head -c 2097152 /dev/zero > \"$out\"\n")
-               .c_str(),
-           1);
+  ::setenv("KILN_CXX", compiler_writing_output("bloating-cxx", "head -c 2097152 /dev/zero > \"$out\"").c_str(), 1);
   auto f = make_function(4.75);
   expect_correct(f, 4.75, 17);
   compiler::set_module_size_limit_for_testing(0);
