@@ -198,6 +198,14 @@ TEST_F(CompileCommandTest, CompilerRunsInAPrivateDirectoryThatIsRemoved) {
   EXPECT_TRUE(std::filesystem::is_empty(temporary)) << "also after a failure";
 }
 
+// Makes <root>/tmp and sets TMPDIR to it; returns its path.
+std::string use_own_tmpdir(const BuildTest& test) {
+  std::string temporary = test.root() + "/tmp";
+  std::filesystem::create_directory(temporary);
+  ::setenv("TMPDIR", temporary.c_str(), 1);
+  return temporary;
+}
+
 // The names in `directory`.
 std::vector<std::string> names_in(const std::string& directory) {
   std::vector<std::string> names;
@@ -217,9 +225,7 @@ TEST_F(CompileCommandTest, BuildDirectoryRenamedDuringTheBuildChangesNothing) {
   // Another user's move, played by the compiler itself: it renames its build directory away and puts one of its
   // own in its place, holding another source and a shared object built from it (returning 666). A build that
   // used its directory by path would compile or load those.
-  std::string temporary = root_ + "/tmp";
-  std::filesystem::create_directory(temporary);
-  ::setenv("TMPDIR", temporary.c_str(), 1);
+  use_own_tmpdir(*this);
   const std::string evil = "extern \"C\" int kiln_answer() { return 666; }";
   ::setenv("KILN_CXX",
            write_script("swapping-c++",
@@ -319,9 +325,7 @@ TEST_F(CompileCommandTest, HugeSharedObjectIsRefusedWithoutReadingIt) {
 }
 
 TEST_F(CompileCommandTest, BuildDirectoryOfAKilledProcessIsRemovedWithItsCompiler) {
-  std::string temporary = root_ + "/tmp";
-  std::filesystem::create_directory(temporary);
-  ::setenv("TMPDIR", temporary.c_str(), 1);
+  const std::string temporary = use_own_tmpdir(*this);
   // The compiler records its pid and hangs; its process is then killed with SIGKILL.
   ::setenv("KILN_CXX",
            write_script("hanging-c++",
@@ -365,9 +369,7 @@ TEST_F(CompileCommandTest, BuildDirectoryOfAKilledProcessIsRemovedWithItsCompile
 }
 
 TEST_F(CompileCommandTest, LiveBuildDirectoriesAndOtherDirectoriesAreLeftAlone) {
-  std::string temporary = root_ + "/tmp";
-  std::filesystem::create_directory(temporary);
-  ::setenv("TMPDIR", temporary.c_str(), 1);
+  const std::string temporary = use_own_tmpdir(*this);
   // A build in progress in another thread: its compiler waits for a file.
   ::setenv("KILN_CXX",
            write_script("waiting-c++",
