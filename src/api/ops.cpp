@@ -3,6 +3,7 @@
 
 #include "api/dispatch.h"
 #include "api/tensor_impl.h"
+#include "ir/type_rules.h"
 
 #include <kiln/error.h>
 #include <kiln/ops.h>
@@ -20,33 +21,27 @@ using detail::normalize_axes;
 using detail::normalize_axis;
 using ir::Op;
 
-// ---- unary ------------------------------------------------------------------
+// ---- elementwise ------------------------------------------------------------
 
-Tensor unary(Op op, const Tensor& x, const Location& location) { return apply(op, {x}, {}, location); }
-
-// sin, exp, ...: integers and bool compute in f32.
-Tensor unary_float(Op op, const Tensor& x, const Location& location) {
-  checked_rank(x, std::string(ir::name(op)).c_str(), location);
-  return apply(op, {cast_to(x, floating_result(x.dtype()), location)}, {}, location);
-}
-
-// ---- binary -----------------------------------------------------------------
-
-enum class Promotion { common, floating, logical };
-
-Promotion promotion_of(Op op) {
-  if (op == Op::div) return Promotion::floating;
-  if (op == Op::logical_and || op == Op::logical_or) return Promotion::logical;
-  return Promotion::common;
-}
-
+// The dtype an elementwise op computes in, from its type rule (ir::operand_promotion): the operands' common dtype;
+// float for ops defined on floats only (integers and bools compute in f32, as NumPy's true_divide and sin); bool
+// for the logical ops.
 DType operand_dtype(Op op, DType a, DType b) {
-  switch (promotion_of(op)) {
-    case Promotion::floating: return floating_result(promote_types(a, b));
-    case Promotion::logical: return DType::boolean;
-    case Promotion::common: break;
+  switch (ir::operand_promotion(op)) {
+    case ir::OperandPromotion::floating:
+      return floating_result(promote_types(a, b));
+    case ir::OperandPromotion::logical:
+      return DType::boolean;
+    case ir::OperandPromotion::common:
+      break;
   }
   return promote_types(a, b);
+}
+
+Tensor unary(Op op, const Tensor& x, const Location& location) {
+  if (ir::operand_promotion(op) == ir::OperandPromotion::common) return apply(op, {x}, {}, location);
+  checked_rank(x, std::string(ir::name(op)).c_str(), location);
+  return apply(op, {cast_to(x, operand_dtype(op, x.dtype(), x.dtype()), location)}, {}, location);
 }
 
 Tensor binary(Op op, const Tensor& a, const Tensor& b, const Location& location) {
@@ -87,67 +82,30 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdims, const Loc
 
 }  // namespace
 
-// ---- unary ---------------------------------------------------------------------
-Tensor neg(const Tensor& x, Location location) { return unary(Op::neg, x, location); }
-Tensor abs(const Tensor& x, Location location) { return unary(Op::abs, x, location); }
-Tensor sign(const Tensor& x, Location location) { return unary(Op::sign, x, location); }
-Tensor square(const Tensor& x, Location location) { return unary(Op::square, x, location); }
-Tensor relu(const Tensor& x, Location location) { return unary(Op::relu, x, location); }
-Tensor floor(const Tensor& x, Location location) { return unary(Op::floor, x, location); }
-Tensor ceil(const Tensor& x, Location location) { return unary(Op::ceil, x, location); }
-Tensor round(const Tensor& x, Location location) { return unary(Op::round, x, location); }
-Tensor sin(const Tensor& x, Location location) { return unary_float(Op::sin, x, location); }
-Tensor cos(const Tensor& x, Location location) { return unary_float(Op::cos, x, location); }
-Tensor exp(const Tensor& x, Location location) { return unary_float(Op::exp, x, location); }
-Tensor log(const Tensor& x, Location location) { return unary_float(Op::log, x, location); }
-Tensor tanh(const Tensor& x, Location location) { return unary_float(Op::tanh, x, location); }
-Tensor sqrt(const Tensor& x, Location location) { return unary_float(Op::sqrt, x, location); }
-Tensor rsqrt(const Tensor& x, Location location) { return unary_float(Op::rsqrt, x, location); }
-Tensor sigmoid(const Tensor& x, Location location) { return unary_float(Op::sigmoid, x, location); }
-Tensor erf(const Tensor& x, Location location) { return unary_float(Op::erf, x, location); }
-Tensor erfc(const Tensor& x, Location location) { return unary_float(Op::erfc, x, location); }
-Tensor log1p(const Tensor& x, Location location) { return unary_float(Op::log1p, x, location); }
-Tensor expm1(const Tensor& x, Location location) { return unary_float(Op::expm1, x, location); }
-Tensor atan(const Tensor& x, Location location) { return unary_float(Op::atan, x, location); }
-
-Tensor logical_not(const Tensor& x, Location location) {
-  checked_rank(x, "logical_not", location);
-  return unary(Op::logical_not, cast_to(x, DType::boolean, location), location);
-}
-
-Tensor bitwise_not(const Tensor& x, Location location) { return unary(Op::bitwise_not, x, location); }
-
-Tensor cast(const Tensor& x, DType dtype, Location location) { return cast_to(x, dtype, location); }
-
-// ---- binary --------------------------------------------------------------------
-#define KILN_DEFINE_BINARY(name)                                                                               \
+// ---- elementwise ------------------------------------------------------------------
+// The public function of every unary and binary elementwise op of the op table (ir/ops.def) that is a function of
+// its elements (meaning scalar or math; where and cast take other arguments): neg(x), add(a, b), add(a, 2), ...
+// declared in kiln/ops.h.
+#define KILN_DEFINE_ARITY_1(name) \
+  Tensor name(const Tensor& x, Location location) { return unary(Op::name, x, location); }
+#define KILN_DEFINE_ARITY_2(name)                                                                               \
   Tensor name(const Tensor& a, const Tensor& b, Location location) { return binary(Op::name, a, b, location); } \
   Tensor name(const Tensor& a, Scalar b, Location location) { return binary(Op::name, a, b, location); }        \
   Tensor name(Scalar a, const Tensor& b, Location location) { return binary(Op::name, a, b, location); }
-KILN_DEFINE_BINARY(add)
-KILN_DEFINE_BINARY(sub)
-KILN_DEFINE_BINARY(mul)
-KILN_DEFINE_BINARY(div)
-KILN_DEFINE_BINARY(pow)
-KILN_DEFINE_BINARY(floor_divide)
-KILN_DEFINE_BINARY(remainder)
-KILN_DEFINE_BINARY(fmod)
-KILN_DEFINE_BINARY(bitwise_and)
-KILN_DEFINE_BINARY(bitwise_or)
-KILN_DEFINE_BINARY(bitwise_xor)
-KILN_DEFINE_BINARY(left_shift)
-KILN_DEFINE_BINARY(right_shift)
-KILN_DEFINE_BINARY(maximum)
-KILN_DEFINE_BINARY(minimum)
-KILN_DEFINE_BINARY(eq)
-KILN_DEFINE_BINARY(ne)
-KILN_DEFINE_BINARY(lt)
-KILN_DEFINE_BINARY(le)
-KILN_DEFINE_BINARY(gt)
-KILN_DEFINE_BINARY(ge)
-KILN_DEFINE_BINARY(logical_and)
-KILN_DEFINE_BINARY(logical_or)
-#undef KILN_DEFINE_BINARY
+#define KILN_DEFINE_scalar(name, arity) KILN_DEFINE_ARITY_##arity(name)
+#define KILN_DEFINE_math(name, arity) KILN_DEFINE_ARITY_##arity(name)
+#define KILN_DEFINE_own(name, arity)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) \
+  KILN_DEFINE_##meaning(name, arity)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_DEFINE_own
+#undef KILN_DEFINE_math
+#undef KILN_DEFINE_scalar
+#undef KILN_DEFINE_ARITY_2
+#undef KILN_DEFINE_ARITY_1
+
+Tensor cast(const Tensor& x, DType dtype, Location location) { return cast_to(x, dtype, location); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Location location) {
   checked_rank(cond, "where", location);

@@ -352,8 +352,8 @@ Type rule_nonzero(const RuleContext& context) {
 
 Rule rule_for(Op op) {
   switch (op) {
-#define KILN_OP(name, arity, category, attributes, type_rule) \
-  case Op::name:                                                \
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) \
+  case Op::name:                                                                       \
     return rule_##type_rule;
 #include "ir/ops.def"
 #undef KILN_OP
@@ -375,6 +375,13 @@ bool has_declared_type(Op op) {
     case Op::host_call: return true;
     default: return false;
   }
+}
+
+OperandPromotion operand_promotion(Op op) {
+  const Rule rule = rule_for(op);
+  if (rule == rule_unary_float || rule == rule_binary_float) return OperandPromotion::floating;
+  if (rule == rule_unary_logical || rule == rule_binary_logical) return OperandPromotion::logical;
+  return OperandPromotion::common;
 }
 
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* result) {

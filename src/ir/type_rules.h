@@ -24,6 +24,12 @@ bool has_declared_type(Op op);
 Type infer_type(Op op, const Attributes& attributes, std::span<const Type> operands, const Type& declared,
                 const std::string& location);
 
+// The dtype the api layer gives an elementwise op's operands, from its type rule: `floating` where the rule
+// admits only floats (div, sin, copysign: integers compute in float, as in NumPy), `logical` where it admits only
+// bools (logical_and, ...), the operands' common dtype otherwise.
+enum class OperandPromotion { common, floating, logical };
+OperandPromotion operand_promotion(Op op);
+
 // NumPy broadcasting of two shapes (aligned at the right; equal dims or 1).
 // Returns false if they are incompatible.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* result);

@@ -22,94 +22,20 @@ double smallest_normal(DType dtype) {
                              : std::numeric_limits<double>::min();
 }
 
-// The float bound of op, before the subnormal allowance; nullopt-like
-// all-zero means exact.
+// The float bound of op (its accuracy in the op table, ir/ops.def), before the subnormal allowance; all zero means
+// exact.
 Tolerance float_tolerance(Op op, DType dtype) {
   Tolerance tolerance;
-  switch (op) {
-    case Op::parameter:
-    case Op::constant:
-    case Op::iota:
-    case Op::neg:
-    case Op::abs:
-    case Op::sign:
-    case Op::relu:
-    case Op::floor:
-    case Op::ceil:
-    case Op::round:
-    case Op::logical_not:
-    case Op::bitwise_not:
-    case Op::bitwise_and:
-    case Op::bitwise_or:
-    case Op::bitwise_xor:
-    case Op::left_shift:
-    case Op::right_shift:
-    case Op::cast:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::eq:
-    case Op::ne:
-    case Op::lt:
-    case Op::le:
-    case Op::gt:
-    case Op::ge:
-    case Op::logical_and:
-    case Op::logical_or:
-    case Op::where:
-    case Op::reduce_max:
-    case Op::reduce_min:
-    case Op::argmax:
-    case Op::argmin:
-    case Op::cummax:
-    case Op::cummin:
-    case Op::reshape:
-    case Op::transpose:
-    case Op::broadcast_to:
-    case Op::slice:
-    case Op::concat:
-    case Op::gather:
-    case Op::take_along_axis:
-    case Op::sort:
-    case Op::argsort:
-    case Op::top_k:
-    case Op::expand_dims:
-    case Op::squeeze:
-    case Op::host_call:
-    case Op::nonzero: return tolerance;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::square: tolerance.ulps = 0; break;
-    // fmod is exact, but not an exact op in a chain: its result may be far smaller than its operands, whose
-    // errors it keeps (graph_tolerance then takes the chain bound, relative to the error magnitudes).
-    case Op::fmod:
-      tolerance.ulps = 0;
+  const ir::Accuracy accuracy = ir::accuracy(op);
+  switch (accuracy.kind) {
+    case ir::Accuracy::Kind::exact:
+      return tolerance;
+    case ir::Accuracy::Kind::ulps:
+      tolerance.ulps = accuracy.ulps;
       break;
-    // One rounding each: the quotient's, which NumPy's divmod corrects to the exact integer below 2^22 or so and
-    // which may be off by one above; the remainder's when it moves into the divisor's sign.
-    case Op::floor_divide:
-    case Op::remainder:
-    case Op::sqrt: tolerance.ulps = 1; break;
-    case Op::div:
-    case Op::rsqrt: tolerance.ulps = 2; break;
-    case Op::sin:
-    case Op::cos:
-    case Op::exp:
-    case Op::log: tolerance.ulps = 4; break;
-    case Op::tanh:
-    case Op::sigmoid:
-    case Op::erf:
-    case Op::erfc:
-    case Op::log1p:
-    case Op::expm1:
-    case Op::atan:
-    case Op::pow: tolerance.ulps = 8; break;
-    case Op::reduce_sum:
-    case Op::reduce_mean:
-    case Op::reduce_prod:
-    case Op::cumsum:
-    case Op::cumprod:
-    case Op::matmul: tolerance.relative = chain_relative(dtype); break;
+    case ir::Accuracy::Kind::reassociated:
+      tolerance.relative = chain_relative(dtype);
+      break;
   }
   tolerance.absolute = smallest_normal(dtype);
   return tolerance;

@@ -34,7 +34,9 @@ struct Tolerance {
 };
 
 // The tolerance one op's result is held to, on inputs that are exact (for
-// example parameters). For a result of a chain of ops use graph_tolerance.
+// example parameters): its accuracy in the op table (ir/ops.def; exact, ulps(n)
+// or reassociated). For a result of a chain of ops use graph_tolerance. Why
+// each op has the accuracy it has:
 //
 //   integers, bools (every op)   exact     integer arithmetic has one answer
 //   data movement, selection and exact-by-definition float ops: parameter,

@@ -187,55 +187,21 @@ class Evaluator {
       case Op::parameter: value = parameter(id, node); break;
       case Op::constant: value = constant(node, type); break;
       case Op::iota: value = iota(node, type); break;
-      case Op::neg:
-      case Op::abs:
-      case Op::sign:
-      case Op::square:
-      case Op::relu:
-      case Op::floor:
-      case Op::ceil:
-      case Op::round:
-      case Op::sin:
-      case Op::cos:
-      case Op::exp:
-      case Op::log:
-      case Op::tanh:
-      case Op::sqrt:
-      case Op::rsqrt:
-      case Op::sigmoid:
-      case Op::erf:
-      case Op::erfc:
-      case Op::log1p:
-      case Op::expm1:
-      case Op::atan:
-      case Op::logical_not:
-      case Op::bitwise_not:
-        value = unary(node, type);
+        // The functions of their elements (meaning scalar or math in ir/ops.def): element_ops.h.
+#define KILN_CASE_scalar(name) case Op::name:
+#define KILN_CASE_math(name) case Op::name:
+#define KILN_CASE_own(name)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) KILN_CASE_##meaning(name)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_CASE_own
+#undef KILN_CASE_math
+#undef KILN_CASE_scalar
+        value = ir::info(node.op).arity == 1 ? unary(node, type) : binary(node, type);
         break;
-      case Op::cast: value = cast(node, type); break;
-      case Op::add:
-      case Op::sub:
-      case Op::mul:
-      case Op::div:
-      case Op::pow:
-      case Op::floor_divide:
-      case Op::remainder:
-      case Op::fmod:
-      case Op::bitwise_and:
-      case Op::bitwise_or:
-      case Op::bitwise_xor:
-      case Op::left_shift:
-      case Op::right_shift:
-      case Op::maximum:
-      case Op::minimum:
-      case Op::eq:
-      case Op::ne:
-      case Op::lt:
-      case Op::le:
-      case Op::gt:
-      case Op::ge:
-      case Op::logical_and:
-      case Op::logical_or: value = binary(node, type); break;
+      case Op::cast:
+        value = cast(node, type);
+        break;
       case Op::where: value = where(node, type); break;
       case Op::reduce_sum:
       case Op::reduce_mean:
