@@ -2,8 +2,9 @@
 // memory-bandwidth floor (see BENCHMARKING.md).
 //
 // For 16M f32 elements (64 MiB per operand) it times the standard kernels
-// (unary neg/exp/tanh/sin/sigmoid, add, add with a broadcast column
-// [4096,4096]+[4096,1] and row [4096,4096]+[4096], where) against a
+// (unary neg/exp/tanh/sin/sigmoid/relu/sign/abs/round, add, maximum, mul, lt,
+// add with a broadcast column [4096,4096]+[4096,1] and row
+// [4096,4096]+[4096], where) against a
 // streaming copy moving the same number of bytes, once with plain stores and
 // once with non-temporal stores. Each op's floor is
 //   floor = (bytes read + bytes written) / best copy bandwidth
@@ -171,11 +172,11 @@ Row measure_op(const std::string& name, double bytes, const std::function<void()
 // Checks every 997th element of a float result against `expected`.
 void check(const std::string& name, const Array& output, const std::function<double(std::int64_t)>& expected,
            double tolerance) {
-  const float* out = output.data<float>();
   for (std::int64_t i = 0; i < output.shape.numel(); i += 997) {
+    double got = output.dtype == DType::boolean ? output.data<std::uint8_t>()[i] : output.data<float>()[i];
     double want = expected(i);
-    if (!(std::abs(out[i] - want) <= tolerance * std::max(1.0, std::abs(want))))
-      fail(name + " element " + std::to_string(i) + ": " + std::to_string(out[i]) + " vs " + std::to_string(want));
+    if (!(std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want))))
+      fail(name + " element " + std::to_string(i) + ": " + std::to_string(got) + " vs " + std::to_string(want));
   }
 }
 
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
   Array condition = random_array(DType::boolean, matrix, 5);
   Array out = kiln::runtime::allocate_array(DType::f32, matrix);
   Array out2 = kiln::runtime::allocate_array(DType::f32, matrix);
+  Array flags = kiln::runtime::allocate_array(DType::boolean, matrix);
   const float* xs = x.data<float>();
   const float* ys = y.data<float>();
   const double f32_bytes = 4.0 * elements;
@@ -217,6 +219,23 @@ int main(int argc, char** argv) {
   unary(Op::tanh, [](double v) { return std::tanh(v); }, 1e-6);
   unary(Op::sin, [](double v) { return std::sin(v); }, 1e-6);
   unary(Op::sigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-6);
+  // Ops whose loops are their scalar meaning (kernels/scalar_ops.h), which GCC must vectorize to stay at the floor.
+  unary(Op::relu, [](double v) { return v <= 0 ? 0.0 : v; }, 0);
+  unary(Op::sign, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }, 0);
+  unary(Op::abs, [](double v) { return std::fabs(v); }, 0);
+  unary(Op::round, [](double v) { return std::nearbyint(v); }, 0);
+
+  auto binary = [&](Op op, DType result, double (*reference)(double, double)) {
+    std::string name(kiln::ir::name(op));
+    Array& output = result == DType::boolean ? flags : out;
+    cpu::binary(op, x, y, output);
+    check(name, output, [&](std::int64_t i) { return reference(xs[i], ys[i]); }, 1e-7);
+    const double bytes = (result == DType::boolean ? 2.25 : 3.0) * f32_bytes;  // a bool is a quarter of a float
+    print(measure_op(name, bytes, [&] { cpu::binary(op, x, y, output); }));
+  };
+  binary(Op::maximum, DType::f32, [](double a, double b) { return a > b ? a : b; });
+  binary(Op::mul, DType::f32, [](double a, double b) { return a * b; });
+  binary(Op::lt, DType::boolean, [](double a, double b) { return a < b ? 1.0 : 0.0; });
 
   cpu::binary(Op::add, x, y, out);
   check("add", out, [&](std::int64_t i) { return double(xs[i]) + ys[i]; }, 1e-7);

@@ -4,6 +4,7 @@
 // unsigned type (Accumulator), so that they wrap instead of overflowing.
 
 #include "kernels/cpu/vector_math.h"
+#include "kernels/scalar_ops.h"
 
 #include <cstdint>
 #include <limits>
@@ -48,15 +49,13 @@ struct ElementOf<X> {
 template <class X>
 constexpr bool is_float_like = std::is_floating_point_v<typename ElementOf<X>::type>;
 
-// b where compare(b, a) holds or b is NaN, else a: for scalars, and for vectors register by register. GCC 12
-// compiles a comparison or a `mask ? b : a` of a vector wider than the registers (a 64-byte Vec with AVX2) lane by
-// lane: a float max ran 13x slower than a sum, 2026-12-01. Split into register-wide halves (vector_math.h's), it
-// is a compare, an unordered compare, an or and a blend per register.
+// Of float vectors, b where compare(b, a) holds or b is NaN, else a (the scalar maximum(b, a) or minimum(b, a)),
+// register by register. GCC 12 compiles a comparison or a `mask ? b : a` of a vector wider than the registers (a
+// 64-byte Vec with AVX2) lane by lane: a float max ran 13x slower than a sum, 2026-12-01. Split into register-wide
+// halves (vector_math.h's), it is a compare, an unordered compare, an or and a blend per register.
 template <class X, class Compare>
 X float_choice(X a, X b, Compare compare) {
-  if constexpr (std::is_floating_point_v<X>) {
-    return (compare(b, a) || b != b) ? b : a;
-  } else if constexpr (sizeof(X) > vector_math::kRegisterBytes) {
+  if constexpr (sizeof(X) > vector_math::kRegisterBytes) {
     namespace halves = vector_math::halves;
     return halves::join(float_choice(halves::low(a), halves::low(b), compare),
                         float_choice(halves::high(a), halves::high(b), compare));
@@ -65,11 +64,14 @@ X float_choice(X a, X b, Compare compare) {
   }
 }
 
-// b wins if it is larger or NaN; a NaN in `a` compares false and stays.
+// b wins if it is larger or NaN; a NaN in `a` compares false and stays: of elements, the elementwise maximum(b, a)
+// (kernels/scalar_ops.h).
 struct MaxOp {
   template <class X>
   static X apply(X a, X b) {
-    if constexpr (is_float_like<X>)
+    if constexpr (std::is_arithmetic_v<X>)
+      return scalar::maximum{}(b, a);
+    else if constexpr (is_float_like<X>)
       return float_choice(a, b, [](auto x, auto y) { return x > y; });
     else
       return b > a ? b : a;
@@ -85,7 +87,9 @@ struct MaxOp {
 struct MinOp {
   template <class X>
   static X apply(X a, X b) {
-    if constexpr (is_float_like<X>)
+    if constexpr (std::is_arithmetic_v<X>)
+      return scalar::minimum{}(b, a);
+    else if constexpr (is_float_like<X>)
       return float_choice(a, b, [](auto x, auto y) { return x < y; });
     else
       return b < a ? b : a;

@@ -1,25 +1,22 @@
 // CPU kernels: unary elementwise ops, cast, fill and iota.
 //
 // Every kernel splits its output into contiguous pieces across the thread
-// pool (elementwise_loops.h) and runs plain loops over each piece that GCC
+// pool (elementwise_loops.h) and runs plain loops over each piece: an op's
+// scalar meaning (kernels/scalar_ops.h, found through the op table), which GCC
 // vectorizes with the widest vectors (checked in the assembly), except where
 // GCC cannot: float transcendentals use vector_math.h (f32) and sqrt, rsqrt,
-// floor and ceil use AVX-512 intrinsics (GCC keeps std::sqrt scalar because
-// of errno and std::floor/ceil because of -ftrapping-math).
-//
-// Integer arithmetic wraps modulo 2^bits (computed in unsigned types, so it
-// is never undefined behaviour): neg and abs of the most negative value give
-// that value back, as two's complement hardware does.
+// floor, ceil and round use AVX-512 intrinsics (GCC keeps the builtins scalar
+// because of errno and -ftrapping-math), exact operations that give the scalar
+// meaning's bits.
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_f64.h"
+#include "kernels/scalar_dispatch.h"
 
 #include <kiln/error.h>
 
-#include <cmath>
-#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -33,8 +30,6 @@ namespace {
 using ir::Op;
 using runtime::Array;
 namespace vm = kiln::vector_math;
-
-template <class T> using Unsigned = std::make_unsigned_t<T>;
 
 [[noreturn]] void no_kernel(Op op, DType dtype) {
   throw InternalError(std::string(ir::name(op)), "has no CPU kernel for " + std::string(to_string(dtype)) +
@@ -88,22 +83,9 @@ void map_vector_math(const Array& input, const Array& output, VectorFunction fun
   });
 }
 
-// ---- sqrt, rsqrt, floor, ceil, round: correctly rounded / exact, so vector and
-// scalar code agree bit for bit and the tail may run scalar.
-
-enum class ExactMath { sqrt, rsqrt, floor, ceil, round };
-
-template <class T> T exact_scalar(ExactMath kind, T x) {
-  switch (kind) {
-    case ExactMath::sqrt: return std::sqrt(x);
-    case ExactMath::rsqrt: return T(1) / std::sqrt(x);
-    case ExactMath::floor: return std::floor(x);
-    case ExactMath::round:
-      return __builtin_roundeven(x);  // whatever the rounding mode
-    case ExactMath::ceil: break;
-  }
-  return std::ceil(x);
-}
+// ---- sqrt, rsqrt, floor, ceil, round of floats: correctly rounded or exact, so
+// AVX-512's instructions give the scalar meaning's bits and the tail may run
+// the scalar meaning.
 
 #if defined(__AVX512F__)
 // The zero-masked forms with a full mask: the unmasked intrinsics trip GCC 12's
@@ -138,157 +120,96 @@ template <> struct Avx512<double> {
   }
 };
 
-template <class T, class VectorFunction>
-void map_exact(ExactMath kind, const Array& input, const Array& output, VectorFunction function) {
+template <class T, class Scalar, class VectorFunction>
+void map_exact(const Array& input, const Array& output, Scalar scalar_function, VectorFunction vector_function) {
   using Isa = Avx512<T>;
   const T* in = input.data<T>();
   T* out = output.mutable_data<T>();
   runtime::parallel_for(output.shape.numel(), elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
     std::int64_t i = begin;
-    for (; i + Isa::lanes <= end; i += Isa::lanes) Isa::store(out + i, function(Isa::load(in + i)));
-    for (; i < end; ++i) out[i] = exact_scalar(kind, in[i]);
+    for (; i + Isa::lanes <= end; i += Isa::lanes) Isa::store(out + i, vector_function(Isa::load(in + i)));
+    for (; i < end; ++i) out[i] = scalar_function(in[i]);
   });
 }
 
-template <class T> void exact_math(ExactMath kind, const Array& input, const Array& output) {
+// Runs `op` with AVX-512 if it is one of these; returns false otherwise.
+template <class T>
+bool exact_math(Op op, const Array& input, const Array& output) {
   using Isa = Avx512<T>;
   using Vector = typename Isa::Vector;
-  switch (kind) {
-    case ExactMath::sqrt: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::sqrt(v); });
-    case ExactMath::rsqrt: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::rsqrt(v); });
-    case ExactMath::floor: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::floor(v); });
-    case ExactMath::ceil: return map_exact<T>(kind, input, output, [](Vector v) { return Isa::ceil(v); });
-    case ExactMath::round:
-      return map_exact<T>(kind, input, output, [](Vector v) { return Isa::round(v); });
+  switch (op) {
+    case Op::sqrt:
+      map_exact<T>(input, output, scalar::sqrt{}, [](Vector v) { return Isa::sqrt(v); });
+      return true;
+    case Op::rsqrt:
+      map_exact<T>(input, output, scalar::rsqrt{}, [](Vector v) { return Isa::rsqrt(v); });
+      return true;
+    case Op::floor:
+      map_exact<T>(input, output, scalar::floor{}, [](Vector v) { return Isa::floor(v); });
+      return true;
+    case Op::ceil:
+      map_exact<T>(input, output, scalar::ceil{}, [](Vector v) { return Isa::ceil(v); });
+      return true;
+    case Op::round:
+      map_exact<T>(input, output, scalar::round{}, [](Vector v) { return Isa::round(v); });
+      return true;
+    default:
+      return false;
   }
 }
 #else
-template <class T> void exact_math(ExactMath kind, const Array& input, const Array& output) {
-  map<T, T>(input, output, elementwise::cheap_grain, [kind](T x) { return exact_scalar(kind, x); });
+template <class T>
+bool exact_math(Op, const Array&, const Array&) {
+  return false;
 }
 #endif
 
-// ---- unary ops by dtype family ----------------------------------------------
+// ---- unary ops by meaning (ir/ops.def) ----------------------------------------
 
-// Ops every numeric dtype has; returns false if `op` is not one of them.
-template <class T> bool unary_numeric(Op op, const Array& input, const Array& output) {
-  constexpr auto grain = elementwise::cheap_grain;
-  if constexpr (std::is_integral_v<T>) {
-    using U = Unsigned<T>;
-    switch (op) {
-      case Op::neg: map<T, T>(input, output, grain, [](T x) { return static_cast<T>(U(0) - static_cast<U>(x)); }); return true;
-      case Op::abs:
-        map<T, T>(input, output, grain, [](T x) { return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x; });
-        return true;
-      case Op::sign: map<T, T>(input, output, grain, [](T x) { return static_cast<T>((x > 0) - (x < 0)); }); return true;
-      case Op::square:
-        map<T, T>(input, output, grain, [](T x) { return static_cast<T>(static_cast<U>(x) * static_cast<U>(x)); });
-        return true;
-      case Op::relu:
-        map<T, T>(input, output, grain, [](T x) { return x <= 0 ? T(0) : x; });
-        return true;
-      case Op::floor:
-      case Op::ceil:
-      case Op::round:
-        map<T, T>(input, output, grain, [](T x) { return x; });
-        return true;
-      case Op::bitwise_not:
-        map<T, T>(input, output, grain, [](T x) { return static_cast<T>(~x); });
-        return true;
-      default: return false;
+// Ops of meaning `scalar`; returns false if `op` is not one of them or does not take T.
+template <class T>
+bool unary_scalar(Op op, const Array& input, const Array& output) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (exact_math<T>(op, input, output)) return true;
+  const std::int64_t grain = elementwise::grain_for(ir::flops_per_element(op));
+  return visit_scalar_op<1>(op, [&](auto function) {
+    if constexpr (!accepts<decltype(function), T>) {
+      return false;
+    } else {
+      map<T, T>(input, output, grain, function);
+      return true;
     }
-  } else {
-    switch (op) {
-      case Op::neg: map<T, T>(input, output, grain, [](T x) { return -x; }); return true;
-      case Op::abs: map<T, T>(input, output, grain, [](T x) { return std::abs(x); }); return true;
-      // Zeros keep their sign and NaN stays NaN.
-      case Op::sign: map<T, T>(input, output, grain, [](T x) { return x > 0 ? T(1) : x < 0 ? T(-1) : x; }); return true;
-      case Op::square: map<T, T>(input, output, grain, [](T x) { return x * x; }); return true;
-      // relu(-0) = +0 (as max(-0, +0) with +0 above -0, and the reference); relu(NaN) = NaN: the comparison is
-      // false for NaN, which passes through.
-      case Op::relu:
-        map<T, T>(input, output, grain, [](T x) { return x <= 0 ? T(0) : x; });
-        return true;
-      case Op::floor: exact_math<T>(ExactMath::floor, input, output); return true;
-      case Op::ceil: exact_math<T>(ExactMath::ceil, input, output); return true;
-      case Op::round:
-        exact_math<T>(ExactMath::round, input, output);
-        return true;
-      case Op::sqrt: exact_math<T>(ExactMath::sqrt, input, output); return true;
-      case Op::rsqrt: exact_math<T>(ExactMath::rsqrt, input, output); return true;
-      default: return false;
-    }
-  }
+  });
 }
 
-// Transcendentals: vector_math.h for f32 and vector_math_f64.h for f64, the
-// functions the JIT's generated code uses too. The lambdas are always
+// Ops of meaning `math`: vector_math.h for f32 and vector_math_f64.h for f64,
+// the functions the JIT's generated code uses too. The lambdas are always
 // inlined: without AVX-512 (KILN_NATIVE=OFF) a function returning a 64- or
 // 128-byte vector would otherwise trip GCC's -Wpsabi, an error under -Werror.
 template <class T>
-bool unary_transcendental(Op op, const Array& input, const Array& output) {
-  using Vector = decltype(vm::load(static_cast<const T*>(nullptr)));
-#define KILN_MAP_VECTOR_MATH(name) \
-  map_vector_math<T>(              \
-      input, output, [](Vector x) __attribute__((always_inline)) { return vm::name(x); })
-  switch (op) {
-    case Op::sin:
-      KILN_MAP_VECTOR_MATH(sin);
-      return true;
-    case Op::cos:
-      KILN_MAP_VECTOR_MATH(cos);
-      return true;
-    case Op::exp:
-      KILN_MAP_VECTOR_MATH(exp);
-      return true;
-    case Op::log:
-      KILN_MAP_VECTOR_MATH(log);
-      return true;
-    case Op::tanh:
-      KILN_MAP_VECTOR_MATH(tanh);
-      return true;
-    case Op::sigmoid:
-      KILN_MAP_VECTOR_MATH(sigmoid);
-      return true;
-    case Op::erf:
-      KILN_MAP_VECTOR_MATH(erf);
-      return true;
-    case Op::erfc:
-      KILN_MAP_VECTOR_MATH(erfc);
-      return true;
-    case Op::log1p:
-      KILN_MAP_VECTOR_MATH(log1p);
-      return true;
-    case Op::expm1:
-      KILN_MAP_VECTOR_MATH(expm1);
-      return true;
-    case Op::atan:
-      KILN_MAP_VECTOR_MATH(atan);
-      return true;
-    default: return false;
+bool unary_math(Op op, const Array& input, const Array& output) {
+  if constexpr (!std::is_floating_point_v<T>) {
+    return false;
+  } else {
+    using Vector = decltype(vm::load(static_cast<const T*>(nullptr)));
+    switch (op) {
+#define KILN_CASE_scalar(name)
+#define KILN_CASE_math(name)                                                                 \
+  case Op::name:                                                                             \
+    map_vector_math<T>(                                                                      \
+        input, output, [](Vector x) __attribute__((always_inline)) { return vm::name(x); }); \
+    return true;
+#define KILN_CASE_own(name)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) KILN_CASE_##meaning(name)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_CASE_own
+#undef KILN_CASE_math
+#undef KILN_CASE_scalar
+      default:
+        return false;
+    }
   }
-#undef KILN_MAP_VECTOR_MATH
-}
-
-// ---- cast -------------------------------------------------------------------
-
-// Float to integer: truncation toward zero where the value fits; values
-// beyond the integer's range saturate to its minimum or maximum and NaN
-// becomes 0 (C++ leaves all three undefined; this is what NumPy's and TF's
-// CPU kernels produce for most inputs, made well-defined for all).
-template <class To, class From> To saturating_truncate(From x) {
-  // -(minimum) = 2^31 or 2^63, exact in both float and double.
-  constexpr From limit = -static_cast<From>(std::numeric_limits<To>::min());
-  if (x != x) return To(0);
-  if (x >= limit) return std::numeric_limits<To>::max();
-  if (x < -limit) return std::numeric_limits<To>::min();
-  return static_cast<To>(x);
-}
-
-template <class To, class From> To convert(From x) {
-  if constexpr (std::is_same_v<To, std::uint8_t>) return x != From(0);  // to bool (NaN is != 0: true)
-  else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) return saturating_truncate<To>(x);
-  else return static_cast<To>(x);  // bool 0/1 to 0/1; integers wrap modulo 2^bits; floats round to nearest
 }
 
 }  // namespace
@@ -297,33 +218,17 @@ void unary(Op op, const Array& input, const Array& output) {
   check_same_shape(op, input, output);
   if (input.dtype != output.dtype)
     throw InternalError(std::string(ir::name(op)), "input and output dtypes differ", std::string());
-  bool done = false;
-  switch (input.dtype) {
-    case DType::f32:
-      done = unary_numeric<float>(op, input, output) || unary_transcendental<float>(op, input, output);
-      break;
-    case DType::f64:
-      done = unary_numeric<double>(op, input, output) || unary_transcendental<double>(op, input, output);
-      break;
-    case DType::i32: done = unary_numeric<std::int32_t>(op, input, output); break;
-    case DType::i64: done = unary_numeric<std::int64_t>(op, input, output); break;
-    case DType::boolean:
-      if (op == Op::logical_not || op == Op::bitwise_not) {  // on bools, bitwise_not is logical_not
-        map<std::uint8_t, std::uint8_t>(input, output, elementwise::cheap_grain,
-                                        [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
-        done = true;
-      }
-      break;
-  }
+  const bool done = visit_dtype(
+      input.dtype, [&]<class T>() { return unary_scalar<T>(op, input, output) || unary_math<T>(op, input, output); });
   if (!done) no_kernel(op, input.dtype);
 }
 
+// scalar_ops.h's convert: float to integer truncates and saturates, NaN to 0.
 void cast(const Array& input, const Array& output) {
   check_same_shape(Op::cast, input, output);
   visit_dtype(input.dtype, [&]<class From>() {
-    visit_dtype(output.dtype, [&]<class To>() {
-      map<From, To>(input, output, elementwise::cheap_grain, [](From x) { return convert<To>(x); });
-    });
+    visit_dtype(output.dtype,
+                [&]<class To>() { map<From, To>(input, output, elementwise::cheap_grain, scalar::convert<To>{}); });
   });
 }
 

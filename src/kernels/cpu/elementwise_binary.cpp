@@ -1,24 +1,19 @@
 // CPU kernels: binary elementwise ops and where(), with NumPy broadcasting.
 //
 // Broadcasting is planned once per call and walked as runs of plain loops
-// (elementwise_loops.h); each op is a small function object applied in
-// those loops, which GCC vectorizes for every dtype.
-//
-// Integer arithmetic wraps modulo 2^bits (computed in unsigned types, never
-// undefined behaviour). Float maximum/minimum propagate NaN (NumPy's
-// maximum/minimum, TF's tf.maximum). Compares and logical ops produce bool:
+// (elementwise_loops.h); each op is its scalar meaning (kernels/scalar_ops.h,
+// found through the op table by scalar_dispatch.h) applied in those loops,
+// which GCC vectorizes for every dtype. Compares and logical ops produce bool:
 // one byte holding 0 or 1.
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/division.h"
 #include "kernels/cpu/elementwise_loops.h"
-#include "kernels/cpu/shifts.h"
 #include "kernels/cpu/vector_math_f64.h"
+#include "kernels/scalar_dispatch.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <type_traits>
 
@@ -29,100 +24,6 @@ using ir::Op;
 using runtime::Array;
 using Bool = std::uint8_t;
 namespace vm = kiln::vector_math;
-
-template <class T> using Unsigned = std::make_unsigned_t<T>;
-template <class T> inline constexpr bool is_bool_v = std::is_same_v<T, Bool>;
-
-// ---- the ops ------------------------------------------------------------------
-
-struct Add {
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
-    else return a + b;
-  }
-};
-struct Subtract {
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
-    else return a - b;
-  }
-};
-struct Multiply {
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
-    else return a * b;
-  }
-};
-struct Divide {
-  template <class T> T operator()(T a, T b) const { return a / b; }  // floats only
-};
-
-// Integer pow follows XLA and TF (NumPy raises instead): exponentiation by
-// squaring, wrapping on overflow like the other integer ops; a negative
-// exponent gives the truncated value of 1 / base^-exponent, which is 0
-// except for base 1 (1) and base -1 (-1 for odd exponents, 1 for even);
-// 0 to a negative power gives 0. f64 pow is std::pow; f32 pow is
-// vector_math's (power_f32).
-struct Power {
-  template <class T> T operator()(T base, T exponent) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::pow(base, exponent);
-    } else {
-      if (exponent < 0) {
-        if (base == 1) return 1;
-        if (base == -1) return (exponent & 1) ? T(-1) : T(1);
-        return 0;
-      }
-      using U = Unsigned<T>;
-      U result = 1, factor = static_cast<U>(base);
-      for (U remaining = static_cast<U>(exponent); remaining != 0; remaining >>= 1) {
-        if (remaining & 1) result *= factor;
-        factor *= factor;
-      }
-      return static_cast<T>(result);
-    }
-  }
-};
-
-// NaN in either operand gives NaN (the first one if both are NaN).
-struct Maximum {
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) return (a > b || a != a) ? a : b;
-    else return a > b ? a : b;
-  }
-};
-struct Minimum {
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) return (a < b || a != a) ? a : b;
-    else return a < b ? a : b;
-  }
-};
-
-// Comparisons are IEEE: every compare with NaN is false, except ne.
-struct Equal {
-  template <class T> Bool operator()(T a, T b) const { return a == b; }
-};
-struct NotEqual {
-  template <class T> Bool operator()(T a, T b) const { return a != b; }
-};
-struct Less {
-  template <class T> Bool operator()(T a, T b) const { return a < b; }
-};
-struct LessEqual {
-  template <class T> Bool operator()(T a, T b) const { return a <= b; }
-};
-struct Greater {
-  template <class T> Bool operator()(T a, T b) const { return a > b; }
-};
-struct GreaterEqual {
-  template <class T> Bool operator()(T a, T b) const { return a >= b; }
-};
-struct LogicalAnd {
-  Bool operator()(Bool a, Bool b) const { return (a != 0) & (b != 0); }
-};
-struct LogicalOr {
-  Bool operator()(Bool a, Bool b) const { return (a != 0) | (b != 0); }
-};
 
 // ---- checks -------------------------------------------------------------------
 
@@ -212,76 +113,27 @@ void power_f32(const Array& a, const Array& b, const Array& output) {
 // Runs `op` on operands of storage type T; returns false if T is not a
 // dtype `op` accepts.
 template <class T> bool binary_typed(Op op, const Array& a, const Array& b, const Array& output) {
-  constexpr auto cheap = elementwise::cheap_grain, costly = elementwise::costly_grain;
-  constexpr bool is_bool = is_bool_v<T>;
-  constexpr bool is_float = std::is_floating_point_v<T>;
-  auto check_arithmetic_output = [&] {
-    if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
-  };
-  auto arithmetic = [&](auto function, std::int64_t grain) {
-    check_arithmetic_output();
-    broadcast_binary<T, T>(a, b, output, grain, function);
-    return true;
-  };
-  auto predicate = [&](auto function) {
-    if (output.dtype != DType::boolean) internal_error(ir::name(op), "output must be bool");
-    broadcast_binary<T, Bool>(a, b, output, cheap, function);
-    return true;
-  };
-  switch (op) {
-    case Op::add: if constexpr (!is_bool) return arithmetic(Add{}, cheap); break;
-    case Op::sub: if constexpr (!is_bool) return arithmetic(Subtract{}, cheap); break;
-    case Op::mul: if constexpr (!is_bool) return arithmetic(Multiply{}, cheap); break;
-    case Op::div: if constexpr (is_float) return arithmetic(Divide{}, cheap); break;
-    case Op::pow:
-      if constexpr (std::is_same_v<T, float>) {
-        check_arithmetic_output();
-        power_f32(a, b, output);
-        return true;
-      } else if constexpr (!is_bool) {
-        return arithmetic(Power{}, is_float ? costly : cheap);
-      }
-      break;
-    // Python's // and %, C's fmod (division.h). Integer division does not vectorize, and float fmod is a loop in
-    // libm: costly either way.
-    case Op::floor_divide:
-      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::floor_divide(x, y); }, costly);
-      break;
-    case Op::remainder:
-      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::remainder(x, y); }, costly);
-      break;
-    case Op::fmod:
-      if constexpr (!is_bool) return arithmetic([](T x, T y) { return division::fmod(x, y); }, costly);
-      break;
-    // Bits of integers; on bools (bytes 0 and 1) logical and, or and not-equal. Shift counts: shifts.h.
-    case Op::bitwise_and:
-      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x & y); }, cheap);
-      break;
-    case Op::bitwise_or:
-      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x | y); }, cheap);
-      break;
-    case Op::bitwise_xor:
-      if constexpr (!is_float) return arithmetic([](T x, T y) { return static_cast<T>(x ^ y); }, cheap);
-      break;
-    case Op::left_shift:
-      if constexpr (!is_float && !is_bool) return arithmetic([](T x, T y) { return shifts::left_shift(x, y); }, cheap);
-      break;
-    case Op::right_shift:
-      if constexpr (!is_float && !is_bool) return arithmetic([](T x, T y) { return shifts::right_shift(x, y); }, cheap);
-      break;
-    case Op::maximum: return arithmetic(Maximum{}, cheap);
-    case Op::minimum: return arithmetic(Minimum{}, cheap);
-    case Op::eq: return predicate(Equal{});
-    case Op::ne: return predicate(NotEqual{});
-    case Op::lt: return predicate(Less{});
-    case Op::le: return predicate(LessEqual{});
-    case Op::gt: return predicate(Greater{});
-    case Op::ge: return predicate(GreaterEqual{});
-    case Op::logical_and: if constexpr (is_bool) return predicate(LogicalAnd{}); break;
-    case Op::logical_or: if constexpr (is_bool) return predicate(LogicalOr{}); break;
-    default: break;
-  }
-  return false;
+  // Integer division does not vectorize, and float fmod and pow are loops or calls in libm: costly.
+  const std::int64_t grain = elementwise::grain_for(ir::flops_per_element(op));
+  return visit_scalar_op<2>(op, [&](auto function) {
+    using Function = decltype(function);
+    if constexpr (std::is_same_v<Function, scalar::pow> && std::is_same_v<T, float>) {
+      // f32 pow: vector_math's, as the JIT's generated code computes it (scalar_ops.h).
+      if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
+      power_f32(a, b, output);
+      return true;
+    } else if constexpr (!accepts<Function, T, T>) {
+      return false;
+    } else if constexpr (std::is_same_v<decltype(function(T{}, T{})), bool>) {
+      if (output.dtype != DType::boolean) internal_error(ir::name(op), "output must be bool");
+      broadcast_binary<T, Bool>(a, b, output, grain, function);
+      return true;
+    } else {
+      if (output.dtype != a.dtype) internal_error(ir::name(op), "output dtype differs from the operands'");
+      broadcast_binary<T, T>(a, b, output, grain, function);
+      return true;
+    }
+  });
 }
 
 }  // namespace

@@ -38,6 +38,11 @@ namespace kiln::kernels::cpu::elementwise {
 // split at 8K.
 inline constexpr std::int64_t cheap_grain = 32 * 1024;
 inline constexpr std::int64_t costly_grain = 8 * 1024;
+// The grain of an op of this cost (ir::flops_per_element): costly from a
+// transcendental's or an integer division's 20.
+inline constexpr std::int64_t grain_for(int flops_per_element) {
+  return flops_per_element >= 20 ? costly_grain : cheap_grain;
+}
 
 // Element i of one operand within a run: the operand's element i when it is
 // contiguous along the run, its one element when it is broadcast along it.

@@ -1,9 +1,10 @@
 #pragma once
 // The combining operations of the CUDA reductions and scans (reduction.cu, scan.cu), the CPU kernels' SumOp,
-// ProdOp, MaxOp and MinOp (kernels/cpu/combining_ops.h): a NaN wins a maximum or minimum; integer sums and
-// products accumulate unsigned (AccumulatorOf) so that they wrap.
+// ProdOp, MaxOp and MinOp (kernels/cpu/combining_ops.h): a NaN wins a maximum or minimum (the elementwise ops'
+// meaning, kernels/scalar_ops.h); integer sums and products accumulate unsigned (AccumulatorOf) so that they wrap.
 
 #include "kernels/cuda/device_traits.cuh"
+#include "kernels/scalar_ops.h"
 
 #include <cuda_runtime.h>
 
@@ -36,10 +37,7 @@ struct ProdOp {
 struct MaxOp {
   template <class V>
   __device__ V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>)
-      return (b > a || b != b) ? b : a;
-    else
-      return b > a ? b : a;
+    return scalar::maximum{}(b, a);
   }
   template <class V>
   __host__ __device__ static V identity() {
@@ -52,10 +50,7 @@ struct MaxOp {
 struct MinOp {
   template <class V>
   __device__ V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>)
-      return (b < a || b != b) ? b : a;
-    else
-      return b < a ? b : a;
+    return scalar::minimum{}(b, a);
   }
   template <class V>
   __host__ __device__ static V identity() {

@@ -7,7 +7,8 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/elementwise_ops.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/scalar_dispatch.h"
 
 namespace kiln::kernels::cuda {
 namespace {
@@ -47,48 +48,33 @@ void map(const char* name, const Array& input, const Array& output, Function fun
          count, packed, function);
 }
 
+// Every unary op of the op table (ir/ops.def) that is a function of its element: its scalar meaning
+// (kernels/scalar_ops.h) or the GPU's math function (device_math.cuh); false if `op` is neither or does not take T.
 template <class T> bool unary_typed(Op op, const Array& input, const Array& output) {
   const std::string name(ir::name(op));
   auto run = [&](auto function) {
-    map<T, T>(name.c_str(), input, output, function);
-    return true;
+    if constexpr (!accepts<decltype(function), T>) {
+      return false;
+    } else {
+      map<T, T>(name.c_str(), input, output, function);
+      return true;
+    }
   };
-  if constexpr (std::is_same_v<T, Bool>) {
-    if (op == Op::logical_not || op == Op::bitwise_not) return run(ops::LogicalNot{});
-    return false;
-  } else {
-    switch (op) {
-      case Op::neg: return run(ops::Negate{});
-      case Op::abs: return run(ops::Absolute{});
-      case Op::sign: return run(ops::Sign{});
-      case Op::square: return run(ops::Square{});
-      case Op::relu: return run(ops::Relu{});
-      case Op::floor: return run(ops::Floor{});
-      case Op::round: return run(ops::Round{});
-      case Op::ceil: return run(ops::Ceil{});
-      case Op::bitwise_not: if constexpr (!ops::is_float<T>) return run(ops::BitwiseNot{}); break;
-      default: break;
-    }
-    if constexpr (ops::is_float<T>) {
-      switch (op) {
-        case Op::sin: return run(ops::Sine{});
-        case Op::cos: return run(ops::Cosine{});
-        case Op::exp: return run(ops::Exponential{});
-        case Op::log: return run(ops::Logarithm{});
-        case Op::tanh: return run(ops::HyperbolicTangent{});
-        case Op::sqrt: return run(ops::SquareRoot{});
-        case Op::rsqrt: return run(ops::ReciprocalSquareRoot{});
-        case Op::sigmoid: return run(ops::Sigmoid{});
-        case Op::erf: return run(ops::ErrorFunction{});
-        case Op::erfc:
-          return run(ops::ComplementaryErrorFunction{});
-        case Op::log1p: return run(ops::LogarithmOfOnePlus{});
-        case Op::expm1: return run(ops::ExponentialMinusOne{});
-        case Op::atan: return run(ops::Arctangent{});
-        default: break;
-      }
-    }
-    return false;
+  if (visit_scalar_op<1>(op, run)) return true;
+  switch (op) {
+#define KILN_CASE_scalar(op_name)
+#define KILN_CASE_math(op_name) \
+  case Op::op_name:             \
+    return run(device_math::op_name{});
+#define KILN_CASE_own(op_name)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) KILN_CASE_##meaning(name)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_CASE_own
+#undef KILN_CASE_math
+#undef KILN_CASE_scalar
+    default:
+      return false;
   }
 }
 
@@ -118,7 +104,7 @@ void unary(Op op, const Array& input, const Array& output) {
 void cast(const Array& input, const Array& output) {
   if (!(input.shape == output.shape)) internal_error("cast", "input and output shapes differ");
   visit_dtype(input.dtype, [&]<class From>() {
-    visit_dtype(output.dtype, [&]<class To>() { map<From, To>("cast", input, output, ops::Convert<To>{}); });
+    visit_dtype(output.dtype, [&]<class To>() { map<From, To>("cast", input, output, scalar::convert<To>{}); });
   });
 }
 

@@ -8,7 +8,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/elementwise_ops.cuh"
+#include "kernels/scalar_dispatch.h"
 
 namespace kiln::kernels::cuda {
 namespace {
@@ -74,47 +74,24 @@ void broadcast_binary(const char* name, const Array& a, const Array& b, const Ar
   }
 }
 
-template <class T> bool binary_typed(Op op, const Array& a, const Array& b, const Array& output) {
-  constexpr bool is_bool = std::is_same_v<T, Bool>;
-  constexpr bool is_float = ops::is_float<T>;
+// Every binary op of meaning `scalar` in the op table (ir/ops.def): its scalar meaning (kernels/scalar_ops.h); false
+// if `op` is not one or does not take T. Comparisons and logical ops give bool.
+template <class T>
+bool binary_typed(Op op, const Array& a, const Array& b, const Array& output) {
   const std::string name(ir::name(op));
-  auto arithmetic = [&](auto function) {
-    if (output.dtype != a.dtype) internal_error(name, "output dtype differs from the operands'");
-    broadcast_binary<T, T>(name.c_str(), a, b, output, function);
-    return true;
-  };
-  auto predicate = [&](auto function) {
-    if (output.dtype != DType::boolean) internal_error(name, "output must be bool");
-    broadcast_binary<T, Bool>(name.c_str(), a, b, output, function);
-    return true;
-  };
-  switch (op) {
-    case Op::add: if constexpr (!is_bool) return arithmetic(ops::Add{}); break;
-    case Op::sub: if constexpr (!is_bool) return arithmetic(ops::Subtract{}); break;
-    case Op::mul: if constexpr (!is_bool) return arithmetic(ops::Multiply{}); break;
-    case Op::div: if constexpr (is_float) return arithmetic(ops::Divide{}); break;
-    case Op::pow: if constexpr (!is_bool) return arithmetic(ops::Power{}); break;
-    case Op::floor_divide: if constexpr (!is_bool) return arithmetic(ops::FloorDivide{}); break;
-    case Op::remainder: if constexpr (!is_bool) return arithmetic(ops::Remainder{}); break;
-    case Op::fmod: if constexpr (!is_bool) return arithmetic(ops::TruncatedRemainder{}); break;
-    case Op::bitwise_and: if constexpr (!is_float) return arithmetic(ops::BitwiseAnd{}); break;
-    case Op::bitwise_or: if constexpr (!is_float) return arithmetic(ops::BitwiseOr{}); break;
-    case Op::bitwise_xor: if constexpr (!is_float) return arithmetic(ops::BitwiseXor{}); break;
-    case Op::left_shift: if constexpr (!is_float && !is_bool) return arithmetic(ops::LeftShift{}); break;
-    case Op::right_shift: if constexpr (!is_float && !is_bool) return arithmetic(ops::RightShift{}); break;
-    case Op::maximum: return arithmetic(ops::Maximum{});
-    case Op::minimum: return arithmetic(ops::Minimum{});
-    case Op::eq: return predicate(ops::Equal{});
-    case Op::ne: return predicate(ops::NotEqual{});
-    case Op::lt: return predicate(ops::Less{});
-    case Op::le: return predicate(ops::LessEqual{});
-    case Op::gt: return predicate(ops::Greater{});
-    case Op::ge: return predicate(ops::GreaterEqual{});
-    case Op::logical_and: if constexpr (is_bool) return predicate(ops::LogicalAnd{}); break;
-    case Op::logical_or: if constexpr (is_bool) return predicate(ops::LogicalOr{}); break;
-    default: break;
-  }
-  return false;
+  return visit_scalar_op<2>(op, [&](auto function) {
+    if constexpr (!accepts<decltype(function), T, T>) {
+      return false;
+    } else if constexpr (std::is_same_v<decltype(function(T{}, T{})), bool>) {
+      if (output.dtype != DType::boolean) internal_error(name, "output must be bool");
+      broadcast_binary<T, Bool>(name.c_str(), a, b, output, function);
+      return true;
+    } else {
+      if (output.dtype != a.dtype) internal_error(name, "output dtype differs from the operands'");
+      broadcast_binary<T, T>(name.c_str(), a, b, output, function);
+      return true;
+    }
+  });
 }
 
 // ---- where ------------------------------------------------------------------------------

@@ -14,10 +14,10 @@
 //   x < 0: 2 - erfc(a), a clamped at 9 (where it is 2); x > 0 clamped at 10.1, where erfc rounds to 0.
 // No branch and no division. Accuracy: within 2.96 ULP of erfc (every float in [0, 10.1] and its negative, against
 // long double erfcl on the host, where the same operations round the same way); CUDA documents 4 for erfcf.
-// Device code without includes: compiled by nvcc, embedded into the NVRTC prelude before elementwise_ops.cuh, and
+// Device code without includes: compiled by nvcc, embedded into the NVRTC prelude before device_math.cuh, and
 // compiled for the host by the CUDA simulator.
 
-namespace kiln::kernels::cuda::ops {
+namespace kiln::kernels::cuda::device_math {
 
 struct alignas(16) ErfcRow {
   float value[4];
@@ -105,4 +105,4 @@ __device__ __forceinline__ float erfc_float(float x) {
   return x != x ? x : result;
 }
 
-}  // namespace kiln::kernels::cuda::ops
+}  // namespace kiln::kernels::cuda::device_math

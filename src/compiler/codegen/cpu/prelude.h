@@ -17,10 +17,9 @@
 // as the prelude string (see cmake/embed_prelude.cmake).
 
 #include "compiler/codegen/cpu/runtime_abi.h"
-#include "kernels/cpu/division.h"
-#include "kernels/cpu/shifts.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_f64.h"
+#include "kernels/scalar_ops.h"
 
 #include <stdint.h>
 
@@ -329,32 +328,6 @@ template <class T> [[gnu::always_inline]] inline vec<T> lane_index(int64_t start
 }
 
 // ---- helpers -----------------------------------------------------------------------
-template <class V> struct unsigned_of;
-template <>
-struct unsigned_of<i32v> {
-  using type = u32v;
-};
-template <>
-struct unsigned_of<i64v> {
-  using type = u64v;
-};
-template <>
-struct unsigned_of<f32v> {  // the bits of a float vector
-  using type = u32v;
-};
-template <>
-struct unsigned_of<f64v> {
-  using type = u64v;
-};
-
-template <class V>
-constexpr bool is_float_vector = __is_same(V, f32v) || __is_same(V, f64v);
-
-// A comparison result of any lane width as a boolean.
-template <class M> [[gnu::always_inline]] inline boolean to_boolean(M mask) {
-  return boolean{__builtin_convertvector(mask, i32v) & 1};
-}
-
 // A boolean as a full-width mask for selecting lanes of V.
 template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition) {
   if constexpr (sizeof(V) > sizeof(i32v)) {  // 64-bit lanes
@@ -364,143 +337,101 @@ template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition
   }
 }
 
-// Applies a scalar function lane by lane (floor, ceil, sqrt, f64 pow): GCC
-// vectorizes these where it can (all but pow, a libm call per lane).
-template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, F function) {
-  V result;
-  for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane]);
-  return result;
+// ---- the ops of the op table -------------------------------------------------------
+// An op of meaning `scalar` in the op table (ir/ops.def) is its scalar meaning (kernels/scalar_ops.h, the
+// standard kernels' code): a register at a time where its call operator takes vectors too (arithmetic, maximum,
+// comparisons: the operators of GCC's vectors give what a hand-written vector form would, a compare, a masked
+// compare and a masked move for a float maximum), else lane by lane (floor, sqrt, integer division, shifts: GCC
+// vectorizes the loop over the lanes where the target can, and x86 has no vector integer division). An op that
+// compares goes through a vector wider than a register (an f64v) a register at a time: GCC 12 compiles a
+// comparison or a `mask ? a : b` of a wider one lane by lane (vector_math.h, "Comparisons and selects"), an f64
+// maximum to 336 instructions against 72. An op giving bool (a comparison) gives a
+// boolean. Booleans (lanes of 0 or 1) take the op's truth table, its scalar meaning on each pair of bools, which
+// GCC computes at compile time: a few vector and/or/xor.
+template <class Operation>
+[[gnu::always_inline]] inline boolean apply_to_booleans(boolean x) {
+  auto truth = [](int a) -> int { return Operation{}(static_cast<uint8_t>(a)) != 0; };
+  const i32v a = x.lanes;
+  return boolean{((a ^ 1) & truth(0)) | (a & truth(1))};
 }
-template <class V, class F> [[gnu::always_inline]] inline V per_lane(V x, V y, F function) {
-  V result;
-  for (int lane = 0; lane < lanes; ++lane) result[lane] = function(x[lane], y[lane]);
-  return result;
+template <class Operation>
+[[gnu::always_inline]] inline boolean apply_to_booleans(boolean x, boolean y) {
+  auto truth = [](int a, int b) -> int { return Operation{}(static_cast<uint8_t>(a), static_cast<uint8_t>(b)) != 0; };
+  const i32v a = x.lanes, b = y.lanes, not_a = a ^ 1, not_b = b ^ 1;
+  return boolean{(not_a & not_b & truth(0, 0)) | (not_a & b & truth(0, 1)) | (a & not_b & truth(1, 0)) |
+                 (a & b & truth(1, 1))};
 }
-
-// ---- unary ops ---------------------------------------------------------------------
-template <class V> [[gnu::always_inline]] inline V neg(V x) {
-  if constexpr (is_float_vector<V>) return -x;
-  else return V(typename unsigned_of<V>::type{} - typename unsigned_of<V>::type(x));
-}
-// Floats: clear the sign bit (abs(-0) = 0, NaN stays NaN), like std::abs.
-template <class V> [[gnu::always_inline]] inline V abs(V x) {
-  if constexpr (__is_same(V, f32v))
-    return vector_math::abs(x);
-  else if constexpr (__is_same(V, f64v))
-    return (f64v)((u64v)x & 0x7fffffffffffffffULL);
+// The op on the whole vectors, or on each register of vectors wider than one where the op compares (GCC splits
+// the arithmetic of wider vectors by itself, and better than these joins): the values, or the masks (-1 or 0 in
+// lanes of the operands' width) of a comparison.
+template <class Operation, class V, class... Rest>
+[[gnu::always_inline]] inline auto apply_to_registers(V first, Rest... rest) {
+  if constexpr (requires { Operation::compares; } && sizeof(V) > vector_math::kRegisterBytes)
+    return vector_math::halves::join(
+        apply_to_registers<Operation>(vector_math::halves::low(first), vector_math::halves::low(rest)...),
+        apply_to_registers<Operation>(vector_math::halves::high(first), vector_math::halves::high(rest)...));
   else
-    return vector_math::select_lanes(vector_math::less(x, 0), neg(x), x);
+    return Operation{}(first, rest...);
 }
-template <class V> [[gnu::always_inline]] inline V sign(V x) {
-  using vector_math::greater, vector_math::less, vector_math::select_lanes;
-  if constexpr (is_float_vector<V>)
-    return select_lanes(greater(x, 0), V{} + 1, select_lanes(less(x, 0), V{} - 1, x));
-  else
-    return V(greater(x, 0) & 1) - V(less(x, 0) & 1);
-}
-template <class V> [[gnu::always_inline]] inline V square(V x) {
-  if constexpr (is_float_vector<V>) return x * x;
-  else {
-    using U = typename unsigned_of<V>::type;
-    return V(U(x) * U(x));
+// (The loops index the vectors themselves: through a helper taking a lane's index, GCC 12 left them scalar.)
+template <class Operation, class V, class... Rest>
+[[gnu::always_inline]] inline auto apply(V first, Rest... rest) {
+  if constexpr (__is_same(V, boolean)) {
+    return apply_to_booleans<Operation>(first, rest...);
+  } else if constexpr (scalar::accepts<Operation, V, Rest...>) {
+    const auto result = apply_to_registers<Operation>(first, rest...);
+    if constexpr (__is_same(decltype(Operation{}(first[0], rest[0]...)), bool))
+      return boolean{__builtin_convertvector(result, i32v) & 1};
+    else
+      return result;
+  } else if constexpr (__is_same(decltype(Operation{}(first[0], rest[0]...)), bool)) {
+    i32v result;
+    for (int lane = 0; lane < lanes; ++lane) result[lane] = Operation{}(first[lane], rest[lane]...);
+    return boolean{result};
+  } else {
+    V result;
+    for (int lane = 0; lane < lanes; ++lane) result[lane] = Operation{}(first[lane], rest[lane]...);
+    return result;
   }
 }
-// relu(-0) = +0 and relu(NaN) = NaN, as the standard kernel.
-template <class V>
-[[gnu::always_inline]] inline V relu(V x) {
-  return vector_math::select_lanes(vector_math::less_equal(x, 0), V{}, x);
-}
-template <class V> [[gnu::always_inline]] inline V floor(V x) {
-  if constexpr (__is_same(V, f32v))
-    return per_lane(x, [](float v) { return __builtin_floorf(v); });
-  else if constexpr (__is_same(V, f64v))
-    return per_lane(x, [](double v) { return __builtin_floor(v); });
-  else return x;
-}
-template <class V> [[gnu::always_inline]] inline V ceil(V x) {
-  if constexpr (__is_same(V, f32v))
-    return per_lane(x, [](float v) { return __builtin_ceilf(v); });
-  else if constexpr (__is_same(V, f64v))
-    return per_lane(x, [](double v) { return __builtin_ceil(v); });
-  else return x;
-}
-// Halfway cases to even, in any rounding mode and under any compiler (clang 14 has no __builtin_roundeven, and
-// rint follows the caller's rounding mode): from floor, which compilers vectorize, up where the part above it
-// is more than 1/2, or exactly 1/2 above an odd integer; the sign copied from x, so round(-0.4) is -0. NaN and
-// infinities come through floor as they are (their fraction is NaN, which compares false).
-template <class V>
-[[gnu::always_inline]] inline V round(V x) {
-  if constexpr (is_float_vector<V>) {
-    using vector_math::equal, vector_math::greater, vector_math::lanes_of, vector_math::not_equal;
-    using U = typename unsigned_of<V>::type;
-    const V below = floor(x), fraction = x - below;  // exact
-    const V halved = floor(below * lanes_of<V>(0.5));
-    const V odd = below - (halved + halved);  // 1 or -1 for odd integers, 0 for even ones
-    const V rounded = vector_math::select_lanes(greater(fraction, 0.5) | (equal(fraction, 0.5) & not_equal(odd, 0)),
-                                                below + lanes_of<V>(1), below);
-    const U sign = U(lanes_of<V>(-0.0));
-    return V((U(rounded) & ~sign) | (U(x) & sign));
-  } else
-    return x;
-}
-template <class V> [[gnu::always_inline]] inline V sqrt(V x) {
-  if constexpr (__is_same(V, f32v))
-    return per_lane(x, [](float v) { return __builtin_sqrtf(v); });
-  else return per_lane(x, [](double v) { return __builtin_sqrt(v); });
-}
-template <class V> [[gnu::always_inline]] inline V rsqrt(V x) { return 1 / sqrt(x); }
 
-// Each dtype's overloads only where its math is in the prelude (KILN_JIT_FLOAT_MATH and KILN_JIT_DOUBLE_MATH,
-// set by the generator for modules that compute none).
+// Ops of meaning `math`: vector_math.h's, each dtype's only where its math is in the prelude (KILN_JIT_FLOAT_MATH
+// and KILN_JIT_DOUBLE_MATH, set by the generator for modules that compute none).
 #if !defined(KILN_JIT_FLOAT_MATH) || KILN_JIT_FLOAT_MATH
-#define KILN_FLOAT_TRANSCENDENTAL(name) \
+#define KILN_FLOAT_MATH(name) \
   [[gnu::always_inline]] inline f32v name(f32v x) { return vector_math::name(x); }
 #else
-#define KILN_FLOAT_TRANSCENDENTAL(name)
+#define KILN_FLOAT_MATH(name)
 #endif
 #if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
-#define KILN_DOUBLE_TRANSCENDENTAL(name) \
+#define KILN_DOUBLE_MATH(name) \
   [[gnu::always_inline]] inline f64v name(f64v x) { return vector_math::name(x); }
 #else
-#define KILN_DOUBLE_TRANSCENDENTAL(name)
+#define KILN_DOUBLE_MATH(name)
 #endif
-#define KILN_TRANSCENDENTAL(name) KILN_FLOAT_TRANSCENDENTAL(name) KILN_DOUBLE_TRANSCENDENTAL(name)
-KILN_TRANSCENDENTAL(sin)
-KILN_TRANSCENDENTAL(cos)
-KILN_TRANSCENDENTAL(exp)
-KILN_TRANSCENDENTAL(log)
-KILN_TRANSCENDENTAL(tanh)
-KILN_TRANSCENDENTAL(erf)
-KILN_TRANSCENDENTAL(erfc)
-KILN_TRANSCENDENTAL(sigmoid)
-KILN_TRANSCENDENTAL(log1p)
-KILN_TRANSCENDENTAL(expm1)
-KILN_TRANSCENDENTAL(atan)
-#undef KILN_TRANSCENDENTAL
-#undef KILN_DOUBLE_TRANSCENDENTAL
-#undef KILN_FLOAT_TRANSCENDENTAL
 
-[[gnu::always_inline]] inline boolean logical_not(boolean x) { return boolean{x.lanes ^ 1}; }
-template <class V>
-[[gnu::always_inline]] inline V bitwise_not(V x) {
-  return ~x;
-}
-[[gnu::always_inline]] inline boolean bitwise_not(boolean x) { return logical_not(x); }
+// Every op of meaning `scalar` or `math`, named as in the op table: add(a, b), sin(x), ...
+#define KILN_JIT_scalar(name)                              \
+  template <class... V>                                    \
+  [[gnu::always_inline]] inline auto name(V... operands) { \
+    return apply<scalar::name>(operands...);               \
+  }
+#define KILN_JIT_math(name) KILN_FLOAT_MATH(name) KILN_DOUBLE_MATH(name)
+#define KILN_JIT_own(name)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) KILN_JIT_##meaning(name)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_JIT_own
+#undef KILN_JIT_math
+#undef KILN_JIT_scalar
+#undef KILN_DOUBLE_MATH
+#undef KILN_FLOAT_MATH
 
-// ---- binary ops --------------------------------------------------------------------
-template <class V> [[gnu::always_inline]] inline V add(V a, V b) {
-  if constexpr (is_float_vector<V>) return a + b;
-  else return V(typename unsigned_of<V>::type(a) + typename unsigned_of<V>::type(b));
-}
-template <class V> [[gnu::always_inline]] inline V sub(V a, V b) {
-  if constexpr (is_float_vector<V>) return a - b;
-  else return V(typename unsigned_of<V>::type(a) - typename unsigned_of<V>::type(b));
-}
-template <class V> [[gnu::always_inline]] inline V mul(V a, V b) {
-  if constexpr (is_float_vector<V>) return a * b;
-  else return V(typename unsigned_of<V>::type(a) * typename unsigned_of<V>::type(b));
-}
-template <class V> [[gnu::always_inline]] inline V div(V a, V b) { return a / b; }
+// f32 pow is vector_math's, computed in double (vector_math_f64.h), as in the standard kernel (scalar_ops.h).
+#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
+[[gnu::always_inline]] inline f32v pow(f32v base, f32v exponent) { return vector_math::pow(base, exponent); }
+#endif
+
 // x / s for a divisor constant along a row (softmax's sum, layer_norm's deviation), as x * (1 / s) with 1 / s
 // computed once per row: two roundings instead of one, as long as 1 / s is a normal number, which
 // has_normal_reciprocal checks once per row; zero, infinities, NaN and extreme magnitudes keep the division.
@@ -521,114 +452,6 @@ template <class V>
   return use_reciprocal ? x * reciprocal : x / divisor;
 }
 
-// NaN in either operand gives NaN (the first one if both are NaN), as the standard kernels' `(a > b || a != a) ? a
-// : b`. For floats that is written as "b where b is not below a (b >= a, or either is NaN) and a is a number, else
-// a": the same result bit for bit (-0 against +0 included), but GCC 12 took ~20 ms to compile each mask with a
-// `| is_nan(a)` in it (a 3x3 max pool's module: 0.24 s, 0.08 s this way).
-template <class V> [[gnu::always_inline]] inline V maximum(V a, V b) {
-  using vector_math::equal, vector_math::greater, vector_math::less, vector_math::select_lanes;
-  if constexpr (is_float_vector<V>)
-    return select_lanes(~less(b, a) & equal(a, a), b, a);
-  else
-    return select_lanes(greater(a, b), a, b);
-}
-template <class V> [[gnu::always_inline]] inline V minimum(V a, V b) {
-  using vector_math::equal, vector_math::greater, vector_math::less, vector_math::select_lanes;
-  if constexpr (is_float_vector<V>)
-    return select_lanes(~greater(b, a) & equal(a, a), b, a);
-  else
-    return select_lanes(less(a, b), a, b);
-}
-[[gnu::always_inline]] inline boolean maximum(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
-[[gnu::always_inline]] inline boolean minimum(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
-
-template <class T> [[gnu::always_inline]] inline T integer_power(T base, T exponent) {
-  // Negative exponents: 0, except for the bases 1 and -1.
-  if (exponent < 0) return base == 1 ? T(1) : base == -1 ? ((exponent & 1) ? T(-1) : T(1)) : T(0);
-  using U = __typeof__(static_cast<unsigned long long>(0) + static_cast<T>(0) * 0u);
-  U result = 1, factor = static_cast<U>(base);
-  for (U remaining = static_cast<U>(exponent); remaining != 0; remaining >>= 1) {
-    if (remaining & 1) result *= factor;
-    factor *= factor;
-  }
-  return static_cast<T>(result);
-}
-template <class V> [[gnu::always_inline]] inline V pow(V a, V b) {
-  if constexpr (__is_same(V, f64v)) {
-    return per_lane(a, b, [](double x, double y) { return __builtin_pow(x, y); });
-  } else if constexpr (__is_same(V, i32v)) {
-    return per_lane(a, b, [](int32_t x, int32_t y) { return integer_power(x, y); });
-  } else if constexpr (__is_same(V, i64v)) {
-    return per_lane(a, b, [](int64_t x, int64_t y) { return integer_power(x, y); });
-  } else {
-#if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
-    return vector_math::pow(a, b);  // f32v, computed in double (vector_math_f64.h)
-#else
-    static_assert(sizeof(V) == 0, "an f32 pow needs KILN_JIT_DOUBLE_MATH 1");
-    return a;
-#endif
-  }
-}
-
-// Bits of integer vectors, and of booleans' 0/1 lanes.
-template <class V> [[gnu::always_inline]] inline V bitwise_and(V a, V b) { return a & b; }
-template <class V> [[gnu::always_inline]] inline V bitwise_or(V a, V b) { return a | b; }
-template <class V> [[gnu::always_inline]] inline V bitwise_xor(V a, V b) { return a ^ b; }
-[[gnu::always_inline]] inline boolean bitwise_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
-[[gnu::always_inline]] inline boolean bitwise_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
-[[gnu::always_inline]] inline boolean bitwise_xor(boolean a, boolean b) { return boolean{a.lanes ^ b.lanes}; }
-
-// Python's // and %, C's fmod (division.h) and the shifts (shifts.h), lane by lane as the standard kernels compute
-// them: x86 has no vector integer division, NumPy's float quotient is a few dependent steps, and a vector shift
-// leaves counts outside [0, bits) undefined.
-// clang-format off
-#define KILN_PER_LANE_BINARY(name, scalar)                                 \
-  template <class V> [[gnu::always_inline]] inline V name(V a, V b) {     \
-    return per_lane(a, b, [](auto x, auto y) { return scalar(x, y); });   \
-  }
-// clang-format on
-KILN_PER_LANE_BINARY(floor_divide, division::floor_divide)
-KILN_PER_LANE_BINARY(remainder, division::remainder)
-KILN_PER_LANE_BINARY(fmod, division::fmod)
-KILN_PER_LANE_BINARY(left_shift, shifts::left_shift)
-KILN_PER_LANE_BINARY(right_shift, shifts::right_shift)
-#undef KILN_PER_LANE_BINARY
-
-// Comparisons of any vector, booleans by their lanes.
-template <class V>
-[[gnu::always_inline]] inline auto compared_lanes(V x) {
-  if constexpr (__is_same(V, boolean))
-    return x.lanes;
-  else
-    return x;
-}
-template <class V>
-[[gnu::always_inline]] inline boolean eq(V a, V b) {
-  return to_boolean(vector_math::equal(compared_lanes(a), compared_lanes(b)));
-}
-template <class V>
-[[gnu::always_inline]] inline boolean ne(V a, V b) {
-  return to_boolean(vector_math::not_equal(compared_lanes(a), compared_lanes(b)));
-}
-template <class V>
-[[gnu::always_inline]] inline boolean lt(V a, V b) {
-  return to_boolean(vector_math::less(compared_lanes(a), compared_lanes(b)));
-}
-template <class V>
-[[gnu::always_inline]] inline boolean le(V a, V b) {
-  return to_boolean(vector_math::less_equal(compared_lanes(a), compared_lanes(b)));
-}
-template <class V>
-[[gnu::always_inline]] inline boolean gt(V a, V b) {
-  return to_boolean(vector_math::greater(compared_lanes(a), compared_lanes(b)));
-}
-template <class V>
-[[gnu::always_inline]] inline boolean ge(V a, V b) {
-  return to_boolean(vector_math::greater_equal(compared_lanes(a), compared_lanes(b)));
-}
-[[gnu::always_inline]] inline boolean logical_and(boolean a, boolean b) { return boolean{a.lanes & b.lanes}; }
-[[gnu::always_inline]] inline boolean logical_or(boolean a, boolean b) { return boolean{a.lanes | b.lanes}; }
-
 template <class V> [[gnu::always_inline]] inline V where(boolean condition, V a, V b) {
   if constexpr (__is_same(V, boolean))
     return boolean{vector_math::select_lanes(condition.lanes, a.lanes, b.lanes)};
@@ -637,29 +460,24 @@ template <class V> [[gnu::always_inline]] inline V where(boolean condition, V a,
 }
 
 // ---- casts -------------------------------------------------------------------------
-// cast<T>(x): x converted to the vector of storage type T.
+// cast<T>(x): x converted to the vector of storage type T, lane by lane by the scalar meaning (scalar_ops.h's
+// convert: float to integer truncates and saturates, NaN to 0; to bool, x != 0), which GCC compiles to vector
+// conversions and compares (checked in the assembly: no longer than the hand-written masks they replaced). A
+// boolean's lanes are 0 and 1 already: converting them is the conversion.
 template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
   if constexpr (__is_same(V, boolean)) {
-    if constexpr (__is_same(T, uint8_t)) return x;
-    else return __builtin_convertvector(x.lanes, vec<T>);
+    if constexpr (__is_same(T, uint8_t))
+      return x;
+    else
+      return __builtin_convertvector(x.lanes, vec<T>);
   } else if constexpr (__is_same(T, uint8_t)) {
-    return to_boolean(vector_math::not_equal(x, 0));  // NaN is != 0: true
-  } else if constexpr (is_float_vector<V> && !is_float_vector<vec<T>>) {
-    // Truncate toward zero; saturate beyond the range; NaN becomes 0.
-    using F = __typeof__(x[0]);
-    using I = vec<T>;
-    const T lowest = static_cast<T>(static_cast<unsigned long long>(1) << (sizeof(T) * 8 - 1));
-    const T highest = static_cast<T>(~static_cast<unsigned long long>(lowest));
-    const F limit = -static_cast<F>(lowest);  // 2^31 or 2^63, exact
-    using vector_math::not_equal, vector_math::select_lanes;
-    auto high = vector_math::greater_equal(x, limit);
-    auto low = vector_math::less(x, -limit);
-    V safe = select_lanes(vector_math::is_nan(x) | high | low, V{}, x);
-    I result = __builtin_convertvector(safe, I);
-    result = select_lanes(not_equal(__builtin_convertvector(high, I), 0), I{} + highest, result);
-    return select_lanes(not_equal(__builtin_convertvector(low, I), 0), I{} + lowest, result);
+    i32v result;
+    for (int lane = 0; lane < lanes; ++lane) result[lane] = scalar::convert<uint8_t>{}(x[lane]);
+    return boolean{result};
   } else {
-    return __builtin_convertvector(x, vec<T>);
+    vec<T> result;
+    for (int lane = 0; lane < lanes; ++lane) result[lane] = scalar::convert<T>{}(x[lane]);
+    return result;
   }
 }
 

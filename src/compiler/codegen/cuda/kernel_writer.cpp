@@ -14,10 +14,14 @@ ReductionInfo reduction_info(const ir::Node& reduction) {
   std::string type = cpu::storage_type(reduction.type.dtype);
   switch (reduction.op) {
     case ir::Op::reduce_sum:
-    case ir::Op::reduce_mean: return {"ops::Add{}", "splat<" + type + ">(0)"};
-    case ir::Op::reduce_prod: return {"ops::Multiply{}", "splat<" + type + ">(1)"};
-    case ir::Op::reduce_max: return {"ops::Maximum{}", "lowest<" + type + ">()"};
-    case ir::Op::reduce_min: return {"ops::Minimum{}", "highest<" + type + ">()"};
+    case ir::Op::reduce_mean:
+      return {"scalar::add{}", "splat<" + type + ">(0)"};
+    case ir::Op::reduce_prod:
+      return {"scalar::mul{}", "splat<" + type + ">(1)"};
+    case ir::Op::reduce_max:
+      return {"scalar::maximum{}", "lowest<" + type + ">()"};
+    case ir::Op::reduce_min:
+      return {"scalar::minimum{}", "highest<" + type + ">()"};
     default:
       throw CompileError(std::string(ir::name(reduction.op)), "has no generated CUDA reduction", reduction.location);
   }

@@ -22,7 +22,7 @@ using cpu::Linear;
 // How a reduction op combines values: an elementwise_ops.cuh function object,
 // and the accumulator's start value.
 struct ReductionInfo {
-  std::string combine;   // "ops::Add{}"
+  std::string combine;   // "scalar::add{}"
   std::string identity;  // "splat<float>(0)"
 };
 ReductionInfo reduction_info(const ir::Node& reduction);

@@ -2,8 +2,8 @@
 // The prelude of every CUDA module the JIT generates (codegen/cuda): the ops
 // of kiln's op table as scalar device functions named like the ops, with the
 // standard CUDA kernels' semantics -- they call the same function objects
-// (kernels/cuda/elementwise_ops.cuh) -- plus 16-byte packs and the warp and
-// block reductions of generated reduction kernels.
+// (kernels/scalar_ops.h and kernels/cuda/device_math.cuh) -- plus 16-byte
+// packs and the warp and block reductions of generated reduction kernels.
 //
 // NVRTC compiles without the C++ standard library, so this header and the
 // ones it includes use none; at build time their text is embedded into kiln
@@ -11,11 +11,13 @@
 // Generated kernels are written inside namespace kiln::jit, so the names
 // here (int64_t, add, sin, ...) are found before any global ones.
 
-#include "kernels/cuda/elementwise_ops.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/device_traits.cuh"
+#include "kernels/scalar_ops.h"
 
 namespace kiln::jit {
 
-namespace ops = kiln::kernels::cuda::ops;
+namespace device_math = kiln::kernels::cuda::device_math;
 using kiln::kernels::cuda::Bool;
 using kiln::kernels::cuda::ElementTraits;
 
@@ -61,61 +63,29 @@ __device__ __forceinline__ bool inside(int64_t coordinate, int64_t size) { retur
 
 // ---- the ops, named as in the op table -----------------------------------------------------
 
-#define KILN_JIT_UNARY(name, Operation) \
-  template <class T> __device__ __forceinline__ T name(T x) { return ops::Operation{}(x); }
-KILN_JIT_UNARY(neg, Negate)
-KILN_JIT_UNARY(abs, Absolute)
-KILN_JIT_UNARY(sign, Sign)
-KILN_JIT_UNARY(square, Square)
-KILN_JIT_UNARY(relu, Relu)
-KILN_JIT_UNARY(floor, Floor)
-KILN_JIT_UNARY(ceil, Ceil)
-KILN_JIT_UNARY(round, Round)
-KILN_JIT_UNARY(sin, Sine)
-KILN_JIT_UNARY(cos, Cosine)
-KILN_JIT_UNARY(exp, Exponential)
-KILN_JIT_UNARY(log, Logarithm)
-KILN_JIT_UNARY(tanh, HyperbolicTangent)
-KILN_JIT_UNARY(sqrt, SquareRoot)
-KILN_JIT_UNARY(rsqrt, ReciprocalSquareRoot)
-KILN_JIT_UNARY(sigmoid, Sigmoid)
-KILN_JIT_UNARY(erf, ErrorFunction)
-KILN_JIT_UNARY(erfc, ComplementaryErrorFunction)
-KILN_JIT_UNARY(log1p, LogarithmOfOnePlus)
-KILN_JIT_UNARY(expm1, ExponentialMinusOne)
-KILN_JIT_UNARY(atan, Arctangent)
-#undef KILN_JIT_UNARY
-__device__ __forceinline__ Bool logical_not(Bool x) { return ops::LogicalNot{}(x); }
-template <class T> __device__ __forceinline__ T bitwise_not(T x) { return ops::BitwiseNot{}(x); }
-
-#define KILN_JIT_BINARY(name, Operation, Result) \
-  template <class T> __device__ __forceinline__ Result name(T a, T b) { return ops::Operation{}(a, b); }
-KILN_JIT_BINARY(add, Add, T)
-KILN_JIT_BINARY(sub, Subtract, T)
-KILN_JIT_BINARY(mul, Multiply, T)
-KILN_JIT_BINARY(div, Divide, T)
-KILN_JIT_BINARY(pow, Power, T)
-KILN_JIT_BINARY(floor_divide, FloorDivide, T)
-KILN_JIT_BINARY(remainder, Remainder, T)
-KILN_JIT_BINARY(fmod, TruncatedRemainder, T)
-KILN_JIT_BINARY(bitwise_and, BitwiseAnd, T)
-KILN_JIT_BINARY(bitwise_or, BitwiseOr, T)
-KILN_JIT_BINARY(bitwise_xor, BitwiseXor, T)
-KILN_JIT_BINARY(left_shift, LeftShift, T)
-KILN_JIT_BINARY(right_shift, RightShift, T)
-KILN_JIT_BINARY(maximum, Maximum, T)
-KILN_JIT_BINARY(minimum, Minimum, T)
-KILN_JIT_BINARY(eq, Equal, Bool)
-KILN_JIT_BINARY(ne, NotEqual, Bool)
-KILN_JIT_BINARY(lt, Less, Bool)
-KILN_JIT_BINARY(le, LessEqual, Bool)
-KILN_JIT_BINARY(gt, Greater, Bool)
-KILN_JIT_BINARY(ge, GreaterEqual, Bool)
-#undef KILN_JIT_BINARY
-__device__ __forceinline__ Bool logical_and(Bool a, Bool b) { return ops::LogicalAnd{}(a, b); }
-__device__ __forceinline__ Bool logical_or(Bool a, Bool b) { return ops::LogicalOr{}(a, b); }
+// Every op of meaning `scalar` or `math` in the op table (ir/ops.def), named as there: add(a, b), sin(x), ...
+#define KILN_JIT_scalar(name)                           \
+  template <class... T>                                 \
+  __device__ __forceinline__ auto name(T... operands) { \
+    return scalar::name{}(operands...);                 \
+  }
+#define KILN_JIT_math(name)                \
+  template <class T>                       \
+  __device__ __forceinline__ T name(T x) { \
+    return device_math::name{}(x);         \
+  }
+#define KILN_JIT_own(name)
+#define KILN_OP(name, arity, category, attributes, type_rule, meaning, cost, accuracy) KILN_JIT_##meaning(name)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_JIT_own
+#undef KILN_JIT_math
+#undef KILN_JIT_scalar
 template <class T> __device__ __forceinline__ T where(Bool condition, T a, T b) { return condition != 0 ? a : b; }
-template <class To, class From> __device__ __forceinline__ To cast(From x) { return ops::Convert<To>{}(x); }
+template <class To, class From>
+__device__ __forceinline__ To cast(From x) {
+  return scalar::convert<To>{}(x);
+}
 
 // ---- 16-byte accesses ------------------------------------------------------------------------
 
