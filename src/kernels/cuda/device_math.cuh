@@ -32,10 +32,8 @@ struct erfc {
 };
 // 1 / (1 + e^-x); e^-x overflows to inf for very negative x, giving the correct limit 0.
 struct sigmoid {
-  template <class T>
-  __device__ __forceinline__ T operator()(T x) const {
-    return T(1) / (T(1) + exp{}(-x));
-  }
+  __device__ __forceinline__ float operator()(float x) const { return 1.0f / (1.0f + exp{}(-x)); }
+  __device__ __forceinline__ double operator()(double x) const { return 1.0 / (1.0 + exp{}(-x)); }
 };
 
 }  // namespace kiln::kernels::cuda::device_math

@@ -345,9 +345,9 @@ template <class V> [[gnu::always_inline]] inline auto mask_for(boolean condition
 // vectorizes the loop over the lanes where the target can, and x86 has no vector integer division). An op that
 // compares goes through a vector wider than a register (an f64v) a register at a time: GCC 12 compiles a
 // comparison or a `mask ? a : b` of a wider one lane by lane (vector_math.h, "Comparisons and selects"), an f64
-// maximum to 336 instructions against 72. An op giving bool (a comparison) gives a
-// boolean. Booleans (lanes of 0 or 1) take the op's truth table, its scalar meaning on each pair of bools, which
-// GCC computes at compile time: a few vector and/or/xor.
+// maximum to 336 instructions against 72. An op giving bool (a comparison) gives a boolean. Booleans (lanes of 0
+// or 1) take the op's truth table, its scalar meaning on each pair of bools, which GCC computes at compile time:
+// a few vector and/or/xor.
 template <class Operation>
 [[gnu::always_inline]] inline boolean apply_to_booleans(boolean x) {
   auto truth = [](int a) -> int { return Operation{}(static_cast<uint8_t>(a)) != 0; };
