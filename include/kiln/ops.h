@@ -73,6 +73,9 @@ KILN_DECLARE_BINARY(pow)
 KILN_DECLARE_BINARY(floor_divide)
 KILN_DECLARE_BINARY(remainder)
 KILN_DECLARE_BINARY(fmod)
+// The magnitude of a with the sign of b, the signs of zeros and NaNs included: copysign(1.3, -1) is -1.3,
+// copysign(3, -0.0) is -3 (np.copysign, torch.copysign, jnp.copysign). Integers and bools compute in float.
+KILN_DECLARE_BINARY(copysign)
 // The bits of integers (two's complement), or bools (where these are logical and, or and xor); floats are refused
 // (DTypeError). NumPy's, JAX's and PyTorch's bitwise_and/or/xor, tf.bitwise.
 KILN_DECLARE_BINARY(bitwise_and)

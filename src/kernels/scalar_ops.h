@@ -445,6 +445,15 @@ struct fmod {
   }
 };
 
+// The magnitude of a with the sign bit of b (IEEE copySign): copysign(3, -0.0) = -3, and a NaN's sign bit counts
+// as any other.
+struct copysign {
+  template <Float T>
+  KILN_SCALAR_FUNCTION T operator()(T magnitude, T sign) const {
+    return math::copysign(magnitude, sign);
+  }
+};
+
 // Bits of integers, and of bools' 0 and 1 (where they are logical and, or and not-equal).
 struct bitwise_and {
   template <BitsLanes T>

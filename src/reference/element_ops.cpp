@@ -181,6 +181,8 @@ double binary_float(const ir::Node& node, double a, double b) {
     }
     case Op::fmod:
       return std::fmod(a, b);
+    case Op::copysign:
+      return std::copysign(a, b);
     // Equal operands give b, so maximum(-0, +0) = +0 and maximum(+0, -0) = -0: the kernels' a > b ? a : b
     // (and PyTorch's); std::max gives a.
     case Op::maximum:
@@ -257,6 +259,9 @@ double binary_magnitude(Op op, double a, double b, double result, double error_a
              scaled(error_b, std::fabs(result * std::log(std::fabs(a))));
     case Op::maximum:
     case Op::minimum: return std::max(error_a, error_b);
+    // The magnitude's error; the sign is exact away from 0, where kiln-fuzz keeps inexact signs (hazards.cpp).
+    case Op::copysign:
+      return error_a;
     // a - n b for the integer n = a / b rounded down or toward zero, at most |a / b| in size: away from the jumps
     // (where n changes), a's error and n times b's. floor_divide is all jumps (default).
     case Op::remainder:

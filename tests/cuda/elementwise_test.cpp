@@ -126,6 +126,11 @@ TEST(CudaElementwise, SpecialValues) {
                                                   {"expm1", [](const Tensor& v) { return expm1(v); }},
                                                   {"log", [](const Tensor& v) { return log(v); }}})
     check_unary(name, op, x, 8);
+  // Each special value's magnitude with each one's sign (zeros', infinities' and NaN's sign bits).
+  const Tensor signs =
+      from_vector<float>({-0.0f, 0.0f, -inf, inf, -nan, nan, -1e-40f, 1e-40f, -3.0f, 2.0f}, Shape{10, 1});
+  check_binary(
+      "copysign", [](const Tensor& a, const Tensor& b) { return copysign(a, b); }, x, signs, 0);
   Tensor extremes = from_vector<std::int32_t>({std::numeric_limits<std::int32_t>::min(), -1, 0, 1,
                                                std::numeric_limits<std::int32_t>::max()},
                                               Shape{5});
@@ -154,7 +159,8 @@ TEST(CudaElementwise, BinaryOpsWithBroadcasting) {
       {"ge", [](const Tensor& a, const Tensor& b) { return a >= b; }},
       {"floor_divide", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }},
       {"remainder", [](const Tensor& a, const Tensor& b) { return a % b; }},
-      {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); }}};
+      {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); }},
+      {"copysign", [](const Tensor& a, const Tensor& b) { return copysign(a, b); }}};
   for (DType dtype : numeric)
     for (const auto& [shape_a, shape_b] : pairs) {
       Tensor a = random_tensor(dtype, shape_a, 31), b = random_tensor(dtype, shape_b, 32);

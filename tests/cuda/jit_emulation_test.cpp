@@ -83,7 +83,7 @@ TEST(CudaEmulatedKernels, EveryElementwiseOpOnEveryDtype) {
                                      fmod(a, b)};
       if (is_floating(dtype))
         for (Tensor y : {sin(a), cos(a), exp(a), log(abs(a) + 0.1), tanh(a), sqrt(abs(a)), rsqrt(abs(a) + 0.1),
-                         sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), atan(a), a / b})
+                         sigmoid(a), erf(a), erfc(a), log1p(abs(a)), expm1(a), atan(a), a / b, copysign(a, b)})
           outputs.push_back(y);
       for (DType to : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64})
         outputs.push_back(cast(a * 1000, to));

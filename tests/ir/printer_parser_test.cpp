@@ -136,6 +136,8 @@ std::map<Op, std::vector<Sample>> samples() {
     table[op] = {{{type(DType::i32, {2, 3}), type(DType::i32, {3})}, {}, {}},
                  {{type(DType::i64, {}), type(DType::i64, {4})}, {}, {}}};
   table[Op::div] = {{{f32_23, f32_23}, {}, {}}};
+  table[Op::copysign] = {{{f32_23, type(DType::f32, {3})}, {}, {}},
+                         {{type(DType::f64, {}), type(DType::f64, {4})}, {}, {}}};
   for (Op op : {Op::maximum, Op::minimum}) table[op] = {{{type(DType::i32, {2, 1}), type(DType::i32, {1, 5})}, {}, {}}};
   for (Op op : {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge}) table[op] = {{{f32_23, f32_23}, {}, {}}};
   for (Op op : {Op::logical_and, Op::logical_or})

@@ -110,7 +110,8 @@ const std::vector<NamedBinary>& arithmetic_ops() {
                                                {"ge", ge},
                                                {"floor_divide", floor_divide},
                                                {"remainder", remainder},
-                                               {"fmod", fmod}};
+                                               {"fmod", fmod},
+                                               {"copysign", copysign}};
   return ops;
 }
 

@@ -418,6 +418,8 @@ const std::vector<BinaryCase> binary_cases = {
      },
      {1, 0}},
     {Op::div, floats, wide, wide, [](long double a, long double b) { return a / b; }, nullptr, {1, 0}},
+    {Op::copysign, floats, wide, wide, [](long double a, long double b) { return std::copysign(a, b); }, nullptr,
+     exact},
     {Op::pow,
      numeric,
      {0.1, 3},

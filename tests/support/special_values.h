@@ -36,7 +36,7 @@ inline std::vector<std::string> special_value_names() {
   std::vector<std::string> names = {"neg",   "abs",   "sign",  "square",  "relu", "floor",   "ceil",    "sin",
                                     "cos",   "exp",   "tanh",  "sigmoid", "erf",  "erfc",    "log",     "sqrt",
                                     "rsqrt", "a+b",   "a-b",   "a*b",     "a/b",  "maximum", "minimum", "pow",
-                                    "log1p", "expm1", "round", "atan",    "a//b", "a%b",     "fmod"};
+                                    "log1p", "expm1", "round", "atan",    "a//b", "a%b",     "fmod",    "copysign"};
   const std::size_t results = names.size();
   for (std::size_t i = 0; i < results; ++i) names.push_back("1 / " + names[i]);
   return names;
@@ -48,6 +48,7 @@ inline std::vector<Tensor> special_value_ops(Tensor a, Tensor b) {
                                  log(a),        sqrt(a),       rsqrt(a),  a + b,     a - b,      a * b,    a / b,
                                  maximum(a, b), minimum(a, b), pow(a, b), log1p(a),  expm1(a),   round(a), atan(a)};
   for (const Tensor& quotient : {floor_divide(a, b), a % b, fmod(a, b)}) outputs.push_back(quotient);
+  outputs.push_back(copysign(a, b));
   const std::size_t results = outputs.size();
   for (std::size_t i = 0; i < results; ++i) outputs.push_back(1.0 / outputs[i]);
   return outputs;

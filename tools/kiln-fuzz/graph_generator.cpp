@@ -391,7 +391,8 @@ class Builder {
         if (random_.chance(0.5)) base = add(Op::abs, {base});
         return add(op, {base, exponent});
       }
-      case Op::div: {
+      case Op::div:
+      case Op::copysign: {
         ValueId a = float_value();
         return add(op, maybe_swapped(a, partner(a)));
       }

@@ -100,6 +100,8 @@ class HazardFinder {
         return check_unary(id, 0, "near a half-integer", half_integer_distance);
       case Op::sign:
         return check_unary(id, 0, "near 0", zero_distance);
+      case Op::copysign:  // the sign of operand 1
+        return check_unary(id, 1, "near 0", zero_distance);
       case Op::cast:
         if (node.type.dtype == DType::boolean) return check_unary(id, 0, "near 0", zero_distance);
         if (!is_floating(node.type.dtype)) return check_unary(id, 0, "near an integer", integer_distance);
