@@ -47,9 +47,10 @@ class AttentionFuser {
     for (std::size_t row = 0; row < plan_.kernels.size(); ++row) {
       const std::optional<Candidate> candidate = find(row);
       if (!candidate) continue;
-      plan_.not_fused.push_back("not fused into an attention kernel: " + describe(graph_, candidate->first) + ", " +
-                                describe(graph_, candidate->second) +
-                                " and the row kernel between them: " + refusal(*candidate));
+      plan_.not_fused.push_back({.reason = Reason::attention_refused,
+                                 .subject = candidate->first,
+                                 .values = {candidate->second},
+                                 .text = refusal(*candidate)});
     }
     return std::move(plan_);
   }
@@ -139,6 +140,9 @@ class AttentionFuser {
     // the scores too.
     if (read_by_other_kernels(plan_, candidate.scores, {candidate.row_kernel}))
       return "the scores are also read outside the row kernel";
+    for (ir::ValueId member : row_kernel.members)
+      if (graph_.node(member).op == ir::Op::take_along_axis)
+        return "the row kernel picks elements with take_along_axis, which the attention driver's rows do not";
     for (ir::ValueId user : users(candidate.scores)) {
       const ir::Op op = graph_.node(user).op;
       if (!ir::is_elementwise(op) && !ir::is_reduction(op))
@@ -176,10 +180,8 @@ class AttentionFuser {
                                                        : std::vector<ir::ValueId>{candidate.second};
     std::optional<FusedKernel> epilogue = epilogue_kernel(second_kernel, candidate.second);
     merged.decisions = row_kernel.decisions;
-    merged.decisions.push_back("fused " + describe(graph_, candidate.first) + " and " +
-                               describe(graph_, candidate.second) + " around the row kernel: the scores " +
-                               graph_.type(candidate.scores).to_string() +
-                               " are computed a strip of rows at a time and never written to memory");
+    merged.decisions.push_back(
+        {.reason = Reason::attention, .subject = candidate.first, .values = {candidate.second, candidate.scores}});
     // In the second matmul's place: every input is ready by then, and nothing between reads S or P.
     plan_.kernels[candidate.second_kernel] = std::move(merged);
     if (epilogue)
@@ -190,7 +192,7 @@ class AttentionFuser {
     const std::size_t earlier = std::min(candidate.first_kernel, candidate.row_kernel);
     plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(later));
     plan_.kernels.erase(plan_.kernels.begin() + static_cast<std::ptrdiff_t>(earlier));
-    drop_notes({candidate.first, candidate.second, candidate.scores, candidate.probabilities});
+    drop_notes(plan_, {candidate.first, candidate.second, candidate.scores, candidate.probabilities});
   }
 
   // The rest of a gemm kernel whose matmul joins an attention kernel, as a loop kernel reading the product from
@@ -205,23 +207,11 @@ class AttentionFuser {
     epilogue.inputs = inputs_of(graph_, epilogue.members);
     for (ir::ValueId output : gemm.outputs)
       if (output != matmul) epilogue.outputs.push_back(output);
-    const std::string matmul_fused = "fused " + describe(graph_, matmul) + ":";  // no longer true
-    for (const std::string& decision : gemm.decisions)
-      if (!decision.starts_with(matmul_fused)) epilogue.decisions.push_back(decision);
-    epilogue.decisions.push_back("the epilogue of " + describe(graph_, matmul) +
-                                 ", whose matmul joined an attention kernel, reads its product from memory");
+    for (const FusionDecision& decision : gemm.decisions)
+      if (decision.subject != matmul || !is_fused(decision.reason))  // the matmul's own is no longer true
+        epilogue.decisions.push_back(decision);
+    epilogue.decisions.push_back({.reason = Reason::attention_epilogue, .subject = matmul});
     return epilogue;
-  }
-
-  // Notes of fuse() that the merge made untrue: "library: %3 matmul ..." and "not fused: %10 div into ...".
-  void drop_notes(const std::vector<ir::ValueId>& values) {
-    std::erase_if(plan_.not_fused, [&](const std::string& note) {
-      for (ir::ValueId value : values) {
-        const std::string name = describe(graph_, value) + " ";
-        if (note.starts_with("library: " + name) || note.starts_with("not fused: " + name)) return true;
-      }
-      return false;
-    });
   }
 
   const ir::Graph& graph_;

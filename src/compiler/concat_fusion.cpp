@@ -32,9 +32,8 @@ class ConcatPlacer {
       if (producer) {
         FusedKernel& writer = plan_.kernels[*producer];
         writer.placements.push_back({operand, concat, axis, offset});
-        writer.decisions.push_back("writes " + describe(graph_, operand) + " into " + describe(graph_, concat) +
-                                   " at " + std::to_string(offset) + " along axis " + std::to_string(axis) +
-                                   ", where the concat has it");
+        writer.decisions.push_back(
+            {.reason = Reason::placed_in_concat, .subject = operand, .values = {concat}, .numbers = {offset, axis}});
         placed.push_back(operand);
       }
       offset += graph_.type(operand).shape[axis];
@@ -45,11 +44,10 @@ class ConcatPlacer {
     std::erase_if(assembled.inputs, [&](ir::ValueId input) {
       return std::find(placed.begin(), placed.end(), input) != placed.end();
     });
-    std::string names;
-    for (ir::ValueId value : placed) names += (names.empty() ? "" : ", ") + describe(graph_, value);
-    assembled.decisions.push_back(
-        "assembled in place: " + names + " written into it by the kernels that compute them" +
-        (assembled.inputs.empty() ? std::string("; nothing is left to copy") : std::string("; the rest is copied")));
+    assembled.decisions.push_back({.reason = Reason::assembled,
+                                   .subject = concat,
+                                   .values = placed,
+                                   .numbers = {assembled.inputs.empty() ? std::int64_t{0} : std::int64_t{1}}});
   }
 
   // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any.

@@ -55,18 +55,18 @@ class OperandGatherer {
       for (const GatheredView& view : views)
         if (std::find(inputs.begin(), inputs.end(), view.source) == inputs.end()) inputs.push_back(view.source);
     }
-    std::string sources;
+    std::vector<ir::ValueId> sources;
     for (const GatheredView& view : views) {
-      const std::string source = describe(graph_, view.source);
-      if (sources.find(source) == std::string::npos) sources += (sources.empty() ? "" : ", ") + source;
+      if (std::find(sources.begin(), sources.end(), view.source) == sources.end()) sources.push_back(view.source);
       if (reads_padding(view)) padded = true;
     }
     gemm.inputs = std::move(inputs);
     gemm.gathered = std::move(views);
-    gemm.decisions.push_back("gathers " + describe(graph_, operand) + " (" + std::to_string(concat.operands.size()) +
-                             " parts) from " + sources +
-                             (!padded ? "" : ", with zeros where the parts fall outside it (padding),") +
-                             " as the GEMM packs its rows: the operand is never written");
+    gemm.decisions.push_back(
+        {.reason = Reason::gathered_operand,
+         .subject = operand,
+         .values = std::move(sources),
+         .numbers = {static_cast<std::int64_t>(concat.operands.size()), padded ? std::int64_t{1} : std::int64_t{0}}});
     plan_.kernels[*concat_index].inputs.clear();  // read nothing: removed with the kernels nobody reads
     plan_.kernels[*concat_index].outputs.clear();
     return true;

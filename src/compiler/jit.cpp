@@ -11,7 +11,6 @@
 #include "runtime/cuda/cuda_context.h"
 #endif
 #include "compiler/attention_fusion.h"
-#include "compiler/column_fusion.h"
 #include "compiler/concat_fusion.h"
 #include "compiler/concat_sinking.h"
 #include "compiler/dump.h"
@@ -20,7 +19,6 @@
 #include "compiler/jit_executable.h"
 #include "compiler/padding_fusion.h"
 #include "compiler/pipeline.h"
-#include "compiler/squeeze_sinking.h"
 #include "ir/printer.h"
 #include "runtime/log.h"
 #include "runtime/parallel.h"
@@ -79,28 +77,20 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
       dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
   };
   optimize(graph, observer);
-  if (sink_squeezes_of_reductions(graph)) {
-    observer("squeeze-sinking", graph);
-    optimize(graph, observer);
-  }
-  // On CUDA a concat copies its operands (no placements), so an op sunk into its operands would add kernels.
-  if (device.is_cpu() && sink_elementwise_into_concats(graph)) {
+  const BackendCapabilities backend = capabilities(device);
+  // An op sunk into a concat's operands is written where the concat has it only where kernels write concat
+  // operands in place; elsewhere it would add kernels.
+  if (backend.concats_in_place && sink_elementwise_into_concats(graph)) {
     observer("concat-sinking", graph);
     optimize(graph, observer);
   }
   lowering.optimized = ir::print(graph);
-  lowering.plan = fuse(graph, fusion_options(device));
-  // The attention and column kernels, gathered GEMM operands and concats assembled in place are the CPU's; on
-  // CUDA cuBLAS runs both matmuls with the row kernel between them, a reduction over leading axes is the standard
-  // kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from memory, and a concat copies its
-  // operands. Both read padding in place in loop kernels.
-  if (device.is_cpu()) {
-    FusionPlan plan = fuse_columns(graph, fuse_attention(graph, std::move(lowering.plan)));
-    plan = fold_padding_into_loops(graph, gather_gemm_operands(graph, std::move(plan)));
-    lowering.plan = place_concat_operands(graph, std::move(plan));
-  } else {
-    lowering.plan = fold_padding_into_loops(graph, std::move(lowering.plan));
-  }
+  FusionPlan plan = fuse(graph, backend);
+  if (backend.attention_kernels) plan = fuse_attention(graph, std::move(plan));
+  if (backend.gathered_gemm_operands) plan = gather_gemm_operands(graph, std::move(plan));
+  plan = fold_padding_into_loops(graph, std::move(plan));
+  if (backend.concats_in_place) plan = place_concat_operands(graph, std::move(plan));
+  lowering.plan = std::move(plan);
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA

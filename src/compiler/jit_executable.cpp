@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/codegen/cpu/runtime_table.h"
+#include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "runtime/float_environment.h"
@@ -43,7 +44,8 @@ class JitExecutable final : public exec::Executable {
       if (!slot.buffer) slot = output_array(graph_, assignment_, value, arena, Device::cpu());
       return slot;
     };
-    const kiln_runtime table = cpu::runtime_table();  // one per call: calls come from many threads
+    cpu::CallState state;
+    const kiln_runtime table = cpu::runtime_table(state);  // one per call: calls come from many threads
     std::vector<void*> buffers;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
@@ -62,6 +64,8 @@ class JitExecutable final : public exec::Executable {
         buffers.push_back(written(placement ? placement->into : output).mutable_raw());
       }
       entries_[k](&table, buffers.data());
+      if (const std::optional<cpu::IndexOutOfRange> bad = state.take())
+        throw ir::gather_index_error(graph_.node(bad->node), bad->index, bad->position, bad->extent);
     }
     std::vector<runtime::Array> outputs;
     for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);

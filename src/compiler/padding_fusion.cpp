@@ -1,7 +1,5 @@
 #include "compiler/padding_fusion.h"
 
-#include "ir/printer.h"
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -52,10 +50,10 @@ class PaddingFolder {
     std::erase(kernel.inputs, input);
     if (std::find(kernel.inputs.begin(), kernel.inputs.end(), source) == kernel.inputs.end())
       kernel.inputs.push_back(source);
-    kernel.decisions.push_back("reads " + describe(graph_, input) + " (" + describe(graph_, source) + " padded along " +
-                               padded_axes(concats) + " with " + ir::format_constant(constant) +
-                               ") in place: the constant where its index map falls on the padding; the padded value "
-                               "is never written");
+    kernel.decisions.push_back({.reason = Reason::padding_in_place,
+                                .subject = input,
+                                .values = {source, outermost->constant},
+                                .numbers = padded_axes(concats)});
     return true;
   }
 
@@ -69,16 +67,13 @@ class PaddingFolder {
     });
   }
 
-  // "axes 1 and 2" of the concats.
-  std::string padded_axes(const std::vector<ir::ValueId>& concats) const {
+  // The axes the concats pad, in order.
+  std::vector<std::int64_t> padded_axes(const std::vector<ir::ValueId>& concats) const {
     std::vector<std::int64_t> axes;
     for (ir::ValueId concat : concats) axes.push_back(graph_.node(concat).attributes.axis);
     std::sort(axes.begin(), axes.end());
     axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-    std::string text = axes.size() == 1 ? "axis " : "axes ";
-    for (std::size_t i = 0; i < axes.size(); ++i)
-      text += (i == 0 ? "" : i + 1 == axes.size() ? " and " : ", ") + std::to_string(axes[i]);
-    return text;
+    return axes;
   }
 
   const ir::Graph& graph_;

@@ -312,8 +312,8 @@ TEST(CudaJit, InverseTrigonometricAndHyperbolicFunctions) {
   }
 }
 
-// The row composites, and per-row values written with keepdims=false (squeezed after the row kernel's ops,
-// compiler/squeeze_sinking.h), are one row kernel each on the GPU too.
+// The row composites, and per-row values written with keepdims=false (stored once per row by the row kernel),
+// are one row kernel each on the GPU too.
 TEST(CudaJit, RowCompositesAndPerRowValuesWithoutKeepdimsAreOneKernel) {
   KILN_REQUIRE_GPU();
   const Tensor x = random_tensor(DType::f32, {37, 301}, 26), gamma = random_tensor(DType::f32, {301}, 27);

@@ -1,6 +1,6 @@
-// Column kernels (compiler/column_fusion.h): a reduction over the axes before the last, with the loop kernel that
-// computes its input, as one kernel that walks the reduced rows a block of columns at a time. Each case runs
-// through the standard executor, the JIT and the float64 reference.
+// Column kernels (fusion.h: a reduction whose reduced axes are a run before the kept last axis): a reduction over
+// the axes before the last, with the producers of its input, as one kernel that walks the reduced rows a block of
+// columns at a time. Each case runs through the standard executor, the JIT and the float64 reference.
 
 #include "support/differential.h"
 #include "support/test_support.h"
@@ -26,7 +26,7 @@ TEST(ColumnReduction, EveryReductionOfAComputedValueOverTheLeadingAxis) {
                                reduce_min(sin(x), {0}, true), reduce_prod(1.0 + x * 0.01, {0})};
   };
   const auto result = expect_agreement("reductions over axis 0", sums, x);
-  EXPECT_EQ(result.jit.kernels_per_call, 5) << result.fused;
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;  // siblings over one nest: one pass for all five
   EXPECT_TRUE(has_column_kernel(result)) << result.fused;
 }
 
@@ -45,18 +45,70 @@ TEST(ColumnReduction, MiddleAxesOuterAxesAndTheirCoordinates) {
 }
 
 TEST(ColumnReduction, TheInputStillWrittenWhereSomethingElseReadsIt) {
-  // softmax over axis 0: the maximum is a library kernel (a reduction of a parameter), then exp(x - max) is
-  // written and summed in one column kernel, then divided.
-  auto softmax_columns = [](Tensor x) { return nn::softmax(x, 0); };
-  auto result = expect_agreement("softmax axis 0", softmax_columns, random_tensor(DType::f32, {129, 40}, 6));
-  EXPECT_EQ(result.jit.kernels_per_call, 3) << result.fused;
-  // A batch norm: (x - mean) / sqrt(variance + eps), statistics over the batch.
-  auto batch_norm = [](Tensor x) {
-    const Tensor centered = x - reduce_mean(x, {0}, true);
-    return centered * rsqrt(reduce_mean(square(centered), {0}, true) + 1e-5);
+  // exp(x) summed over axis 0 and also returned: the column kernel writes it as it sums it.
+  auto summed_and_returned = [](Tensor x) {
+    const Tensor exponentials = exp(x * 0.5);
+    return std::make_tuple(exponentials, reduce_sum(exponentials, {0}));
   };
-  result = expect_agreement("batch norm", batch_norm, random_tensor(DType::f32, {64, 48}, 7));
+  auto result =
+      expect_agreement("exp written and summed", summed_and_returned, random_tensor(DType::f32, {129, 40}, 6));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
   EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+}
+
+// Reductions over the first axis whose results the kernel reads again are passes of one column kernel: softmax
+// over axis 0 (the maximum, then the sum of exp(x - max), then the quotient), named and spelled by hand, in
+// one kernel; a batch norm's two statistics in one kernel with the scale they give, stored per column for the
+// normalizing loop kernel.
+TEST(ColumnReduction, ResultsReadAgainAreLaterPassesOfOneKernel) {
+  for (const Shape& shape : {Shape({129, 40}), Shape({7, 1000}), Shape({3, 17, 5}), Shape({2, 16})}) {
+    auto softmax_columns = [](Tensor x) { return nn::softmax(x, -2); };
+    auto result = expect_agreement("softmax over the axis before the last of " + shape.to_string(), softmax_columns,
+                                   random_tensor(DType::f32, shape, 6));
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+    EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  }
+  auto by_hand = [](Tensor x) {
+    const Tensor exponentials = exp(x - reduce_max(x, {0}));
+    return exponentials / reduce_sum(exponentials, {0});
+  };
+  auto result = expect_agreement("softmax axis 0 by hand", by_hand, random_tensor(DType::f64, {65, 33}, 7));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  // A batch norm: (x - mean) / sqrt(variance + eps), statistics over the batch.
+  auto batch_norm = [](Tensor x, Tensor gamma) {
+    const Tensor centered = x - reduce_mean(x, {0}, true);
+    return centered * rsqrt(reduce_mean(square(centered), {0}, true) + 1e-5) * gamma;
+  };
+  result = expect_agreement("batch norm", batch_norm, random_tensor(DType::f32, {64, 48}, 7),
+                            random_tensor(DType::f32, {48}, 8));
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  // The statistics returned per column too, and a value per column computed from them.
+  auto statistics = [](Tensor x) {
+    const Tensor mean = reduce_mean(x, {0});
+    const Tensor deviation = sqrt(reduce_mean(square(x - mean), {0}) + 1e-3);
+    return std::make_tuple(mean, deviation, deviation * 2.0 - mean);
+  };
+  result = expect_agreement("statistics", statistics, random_tensor(DType::f32, {300, 70}, 9));
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+// Independent reductions over one nest share one pass over the rows, even when the user computed them apart:
+// the gradients of a layer norm's scale and shift, sum(dy * xhat) and sum(dy) over the batch.
+TEST(ColumnReduction, SiblingReductionsShareOnePass) {
+  // Over every axis but the last ([batch, tokens, width] reduces the batch and the tokens).
+  auto scale_and_shift = [](Tensor dy, Tensor normalized) {
+    std::vector<std::int64_t> axes;
+    for (std::int64_t axis = 0; axis + 1 < dy.rank(); ++axis) axes.push_back(axis);
+    const Axes leading(axes);
+    return std::make_tuple(reduce_sum(dy * normalized, leading), reduce_sum(dy, leading),
+                           reduce_max(abs(dy), leading, true));
+  };
+  for (const Shape& shape : {Shape({256, 96}), Shape({2051, 33}), Shape({5, 9, 16})}) {
+    auto result = expect_agreement("scale and shift gradients " + shape.to_string(), scale_and_shift,
+                                   random_tensor(DType::f32, shape, 10), random_tensor(DType::f32, shape, 11));
+    EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  }
 }
 
 TEST(ColumnReduction, IntegersDoublesAndEmptyShapes) {

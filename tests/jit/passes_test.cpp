@@ -8,15 +8,16 @@
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
 #include "compiler/simplify.h"
-#include "compiler/squeeze_sinking.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kiln::compiler {
 namespace {
@@ -230,70 +231,6 @@ TEST(ConcatSinking, ConcatsReadElsewhereOrSmallStay) {
   expect_pass(then_dce<sink_elementwise_into_concats>, kept, kept, false);
 }
 
-TEST(SqueezeSinking, OpsOfARowReductionWithoutKeepdimsRunInTheRowShape) {
-  // The sum keeps its axis; sqrt, then the add of a [4] value (reshaped to [4,1]) and a scalar, take the row shape,
-  // and the squeeze moves to the end. The mean over axis 0 reduces leading axes and stays.
-  expect_pass(then_dce<sink_squeezes_of_reductions>,
-              "func @f(%0: f32[4,6], %1: f32[4], %2: f32[6]) -> (f32[4], f32[6]) {\n"
-              "  %3 = f32[4] reduce_sum(%0) {axes=[1], keepdims=false}\n"
-              "  %4 = f32[4] sqrt(%3)\n"
-              "  %5 = f32[] constant(2)\n"
-              "  %6 = f32[4] add(%4, %1)\n"
-              "  %7 = f32[4] mul(%6, %5)\n"
-              "  %8 = f32[6] reduce_mean(%0) {axes=[0], keepdims=false}\n"
-              "  %9 = f32[6] exp(%8)\n"
-              "  return %7, %9\n"
-              "}\n",
-              "func @f(%0: f32[4,6], %1: f32[4], %2: f32[6]) -> (f32[4], f32[6]) {\n"
-              "  %3 = f32[4,1] reduce_sum(%0) {axes=[1], keepdims=true}\n"
-              "  %4 = f32[4,1] sqrt(%3)\n"
-              "  %5 = f32[] constant(2)\n"
-              "  %6 = f32[4,1] reshape(%1)\n"
-              "  %7 = f32[4,1] add(%4, %6)\n"
-              "  %8 = f32[4,1] mul(%7, %5)\n"
-              "  %9 = f32[4] reshape(%8)\n"
-              "  %10 = f32[6] reduce_mean(%0) {axes=[0], keepdims=false}\n"
-              "  %11 = f32[6] exp(%10)\n"
-              "  return %9, %11\n"
-              "}\n");
-}
-
-TEST(SqueezeSinking, ASqueezeOfKeptRowsMovesPastTheOpsAfterIt) {
-  // reduce_std's form: the root of a keepdims mean, squeezed; the add after the squeeze moves before it.
-  expect_pass(then_dce<sink_squeezes_of_reductions>,
-              "func @f(%0: f32[4,6]) -> (f32[4]) {\n"
-              "  %1 = f32[4,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
-              "  %2 = f32[4,1] sqrt(%1)\n"
-              "  %3 = f32[4] reshape(%2)\n"
-              "  %4 = f32[] constant(1)\n"
-              "  %5 = f32[4] add(%3, %4)\n"
-              "  return %5\n"
-              "}\n",
-              "func @f(%0: f32[4,6]) -> (f32[4]) {\n"
-              "  %1 = f32[4,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
-              "  %2 = f32[4,1] sqrt(%1)\n"
-              "  %3 = f32[] constant(1)\n"
-              "  %4 = f32[4,1] add(%2, %3)\n"
-              "  %5 = f32[4] reshape(%4)\n"
-              "  return %5\n"
-              "}\n");
-}
-
-TEST(SqueezeSinking, BroadcastReadsAndReductionsReadOnlyOtherwiseStay) {
-  // The sub broadcasts the [4] row maxima to [4,4] (one per column, NumPy-aligned); the max of [2,4] rows is only
-  // returned; argmax is not a reduction kiln fuses.
-  const std::string kept =
-      "func @f(%0: f32[4,4], %1: f32[2,4]) -> (f32[4,4], f32[2], i64[2]) {\n"
-      "  %2 = f32[4] reduce_max(%0) {axes=[1], keepdims=false}\n"
-      "  %3 = f32[4,4] sub(%0, %2)\n"
-      "  %4 = f32[2] reduce_max(%1) {axes=[1], keepdims=false}\n"
-      "  %5 = i64[2] argmax(%1) {axis=1, keepdims=false}\n"
-      "  %6 = i64[2] neg(%5)\n"
-      "  return %3, %4, %6\n"
-      "}\n";
-  expect_pass(then_dce<sink_squeezes_of_reductions>, kept, kept, false);
-}
-
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
   expect_pass(
       [](ir::Graph& graph) {
@@ -359,6 +296,23 @@ PrintedPlan printed_plan_of(const std::string& text) {
   return {std::move(plan), std::move(printed)};
 }
 
+// The decision about `subject` for `reason` in the plan (a kernel's or a note), or null.
+const FusionDecision* decision(const FusionPlan& plan, Reason reason, ir::ValueId subject) {
+  for (const FusedKernel& kernel : plan.kernels)
+    for (const FusionDecision& each : kernel.decisions)
+      if (each.reason == reason && each.subject == subject) return &each;
+  for (const FusionDecision& each : plan.not_fused)
+    if (each.reason == reason && each.subject == subject) return &each;
+  return nullptr;
+}
+
+// The kernel of `plan` computing `value`, or null.
+const FusedKernel* kernel_of(const FusionPlan& plan, ir::ValueId value) {
+  for (const FusedKernel& kernel : plan.kernels)
+    if (std::find(kernel.members.begin(), kernel.members.end(), value) != kernel.members.end()) return &kernel;
+  return nullptr;
+}
+
 TEST(Fusion, SoftmaxIsOneReductionKernelWithTwoPasses) {
   FusionPlan plan = plan_of(
       "func @softmax(%0: f32[8,16]) -> (f32[8,16]) {\n"
@@ -390,15 +344,21 @@ TEST(Fusion, ReductionReadAtOtherRowsIsNotFusedWithItsConsumers) {
       "}\n");
   FusionPlan plan = fuse(graph);
   std::string printed = print_plan(graph, plan);
-  EXPECT_NE(printed.find("not fused: %1 reduce_max into kernel of %2 slice: its consumers read it at other rows' "
-                         "positions"),
+  // The slice reads row 1 - c0 of the maxima; the row kernel has row c0's while it computes row c0.
+  const FusionDecision* refused = decision(plan, Reason::read_elsewhere, 1);
+  ASSERT_NE(refused, nullptr) << printed;
+  EXPECT_EQ(refused->kernel, 2) << printed;
+  EXPECT_EQ(refused->maps, (std::vector<IndexMap>{{{0, -1, 1}, {}}, {{0, 1, 0}, {}}})) << printed;
+  EXPECT_NE(printed.find("not fused: %1 reduce_max into kernel of %2 slice: its consumers read it at [1 - c0, 0], "
+                         "and the kernel has each of its values only at [c0, 0]"),
             std::string::npos)
       << printed;
-  EXPECT_NE(printed.find("fused %3 reduce_sum: its consumers are computed row by row"), std::string::npos)
-      << printed;  // read at its own row: fused
+  EXPECT_NE(decision(plan, Reason::row_reduction, 3), nullptr) << printed;  // read at its own row: fused
 }
 
-TEST(Fusion, ExpensiveProducerOfTwoKernelsIsComputedOnce) {
+// An expensive producer read by two kernels is computed once: it joins the row kernel, which writes it for the
+// other reduction (multi-output fusion), instead of a kernel of its own that both read.
+TEST(Fusion, ExpensiveProducerOfTwoKernelsJoinsOneAndIsWrittenForTheOther) {
   ir::Graph graph = ir::parse(
       "func @f(%0: f32[8,16]) -> (f32[16], f32[8]) {\n"
       "  %1 = f32[8,16] exp(%0)\n"
@@ -408,11 +368,86 @@ TEST(Fusion, ExpensiveProducerOfTwoKernelsIsComputedOnce) {
       "}\n");
   FusionPlan plan = fuse(graph);
   std::string printed = print_plan(graph, plan);
-  EXPECT_EQ(plan.kernels.size(), 3u) << printed;
-  EXPECT_NE(printed.find("not fused: %1 exp has consumers in 2 kernels"), std::string::npos) << printed;
-  EXPECT_NE(printed.find("library: %2 reduce_sum runs its standard kernel (the reduced axes are not the trailing ones)"),
-            std::string::npos)
+  ASSERT_EQ(plan.kernels.size(), 2u) << printed;
+  const FusedKernel* rows = kernel_of(plan, 3);
+  ASSERT_NE(rows, nullptr) << printed;
+  EXPECT_EQ(rows->members, (std::vector<ir::ValueId>{1, 3})) << printed;
+  EXPECT_EQ(rows->outputs, (std::vector<ir::ValueId>{1, 3})) << printed;
+  EXPECT_EQ(rows->row_outputs, (std::vector<ir::ValueId>{3})) << printed;
+  ASSERT_NE(decision(plan, Reason::same_size, 1), nullptr) << printed;
+  EXPECT_EQ(decision(plan, Reason::same_size, 1)->text, "also written out (multi-output fusion)") << printed;
+  // Without column kernels (fuse's default backend), the reduction over axis 0 is its standard kernel.
+  const FusionDecision* library = decision(plan, Reason::library, 2);
+  ASSERT_NE(library, nullptr) << printed;
+  EXPECT_EQ(library->text, "the reduced axes are not the trailing ones") << printed;
+  // With them (the CPU), the column kernel has nothing to compute once exp joined the row kernel: the reduction
+  // of exp's buffer is the standard kernel, which reads it once too.
+  FusionPlan cpu = fuse(graph, capabilities(Device::cpu()));
+  printed = print_plan(graph, cpu);
+  ASSERT_EQ(cpu.kernels.size(), 2u) << printed;
+  EXPECT_EQ(cpu.kernels[0].members, (std::vector<ir::ValueId>{1, 3})) << printed;
+  EXPECT_EQ(cpu.kernels[1].kind, KernelKind::library) << printed;
+  ASSERT_NE(decision(cpu, Reason::library, 2), nullptr) << printed;
+  EXPECT_EQ(decision(cpu, Reason::library, 2)->text,
+            "a reduction over the axes before the last of a value in memory: the standard kernel reads it once")
       << printed;
+}
+
+// A reduction over trailing axes without keepdims: ops of the result's shape are computed once per row in the row
+// kernel, which stores the last of them per row (no reshape to a row shape, no second kernel).
+TEST(Fusion, OpsOfARowReductionWithoutKeepdimsRunInTheRowKernel) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[4,6], %1: f32[4]) -> (f32[4]) {\n"
+      "  %2 = f32[4] reduce_sum(%0) {axes=[1], keepdims=false}\n"
+      "  %3 = f32[4] sqrt(%2)\n"
+      "  %4 = f32[] constant(2)\n"
+      "  %5 = f32[4] add(%3, %1)\n"
+      "  %6 = f32[4] mul(%5, %4)\n"
+      "  return %6\n"
+      "}\n");
+  FusionPlan plan = fuse(graph);
+  std::string printed = print_plan(graph, plan);
+  ASSERT_EQ(plan.kernels.size(), 1u) << printed;
+  const FusedKernel& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::reduction) << printed;
+  EXPECT_EQ(kernel.space, Shape({4, 6})) << printed;
+  EXPECT_EQ(kernel.members, (std::vector<ir::ValueId>{2, 3, 4, 5, 6})) << printed;
+  EXPECT_EQ(kernel.row_outputs, (std::vector<ir::ValueId>{6})) << printed;
+  EXPECT_NE(decision(plan, Reason::row_reduction, 2), nullptr) << printed;
+  // Stored at its row: [4] in the nest over [4, 6] is the map [c0].
+  EXPECT_EQ(output_map(graph, kernel, 6), (IndexMap{{0, 1, 0}})) << printed;
+}
+
+// kiln's composites keep the reduced axes and squeeze at the end (reduce_std): ops after the squeeze join the row
+// kernel too.
+TEST(Fusion, OpsAfterASqueezeOfKeptRowsJoinTheRowKernel) {
+  FusionPlan plan = plan_of(
+      "func @f(%0: f32[4,6]) -> (f32[4]) {\n"
+      "  %1 = f32[4,1] reduce_mean(%0) {axes=[1], keepdims=true}\n"
+      "  %2 = f32[4,1] sqrt(%1)\n"
+      "  %3 = f32[4] reshape(%2)\n"
+      "  %4 = f32[] constant(1)\n"
+      "  %5 = f32[4] add(%3, %4)\n"
+      "  return %5\n"
+      "}\n");
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::reduction);
+  EXPECT_EQ(plan.kernels[0].row_outputs, (std::vector<ir::ValueId>{5}));
+}
+
+// A row reduction without keepdims broadcast against its input is read one value per column (NumPy aligns at the
+// right): that is another row's value, so the reduction keeps a kernel of its own.
+TEST(Fusion, ARowResultReadPerColumnIsNotInItsRowKernel) {
+  auto [plan, printed] = printed_plan_of(
+      "func @f(%0: f32[4,4]) -> (f32[4,4]) {\n"
+      "  %1 = f32[4] reduce_max(%0) {axes=[1], keepdims=false}\n"
+      "  %2 = f32[4,4] sub(%0, %1)\n"
+      "  return %2\n"
+      "}\n");
+  ASSERT_EQ(plan.kernels.size(), 2u) << printed;
+  const FusionDecision* refused = decision(plan, Reason::read_elsewhere, 1);
+  ASSERT_NE(refused, nullptr) << printed;
+  EXPECT_EQ(refused->maps, (std::vector<IndexMap>{{{1, 1, 0}}, {{0, 1, 0}}})) << printed;
 }
 
 TEST(Fusion, BroadcastProducerIsNotRecomputedPerElement) {

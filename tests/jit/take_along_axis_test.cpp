@@ -99,5 +99,80 @@ TEST(TakeAlongAxis, ErrorsNameTheOpAndTheLineAndTheFunctionStaysUsable) {
   EXPECT_THROW(take_along_axis(values, zeros({2, 2}, DType::i64), 2), ShapeError);  // no axis 2
 }
 
+// A pick read by a kernel is computed in it (an index map whose gathered axis comes from the indices): once per row
+// in a row kernel (a cross-entropy's logit of the label), or per element in a loop kernel, for every dtype, index
+// dtype, axis and negative index, against the standard executor and the reference.
+TEST(TakeAlongAxis, PicksInsideKernelsAgreeWithTheReference) {
+  for (const DType dtype : {DType::f32, DType::f64})
+    for (const DType index_dtype : {DType::i32, DType::i64}) {
+      const Tensor logits = random_tensor(dtype, {37, 301}, 6);
+      const Tensor labels = indices_within({37}, 301, index_dtype, 7);
+      auto cross_entropy = [](Tensor logits, Tensor labels) {
+        const Tensor largest = reduce_max(logits, {-1});
+        const Tensor log_total = log(reduce_sum(exp(logits - expand_dims(largest, -1)), {-1})) + largest;
+        return log_total - squeeze(take_along_axis(logits, expand_dims(labels, -1), -1), {-1});
+      };
+      const std::string label = std::string(to_string(dtype)) + " logits, " + std::string(to_string(index_dtype));
+      auto result = expect_agreement("cross-entropy, " + label, cross_entropy, logits, labels);
+      EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+    }
+  for (const DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean})
+    for (const std::int64_t axis : {0, 1, 2}) {
+      const Tensor values = random_tensor(dtype, {4, 5, 19}, 8);
+      Shape index_shape({4, 5, 19});
+      index_shape[static_cast<int>(axis)] = 3;
+      const Tensor indices = indices_within(index_shape, values.shape()[static_cast<int>(axis)], DType::i64, 9);
+      const Tensor other = random_tensor(dtype == DType::boolean ? DType::f32 : dtype, index_shape, 10);
+      auto picked_then_computed = [axis](Tensor values, Tensor indices, Tensor other) {
+        const Tensor picked = take_along_axis(values, indices, axis);
+        return picked.dtype() == DType::boolean ? where(picked, other, other * 2.0) : picked * 3 + other;
+      };
+      auto result = expect_agreement(std::string(to_string(dtype)) + " picked along axis " + std::to_string(axis),
+                                     picked_then_computed, values, indices, other);
+      EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+    }
+  // Indices computed in the kernel (an argmax's would be a library kernel; these are arithmetic on labels).
+  const Tensor values = random_tensor(DType::f32, {64, 33}, 11);
+  const Tensor labels = indices_within({64, 1}, 33, DType::i32, 12);
+  auto shifted_labels = [](Tensor values, Tensor labels) {
+    return take_along_axis(values, remainder(labels + 5, 33), 1) + reduce_sum(values, {1}, true);
+  };
+  auto result = expect_agreement("picked at computed indices", shifted_labels, values, labels);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+}
+
+// An index out of range in a kernel's pick raises take_along_axis's ValueError after the kernel, naming the first
+// bad element in the indices' order as the standard kernel does, however the threads shared the rows.
+TEST(TakeAlongAxis, AnIndexOutOfRangeInAKernelIsTheSameError) {
+  std::vector<std::int64_t> labels(4096, 1);
+  for (std::size_t row = 1000; row < labels.size(); row += 7) labels[row] = 50;  // the first bad one at 1000
+  labels[3000] = -51;
+  const Tensor logits = random_tensor(DType::f32, {4096, 50}, 13);
+  const Tensor bad = from_vector(labels, {4096});
+  auto loss = [](Tensor logits, Tensor labels) {
+    return reduce_logsumexp(logits, {-1}) - squeeze(take_along_axis(logits, expand_dims(labels, -1), -1), {-1});
+  };
+  std::string expected;
+  for (bool jit : {false, true}) {
+    auto function_of = function(loss, {.jit_compile = jit, .on_compile_failure = Fallback::none});
+    try {
+      function_of(logits, bad);
+      ADD_FAILURE() << "no error";
+    } catch (const ValueError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("take_along_axis: index 50 (element 1000 of the indices) is out of range for axis 1 of "
+                             "size 50"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("take_along_axis_test.cpp"), std::string::npos) << message;
+    }
+    EXPECT_EQ(function_of(logits, from_vector(std::vector<std::int64_t>(4096, -50), {4096})).shape(), Shape({4096}));
+    if (jit) {
+      EXPECT_EQ(function_of.statistics().kernels_per_call, 1);
+      EXPECT_EQ(function_of.statistics().fallbacks, 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -861,7 +861,7 @@ class Builder {
     return value;
   }
 
-  // A reduction over a run of axes before the last of a computed value (compiler/column_fusion.h: one column
+  // A reduction over a run of axes before the last of a computed value (compiler/fusion.h: one column
   // kernel with its producers on the CPU): a chain of elementwise ops with operands broadcast along some axes,
   // sometimes also returned, then a sum, mean, max, min or product over axes [first, rank - 2].
   ValueId build_column_motif() {

@@ -55,22 +55,6 @@ KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, 
 
 bool KernelEmitter::is_member(ir::ValueId value) const { return member_[static_cast<std::size_t>(value)]; }
 
-IndexMap KernelEmitter::broadcast_map(const Shape& shape) const {
-  const Shape& space = kernel_.space;
-  IndexMap map(static_cast<std::size_t>(shape.rank()));
-  int offset = space.rank() - shape.rank();
-  for (int axis = 0; axis < shape.rank(); ++axis)
-    if (shape[axis] != 1) map[static_cast<std::size_t>(axis)] = {axis + offset, 1, 0};
-  return map;
-}
-
-IndexMap KernelEmitter::row_map(const Shape& shape) const {
-  IndexMap map(static_cast<std::size_t>(shape.rank()));
-  for (int axis = 0; axis < shape.rank() && axis < kernel_.space.rank(); ++axis)
-    if (shape[axis] != 1) map[static_cast<std::size_t>(axis)] = {axis, 1, 0};
-  return map;
-}
-
 Linear KernelEmitter::linear_address(const Shape& shape, const IndexMap& map) const {
   Linear linear;
   linear.coefficients.assign(static_cast<std::size_t>(kernel_.space.rank()), 0);
@@ -82,44 +66,6 @@ Linear KernelEmitter::linear_address(const Shape& shape, const IndexMap& map) co
     stride *= shape[axis];
   }
   return linear;
-}
-
-IndexMap KernelEmitter::operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const {
-  const Shape& operand_shape = graph_.type(user.operands[operand]).shape;
-  const Shape& user_shape = user.type.shape;
-  IndexMap map(static_cast<std::size_t>(operand_shape.rank()));
-  switch (user.op) {
-    case ir::Op::transpose:
-      for (std::size_t axis = 0; axis < user.attributes.axes.size(); ++axis)
-        map[static_cast<std::size_t>(user.attributes.axes[axis])] = user_map[axis];
-      return map;
-    case ir::Op::slice:
-      for (std::size_t axis = 0; axis < map.size(); ++axis) {
-        const AxisMap& entry = user_map[axis];
-        std::int64_t step = user.attributes.step[axis];
-        map[axis] = {entry.source, step * entry.scale, user.attributes.start[axis] + step * entry.offset};
-      }
-      return map;
-    case ir::Op::reshape:
-    case ir::Op::expand_dims:
-    case ir::Op::squeeze: {
-      // Only size-1 axes come and go: pair the other axes in order.
-      std::size_t user_axis = 0;
-      for (std::size_t axis = 0; axis < map.size(); ++axis) {
-        if (operand_shape[static_cast<int>(axis)] == 1) continue;
-        while (user_shape[static_cast<int>(user_axis)] == 1) ++user_axis;
-        map[axis] = user_map[user_axis++];
-      }
-      return map;
-    }
-    default: {
-      // Elementwise ops and broadcast_to: NumPy broadcasting.
-      int offset = user_shape.rank() - operand_shape.rank();
-      for (int axis = 0; axis < operand_shape.rank(); ++axis)
-        if (operand_shape[axis] != 1) map[static_cast<std::size_t>(axis)] = user_map[static_cast<std::size_t>(axis + offset)];
-      return map;
-    }
-  }
 }
 
 int KernelEmitter::add_load(Instance created, ir::ValueId source, const Shape& shape, const IndexMap& map) {
@@ -168,6 +114,26 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
     }
     return add_load(std::move(created), source, graph_.type(source).shape, source_map);
   }
+  if (node.op == ir::Op::take_along_axis) {
+    // The values are an input: read at the member's map on every axis but the gathered one, whose coordinate is
+    // the index computed at that map.
+    const int rank = node.type.shape.rank();
+    const int axis = static_cast<int>(node.attributes.axis < 0 ? node.attributes.axis + rank : node.attributes.axis);
+    const ir::ValueId values = node.operands[0];
+    const Shape& values_shape = graph_.type(values).shape;
+    const IndexMap index_map = compiler::operand_map(graph_, node, 1, map);
+    IndexMap values_map = compiler::operand_map(graph_, node, 0, map);
+    values_map[static_cast<std::size_t>(axis)] = AxisMap{};
+    created.name = "g" + std::to_string(value) + suffix;
+    created.operands = {instance(node.operands[1], index_map)};
+    created.index_position = linear_address(graph_.type(node.operands[1]).shape, index_map);
+    created.gather_extent = values_shape[axis];
+    created.gather_stride = 1;
+    for (int later = axis + 1; later < rank; ++later) created.gather_stride *= values_shape[later];
+    const int at = add_load(std::move(created), values, values_shape, values_map);
+    instances_[static_cast<std::size_t>(at)].kind = Instance::Kind::gather;
+    return at;
+  }
   switch (node.op) {
     case ir::Op::broadcast_to:
     case ir::Op::transpose:
@@ -179,7 +145,7 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
           !is_unit_reshape(graph_, node))
         throw CompileError(std::string(ir::name(node.op)), "a reshape of a computed value cannot be fused",
                            node.location);
-      return instance(node.operands[0], operand_map(node, 0, map));
+      return instance(node.operands[0], compiler::operand_map(graph_, node, 0, map));
     default: break;
   }
   created.name = "v" + std::to_string(value) + suffix;
@@ -198,7 +164,7 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
       if (entry.source >= 0) created.address.coefficients[static_cast<std::size_t>(entry.source)] = entry.scale;
     }
     for (std::size_t operand = 0; operand < node.operands.size(); ++operand)
-      created.operands.push_back(instance(node.operands[operand], operand_map(node, operand, map)));
+      created.operands.push_back(instance(node.operands[operand], compiler::operand_map(graph_, node, operand, map)));
   }
   instances_.push_back(std::move(created));
   return instance_count() - 1;
@@ -206,9 +172,12 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
 
 Layout KernelEmitter::layout(int split, const std::vector<Linear>& extra) const {
   std::vector<Linear> linears = extra;
-  for (const Instance& item : instances_)
-    if (item.kind == Instance::Kind::load || (item.kind == Instance::Kind::compute && !item.address.coefficients.empty()))
+  for (const Instance& item : instances_) {
+    if (item.kind == Instance::Kind::load || item.kind == Instance::Kind::gather ||
+        (item.kind == Instance::Kind::compute && !item.address.coefficients.empty()))
       linears.push_back(item.address);
+    if (item.kind == Instance::Kind::gather) linears.push_back(item.index_position);
+  }
   const Shape& space = kernel_.space;
   // Merge adjacent axes a (outer) and b (inner) when every quantity has
   // coefficient[a] == coefficient[b] * size[b].

@@ -8,6 +8,7 @@
 // spelling of NaN and infinity are specific to the CPU.
 
 #include "compiler/fusion.h"
+#include "compiler/loop_nest.h"
 #include "ir/graph.h"
 
 #include <cstdint>
@@ -16,15 +17,8 @@
 
 namespace kiln::compiler::cpu {
 
-// One axis of a value, as a function of the iteration space's coordinates:
-// coordinate = offset + scale * space[source] (source -1: just offset).
-struct AxisMap {
-  int source = -1;
-  std::int64_t scale = 0;
-  std::int64_t offset = 0;
-  friend bool operator==(const AxisMap&, const AxisMap&) = default;
-};
-using IndexMap = std::vector<AxisMap>;
+using compiler::AxisMap;
+using compiler::IndexMap;
 
 // offset + sum over space axes of coefficient * coordinate.
 struct Linear {
@@ -44,15 +38,21 @@ struct Bound {
 // slice, size-1 reshapes) produces no instance of its own: it changes the map
 // its operand is read at.
 struct Instance {
-  enum class Kind { load, compute, reduction, tile };
+  // gather: take_along_axis, a load whose coordinate along one axis is its index operand's value.
+  enum class Kind { load, compute, reduction, tile, gather };
   Kind kind = Kind::compute;
   ir::ValueId value = -1;
   IndexMap map;
   std::string name;          // the C++ variable
   bool varying = false;      // changes along the inner loop
   std::vector<int> operands; // instance indices (compute)
-  int buffer = -1;           // load: the kernel input's position
-  Linear address;            // load: element offset in that input
+  int buffer = -1;           // load, gather: the kernel input's position
+  Linear address;            // load, gather: element offset in that input (a gather's along the other axes)
+  // gather: how far apart the gathered axis's elements lie in the input, its size (an index in [-extent, extent)
+  // picks), and where the index read lies among the indices (row-major), for the error an index out of range raises
+  std::int64_t gather_stride = 0;
+  std::int64_t gather_extent = 0;
+  Linear index_position;
   // load of a padded value read in place: where its source's coordinates must lie, and the padding's constant
   std::vector<Bound> bounds;
   ir::ValueId padding = -1;
@@ -91,10 +91,9 @@ class KernelEmitter {
   int instance_count() const { return static_cast<int>(instances_.size()); }
   // The map under which a value of `shape` is broadcast over the space
   // (NumPy alignment at the right).
-  IndexMap broadcast_map(const Shape& shape) const;
-  // The map of a per-row result (a reduction's output, with or without
-  // kept size-1 axes): its axes are the space's leading axes.
-  IndexMap row_map(const Shape& shape) const;
+  IndexMap broadcast_map(const Shape& shape) const { return kernel_.nest().broadcast_map(shape); }
+  // Where the kernel computes output `value` (plan.h's output_map: per row at the nest's kept axes).
+  IndexMap output_map(ir::ValueId value) const { return compiler::output_map(graph_, kernel_, value); }
   bool is_member(ir::ValueId value) const;
 
   // Collapses the space: axes [0, split) become rows, [split, rank) the inner
@@ -155,7 +154,6 @@ class KernelEmitter {
   std::string heading() const;
 
  private:
-  IndexMap operand_map(const ir::Node& user, std::size_t operand, const IndexMap& user_map) const;
   // Adds `created` as a load of kernel input `source` at `map` of `shape`.
   int add_load(Instance created, ir::ValueId source, const Shape& shape, const IndexMap& map);
 

@@ -535,4 +535,37 @@ template <class V> [[gnu::always_inline]] inline V first_lanes(V value, V fill, 
   return boolean{first_lanes(value.lanes, fill.lanes, count)};
 }
 
+// ---- take_along_axis read in place (an index map whose gathered axis comes from the indices) -----------------
+// Where `index` picks along an axis of `extent` elements (a negative one counts from the end), or -1 for one
+// outside [-extent, extent), which is reported to kiln: it raises take_along_axis's ValueError when the kernel
+// returns, naming element `position` of the indices, as the standard kernel does.
+[[gnu::always_inline]] inline int64_t picked_at(int64_t index, int64_t extent, const kiln_runtime* runtime,
+                                                int64_t node, int64_t position) {
+  const int64_t at = index < 0 ? index + extent : index;
+  if (__builtin_expect(at >= 0 && at < extent, 1)) return at;
+  runtime->index_out_of_range(runtime, node, position, index, extent);
+  return -1;
+}
+// The element `index` picks from `row`, its axis's elements `stride` apart, in every lane (0 where it is out of
+// range).
+template <class T, class I>
+[[gnu::always_inline]] inline vec<T> pick(const T* row, I index, int64_t stride, int64_t extent,
+                                          const kiln_runtime* runtime, int64_t node, int64_t position) {
+  const int64_t at = picked_at(static_cast<int64_t>(index), extent, runtime, node, position);
+  return splat<T>(at < 0 ? T{} : row[at * stride]);
+}
+// Lane l picks with indices[l] from base + l * step; the index of lane l is element position + l * position_step
+// of the indices.
+template <class T, class V>
+inline vec<T> pick_lanes(const T* base, int64_t step, V indices, int64_t stride, int64_t extent, int count,
+                         const kiln_runtime* runtime, int64_t node, int64_t position, int64_t position_step) {
+  T values[lanes] = {};
+  for (int lane = 0; lane < count; ++lane) {
+    const int64_t at =
+        picked_at(static_cast<int64_t>(indices[lane]), extent, runtime, node, position + lane * position_step);
+    if (at >= 0) values[lane] = base[lane * step + at * stride];
+  }
+  return load<T>(values);
+}
+
 }  // namespace kiln::jit

@@ -139,38 +139,19 @@ std::set<int> RowKernel::per_middle_step(const Layout& layout) const {
       along_inner[index] = along_inner[index] || along_inner[static_cast<std::size_t>(operand)];
       along_middle[index] = along_middle[index] || along_middle[static_cast<std::size_t>(operand)];
     }
-    if ((item.kind == Instance::Kind::compute || item.kind == Instance::Kind::load) && along_middle[index] &&
-        !along_inner[index])
-      values.insert(id);
+    const bool computed_or_read = item.kind == Instance::Kind::compute || item.kind == Instance::Kind::load ||
+                                  item.kind == Instance::Kind::gather;
+    if (computed_or_read && along_middle[index] && !along_inner[index]) values.insert(id);
   }
   return values;
 }
 
 void RowKernel::build_instances() {
-  const ir::Graph& graph = emitter_.graph();
-  for (ir::ValueId value : kernel_.outputs) {
-    const Shape& shape = graph.type(value).shape;
-    bool element = shape == kernel_.space;
-    bool row = kernel_.kind == KernelKind::reduction && is_row_of_space(shape);
-    if (kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column)
-      row = ir::is_reduction(graph.node(value).op);
-    if (!element && !row)
-      throw CompileError(
-          std::string(ir::name(graph.node(value).op)),
-          "output " + graph.type(value).to_string() + " does not match the kernel's space " + kernel_.space.to_string(),
-          graph.node(value).location);
-    outputs_.emplace_back(value, emitter_.instance(value, emitter_.broadcast_map(shape)));
-  }
+  for (ir::ValueId value : kernel_.outputs)
+    outputs_.emplace_back(value, emitter_.instance(value, emitter_.output_map(value)));
 }
 
-bool RowKernel::is_row_output(ir::ValueId value, int id) const {
-  if (!(emitter_.graph().type(value).shape == kernel_.space)) return true;
-  if (at(id).kind != Instance::Kind::reduction) return false;
-  // A reduction's own result of the space's shape (over size-1 axes) is stored once per row; a row value broadcast
-  // along the row and returned (broadcast_to(reduce_max(x, keepdims), x's shape)) is stored at every element.
-  const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
-  return gemm_or_column || ir::is_reduction(emitter_.graph().node(value).op);
-}
+bool RowKernel::is_row_output(ir::ValueId value) const { return kernel_.stores_per_row(value); }
 
 Linear RowKernel::output_address(ir::ValueId value) const {
   const Shape& shape = emitter_.graph().type(value).shape;
@@ -179,26 +160,13 @@ Linear RowKernel::output_address(ir::ValueId value) const {
     map[static_cast<std::size_t>(placement->axis)].offset += placement->offset;
     return emitter_.linear_address(emitter_.graph().type(placement->into).shape, map);
   }
-  bool per_row = !(shape == kernel_.space);
-  return emitter_.linear_address(shape, per_row ? emitter_.row_map(shape) : emitter_.broadcast_map(shape));
-}
-
-bool RowKernel::is_row_of_space(const Shape& shape) const {
-  const Shape& space = kernel_.space;
-  int split = space.rank() - kernel_.reduced_axes;
-  std::vector<std::int64_t> kept(space.dims().begin(), space.dims().begin() + split);
-  std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
-  // Trailing size-1 axes on either side change no address (row_map maps the
-  // leading axes): a squeezed f32[] of a reduction over [1,1] is its one row.
-  while (!dims.empty() && dims.back() == 1) dims.pop_back();
-  while (!kept.empty() && kept.back() == 1) kept.pop_back();
-  return dims == kept;
+  return emitter_.linear_address(shape, emitter_.output_map(value));
 }
 
 std::int64_t RowKernel::element_output_bytes() const {
   std::int64_t bytes = 0;
   for (const auto& [value, id] : outputs_)
-    if (!is_row_output(value, id))
+    if (!is_row_output(value))
       bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
   return bytes;
 }
@@ -251,7 +219,7 @@ bool RowKernel::computes_transcendental(const std::set<int>& elements) const {
 
 bool RowKernel::only_reduction_outputs() const {
   for (const auto& [value, id] : outputs_)
-    if (at(id).kind != Instance::Kind::reduction || !is_row_output(value, id)) return false;
+    if (at(id).kind != Instance::Kind::reduction || !is_row_output(value)) return false;
   return true;
 }
 
@@ -259,6 +227,9 @@ bool RowKernel::rows_across_lanes() const {
   if (kernel_.kind != KernelKind::reduction || reductions_.empty() || layout_.outer_sizes.size() != 1 ||
       !layout_.middle_sizes.empty() || layout_.inner_size < 1 || layout_.rows() < lanes_row_limit)
     return false;
+  // A pick of take_along_axis reads its row's element; across lanes each lane would need its own.
+  for (int id = 0; id < emitter_.instance_count(); ++id)
+    if (at(id).kind == Instance::Kind::gather) return false;
   const bool compares = std::any_of(reductions_.begin(), reductions_.end(), [&](int id) {
     const ir::Op op = emitter_.graph().node(at(id).value).op;
     return op == ir::Op::reduce_max || op == ir::Op::reduce_min;
@@ -296,6 +267,9 @@ void RowKernel::mark_varying() {
     if (item.kind == Instance::Kind::load)
       varies =
           emitter_.inner_coefficient(item.address, layout_) != 0 || emitter_.varies_in_middle(item.address, layout_);
+    else if (item.kind == Instance::Kind::gather)
+      varies = emitter_.inner_coefficient(item.address, layout_) != 0 ||
+               emitter_.varies_in_middle(item.address, layout_) || varying_[static_cast<std::size_t>(item.operands[0])];
     else if (item.kind == Instance::Kind::compute) {
       if (!item.address.coefficients.empty())
         varies =

@@ -56,18 +56,14 @@ class RowKernel {
 
   void build_instances();
 
-  // Outputs written once per row: reductions (even over size-1 axes, whose
-  // result has the space's shape) and values of a smaller shape.
-  bool is_row_output(ir::ValueId value, int id) const;
+  // Outputs written once per row (the plan's row_outputs): reductions (even over size-1 axes, whose result has the
+  // space's shape) and values of the kept axes' shape.
+  bool is_row_output(ir::ValueId value) const;
 
-  // Where an output's elements go: element outputs have the space's shape; per-row outputs follow the space's
-  // leading (kept) axes. A placed output (concat_fusion.h) is an element output stored where the value it is
-  // placed into has it.
+  // Where an output's elements go: element outputs have the space's shape; per-row outputs follow the nest's kept
+  // axes (output_map). A placed output (concat_fusion.h) is an element output stored where the value it is placed
+  // into has it.
   Linear output_address(ir::ValueId value) const;
-
-  // One value per row: the kept axes of the space, size 1 (or absent) on
-  // the reduced ones.
-  bool is_row_of_space(const Shape& shape) const;
 
   std::int64_t element_output_bytes() const;
 
@@ -149,6 +145,10 @@ class RowKernel {
   std::string divide_by_row_value(const Instance& division) const;
 
   std::string row_value(int id) const;
+
+  // The C++ of take_along_axis's pick (a gather instance) from `base`, its row pointer (plus the middle offset):
+  // the row's one element with `inner` empty, else the vector of elements `inner`, `inner` + 1, ...
+  std::string pick(const Instance& item, const std::string& base, const std::string& inner) const;
 
   // The body of one vector step at element `j` with `count` lanes.
   std::string element_values(const std::set<int>& needed, int phase) const;
@@ -280,6 +280,29 @@ class RowKernel {
   // results, and the entry combines them in row-block order. Every column is summed in an order that depends on
   // the shape only.
   std::string emit_column();
+
+  // ---- column kernels in passes (column_passes.cpp): several reductions, and values computed from their results --
+  // A work item takes a block of columns and all its reduced rows; each pass walks those rows, folding the
+  // reductions whose operands the earlier passes completed; values computed from the results (a vector per
+  // `lanes` columns of the block, `column_<name>[group]`) follow each pass, and a last pass stores the element
+  // outputs.
+  std::string emit_column_passes();
+  // Whether the column kernel needs passes: a value (a reduction's operand, an output) computed from a reduction's
+  // result, or a value per column stored. (Without, its reductions fold their operands in one pass, the rows split
+  // into blocks where that makes enough items.)
+  bool needs_column_passes() const;
+  // Whether instance `id` changes from one reduced row to the next (along the middle loops).
+  bool varies_across_rows(int id) const;
+  // One value per column of a column kernel, kept in an array of the block: a reduction's result, a value computed
+  // from results, or an output stored per column.
+  bool is_per_column(int id) const;
+  // The pass that can compute instance `id`: one after the last pass of the reductions it reads.
+  int column_pass(int id) const;
+  // The instances computing `root` at each element of a pass (into `needed`), stopping at per-column values (into
+  // `per_column`, read from their arrays) and at values computed once per item.
+  void collect_column_elements(int root, std::set<int>& needed, std::set<int>& per_column) const;
+  // Declarations, in a step over the block's columns, of the per-column values `per_column` from their arrays.
+  std::string per_column_values(const std::set<int>& per_column) const;
 
   // A column accumulator as the reduction's result: a mean divides by the number of reduced elements.
   std::string finished(const std::string& accumulator, const ir::Node& node, const std::string& storage) const;

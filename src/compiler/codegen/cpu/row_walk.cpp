@@ -25,7 +25,7 @@ std::string RowKernel::row_setup_pointers() const {
   padding_rows_.clear();  // declared anew in each items function
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
-    if (item.kind != Instance::Kind::load) continue;
+    if (item.kind != Instance::Kind::load && item.kind != Instance::Kind::gather) continue;
     const std::string type = emitter_.storage_type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]);
     if (reads_strip(id)) {
       text += "    const " + type + "* " + pointer(item) + " = " + strip_name(item) + " + (row - first_row) * " +
@@ -71,6 +71,7 @@ std::string RowKernel::row_values(int phase) const {
 
 bool RowKernel::divides_by_reciprocal(int id) const {
   const Instance& item = at(id);
+  if (kernel_.kind == KernelKind::column) return false;  // its divisors are one per column, not one per row
   if (item.kind != Instance::Kind::compute || emitter_.graph().node(item.value).op != ir::Op::div ||
       !is_floating(emitter_.graph().type(item.value).dtype))
     return false;
@@ -102,6 +103,7 @@ std::string RowKernel::row_value(int id) const {
   const Instance& item = at(id);
   const ir::Node& node = emitter_.graph().node(item.value);
   std::string type = emitter_.storage_type(item.value);
+  if (item.kind == Instance::Kind::gather) return pick(item, pointer(item), "");
   if (item.kind == Instance::Kind::load) {
     if (across_lanes_) return read_across_lanes(type, pointer(item), row_stride(item.address));
     const std::string loaded = "splat<" + type + ">(" + pointer(item) + "[0])";
@@ -131,6 +133,8 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
               ", " + std::to_string(row_stride(item.address)) + ")";
     } else if (item.kind == Instance::Kind::tile) {
       value = "load<float>(row_tile + j, count)";
+    } else if (item.kind == Instance::Kind::gather) {
+      value = pick(item, pointer(item) + emitter_.middle_offset(item.address, layout_), "j");
     } else if (item.kind == Instance::Kind::load) {
       std::int64_t step = reads_strip(id) ? 1 : emitter_.inner_coefficient(item.address, layout_);
       std::string base = pointer(item) + emitter_.middle_offset(item.address, layout_);
@@ -157,6 +161,23 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
               (across_lanes_ ? "" : ", count") + ");\n";
   }
   return text;
+}
+
+std::string RowKernel::pick(const Instance& item, const std::string& base, const std::string& inner) const {
+  const std::string type = emitter_.storage_type(item.value);
+  const std::string& index = at(item.operands[0]).name;
+  const std::string node = std::to_string(item.value), stride = std::to_string(item.gather_stride),
+                    extent = std::to_string(item.gather_extent);
+  const std::string position =
+      emitter_.row_offset(item.index_position, layout_) + emitter_.middle_offset(item.index_position, layout_);
+  if (inner.empty())
+    return "pick<" + type + ">(" + base + ", first_lane(" + index + "), " + stride + ", " + extent +
+           ", state.runtime, " + node + ", " + position + ")";
+  const std::string step = std::to_string(emitter_.inner_coefficient(item.address, layout_));
+  const std::string position_step = std::to_string(emitter_.inner_coefficient(item.index_position, layout_));
+  return "pick_lanes<" + type + ">(" + base + " + " + inner + " * " + step + ", " + step + ", " + index + ", " +
+         stride + ", " + extent + ", count, state.runtime, " + node + ", " + position + " + " + inner + " * " +
+         position_step + ", " + position_step + ")";
 }
 
 std::string RowKernel::cache_offset() const {
@@ -400,7 +421,7 @@ std::string RowKernel::element_pass(const std::string& begin, const std::string&
   body += prefetch_next_row(next_row_loads(), true);
   bool any = false;
   for (const auto& [value, id] : outputs_) {
-    if (is_row_output(value, id)) continue;
+    if (is_row_output(value)) continue;
     any = true;
     body += element_store(value, id);
   }
@@ -428,7 +449,7 @@ std::string RowKernel::element_store(ir::ValueId value, int id) const {
 std::string RowKernel::row_outputs() const {
   std::string text;
   for (const auto& [value, id] : outputs_) {
-    if (!is_row_output(value, id)) continue;
+    if (!is_row_output(value)) continue;
     const std::string base = "row_" + emitter_.output_name(value);
     if (across_lanes_)
       text += "    " +

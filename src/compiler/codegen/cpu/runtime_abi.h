@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 3
+#define KILN_JIT_ABI_VERSION 4
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -79,6 +79,12 @@ struct kiln_runtime {
                          void* epilogue_context);
   // Both products of an attention kernel, with its generated row code between them.
   void (*attention)(const struct kiln_attention_problem* problem, kiln_attention_rows rows, void* context);
+  // A take_along_axis computed in a kernel found `index` outside [-extent, extent) at element `position` of the
+  // indices of node `node`: kiln raises its ValueError once the kernel returns (the lowest position reported
+  // wins, as the standard kernel's scan in order would find it). Any thread may call it.
+  void (*index_out_of_range)(const struct kiln_runtime* runtime, int64_t node, int64_t position, int64_t index,
+                             int64_t extent);
+  void* call_state;  // kiln's, for index_out_of_range: what this call has found
 };
 
 // Every generated kernel is an entry point of this type: `buffers` holds the

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace kiln::compiler::cpu {
@@ -93,9 +94,24 @@ void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, 
   kernels::cpu::attention(unpacked, rows, context);
 }
 
+void index_out_of_range(const kiln_runtime* runtime, int64_t node, int64_t position, int64_t index, int64_t extent) {
+  static_cast<CallState*>(runtime->call_state)->report({node, position, index, extent});
+}
+
 }  // namespace
 
-kiln_runtime runtime_table() {
+void CallState::report(const IndexOutOfRange& found) {
+  const std::lock_guard lock(mutex_);
+  if (!first_ || found.node < first_->node || (found.node == first_->node && found.position < first_->position))
+    first_ = found;
+}
+
+std::optional<IndexOutOfRange> CallState::take() {
+  const std::lock_guard lock(mutex_);
+  return std::exchange(first_, std::nullopt);
+}
+
+kiln_runtime runtime_table(CallState& state) {
   // A copy per call: the thread count may change between calls, and calls
   // come from many threads at once.
   static const kiln_runtime table = [] {
@@ -108,10 +124,12 @@ kiln_runtime runtime_table() {
     runtime.sgemm = sgemm;
     runtime.sgemm_gathered = sgemm_gathered;
     runtime.attention = attention;
+    runtime.index_out_of_range = index_out_of_range;
     return runtime;
   }();
   kiln_runtime for_this_call = table;
   for_this_call.thread_count = runtime::thread_count();
+  for_this_call.call_state = &state;
   return for_this_call;
 }
 

@@ -4,9 +4,29 @@
 
 #include "compiler/codegen/cpu/runtime_abi.h"
 
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
 namespace kiln::compiler::cpu {
 
-// The table for one call (the current thread count filled in).
-kiln_runtime runtime_table();
+// An index out of range that a kernel of one call reported (kiln_runtime::index_out_of_range).
+struct IndexOutOfRange {
+  std::int64_t node = -1, position = 0, index = 0, extent = 0;
+};
+
+// What one call's kernels report: the index out of range at the lowest position, if any.
+class CallState {
+ public:
+  void report(const IndexOutOfRange& found);
+  std::optional<IndexOutOfRange> take();
+
+ private:
+  std::mutex mutex_;
+  std::optional<IndexOutOfRange> first_;
+};
+
+// The table for one call (the current thread count filled in), reporting into `state`.
+kiln_runtime runtime_table(CallState& state);
 
 }  // namespace kiln::compiler::cpu

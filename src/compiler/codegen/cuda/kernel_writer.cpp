@@ -39,44 +39,14 @@ std::string literal(const ir::Node& constant) {
 }
 
 KernelWriter::KernelWriter(KernelEmitter& emitter) : emitter_(emitter) {
-  const ir::Graph& graph = emitter.graph();
-  const FusedKernel& kernel = emitter.kernel();
-  const Shape& space = kernel.space;
-  int split = space.rank() - kernel.reduced_axes;
-  for (ir::ValueId value : kernel.outputs) {
-    const Shape& shape = graph.type(value).shape;
-    bool element = shape == space;
-    std::vector<std::int64_t> kept(space.dims().begin(), space.dims().begin() + split);
-    std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
-    while (dims.size() > kept.size() && dims.back() == 1) dims.pop_back();
-    bool row = kernel.kind == KernelKind::reduction && dims == kept;
-    // The one row's result returned in any shape of one element (a reshape
-    // of a single-row reduction to a scalar): element 0, whatever the shape.
-    std::int64_t rows = 1;
-    for (std::int64_t dim : kept) rows *= dim;
-    if (kernel.kind == KernelKind::reduction && rows == 1 && shape.numel() == 1) row = true;
-    if (kernel.kind == KernelKind::gemm) row = ir::is_reduction(graph.node(value).op) && shape.numel() == 1;
-    if (!element && !row)
-      throw CompileError(std::string(ir::name(graph.node(value).op)),
-                         "output " + graph.type(value).to_string() + " does not match the kernel's space " +
-                             space.to_string(),
-                         graph.node(value).location);
-    outputs_.emplace_back(value, emitter.instance(value, emitter.broadcast_map(shape)));
-  }
+  for (ir::ValueId value : emitter.kernel().outputs)
+    outputs_.emplace_back(value, emitter.instance(value, emitter.output_map(value)));
 }
 
-bool KernelWriter::is_row_output(ir::ValueId value, int id) const {
-  if (!(emitter_.graph().type(value).shape == kernel().space)) return true;
-  // A reduction's own result of the space's shape (over size-1 axes) is stored once per row; a row value broadcast
-  // along the row and returned (broadcast_to(reduce_max(x, keepdims), x's shape)) is stored at every element.
-  return at(id).kind == Instance::Kind::reduction &&
-         (kernel().kind == KernelKind::gemm || ir::is_reduction(emitter_.graph().node(value).op));
-}
+bool KernelWriter::is_row_output(ir::ValueId value) const { return kernel().stores_per_row(value); }
 
 Linear KernelWriter::output_address(ir::ValueId value) const {
-  const Shape& shape = emitter_.graph().type(value).shape;
-  bool per_row = !(shape == kernel().space);
-  return emitter_.linear_address(shape, per_row ? emitter_.row_map(shape) : emitter_.broadcast_map(shape));
+  return emitter_.linear_address(emitter_.graph().type(value).shape, emitter_.output_map(value));
 }
 
 std::string KernelWriter::parameters() const {

@@ -1,6 +1,6 @@
 #pragma once
 // Private to the CUDA code generator: what its kernel kinds share on top of
-// the device-independent machinery of codegen/cpu/kernel_emitter.h (instances,
+// the machinery of codegen/cpu/kernel_emitter.h (instances,
 // index maps, layouts, the text of each op): parameters, CUDA literals, and
 // the text of one instance at one element.
 
@@ -56,9 +56,9 @@ class KernelWriter {
   std::string type(int id) const { return emitter_.storage_type(at(id).value); }
 
   // The kernel's outputs and the instance computing each (element outputs
-  // have the space's shape; row outputs one value per row).
+  // have the space's shape; row outputs one value per row: the plan's row_outputs).
   const std::vector<std::pair<ir::ValueId, int>>& outputs() const { return outputs_; }
-  bool is_row_output(ir::ValueId value, int id) const;
+  bool is_row_output(ir::ValueId value) const;
   Linear output_address(ir::ValueId value) const;
   // Where a gemm kernel's product element of each space index is: cuBLAS writes it densely in the space's shape.
   Linear product_address() const;

@@ -390,7 +390,7 @@ bool is_grid_reduction(const KernelWriter& writer) {
   const FusedKernel& kernel = writer.kernel();
   if (kernel.kind != KernelKind::reduction || kernel.reduced_axes != kernel.space.rank()) return false;
   for (const auto& [value, id] : writer.outputs())
-    if (writer.at(id).kind != Instance::Kind::reduction || !writer.is_row_output(value, id) ||
+    if (writer.at(id).kind != Instance::Kind::reduction || !writer.is_row_output(value) ||
         depends_on_reduction(writer, id))
       return false;
   return true;

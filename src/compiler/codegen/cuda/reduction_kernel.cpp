@@ -64,7 +64,7 @@ class RowReductionKernel {
       }
     std::set<int> last;
     for (const auto& [value, id] : writer_.outputs())
-      if (!writer_.is_row_output(value, id)) writer_.collect_elements(id, last);
+      if (!writer_.is_row_output(value)) writer_.collect_elements(id, last);
     passes_.push_back(last);
 
     row_length_ = layout_.inner_size * layout_.middle_count();
@@ -276,7 +276,7 @@ class RowReductionKernel {
     std::set<int> stored;
     if (row_items() == 0)
       for (const auto& [value, id] : writer_.outputs())
-        if (writer_.is_row_output(value, id)) collect_row_value(id, stored);
+        if (writer_.is_row_output(value)) collect_row_value(id, stored);
     std::string text;
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = writer_.at(id);
@@ -358,7 +358,7 @@ class RowReductionKernel {
   std::vector<std::pair<ir::ValueId, int>> element_outputs() const {
     std::vector<std::pair<ir::ValueId, int>> outputs;
     for (const auto& [value, id] : writer_.outputs())
-      if (!writer_.is_row_output(value, id)) outputs.emplace_back(value, id);
+      if (!writer_.is_row_output(value)) outputs.emplace_back(value, id);
     return outputs;
   }
 
@@ -423,7 +423,7 @@ class RowReductionKernel {
     if (!element_outputs().empty() && row_items() > 0)
       row += "    // The element outputs.\n" + row_loop(static_cast<int>(passes_.size()) - 1, "");
     for (const auto& [value, id] : writer_.outputs())
-      if (writer_.is_row_output(value, id))
+      if (writer_.is_row_output(value))
         row += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
     row = declarations_used_by(writer_.row_coordinates(layout_), row, "    ") + row;

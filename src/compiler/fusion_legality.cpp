@@ -1,0 +1,277 @@
+// The scheduler's rule: whether a producer can join a group, decided by the index maps at which the group reads it
+// (fusion.h says what the rule is for each kind of producer).
+
+#include "compiler/fusion_scheduler.h"
+
+#include <algorithm>
+#include <map>
+
+namespace kiln::compiler {
+
+bool Scheduler::read_outside(ir::ValueId value, int group_index) const {
+  if (is_output_[index(value)]) return true;
+  const std::set<int> consumers = consumer_groups_of(value);
+  return std::any_of(consumers.begin(), consumers.end(), [&](int each) { return each != group_index; });
+}
+
+bool Scheduler::escapes(ir::ValueId value, int group_index) const {
+  if (is_output_[index(value)]) return true;
+  return std::any_of(users_[index(value)].begin(), users_[index(value)].end(),
+                     [&](ir::ValueId user) { return group_of_[index(user)] != group_index || inlined_[index(user)]; });
+}
+
+std::optional<IndexMap> Scheduler::storage_map(KernelKind kind, const LoopNest& nest, ir::ValueId value) const {
+  const Shape& shape = graph_.type(value).shape;
+  if (shape == nest.space) return nest.broadcast_map(shape);
+  if (!nest.is_kept_shape(shape)) return std::nullopt;
+  // Row and column kernels store any value of a row (a column) after the passes that complete it; a GEMM's
+  // epilogue stores only its full reductions, once every tile is folded in.
+  if (kind == KernelKind::reduction || kind == KernelKind::column) return nest.kept_map(shape);
+  if (kind == KernelKind::gemm && ir::is_reduction(graph_.node(value).op)) return nest.kept_map(shape);
+  return std::nullopt;
+}
+
+ir::ValueId Scheduler::unstorable_output(int group_index, KernelKind kind, const LoopNest& nest) const {
+  for (ir::ValueId member : group(group_index).members)
+    if (escapes(member, group_index) && !storage_map(kind, nest, member)) return member;
+  return -1;
+}
+
+std::vector<IndexMap> Scheduler::reads_of(int group_index, KernelKind kind, const LoopNest& nest,
+                                          ir::ValueId value) const {
+  const Group& reader = group(group_index);
+  // Every value the group computes, with the maps it is computed at; walked from the last value to the first, so
+  // that a value's maps are complete (all its readers have been walked) before it passes them to its operands.
+  std::map<ir::ValueId, std::vector<IndexMap>, std::greater<>> maps;
+  auto add = [&](ir::ValueId target, const IndexMap& map) {
+    std::vector<IndexMap>& list = maps[target];
+    if (std::find(list.begin(), list.end(), map) == list.end()) list.push_back(map);
+  };
+  for (ir::ValueId member : reader.members)
+    if (escapes(member, group_index))
+      if (const std::optional<IndexMap> stored = storage_map(kind, nest, member)) add(member, *stored);
+  for (auto entry = maps.begin(); entry != maps.end(); ++entry) {
+    const ir::ValueId current = entry->first;
+    if (current == value || (group_of_[index(current)] != group_index && !inlined_[index(current)])) continue;
+    const ir::Node& node = graph_.node(current);
+    if (ir::is_reduction(node.op)) {
+      add(node.operands[0], nest.broadcast_map(graph_.type(node.operands[0]).shape));
+      continue;
+    }
+    // A matmul reads its operands from memory, and a reshape that changes the layout reads its operand's buffer.
+    if (node.op == ir::Op::matmul || (is_reshape(node.op) && !is_unit_reshape(graph_, node))) continue;
+    // take_along_axis picks its values where they lie in memory; only its indices are computed at maps. (Adding
+    // an operand's maps leaves this entry where it is: a std::map's nodes stay put.)
+    const std::size_t first_operand = node.op == ir::Op::take_along_axis ? 1 : 0;
+    for (std::size_t operand = first_operand; operand < node.operands.size(); ++operand)
+      for (const IndexMap& map : entry->second) add(node.operands[operand], operand_map(graph_, node, operand, map));
+  }
+  const auto found = maps.find(value);
+  return found == maps.end() ? std::vector<IndexMap>{} : found->second;
+}
+
+bool Scheduler::gathers(int group_index) const {
+  const std::vector<ir::ValueId>& members = group(group_index).members;
+  return std::any_of(members.begin(), members.end(),
+                     [&](ir::ValueId member) { return graph_.node(member).op == ir::Op::take_along_axis; });
+}
+
+ir::ValueId Scheduler::reader_in(ir::ValueId value, int group_index) const {
+  for (ir::ValueId user : users_[index(value)]) {
+    if (group_of_[index(user)] == group_index) return user;
+    if (inlined_[index(user)] && reader_in(user, group_index) >= 0) return user;
+  }
+  return -1;
+}
+
+bool Scheduler::used_through_layout_change(ir::ValueId id, int group_index) const {
+  for (ir::ValueId user : users_[index(id)]) {
+    const ir::Node& node = graph_.node(user);
+    if (group_of_[index(user)] == group_index && is_reshape(node.op) && !is_unit_reshape(graph_, node)) return true;
+  }
+  return false;
+}
+
+bool Scheduler::try_fuse(ir::ValueId id, int group_index) {
+  const Group& consumer = group(group_index);
+  const ir::Node& node = graph_.node(id);
+  auto refuse = [&](Reason reason) {
+    plan_.not_fused.push_back({.reason = reason, .subject = id, .kernel = consumer.members.front()});
+    return false;
+  };
+  if (consumer.kind == KernelKind::library) return refuse(Reason::library_consumer);
+  // A kernel of one reshape becomes a view of its operand's buffer (make_kernel), so the operand's kernel keeps
+  // its own shape: log(sum) + max squeezed at the end of a keepdims row reduction (reduce_logsumexp) stays in
+  // the row kernel, and relu(x w) reshaped stays the product's epilogue. Fused into the reshape's space they
+  // would need a kernel of their own, with the same bytes to write.
+  if (consumer.kind == KernelKind::loop && consumer.members.size() == 1 &&
+      is_reshape(graph_.node(consumer.members[0]).op))
+    return refuse(Reason::view_consumer);
+  for (ir::ValueId user : users_[index(id)])
+    if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::matmul)
+      return refuse(Reason::matmul_operand);
+  if (used_through_layout_change(id, group_index)) return refuse(Reason::layout_change);
+  for (ir::ValueId user : users_[index(id)])
+    if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::take_along_axis &&
+        graph_.node(user).operands[0] == id)
+      return refuse(Reason::gathered_from_memory);
+  if (is_loop_fusible(node.op)) return fuse_loop_fusible(id, group_index);
+  if (node.op == ir::Op::take_along_axis && capabilities_.gathers_in_kernels) {
+    if (consumer.kind != KernelKind::loop && consumer.kind != KernelKind::reduction)
+      return refuse(Reason::gather_unsupported);
+    return fuse_loop_fusible(id, group_index);
+  }
+  if (ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op)) return fuse_reduction(id, group_index);
+  if (node.op == ir::Op::matmul) return fuse_matmul(id, group_index);
+  return refuse(Reason::no_rule);
+}
+
+bool Scheduler::fuse_loop_fusible(ir::ValueId id, int group_index) {
+  Group& consumer = group(group_index);
+  const ir::Node& node = graph_.node(id);
+  const Shape& shape = node.type.shape;
+  const Shape& space = consumer.nest.space;
+  const int cost = cost_per_element(node.op);
+  auto refuse = [&](Reason reason, std::vector<std::int64_t> numbers = {}) {
+    plan_.not_fused.push_back(
+        {.reason = reason, .subject = id, .kernel = consumer.members.front(), .numbers = std::move(numbers)});
+    return false;
+  };
+  std::vector<IndexMap> maps = reads_of(group_index, consumer.kind, consumer.nest, id);
+  const bool written = read_outside(id, group_index);
+  if (written) {
+    const std::optional<IndexMap> stored = storage_map(consumer.kind, consumer.nest, id);
+    if (!stored) {
+      if (shape.numel() == space.numel()) return refuse(Reason::output_layout);
+      const bool per_row = std::all_of(maps.begin(), maps.end(), [&](const IndexMap& map) {
+        std::vector<bool> rows(static_cast<std::size_t>(space.rank()), false);
+        for (int axis = 0; axis < consumer.first_row_axis(); ++axis) rows[static_cast<std::size_t>(axis)] = true;
+        return depends_only_on(map, rows);
+      });
+      return refuse(per_row && consumer.kind != KernelKind::gemm ? Reason::output_smaller : Reason::output_shape);
+    }
+    if (std::find(maps.begin(), maps.end(), *stored) == maps.end()) maps.push_back(*stored);
+  }
+  // Computed once per map it is read at: an expensive value read at two (x and its transpose) is computed twice.
+  if (maps.size() > 1 && cost > 1)
+    return refuse(Reason::recompute_cost, {static_cast<std::int64_t>(maps.size()), cost});
+  Reason reason = Reason::same_size;
+  std::vector<std::int64_t> numbers;
+  if (shape.numel() != space.numel()) {
+    std::vector<bool> rows(static_cast<std::size_t>(space.rank()), false);
+    for (int axis = 0; axis < consumer.first_row_axis(); ++axis) rows[static_cast<std::size_t>(axis)] = true;
+    const bool per_row =
+        consumer.kind != KernelKind::gemm &&
+        std::all_of(maps.begin(), maps.end(), [&](const IndexMap& map) { return depends_only_on(map, rows); });
+    if (per_row) {
+      reason = Reason::per_row;
+    } else if (cost <= 1) {
+      reason = Reason::broadcast;
+      numbers = {cost};
+    } else {
+      return refuse(Reason::recompute_cost, {space.numel() / std::max<std::int64_t>(shape.numel(), 1), cost});
+    }
+  }
+  std::string note = written ? "also written out (multi-output fusion)" : "";
+  if (node.op == ir::Op::take_along_axis)
+    note += (note.empty() ? "" : "; ") + std::string("its values read where they lie, at its indices' coordinates");
+  consumer.members.push_back(id);
+  consumer.decisions.push_back(
+      {.reason = reason, .subject = id, .numbers = std::move(numbers), .text = std::move(note)});
+  group_of_[index(id)] = group_index;
+  return true;
+}
+
+bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
+  Group& consumer = group(group_index);
+  const ir::Node& node = graph_.node(id);
+  const Shape& input = graph_.type(node.operands[0]).shape;
+  auto refuse = [&](Reason reason, std::vector<ir::ValueId> values = {}, std::vector<IndexMap> maps = {}) {
+    plan_.not_fused.push_back({.reason = reason,
+                               .subject = id,
+                               .kernel = consumer.members.front(),
+                               .values = std::move(values),
+                               .maps = std::move(maps)});
+    return false;
+  };
+  auto accept = [&](Reason reason, KernelKind kind, const LoopNest& nest, std::vector<std::int64_t> numbers = {}) {
+    consumer.kind = kind;
+    consumer.nest = nest;
+    consumer.members.push_back(id);
+    consumer.decisions.push_back({.reason = reason, .subject = id, .numbers = std::move(numbers)});
+    group_of_[index(id)] = group_index;
+    return true;
+  };
+  const std::optional<ReductionNest> own = reduction_nest(graph_, node, capabilities_);
+  if (consumer.kind == KernelKind::gemm) {
+    // The epilogue sees one tile at a time: it can accumulate a reduction of the whole product, which nothing in
+    // the kernel reads before the last tile.
+    if (!(input == consumer.nest.space) || node.attributes.axes.size() != static_cast<std::size_t>(input.rank()))
+      return refuse(Reason::partial_epilogue_reduction);
+    if (const ir::ValueId reader = reader_in(id, group_index); reader >= 0)
+      return refuse(Reason::reads_full_reduction, {reader, id});
+    return accept(Reason::epilogue_reduction, KernelKind::gemm, {input, 0, input.rank()});
+  }
+  if (!own) return refuse(Reason::reduced_axes_unsupported);
+  if (own->kind != KernelKind::reduction && gathers(group_index)) return refuse(Reason::gather_unsupported);
+  const LoopNest& nest = own->nest;
+  Reason reason = own->kind == KernelKind::column ? Reason::column_consumers : Reason::row_reduction;
+  if (consumer.kind == KernelKind::loop) {
+    // Over the reduction's input, or per-row consumers of its result (the nest grows to the input's space, and
+    // the kernel's values become one per kept coordinate).
+    if (!(input == consumer.nest.space) && !nest.is_kept_shape(consumer.nest.space))
+      return refuse(Reason::different_space);
+  } else {
+    if (!(input == consumer.nest.space)) return refuse(Reason::different_space);
+    if (!(nest == consumer.nest) || own->kind != consumer.kind) return refuse(Reason::different_axes);
+    reason = Reason::another_reduction;
+  }
+  if (const ir::ValueId unstored = unstorable_output(group_index, own->kind, nest); unstored >= 0)
+    return refuse(Reason::outputs_not_stored, {unstored});
+  const std::vector<IndexMap> reads = reads_of(group_index, own->kind, nest, id);
+  const IndexMap home = nest.kept_map(node.type.shape);
+  for (const IndexMap& map : reads)
+    if (map != home) return refuse(Reason::read_elsewhere, {}, {map, home});
+  // Written for other kernels too (multi-output), its result must be one the nest stores.
+  if (read_outside(id, group_index) && !storage_map(own->kind, nest, id)) return refuse(Reason::output_shape);
+  return accept(reason, own->kind, nest);
+}
+
+bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
+  Group& consumer = group(group_index);
+  const ir::Node& node = graph_.node(id);
+  const Shape& space = consumer.nest.space;
+  auto refuse = [&](Reason reason, std::vector<ir::ValueId> values = {}) {
+    plan_.not_fused.push_back(
+        {.reason = reason, .subject = id, .kernel = consumer.members.front(), .values = std::move(values)});
+    return false;
+  };
+  if (!is_generated_gemm(graph_, node)) return refuse(Reason::generated_gemm_unsupported);
+  if (gathers(group_index)) return refuse(Reason::gather_unsupported);
+  if (!(node.type.shape == space)) return refuse(Reason::product_shape);
+  // The epilogue sees one product's tile: a second product (x w + h u) is computed by a kernel of its own and
+  // read from memory.
+  if (consumer.kind == KernelKind::gemm) return refuse(Reason::second_product);
+  if (consumer.kind != KernelKind::loop &&
+      (consumer.kind != KernelKind::reduction || consumer.nest.reduced_count() != space.rank()))
+    return refuse(Reason::epilogue_partial_reductions);
+  for (ir::ValueId member : consumer.members) {
+    const ir::Node& member_node = graph_.node(member);
+    if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != space.numel())
+      return refuse(Reason::not_product_size, {member});
+  }
+  for (ir::ValueId member : consumer.members)
+    if (ir::is_reduction(graph_.node(member).op))
+      if (const ir::ValueId reader = reader_in(member, group_index); reader >= 0)
+        return refuse(Reason::reads_full_reduction, {reader, member});
+  const IndexMap identity = consumer.nest.broadcast_map(space);
+  for (const IndexMap& map : reads_of(group_index, consumer.kind, consumer.nest, id))
+    if (map != identity) return refuse(Reason::moved_product);
+  consumer.kind = KernelKind::gemm;
+  consumer.members.push_back(id);
+  consumer.decisions.push_back({.reason = Reason::epilogue, .subject = id});
+  group_of_[index(id)] = group_index;
+  return true;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,422 @@
+#include "compiler/fusion_scheduler.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace kiln::compiler {
+
+namespace {
+
+// Below this stride between the elements of a transpose's output rows, a loop kernel's gathers were as fast as
+// the standard kernel's tiles or faster: swapping the last two axes of [64, 2048, k] floats, the loop kernel
+// was ahead up to k = 96 (384 bytes; its lines are reused by the next rows before they leave the L2) and behind
+// from k = 128 (Zen 4, 2026-12-01).
+constexpr std::int64_t strided_transpose_stride_bytes = 512;
+
+}  // namespace
+
+int Group::first_row_axis() const {
+  switch (kind) {
+    case KernelKind::reduction:
+    case KernelKind::column:
+      return nest.reduced_begin;
+    case KernelKind::loop:
+      return nest.space.rank() - 1;
+    default:
+      return 0;
+  }
+}
+
+Scheduler::Scheduler(const ir::Graph& graph, const BackendCapabilities& capabilities)
+    : graph_(graph),
+      capabilities_(capabilities),
+      users_(static_cast<std::size_t>(graph.size())),
+      is_output_(static_cast<std::size_t>(graph.size()), false),
+      group_of_(static_cast<std::size_t>(graph.size()), -1),
+      inlined_(static_cast<std::size_t>(graph.size()), false) {
+  for (ir::ValueId id = 0; id < graph.size(); ++id)
+    for (ir::ValueId operand : graph.node(id).operands) users_[index(operand)].push_back(id);
+  for (ir::ValueId output : graph.outputs) is_output_[index(output)] = true;
+}
+
+FusionPlan Scheduler::run() {
+  for (ir::ValueId id = graph_.size() - 1; id >= 0; --id) place(id);
+  merge_siblings();
+  finish_columns();
+  return build_plan();
+}
+
+void Scheduler::place(ir::ValueId id) {
+  const ir::Node& node = graph_.node(id);
+  if (node.op == ir::Op::parameter) return;
+  if (is_strided_transpose(node)) {
+    if (!fuse_transpose_by_strips(id)) start_group(id);
+    return;
+  }
+  if (is_cheap(graph_, id) && !is_output_[index(id)] && !read_from_memory(id)) {
+    inlined_[index(id)] = true;
+    return;
+  }
+  std::set<int> consumer_groups = consumer_groups_of(id);
+  if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
+  if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
+  if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
+    inlined_[index(id)] = true;
+    for (int each : consumer_groups)
+      group(each).decisions.push_back(
+          {.reason = Reason::recomputed,
+           .subject = id,
+           .numbers = {static_cast<std::int64_t>(consumer_groups.size()), cost_per_element(node.op)}});
+    return;
+  }
+  if (consumer_groups.size() > 1) {
+    if (join_one_consumer(id, consumer_groups)) return;
+    plan_.not_fused.push_back(
+        {.reason = Reason::consumers_in_kernels,
+         .subject = id,
+         .numbers = {static_cast<std::int64_t>(consumer_groups.size()), cost_per_element(node.op)}});
+  }
+  start_group(id);
+}
+
+// Recomputing reads the one array the written copy would be read from and saves its write: an elementwise op of one
+// flop per element, reading at most one array of its own size (the rest broadcast), as XLA duplicates cheap
+// elementwise producers into their consumers' fusions. A batch norm's x - mean(x) feeds the variance and the
+// normalized output; recomputed, the kernels read x instead of a written copy of it. Every consumer must be a
+// kernel over the value's own number of elements (an epilogue reads memory tile by tile; a larger space would
+// compute each element many times).
+bool Scheduler::recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
+  const ir::Node& node = graph_.node(id);
+  if (!ir::is_elementwise(node.op) || cost_per_element(node.op) > 1 || is_output_[index(id)] || read_from_memory(id))
+    return false;
+  const std::int64_t elements = node.type.shape.numel();
+  int arrays = 0;
+  for (ir::ValueId operand : node.operands) {
+    const ir::Node& source = graph_.node(operand);
+    const bool broadcast =
+        source.op == ir::Op::broadcast_to && graph_.type(source.operands[0]).shape.numel() < elements;
+    if (graph_.type(operand).shape.numel() == elements && !broadcast && source.op != ir::Op::constant &&
+        source.op != ir::Op::iota)
+      arrays += 1;
+  }
+  if (arrays > 1) return false;
+  return std::all_of(consumer_groups.begin(), consumer_groups.end(), [&](int each) {
+    const Group& consumer = group(each);
+    return (consumer.kind == KernelKind::loop || consumer.kind == KernelKind::reduction ||
+            consumer.kind == KernelKind::column) &&
+           consumer.nest.space.numel() == elements && !used_through_layout_change(id, each);
+  });
+}
+
+// A producer read by several kernels is written once; joining one of them saves that kernel's read of it. Kernels
+// that reduce come first (a column kernel computing exp(x) while it sums it, instead of a loop kernel writing it
+// for the column kernel to read back), then the others in plan order. The producer's other readers must not feed
+// the kernel it joins, or the plan would have a cycle.
+bool Scheduler::join_one_consumer(ir::ValueId id, const std::set<int>& consumer_groups) {
+  const ir::Node& node = graph_.node(id);
+  const bool reduction = ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op);
+  if (!is_loop_fusible(node.op) && !reduction) return false;
+  std::vector<int> candidates(consumer_groups.begin(), consumer_groups.end());
+  std::stable_partition(candidates.begin(), candidates.end(), [&](int each) { return group(each).nest.reduces(); });
+  for (int candidate : candidates) {
+    const KernelKind kind = group(candidate).kind;
+    if (kind == KernelKind::library || kind == KernelKind::gemm) continue;
+    const bool cycle = std::any_of(consumer_groups.begin(), consumer_groups.end(),
+                                   [&](int other) { return other != candidate && reaches(candidate, other); });
+    if (!cycle && try_fuse(id, candidate)) return true;
+  }
+  return false;
+}
+
+void Scheduler::merge_consumer_loops(ir::ValueId producer, std::set<int>& consumer_groups) {
+  const int first = *consumer_groups.begin();
+  const Group& target = group(first);
+  for (int each : consumer_groups) {
+    const Group& other = group(each);
+    if (other.kind != KernelKind::loop || target.kind != KernelKind::loop || !(other.nest.space == target.nest.space))
+      return;
+  }
+  for (int a : consumer_groups)
+    for (int b : consumer_groups)
+      if (a != b && reaches(a, b)) return;
+  for (int each : consumer_groups) {
+    if (each == first) continue;
+    merge_into(first, each,
+               {.reason = Reason::merged_consumers, .subject = producer, .values = {group(each).members.front()}});
+  }
+  consumer_groups = {first};
+}
+
+void Scheduler::merge_into(int target, int source, FusionDecision decision) {
+  Group& into = group(target);
+  Group& from = group(source);
+  into.decisions.push_back(std::move(decision));
+  for (ir::ValueId member : from.members) {
+    into.members.push_back(member);
+    group_of_[index(member)] = target;
+  }
+  into.decisions.insert(into.decisions.end(), from.decisions.begin(), from.decisions.end());
+  from.members.clear();
+  from.merged_away = true;
+}
+
+void Scheduler::merge_siblings() {
+  for (std::size_t a = 0; a < groups_.size(); ++a) {
+    for (std::size_t b = a + 1; b < groups_.size(); ++b) {
+      Group& first = groups_[a];
+      Group& second = groups_[b];
+      // Loop kernels over one space; row or column kernels over one nest, whose reductions then share passes.
+      const bool mergeable =
+          first.kind == KernelKind::loop || first.kind == KernelKind::reduction || first.kind == KernelKind::column;
+      if (first.merged_away || second.merged_away || !mergeable || first.kind != second.kind ||
+          !(first.nest == second.nest))
+        continue;
+      std::set<ir::ValueId> shared, leaves_a = leaves_of(static_cast<int>(a)),
+                                    leaves_b = leaves_of(static_cast<int>(b));
+      std::set_intersection(leaves_a.begin(), leaves_a.end(), leaves_b.begin(), leaves_b.end(),
+                            std::inserter(shared, shared.begin()));
+      if (shared.empty() || reaches(static_cast<int>(a), static_cast<int>(b)) ||
+          reaches(static_cast<int>(b), static_cast<int>(a)))
+        continue;
+      merge_into(static_cast<int>(a), static_cast<int>(b),
+                 {.reason = Reason::merged_siblings, .subject = *shared.begin(), .values = {second.members.front()}});
+    }
+  }
+}
+
+// A column kernel is worth generating for what it computes while it reduces, or for the reductions that share its
+// pass; one reduction of a value in memory (a parameter, another kernel's output) is its standard kernel, which
+// reads that value once too.
+void Scheduler::finish_columns() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    Group& column = groups_[g];
+    if (column.merged_away || column.kind != KernelKind::column) continue;
+    // The first member started the group: a reduction, or a loop kernel the reductions then joined (their own
+    // decisions say so).
+    const ir::ValueId first = column.members.front();
+    const bool started = ir::is_reduction(graph_.node(first).op);
+    if (column.members.size() > 1 || !started || inlined_[index(graph_.node(first).operands[0])]) {
+      if (started)
+        column.decisions.insert(
+            column.decisions.begin(),
+            {.reason = Reason::column_reduction, .subject = first, .numbers = {column.nest.reduced_count()}});
+      continue;
+    }
+    column.kind = KernelKind::library;
+    plan_.not_fused.push_back({.reason = Reason::library,
+                               .subject = first,
+                               .text = "a reduction over the axes before the last of a value in memory: the "
+                                       "standard kernel reads it once"});
+  }
+}
+
+bool Scheduler::is_strided_transpose(const ir::Node& node) const {
+  if (node.op != ir::Op::transpose || capabilities_.strided_transpose_bytes == 0) return false;
+  const ir::Type& input = graph_.type(node.operands[0]);
+  const int rank = input.shape.rank();
+  if (rank < 2 || node.type.shape[rank - 1] <= 1 ||
+      input.shape.numel() * static_cast<std::int64_t>(size_of(input.dtype)) < capabilities_.strided_transpose_bytes)
+    return false;
+  std::int64_t stride = static_cast<std::int64_t>(size_of(input.dtype));
+  for (int axis = rank - 1; axis > node.attributes.axes.back(); --axis) stride *= input.shape[axis];
+  return stride >= strided_transpose_stride_bytes;
+}
+
+// The kernel reads the input a tile at a time into strips of rows, as fast as the standard kernel's tiled copy,
+// and the copy is not written and read back. The transpose's rows must come from the input's innermost axis.
+bool Scheduler::fuse_transpose_by_strips(ir::ValueId id) {
+  const ir::Node& node = graph_.node(id);
+  const int rank = node.type.shape.rank();
+  const std::size_t element_bytes = size_of(node.type.dtype);
+  // Tiles of 16 x 16 (the widest vectors' lanes) must fit the last two axes, or the kernel would gather.
+  if (node.type.dtype == DType::boolean || (element_bytes != 4 && element_bytes != 8) ||
+      node.attributes.axes[static_cast<std::size_t>(rank - 2)] != rank - 1 || node.type.shape[rank - 2] < 16 ||
+      node.type.shape[rank - 1] < 16)
+    return false;
+  const std::set<int> consumers = consumer_groups_of(id);
+  if (consumers.size() != 1) return false;
+  const int group_index = *consumers.begin();
+  if (group_index < 0) return false;
+  const Group& consumer = group(group_index);
+  if (consumer.kind != KernelKind::loop || !(consumer.nest.space == node.type.shape)) return false;
+  for (ir::ValueId user : users_[index(id)])
+    if (group_of_[index(user)] != group_index) return false;
+  const IndexMap identity = consumer.nest.broadcast_map(node.type.shape);
+  for (const IndexMap& map : reads_of(group_index, consumer.kind, consumer.nest, id))
+    if (map != identity) return false;
+  if (!try_fuse(id, group_index)) return false;
+  group(group_index).decisions.push_back({.reason = Reason::transposed_by_strips, .subject = id});
+  return true;
+}
+
+std::set<int> Scheduler::consumer_groups_of(ir::ValueId id) const {
+  std::set<int> groups;
+  for (ir::ValueId user : users_[index(id)]) {
+    if (inlined_[index(user)]) {
+      std::set<int> further = consumer_groups_of(user);
+      groups.insert(further.begin(), further.end());
+    } else {
+      groups.insert(group_of_[index(user)]);
+    }
+  }
+  return groups;
+}
+
+bool Scheduler::read_from_memory(ir::ValueId id) const {
+  for (ir::ValueId user : users_[index(id)]) {
+    const int each = group_of_[index(user)];
+    const ir::Node& node = graph_.node(user);
+    const bool layout_change =
+        is_reshape(node.op) && !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
+    // take_along_axis picks from its values where they lie in memory.
+    const bool gathered = node.op == ir::Op::take_along_axis && node.operands[0] == id;
+    if (node.op == ir::Op::matmul || layout_change || gathered ||
+        (each >= 0 && group(each).kind == KernelKind::library))
+      return true;
+  }
+  return false;
+}
+
+void Scheduler::start_group(ir::ValueId id) {
+  const ir::Node& node = graph_.node(id);
+  Group started;
+  started.members.push_back(id);
+  started.nest = LoopNest::over(node.type.shape);
+  const std::optional<ReductionNest> reduction = reduction_nest(graph_, node, capabilities_);
+  if (is_loop_fusible(node.op) && !is_strided_transpose(node)) {
+    started.kind = KernelKind::loop;
+  } else if (reduction) {
+    started.kind = reduction->kind;
+    started.nest = reduction->nest;
+  } else if (is_generated_gemm(graph_, node)) {
+    started.kind = KernelKind::gemm;
+  } else {
+    started.kind = KernelKind::library;
+    plan_.not_fused.push_back({.reason = Reason::library, .subject = id, .text = library_reason(node)});
+  }
+  group_of_[index(id)] = static_cast<int>(groups_.size());
+  groups_.push_back(std::move(started));
+}
+
+std::string Scheduler::library_reason(const ir::Node& node) const {
+  if (node.op == ir::Op::matmul) {
+    if (node.type.dtype != DType::f32) return "the generated GEMM handles f32 only";
+    const int left = graph_.type(node.operands[0]).shape.rank(), right = graph_.type(node.operands[1]).shape.rank();
+    if (right != 2) return right > 2 ? "batched matmul: the right operand has batch axes" : "a matrix-vector product";
+    return left < 2 ? "a vector-matrix product" : "batched matmul with a transposed left operand";
+  }
+  if (ir::is_reduction(node.op)) {
+    if (ir::is_arg_reduction(node.op)) return std::string(ir::name(node.op)) + " is not generated";
+    return capabilities_.column_kernels ? "the reduced axes are neither the trailing ones nor a run before the last"
+                                        : "the reduced axes are not the trailing ones";
+  }
+  if (ir::is_scan(node.op)) return "a scan's standard kernel combines each line in order";
+  if (is_strided_transpose(node))
+    return "it moves the innermost axis: the standard kernel copies it in tiles transposed in registers, which "
+           "its consumers read in order, where they would gather a lane per cache line";
+  return "no generated form for this op";
+}
+
+std::set<int> Scheduler::producers_of(int group_index) const {
+  std::set<int> producers;
+  for (ir::ValueId member : group(group_index).members) collect_producers(member, group_index, producers);
+  return producers;
+}
+
+void Scheduler::collect_producers(ir::ValueId value, int group_index, std::set<int>& producers) const {
+  for (ir::ValueId operand : graph_.node(value).operands) {
+    if (inlined_[index(operand)])
+      collect_producers(operand, group_index, producers);
+    else if (group_of_[index(operand)] >= 0 && group_of_[index(operand)] != group_index)
+      producers.insert(group_of_[index(operand)]);
+  }
+}
+
+bool Scheduler::reaches(int from, int to) const {
+  std::vector<int> stack{from};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int current = stack.back();
+    stack.pop_back();
+    if (current == to) return true;
+    if (!seen.insert(current).second) continue;
+    for (int producer : producers_of(current)) stack.push_back(producer);
+  }
+  return false;
+}
+
+std::set<ir::ValueId> Scheduler::leaves_of(int group_index) const {
+  std::set<ir::ValueId> leaves;
+  std::function<void(ir::ValueId)> visit = [&](ir::ValueId value) {
+    for (ir::ValueId operand : graph_.node(value).operands) {
+      if (inlined_[index(operand)])
+        visit(operand);
+      else if (group_of_[index(operand)] != group_index)
+        leaves.insert(operand);
+    }
+  };
+  for (ir::ValueId member : group(group_index).members) visit(member);
+  return leaves;
+}
+
+FusedKernel Scheduler::make_kernel(int group_index) const {
+  const Group& source = group(group_index);
+  FusedKernel kernel;
+  kernel.kind = source.kind;
+  kernel.space = source.nest.space;
+  kernel.reduced_axes = source.nest.reduced_count();
+  kernel.decisions = source.decisions;
+  std::set<ir::ValueId> members(source.members.begin(), source.members.end());
+  std::function<void(ir::ValueId)> pull_inlined = [&](ir::ValueId value) {
+    for (ir::ValueId operand : graph_.node(value).operands)
+      if (inlined_[index(operand)] && members.insert(operand).second) pull_inlined(operand);
+  };
+  for (ir::ValueId member : source.members) pull_inlined(member);
+  kernel.members.assign(members.begin(), members.end());  // std::set is sorted: graph order
+  if (kernel.kind == KernelKind::loop && kernel.members.size() == 1 && is_reshape(graph_.node(kernel.members[0]).op)) {
+    // Nothing else to compute: copying the operand into a new layout would only move the same elements in the
+    // same order.
+    kernel.kind = KernelKind::view;
+    kernel.decisions.push_back({.reason = Reason::view, .subject = kernel.members[0]});
+  }
+  std::set<ir::ValueId> inputs_seen;
+  for (ir::ValueId member : kernel.members) {
+    for (ir::ValueId operand : graph_.node(member).operands)
+      if (!members.count(operand) && inputs_seen.insert(operand).second) kernel.inputs.push_back(operand);
+    if (inlined_[index(member)] || !escapes(member, group_index)) continue;
+    kernel.outputs.push_back(member);
+    // Stored once per kept coordinate: a value of the kept axes' shape, and a reduction's own result.
+    const Shape& shape = graph_.type(member).shape;
+    const bool reduces =
+        kernel.kind == KernelKind::reduction || kernel.kind == KernelKind::column || kernel.kind == KernelKind::gemm;
+    if (reduces && source.nest.is_kept_shape(shape) &&
+        (!(shape == source.nest.space) || ir::is_reduction(graph_.node(member).op)))
+      kernel.row_outputs.push_back(member);
+  }
+  return kernel;
+}
+
+FusionPlan Scheduler::build_plan() {
+  // Order kernels so that each runs after the kernels it reads from.
+  std::vector<int> order;
+  std::vector<int> state(groups_.size(), 0);  // 0 new, 1 visiting, 2 done
+  std::function<void(int)> visit = [&](int group_index) {
+    if (state[static_cast<std::size_t>(group_index)] != 0) return;
+    state[static_cast<std::size_t>(group_index)] = 1;
+    for (int producer : producers_of(group_index)) visit(producer);
+    state[static_cast<std::size_t>(group_index)] = 2;
+    order.push_back(group_index);
+  };
+  // Visit in the order of each group's first member, for a stable plan.
+  std::vector<std::pair<ir::ValueId, int>> firsts;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].merged_away) continue;
+    firsts.emplace_back(*std::min_element(groups_[g].members.begin(), groups_[g].members.end()), static_cast<int>(g));
+  }
+  std::sort(firsts.begin(), firsts.end());
+  for (const auto& [first, group_index] : firsts) visit(group_index);
+  for (int group_index : order) plan_.kernels.push_back(make_kernel(group_index));
+  return std::move(plan_);
+}
+
+}  // namespace kiln::compiler

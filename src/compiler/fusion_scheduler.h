@@ -1,0 +1,117 @@
+#pragma once
+// Private to the fusion scheduler (fusion.h says what it decides): the groups it forms while walking the graph
+// consumer first, and the rule that lets a producer join a group (fusion_legality.cpp).
+
+#include "compiler/fusion.h"
+
+#include <set>
+#include <vector>
+
+namespace kiln::compiler {
+
+bool is_reshape(ir::Op op);
+// Ops a loop nest computes at any index map: elementwise ops and data movement.
+bool is_loop_fusible(ir::Op op);
+// Rough cost of one element, for the "do not recompute" rule.
+int cost_per_element(ir::Op op);
+
+// The kernel kind and nest a reduction runs in: a row kernel for a trailing run of axes, a column kernel for a run
+// ending before the last axis (where the backend has one); none for argmax and other axes.
+struct ReductionNest {
+  KernelKind kind;
+  LoopNest nest;
+};
+std::optional<ReductionNest> reduction_nest(const ir::Graph& graph, const ir::Node& node,
+                                            const BackendCapabilities& capabilities);
+
+struct Group {
+  KernelKind kind = KernelKind::loop;
+  LoopNest nest;
+  std::vector<ir::ValueId> members;
+  std::vector<FusionDecision> decisions;
+  bool merged_away = false;
+
+  // The nest's axes before this one are rows: a value depending only on them is computed once per row (the
+  // first reduced axis of a row or column kernel, the last axis of a loop kernel; none in a GEMM's epilogue).
+  int first_row_axis() const;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const ir::Graph& graph, const BackendCapabilities& capabilities);
+  FusionPlan run();
+
+ private:
+  std::size_t index(ir::ValueId value) const { return static_cast<std::size_t>(value); }
+  Group& group(int index) { return groups_[static_cast<std::size_t>(index)]; }
+  const Group& group(int index) const { return groups_[static_cast<std::size_t>(index)]; }
+
+  // ---- the walk (fusion_scheduler.cpp) ----
+  void place(ir::ValueId id);
+  // The kernels that read `id`, looking through recomputed cheap nodes.
+  std::set<int> consumer_groups_of(ir::ValueId id) const;
+  // Matmuls, library kernels, reshapes that change the layout and take_along_axis (its values) read their operands
+  // from memory, so a cheap node feeding one is computed into a buffer rather than recomputed.
+  bool read_from_memory(ir::ValueId id) const;
+  void start_group(ir::ValueId id);
+  std::string library_reason(const ir::Node& node) const;
+  // A transpose run by its standard kernel (BackendCapabilities::strided_transpose_bytes).
+  bool is_strided_transpose(const ir::Node& node) const;
+  // A strided transpose read by one loop kernel over its own shape, a tile at a time (transposed_strips.cpp).
+  bool fuse_transpose_by_strips(ir::ValueId id);
+  // Whether `id`, read by several kernels that could not become one, is better recomputed in each of them.
+  bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const;
+  // Multi-output fusion of a producer read by several kernels: it joins the one it can, and is written for the
+  // others.
+  bool join_one_consumer(ir::ValueId id, const std::set<int>& consumer_groups);
+  // Multi-output fusion, on demand: when a producer's consumers sit in several loop kernels over the same space,
+  // those kernels become one (if none depends on another).
+  void merge_consumer_loops(ir::ValueId producer, std::set<int>& consumer_groups);
+  void merge_into(int target, int source, FusionDecision decision);
+  // Multi-output fusion of siblings: loop kernels over the same space, or row or column kernels over the same nest,
+  // that read a common input become one.
+  void merge_siblings();
+  // Column groups left with nothing computed but their reduction run its standard kernel.
+  void finish_columns();
+  std::set<int> producers_of(int group) const;
+  void collect_producers(ir::ValueId value, int group, std::set<int>& producers) const;
+  // Whether group `from` reads, directly or through other groups, what group `to` writes.
+  bool reaches(int from, int to) const;
+  std::set<ir::ValueId> leaves_of(int group) const;
+  FusedKernel make_kernel(int group) const;
+  FusionPlan build_plan();
+
+  // ---- the rule (fusion_legality.cpp) ----
+  bool try_fuse(ir::ValueId id, int group);
+  bool fuse_loop_fusible(ir::ValueId id, int group);
+  bool fuse_reduction(ir::ValueId id, int group);
+  bool fuse_matmul(ir::ValueId id, int group);
+  // Whether `group` reads through take_along_axis's indices (which only loop and row kernels do).
+  bool gathers(int group) const;
+  // The distinct maps at which group `group`, run as a kernel of `kind` over `nest`, reads `value`: from the maps
+  // its outputs are stored at, through every value it computes, to `value`.
+  std::vector<IndexMap> reads_of(int group, KernelKind kind, const LoopNest& nest, ir::ValueId value) const;
+  // Where a kernel of `kind` over `nest` stores `value`: at every point of a space of its shape, or once per kept
+  // coordinate; none where it cannot.
+  std::optional<IndexMap> storage_map(KernelKind kind, const LoopNest& nest, ir::ValueId value) const;
+  // A member of `group` written to memory that a kernel of `kind` over `nest` could not store, or -1.
+  ir::ValueId unstorable_output(int group, KernelKind kind, const LoopNest& nest) const;
+  // Whether member `value` of `group` is written to memory: returned, or read by another kernel.
+  bool escapes(ir::ValueId value, int group) const;
+  // Whether `value` is returned or read by kernels other than `group`.
+  bool read_outside(ir::ValueId value, int group) const;
+  bool used_through_layout_change(ir::ValueId id, int group) const;
+  // A member of `group` that reads `value`, directly or through recomputed cheap nodes.
+  ir::ValueId reader_in(ir::ValueId value, int group) const;
+
+  const ir::Graph& graph_;
+  BackendCapabilities capabilities_;
+  std::vector<std::vector<ir::ValueId>> users_;
+  std::vector<bool> is_output_;
+  std::vector<int> group_of_;
+  std::vector<bool> inlined_;
+  std::vector<Group> groups_;
+  FusionPlan plan_;
+};
+
+}  // namespace kiln::compiler
