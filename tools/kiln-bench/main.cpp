@@ -2,8 +2,10 @@
 // Every number is relative to a floor measured in the same run.
 //
 //   kiln-bench seed [--size N] [--runs R] [--threads T] [--device cpu|cuda]
-//   kiln-bench [all | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda] [--json FILE]
+//   kiln-bench [all | family | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda] [--json FILE]
 //              [--save-inputs DIR]
+//
+// `family`: composites beside the same computation spelled with primitives (workloads.h, family_ids).
 //
 // With --device cuda the suite runs on the GPU, with its own sizes and floors
 // (workloads.h, device_timing.h).
@@ -42,14 +44,19 @@ struct Options {
   std::cerr << "kiln-bench: " << problem << "\n"
             << "usage: kiln-bench seed [--size N] [--runs R] [--threads T] [--device cpu|cuda]\n"
             << "         the seed article's experiment, standard vs JIT (default size 8192, 10 runs)\n"
-            << "       kiln-bench [all | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda]\n"
+            << "       kiln-bench [all | family | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda]\n"
             << "                  [--json FILE|-] [--save-inputs DIR]\n"
             << "         the workload suite; --big adds seed-8192; --save-inputs writes each workload's inputs\n"
             << "         and outputs as .npy files under DIR/<workload>/ (for bench/peers)\n"
             << "workloads: seed-<N> (the article's function at size N; seed-<N>-tf32 on a GPU: TF32 matmul)";
   for (const std::string& id : suite_ids(false))
     if (!id.starts_with("seed-")) std::cerr << ", " << id;
-  std::cerr << "\nsuite: ";
+  const std::vector<std::string> suite = suite_ids(false);
+  for (const std::string& id : family_ids())
+    if (std::find(suite.begin(), suite.end(), id) == suite.end()) std::cerr << ", " << id;
+  std::cerr << "\nfamily: ";
+  for (const std::string& id : family_ids()) std::cerr << id << " ";
+  std::cerr << "(named composites beside their spelling with primitives)\nsuite: ";
   for (const std::string& id : suite_ids(false)) std::cerr << id << " ";
   std::cerr << "(+ seed-8192 with --big)\nsuite on a GPU: ";
   for (const std::string& id : suite_ids(false, Device::cuda())) std::cerr << id << " ";
@@ -95,13 +102,18 @@ Options parse_options(int argc, char** argv) {
     else if (argument == "--help" || argument == "-h") usage("help");
     else if (!argument.empty() && argument[0] == '-') usage("unknown option " + argument);
     else if (argument == "seed") options.seed_experiment = true;
-    else if (argument == "all") options.workloads.push_back(argument);  // expanded once the device is known
+    else if (argument == "all" || argument == "family")
+      options.workloads.push_back(argument);  // expanded once the device is known
     else options.workloads.push_back(argument);
   }
   std::vector<std::string> ids;
   for (const std::string& id : options.workloads) {
-    if (id != "all") ids.push_back(id);
-    else for (const std::string& member : suite_ids(false, options.device)) ids.push_back(member);
+    if (id == "all")
+      for (const std::string& member : suite_ids(false, options.device)) ids.push_back(member);
+    else if (id == "family")
+      for (const std::string& member : family_ids()) ids.push_back(member);
+    else
+      ids.push_back(id);
   }
   options.workloads = ids;
   if (options.seed_experiment) {

@@ -137,7 +137,39 @@ Tensor pool_body(Tensor x) {
                         {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
 }
 
+// The family of composites a user may spell by hand (issue 38's test of fusion by structure): each named
+// composite beside the same computation written with primitives, which must get the same kernels and speed.
+Tensor cross_entropy_body(Tensor logits, Tensor labels) { return nn::sparse_softmax_cross_entropy(logits, labels); }
+
+Tensor cross_entropy_by_hand(Tensor logits, Tensor labels) {
+  const Tensor largest = reduce_max(logits, {-1});
+  const Tensor log_total = log(reduce_sum(exp(logits - expand_dims(largest, -1)), {-1})) + largest;
+  return log_total - squeeze(take_along_axis(logits, expand_dims(labels, -1), -1), {-1});
+}
+
+Tensor layernorm_by_hand(Tensor x, Tensor gamma, Tensor beta) {
+  const double width = static_cast<double>(x.dim(-1));
+  const Tensor centered = x - expand_dims(reduce_sum(x, {-1}) / width, -1);
+  const Tensor variance = reduce_sum(centered * centered, {-1}) / width;
+  return centered / sqrt(expand_dims(variance, -1) + 1e-5) * gamma + beta;
+}
+
+Tensor softmax_first_axis_by_hand(Tensor x) {
+  const Tensor exponentials = exp(x - reduce_max(x, {0}));
+  return exponentials / reduce_sum(exponentials, {0});
+}
+
+Tensor logsumexp_by_hand(Tensor x) {
+  const Tensor largest = reduce_max(x, {-1});
+  return largest + log(reduce_sum(exp(x - expand_dims(largest, -1)), {-1}));
+}
+
 }  // namespace
+
+std::vector<std::string> family_ids() {
+  return {"xent",     "xent-hand",     "layernorm", "layernorm-hand",
+          "softmax0", "softmax0-hand", "logsumexp", "logsumexp-hand"};
+}
 
 WorkloadOptions options_for(Device device) {
   WorkloadOptions options;
@@ -207,6 +239,38 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload = make<3>(id, id, dimensions({options.rows, options.columns}), inputs,
                        [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); });
     workload.bytes += static_cast<double>(options.rows * options.columns) * 4;
+  } else if (id == "layernorm-hand") {
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 5, .device = device}),
+                               random::normal({options.columns}, {.seed = 6, .device = device}),
+                               random::normal({options.columns}, {.seed = 7, .device = device})};
+    workload = make<3>(id, "layernorm_by_hand", dimensions({options.rows, options.columns}), inputs, layernorm_by_hand);
+    workload.bytes += static_cast<double>(options.rows * options.columns) * 4;
+  } else if (id == "xent" || id == "xent-hand") {
+    // Logits of `columns` classes for `rows` examples, labels in range: one loss per example.
+    const Tensor logits = random::normal({options.rows, options.columns}, {.seed = 60, .device = device});
+    const Tensor labels = cast(
+        floor(random::uniform({options.rows},
+                              {.seed = 61, .low = 0, .high = static_cast<double>(options.columns), .device = device})),
+        DType::i32);
+    const bool by_hand = id == "xent-hand";
+    workload =
+        make<2>(id, by_hand ? "cross_entropy_by_hand" : "cross_entropy", dimensions({options.rows, options.columns}),
+                {logits, labels}, by_hand ? cross_entropy_by_hand : cross_entropy_body);
+    workload.bytes += static_cast<double>(options.rows) * 4;
+  } else if (id == "softmax0" || id == "softmax0-hand") {
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 62, .device = device})};
+    const bool by_hand = id == "softmax0-hand";
+    workload = make<1>(
+        id, by_hand ? "softmax_first_axis_by_hand" : "softmax_first_axis", dimensions({options.rows, options.columns}),
+        inputs, by_hand ? softmax_first_axis_by_hand : [](Tensor x) { return nn::softmax(x, 0); });
+    workload.bytes += bytes_of(inputs);
+  } else if (id == "logsumexp" || id == "logsumexp-hand") {
+    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 63, .device = device})};
+    const bool by_hand = id == "logsumexp-hand";
+    workload = make<1>(
+        id, by_hand ? "logsumexp_by_hand" : "logsumexp", dimensions({options.rows, options.columns}), inputs,
+        by_hand ? logsumexp_by_hand : [](Tensor x) { return reduce_logsumexp(x, {-1}); });
+    workload.bytes += static_cast<double>(options.rows) * 4;
   } else if (id == "adam") {
     std::int64_t n = options.elements;
     std::vector<Tensor> inputs{random::normal({n}, {.seed = 8, .device = device}),

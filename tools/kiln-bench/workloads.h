@@ -67,6 +67,11 @@ WorkloadOptions options_for(Device device);
 // adam, attention, block, stem, conv, pool, depthwise. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
 // gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
+// The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):
+// xent (sparse_softmax_cross_entropy) and xent-hand (reduce_max, exp, reduce_sum, log, take_along_axis),
+// layernorm and layernorm-hand, softmax0 (softmax over the first axis) and softmax0-hand, logsumexp
+// (reduce_logsumexp) and logsumexp-hand. Not in the suite: the peers run the named ones already.
+std::vector<std::string> family_ids();
 // Builds a workload from its id: seed-<N> (the article's function on two
 // N x N matrices; seed-<N>-tf32 on a GPU with TF32 matmuls), gelu (the tanh
 // form), gelu-erf (the exact form), softmax, layernorm, adam, attention or
