@@ -21,13 +21,6 @@ constexpr std::int64_t column_rows_per_block = 64;
 // A float sum's rounding errors grow with the terms folded one after another: a block's rows are summed in order,
 // then the blocks' partials, so a column of n rows sees about 512 + n / 512 of them instead of n.
 constexpr std::int64_t column_max_rows_per_block = 512;
-// Where its body is cheap, a column kernel walks its rows this many at a time, taking each vector of columns down
-// the group's rows before the next: the hardware sees that many streams at once (one row's 4 KiB segment at a
-// time, a new page each, left the memory idle between them), and each column's accumulator stays in a register
-// for the group. The order of every column's sum is the same. Reducing the squares of 4096^2 floats over axis
-// 0: 2.5 -> 1.65 ms, the row kernel's 1.4 on the same data (Zen 4, 2 threads). A body with a transcendental is
-// bound by its arithmetic, and ran slower grouped (a mean over tokens of a gelu: 1.55 -> 1.8-2.2 ms).
-constexpr std::int64_t column_row_group = 8;
 static_assert(column_block % widest_lanes == 0);
 
 }  // namespace

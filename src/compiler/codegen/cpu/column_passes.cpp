@@ -4,6 +4,7 @@
 #include "compiler/codegen/cpu/row_kernel.h"
 
 #include <algorithm>
+#include <map>
 
 namespace kiln::compiler::cpu {
 
@@ -14,6 +15,11 @@ namespace {
 // prefetchers stream), narrower where that leaves fewer than this many items for the threads.
 constexpr std::int64_t passes_block = 1024;
 constexpr std::int64_t passes_items = 16;
+// What a work item may keep of the values two passes compute (a transcendental: softmax's exp(x - max), summed in
+// one pass and divided in the next), a block's columns for every reduced row. Computed again, exp made softmax over
+// the first axis of 4096^2 floats 1.4x slower than three kernels writing exp(x - max) once; the block narrows to
+// keep it within this, and below 16 columns the values are computed again after all.
+constexpr std::int64_t column_cache_bytes = std::int64_t{4} << 20;
 
 }  // namespace
 
@@ -60,7 +66,8 @@ bool RowKernel::needs_column_passes() const {
   });
 }
 
-void RowKernel::collect_column_elements(int root, std::set<int>& needed, std::set<int>& per_column) const {
+void RowKernel::collect_column_elements(int root, std::set<int>& needed, std::set<int>& per_column,
+                                        const std::set<int>& written) const {
   if (needed.count(root) || per_column.count(root)) return;
   if (is_per_column(root)) {
     per_column.insert(root);
@@ -68,15 +75,27 @@ void RowKernel::collect_column_elements(int root, std::set<int>& needed, std::se
   }
   if (!varying(root)) return;  // a row value, computed once per item
   needed.insert(root);
-  for (int operand : at(root).operands) collect_column_elements(operand, needed, per_column);
+  if (written.count(root)) return;  // read back from its cache
+  for (int operand : at(root).operands) collect_column_elements(operand, needed, per_column, written);
 }
 
 std::string RowKernel::per_column_values(const std::set<int>& per_column) const {
   std::string text;
-  for (int id : per_column)
-    text += "        const " + emitter_.vector_type(at(id).value) + " " + at(id).name + " = column_" + at(id).name +
-            "[group];\n";
+  for (int id : per_column) {
+    const std::string& name = at(id).name;
+    text += "        const " + emitter_.vector_type(at(id).value) + " " + name + " = column_" + name + "[group];\n";
+    if (divisor_of_elements(id))
+      text += "        const " + emitter_.vector_type(at(id).value) + " reciprocal_" + name + " = column_reciprocal_" +
+              name + "[group];\n        const bool use_reciprocal_" + name + " = column_use_reciprocal_" + name +
+              "[group];\n";
+  }
   return text;
+}
+
+bool RowKernel::divisor_of_elements(int id) const {
+  for (int user = 0; user < emitter_.instance_count(); ++user)
+    if (divides_by_reciprocal(user) && at(user).operands[1] == id) return true;
+  return false;
 }
 
 std::string RowKernel::emit_column_passes() {
@@ -85,10 +104,8 @@ std::string RowKernel::emit_column_passes() {
   const std::int64_t per_outer =
       (passes_items + std::max<std::int64_t>(outer, 1) - 1) / std::max<std::int64_t>(outer, 1);
   const std::int64_t narrow = (columns + per_outer - 1) / per_outer;
-  const std::int64_t block =
+  std::int64_t block =
       std::clamp<std::int64_t>((narrow + widest_lanes - 1) / widest_lanes * widest_lanes, widest_lanes, passes_block);
-  const std::int64_t column_blocks = (columns + block - 1) / block;
-  whole_vectors_ = columns % widest_lanes == 0 && block % widest_lanes == 0;
 
   // Each reduction in the first pass after those whose results it reads; each value computed from results after
   // the pass that completes them.
@@ -105,25 +122,104 @@ std::string RowKernel::emit_column_passes() {
     }
     (reduction ? passes : computed_after)[pass].push_back(id);
   }
-  std::set<int> final_elements, final_per_column;
+  // The values each pass computes at every element (the last one: the element outputs'), first without caches, to
+  // find the expensive ones two passes would compute; those are cached where the budget allows.
+  auto pass_roots = [&](std::size_t pass) {
+    std::vector<int> roots;
+    if (pass < passes.size())
+      for (int reduction : passes[pass]) roots.push_back(at(reduction).operands[0]);
+    else
+      for (const auto& [value, id] : outputs_)
+        if (!is_row_output(value)) roots.push_back(id);
+    return roots;
+  };
+  std::map<int, int> passes_computing;
+  for (std::size_t pass = 0; pass <= passes.size(); ++pass) {
+    std::set<int> elements, ignored;
+    for (int root : pass_roots(pass)) collect_column_elements(root, elements, ignored);
+    for (int id : elements)
+      if (at(id).kind == Instance::Kind::compute && is_transcendental(emitter_.graph().node(at(id).value).op))
+        passes_computing[id] += 1;
+  }
+  std::int64_t cached_bytes = 0;  // per column and reduced row
+  for (const auto& [id, count] : passes_computing)
+    if (count > 1) {
+      cached_.insert(id);
+      cached_bytes += static_cast<std::int64_t>(size_of(emitter_.graph().type(at(id).value).dtype));
+    }
+  if (!cached_.empty()) {
+    const std::int64_t fits = column_cache_bytes / std::max<std::int64_t>(cached_bytes * reduced, 1);
+    if (fits < widest_lanes)
+      cached_.clear();
+    else
+      block = std::min(block, fits / widest_lanes * widest_lanes);
+  }
+  const std::int64_t column_blocks = (columns + block - 1) / block;
+  column_block_ = block;
+  whole_vectors_ = columns % widest_lanes == 0 && block % widest_lanes == 0;
+  first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
+  std::vector<std::set<int>> pass_elements(passes.size() + 1), pass_per_column(passes.size() + 1);
+  std::set<int> written;
+  for (std::size_t pass = 0; pass <= passes.size(); ++pass) {
+    for (int root : pass_roots(pass))
+      collect_column_elements(root, pass_elements[pass], pass_per_column[pass], written);
+    for (int id : pass_elements[pass])
+      if (cached_.count(id) && written.insert(id).second)
+        first_write_[static_cast<std::size_t>(id)] = static_cast<int>(pass);
+  }
+  streaming_ = element_output_bytes() >= streaming_bytes;
   std::string stores;
   for (const auto& [value, id] : outputs_) {
     if (is_row_output(value)) continue;
-    collect_column_elements(id, final_elements, final_per_column);
+    if (per_column.count(id)) pass_per_column[passes.size()].insert(id);  // stored at every element of its column
     stores += element_store(value, id);
   }
-  streaming_ = element_output_bytes() >= streaming_bytes;
 
   const std::string prefix = emitter_.prefix();
   const std::string group = "        const int64_t group = (j - block_begin) / lanes;\n";
-  // A loop over the block's reduced rows, stepping along each row's columns with `body`.
-  auto over_rows = [&](const std::string& body) {
-    return "    for (int64_t r = 0; r < " + std::to_string(reduced) + "; ++r) {\n" +
-           digits(layout_.middle_sizes, "r", "d", "      ") +
-           inner_vector_loop("block_begin", "block_end", body, "", 1) + "    }\n";
+  // A pass over the block's reduced rows: `body` at each vector of columns, after the pass's per-column values and
+  // element values; `accumulators` (arrays of them, one per reduction) held in registers for the step. Where the
+  // pass computes no transcendental and one reduced axis gives the row, rows go in groups of column_row_group, each
+  // vector of columns down the group (as the one-pass kernel: more streams in flight).
+  auto pass_over_rows = [&](std::size_t pass, const std::vector<int>& folded, const std::string& body) {
+    std::string values = per_column_values(pass_per_column[pass]);
+    std::string load, keep;
+    for (int reduction : folded) {
+      const std::string& name = at(reduction).name;
+      load += "        " + emitter_.vector_type(at(reduction).value) + " accumulator_" + name + " = column_" + name +
+              "[group];\n";
+      keep += "        column_" + name + "[group] = accumulator_" + name + ";\n";
+    }
+    const std::string elements = element_values(pass_elements[pass], static_cast<int>(pass));
+    // (A transcendental an earlier pass cached is a load here.)
+    std::set<int> computed;
+    for (int id : pass_elements[pass])
+      if (!cached_.count(id) || first_write_[static_cast<std::size_t>(id)] == static_cast<int>(pass))
+        computed.insert(id);
+    const bool grouped = layout_.middle_sizes.size() == 1 && !computes_transcendental(computed);
+    if (!grouped)
+      return "    for (int64_t r = 0; r < " + std::to_string(reduced) + "; ++r) {\n" +
+             digits(layout_.middle_sizes, "r", "d", "      ") +
+             inner_vector_loop("block_begin", "block_end", group + values + load + elements + body + keep, "", 1) +
+             "    }\n";
+    const std::string rows = std::to_string(column_row_group);
+    return "    for (int64_t r0 = 0; r0 < " + std::to_string(reduced) + "; r0 += " + rows + ") {\n" +
+           "      const int64_t group_end = r0 + " + rows + " < " + std::to_string(reduced) + " ? r0 + " + rows +
+           " : " + std::to_string(reduced) + ";\n" +
+           inner_vector_loop("block_begin", "block_end",
+                             group + values + load + "        for (int64_t d0 = r0; d0 < group_end; ++d0) {\n" +
+                                 "        const int64_t r = d0;\n" + elements + body + "        }\n" + keep,
+                             "", 1) +
+           "    }\n";
   };
   std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields() + "};\n\n";
   text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n" + state_from_context();
+  for (int id : cached_) {
+    const std::string type = emitter_.storage_type(at(id).value);
+    text += "  // " + at(id).name + " for each reduced row of the block, written by the pass that computes it first\n";
+    text += "  " + type + "* cache_" + at(id).name + " = static_cast<" + type + "*>(state.runtime->allocate(" +
+            std::to_string(block * reduced) + " * sizeof(" + type + ")));\n";
+  }
   text += "  for (int64_t item = begin; item < end; ++item) {\n";
   text += "    const int64_t row = item / " + std::to_string(column_blocks) + ";\n";
   text += "    const int64_t block_begin = item % " + std::to_string(column_blocks) + " * " + std::to_string(block) +
@@ -131,33 +227,31 @@ std::string RowKernel::emit_column_passes() {
           " ? block_begin + " + std::to_string(block) + " : " + std::to_string(columns) + ";\n";
   text += row_setup() + row_values(0);
   text += "    // The values of each column of the block that the passes compute, a vector per lanes columns.\n";
-  for (int id : per_column)
-    text += "    " + emitter_.vector_type(at(id).value) + " column_" + at(id).name + "[" + std::to_string(block) +
-            " / lanes];\n";
+  for (int id : per_column) {
+    const std::string type = emitter_.vector_type(at(id).value), size = "[" + std::to_string(block) + " / lanes]";
+    text += "    " + type + " column_" + at(id).name + size + ";\n";
+    if (divisor_of_elements(id))
+      text += "    " + type + " column_reciprocal_" + at(id).name + size + ";  // 1 / " + at(id).name +
+              ", used where every lane's is a normal number\n    bool column_use_reciprocal_" + at(id).name + size +
+              ";\n";
+  }
   for (std::size_t pass = 0; pass < passes.size(); ++pass) {
     if (!passes[pass].empty()) {
-      std::set<int> elements, read_per_column;
-      std::string folds;
+      std::string folds, starts;
       text += "    // Pass " + std::to_string(pass + 1) + " over the block's rows, for";
       for (int reduction : passes[pass]) {
         const Instance& item = at(reduction);
         const ir::Node& node = emitter_.graph().node(item.value);
         const ReductionInfo info = reduction_info(node.op, node.type.dtype);
-        collect_column_elements(item.operands[0], elements, read_per_column);
-        const std::string accumulator = "column_" + item.name + "[group]";
-        folds += "        " + accumulator + " = " + info.combine + "(" + accumulator + ", first_lanes(" +
-                 at(item.operands[0]).name + ", " + info.identity + ", count));\n";
+        folds += "        accumulator_" + item.name + " = " + info.combine + "(accumulator_" + item.name +
+                 ", first_lanes(" + at(item.operands[0]).name + ", " + info.identity + ", count));\n";
+        starts += "    for (" + emitter_.vector_type(item.value) + "& accumulator : column_" + item.name +
+                  ") accumulator = " + info.identity + ";\n";
         text += " %" + std::to_string(item.value);
       }
-      text += "\n";
-      for (int reduction : passes[pass]) {
-        const ir::Node& node = emitter_.graph().node(at(reduction).value);
-        text += "    for (" + emitter_.vector_type(at(reduction).value) + "& accumulator : column_" +
-                at(reduction).name + ") accumulator = " + reduction_info(node.op, node.type.dtype).identity + ";\n";
-      }
-      text += over_rows(group + per_column_values(read_per_column) + element_values(elements, 0) + folds);
+      text += "\n" + starts + pass_over_rows(pass, passes[pass], folds);
     }
-    // The pass's means divided, and the values its results complete, at each column of the block.
+    // The pass's means divided, the values its results complete, and the reciprocals of divisors, at each column.
     std::string body;
     for (int reduction : passes[pass]) {
       const Instance& item = at(reduction);
@@ -174,12 +268,21 @@ std::string RowKernel::emit_column_passes() {
               emitter_.describe(at(id).value) + "\n        column_" + at(id).name +
               "[group] = " + emitter_.expression(id) + ";\n        }\n";
     }
+    std::vector<int> completed = passes[pass];
+    completed.insert(completed.end(), computed_after[pass].begin(), computed_after[pass].end());
+    for (int id : completed) {
+      if (!divisor_of_elements(id)) continue;
+      const std::string& name = at(id).name;
+      body += "        column_reciprocal_" + name + "[group] = div(splat<" + emitter_.storage_type(at(id).value) +
+              ">(1), column_" + name + "[group]);\n        column_use_reciprocal_" + name +
+              "[group] = has_normal_reciprocals(column_" + name + "[group], count);\n";
+    }
     if (!body.empty())
       text += "    {\n" + inner_vector_loop("block_begin", "block_end", group + body, "", 1) + "    }\n";
   }
   if (!stores.empty()) {
     text += "    // The element outputs, in a last pass over the block's rows.\n";
-    text += over_rows(group + per_column_values(final_per_column) + element_values(final_elements, 0) + stores);
+    text += pass_over_rows(passes.size(), {}, stores);
   }
   for (const auto& [value, id] : outputs_) {
     if (!is_row_output(value)) continue;
@@ -190,7 +293,7 @@ std::string RowKernel::emit_column_passes() {
   }
   text += "  }\n";
   if (streaming_) text += "  end_streaming();\n";
-  text += "}\n\n" + entry_opening();
+  text += release_row_caches() + "}\n\n" + entry_opening();
   text +=
       "  runtime->parallel_for(" + std::to_string(outer * column_blocks) + ", 1, " + prefix + "_items, &state);\n}\n";
   return text;

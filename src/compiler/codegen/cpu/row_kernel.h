@@ -30,6 +30,13 @@ inline constexpr std::int64_t middle_loop_min_rows = 64;
 // second copy cost a fifth of the module's compile time (gelu's erf form: 0.35 -> 0.28 s).
 inline constexpr std::int64_t widest_lanes = 16;
 static_assert(chunk_size % widest_lanes == 0);
+// Where its body is cheap, a column kernel walks its rows this many at a time, taking each vector of columns down
+// the group's rows before the next: the hardware sees that many streams at once (one row's 4 KiB segment at a
+// time, a new page each, left the memory idle between them), and each column's accumulator stays in a register
+// for the group. The order of every column's sum is the same. Reducing the squares of 4096^2 floats over axis
+// 0: 2.5 -> 1.65 ms, the row kernel's 1.4 on the same data (Zen 4, 2 threads). A body with a transcendental is
+// bound by its arithmetic, and ran slower grouped (a mean over tokens of a gelu: 1.55 -> 1.8-2.2 ms).
+inline constexpr std::int64_t column_row_group = 8;
 // Element outputs of a kernel that add up to this many bytes are written with
 // non-temporal stores (store_streaming): far larger than the L2 caches, they
 // would be evicted before anyone reads them, and a plain store first reads
@@ -299,10 +306,15 @@ class RowKernel {
   // The pass that can compute instance `id`: one after the last pass of the reductions it reads.
   int column_pass(int id) const;
   // The instances computing `root` at each element of a pass (into `needed`), stopping at per-column values (into
-  // `per_column`, read from their arrays) and at values computed once per item.
-  void collect_column_elements(int root, std::set<int>& needed, std::set<int>& per_column) const;
-  // Declarations, in a step over the block's columns, of the per-column values `per_column` from their arrays.
+  // `per_column`, read from their arrays), at values computed once per item, and at cached values an earlier pass
+  // wrote (`written`: read from the cache).
+  void collect_column_elements(int root, std::set<int>& needed, std::set<int>& per_column,
+                               const std::set<int>& written = {}) const;
+  // Declarations, in a step over the block's columns, of the per-column values `per_column` from their arrays (with
+  // their reciprocals where elements divide by them).
   std::string per_column_values(const std::set<int>& per_column) const;
+  // Whether element values divide by per-column value `id` through its reciprocal (divides_by_reciprocal).
+  bool divisor_of_elements(int id) const;
 
   // A column accumulator as the reduction's result: a mean divides by the number of reduced elements.
   std::string finished(const std::string& accumulator, const ir::Node& node, const std::string& storage) const;
@@ -341,6 +353,7 @@ class RowKernel {
   // The padding rows an items function declares, by type, constant and length (padded_row_setup).
   mutable std::map<std::string, std::string> padding_rows_;
   std::vector<int> strips_;     // loads read through transposed strips (strip_loads)
+  std::int64_t column_block_ = 0;  // a column kernel in passes: the columns of a work item
 };
 
 }  // namespace kiln::compiler::cpu

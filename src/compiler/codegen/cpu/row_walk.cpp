@@ -71,7 +71,10 @@ std::string RowKernel::row_values(int phase) const {
 
 bool RowKernel::divides_by_reciprocal(int id) const {
   const Instance& item = at(id);
-  if (kernel_.kind == KernelKind::column) return false;  // its divisors are one per column, not one per row
+  if (kernel_.kind == KernelKind::column)  // a divisor per column, its reciprocal kept beside it (column_passes.cpp)
+    return item.kind == Instance::Kind::compute && emitter_.graph().node(item.value).op == ir::Op::div &&
+           is_floating(emitter_.graph().type(item.value).dtype) && varies_across_rows(id) &&
+           is_per_column(item.operands[1]);
   if (item.kind != Instance::Kind::compute || emitter_.graph().node(item.value).op != ir::Op::div ||
       !is_floating(emitter_.graph().type(item.value).dtype))
     return false;
@@ -182,6 +185,8 @@ std::string RowKernel::pick(const Instance& item, const std::string& base, const
 
 std::string RowKernel::cache_offset() const {
   if (across_lanes_) return " + j * lanes";
+  // A column kernel's cache holds its block's columns for each reduced row r.
+  if (kernel_.kind == KernelKind::column) return " + r * " + std::to_string(column_block_) + " + (j - block_begin)";
   return (layout_.middle_sizes.empty() ? "" : " + middle * " + std::to_string(layout_.inner_size)) + " + j";
 }
 
