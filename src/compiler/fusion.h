@@ -14,8 +14,10 @@
 // or is recomputed in each where that is cheaper than writing it; consumers of one producer over one space merge.
 // Every decision, and every refusal, is a record (fusion_decision.h) printed in the `fused` stage.
 //
-// After the scheduler, the CPU's plan steps (attention, gathered GEMM operands, concats assembled in place) and
-// padding read in place turn patterns in the plan into kernels of their own kinds.
+// Views of memory join like data movement, read where they lie: a padded value read by loop kernels (a masked read,
+// recomputed in each), and a GEMM's left operand made of slices of values in memory side by side (a convolution's
+// windows, gathered as the GEMM packs them). After the scheduler, the CPU's plan steps (attention, concats
+// assembled in place) turn patterns in the plan into kernels of their own kinds.
 
 #include "compiler/plan.h"
 #include "ir/graph.h"
@@ -39,8 +41,12 @@ struct BackendCapabilities {
   bool column_kernels = false;
   // Attention kernels: a matmul, a row kernel over its rows and a second matmul, a strip of rows at a time.
   bool attention_kernels = false;
-  // A GEMM that gathers its left operand from views of values in memory (a convolution's windows).
+  // A GEMM that gathers its left operand from views of values in memory (a convolution's windows): a concat along
+  // the last axis of slices of values in memory, zero-padded along leading axes, read as the GEMM packs it.
   bool gathered_gemm_operands = false;
+  // Loop kernels that read a padded value (pad()'s concat of constants around a value in memory) in place: the
+  // constant where the index map falls on the padding, the value elsewhere.
+  bool padding_in_place = true;
   // Kernels that write a concat's operands into its buffer; elementwise ops of a concat distributed over its
   // operands so that they are written there too (concat_sinking.h).
   bool concats_in_place = false;

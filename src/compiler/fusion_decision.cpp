@@ -106,8 +106,10 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
     case Reason::moved_product:
       return "the consumers read the product at other elements' positions (a transpose of a square product), and "
              "an epilogue reads only the element it computes";
-    case Reason::gathered_from_memory:
-      return "take_along_axis in that kernel picks its elements where they lie in memory";
+    case Reason::gathered_from_memory: return "that kernel reads it where it lies in memory";
+    case Reason::padded_in_memory:
+      return "that kernel reads it through its padding, where it lies in memory: the padded value is never written";
+    case Reason::padding_unsupported: return "the kernel reads a padded value in place, which only loop kernels do";
     case Reason::gather_unsupported:
       return "this kind of kernel does not read through take_along_axis's indices";
     case Reason::no_rule:

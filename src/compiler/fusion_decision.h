@@ -56,7 +56,9 @@ enum class Reason {
   not_product_size,             // values: a member not of the product's size
   reads_full_reduction,         // values: the member reading, the reduction
   moved_product,                // the consumers read the product at other elements' positions
-  gathered_from_memory,         // take_along_axis in the kernel picks from it where it lies in memory
+  gathered_from_memory,         // the kernel reads it where it lies in memory (take_along_axis, a GEMM's views)
+  padded_in_memory,             // the kernel reads it through its padding, where it lies in memory
+  padding_unsupported,          // the kernel reads a padded value in place, which only loop kernels do
   gather_unsupported,           // the kernel's template does not read through take_along_axis's indices
   no_rule,                      // no fusion rule for this op
   // A value computed once and written (not fused, consumers in several kernels).

@@ -3,7 +3,10 @@
 
 #include "compiler/fusion_scheduler.h"
 
+#include "kernels/cpu/gemm.h"
+
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace kiln::compiler {
@@ -58,8 +61,11 @@ std::vector<IndexMap> Scheduler::reads_of(int group_index, KernelKind kind, cons
       add(node.operands[0], nest.broadcast_map(graph_.type(node.operands[0]).shape));
       continue;
     }
-    // A matmul reads its operands from memory, and a reshape that changes the layout reads its operand's buffer.
-    if (node.op == ir::Op::matmul || (is_reshape(node.op) && !is_unit_reshape(graph_, node))) continue;
+    // A matmul reads its operands from memory (or gathers them: views), a reshape that changes the layout reads its
+    // operand's buffer, and a padding read in place reads the padded value where it lies.
+    if (node.op == ir::Op::matmul || node.op == ir::Op::concat || viewed_[index(current)] ||
+        (is_reshape(node.op) && !is_unit_reshape(graph_, node)))
+      continue;
     // take_along_axis picks its values where they lie in memory; only its indices are computed at maps. (Adding
     // an operand's maps leaves this entry where it is: a std::map's nodes stay put.)
     const std::size_t first_operand = node.op == ir::Op::take_along_axis ? 1 : 0;
@@ -68,6 +74,56 @@ std::vector<IndexMap> Scheduler::reads_of(int group_index, KernelKind kind, cons
   }
   const auto found = maps.find(value);
   return found == maps.end() ? std::vector<IndexMap>{} : found->second;
+}
+
+bool Scheduler::reads_padding(int group_index) const {
+  std::vector<ir::ValueId> stack(group(group_index).members);
+  std::set<ir::ValueId> seen;
+  while (!stack.empty()) {
+    const ir::ValueId value = stack.back();
+    stack.pop_back();
+    for (ir::ValueId operand : graph_.node(value).operands) {
+      if (!inlined_[index(operand)] || !seen.insert(operand).second) continue;
+      if (graph_.node(operand).op == ir::Op::concat) return true;
+      stack.push_back(operand);
+    }
+  }
+  return false;
+}
+
+bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
+  const Group& gemm = group(group_index);
+  const ir::Node& node = graph_.node(id);
+  if (!capabilities_.gathered_gemm_operands || gemm.kind != KernelKind::gemm || is_output_[index(id)]) return false;
+  const std::vector<ir::ValueId>& users = users_[index(id)];
+  const int rank = node.type.shape.rank();
+  // The matmul's left operand, read by it alone: the parts side by side along the last axis.
+  if (node.op == ir::Op::concat && users.size() == 1 && graph_.node(users.front()).op == ir::Op::matmul) {
+    const ir::Node& matmul = graph_.node(users.front());
+    return group_of_[index(users.front())] == group_index && matmul.operands[0] == id && matmul.operands[1] != id &&
+           !matmul.attributes.transpose_a && node.attributes.axis == rank - 1 &&
+           rank - 1 <= kernels::cpu::kGatherMaxAxes;
+  }
+  // Under the operand, read only by views of it.
+  const bool under_views = !users.empty() && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
+    return viewed_[index(user)] && group_of_[index(user)] == group_index;
+  });
+  if (!under_views) return false;
+  if (node.op == ir::Op::slice) {
+    const std::vector<std::int64_t>& step = node.attributes.step;
+    return step.back() == 1 && std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
+  }
+  // A convolution's padding: zeros along an axis before the last, under the slices of its windows (or under
+  // another such padding).
+  auto zero_padding = [&](ir::ValueId value) {
+    const std::optional<Padding> padding = padding_of(graph_, value);
+    if (!padding || padding->axis >= graph_.type(value).shape.rank() - 1) return false;
+    const ir::Attributes& zero = graph_.node(padding->constant).attributes;
+    return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
+  };
+  return zero_padding(id) && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
+    return graph_.node(user).op == ir::Op::slice || zero_padding(user);
+  });
 }
 
 bool Scheduler::gathers(int group_index) const {
@@ -100,6 +156,15 @@ bool Scheduler::try_fuse(ir::ValueId id, int group_index) {
     return false;
   };
   if (consumer.kind == KernelKind::library) return refuse(Reason::library_consumer);
+  if (gathered_view(id, group_index)) {
+    // Read as the GEMM packs its rows: nothing is computed, and the values under the views stay in memory.
+    group(group_index).members.push_back(id);
+    group_of_[index(id)] = group_index;
+    viewed_[index(id)] = true;
+    return true;
+  }
+  for (ir::ValueId user : users_[index(id)])
+    if (viewed_[index(user)] && group_of_[index(user)] == group_index) return refuse(Reason::gathered_from_memory);
   // A kernel of one reshape becomes a view of its operand's buffer (make_kernel), so the operand's kernel keeps
   // its own shape: log(sum) + max squeezed at the end of a keepdims row reduction (reduce_logsumexp) stays in
   // the row kernel, and relu(x w) reshaped stays the product's epilogue. Fused into the reshape's space they
@@ -111,10 +176,12 @@ bool Scheduler::try_fuse(ir::ValueId id, int group_index) {
     if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::matmul)
       return refuse(Reason::matmul_operand);
   if (used_through_layout_change(id, group_index)) return refuse(Reason::layout_change);
-  for (ir::ValueId user : users_[index(id)])
-    if (group_of_[index(user)] == group_index && graph_.node(user).op == ir::Op::take_along_axis &&
-        graph_.node(user).operands[0] == id)
+  for (ir::ValueId user : users_[index(id)]) {
+    const ir::Node& reader = graph_.node(user);
+    if (group_of_[index(user)] == group_index && reader.op == ir::Op::take_along_axis && reader.operands[0] == id)
       return refuse(Reason::gathered_from_memory);
+    if (inlined_[index(user)] && reader.op == ir::Op::concat) return refuse(Reason::padded_in_memory);
+  }
   if (is_loop_fusible(node.op)) return fuse_loop_fusible(id, group_index);
   if (node.op == ir::Op::take_along_axis && capabilities_.gathers_in_kernels) {
     if (consumer.kind != KernelKind::loop && consumer.kind != KernelKind::reduction)
@@ -214,6 +281,7 @@ bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
   }
   if (!own) return refuse(Reason::reduced_axes_unsupported);
   if (own->kind != KernelKind::reduction && gathers(group_index)) return refuse(Reason::gather_unsupported);
+  if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
   const LoopNest& nest = own->nest;
   Reason reason = own->kind == KernelKind::column ? Reason::column_consumers : Reason::row_reduction;
   if (consumer.kind == KernelKind::loop) {
@@ -248,6 +316,7 @@ bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
   };
   if (!is_generated_gemm(graph_, node)) return refuse(Reason::generated_gemm_unsupported);
   if (gathers(group_index)) return refuse(Reason::gather_unsupported);
+  if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
   if (!(node.type.shape == space)) return refuse(Reason::product_shape);
   // The epilogue sees one product's tile: a second product (x w + h u) is computed by a kernel of its own and
   // read from memory.

@@ -33,7 +33,8 @@ Scheduler::Scheduler(const ir::Graph& graph, const BackendCapabilities& capabili
       users_(static_cast<std::size_t>(graph.size())),
       is_output_(static_cast<std::size_t>(graph.size()), false),
       group_of_(static_cast<std::size_t>(graph.size()), -1),
-      inlined_(static_cast<std::size_t>(graph.size()), false) {
+      inlined_(static_cast<std::size_t>(graph.size()), false),
+      viewed_(static_cast<std::size_t>(graph.size()), false) {
   for (ir::ValueId id = 0; id < graph.size(); ++id)
     for (ir::ValueId operand : graph.node(id).operands) users_[index(operand)].push_back(id);
   for (ir::ValueId output : graph.outputs) is_output_[index(output)] = true;
@@ -58,6 +59,10 @@ void Scheduler::place(ir::ValueId id) {
     return;
   }
   std::set<int> consumer_groups = consumer_groups_of(id);
+  if (read_through_padding(id, consumer_groups)) {
+    inlined_[index(id)] = true;  // a masked read in each consumer kernel
+    return;
+  }
   if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
@@ -262,19 +267,40 @@ std::set<int> Scheduler::consumer_groups_of(ir::ValueId id) const {
   return groups;
 }
 
+bool Scheduler::reads_memory_of(ir::ValueId user, ir::ValueId id) const {
+  const int each = group_of_[index(user)];
+  const ir::Node& node = graph_.node(user);
+  const bool layout_change =
+      is_reshape(node.op) && !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
+  // take_along_axis picks from its values where they lie in memory.
+  const bool gathered = node.op == ir::Op::take_along_axis && node.operands[0] == id;
+  // A view a GEMM gathers, and a padding read in place, read what is under them where it lies (but not their
+  // constants, whose value they use).
+  const bool viewed = (viewed_[index(user)] || (inlined_[index(user)] && node.op == ir::Op::concat)) &&
+                      graph_.node(id).op != ir::Op::constant;
+  return node.op == ir::Op::matmul || layout_change || gathered || viewed ||
+         (each >= 0 && group(each).kind == KernelKind::library);
+}
+
 bool Scheduler::read_from_memory(ir::ValueId id) const {
+  return std::any_of(users_[index(id)].begin(), users_[index(id)].end(),
+                     [&](ir::ValueId user) { return reads_memory_of(user, id); });
+}
+
+bool Scheduler::read_through_padding(ir::ValueId id, const std::set<int>& consumer_groups) const {
+  const std::optional<Padding> padding = padding_of(graph_, id);
+  if (!capabilities_.padding_in_place || !padding || is_output_[index(id)] || consumer_groups.empty()) return false;
+  for (int each : consumer_groups)
+    if (each < 0 || group(each).kind != KernelKind::loop) return false;
   for (ir::ValueId user : users_[index(id)]) {
-    const int each = group_of_[index(user)];
-    const ir::Node& node = graph_.node(user);
-    const bool layout_change =
-        is_reshape(node.op) && !is_unit_reshape(graph_, node) && graph_.node(id).op != ir::Op::parameter;
-    // take_along_axis picks from its values where they lie in memory.
-    const bool gathered = node.op == ir::Op::take_along_axis && node.operands[0] == id;
-    if (node.op == ir::Op::matmul || layout_change || gathered ||
-        (each >= 0 && group(each).kind == KernelKind::library))
-      return true;
+    const bool padding_above = inlined_[index(user)] && graph_.node(user).op == ir::Op::concat;
+    // Under another padding read in place, with the same constant: one masked read of the value under both.
+    if (padding_above &&
+        !same_constant_value(graph_.node(padding_of(graph_, user)->constant), graph_.node(padding->constant)))
+      return false;
+    if (!padding_above && reads_memory_of(user, id)) return false;
   }
-  return false;
+  return true;
 }
 
 void Scheduler::start_group(ir::ValueId id) {
@@ -393,7 +419,75 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
         (!(shape == source.nest.space) || ir::is_reduction(graph_.node(member).op)))
       kernel.row_outputs.push_back(member);
   }
+  if (kernel.kind == KernelKind::loop) note_padding(kernel);
+  for (ir::ValueId member : kernel.members) {
+    const ir::Node& matmul = graph_.node(member);
+    if (matmul.op != ir::Op::matmul || !viewed_[index(matmul.operands[0])]) continue;
+    const ir::ValueId operand = matmul.operands[0];
+    kernel.gathered = gathered_parts(operand);
+    std::vector<ir::ValueId> sources;
+    bool padded = false;
+    for (const GatheredView& view : kernel.gathered) {
+      if (std::find(sources.begin(), sources.end(), view.source) == sources.end()) sources.push_back(view.source);
+      const Shape& part = graph_.type(view.part).shape;
+      const Shape& whole = graph_.type(view.source).shape;
+      for (int axis = 0; axis < part.rank(); ++axis) {
+        const auto a = static_cast<std::size_t>(axis);
+        padded = padded || (part[axis] > 0 && (view.start[a] < 0 ||
+                                               view.start[a] + (part[axis] - 1) * view.step[a] >= whole[axis]));
+      }
+    }
+    kernel.decisions.push_back({.reason = Reason::gathered_operand,
+                                .subject = operand,
+                                .values = std::move(sources),
+                                .numbers = {static_cast<std::int64_t>(kernel.gathered.size()), padded ? 1 : 0}});
+  }
   return kernel;
+}
+
+std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId concat) const {
+  std::vector<GatheredView> views;
+  for (ir::ValueId part : graph_.node(concat).operands) {
+    const int rank = graph_.type(part).shape.rank();
+    GatheredView view{part, part, std::vector<std::int64_t>(static_cast<std::size_t>(rank), 0),
+                      std::vector<std::int64_t>(static_cast<std::size_t>(rank), 1)};
+    if (viewed_[index(part)]) {  // a slice of its source
+      const ir::Node& slice = graph_.node(part);
+      view.source = slice.operands[0];
+      view.start = slice.attributes.start;
+      view.step = slice.attributes.step;
+    }
+    // Down the zero paddings to the value in memory, the view's start moved by what each puts before it.
+    while (viewed_[index(view.source)]) {
+      const std::optional<Padding> padding = padding_of(graph_, view.source);
+      view.start[static_cast<std::size_t>(padding->axis)] -= padding->before;
+      view.source = padding->inner;
+    }
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+void Scheduler::note_padding(FusedKernel& kernel) const {
+  auto padded_in_kernel = [&](ir::ValueId value) {
+    return inlined_[index(value)] && graph_.node(value).op == ir::Op::concat &&
+           std::find(kernel.members.begin(), kernel.members.end(), value) != kernel.members.end();
+  };
+  for (ir::ValueId member : kernel.members) {
+    if (!padded_in_kernel(member)) continue;
+    const bool outermost = std::none_of(users_[index(member)].begin(), users_[index(member)].end(), padded_in_kernel);
+    if (!outermost) continue;
+    std::vector<std::int64_t> axes;
+    ir::ValueId source = member;
+    for (; padded_in_kernel(source); source = padding_of(graph_, source)->inner)
+      axes.push_back(graph_.node(source).attributes.axis);
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    kernel.decisions.push_back({.reason = Reason::padding_in_place,
+                                .subject = member,
+                                .values = {source, padding_of(graph_, member)->constant},
+                                .numbers = std::move(axes)});
+  }
 }
 
 FusionPlan Scheduler::build_plan() {

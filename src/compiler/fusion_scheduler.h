@@ -53,12 +53,17 @@ class Scheduler {
   // Matmuls, library kernels, reshapes that change the layout and take_along_axis (its values) read their operands
   // from memory, so a cheap node feeding one is computed into a buffer rather than recomputed.
   bool read_from_memory(ir::ValueId id) const;
+  // Whether `user` reads operand `id` from memory (read_from_memory's rule for one user).
+  bool reads_memory_of(ir::ValueId user, ir::ValueId id) const;
   void start_group(ir::ValueId id);
   std::string library_reason(const ir::Node& node) const;
   // A transpose run by its standard kernel (BackendCapabilities::strided_transpose_bytes).
   bool is_strided_transpose(const ir::Node& node) const;
   // A strided transpose read by one loop kernel over its own shape, a tile at a time (transposed_strips.cpp).
   bool fuse_transpose_by_strips(ir::ValueId id);
+  // Whether concat `id` is a padded value its consumer kernels, all loop kernels, read in place (recomputed in each
+  // as a masked read of the value under the padding, which stays in memory).
+  bool read_through_padding(ir::ValueId id, const std::set<int>& consumer_groups) const;
   // Whether `id`, read by several kernels that could not become one, is better recomputed in each of them.
   bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const;
   // Multi-output fusion of a producer read by several kernels: it joins the one it can, and is written for the
@@ -79,6 +84,10 @@ class Scheduler {
   bool reaches(int from, int to) const;
   std::set<ir::ValueId> leaves_of(int group) const;
   FusedKernel make_kernel(int group) const;
+  // The parts of a gemm kernel's gathered operand `concat` as views of values in memory.
+  std::vector<GatheredView> gathered_parts(ir::ValueId concat) const;
+  // The notes of the padded values loop kernel `kernel` reads in place.
+  void note_padding(FusedKernel& kernel) const;
   FusionPlan build_plan();
 
   // ---- the rule (fusion_legality.cpp) ----
@@ -88,6 +97,13 @@ class Scheduler {
   bool fuse_matmul(ir::ValueId id, int group);
   // Whether `group` reads through take_along_axis's indices (which only loop and row kernels do).
   bool gathers(int group) const;
+  // Whether `group` reads a padded value in place (which only loop kernels do).
+  bool reads_padding(int group) const;
+  // Whether `id` can join gemm group `group` as a view its GEMM gathers: the matmul's left operand, a concat along
+  // the last axis; a slice (unit step along the last axis) that is one of its parts; a zero padding along a leading
+  // axis under such slices.
+  bool gathered_view(ir::ValueId id, int group) const;
+
   // The distinct maps at which group `group`, run as a kernel of `kind` over `nest`, reads `value`: from the maps
   // its outputs are stored at, through every value it computes, to `value`.
   std::vector<IndexMap> reads_of(int group, KernelKind kind, const LoopNest& nest, ir::ValueId value) const;
@@ -110,6 +126,7 @@ class Scheduler {
   std::vector<bool> is_output_;
   std::vector<int> group_of_;
   std::vector<bool> inlined_;
+  std::vector<bool> viewed_;  // members of a GEMM's gathered operand: read as views, never computed
   std::vector<Group> groups_;
   FusionPlan plan_;
 };

@@ -15,9 +15,7 @@
 #include "compiler/concat_sinking.h"
 #include "compiler/dump.h"
 #include "compiler/fusion.h"
-#include "compiler/gather_fusion.h"
 #include "compiler/jit_executable.h"
-#include "compiler/padding_fusion.h"
 #include "compiler/pipeline.h"
 #include "ir/printer.h"
 #include "runtime/log.h"
@@ -87,8 +85,6 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   lowering.optimized = ir::print(graph);
   FusionPlan plan = fuse(graph, backend);
   if (backend.attention_kernels) plan = fuse_attention(graph, std::move(plan));
-  if (backend.gathered_gemm_operands) plan = gather_gemm_operands(graph, std::move(plan));
-  plan = fold_padding_into_loops(graph, std::move(plan));
   if (backend.concats_in_place) plan = place_concat_operands(graph, std::move(plan));
   lowering.plan = std::move(plan);
   lowering.assignment = assign_buffers(graph, lowering.plan);

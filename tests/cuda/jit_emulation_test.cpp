@@ -190,7 +190,7 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
                             random_tensor(DType::f32, {5, 6, 7}, 72));
 }
 
-// Padding read in place (compiler/padding_fusion.h): pools and a depthwise convolution with SAME padding, the
+// Padding read in place (compiler/fusion.h: padding read in place): pools and a depthwise convolution with SAME padding, the
 // padding on row axes and (one channel) along the inner loop, a padded last axis read strided and reversed, a
 // padded axis merged with the axes after it, and a transposed padded value; no pack variant reads padding.
 TEST(CudaEmulatedKernels, PaddingReadInPlace) {

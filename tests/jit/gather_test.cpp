@@ -1,4 +1,4 @@
-// GEMM operands gathered as they are packed (compiler/gather_fusion.h): a matmul's left operand that is a concat,
+// GEMM operands gathered as they are packed (compiler/fusion.h: a GEMM's gathered operand): a matmul's left operand that is a concat,
 // along its last axis, of slices of values in memory (and of such values themselves) is never written; the GEMM
 // reads each part where it lies, through zero padding. Each case runs through the standard executor, the JIT and
 // the float64 reference, counts the kernels and reads the fusion decisions.

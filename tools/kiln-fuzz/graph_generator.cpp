@@ -788,7 +788,7 @@ class Builder {
   // A convolution as nn::conv2d writes it (api/convolution.cpp): an NHWC image padded with zeros along its height
   // and width (concats of constants), each tap of the window a strided slice of it, the taps side by side along
   // the channels, times a [taps x channels, outputs] matrix, then often a bias and relu. The CPU JIT gathers the
-  // taps while its GEMM packs them (compiler/gather_fusion.h; kernels/cpu/gemm.h: read in place from 32 channels,
+  // taps while its GEMM packs them (compiler/fusion.h: a GEMM's gathered operand; kernels/cpu/gemm.h: read in place from 32 channels,
   // rows inside the image by a short cut, products of at most 4 columns as dot products). The shapes are drawn to
   // reach those paths; values may be as large as in a large graph (the operand is never written by the JIT).
   ValueId build_convolution_motif() {
@@ -1073,7 +1073,7 @@ class Builder {
   }
 
   // pad()'s form: `x` between constants of one value along an axis, and with even chances along another axis
-  // (the JIT reads such a value in place: compiler/padding_fusion.h).
+  // (the JIT reads such a value in place: compiler/fusion.h: padding read in place).
   ValueId build_pad(ValueId x) {
     const int rank = type(x).shape.rank();
     const ir::Attributes value_of_padding = constant_value(type(x));

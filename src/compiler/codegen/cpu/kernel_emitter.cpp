@@ -99,7 +99,7 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
     return add_load(std::move(created), is_member(value) ? node.operands[0] : value, node.type.shape, map);
   }
   if (node.op == ir::Op::concat) {
-    // A padded input read in place (padding_fusion.h): down the member concats to the value they pad, each
+    // A padded input read in place (fusion.h: padding read in place): down the member concats to the value they pad, each
     // moving the map by its padding before the value and bounding the coordinate along its axis.
     ir::ValueId source = value;
     IndexMap source_map = map;

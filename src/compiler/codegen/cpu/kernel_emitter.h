@@ -26,7 +26,7 @@ struct Linear {
   std::vector<std::int64_t> coefficients;
 };
 
-// A coordinate of a padded load's source that can fall on the padding (padding_fusion.h): the element is the
+// A coordinate of a padded load's source that can fall on the padding (fusion.h: padding read in place): the element is the
 // source's where `coordinate` (of the space, as an axis map) lies in [0, size) and the padding's constant
 // elsewhere.
 struct Bound {
@@ -114,7 +114,7 @@ class KernelEmitter {
   // row-major array of that shape.
   Linear linear_address(const Shape& shape, const IndexMap& map) const;
 
-  // ---- padding read in place (padding_fusion.h; padding_bounds.cpp) ----
+  // ---- padding read in place (fusion.h; padding_bounds.cpp) ----
   // For each space axis that a load's bound depends on, a Linear that keeps layout() from merging the axis with
   // the one before it: every bounded axis starts a row axis or the inner loop.
   std::vector<Linear> padding_axes() const;

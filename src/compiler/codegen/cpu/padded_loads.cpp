@@ -1,4 +1,4 @@
-// Loads of padded inputs read in place (padding_fusion.h): a loop kernel reads the value under the padding, and the
+// Loads of padded inputs read in place (fusion.h: padding read in place): a loop kernel reads the value under the padding, and the
 // padding's constant wherever the load's index map falls outside it. A bound along a row axis is checked once per
 // row: a row on the padding reads a row of the constant instead of its source (or, where no such row fits, its
 // loads are the constant by a condition each); a bound along the inner loop limits the elements of each row that

@@ -1,4 +1,4 @@
-// Padding read in place (compiler/padding_fusion.h), what the CPU and CUDA generators share: a load of a padded
+// Padding read in place (compiler/fusion.h: padding read in place), what the CPU and CUDA generators share: a load of a padded
 // input carries bounds (Bound: a coordinate of its source that must lie inside it); the layout never merges a
 // bounded axis with the axis before it, so the axis starts a row axis or the inner loop, and its coordinate is
 // that one's divided by the sizes of the axes merged after it (the channels of an image row whose width is

@@ -231,7 +231,7 @@ template <class T> [[gnu::always_inline]] inline vec<T> gather(const T* source, 
   return load<T>(values);
 }
 
-// ---- padding read in place (compiler/padding_fusion.h) ------------------------------
+// ---- padding read in place (compiler/fusion.h: padding read in place) ------------------------------
 // Whether a padded input's coordinate lies in [0, size): inside its source, not on the padding.
 [[gnu::always_inline]] inline bool inside(int64_t coordinate, int64_t size) {
   return 0 <= coordinate && coordinate < size;

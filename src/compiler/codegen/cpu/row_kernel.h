@@ -240,7 +240,7 @@ class RowKernel {
   // The strips of the item's rows [first_row, first_row + group_rows) and columns [column_begin, column_end).
   std::string fill_strips() const;
 
-  // ---- padded loads (padded_loads.cpp): padding read in place (padding_fusion.h) --------------------------------
+  // ---- padded loads (padded_loads.cpp): padding read in place (fusion.h: padding read in place) --------------------------------
   // The condition that the current row of load `item` reads its source: its bounds along row axes (and
   // constant ones), as "inside(2 * c1 + -1, 112) && ..."; empty without such bounds.
   std::string row_inside(const Instance& item) const;
@@ -323,7 +323,7 @@ class RowKernel {
   std::string emit_gemm();
 
   std::string epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul);
-  // The table `rows` (a kiln_gathered_rows) of a gemm kernel whose left operand is gathered (gather_fusion.h).
+  // The table `rows` (a kiln_gathered_rows) of a gemm kernel whose left operand is gathered (fusion.h: a GEMM's gathered operand).
   std::string gathered_rows(ir::ValueId operand) const;
 
   // ---- attention: the row kernel between two matmuls, on strips of the first product -------------

@@ -58,7 +58,7 @@ template <class T> __device__ __forceinline__ T highest() {
 }
 
 // Whether a padded input's coordinate lies in [0, size): inside its source, not on the padding
-// (compiler/padding_fusion.h).
+// (compiler/fusion.h: padding read in place).
 __device__ __forceinline__ bool inside(int64_t coordinate, int64_t size) { return 0 <= coordinate && coordinate < size; }
 
 // ---- the ops, named as in the op table -----------------------------------------------------
