@@ -7,7 +7,7 @@
 //   concat(-x2, x1, axis 3) * sin -> concat(-x2 * sin[..., :64], x1 * sin[..., 64:], axis 3)
 //
 // Each new operand is then computed by a kernel that writes it into its slice of the concat's buffer (concat
-// fusion, concat_fusion.h), so the concat's elements are written once instead of copied and read back by the op.
+// fusion, fusion_placement.cpp), so the concat's elements are written once instead of copied and read back by the op.
 // The rotation of rotary position embeddings (q * cos + concat(-x2, x1) * sin) is this pattern. Applied again to
 // the new concat, a chain of elementwise ops sinks as a whole.
 //

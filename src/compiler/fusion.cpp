@@ -60,26 +60,6 @@ bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul) {
   return right == 2 && (left == 2 || (left > 2 && !matmul.attributes.transpose_a));
 }
 
-bool is_transcendental(ir::Op op) {
-  switch (op) {
-    case ir::Op::sin:
-    case ir::Op::cos:
-    case ir::Op::exp:
-    case ir::Op::log:
-    case ir::Op::tanh:
-    case ir::Op::erf:
-    case ir::Op::erfc:
-    case ir::Op::log1p:
-    case ir::Op::expm1:
-    case ir::Op::atan:
-    case ir::Op::sigmoid:
-    case ir::Op::pow:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
   const ir::Node& node = graph.node(value);
   switch (node.op) {
@@ -118,24 +98,6 @@ bool is_loop_fusible(ir::Op op) {
       return true;
     default:
       return ir::is_elementwise(op);
-  }
-}
-
-int cost_per_element(ir::Op op) {
-  if (is_transcendental(op)) return 20;
-  switch (op) {
-    case ir::Op::floor_divide:  // integer division, or NumPy's float divmod through fmod
-    case ir::Op::remainder:
-    case ir::Op::fmod:
-      return 20;
-    case ir::Op::div:
-    case ir::Op::sqrt:
-    case ir::Op::rsqrt:
-      return 4;
-    case ir::Op::take_along_axis:  // an index, its check and a load from wherever it points
-      return 2;
-    default:
-      return ir::is_elementwise(op) ? 1 : 0;
   }
 }
 

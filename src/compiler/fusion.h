@@ -16,8 +16,9 @@
 //
 // Views of memory join like data movement, read where they lie: a padded value read by loop kernels (a masked read,
 // recomputed in each), and a GEMM's left operand made of slices of values in memory side by side (a convolution's
-// windows, gathered as the GEMM packs them). After the scheduler, the CPU's plan steps (attention, concats
-// assembled in place) turn patterns in the plan into kernels of their own kinds.
+// windows, gathered as the GEMM packs them). A matmul read by a row kernel whose result is a second matmul's left
+// operand joins them as one attention kernel (where the backend has one). After the scheduler, the CPU's
+// remaining plan step (concats assembled in place) writes concat operands where the concat has them.
 
 #include "compiler/plan.h"
 #include "ir/graph.h"
@@ -80,11 +81,6 @@ std::optional<Padding> padding_of(const ir::Graph& graph, ir::ValueId value);
 
 // Whether constants `a` and `b` hold the same value of the same dtype (NaN as NaN; -0 and +0 differ).
 bool same_constant_value(const ir::Node& a, const ir::Node& b);
-
-// True for ops evaluated by a function of vector_math (or libm): an order of
-// magnitude dearer per element than arithmetic. Fusion never recomputes them
-// per consumer; code generators keep them in a row cache between passes.
-bool is_transcendental(ir::Op op);
 
 // True for nodes that only move or produce data without arithmetic and are
 // recomputed wherever used: constants, iota, and broadcasts, transposes,

@@ -198,7 +198,7 @@ bool Scheduler::fuse_loop_fusible(ir::ValueId id, int group_index) {
   const ir::Node& node = graph_.node(id);
   const Shape& shape = node.type.shape;
   const Shape& space = consumer.nest.space;
-  const int cost = cost_per_element(node.op);
+  const int cost = ir::flops_per_element(node.op);
   auto refuse = [&](Reason reason, std::vector<std::int64_t> numbers = {}) {
     plan_.not_fused.push_back(
         {.reason = reason, .subject = id, .kernel = consumer.members.front(), .numbers = std::move(numbers)});

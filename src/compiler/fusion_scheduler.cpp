@@ -64,6 +64,7 @@ void Scheduler::place(ir::ValueId id) {
     return;
   }
   if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
+  if (consumer_groups.size() == 1 && join_attention(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
     inlined_[index(id)] = true;
@@ -71,7 +72,7 @@ void Scheduler::place(ir::ValueId id) {
       group(each).decisions.push_back(
           {.reason = Reason::recomputed,
            .subject = id,
-           .numbers = {static_cast<std::int64_t>(consumer_groups.size()), cost_per_element(node.op)}});
+           .numbers = {static_cast<std::int64_t>(consumer_groups.size()), ir::flops_per_element(node.op)}});
     return;
   }
   if (consumer_groups.size() > 1) {
@@ -79,7 +80,7 @@ void Scheduler::place(ir::ValueId id) {
     plan_.not_fused.push_back(
         {.reason = Reason::consumers_in_kernels,
          .subject = id,
-         .numbers = {static_cast<std::int64_t>(consumer_groups.size()), cost_per_element(node.op)}});
+         .numbers = {static_cast<std::int64_t>(consumer_groups.size()), ir::flops_per_element(node.op)}});
   }
   start_group(id);
 }
@@ -92,7 +93,7 @@ void Scheduler::place(ir::ValueId id) {
 // compute each element many times).
 bool Scheduler::recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
   const ir::Node& node = graph_.node(id);
-  if (!ir::is_elementwise(node.op) || cost_per_element(node.op) > 1 || is_output_[index(id)] || read_from_memory(id))
+  if (!ir::is_elementwise(node.op) || ir::flops_per_element(node.op) > 1 || is_output_[index(id)] || read_from_memory(id))
     return false;
   const std::int64_t elements = node.type.shape.numel();
   int arrays = 0;
@@ -510,6 +511,7 @@ FusionPlan Scheduler::build_plan() {
   std::sort(firsts.begin(), firsts.end());
   for (const auto& [first, group_index] : firsts) visit(group_index);
   for (int group_index : order) plan_.kernels.push_back(make_kernel(group_index));
+  place_concat_operands(plan_);
   return std::move(plan_);
 }
 

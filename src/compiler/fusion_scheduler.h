@@ -12,8 +12,6 @@ namespace kiln::compiler {
 bool is_reshape(ir::Op op);
 // Ops a loop nest computes at any index map: elementwise ops and data movement.
 bool is_loop_fusible(ir::Op op);
-// Rough cost of one element, for the "do not recompute" rule.
-int cost_per_element(ir::Op op);
 
 // The kernel kind and nest a reduction runs in: a row kernel for a trailing run of axes, a column kernel for a run
 // ending before the last axis (where the backend has one); none for argmax and other axes.
@@ -84,11 +82,33 @@ class Scheduler {
   bool reaches(int from, int to) const;
   std::set<ir::ValueId> leaves_of(int group) const;
   FusedKernel make_kernel(int group) const;
+  // ---- storage (fusion_placement.cpp) ----
+  // Has the kernels computing a concat's operands write them where the concat has them (Placement), where they
+  // can: an element output of a loop or row kernel, read by nothing else, not returned, not repeated.
+  void place_concat_operands(FusionPlan& plan) const;
+  void place_operands(FusionPlan& plan, std::size_t concat_index) const;
+  // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any.
+  std::optional<std::size_t> placeable_producer(const FusionPlan& plan, ir::ValueId operand,
+                                                std::size_t concat_index) const;
   // The parts of a gemm kernel's gathered operand `concat` as views of values in memory.
   std::vector<GatheredView> gathered_parts(ir::ValueId concat) const;
   // The notes of the padded values loop kernel `kernel` reads in place.
   void note_padding(FusedKernel& kernel) const;
   FusionPlan build_plan();
+
+  // ---- attention (fusion_attention.cpp) ----
+  // A matmul whose consumers are a row kernel whose one result is a second matmul's left operand.
+  struct AttentionCandidate {
+    ir::ValueId first = -1, second = -1;  // the matmuls
+    ir::ValueId probabilities = -1;       // the row kernel's result
+    int second_group = -1;
+  };
+  std::optional<AttentionCandidate> attention_candidate(ir::ValueId first, int row_group) const;
+  // Why the candidate cannot be one kernel, or "" if it can.
+  std::string attention_refusal(const AttentionCandidate& candidate, int row_group) const;
+  // Makes matmul `first`, row kernel `row_group` and the second matmul one attention kernel if they can be; true
+  // if they are (a refused candidate leaves a note).
+  bool join_attention(ir::ValueId first, int row_group);
 
   // ---- the rule (fusion_legality.cpp) ----
   bool try_fuse(ir::ValueId id, int group);

@@ -10,8 +10,6 @@
 #include "compiler/codegen/cuda/nvrtc_build.h"
 #include "runtime/cuda/cuda_context.h"
 #endif
-#include "compiler/attention_fusion.h"
-#include "compiler/concat_fusion.h"
 #include "compiler/concat_sinking.h"
 #include "compiler/dump.h"
 #include "compiler/fusion.h"
@@ -83,10 +81,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
     optimize(graph, observer);
   }
   lowering.optimized = ir::print(graph);
-  FusionPlan plan = fuse(graph, backend);
-  if (backend.attention_kernels) plan = fuse_attention(graph, std::move(plan));
-  if (backend.concats_in_place) plan = place_concat_operands(graph, std::move(plan));
-  lowering.plan = std::move(plan);
+  lowering.plan = fuse(graph, backend);
   lowering.assignment = assign_buffers(graph, lowering.plan);
   lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
 #if KILN_HAVE_CUDA

@@ -75,7 +75,7 @@ class JitExecutable final : public exec::Executable {
   int kernels_per_call() const override { return kernel_count(plan_); }
 
  private:
-  // An assembled concat (concat_fusion.h): the kernels before it wrote its placed operands into `result`; the
+  // An assembled concat (fusion_placement.cpp): the kernels before it wrote its placed operands into `result`; the
   // others are copied now.
   void copy_operands_not_in_place(const FusedKernel& kernel, const std::vector<runtime::Array>& values,
                                   const runtime::Array& result) const {

@@ -66,16 +66,6 @@ int kernel_count(const FusionPlan& plan) {
   return static_cast<int>(std::count_if(plan.kernels.begin(), plan.kernels.end(), launches));
 }
 
-std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members) {
-  std::vector<ir::ValueId> inputs;
-  for (ir::ValueId member : members)
-    for (ir::ValueId operand : graph.node(member).operands)
-      if (std::find(members.begin(), members.end(), operand) == members.end() &&
-          std::find(inputs.begin(), inputs.end(), operand) == inputs.end())
-        inputs.push_back(operand);
-  return inputs;
-}
-
 bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initializer_list<std::size_t> except) {
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     const std::vector<ir::ValueId>& inputs = plan.kernels[k].inputs;
@@ -90,37 +80,11 @@ bool is_returned(const ir::Graph& graph, ir::ValueId value) {
   return std::find(graph.outputs.begin(), graph.outputs.end(), value) != graph.outputs.end();
 }
 
-std::optional<std::size_t> producer_of(const FusionPlan& plan, ir::ValueId value) {
-  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
-    const std::vector<ir::ValueId>& outputs = plan.kernels[k].outputs;
-    if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return k;
-  }
-  return std::nullopt;
-}
-
-bool in_memory(const ir::Graph& graph, const FusionPlan& plan, ir::ValueId value) {
-  return graph.node(value).op == ir::Op::parameter || producer_of(plan, value).has_value();
-}
-
 void drop_notes(FusionPlan& plan, const std::vector<ir::ValueId>& values) {
   const std::set<ir::ValueId> dropped(values.begin(), values.end());
   std::erase_if(plan.not_fused, [&](const FusionDecision& note) {
     return dropped.count(note.subject) > 0 || dropped.count(note.kernel) > 0;
   });
-}
-
-void remove_unread_kernels(const ir::Graph& graph, FusionPlan& plan) {
-  std::vector<ir::ValueId> removed;
-  for (std::size_t k = plan.kernels.size(); k-- > 0;) {
-    const std::vector<ir::ValueId>& outputs = plan.kernels[k].outputs;
-    const bool unread = std::none_of(outputs.begin(), outputs.end(), [&](ir::ValueId value) {
-      return is_returned(graph, value) || read_by_other_kernels(plan, value, {k});
-    });
-    if (!unread) continue;
-    removed.insert(removed.end(), plan.kernels[k].members.begin(), plan.kernels[k].members.end());
-    plan.kernels.erase(plan.kernels.begin() + static_cast<std::ptrdiff_t>(k));
-  }
-  drop_notes(plan, removed);
 }
 
 std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {

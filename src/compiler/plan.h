@@ -101,10 +101,6 @@ bool launches(const FusedKernel& kernel);
 // The kernels a call launches: the plan's, views and assembled concats with nothing to copy aside.
 int kernel_count(const FusionPlan& plan);
 
-// The values `members` read from outside themselves, in the order the members first read them: the inputs of a
-// kernel made of them (for steps that merge kernels of a plan).
-std::vector<ir::ValueId> inputs_of(const ir::Graph& graph, const std::vector<ir::ValueId>& members);
-
 // Whether a kernel of `plan` other than those at the indices `except` reads `value` from memory. A step that stops
 // writing a value asks this rather than the graph's users: a cheap node recomputed in several kernels makes each
 // of them read its operands.
@@ -112,17 +108,6 @@ bool read_by_other_kernels(const FusionPlan& plan, ir::ValueId value, std::initi
 
 // Whether the function returns `value` (one of the graph's outputs).
 bool is_returned(const ir::Graph& graph, ir::ValueId value);
-
-// The kernel of `plan` that writes `value` to memory as one of its outputs, if one does.
-std::optional<std::size_t> producer_of(const FusionPlan& plan, ir::ValueId value);
-
-// Whether `value` is in memory when `plan` runs: a parameter, or a value a kernel of the plan writes to a buffer.
-bool in_memory(const ir::Graph& graph, const FusionPlan& plan, ir::ValueId value);
-
-// Drops the kernels of `plan` none of whose outputs is returned or read by another kernel, last first (so that a
-// kernel read only by dropped ones goes too), and the plan's notes about their members: for steps that stop
-// reading a value from memory.
-void remove_unread_kernels(const ir::Graph& graph, FusionPlan& plan);
 
 // Drops the plan's notes (not_fused) about `values`: those whose subject or refusing kernel is one of them.
 void drop_notes(FusionPlan& plan, const std::vector<ir::ValueId>& values);

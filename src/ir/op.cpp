@@ -34,6 +34,8 @@ int flops_per_element(Op op) {
       return 0;
     case Cost::simple:
       return 1;
+    case Cost::pick:
+      return 2;
     case Cost::divide:
       return 4;
     case Cost::division:

@@ -1,4 +1,4 @@
-// Attention fusion (compiler/attention_fusion.h): softmax(Q K^T / sqrt(d)) V and its variants compile into one
+// Attention fusion (compiler/fusion_attention.cpp, a case of the scheduler's rule): softmax(Q K^T / sqrt(d)) V and its variants compile into one
 // attention kernel that never writes the scores, and agree with the standard executor and the float64
 // reference; the cases it refuses keep their three kernels and say why.
 

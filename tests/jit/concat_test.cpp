@@ -1,4 +1,4 @@
-// Concats assembled in place (compiler/concat_fusion.h): the kernels computing a concat's operands write them into
+// Concats assembled in place (compiler/fusion_placement.cpp): the kernels computing a concat's operands write them into
 // their slices of its buffer, and the concat copies only the rest. Each case runs through the standard executor,
 // the JIT and the float64 reference, and counts the kernels.
 

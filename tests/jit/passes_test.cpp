@@ -1,7 +1,6 @@
 // Pass tests written as IR text: parse, run one pass, compare the printed
 // result (the style of XLA's HLO pass tests).
 
-#include "compiler/attention_fusion.h"
 #include "compiler/buffer_assignment.h"
 #include "compiler/concat_sinking.h"
 #include "compiler/cse.h"
@@ -543,7 +542,7 @@ TEST(FuseAttention, MatmulRowKernelMatmulBecomeOneKernel) {
       "  %9 = f32[2,8,3] matmul(%8, %2) {transpose_a=false, transpose_b=false}\n"
       "  return %9\n"
       "}\n");
-  FusionPlan plan = fuse_attention(graph, fuse(graph));
+  FusionPlan plan = fuse(graph, capabilities(Device::cpu()));
   std::string printed = print_plan(graph, plan);
   ASSERT_EQ(plan.kernels.size(), 1u) << printed;
   const FusedKernel& kernel = plan.kernels[0];

@@ -3,7 +3,6 @@
 // no split where it would not finish sooner; and a transformer block built in
 // parallel units computes what it computes built whole.
 
-#include "compiler/attention_fusion.h"
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/fusion.h"
 #include "compiler/pipeline.h"
@@ -60,7 +59,7 @@ template <class Body, class... Inputs>
 Lowered lower_for_cpu(Body body, const Inputs&... inputs) {
   Lowered lowered{ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)), {}};
   compiler::optimize(lowered.graph);
-  lowered.plan = compiler::fuse_attention(lowered.graph, compiler::fuse(lowered.graph));
+  lowered.plan = compiler::fuse(lowered.graph, compiler::capabilities(Device::cpu()));
   return lowered;
 }
 

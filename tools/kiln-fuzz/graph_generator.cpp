@@ -646,7 +646,7 @@ class Builder {
     return add(Op::matmul, {a, b}, attributes);
   }
 
-  // matmul -> row-wise ops -> matmul in f32, the pattern of the attention fusion (compiler/attention_fusion.h),
+  // matmul -> row-wise ops -> matmul in f32, the pattern of the attention fusion (compiler/fusion_attention.cpp),
   // which random ops almost never form: softmax(Q K^T), with a scale and a mask or not, a layer norm, or
   // another row normalization, between the products; operands transposed or not, batched or shared.
   ValueId build_attention_motif() {

@@ -138,7 +138,7 @@ std::string RowKernel::emit_column_passes() {
     std::set<int> elements, ignored;
     for (int root : pass_roots(pass)) collect_column_elements(root, elements, ignored);
     for (int id : elements)
-      if (at(id).kind == Instance::Kind::compute && is_transcendental(emitter_.graph().node(at(id).value).op))
+      if (at(id).kind == Instance::Kind::compute && ir::is_transcendental_op(emitter_.graph().node(at(id).value).op))
         passes_computing[id] += 1;
   }
   std::int64_t cached_bytes = 0;  // per column and reduced row

@@ -64,7 +64,7 @@ bool needs_math(const ir::Graph& graph, const FusedKernel& kernel, DType dtype) 
   for (ir::ValueId member : kernel.members) {
     const ir::Node& node = graph.node(member);
     if (dtype == DType::f64 && node.op == ir::Op::pow) return true;
-    if (node.op != ir::Op::pow && is_transcendental(node.op) && node.type.dtype == dtype) return true;
+    if (node.op != ir::Op::pow && ir::is_transcendental_op(node.op) && node.type.dtype == dtype) return true;
   }
   return false;
 }
@@ -109,7 +109,7 @@ std::string unit_source(const ir::Graph& graph, const FusionPlan& plan, const st
 double compile_cost(const ir::Graph& graph, const FusedKernel& kernel, const std::string& code) {
   double cost = static_cast<double>(code.size()) / 50;
   for (ir::ValueId member : kernel.members)
-    if (is_transcendental(graph.node(member).op)) cost += 50;
+    if (ir::is_transcendental_op(graph.node(member).op)) cost += 50;
   return cost;
 }
 

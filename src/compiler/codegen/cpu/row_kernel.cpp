@@ -213,7 +213,7 @@ std::string RowKernel::prefetch_ahead(const std::set<int>& needed) const {
 
 bool RowKernel::computes_transcendental(const std::set<int>& elements) const {
   return std::any_of(elements.begin(), elements.end(), [&](int id) {
-    return at(id).kind == Instance::Kind::compute && is_transcendental(emitter_.graph().node(at(id).value).op);
+    return at(id).kind == Instance::Kind::compute && ir::is_transcendental_op(emitter_.graph().node(at(id).value).op);
   });
 }
 
@@ -308,7 +308,7 @@ void RowKernel::plan_phases() {
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     if (uses[static_cast<std::size_t>(id)] < 2) continue;
-    if (item.kind == Instance::Kind::compute && is_transcendental(emitter_.graph().node(item.value).op))
+    if (item.kind == Instance::Kind::compute && ir::is_transcendental_op(emitter_.graph().node(item.value).op))
       cached_.insert(id);
     // Across lanes, an input read by a gather is gathered once into its cache, a vector per element (softmax
     // over 65536 x 10 floats: 0.54 -> 0.48 ms with its input read that way in the second pass).

@@ -68,7 +68,7 @@ class RowKernel {
   bool is_row_output(ir::ValueId value) const;
 
   // Where an output's elements go: element outputs have the space's shape; per-row outputs follow the nest's kept
-  // axes (output_map). A placed output (concat_fusion.h) is an element output stored where the value it is placed
+  // axes (output_map). A placed output (fusion_placement.cpp) is an element output stored where the value it is placed
   // into has it.
   Linear output_address(ir::ValueId value) const;
 

@@ -126,7 +126,7 @@ class RowReductionKernel {
     for (int id = 0; id < emitter_.instance_count(); ++id) {
       const Instance& item = writer_.at(id);
       if (item.kind != Instance::Kind::compute || !writer_.varying(id) ||
-          !is_transcendental(emitter_.graph().node(item.value).op))
+          !ir::is_transcendental_op(emitter_.graph().node(item.value).op))
         continue;
       std::int64_t size = elements * static_cast<std::int64_t>(size_of(emitter_.graph().type(item.value).dtype));
       if (passes_reading(id) < 2 || bytes + size > row_share_bytes) continue;

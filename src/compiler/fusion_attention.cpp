@@ -1,0 +1,128 @@
+// Attention as a case of the scheduler's rule: a matmul whose consumers are a row kernel over its product's rows,
+// whose one result is the left operand of a second matmul -- softmax(Q K^T / sqrt(d)) V, masked or scaled, or
+// any other row-wise kernel between two products -- joins that row kernel with the second matmul as one kernel of
+// kind `attention`: the three share a strip of rows, so the scores never reach memory (kernels/cpu/attention.h runs
+// it). Where the backend has no such kernel (CUDA: cuBLAS, the row kernel, cuBLAS), the matmuls stay apart.
+
+#include "compiler/fusion_scheduler.h"
+
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+
+namespace kiln::compiler {
+
+namespace {
+
+// Scratch per thread the attention kernel may take (packed operands and two strips of score rows); beyond it the
+// three kernels stay apart. 16 MiB: about 27k keys with a head size of 64.
+constexpr std::int64_t kScratchLimitBytes = std::int64_t{16} << 20;
+
+// An operand with the product's batch axes, or with none (shared by every item).
+bool batch_fits(const Shape& operand, const Shape& product) {
+  if (operand.rank() == 2) return true;
+  if (operand.rank() != product.rank()) return false;
+  for (int axis = 0; axis + 2 < product.rank(); ++axis)
+    if (operand[axis] != product[axis]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::ValueId first, int row_group) const {
+  const ir::Node& product = graph_.node(first);
+  const Group& rows = group(row_group);
+  if (!capabilities_.attention_kernels || product.op != ir::Op::matmul || product.type.dtype != DType::f32 ||
+      rows.kind != KernelKind::reduction || rows.nest.reduced_count() != 1 || rows.nest.space.rank() < 2)
+    return std::nullopt;
+  // The row kernel's one output, read by a second matmul alone.
+  std::vector<ir::ValueId> written;
+  for (ir::ValueId member : rows.members)
+    if (escapes(member, row_group)) written.push_back(member);
+  if (written.size() != 1 || users_[index(written.front())].size() != 1) return std::nullopt;
+  const ir::ValueId second = users_[index(written.front())].front();
+  const int second_group = group_of_[index(second)];
+  if (graph_.node(second).op != ir::Op::matmul || second_group < 0 || second_group == row_group) return std::nullopt;
+  // The second matmul alone in its kernel, or a 2-D product's gemm kernel with an elementwise epilogue (which then
+  // runs as a loop kernel of its own after the attention kernel: writing the m x d product costs less than the
+  // m x n scores it saves). An epilogue with reductions keeps its kernel.
+  const Group& consumer = group(second_group);
+  const bool alone = (consumer.kind == KernelKind::library || consumer.kind == KernelKind::gemm) &&
+                     consumer.members.size() == 1 && graph_.node(second).type.dtype == DType::f32;
+  const bool epilogue = consumer.kind == KernelKind::gemm &&
+                        std::none_of(consumer.members.begin(), consumer.members.end(), [&](ir::ValueId member) {
+                          return ir::is_reduction(graph_.node(member).op);
+                        });
+  if (!alone && !epilogue) return std::nullopt;
+  return AttentionCandidate{first, second, written.front(), second_group};
+}
+
+std::string Scheduler::attention_refusal(const AttentionCandidate& candidate, int row_group) const {
+  const Group& rows = group(row_group);
+  const ir::Node& first = graph_.node(candidate.first);
+  const ir::Node& second = graph_.node(candidate.second);
+  const Shape& scores = first.type.shape;
+  if (is_output_[index(candidate.first)] || is_output_[index(candidate.probabilities)])
+    return "the scores or their row kernel's result are returned";
+  if (!(scores == rows.nest.space)) return "the row kernel's space is not the first product's shape";
+  if (!(graph_.type(candidate.probabilities).shape == scores)) return "the row kernel's result is not of the scores' shape";
+  if (second.type.shape.rank() != scores.rank() || !batch_fits(scores, second.type.shape))
+    return "the second matmul has batch axes the scores do not have";
+  if (read_outside(candidate.first, row_group)) return "the scores are also read outside the row kernel";
+  for (ir::ValueId user : users_[index(candidate.first)]) {
+    const ir::Op op = graph_.node(user).op;
+    if (!ir::is_elementwise(op) && !ir::is_reduction(op))
+      return "the row kernel moves the scores (" + describe(graph_, user) + "), not only computes with them";
+  }
+  if (second.operands[0] != candidate.probabilities || second.operands[1] == candidate.probabilities ||
+      second.attributes.transpose_a)
+    return "the second matmul does not read the row kernel's result as its left operand, untransposed";
+  for (const ir::Node* node : {&first, &second})
+    for (ir::ValueId operand : node->operands)
+      if (!batch_fits(graph_.type(operand).shape, node->type.shape))
+        return "an operand's batch axes are broadcast (only whole or absent batch axes are supported)";
+  if (gathers(row_group)) return "the row kernel picks elements with take_along_axis, which the attention driver's rows do not";
+  const std::int64_t n = scores[scores.rank() - 1];
+  const Shape& left = graph_.type(first.operands[0]).shape;
+  const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
+  const std::int64_t d = second.type.shape[second.type.shape.rank() - 1];
+  if (kernels::cpu::attention_scratch_bytes(n, k, d) > kScratchLimitBytes)
+    return "its scratch per thread would exceed " + std::to_string(kScratchLimitBytes >> 20) + " MiB";
+  return "";
+}
+
+bool Scheduler::join_attention(ir::ValueId first, int row_group) {
+  const std::optional<AttentionCandidate> candidate = attention_candidate(first, row_group);
+  if (!candidate) return false;
+  if (const std::string refusal = attention_refusal(*candidate, row_group); !refusal.empty()) {
+    plan_.not_fused.push_back(
+        {.reason = Reason::attention_refused, .subject = first, .values = {candidate->second}, .text = refusal});
+    return false;
+  }
+  Group& rows = group(row_group);
+  Group& consumer = group(candidate->second_group);
+  rows.kind = KernelKind::attention;
+  for (ir::ValueId matmul : {first, candidate->second}) {
+    rows.members.push_back(matmul);
+    group_of_[index(matmul)] = row_group;
+  }
+  rows.decisions.push_back(
+      {.reason = Reason::attention, .subject = first, .values = {candidate->second, candidate->first}});
+  // The second product's epilogue, if it had one, reads the product from memory in a loop kernel of its own.
+  std::erase(consumer.members, candidate->second);
+  std::erase_if(consumer.decisions, [&](const FusionDecision& decision) {
+    return decision.subject == candidate->second && is_fused(decision.reason);  // no longer true
+  });
+  if (consumer.members.empty()) {
+    consumer.merged_away = true;
+  } else {
+    consumer.kind = KernelKind::loop;
+    consumer.nest = LoopNest::over(graph_.type(candidate->second).shape);
+    consumer.decisions.push_back({.reason = Reason::attention_epilogue, .subject = candidate->second});
+  }
+  // The notes that said the matmuls and the row kernel's result were kernels apart.
+  drop_notes(plan_, {first, candidate->second, candidate->probabilities});
+  return true;
+}
+
+}  // namespace kiln::compiler
