@@ -332,6 +332,13 @@ Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis = 0
 // largest element: take_along_axis(x, argmax(x, -1, true), -1).
 Tensor take_along_axis(const Tensor& values, const Tensor& indices, std::int64_t axis,
                        Location location = Location::current());
+// gather's adjoint: `operand` with the slices of `updates` added at the rows `indices` name along `axis`, rows
+// named twice receiving both (in index order): scatter_add(zeros({vocabulary, width}), tokens, row_gradients) is an
+// embedding table's gradient (torch.index_add, jnp's x.at[indices].add(updates), tf.tensor_scatter_nd_add along one
+// axis). `updates` has gather(operand, indices, axis)'s shape and operand's dtype; bools are refused. Negative indices
+// count from the end; one outside [-n, n) is a ValueError when the op runs.
+Tensor scatter_add(const Tensor& operand, const Tensor& indices, const Tensor& updates, std::int64_t axis = 0,
+                   Location location = Location::current());
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location = Location::current());
 // Default: remove every size-1 axis.
 Tensor squeeze(const Tensor& x, Axes axes = {}, Location location = Location::current());

@@ -393,6 +393,17 @@ Tensor gather(const Tensor& params, const Tensor& indices, std::int64_t axis, Lo
   return apply(Op::gather, {params, indices}, attributes, location);
 }
 
+Tensor scatter_add(const Tensor& operand, const Tensor& indices, const Tensor& updates, std::int64_t axis,
+                   Location location) {
+  const int rank = checked_rank(operand, "scatter_add", location);
+  checked_rank(indices, "scatter_add", location);
+  checked_rank(updates, "scatter_add", location);
+  if (rank == 0) throw ShapeError("scatter_add", "cannot add rows into a rank-0 tensor", location);
+  ir::Attributes attributes;
+  attributes.axis = normalize_axis(axis, rank, "scatter_add", location);
+  return apply(Op::scatter_add, {operand, indices, cast_to(updates, operand.dtype(), location)}, attributes, location);
+}
+
 Tensor take_along_axis(const Tensor& values, const Tensor& indices, std::int64_t axis, Location location) {
   const int rank = checked_rank(values, "take_along_axis", location);
   checked_rank(indices, "take_along_axis", location);

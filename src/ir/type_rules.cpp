@@ -321,6 +321,29 @@ Type rule_take_along_axis(const RuleContext& context) {
   return {values.dtype, indices.shape};
 }
 
+// operand [..., n (axis), ...], integer indices of any shape, updates of gather(operand, indices)'s shape: the
+// operand's type.
+Type rule_scatter_add(const RuleContext& context) {
+  const Type& operand = context.operand(0);
+  const Type& indices = context.operand(1);
+  const Type& updates = context.operand(2);
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    context.dtype_error("indices must be i32 or i64, got " + std::string(to_string(indices.dtype)));
+  context.require_not_bool(0);
+  if (updates.dtype != operand.dtype) context.dtype_error("the updates must have the operand's dtype");
+  const int rank = operand.shape.rank();
+  context.check_axis(context.attributes.axis, rank);
+  if (rank - 1 + indices.shape.rank() > Shape::max_rank) context.shape_error("the updates would exceed rank 8");
+  const auto axis = static_cast<std::size_t>(context.attributes.axis);
+  std::vector<std::int64_t> dims(operand.shape.dims().begin(), operand.shape.dims().begin() + axis);
+  dims.insert(dims.end(), indices.shape.dims().begin(), indices.shape.dims().end());
+  dims.insert(dims.end(), operand.shape.dims().begin() + axis + 1, operand.shape.dims().end());
+  if (!(Shape(dims) == updates.shape))
+    context.shape_error("the updates must have the shape " + Shape(dims).to_string() +
+                        " (the operand's, with the indexed axis replaced by the indices' shape)");
+  return operand;
+}
+
 Type rule_expand_dims(const RuleContext& context) {
   const Type& input = context.operand(0);
   int rank = input.shape.rank();

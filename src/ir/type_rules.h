@@ -34,7 +34,8 @@ OperandPromotion operand_promotion(Op op);
 // Returns false if they are incompatible.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* result);
 
-// The error of a gather or take_along_axis node whose index `value` (element `position` of its indices, row-major) is outside
+// The error of a gather, take_along_axis or scatter_add node whose index `value` (element `position` of its indices,
+// row-major) is outside
 // [-size, size) for the gathered axis of `size`: indices are data, so kernels and the reference evaluator find it.
 ValueError gather_index_error(const Node& node, std::int64_t value, std::int64_t position, std::int64_t size);
 

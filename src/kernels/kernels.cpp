@@ -69,6 +69,10 @@ runtime::Array run_cpu(const ir::Node& node, std::span<const runtime::Array> inp
       throw_if_out_of_range(node, cpu::take_along_axis(attributes.axis, inputs[0], inputs[1], output),
                             inputs[0].shape[static_cast<int>(attributes.axis)]);
       break;
+    case Op::scatter_add:
+      throw_if_out_of_range(node, cpu::scatter_add(attributes.axis, inputs[0], inputs[1], inputs[2], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
     default:
       if (ir::is_reduction(node.op)) cpu::reduce(node.op, attributes.axes, inputs[0], output);
       else if (ir::is_elementwise(node.op) && inputs.size() == 1) cpu::unary(node.op, inputs[0], output);
@@ -128,6 +132,10 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
       break;
     case Op::take_along_axis:
       throw_if_out_of_range(node, cuda::take_along_axis(attributes.axis, inputs[0], inputs[1], output),
+                            inputs[0].shape[static_cast<int>(attributes.axis)]);
+      break;
+    case Op::scatter_add:
+      throw_if_out_of_range(node, cuda::scatter_add(attributes.axis, inputs[0], inputs[1], inputs[2], output),
                             inputs[0].shape[static_cast<int>(attributes.axis)]);
       break;
     default:

@@ -228,6 +228,9 @@ class Evaluator {
         value = gather_along_axis(node, type);
         break;
       case Op::take_along_axis: value = take_along_axis(node, type); break;
+      case Op::scatter_add:
+        value = scatter_add(node, type);
+        break;
       case Op::sort:
       case Op::argsort:
       case Op::top_k:
@@ -801,6 +804,46 @@ class Evaluator {
       sources[r] = (position / (count * inner) * size + index) * inner + position % inner;
     }
     return gather(values, type.dtype, type.shape, sources);
+  }
+
+  // scatter_add: the operand, with update [o, j, i] (as [outer, count, inner] around the axis) added to element
+  // [o, indices[j], i], in index order; integers wrap. An element that receives updates has the error of a sum:
+  // |t| + E(t) over the operand's element and the updates.
+  Value scatter_add(const ir::Node& node, const ir::Type& type) const {
+    const Value& operand_value = operand(node, 0);
+    const Value& indices = operand(node, 1);
+    const Value& updates = operand(node, 2);
+    const auto axis = static_cast<int>(node.attributes.axis);
+    const std::int64_t size = operand_value.shape[axis], count = indices.numel();
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t index = indices.integers[static_cast<std::size_t>(j)];
+      if (index < -size || index >= size) throw ir::gather_index_error(node, index, j, size);
+    }
+    Value value = operand_value;
+    value.dtype = type.dtype;
+    const bool floating = is_float(type.dtype);
+    if (floating) value.magnitudes.assign(value.values.size(), 0.0);
+    for (std::size_t e = 0; floating && e < value.values.size(); ++e)
+      value.magnitudes[e] = operand_value.magnitude(static_cast<std::int64_t>(e));
+    std::vector<bool> updated(value.values.size(), false);
+    std::int64_t inner = 1;
+    for (int d = axis + 1; d < operand_value.shape.rank(); ++d) inner *= operand_value.shape[d];
+    for (std::int64_t u = 0; u < updates.numel(); ++u) {
+      const std::int64_t outer = u / (count * inner), element = u % inner;
+      std::int64_t index = indices.integers[static_cast<std::size_t>(u / inner % count)];
+      if (index < 0) index += size;
+      const auto target = static_cast<std::size_t>((outer * size + index) * inner + element);
+      const auto from = static_cast<std::size_t>(u);
+      if (floating) {
+        if (!updated[target]) value.magnitudes[target] += std::fabs(value.values[target]);
+        value.values[target] += updates.values[from];
+        value.magnitudes[target] += std::fabs(updates.values[from]) + updates.magnitude(u);
+      } else {
+        value.integers[target] = wrap(bits_of(value.integers[target]) + bits_of(updates.integers[from]), type.dtype);
+      }
+      updated[target] = true;
+    }
+    return value;
   }
 
   // sort, argsort, top_k: each line's positions put in order by std::stable_sort with the ordering written out

@@ -210,6 +210,10 @@ std::map<Op, std::vector<Sample>> samples() {
       {{type(DType::f32, {7, 3}), type(DType::i32, {2, 3})}, axis_attributes(0), {}},
       {{type(DType::i64, {2, 5, 3}), type(DType::i64, {2, 1, 3})}, axis_attributes(1), {}},
   };
+  table[Op::scatter_add] = {
+      {{type(DType::f32, {7, 3}), type(DType::i32, {2, 4}), type(DType::f32, {2, 4, 3})}, axis_attributes(0), {}},
+      {{type(DType::i64, {2, 5, 3}), type(DType::i64, {}), type(DType::i64, {2, 3})}, axis_attributes(1), {}},
+  };
   table[Op::expand_dims] = {{{f32_23}, axis_attributes(2), {}}, {{type(DType::f32, {})}, axis_attributes(0), {}}};
   table[Op::squeeze] = {{{type(DType::f32, {1, 3, 1})}, axes_attributes({0, 2}), {}}};
   {

@@ -447,6 +447,8 @@ class Builder {
         return build_gather();
       case Op::take_along_axis:
         return build_take_along_axis();
+      case Op::scatter_add:
+        return build_scatter_add();
       case Op::expand_dims: {
         ValueId x = any_value();
         if (type(x).shape.rank() > 5) throw Rejected{};
@@ -588,6 +590,22 @@ class Builder {
     index_shape[static_cast<int>(picked.attributes.axis)] = random_.between(1, 5);
     return add(Op::take_along_axis, {picked.source, indices_within({picked.index_dtype, index_shape}, picked.size)},
                picked.attributes);
+  }
+
+  // Updates from a fresh source of gather's result shape added at indices as gather's: rows named twice (a short
+  // axis, or many indices) are summed.
+  ValueId build_scatter_add() {
+    const IndexedAxis picked = indexed_axis();
+    const ir::Type& operand = type(picked.source);
+    if (operand.dtype == DType::boolean) throw Rejected{};
+    const int index_rank = std::min(2, Shape::max_rank + 1 - operand.shape.rank());
+    const ValueId indices = indices_within({picked.index_dtype, random_shape(index_rank)}, picked.size);
+    const auto axis = static_cast<std::size_t>(picked.attributes.axis);
+    std::vector<std::int64_t> dims(operand.shape.dims().begin(), operand.shape.dims().begin() + axis);
+    for (std::int64_t dim : type(indices).shape.dims()) dims.push_back(dim);
+    dims.insert(dims.end(), operand.shape.dims().begin() + axis + 1, operand.shape.dims().end());
+    const ValueId updates = fresh_source({operand.dtype, Shape(dims)});
+    return add(Op::scatter_add, {picked.source, indices, updates}, picked.attributes);
   }
 
   // A fresh integer source of `type` clamped to [-size, size - 1]: in range whatever the source holds.

@@ -82,6 +82,12 @@ std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& p
 // from the end). An index outside [-n, n) is reported, before anything is written.
 std::optional<OutOfRangeIndex> take_along_axis(std::int64_t axis, const runtime::Array& values,
                                                const runtime::Array& indices, const runtime::Array& output);
+// output = operand with each slice of `updates` [outer, count, inner] added at operand [outer, indices[j], inner]
+// (gather's adjoint; negative indices count from the end). Slices that meet at one row are added in index order,
+// whatever the thread count. An index outside [-n, n) is reported, before anything is written.
+std::optional<OutOfRangeIndex> scatter_add(std::int64_t axis, const runtime::Array& operand,
+                                           const runtime::Array& indices, const runtime::Array& updates,
+                                           const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements.
 runtime::Array nonzero(const runtime::Array& input);
 

@@ -1,4 +1,4 @@
-// Shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, nonzero.
+// Shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, scatter_add, nonzero.
 //
 // transpose, broadcast_to and slice are one problem: copy a strided view of
 // the input into a dense output. Each drops size-1 axes, merges neighbouring
@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/scalar_ops.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -460,6 +461,49 @@ std::optional<OutOfRangeIndex> take_along_axis(int64_t axis, const Array& values
                                                   inner +
                                               i % inner];
                           });
+  });
+  return std::nullopt;
+}
+
+std::optional<OutOfRangeIndex> scatter_add(int64_t axis, const Array& operand, const Array& indices,
+                                           const Array& updates, const Array& output) {
+  if (operand.dtype != output.dtype || updates.dtype != output.dtype)
+    throw InternalError("scatter_add", "operand, updates and output dtypes differ", std::string());
+  const int64_t size = operand.shape[static_cast<int>(axis)];
+  const int64_t count = indices.shape.numel();
+  std::vector<int64_t> rows;
+  if (auto bad = checked_indices("scatter_add", indices, size, rows)) return bad;
+  if (output.shape.numel() == 0) return std::nullopt;
+  std::memcpy(output.mutable_raw(), operand.raw(),
+              static_cast<std::size_t>(output.shape.numel()) * size_of(output.dtype));
+  if (count == 0) return std::nullopt;
+
+  // output [outer, size, inner] += updates [outer, count, inner] at the rows. A task owns whole columns (an outer
+  // index and a range of inner ones) and adds every update of them in index order: no two tasks write one element,
+  // and the sums do not depend on the split.
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= operand.shape[d];
+  const int64_t inner = output.shape.numel() / (outer * size);
+  const int64_t block = std::clamp<int64_t>(bytes_per_task / std::max<int64_t>(1, count * 8), 16, 4096);
+  const int64_t blocks_per_outer = (inner + block - 1) / block;
+  visit_dtype(output.dtype, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, std::uint8_t>) {
+      const T* source = updates.data<T>();
+      T* out = static_cast<T*>(output.mutable_raw());
+      runtime::parallel_for(outer * blocks_per_outer, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t slab = task / blocks_per_outer, first = task % blocks_per_outer * block;
+          const int64_t last = std::min(inner, first + block);
+          for (int64_t j = 0; j < count; ++j) {
+            T* target = out + (slab * size + rows[static_cast<std::size_t>(j)]) * inner;
+            const T* from = source + (slab * count + j) * inner;
+            for (int64_t i = first; i < last; ++i) target[i] = scalar::add{}(target[i], from[i]);
+          }
+        }
+      });
+    } else {
+      throw InternalError("scatter_add", "bool operands cannot be summed", std::string());
+    }
   });
   return std::nullopt;
 }

@@ -104,6 +104,12 @@ std::optional<OutOfRangeIndex> take_along_axis(std::int64_t axis, const runtime:
                                                const runtime::Array& indices, const runtime::Array& output);
 std::optional<OutOfRangeIndex> gather(std::int64_t axis, const runtime::Array& params, const runtime::Array& indices,
                                       const runtime::Array& output);
+// output = operand with each slice of `updates` [outer, count, inner] added at operand [outer, indices[j], inner]
+// (gather's adjoint): a thread per column (outer, inner) adds its updates in index order, the CPU's order, without
+// atomics. Indices are checked as gather's, so the call waits for the GPU.
+std::optional<OutOfRangeIndex> scatter_add(std::int64_t axis, const runtime::Array& operand,
+                                           const runtime::Array& indices, const runtime::Array& updates,
+                                           const runtime::Array& output);
 // Allocates and returns the i64 [count, rank] indices of nonzero elements, in
 // row-major order: a count per block, a scan on the host (which needs the
 // total anyway to size the result), then each block writes its indices.

@@ -1,4 +1,4 @@
-// CUDA shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, nonzero.
+// CUDA shape kernels: transpose, broadcast_to, slice, concat, gather, take_along_axis, scatter_add, nonzero.
 //
 // transpose, broadcast_to and slice copy a strided view of the input into a
 // dense output (plan.h: size-1 axes dropped, chaining axes merged). A view
@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/scalar_ops.h"
 
 #include <numeric>
 
@@ -246,6 +247,23 @@ void gather_copy(runtime::cuda::DeviceContext& context, const void* params, void
          static_cast<Unit*>(out), rows, count, size, slice_bytes / unit, total_bytes / unit);
 }
 
+// ---- scatter_add -------------------------------------------------------------------------
+
+// out [outer, size, inner] += updates [outer, count, inner] at rows: a thread owns whole columns (o, i) and adds
+// their updates in index order, so no two threads write one element, no atomics are needed, and the sums are the
+// CPU kernel's, in its order.
+template <class T>
+__global__ void scatter_add_kernel(const T* __restrict__ updates, T* __restrict__ out, const int64_t* __restrict__ rows,
+                                   int64_t count, int64_t size, int64_t inner, int64_t columns) {
+  for (int64_t column = thread_index(); column < columns; column += thread_count()) {
+    const int64_t slab = column / inner, element = column % inner;
+    for (int64_t j = 0; j < count; ++j) {
+      T& target = out[(slab * size + rows[j]) * inner + element];
+      target = scalar::add{}(target, updates[(slab * count + j) * inner + element]);
+    }
+  }
+}
+
 // ---- nonzero ---------------------------------------------------------------------------
 
 constexpr int nonzero_per_thread = 16;
@@ -431,6 +449,46 @@ std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const A
   }
 
   return first_out_of_range("gather", context, first_bad, count, indices);
+}
+
+std::optional<OutOfRangeIndex> scatter_add(int64_t axis, const Array& operand, const Array& indices,
+                                           const Array& updates, const Array& output) {
+  if (operand.dtype != output.dtype || updates.dtype != output.dtype)
+    internal_error("scatter_add", "operand, updates and output dtypes differ");
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
+    internal_error("scatter_add", "indices are neither i32 nor i64");
+  if (output.shape.numel() == 0) return std::nullopt;
+  runtime::cuda::copy_device_to_device(output.mutable_raw(), operand.raw(), output.bytes(), output.device());
+  const int64_t count = indices.shape.numel();
+  if (count == 0) return std::nullopt;
+  const int64_t size = operand.shape[static_cast<int>(axis)];
+  auto& context = context_of(output, "scatter_add");
+  // Scratch: the non-negative rows, then the first bad position.
+  auto scratch = runtime::allocate(output.device(), static_cast<std::size_t>(count + 1) * sizeof(int64_t));
+  auto* rows = static_cast<int64_t*>(scratch->data());
+  auto* first_bad = reinterpret_cast<unsigned long long*>(rows + count);
+  auto first_bad_host = static_cast<unsigned long long>(count);
+  runtime::cuda::DeviceGuard guard(context.index);
+  runtime::cuda::check(
+      cudaMemcpyAsync(first_bad, &first_bad_host, sizeof first_bad_host, cudaMemcpyHostToDevice, context.stream),
+      "cudaMemcpyAsync (scatter_add)", "scatter_add");
+  if (indices.dtype == DType::i32)
+    launch("scatter_add", context, count, &gather_rows_kernel<std::int32_t>, indices.data<std::int32_t>(), count, size,
+           rows, first_bad);
+  else
+    launch("scatter_add", context, count, &gather_rows_kernel<int64_t>, indices.data<int64_t>(), count, size, rows,
+           first_bad);
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= operand.shape[d];
+  const int64_t inner = output.shape.numel() / (outer * size);
+  visit_dtype(output.dtype, [&]<class T>() {
+    if constexpr (std::is_same_v<T, std::uint8_t>)
+      internal_error("scatter_add", "bool operands cannot be summed");
+    else
+      launch("scatter_add", context, outer * inner, &scatter_add_kernel<T>, updates.data<T>(),
+             static_cast<T*>(output.mutable_raw()), rows, count, size, inner, outer * inner);
+  });
+  return first_out_of_range("scatter_add", context, first_bad, count, indices);
 }
 
 Array nonzero(const Array& input) {
