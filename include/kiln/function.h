@@ -90,6 +90,29 @@ struct Outputs<TopK> {
 
 template <class Argument> using AsTensor = Tensor;
 
+// A callable's result type when called with `count` Tensors.
+template <class Callable, class Indices>
+struct ResultOfCall;
+template <class Callable, std::size_t... index>
+struct ResultOfCall<Callable, std::index_sequence<index...>> {
+  template <std::size_t>
+  using Argument = Tensor;
+  using type = std::decay_t<std::invoke_result_t<const Callable&, Argument<index>...>>;
+};
+template <class Callable, std::size_t count>
+using ResultOf = typename ResultOfCall<Callable, std::make_index_sequence<count>>::type;
+
+// `callable` of `count` Tensors returning Result, as a function of flat lists of tensors (what tracing runs).
+template <class Result, std::size_t count, class Callable>
+TraceBody trace_body(std::shared_ptr<const Callable> callable) {
+  return [callable = std::move(callable)](const std::vector<Tensor>& inputs) {
+    return [&]<std::size_t... index>(std::index_sequence<index...>) {
+      return Outputs<Result>::flatten((*callable)(inputs.at(index)...));
+    }
+    (std::make_index_sequence<count>{});
+  };
+}
+
 }  // namespace detail
 
 template <class Callable>
@@ -103,7 +126,8 @@ class Function {
     requires(std::is_convertible_v<const Arguments&, const Tensor&> && ...)
   auto operator()(const Arguments&... arguments) const {
     using Result = std::decay_t<std::invoke_result_t<const Callable&, detail::AsTensor<Arguments>...>>;
-    std::vector<Tensor> outputs = detail::call_function(*core_, {Tensor(arguments)...}, body<Result, Arguments...>());
+    std::vector<Tensor> outputs = detail::call_function(*core_, {Tensor(arguments)...},
+                                                        detail::trace_body<Result, sizeof...(Arguments)>(callable_));
     return detail::Outputs<Result>::unflatten(outputs);
   }
 
@@ -113,21 +137,13 @@ class Function {
     requires(std::is_convertible_v<const Arguments&, const Tensor&> && ...)
   std::string get_compiler_ir(Stage stage, const Arguments&... arguments) const {
     using Result = std::decay_t<std::invoke_result_t<const Callable&, detail::AsTensor<Arguments>...>>;
-    return detail::compiler_ir(*core_, stage, {Tensor(arguments)...}, body<Result, Arguments...>());
+    return detail::compiler_ir(*core_, stage, {Tensor(arguments)...},
+                               detail::trace_body<Result, sizeof...(Arguments)>(callable_));
   }
 
   FunctionStatistics statistics() const { return detail::function_statistics(*core_); }
 
  private:
-  template <class Result, class... Arguments>
-  detail::TraceBody body() const {
-    return [callable = callable_](const std::vector<Tensor>& inputs) {
-      return [&]<std::size_t... index>(std::index_sequence<index...>) {
-        return detail::Outputs<Result>::flatten((*callable)(inputs[index]...));
-      }(std::index_sequence_for<Arguments...>{});
-    };
-  }
-
   std::shared_ptr<const Callable> callable_;
   std::shared_ptr<detail::FunctionCore> core_;
 };

@@ -2,6 +2,7 @@
 // kiln: a C++20 tensor library with local JIT compilation. Include this one
 // header to get everything.
 
+#include <kiln/autodiff.h>
 #include <kiln/config.h>
 #include <kiln/creation.h>
 #include <kiln/cuda.h>

@@ -2,6 +2,7 @@
 // executor (standard or JIT, with the fallback policy) and calling it.
 
 #include "api/tensor_impl.h"
+#include "api/tracing.h"
 #include "compiler/jit.h"
 #include "exec/standard_executor.h"
 #include "ir/printer.h"
@@ -57,66 +58,16 @@ std::string default_name(const Location& location) {
   return (stem.empty() ? std::string("function") : stem) + "_" + std::to_string(location.line());
 }
 
-trace::Signature signature_of(const FunctionCore& core, const std::vector<Tensor>& inputs) {
-  trace::Signature signature;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& input = inputs[i];
-    std::string op = "kiln::function '" + core.cache.name() + "'";
-    if (!input.defined())
-      throw ValueError(op, "argument " + std::to_string(i) + " is an undefined (default-constructed) Tensor",
-                       core.cache.location());
-    if (input.is_traced())
-      throw ValueError(op, "argument " + std::to_string(i) + " is a traced tensor from another function's trace",
-                       core.cache.location());
-    if (i > 0 && input.device() != inputs[0].device())
-      throw DeviceError(op,
-                        "arguments are on different devices (" + inputs[0].device().to_string() + " and " +
-                            input.device().to_string() + ")",
-                        core.cache.location());
-    signature.arguments.push_back({input.dtype(), input.shape(), input.device()});
-  }
-  return signature;
+trace::Signature function_signature(const FunctionCore& core, const std::vector<Tensor>& inputs) {
+  return signature_of("kiln::function '" + core.cache.name() + "'", core.cache.location(), inputs);
 }
 
 // Runs the callable on traced tensors and returns the finished graph.
 std::shared_ptr<trace::ConcreteFunction> trace_function(FunctionCore& core, const trace::Signature& signature,
                                                         const TraceBody& body) {
   auto start = std::chrono::steady_clock::now();
-  Device device = signature.arguments.empty() ? Device::cpu() : signature.arguments[0].device;
-  auto context = std::make_shared<trace::TraceContext>(core.cache.name(), device);
-  struct FinishOnExit {
-    trace::TraceContext& context;
-    ~FinishOnExit() { context.finish(); }
-  } finish_on_exit{*context};
-
-  std::vector<Tensor> arguments;
-  for (const trace::ArgumentType& argument : signature.arguments)
-    arguments.push_back(make_traced_tensor(context, context->add_argument({argument.dtype, argument.shape}), device));
-  std::vector<Tensor> outputs;
-  {
-    ContextActivation activation(context);
-    outputs = body(arguments);
-  }
-  std::string op = "kiln::function '" + core.cache.name() + "'";
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& output = outputs[i];
-    if (!output.defined())
-      throw ValueError(op, "output " + std::to_string(i) + " is an undefined (default-constructed) Tensor",
-                       core.cache.location());
-    if (output.is_traced() && output.impl().context != context)
-      throw ValueError(op, "output " + std::to_string(i) + " is a traced tensor of another function's trace",
-                       core.cache.location());
-    if (!output.is_traced() && output.device() != device)
-      throw DeviceError(op, "output " + std::to_string(i) + " is on " + output.device().to_string(),
-                        core.cache.location());
-    context->graph().outputs.push_back(output.is_traced() ? output.impl().value : capture(*context, output));
-  }
-  auto concrete = std::make_shared<trace::ConcreteFunction>();
-  concrete->signature = signature;
-  concrete->traced = std::move(context->graph());
-  concrete->captures = context->captures();
-  concrete->capture_guards = context->capture_guards();
-  ir::canonicalize(concrete->traced);
+  std::shared_ptr<trace::ConcreteFunction> concrete = trace_concrete(
+      core.cache.name(), "kiln::function '" + core.cache.name() + "'", core.cache.location(), signature, body);
   core.cache.record_trace(seconds_since(start));
   return concrete;
 }
@@ -153,7 +104,7 @@ void build_executable(FunctionCore& core, trace::ConcreteFunction& concrete) {
 
 std::shared_ptr<const trace::ConcreteFunction> concrete_for(FunctionCore& core, const std::vector<Tensor>& inputs,
                                                             const TraceBody& body) {
-  return core.cache.lookup_or_build(signature_of(core, inputs), [&](const trace::Signature& signature) {
+  return core.cache.lookup_or_build(function_signature(core, inputs), [&](const trace::Signature& signature) {
     std::shared_ptr<trace::ConcreteFunction> concrete = trace_function(core, signature, body);
     build_executable(core, *concrete);
     return concrete;
@@ -161,6 +112,62 @@ std::shared_ptr<const trace::ConcreteFunction> concrete_for(FunctionCore& core, 
 }
 
 }  // namespace
+
+trace::Signature signature_of(const std::string& op, const std::string& location, const std::vector<Tensor>& inputs) {
+  trace::Signature signature;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& input = inputs[i];
+    if (!input.defined())
+      throw ValueError(op, "argument " + std::to_string(i) + " is an undefined (default-constructed) Tensor", location);
+    if (input.is_traced())
+      throw ValueError(op, "argument " + std::to_string(i) + " is a traced tensor from another function's trace",
+                       location);
+    if (i > 0 && input.device() != inputs[0].device())
+      throw DeviceError(op,
+                        "arguments are on different devices (" + inputs[0].device().to_string() + " and " +
+                            input.device().to_string() + ")",
+                        location);
+    signature.arguments.push_back({input.dtype(), input.shape(), input.device()});
+  }
+  return signature;
+}
+
+std::shared_ptr<trace::ConcreteFunction> trace_concrete(const std::string& name, const std::string& op,
+                                                        const std::string& location, const trace::Signature& signature,
+                                                        const TraceBody& body) {
+  Device device = signature.arguments.empty() ? Device::cpu() : signature.arguments[0].device;
+  auto context = std::make_shared<trace::TraceContext>(name, device);
+  struct FinishOnExit {
+    trace::TraceContext& context;
+    ~FinishOnExit() { context.finish(); }
+  } finish_on_exit{*context};
+
+  std::vector<Tensor> arguments;
+  for (const trace::ArgumentType& argument : signature.arguments)
+    arguments.push_back(make_traced_tensor(context, context->add_argument({argument.dtype, argument.shape}), device));
+  std::vector<Tensor> outputs;
+  {
+    ContextActivation activation(context);
+    outputs = body(arguments);
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& output = outputs[i];
+    if (!output.defined())
+      throw ValueError(op, "output " + std::to_string(i) + " is an undefined (default-constructed) Tensor", location);
+    if (output.is_traced() && output.impl().context != context)
+      throw ValueError(op, "output " + std::to_string(i) + " is a traced tensor of another function's trace", location);
+    if (!output.is_traced() && output.device() != device)
+      throw DeviceError(op, "output " + std::to_string(i) + " is on " + output.device().to_string(), location);
+    context->graph().outputs.push_back(output.is_traced() ? output.impl().value : capture(*context, output));
+  }
+  auto concrete = std::make_shared<trace::ConcreteFunction>();
+  concrete->signature = signature;
+  concrete->traced = std::move(context->graph());
+  concrete->captures = context->captures();
+  concrete->capture_guards = context->capture_guards();
+  ir::canonicalize(concrete->traced);
+  return concrete;
+}
 
 std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, Location location) {
   std::string name = options.name.empty() ? default_name(location) : options.name;

@@ -8,6 +8,7 @@
 #include "ir/graph.h"
 #include "runtime/buffer.h"
 #include "trace/capture_guard.h"
+#include "trace/differentiation_marks.h"
 
 #include <kiln/device.h>
 
@@ -42,8 +43,15 @@ class TraceContext {
 
   ir::ValueId add_node(ir::Node node) { return graph_.add(std::move(node)); }
 
-  // Once finished, tensors of this trace that escaped it are unusable.
-  void finish() { finished_ = true; }
+  // What differentiating parts of this trace must know beyond the graph (kiln::stop_gradient, kiln::custom_vjp).
+  DifferentiationMarks& differentiation_marks() { return differentiation_marks_; }
+
+  // Once finished, tensors of this trace that escaped it are unusable. The marks go (their backward functions may
+  // hold tensors of this trace, which would keep it alive).
+  void finish() {
+    finished_ = true;
+    differentiation_marks_ = {};
+  }
   bool finished() const { return finished_; }
 
   // The context active on this thread, or null outside tracing.
@@ -69,6 +77,7 @@ class TraceContext {
   std::map<const runtime::Buffer*, std::vector<ir::ValueId>> captured_values_;
   // Held weakly: tracing keeps no captured tensor alive.
   std::set<std::weak_ptr<TensorIdentity>, std::owner_less<>> captured_identities_;
+  DifferentiationMarks differentiation_marks_;
   bool finished_ = false;
 };
 

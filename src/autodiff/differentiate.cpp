@@ -1,0 +1,225 @@
+#include "autodiff/differentiate.h"
+
+#include "autodiff/rules.h"
+
+#include <kiln/error.h>
+
+namespace kiln::autodiff {
+namespace {
+
+std::size_t at(ValueId value) { return static_cast<std::size_t>(value); }
+
+// Which nodes from region.begin on the outputs depend on: only those are linearized. A custom_vjp call's outputs
+// depend on its inputs, through the user's backward function rather than through the nodes that compute them.
+std::vector<bool> needed_nodes(const ir::Graph& graph, const Region& region, std::span<const ValueId> outputs) {
+  std::vector<bool> needed(at(graph.size()), false);
+  for (ValueId output : outputs) needed[at(output)] = true;
+  for (ValueId value = graph.size() - 1; value >= region.begin; --value) {
+    if (!needed[at(value)]) continue;
+    for (ValueId operand : graph.node(value).operands) needed[at(operand)] = true;
+    if (!region.marks) continue;
+    if (auto found = region.marks->custom_outputs.find(value); found != region.marks->custom_outputs.end())
+      for (ValueId input : region.marks->custom[static_cast<std::size_t>(found->second.first)].inputs)
+        needed[at(input)] = true;
+  }
+  return needed;
+}
+
+[[noreturn]] void refuse(const Region& region, const ir::Node& node) {
+  throw ValueError(region.api,
+                   std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")") +
+                       " has no derivative: kiln cannot see inside host code. Give it one with kiln::custom_vjp, or "
+                       "pass its inputs through kiln::stop_gradient if no derivative flows through it",
+                   region.location);
+}
+
+}  // namespace
+
+Linearization linearize(ir::Graph& graph, const Region& region, std::span<const ValueId> inputs,
+                        std::span<const ValueId> outputs) {
+  Linearization result(graph);
+  result.marks = region.marks;
+  result.api = region.api;
+  result.location = region.location;
+  LinearProgram& program = result.program;
+  const ValueId end = graph.size();
+  const std::vector<bool> needed = needed_nodes(graph, region, outputs);
+
+  std::vector<Tangent> tangents(at(end));
+  std::vector<bool> is_input(at(end), false);
+  for (std::size_t position = 0; position < inputs.size(); ++position) {
+    const ir::Type& type = graph.type(inputs[position]);
+    if (!is_floating(type.dtype) || inputs[position] < region.begin)
+      throw InternalError("autodiff", "an input is not a float value made in the region", region.location);
+    tangents[at(inputs[position])] = program.input(static_cast<int>(position), type);
+    is_input[at(inputs[position])] = true;
+    result.input_types.push_back(type);
+  }
+
+  Emitter emitter(graph);
+  for (ValueId value = region.begin; value < end; ++value) {
+    if (is_input[at(value)] || !needed[at(value)]) continue;
+    if (region.marks && region.marks->stopped.contains(value)) continue;
+    // A copy: the rules add nodes, which may move the graph's node list.
+    const ir::Node node = graph.node(value);
+    if (region.marks) {
+      if (auto found = region.marks->custom_outputs.find(value); found != region.marks->custom_outputs.end()) {
+        const auto [call, position] = found->second;
+        std::vector<LinearOperand> operands;
+        std::vector<int> input_positions;
+        const std::vector<ValueId>& call_inputs = region.marks->custom[static_cast<std::size_t>(call)].inputs;
+        for (std::size_t input = 0; input < call_inputs.size(); ++input) {
+          const Tangent tangent = tangents[at(call_inputs[input])];
+          if (tangent.is_zero()) continue;
+          operands.push_back(LinearOperand::of(tangent));
+          input_positions.push_back(static_cast<int>(input));
+        }
+        if (!operands.empty())
+          tangents[at(value)] =
+              program.custom_output(call, position, node.type, std::move(operands), std::move(input_positions));
+        continue;
+      }
+    }
+    if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
+    std::vector<Tangent> operand_tangents;
+    bool any = false;
+    for (ValueId operand : node.operands) {
+      operand_tangents.push_back(tangents[at(operand)]);
+      any = any || !operand_tangents.back().is_zero();
+    }
+    if (!any) continue;
+    const OpRule* rule = rule_for(node.op);
+    if (!rule)
+      throw InternalError(region.api, std::string(ir::name(node.op)) + " has no entry in the derivative rules",
+                          region.location);
+    if (rule->derivative == Derivative::refused) refuse(region, node);
+    if (rule->derivative == Derivative::none) continue;
+    emitter.set_location(node.location);
+    JvpContext context(emitter, program, node, value, std::move(operand_tangents));
+    Tangent tangent = rule->jvp(context);
+    if (!tangent.is_zero() && !(program.type(tangent) == node.type)) {
+      if (program.type(tangent).dtype != node.type.dtype)
+        throw InternalError(region.api, "the derivative of " + std::string(ir::name(node.op)) + " has another dtype",
+                            node.location);
+      // Elementwise ops broadcast: a tangent of one operand alone may have that operand's shape.
+      tangent = program.apply(ir::Op::broadcast_to, {LinearOperand::of(tangent)}, {}, node.type, node.location);
+    }
+    tangents[at(value)] = tangent;
+  }
+
+  for (ValueId output : outputs) {
+    result.output_types.push_back(graph.type(output));
+    result.output_tangents.push_back(output < end ? tangents[at(output)] : Tangent{});
+  }
+  return result;
+}
+
+namespace {
+
+// A custom_vjp call's transpose: its backward function, given the cotangents of all its outputs at once.
+void transpose_custom_call(Emitter& emitter, const Linearization& linearization, const LinearNode& node,
+                           std::vector<ValueId>& cotangents) {
+  const trace::CustomDerivative& call = linearization.marks->custom[static_cast<std::size_t>(node.custom_call)];
+  std::vector<ValueId> output_cotangents;
+  for (std::size_t position = 0; position < call.outputs.size(); ++position) {
+    ValueId cotangent = -1;
+    for (int id = 0; id < linearization.program.size(); ++id) {
+      const LinearNode& other = linearization.program.nodes()[static_cast<std::size_t>(id)];
+      if (other.kind == LinearKind::custom_output && other.custom_call == node.custom_call &&
+          other.custom_position == static_cast<int>(position))
+        cotangent = cotangents[static_cast<std::size_t>(id)];
+    }
+    output_cotangents.push_back(cotangent >= 0 ? cotangent : emitter.zeros(emitter.type(call.outputs[position])));
+  }
+  const std::vector<ValueId> input_cotangents = call.backward(output_cotangents);
+  for (std::size_t operand = 0; operand < node.operands.size(); ++operand)
+    accumulate(emitter, cotangents, Tangent{node.operands[operand].id},
+               input_cotangents.at(static_cast<std::size_t>(node.custom_inputs[operand])));
+}
+
+}  // namespace
+
+std::vector<ValueId> transpose(ir::Graph& graph, const Linearization& linearization,
+                               std::span<const ValueId> output_cotangents) {
+  const LinearProgram& program = linearization.program;
+  std::vector<ValueId> cotangents(static_cast<std::size_t>(program.size()), -1);
+  Emitter emitter(graph);
+  emitter.set_location(linearization.location);
+  for (std::size_t output = 0; output < output_cotangents.size(); ++output)
+    if (!linearization.output_tangents[output].is_zero())
+      accumulate(emitter, cotangents, linearization.output_tangents[output], output_cotangents[output]);
+
+  std::vector<bool> custom_done(linearization.marks ? linearization.marks->custom.size() : 0, false);
+  for (int id = program.size() - 1; id >= 0; --id) {
+    const ValueId cotangent = cotangents[static_cast<std::size_t>(id)];
+    const LinearNode& node = program.nodes()[static_cast<std::size_t>(id)];
+    if (cotangent < 0 || node.kind == LinearKind::input) continue;
+    emitter.set_location(node.location);
+    if (node.kind == LinearKind::custom_output) {
+      // The call's outputs are consecutive: from the last of them on, all of their cotangents are complete.
+      if (custom_done[static_cast<std::size_t>(node.custom_call)]) continue;
+      custom_done[static_cast<std::size_t>(node.custom_call)] = true;
+      emitter.set_location(linearization.location);
+      transpose_custom_call(emitter, linearization, node, cotangents);
+      continue;
+    }
+    TransposeContext context(emitter, program, node, cotangent, cotangents);
+    rule_for(node.op)->transpose(context);
+  }
+
+  emitter.set_location(linearization.location);
+  std::vector<ValueId> gradients;
+  for (std::size_t input = 0; input < linearization.input_types.size(); ++input) {
+    const ValueId cotangent = cotangents[input];  // the inputs' tangents are the program's first nodes
+    gradients.push_back(cotangent >= 0 ? cotangent : emitter.zeros(linearization.input_types[input]));
+  }
+  return gradients;
+}
+
+std::vector<ValueId> apply_tangents(ir::Graph& graph, const Linearization& linearization,
+                                    std::span<const ValueId> input_tangents) {
+  const LinearProgram& program = linearization.program;
+  const auto size = static_cast<std::size_t>(program.size());
+  std::vector<bool> needed(size, false);
+  for (Tangent tangent : linearization.output_tangents)
+    if (!tangent.is_zero()) needed[static_cast<std::size_t>(tangent.id)] = true;
+  for (std::size_t id = size; id-- > 0;)
+    if (needed[id])
+      for (const LinearOperand& operand : program.nodes()[id].operands)
+        if (operand.is_tangent) needed[static_cast<std::size_t>(operand.id)] = true;
+
+  Emitter emitter(graph);
+  std::vector<ValueId> values(size, -1);
+  for (std::size_t id = 0; id < size; ++id) {
+    if (!needed[id]) continue;
+    const LinearNode& node = program.nodes()[id];
+    switch (node.kind) {
+      case LinearKind::input:
+        values[id] = input_tangents[static_cast<std::size_t>(node.input)];
+        break;
+      case LinearKind::custom_output:
+        throw ValueError(linearization.api,
+                         "a kiln::custom_vjp function is in the way, and it has a reverse-mode derivative only (as "
+                         "in JAX): use kiln::vjp or kiln::grad through it",
+                         linearization.location);
+      case LinearKind::op: {
+        std::vector<ValueId> operands;
+        for (const LinearOperand& operand : node.operands)
+          operands.push_back(operand.is_tangent ? values[static_cast<std::size_t>(operand.id)] : operand.id);
+        emitter.set_location(node.location);
+        values[id] = emitter.apply(node.op, std::move(operands), node.attributes, node.type);
+        break;
+      }
+    }
+  }
+  emitter.set_location(linearization.location);
+  std::vector<ValueId> tangents;
+  for (std::size_t output = 0; output < linearization.output_tangents.size(); ++output) {
+    const Tangent tangent = linearization.output_tangents[output];
+    tangents.push_back(tangent.is_zero() ? emitter.zeros(linearization.output_types[output])
+                                         : values[static_cast<std::size_t>(tangent.id)]);
+  }
+  return tangents;
+}
+
+}  // namespace kiln::autodiff

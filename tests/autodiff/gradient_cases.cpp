@@ -1,0 +1,342 @@
+// The cases that check every derivative rule against finite differences (gradient_check.h): each names the ops
+// whose rules it exercises. Inputs are random, of odd sizes, away from zero and from where a derivative is not
+// defined (kinks, ties, jumps); shapes broadcast, and rank 0 and empty tensors appear.
+
+#include "autodiff/gradient_check.h"
+
+namespace kiln::testing {
+namespace {
+
+using Tensors = std::vector<Tensor>;
+
+GradientCase unary(const std::string& op, Tensor (*function)(const Tensor&, Location), Tensor input) {
+  return {op + " " + input.shape().to_string(),
+          {op},
+          [function](const Tensors& x) { return Tensors{function(x[0], Location::current())}; },
+          {std::move(input)}};
+}
+
+GradientCase binary(const std::string& op, Tensor (*function)(const Tensor&, const Tensor&, Location), Tensor a,
+                    Tensor b) {
+  return {op + " " + a.shape().to_string() + " " + b.shape().to_string(),
+          {op},
+          [function](const Tensors& x) { return Tensors{function(x[0], x[1], Location::current())}; },
+          {std::move(a), std::move(b)}};
+}
+
+Tensor input(const Shape& shape, std::uint64_t seed) { return random_input(shape, seed); }
+Tensor positive(const Shape& shape, std::uint64_t seed) { return random_input(shape, seed, 0.5, 2.0, false); }
+
+void add_elementwise(std::vector<GradientCase>& cases) {
+  using Unary = Tensor (*)(const Tensor&, Location);
+  const std::vector<std::pair<std::string, Unary>> any_sign = {
+      {"neg", kiln::neg},         {"abs", kiln::abs},  {"square", kiln::square}, {"relu", kiln::relu},
+      {"sin", kiln::sin},         {"cos", kiln::cos},  {"exp", kiln::exp},       {"tanh", kiln::tanh},
+      {"sigmoid", kiln::sigmoid}, {"erf", kiln::erf},  {"erfc", kiln::erfc},     {"expm1", kiln::expm1},
+      {"atan", kiln::atan},       {"sign", kiln::sign}};
+  std::uint64_t seed = 100;
+  auto next = [&seed] { return ++seed; };
+  for (const auto& [op, function] : any_sign) {
+    cases.push_back(unary(op, function, input({3, 5}, next())));
+    cases.push_back(unary(op, function, input({}, next())));
+  }
+  const std::vector<std::pair<std::string, Unary>> positive_only = {
+      {"log", kiln::log}, {"sqrt", kiln::sqrt}, {"rsqrt", kiln::rsqrt}, {"log1p", kiln::log1p}};
+  for (const auto& [op, function] : positive_only) {
+    cases.push_back(unary(op, function, positive({7}, next())));
+    cases.push_back(unary(op, function, positive({0, 3}, next())));
+  }
+  // Steps: no derivative, away from the jumps (x + 0.5 off the integers by more than the difference step).
+  for (const auto& [op, function] : std::vector<std::pair<std::string, Unary>>{
+           {"floor", kiln::floor}, {"ceil", kiln::ceil}, {"round", kiln::round}}) {
+    const Tensor near_quarters = floor(input({5}, next()) * 4) + 0.25;
+    cases.push_back(unary(op, function, near_quarters));
+  }
+
+  using Binary = Tensor (*)(const Tensor&, const Tensor&, Location);
+  const std::vector<std::pair<std::string, Binary>> arithmetic = {
+      {"add", kiln::add},         {"sub", kiln::sub},         {"mul", kiln::mul},          {"div", kiln::div},
+      {"maximum", kiln::maximum}, {"minimum", kiln::minimum}, {"copysign", kiln::copysign}};
+  for (const auto& [op, function] : arithmetic) {
+    cases.push_back(binary(op, function, input({4, 1, 3}, next()), input({5, 3}, next())));
+    cases.push_back(binary(op, function, input({}, next()), input({3}, next())));
+  }
+  cases.push_back(binary("pow", kiln::pow, positive({4, 1, 3}, next()), input({5, 3}, next())));
+  cases.push_back(binary("pow", kiln::pow, positive({}, next()), input({}, next())));
+  // remainder and fmod away from their jumps (x / y off the integers).
+  const Tensor dividend = input({2, 5}, next()) * 3, divisor = positive({5}, next());
+  const Tensor off_jumps = (floor(dividend / divisor) + 0.5) * divisor;
+  cases.push_back(binary("remainder", kiln::remainder, off_jumps, divisor));
+  cases.push_back(binary("fmod", kiln::fmod, off_jumps, -divisor));
+  cases.push_back({"where",
+                   {"where"},
+                   [](const Tensors& x) { return Tensors{where(x[0] > x[1], x[0] * x[1], sin(x[1]))}; },
+                   {input({4, 1}, next()), input({3}, next())}});
+  cases.push_back({"where with a constant branch",
+                   {"where"},
+                   [](const Tensors& x) { return Tensors{where(x[0] > 0, x[0], 2.0)}; },
+                   {input({6}, next())}});
+  cases.push_back({"cast f64 -> f64 through i32 and f32",
+                   {"cast"},
+                   [](const Tensors& x) {
+                     // A cast to an integer has no derivative; one between floats carries it.
+                     return Tensors{cast(cast(x[0], DType::f32), DType::f64) *
+                                    cast(cast(x[0], DType::i32), DType::f64)};
+                   },
+                   {floor(input({5}, next()) * 8) + 0.5},
+                   1e-3,
+                   1e-3});
+  cases.push_back({"comparisons and logical ops, no derivative",
+                   {"lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not"},
+                   [](const Tensors& x) {
+                     const Tensor a = x[0] < x[1], b = x[0] >= x[1], c = x[0] == x[1] || x[0] != x[1];
+                     const Tensor d = logical_and(x[0] <= x[1], !(x[0] > x[1]));
+                     return Tensors{where(logical_or(a && c, b && d), x[0], x[1])};
+                   },
+                   {input({5}, next()), input({5}, next())}});
+}
+
+void add_reductions(std::vector<GradientCase>& cases) {
+  std::uint64_t seed = 300;
+  auto next = [&seed] { return ++seed; };
+  using Reduction = Tensor (*)(const Tensor&, Axes, bool, Location);
+  for (const auto& [op, function] :
+       std::vector<std::pair<std::string, Reduction>>{{"reduce_sum", kiln::reduce_sum},
+                                                      {"reduce_mean", kiln::reduce_mean},
+                                                      {"reduce_max", kiln::reduce_max},
+                                                      {"reduce_min", kiln::reduce_min},
+                                                      {"reduce_prod", kiln::reduce_prod}}) {
+    for (bool keepdims : {false, true})
+      cases.push_back({op + " over axes 0 and 2" + (keepdims ? ", keepdims" : ""),
+                       {op},
+                       [function, keepdims](const Tensors& x) {
+                         return Tensors{function(x[0], Axes{0, 2}, keepdims, Location::current())};
+                       },
+                       {input({3, 5, 2}, next())}});
+    cases.push_back(
+        {op + " of everything",
+         {op},
+         [function](const Tensors& x) { return Tensors{function(x[0], Axes(), false, Location::current())}; },
+         {input({7}, next())}});
+    cases.push_back(
+        {op + " of a scalar over no axes",
+         {op},
+         [function](const Tensors& x) { return Tensors{function(x[0], Axes(), false, Location::current())}; },
+         {input({}, next())}});
+  }
+  cases.push_back({"reduce_sum of an empty axis",
+                   {"reduce_sum"},
+                   [](const Tensors& x) { return Tensors{reduce_sum(x[0], 0)}; },
+                   {input({0, 3}, next())}});
+  // Products with zeros: the derivative is the product of the others, no division.
+  cases.push_back({"reduce_prod with one zero",
+                   {"reduce_prod"},
+                   [](const Tensors& x) { return Tensors{reduce_prod(x[0], 1)}; },
+                   {from_vector<double>({0.5, 0, 2, -1.5, 3, 0.25, 0, 0, 4}, {3, 3})}});
+  cases.push_back({"argmax and argmin, no derivative",
+                   {"argmax", "argmin"},
+                   [](const Tensors& x) {
+                     return Tensors{take_along_axis(x[0], argmax(x[0], 1, true), 1) +
+                                    take_along_axis(x[0], argmin(x[0], 1, true), 1) * 2};
+                   },
+                   {input({4, 5}, next())}});
+
+  using Scan = Tensor (*)(const Tensor&, std::int64_t, ScanOptions, Location);
+  for (const auto& [op, function] : std::vector<std::pair<std::string, Scan>>{
+           {"cumsum", kiln::cumsum}, {"cumprod", kiln::cumprod}, {"cummax", kiln::cummax}, {"cummin", kiln::cummin}})
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true})
+        cases.push_back({op + (exclusive ? " exclusive" : "") + (reverse ? " reverse" : ""),
+                         {op},
+                         [function, exclusive, reverse](const Tensors& x) {
+                           Tensor y =
+                               function(x[0], 1, {.exclusive = exclusive, .reverse = reverse}, Location::current());
+                           // An exclusive extreme scan starts at -inf or +inf: keep the finite part.
+                           if (exclusive) y = slice(y, {.start = {0, reverse ? 0 : 1}, .stop = {3, reverse ? 6 : 7}});
+                           return Tensors{y};
+                         },
+                         {input({3, 7, 2}, next())}});
+  cases.push_back({"cumprod with zeros",
+                   {"cumprod"},
+                   [](const Tensors& x) { return Tensors{cumprod(x[0], 0)}; },
+                   {from_vector<double>({0.5, 0, 2, -1.5, 0, 3, 0.75}, {7})}});
+  cases.push_back({"cumsum of rank 1",
+                   {"cumsum"},
+                   [](const Tensors& x) { return Tensors{cumsum(x[0], 0)}; },
+                   {input({1}, next())}});
+
+  cases.push_back({"sort ascending",
+                   {"sort"},
+                   [](const Tensors& x) { return Tensors{sort(x[0], 0) * x[0]}; },
+                   {input({5, 3}, next())}});
+  cases.push_back(
+      {"sort descending, argsort",
+       {"sort", "argsort"},
+       [](const Tensors& x) { return Tensors{sort(x[0], -1, true) + take_along_axis(x[0], argsort(x[0], -1), -1)}; },
+       {input({2, 6}, next())}});
+  cases.push_back(
+      {"top_k", {"top_k"}, [](const Tensors& x) { return Tensors{top_k(x[0], 3).values}; }, {input({4, 7}, next())}});
+}
+
+void add_matmuls(std::vector<GradientCase>& cases) {
+  std::uint64_t seed = 500;
+  auto next = [&seed] { return ++seed; };
+  for (bool transpose_a : {false, true})
+    for (bool transpose_b : {false, true}) {
+      const Shape a = transpose_a ? Shape{4, 3} : Shape{3, 4}, b = transpose_b ? Shape{5, 4} : Shape{4, 5};
+      cases.push_back({std::string("matmul") + (transpose_a ? " a^T" : " a") + (transpose_b ? " b^T" : " b"),
+                       {"matmul"},
+                       [transpose_a, transpose_b](const Tensors& x) {
+                         return Tensors{matmul(x[0], x[1], {.transpose_a = transpose_a, .transpose_b = transpose_b})};
+                       },
+                       {input(a, next()), input(b, next())}});
+    }
+  cases.push_back({"matmul with batches broadcast",
+                   {"matmul"},
+                   [](const Tensors& x) { return Tensors{matmul(x[0], x[1])}; },
+                   {input({2, 1, 3, 4}, next()), input({5, 4, 2}, next())}});
+  cases.push_back(
+      {"matmul batched with transposes",
+       {"matmul"},
+       [](const Tensors& x) { return Tensors{matmul(x[0], x[1], {.transpose_a = true, .transpose_b = true})}; },
+       {input({3, 4, 2}, next()), input({3, 5, 4}, next())}});
+  cases.push_back({"matmul of vectors",
+                   {"matmul"},
+                   [](const Tensors& x) {
+                     return Tensors{matmul(x[0], x[1]), matmul(x[1], x[2])};
+                   },
+                   {input({3}, next()), input({3, 4}, next()), input({4}, next())}});
+  cases.push_back({"matmul with an empty contraction",
+                   {"matmul"},
+                   [](const Tensors& x) { return Tensors{matmul(x[0], x[1])}; },
+                   {input({3, 0}, next()), input({0, 2}, next())}});
+}
+
+void add_shape_ops(std::vector<GradientCase>& cases) {
+  std::uint64_t seed = 700;
+  auto next = [&seed] { return ++seed; };
+  cases.push_back({"reshape, expand_dims, squeeze",
+                   {"reshape", "expand_dims", "squeeze"},
+                   [](const Tensors& x) {
+                     return Tensors{squeeze(expand_dims(reshape(x[0], {5, 3}), 1) * 2, 1)};
+                   },
+                   {input({3, 5}, next())}});
+  cases.push_back({"transpose",
+                   {"transpose"},
+                   [](const Tensors& x) {
+                     return Tensors{transpose(x[0], {2, 0, 1}) * transpose(x[1])};
+                   },
+                   {input({2, 3, 5}, next()), input({3, 2}, next())}});
+  cases.push_back({"broadcast_to",
+                   {"broadcast_to"},
+                   [](const Tensors& x) {
+                     return Tensors{sin(broadcast_to(x[0], Shape{4, 3, 5}))};
+                   },
+                   {input({3, 1}, next())}});
+  cases.push_back({"slice with steps",
+                   {"slice"},
+                   [](const Tensors& x) {
+                     return Tensors{slice(x[0], {.start = {1, 7}, .stop = {6, 0}, .step = {2, -3}}),
+                                    slice(x[0], {.start = {4}, .step = {-1}})};
+                   },
+                   {input({7, 9}, next())}});
+  cases.push_back({"slice of one element, empty slice",
+                   {"slice"},
+                   [](const Tensors& x) {
+                     return Tensors{slice(x[0], {.start = {2}, .stop = {3}}), slice(x[0], {.start = {3}, .stop = {3}})};
+                   },
+                   {input({5}, next())}});
+  cases.push_back({"concat",
+                   {"concat"},
+                   [](const Tensors& x) {
+                     return Tensors{concat({x[0], ones({2, 3}, DType::f64), x[1] * x[1]}, 0)};
+                   },
+                   {input({3, 3}, next()), input({1, 3}, next())}});
+  cases.push_back({"gather with repeated and negative indices",
+                   {"gather"},
+                   [](const Tensors& x) {
+                     const Tensor rows = from_vector<std::int64_t>({0, 2, -1, 2, 0, 2}, {2, 3});
+                     return Tensors{gather(x[0], rows, 1)};
+                   },
+                   {input({2, 4, 3}, next())}});
+  cases.push_back({"take_along_axis with repeats",
+                   {"take_along_axis"},
+                   [](const Tensors& x) {
+                     const Tensor picks = from_vector<std::int32_t>({0, 0, 4, -1, 2, 1, 1, 1, 3, 3, 0, 2}, {2, 2, 3});
+                     return Tensors{take_along_axis(x[0], picks, 1)};
+                   },
+                   {input({2, 5, 3}, next())}});
+  cases.push_back({"scatter_add",
+                   {"scatter_add"},
+                   [](const Tensors& x) {
+                     const Tensor rows = from_vector<std::int64_t>({1, 3, 1, -1}, {4});
+                     return Tensors{scatter_add(x[0], rows, x[1] * x[1], 0)};
+                   },
+                   {input({4, 3}, next()), input({4, 3}, next())}});
+  cases.push_back(
+      {"iota and constants, no derivative",
+       {"iota", "constant"},
+       [](const Tensors& x) { return Tensors{x[0] * cast(arange(5), DType::f64) + full({5}, 2.0, DType::f64)}; },
+       {input({5}, next())}});
+}
+
+void add_composites(std::vector<GradientCase>& cases) {
+  std::uint64_t seed = 900;
+  auto next = [&seed] { return ++seed; };
+  cases.push_back({"softmax, log_softmax",
+                   {},
+                   [](const Tensors& x) {
+                     return Tensors{nn::softmax(x[0]), nn::log_softmax(x[0], 0)};
+                   },
+                   {input({3, 5}, next())}});
+  cases.push_back({"layer_norm",
+                   {},
+                   [](const Tensors& x) { return Tensors{nn::layer_norm(x[0], x[1], x[2])}; },
+                   {input({3, 5}, next()), input({5}, next()), input({5}, next())}});
+  cases.push_back({"reduce_logsumexp",
+                   {},
+                   [](const Tensors& x) { return Tensors{reduce_logsumexp(x[0], 1)}; },
+                   {input({3, 5}, next())}});
+  cases.push_back({"conv2d same, strided",
+                   {},
+                   [](const Tensors& x) {
+                     return Tensors{nn::conv2d(x[0], x[1], {.strides = {2, 1}, .padding = nn::Padding::same})};
+                   },
+                   {input({2, 5, 4, 3}, next()), input({3, 3, 3, 2}, next())}});
+  cases.push_back({"max_pool2d, avg_pool2d",
+                   {},
+                   [](const Tensors& x) {
+                     return Tensors{
+                         nn::max_pool2d(x[0], {.window = {2, 2}}),
+                         nn::avg_pool2d(x[0], {.window = {3, 3}, .strides = {{2, 2}}, .padding = nn::Padding::same})};
+                   },
+                   {input({2, 5, 5, 3}, next())}});
+  cases.push_back({"cross entropies",
+                   {},
+                   [](const Tensors& x) {
+                     const Tensor labels = from_vector<std::int64_t>({1, 0, 4}, {3});
+                     return Tensors{nn::sparse_softmax_cross_entropy(x[0], labels),
+                                    nn::sigmoid_cross_entropy(x[0], nn::sigmoid(x[1]))};
+                   },
+                   {input({3, 5}, next()), input({3, 5}, next())}});
+  cases.push_back({"gelu, silu, softplus, rms_norm",
+                   {},
+                   [](const Tensors& x) {
+                     return Tensors{nn::gelu(x[0]), nn::silu(x[0]), nn::softplus(x[0]), nn::rms_norm(x[0])};
+                   },
+                   {input({4, 3}, next())}});
+}
+
+}  // namespace
+
+std::vector<GradientCase> gradient_cases() {
+  std::vector<GradientCase> cases;
+  add_elementwise(cases);
+  add_reductions(cases);
+  add_matmuls(cases);
+  add_shape_ops(cases);
+  add_composites(cases);
+  return cases;
+}
+
+}  // namespace kiln::testing
