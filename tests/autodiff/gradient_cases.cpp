@@ -27,6 +27,11 @@ GradientCase binary(const std::string& op, Tensor (*function)(const Tensor&, con
 Tensor input(const Shape& shape, std::uint64_t seed) { return random_input(shape, seed); }
 Tensor positive(const Shape& shape, std::uint64_t seed) { return random_input(shape, seed, 0.5, 2.0, false); }
 
+// Indices given as whole f64 numbers, as every input of a case is: rounded, the differences' steps leave them as
+// they are, and round has no derivative. (An index tensor made inside the function would be a capture, which the
+// compiled tests' reference evaluation does not take.)
+Tensor integers(const Tensor& x, DType dtype = DType::i64) { return cast(round(x), dtype); }
+
 void add_elementwise(std::vector<GradientCase>& cases) {
   using Unary = Tensor (*)(const Tensor&, Location);
   const std::vector<std::pair<std::string, Unary>> any_sign = {
@@ -254,25 +259,16 @@ void add_shape_ops(std::vector<GradientCase>& cases) {
                    {input({3, 3}, next()), input({1, 3}, next())}});
   cases.push_back({"gather with repeated and negative indices",
                    {"gather"},
-                   [](const Tensors& x) {
-                     const Tensor rows = from_vector<std::int64_t>({0, 2, -1, 2, 0, 2}, {2, 3});
-                     return Tensors{gather(x[0], rows, 1)};
-                   },
-                   {input({2, 4, 3}, next())}});
+                   [](const Tensors& x) { return Tensors{gather(x[0], integers(x[1]), 1)}; },
+                   {input({2, 4, 3}, next()), from_vector<double>({0, 2, -1, 2, 0, 2}, {2, 3})}});
   cases.push_back({"take_along_axis with repeats",
                    {"take_along_axis"},
-                   [](const Tensors& x) {
-                     const Tensor picks = from_vector<std::int32_t>({0, 0, 4, -1, 2, 1, 1, 1, 3, 3, 0, 2}, {2, 2, 3});
-                     return Tensors{take_along_axis(x[0], picks, 1)};
-                   },
-                   {input({2, 5, 3}, next())}});
+                   [](const Tensors& x) { return Tensors{take_along_axis(x[0], integers(x[1], DType::i32), 1)}; },
+                   {input({2, 5, 3}, next()), from_vector<double>({0, 0, 4, -1, 2, 1, 1, 1, 3, 3, 0, 2}, {2, 2, 3})}});
   cases.push_back({"scatter_add",
                    {"scatter_add"},
-                   [](const Tensors& x) {
-                     const Tensor rows = from_vector<std::int64_t>({1, 3, 1, -1}, {4});
-                     return Tensors{scatter_add(x[0], rows, x[1] * x[1], 0)};
-                   },
-                   {input({4, 3}, next()), input({4, 3}, next())}});
+                   [](const Tensors& x) { return Tensors{scatter_add(x[0], integers(x[2]), x[1] * x[1], 0)}; },
+                   {input({4, 3}, next()), input({4, 3}, next()), from_vector<double>({1, 3, 1, -1}, {4})}});
   cases.push_back(
       {"iota and constants, no derivative",
        {"iota", "constant"},
@@ -314,11 +310,10 @@ void add_composites(std::vector<GradientCase>& cases) {
   cases.push_back({"cross entropies",
                    {},
                    [](const Tensors& x) {
-                     const Tensor labels = from_vector<std::int64_t>({1, 0, 4}, {3});
-                     return Tensors{nn::sparse_softmax_cross_entropy(x[0], labels),
+                     return Tensors{nn::sparse_softmax_cross_entropy(x[0], integers(x[2])),
                                     nn::sigmoid_cross_entropy(x[0], nn::sigmoid(x[1]))};
                    },
-                   {input({3, 5}, next()), input({3, 5}, next())}});
+                   {input({3, 5}, next()), input({3, 5}, next()), from_vector<double>({1, 0, 4}, {3})}});
   cases.push_back({"gelu, silu, softplus, rms_norm",
                    {},
                    [](const Tensors& x) {
