@@ -334,4 +334,11 @@ std::vector<GradientCase> gradient_cases() {
   return cases;
 }
 
+std::string gradient_case_test_name(const ::testing::TestParamInfo<std::size_t>& info) {
+  std::string name = gradient_cases().at(info.param).name;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return std::to_string(info.param) + "_" + name;
+}
+
 }  // namespace kiln::testing

@@ -36,6 +36,8 @@ struct GradientCase {
 // Cases for every op with a derivative rule: odd sizes, broadcasting, rank 0, empty tensors; random inputs, away
 // from zero and from the points where a derivative is not defined.
 std::vector<GradientCase> gradient_cases();
+// A test's name for the case at a parameter: its index and name, in letters, digits and underscores.
+std::string gradient_case_test_name(const ::testing::TestParamInfo<std::size_t>& info);
 
 // Random f64 inputs: |x| uniform in [low, high], each sign equally likely (`signed_values`) or positive.
 Tensor random_input(const Shape& shape, std::uint64_t seed, double low = 0.3, double high = 1.5,

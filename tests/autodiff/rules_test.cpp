@@ -78,12 +78,7 @@ TEST_P(FiniteDifferences, ForwardReverseAndSecondOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCase, FiniteDifferences, ::testing::Range<std::size_t>(0, gradient_cases().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           std::string name = gradient_cases().at(info.param).name;
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return std::to_string(info.param) + "_" + name;
-                         });
+                         gradient_case_test_name);
 
 }  // namespace
 }  // namespace kiln::testing

@@ -479,23 +479,31 @@ std::optional<OutOfRangeIndex> scatter_add(int64_t axis, const Array& operand, c
   if (count == 0) return std::nullopt;
 
   // output [outer, size, inner] += updates [outer, count, inner] at the rows. A task owns whole columns (an outer
-  // index and a range of inner ones) and adds every update of them in index order: no two tasks write one element,
-  // and the sums do not depend on the split.
+  // index and a range of inner ones) of a range of rows, and adds every update of them in index order: no two tasks
+  // write one element, and the sums do not depend on the split. Few columns (take_along_axis's adjoint is one flat
+  // column) split the rows instead, each task reading every index and keeping those of its rows.
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= operand.shape[d];
   const int64_t inner = output.shape.numel() / (outer * size);
   const int64_t block = std::clamp<int64_t>(bytes_per_task / std::max<int64_t>(1, count * 8), 16, 4096);
-  const int64_t blocks_per_outer = (inner + block - 1) / block;
+  const int64_t column_blocks = (inner + block - 1) / block;
+  const int64_t row_ranges =
+      std::clamp<int64_t>(4 * runtime::thread_count() / std::max<int64_t>(1, outer * column_blocks), 1, size);
+  const int64_t rows_per_range = (size + row_ranges - 1) / row_ranges;
   visit_dtype(output.dtype, [&]<class T>() {
     if constexpr (!std::is_same_v<T, std::uint8_t>) {
       const T* source = updates.data<T>();
       T* out = static_cast<T*>(output.mutable_raw());
-      runtime::parallel_for(outer * blocks_per_outer, 1, [&](int64_t begin, int64_t end) {
+      runtime::parallel_for(outer * column_blocks * row_ranges, 1, [&](int64_t begin, int64_t end) {
         for (int64_t task = begin; task < end; ++task) {
-          const int64_t slab = task / blocks_per_outer, first = task % blocks_per_outer * block;
+          const int64_t range = task % row_ranges, columns = task / row_ranges;
+          const int64_t slab = columns / column_blocks, first = columns % column_blocks * block;
           const int64_t last = std::min(inner, first + block);
+          const int64_t first_row = range * rows_per_range, end_row = first_row + rows_per_range;
           for (int64_t j = 0; j < count; ++j) {
-            T* target = out + (slab * size + rows[static_cast<std::size_t>(j)]) * inner;
+            const int64_t row = rows[static_cast<std::size_t>(j)];
+            if (row < first_row || row >= end_row) continue;
+            T* target = out + (slab * size + row) * inner;
             const T* from = source + (slab * count + j) * inner;
             for (int64_t i = first; i < last; ++i) target[i] = scalar::add{}(target[i], from[i]);
           }

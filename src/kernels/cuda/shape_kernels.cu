@@ -228,6 +228,36 @@ __global__ void gather_rows_kernel(const I* __restrict__ indices, int64_t count,
   }
 }
 
+// The rows of gather's and scatter_add's `indices` for an axis of `size`, made non-negative on the GPU (rows), and
+// the position of the first index outside [-size, size) (first_bad, `count` if none; first_out_of_range reads it
+// back). `scratch` holds both.
+struct CheckedRows {
+  std::shared_ptr<runtime::Buffer> scratch;
+  int64_t* rows = nullptr;
+  unsigned long long* first_bad = nullptr;
+};
+
+CheckedRows checked_rows(const char* op, runtime::cuda::DeviceContext& context, const Array& indices, int64_t size,
+                         Device device) {
+  const int64_t count = indices.shape.numel();
+  CheckedRows checked;
+  checked.scratch = runtime::allocate(device, static_cast<std::size_t>(count + 1) * sizeof(int64_t));
+  checked.rows = static_cast<int64_t*>(checked.scratch->data());
+  checked.first_bad = reinterpret_cast<unsigned long long*>(checked.rows + count);
+  auto first_bad_host = static_cast<unsigned long long>(count);
+  runtime::cuda::DeviceGuard guard(context.index);
+  runtime::cuda::check(cudaMemcpyAsync(checked.first_bad, &first_bad_host, sizeof first_bad_host,
+                                       cudaMemcpyHostToDevice, context.stream),
+                       "cudaMemcpyAsync", op);
+  if (indices.dtype == DType::i32)
+    launch(op, context, count, &gather_rows_kernel<std::int32_t>, indices.data<std::int32_t>(), count, size,
+           checked.rows, checked.first_bad);
+  else
+    launch(op, context, count, &gather_rows_kernel<int64_t>, indices.data<int64_t>(), count, size, checked.rows,
+           checked.first_bad);
+  return checked;
+}
+
 // out [outer, count, width] = params [outer, size, width] at rows, in units of `width` per slice.
 template <class Unit>
 __global__ void gather_copy_kernel(const Unit* __restrict__ params, Unit* __restrict__ out,
@@ -409,21 +439,10 @@ std::optional<OutOfRangeIndex> gather(int64_t axis, const Array& params, const A
   if (count == 0) return std::nullopt;
   const int64_t size = params.shape[static_cast<int>(axis)];
   auto& context = context_of(output, "gather");
-  // Scratch: the non-negative rows, then the first bad position.
-  auto scratch = runtime::allocate(output.device(), static_cast<std::size_t>(count + 1) * sizeof(int64_t));
-  auto* rows = static_cast<int64_t*>(scratch->data());
-  auto* first_bad = reinterpret_cast<unsigned long long*>(rows + count);
-  auto first_bad_host = static_cast<unsigned long long>(count);
+  const CheckedRows checked = checked_rows("gather", context, indices, size, output.device());
+  int64_t* rows = checked.rows;
+  unsigned long long* first_bad = checked.first_bad;
   runtime::cuda::DeviceGuard guard(context.index);
-  runtime::cuda::check(
-      cudaMemcpyAsync(first_bad, &first_bad_host, sizeof first_bad_host, cudaMemcpyHostToDevice, context.stream),
-      "cudaMemcpyAsync (gather)", "gather");
-  if (indices.dtype == DType::i32)
-    launch("gather", context, count, &gather_rows_kernel<std::int32_t>, indices.data<std::int32_t>(), count, size, rows,
-           first_bad);
-  else
-    launch("gather", context, count, &gather_rows_kernel<int64_t>, indices.data<int64_t>(), count, size, rows,
-           first_bad);
 
   // Every index bad when the axis is empty: nothing to copy from.
   const int64_t total_bytes = static_cast<int64_t>(output.bytes());
@@ -463,21 +482,7 @@ std::optional<OutOfRangeIndex> scatter_add(int64_t axis, const Array& operand, c
   if (count == 0) return std::nullopt;
   const int64_t size = operand.shape[static_cast<int>(axis)];
   auto& context = context_of(output, "scatter_add");
-  // Scratch: the non-negative rows, then the first bad position.
-  auto scratch = runtime::allocate(output.device(), static_cast<std::size_t>(count + 1) * sizeof(int64_t));
-  auto* rows = static_cast<int64_t*>(scratch->data());
-  auto* first_bad = reinterpret_cast<unsigned long long*>(rows + count);
-  auto first_bad_host = static_cast<unsigned long long>(count);
-  runtime::cuda::DeviceGuard guard(context.index);
-  runtime::cuda::check(
-      cudaMemcpyAsync(first_bad, &first_bad_host, sizeof first_bad_host, cudaMemcpyHostToDevice, context.stream),
-      "cudaMemcpyAsync (scatter_add)", "scatter_add");
-  if (indices.dtype == DType::i32)
-    launch("scatter_add", context, count, &gather_rows_kernel<std::int32_t>, indices.data<std::int32_t>(), count, size,
-           rows, first_bad);
-  else
-    launch("scatter_add", context, count, &gather_rows_kernel<int64_t>, indices.data<int64_t>(), count, size, rows,
-           first_bad);
+  const CheckedRows checked = checked_rows("scatter_add", context, indices, size, output.device());
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= operand.shape[d];
   const int64_t inner = output.shape.numel() / (outer * size);
@@ -486,9 +491,9 @@ std::optional<OutOfRangeIndex> scatter_add(int64_t axis, const Array& operand, c
       internal_error("scatter_add", "bool operands cannot be summed");
     else
       launch("scatter_add", context, outer * inner, &scatter_add_kernel<T>, updates.data<T>(),
-             static_cast<T*>(output.mutable_raw()), rows, count, size, inner, outer * inner);
+             static_cast<T*>(output.mutable_raw()), checked.rows, count, size, inner, outer * inner);
   });
-  return first_out_of_range("scatter_add", context, first_bad, count, indices);
+  return first_out_of_range("scatter_add", context, checked.first_bad, count, indices);
 }
 
 Array nonzero(const Array& input) {
