@@ -596,7 +596,7 @@ class Builder {
   // axis, or many indices) are summed.
   ValueId build_scatter_add() {
     const IndexedAxis picked = indexed_axis();
-    const ir::Type& operand = type(picked.source);
+    const ir::Type operand = type(picked.source);  // a copy: adding the indices may move the graph's types
     if (operand.dtype == DType::boolean) throw Rejected{};
     const int index_rank = std::min(2, Shape::max_rank + 1 - operand.shape.rank());
     const ValueId indices = indices_within({picked.index_dtype, random_shape(index_rank)}, picked.size);
