@@ -1,6 +1,8 @@
 #include "compiler/fusion.h"
 
+#include "compiler/codegen/cuda/row_threads.h"
 #include "compiler/fusion_scheduler.h"
+#include "kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -120,19 +122,26 @@ std::optional<ReductionNest> reduction_nest(const ir::Graph& graph, const ir::No
 
 BackendCapabilities capabilities(Device device) {
   if (!device.is_cpu()) {
-    // CUDA: cuBLAS runs both matmuls of attention with the row kernel between them, a reduction over leading axes
-    // is the standard kernel after its producers' loop kernel, cuBLAS reads a GEMM's operands from memory, and a
-    // concat copies its operands (so an op sunk into them would add kernels). Transposes stay index maps (not
-    // measured on a GPU).
-    return {};
+    // CUDA: an attention kernel keeps each of its block's rows of scores in shared memory (codegen/cuda/
+    // row_threads.h), a reduction over leading axes is the standard kernel after its producers' loop kernel,
+    // cuBLAS reads a GEMM's operands from memory, and a concat copies its operands (so an op sunk into them would
+    // add kernels). Transposes stay index maps (not measured on a GPU).
+    return {.attention = AttentionMemory{.name = "shared memory per block",
+                                         .bytes = [](std::int64_t n, std::int64_t, std::int64_t) {
+                                           return cuda::attention_shared_bytes(n);
+                                         },
+                                         .limit_bytes = cuda::attention_shared_limit_bytes}};
   }
   // On the CPU, transposes from 64 KiB: at 2048^2 floats a loop kernel's transpose took 11x the standard
   // kernel's time (12.3 against 1.1 ms), 2-12x from 128^2 to 4096^2 (a lane per cache line; at power-of-two
   // strides the lines of a vector share a cache set), and at 100^2 (40 KiB) it was faster (2.1 against 3.1 us;
-  // Zen 4, 2026-12-01).
+  // Zen 4, 2026-12-01). An attention kernel's scratch per thread (packed operands and two strips of score rows,
+  // kernels/cpu/attention.h) up to 16 MiB: about 27k keys with a head size of 64.
   return {.strided_transpose_bytes = std::int64_t{64} << 10,
           .column_kernels = true,
-          .attention_kernels = true,
+          .attention = AttentionMemory{.name = "scratch per thread",
+                                       .bytes = kernels::cpu::attention_scratch_bytes,
+                                       .limit_bytes = std::int64_t{16} << 20},
           .gathered_gemm_operands = true,
           .concats_in_place = true,
           .gathers_in_kernels = true};

@@ -30,6 +30,15 @@
 
 namespace kiln::compiler {
 
+// The memory of its own an attention kernel keeps a strip of scores in, and how much of it a kernel may take:
+// a candidate that would take more stays three kernels, and the `fused` stage says why.
+struct AttentionMemory {
+  const char* name = "";  // what the memory is, as the refusal says it: "scratch per thread"
+  // The bytes a kernel takes for a first product of n columns (keys) and contraction k, and a second of width d.
+  std::int64_t (*bytes)(std::int64_t n, std::int64_t k, std::int64_t d) = nullptr;
+  std::int64_t limit_bytes = 0;
+};
+
 // What a backend's code generators can run: the scheduler plans for these instead of asking which device it is.
 struct BackendCapabilities {
   // A transpose that moves the innermost axis (a 2-D transpose; any permutation whose last output axis is an
@@ -40,8 +49,9 @@ struct BackendCapabilities {
   std::int64_t strided_transpose_bytes = 0;
   // Column kernels: a reduction over a run of axes before the kept last axis, computed with its producers.
   bool column_kernels = false;
-  // Attention kernels: a matmul, a row kernel over its rows and a second matmul, a strip of rows at a time.
-  bool attention_kernels = false;
+  // Attention kernels: a matmul, a row kernel over its rows and a second matmul, a strip of rows at a time, the
+  // strip's scores kept in memory of the kernel's own; none where this is empty.
+  std::optional<AttentionMemory> attention;
   // A GEMM that gathers its left operand from views of values in memory (a convolution's windows): a concat along
   // the last axis of slices of values in memory, zero-padded along leading axes, read as the GEMM packs it.
   bool gathered_gemm_operands = false;

@@ -1,22 +1,19 @@
 // Attention as a case of the scheduler's rule: a matmul whose consumers are a row kernel over its product's rows,
 // whose one result is the left operand of a second matmul -- softmax(Q K^T / sqrt(d)) V, masked or scaled, or
 // any other row-wise kernel between two products -- joins that row kernel with the second matmul as one kernel of
-// kind `attention`: the three share a strip of rows, so the scores never reach memory (kernels/cpu/attention.h runs
-// it). Where the backend has no such kernel (CUDA: cuBLAS, the row kernel, cuBLAS), the matmuls stay apart.
+// kind `attention`: the three share a strip of rows, so the scores never reach memory (on the CPU
+// kernels/cpu/attention.h runs it; on CUDA one generated kernel, codegen/cuda/attention_kernel.cpp). Where the
+// backend has no such kernel, or the strip's scores would take more of the kernel's own memory than the backend
+// allows (BackendCapabilities::attention), the matmuls stay apart: a library or gemm kernel, the row kernel, and
+// another.
 
 #include "compiler/fusion_scheduler.h"
-
-#include "kernels/cpu/attention.h"
 
 #include <algorithm>
 
 namespace kiln::compiler {
 
 namespace {
-
-// Scratch per thread the attention kernel may take (packed operands and two strips of score rows); beyond it the
-// three kernels stay apart. 16 MiB: about 27k keys with a head size of 64.
-constexpr std::int64_t kScratchLimitBytes = std::int64_t{16} << 20;
 
 // An operand with the product's batch axes, or with none (shared by every item).
 bool batch_fits(const Shape& operand, const Shape& product) {
@@ -27,12 +24,19 @@ bool batch_fits(const Shape& operand, const Shape& product) {
   return true;
 }
 
+// "16 MiB", "32 KiB", "32800 bytes": in a whole unit where there is one.
+std::string byte_size(std::int64_t bytes) {
+  if (bytes > 0 && bytes % (std::int64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes > 0 && bytes % (std::int64_t{1} << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 }  // namespace
 
 std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::ValueId first, int row_group) const {
   const ir::Node& product = graph_.node(first);
   const Group& rows = group(row_group);
-  if (!capabilities_.attention_kernels || product.op != ir::Op::matmul || product.type.dtype != DType::f32 ||
+  if (!capabilities_.attention || product.op != ir::Op::matmul || product.type.dtype != DType::f32 ||
       rows.kind != KernelKind::reduction || rows.nest.reduced_count() != 1 || rows.nest.space.rank() < 2)
     return std::nullopt;
   // The row kernel's one output, read by a second matmul alone.
@@ -86,8 +90,10 @@ std::string Scheduler::attention_refusal(const AttentionCandidate& candidate, in
   const Shape& left = graph_.type(first.operands[0]).shape;
   const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
   const std::int64_t d = second.type.shape[second.type.shape.rank() - 1];
-  if (kernels::cpu::attention_scratch_bytes(n, k, d) > kScratchLimitBytes)
-    return "its scratch per thread would exceed " + std::to_string(kScratchLimitBytes >> 20) + " MiB";
+  const AttentionMemory& memory = *capabilities_.attention;
+  if (memory.bytes(n, k, d) > memory.limit_bytes)
+    return "its " + std::string(memory.name) + " would exceed " + byte_size(memory.limit_bytes) + " (" +
+           byte_size(memory.bytes(n, k, d)) + " for " + std::to_string(n) + " keys)";
   return "";
 }
 

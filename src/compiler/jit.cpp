@@ -21,6 +21,7 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -88,13 +89,17 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   if (device.is_cuda()) {
     lowering.module = cuda::generate_source(graph, lowering.plan);
     lowering.source = lowering.module.text;
-    // The plan's gemm decisions describe the CPU's tile-by-tile epilogue.
-    for (const FusedKernel& kernel : lowering.plan.kernels)
-      if (kernel.kind == KernelKind::gemm) {
-        lowering.fused +=
-            "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
-        break;
-      }
+    // The plan's gemm decisions describe the CPU's tile-by-tile epilogue; its attention decisions hold on CUDA,
+    // whose kernel differs from the CPU's in where it keeps the scores and in computing the products itself.
+    const auto has_kind = [&](KernelKind kind) {
+      return std::any_of(lowering.plan.kernels.begin(), lowering.plan.kernels.end(),
+                         [&](const FusedKernel& kernel) { return kernel.kind == kind; });
+    };
+    if (has_kind(KernelKind::gemm))
+      lowering.fused += "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
+    if (has_kind(KernelKind::attention))
+      lowering.fused += "on CUDA: each attention kernel computes both products itself, in f32 without TF32, a row of "
+                        "scores per warp or block in shared memory\n";
   }
 #endif
   if (device.is_cpu()) lowering.source = cpu::generate_source(graph, lowering.plan);

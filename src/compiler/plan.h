@@ -16,7 +16,8 @@
 //              them are computed tile by tile, so the product is never written unless it is needed. On the CPU a
 //              left operand made of views side by side (a convolution's windows) is gathered as the GEMM packs it.
 //   attention  two f32 matmuls with a row kernel over the first one's rows between them (softmax(Q K^T) V): the
-//              first product is computed a strip of rows at a time and never written (CPU).
+//              first product is computed a strip of rows at a time and never written (CPU: in scratch per thread;
+//              CUDA: in shared memory, a row per warp or block).
 //   library    one op run by its standard kernel (argmax, gather, scans, sorts, f64 matmuls, ...).
 //   view       one reshape of a value in memory, alone in its kernel: the same buffer read with the new shape (as
 //              XLA's bitcast), so nothing is generated, copied or counted as a kernel.

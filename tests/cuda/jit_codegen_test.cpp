@@ -39,7 +39,7 @@ template <class Body, class... Inputs> Generated generate(Body body, const Input
   std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
   ir::Graph graph = ir::parse(traced);
   compiler::optimize(graph);
-  compiler::FusionPlan plan = compiler::fuse(graph);
+  compiler::FusionPlan plan = compiler::fuse(graph, compiler::capabilities(testing::gpu));
   return {compiler::cuda::generate_source(graph, plan), compiler::print_plan(graph, plan)};
 }
 
@@ -420,6 +420,106 @@ TEST(CudaCodegen, TargetsTheGpuArchitectureOrPtxOfAnOlderOne) {
 #else
   EXPECT_NE(ptx.find(".entry k"), std::string::npos);
 #endif
+}
+
+// Attention: the two products and the row kernel between them are one generated kernel (attention_kernel.cpp),
+// the scores in shared memory; the golden check reads it whole for a small case.
+Tensor scaled_dot_product(Tensor q, Tensor k, Tensor v) {
+  return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.5), v);
+}
+
+TEST(CudaCodegen, GoldenAttentionKernel) {
+  auto module = compiles("attention_golden", scaled_dot_product, random_tensor(DType::f32, {2, 3, 4}, 60),
+                         random_tensor(DType::f32, {2, 5, 4}, 61), random_tensor(DType::f32, {2, 5, 3}, 62));
+  ASSERT_EQ(module.launches.size(), 1u);
+  EXPECT_EQ(kernels_of(module), R"cuda(// ==== kernel 0: attention over [2,3,5] ====
+// %3 = f32[2,3,5] matmul(%0, %1)
+// %4 = f32[] constant(0.5)
+// %5 = f32[2,3,5] mul(%3, %4)
+// %6 = f32[2,3,1] reduce_max(%5)
+// %7 = f32[2,3,5] sub(%5, %6)
+// %8 = f32[2,3,5] exp(%7)
+// %9 = f32[2,3,1] reduce_sum(%8)
+// %10 = f32[2,3,5] div(%8, %9)
+// %11 = f32[2,3,3] matmul(%10, %2)
+extern "C" __global__ void __launch_bounds__(256) kiln_kernel_0(const float* __restrict__ input0, const float* __restrict__ input1, const float* __restrict__ input2, float* __restrict__ output11) {
+  // One warp per row of 5 elements.
+  // The scores of each warp's row, key by key: the first product, then the row code's result in its place.
+  __shared__ float scores[8][5];
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = blockIdx.x * int64_t{8} + threadIdx.x / 32; row < 6; row += gridDim.x * int64_t{8}) {
+    const int warp = threadIdx.x / 32;
+    const int64_t item = row / 3;
+    const int64_t query = row % 3;
+    // %3 = f32[2,3,5] matmul(%0, %1): this thread's keys
+    for (int64_t key = lane; key < 5; key += 32) {
+      float score = 0.0f;
+      for (int64_t depth = 0; depth < 4; ++depth)
+        score = fmaf(input0[12 * item + 4 * query + depth], input1[20 * item + 4 * key + depth], score);
+      scores[warp][key] = score;
+    }
+    __syncwarp();  // the row's scores, before the row code reads them
+    // Transcendental values a later pass needs again, computed once and kept here.
+    float row_v8[1];
+    const float v4 = splat<float>(0.5);
+    // %6 = f32[2,3,1] reduce_max(%5)
+    float accumulator0 = lowest<float>();
+#pragma unroll
+    for (int step = 0; step < 1; ++step) {
+      const int64_t position = lane + int64_t{32} * step;
+      if (position >= 5) continue;  // this thread's last step is past the row's end
+      const int64_t j = position;
+      // %3 = f32[2,3,5] matmul(%0, %1), the scores computed above
+      const float v3 = scores[warp][j];
+      // %5 = f32[2,3,5] mul(%3, %4)
+      const float v5 = mul(v3, v4);
+      accumulator0 = scalar::maximum{}(accumulator0, v5);
+    }
+    const float v6 = warp_reduce(accumulator0, scalar::maximum{});
+    // %9 = f32[2,3,1] reduce_sum(%8)
+    float accumulator1 = splat<float>(0);
+#pragma unroll
+    for (int step = 0; step < 1; ++step) {
+      const int64_t position = lane + int64_t{32} * step;
+      if (position >= 5) continue;  // this thread's last step is past the row's end
+      const int64_t j = position;
+      // %3 = f32[2,3,5] matmul(%0, %1), the scores computed above
+      const float v3 = scores[warp][j];
+      // %5 = f32[2,3,5] mul(%3, %4)
+      const float v5 = mul(v3, v4);
+      // %7 = f32[2,3,5] sub(%5, %6)
+      const float v7 = sub(v5, v6);
+      // %8 = f32[2,3,5] exp(%7)
+      const float v8 = exp(v7);
+      row_v8[step] = v8;
+      accumulator1 = scalar::add{}(accumulator1, v8);
+    }
+    const float v9 = warp_reduce(accumulator1, scalar::add{});
+    // The element outputs.
+#pragma unroll
+    for (int step = 0; step < 1; ++step) {
+      const int64_t position = lane + int64_t{32} * step;
+      if (position >= 5) continue;  // this thread's last step is past the row's end
+      const int64_t j = position;
+      const float v8 = row_v8[step];
+      // %10 = f32[2,3,5] div(%8, %9)
+      const float v10 = div(v8, v9);
+      scores[warp][j] = v10;
+    }
+    __syncwarp();  // every thread's probabilities, before the second product reads them
+    // %11 = f32[2,3,3] matmul(%10, %2): this thread's columns of the output row
+    for (int64_t column = lane; column < 3; column += 32) {
+      float sum = 0.0f;
+      for (int64_t key = 0; key < 5; ++key)
+        sum = fmaf(scores[warp][key], input2[15 * item + 3 * key + column], sum);
+      output11[3 * row + column] = sum;
+    }
+    __syncwarp();  // the row's scores read by every thread before the next row's
+  }
+}
+
+}  // namespace kiln::jit
+)cuda");
 }
 
 // What kiln-dump --device cuda --build reports: lower() names every entry

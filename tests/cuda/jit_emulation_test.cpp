@@ -404,5 +404,66 @@ TEST(CudaEmulatedKernels, ProductReturnedThroughASliceThatMovesNothing) {
                             random_tensor(DType::f32, {9, 1}, 108));
 }
 
+// Attention as one kernel (codegen/cuda/attention_kernel.cpp): the scores in shared memory, the row kernel's code
+// between the products, by warp (rows of up to 1024 keys) and by block; odd sizes, batch axes whole or absent,
+// transposed operands, a mask, zero sizes. Grids cut to 3 blocks, so a block walks several strips of rows.
+Tensor scaled_dot_product(Tensor q, Tensor k, Tensor v) {
+  return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2), v);
+}
+
+// expect_emulated_agreement, for a function whose CUDA module must be one attention kernel.
+template <class Body, class... Inputs>
+void expect_attention_agreement(const std::string& label, Body body, const Inputs&... inputs) {
+  const std::string source =
+      fuzz::generated_cuda_source(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)));
+  EXPECT_NE(source.find("// ==== kernel 0: attention over"), std::string::npos) << label << "\n" << source;
+  EXPECT_EQ(source.find("// ==== kernel 1"), std::string::npos) << label << "\n" << source;
+  expect_emulated_agreement(label, false, body, inputs...);
+}
+
+TEST(CudaEmulatedKernels, AttentionIsOneKernel) {
+  Tensor q = random_tensor(DType::f32, {2, 3, 37, 24}, 120), k = random_tensor(DType::f32, {2, 3, 53, 24}, 121);
+  Tensor v = random_tensor(DType::f32, {2, 3, 53, 20}, 122), mask = random_tensor(DType::f32, {37, 53}, 123);
+  expect_attention_agreement("attention", scaled_dot_product, q, k, v);
+  expect_attention_agreement(
+      "masked attention",
+      [](Tensor q, Tensor k, Tensor v, Tensor mask) {
+        return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2 + mask * 3), v);
+      },
+      q, k, v, mask);
+  expect_attention_agreement(
+      "layer norm between",
+      [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q,
+      k, v);
+  // Stored as Q^T, K^T and V^T; and keys and values shared by every batch item.
+  expect_attention_agreement(
+      "transposed operands",
+      [](Tensor q_t, Tensor k_t, Tensor v_t) {
+        return matmul(nn::softmax(matmul(q_t, k_t, {.transpose_a = true}) * 0.2), v_t, {.transpose_b = true});
+      },
+      random_tensor(DType::f32, {3, 24, 37}, 124), random_tensor(DType::f32, {3, 24, 53}, 125),
+      random_tensor(DType::f32, {3, 20, 53}, 126));
+  expect_attention_agreement("shared keys and values", scaled_dot_product, random_tensor(DType::f32, {4, 37, 24}, 127),
+                             random_tensor(DType::f32, {53, 24}, 128), random_tensor(DType::f32, {53, 20}, 129));
+  expect_attention_agreement("one query", scaled_dot_product, random_tensor(DType::f32, {3, 1, 24}, 130),
+                             random_tensor(DType::f32, {3, 53, 24}, 131), random_tensor(DType::f32, {3, 53, 20}, 132));
+  // 1500 keys: a block of 512 threads per row, three keys per thread.
+  expect_attention_agreement("long rows", scaled_dot_product, random_tensor(DType::f32, {2, 5, 16}, 133),
+                             random_tensor(DType::f32, {2, 1500, 16}, 134),
+                             random_tensor(DType::f32, {2, 1500, 40}, 135));
+}
+
+TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
+  struct Sizes {
+    std::int64_t m, n, k, d;
+  };
+  for (const Sizes& sizes : {Sizes{0, 9, 8, 6}, Sizes{5, 0, 8, 6}, Sizes{5, 9, 0, 6}, Sizes{5, 9, 8, 0}})
+    expect_attention_agreement("m n k d = " + std::to_string(sizes.m) + " " + std::to_string(sizes.n) + " " +
+                                   std::to_string(sizes.k) + " " + std::to_string(sizes.d),
+                               scaled_dot_product, random_tensor(DType::f32, {2, sizes.m, sizes.k}, 136),
+                               random_tensor(DType::f32, {2, sizes.n, sizes.k}, 137),
+                               random_tensor(DType::f32, {2, sizes.n, sizes.d}, 138));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -512,6 +512,62 @@ TEST(CudaJit, RankZeroAndZeroSizeInsideFusedKernels) {
   expect_gpu_agreement("rank 0 and empty", body, scalar, empty, row);
 }
 
+// Attention is one generated kernel on the GPU (codegen/cuda/attention_kernel.cpp), masked or not, with batch axes
+// and odd sizes; its values agree with the standard executor's cuBLAS, row kernel, cuBLAS (TF32 off, within the
+// reference's fp32 tolerance) and the float64 reference; the `fused` stage says why.
+Tensor scaled_dot_product(Tensor q, Tensor k, Tensor v) {
+  return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2), v);
+}
+
+// The `fused` stage of `body` compiled for the GPU.
+template <class Body, class... Inputs> std::string fused_on_gpu(Body body, const Inputs&... inputs) {
+  return function(body, {.jit_compile = true, .on_compile_failure = Fallback::none})
+      .get_compiler_ir(Stage::fused, inputs.to(gpu)...);
+}
+
+TEST(CudaJit, AttentionIsOneKernel) {
+  KILN_REQUIRE_GPU();
+  const Tf32Setting full_f32(false);
+  Tensor q = random_tensor(DType::f32, {2, 3, 37, 24}, 40), k = random_tensor(DType::f32, {2, 3, 53, 24}, 41);
+  Tensor v = random_tensor(DType::f32, {2, 3, 53, 20}, 42), mask = random_tensor(DType::f32, {37, 53}, 43);
+  auto masked = [](Tensor q, Tensor k, Tensor v, Tensor mask) {
+    return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2 + mask * 3), v);
+  };
+  EXPECT_EQ(expect_gpu_agreement("attention", scaled_dot_product, q, k, v).kernels_per_call, 1);
+  EXPECT_EQ(expect_gpu_agreement("masked attention", masked, q, k, v, mask).kernels_per_call, 1);
+  const std::string fused = fused_on_gpu(masked, q, k, v, mask);
+  EXPECT_NE(fused.find("(attention over [2,3,37,53],"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("never written to memory"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("on CUDA: each attention kernel computes both products itself"), std::string::npos) << fused;
+  EXPECT_EQ(fused.find("on CUDA: cuBLAS"), std::string::npos) << fused;  // no gemm kernel is left
+  // Keys and values shared by every batch item; rows of 1500 keys, a block's each.
+  EXPECT_EQ(expect_gpu_agreement("shared keys and values", scaled_dot_product,
+                                 random_tensor(DType::f32, {4, 37, 24}, 44), random_tensor(DType::f32, {53, 24}, 45),
+                                 random_tensor(DType::f32, {53, 20}, 46))
+                .kernels_per_call,
+            1);
+  EXPECT_EQ(expect_gpu_agreement("long rows", scaled_dot_product, random_tensor(DType::f32, {2, 5, 16}, 47),
+                                 random_tensor(DType::f32, {2, 1500, 16}, 48), random_tensor(DType::f32, {2, 1500, 40}, 49))
+                .kernels_per_call,
+            1);
+}
+
+// Scores that would take more than 32 KiB of shared memory per block (8200 keys, one block's row) stay three
+// kernels -- cuBLAS, the row kernel, cuBLAS -- and the `fused` stage says why.
+TEST(CudaJit, AttentionBeyondSharedMemoryStaysThreeKernels) {
+  KILN_REQUIRE_GPU();
+  const Tf32Setting full_f32(false);
+  Tensor q = random_tensor(DType::f32, {2, 4, 16}, 50), k = random_tensor(DType::f32, {2, 8200, 16}, 51);
+  Tensor v = random_tensor(DType::f32, {2, 8200, 8}, 52);
+  EXPECT_EQ(expect_gpu_agreement("8200 keys", scaled_dot_product, q, k, v).kernels_per_call, 3);
+  const std::string fused = fused_on_gpu(scaled_dot_product, q, k, v);
+  EXPECT_NE(fused.find("not fused into an attention kernel"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("its shared memory per block would exceed 32 KiB (32800 bytes for 8200 keys)"),
+            std::string::npos)
+      << fused;
+  EXPECT_EQ(fused.find("(attention over"), std::string::npos) << fused;
+}
+
 TEST(CudaJit, SourceStageShowsTheCudaModule) {
   KILN_REQUIRE_GPU();
   auto jit =

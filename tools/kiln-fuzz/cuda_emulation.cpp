@@ -79,13 +79,13 @@ bool cuda_emulation_available() { return true; }
 std::string generated_cuda_source(const ir::Graph& traced) {
   ir::Graph graph = traced;
   compiler::optimize(graph);
-  return compiler::cuda::generate_source(graph, compiler::fuse(graph)).text;
+  return compiler::cuda::generate_source(graph, compiler::fuse(graph, compiler::capabilities(Device::cuda(0)))).text;
 }
 
 EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::make_unique<State>()) {
   state_->graph = graph;
   compiler::optimize(state_->graph);
-  state_->plan = compiler::fuse(state_->graph);
+  state_->plan = compiler::fuse(state_->graph, compiler::capabilities(Device::cuda(0)));  // as the JIT plans for CUDA
   state_->assignment = compiler::assign_buffers(state_->graph, state_->plan);
   state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
   // The module must also be CUDA that the JIT can build: host C++ accepts

@@ -36,8 +36,12 @@ ModuleSource generate_source(const ir::Graph& graph, const FusionPlan& plan) {
       continue;
     }
     KernelWriter writer(emitter);
-    bool by_rows = kernel.kind == KernelKind::reduction && !is_grid_reduction(writer);
-    text += by_rows ? emit_reduction_kernel(writer, launch) : emit_loop_kernel(writer, launch);
+    if (kernel.kind == KernelKind::attention) {
+      text += emit_attention_kernel(writer, launch);
+    } else {
+      bool by_rows = kernel.kind == KernelKind::reduction && !is_grid_reduction(writer);
+      text += by_rows ? emit_reduction_kernel(writer, launch) : emit_loop_kernel(writer, launch);
+    }
     module.launches.push_back(std::move(launch));
   }
   text += "\n}  // namespace kiln::jit\n";

@@ -28,6 +28,11 @@
 //              applies itself -- a bias along the rows, relu, or both, on an
 //              f32 matrix -- has no generated kernel: one cuBLASLt call
 //              computes the kernel whole (KernelLaunch::epilogue).
+//   attention  a reduction kernel's rows (a warp's or a block's) around
+//              which each row computes its scores (Q K^T) into shared
+//              memory, runs the row kernel's code on them there, and
+//              multiplies the result by V into the output: both products
+//              in the kernel, plain f32 (attention_kernel.cpp).
 
 #include "compiler/fusion.h"
 #include "ir/graph.h"

@@ -39,8 +39,24 @@ std::string literal(const ir::Node& constant) {
 }
 
 KernelWriter::KernelWriter(KernelEmitter& emitter) : emitter_(emitter) {
+  if (kernel().kind == KernelKind::attention) {
+    // The row kernel's result, the second product's left operand, over the whole space (the scores' shape).
+    const ir::ValueId probabilities = emitter.graph().node(attention_products().second).operands[0];
+    outputs_.emplace_back(probabilities, emitter.instance(probabilities, emitter.broadcast_map(kernel().space)));
+    return;
+  }
   for (ir::ValueId value : emitter.kernel().outputs)
     outputs_.emplace_back(value, emitter.instance(value, emitter.output_map(value)));
+}
+
+std::pair<ir::ValueId, ir::ValueId> KernelWriter::attention_products() const {
+  std::vector<ir::ValueId> matmuls;  // in graph order: the first product, then the second
+  for (ir::ValueId member : kernel().members)
+    if (emitter_.graph().node(member).op == ir::Op::matmul) matmuls.push_back(member);
+  if (matmuls.size() != 2)
+    throw InternalError("matmul", "an attention kernel with " + std::to_string(matmuls.size()) + " matmuls",
+                        std::string());
+  return {matmuls.front(), matmuls.back()};
 }
 
 bool KernelWriter::is_row_output(ir::ValueId value) const { return kernel().stores_per_row(value); }
@@ -185,6 +201,9 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
     // A padded input read in place: the padding's constant where the element falls outside the source.
     const std::string condition = emitter_.inside_condition(item, layout, inner);
     if (!condition.empty()) value = condition + " ? " + value + " : " + literal(emitter_.graph().node(item.padding));
+  } else if (item.kind == Instance::Kind::tile && kernel().kind == KernelKind::attention) {
+    value = scores_row_ + "[" + inner + "]";
+    comment = indent + emitter_.describe(item.value) + ", the scores computed above\n";
   } else if (item.kind == Instance::Kind::tile) {
     value = "product[" + offset(product_address(), layout, inner) + "]";
     comment = indent + emitter_.describe(item.value) + ", computed by cuBLAS\n";

@@ -57,11 +57,21 @@ class KernelWriter {
 
   // The kernel's outputs and the instance computing each (element outputs
   // have the space's shape; row outputs one value per row: the plan's row_outputs).
+  // An attention kernel's are its row kernel's one result (the probabilities),
+  // which stays in shared memory (scores_row); the second product, the
+  // kernel's output in memory, is attention_kernel.cpp's to write.
   const std::vector<std::pair<ir::ValueId, int>>& outputs() const { return outputs_; }
   bool is_row_output(ir::ValueId value) const;
   Linear output_address(ir::ValueId value) const;
   // Where a gemm kernel's product element of each space index is: cuBLAS writes it densely in the space's shape.
   Linear product_address() const;
+
+  // An attention kernel's matmuls: the first (the scores), then the second.
+  std::pair<ir::ValueId, ir::ValueId> attention_products() const;
+  // Where an attention kernel's row code reads the scores and leaves its result, key by key: an array in shared
+  // memory ("scores[warp]"); attention_kernel.cpp sets it.
+  const std::string& scores_row() const { return scores_row_; }
+  void set_scores_row(std::string array) { scores_row_ = std::move(array); }
 
   // "const float* __restrict__ input0, float* __restrict__ output5"
   // (plus ", const float* __restrict__ product" for gemm kernels).
@@ -94,6 +104,7 @@ class KernelWriter {
   KernelEmitter& emitter_;
   std::vector<std::pair<ir::ValueId, int>> outputs_;
   std::vector<bool> varying_;
+  std::string scores_row_;
 };
 
 // True for a reduction kernel that reduces its whole space into scalars
@@ -108,8 +119,18 @@ bool is_grid_reduction(const KernelWriter& writer);
 // launch.bias_input and returns true (no kernel is generated).
 bool fit_library_epilogue(const ir::Graph& graph, const FusedKernel& kernel, KernelLaunch& launch);
 
+// What an attention kernel puts around the code of its row kernel (attention_kernel.cpp): declarations at the
+// kernel's start, and in the loop over rows, code before the row code (the row's scores) and after it (the
+// row's output), with the index variables those read (declared in each row only where read).
+struct RowFrame {
+  std::string shared, before, after;
+  std::vector<IndexVariable> variables;
+};
+
 // The generators of each kind: the kernel's text, and its launch filled in.
-std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);       // loop, gemm, grid reductions
-std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch);  // reduction
+std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);  // loop, gemm, grid reductions
+// reduction; and an attention kernel's rows, inside `frame`
+std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame = {});
+std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch);  // attention
 
 }  // namespace kiln::compiler::cuda

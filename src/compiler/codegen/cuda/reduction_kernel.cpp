@@ -24,6 +24,7 @@
 // keep a strided loop and read such inputs once per pass.
 
 #include "compiler/codegen/cuda/kernel_writer.h"
+#include "compiler/codegen/cuda/row_threads.h"
 #include "compiler/fusion.h"
 
 #include <kiln/error.h>
@@ -33,9 +34,6 @@
 namespace kiln::compiler::cuda {
 namespace {
 
-constexpr std::int64_t warp_row_limit = 1024;  // longest row one warp reduces
-constexpr int warp_block_threads = 256;        // 8 warps: 8 rows per block
-constexpr int row_block_threads = 512;         // one block per long row
 // Rows are walked by unrolled loops where this thread's share of the row, in
 // the widest type the passes compute, is at most this many bytes (32 floats:
 // rows of up to 16384 floats by block, 1024 by warp), and the per-thread row
@@ -47,8 +45,8 @@ constexpr std::int64_t row_share_bytes = 128;
 
 class RowReductionKernel {
  public:
-  RowReductionKernel(KernelWriter& writer, KernelLaunch& launch)
-      : writer_(writer), emitter_(writer.emitter()), kernel_(writer.kernel()), launch_(launch) {}
+  RowReductionKernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame)
+      : writer_(writer), emitter_(writer.emitter()), kernel_(writer.kernel()), launch_(launch), frame_(frame) {}
 
   std::string emit() {
     std::vector<Linear> extra;
@@ -68,16 +66,18 @@ class RowReductionKernel {
     passes_.push_back(last);
 
     row_length_ = layout_.inner_size * layout_.middle_count();
-    by_warp_ = row_length_ <= warp_row_limit;
-    threads_per_row_ = by_warp_ ? 32 : row_block_threads;
+    const RowThreads threads = row_threads(row_length_);
+    by_warp_ = threads.by_warp;
+    threads_per_row_ = threads.threads_per_row;
     const std::int64_t rows = layout_.rows();
     launch_.function = "kiln_kernel_" + std::to_string(emitter_.index());
-    launch_.threads = by_warp_ ? warp_block_threads : row_block_threads;
+    launch_.threads = threads.block_threads;
     launch_.blocks = std::max<std::int64_t>(1, (rows + rows_per_block() - 1) / rows_per_block());
     launch_.parameter_count = writer_.parameter_count();
     plan_row_walk();
     std::string text = kernel();
-    width_ = vector_width();
+    // An attention kernel's row code reads and writes shared memory, not packs of memory.
+    width_ = kernel_.kind == KernelKind::attention ? 1 : vector_width();
     if (width_ > 1) {
       vector_ = true;
       launch_.vector_function = launch_.function + "_vector";
@@ -89,7 +89,7 @@ class RowReductionKernel {
   }
 
  private:
-  std::int64_t rows_per_block() const { return by_warp_ ? warp_block_threads / 32 : 1; }
+  std::int64_t rows_per_block() const { return row_threads(row_length_).rows_per_block; }
 
   // What a thread steps over along the row: elements, or packs of width_ in
   // the vector variant.
@@ -305,9 +305,14 @@ class RowReductionKernel {
                                             writer_.at(id).name + "[step];\n"
                                       : element_value(id, pass, "      ");
     if (tail.empty())
-      for (const auto& [value, id] : element_outputs())
-        body += "      " + emitter_.output_name(value) + "[" +
-                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
+      for (const auto& [value, id] : element_outputs()) {
+        // An attention kernel's row result stays in shared memory, where the second product reads it.
+        const std::string target = kernel_.kind == KernelKind::attention
+                                       ? writer_.scores_row() + "[j]"
+                                       : emitter_.output_name(value) + "[" +
+                                             writer_.offset(writer_.output_address(value), layout_, "j") + "]";
+        body += "      " + target + " = " + writer_.at(id).name + ";\n";
+      }
     return thread_loop(item_coordinates(), body + tail);
   }
 
@@ -415,7 +420,7 @@ class RowReductionKernel {
                        (vector_ ? "_vector(" : "(") + writer_.parameters() + ") {\n";
     // No row loop: its coordinates would divide by a zero size.
     if (layout_.rows() == 0) return text + "  // The space " + kernel_.space.to_string() + " has no rows.\n}\n";
-    std::string row = register_loads() + row_values(0);
+    std::string row = frame_.before + register_loads() + row_values(0);
     for (std::size_t k = 0; k < reductions_.size(); ++k) {
       row += reduction_pass(k);
       row += row_values(static_cast<int>(k) + 1);
@@ -426,18 +431,21 @@ class RowReductionKernel {
       if (writer_.is_row_output(value))
         row += "    if (lane == 0) " + emitter_.output_name(value) + "[" +
                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
-    row = declarations_used_by(writer_.row_coordinates(layout_), row, "    ") + row;
+    row += frame_.after;
+    std::vector<IndexVariable> row_variables = writer_.row_coordinates(layout_);
+    row_variables.insert(row_variables.end(), frame_.variables.begin(), frame_.variables.end());
+    row = declarations_used_by(row_variables, row, "    ") + row;
     // The thread's place in its row (unused when the row is empty and
     // nothing is stored per row).
     const IndexVariable lane{"lane", by_warp_ ? "threadIdx.x % 32" : "threadIdx.x", "int"};
     if (by_warp_) {
       std::string per_block = std::to_string(rows_per_block());
-      text += "  // One warp per row of " + std::to_string(row_length_) + " elements.\n";
+      text += "  // One warp per row of " + std::to_string(row_length_) + " elements.\n" + frame_.shared;
       text += declarations_used_by({lane}, row, "  ");
       text += "  for (int64_t row = blockIdx.x * int64_t{" + per_block + "} + threadIdx.x / 32; row < " +
               std::to_string(layout_.rows()) + "; row += gridDim.x * int64_t{" + per_block + "}) {\n";
     } else {
-      text += "  // One block per row of " + std::to_string(row_length_) + " elements.\n";
+      text += "  // One block per row of " + std::to_string(row_length_) + " elements.\n" + frame_.shared;
       for (std::size_t k = 0; k < reductions_.size(); ++k)
         text += "  __shared__ " + writer_.type(reductions_[k]) + " shared" + std::to_string(k) + "[" +
                 std::to_string(row_block_threads / 32) + "];\n";
@@ -451,6 +459,7 @@ class RowReductionKernel {
   KernelEmitter& emitter_;
   const FusedKernel& kernel_;
   KernelLaunch& launch_;
+  const RowFrame& frame_;
   Layout layout_;
   std::vector<int> reductions_;        // instance ids, in creation (dependency) order
   std::vector<std::set<int>> passes_;  // per reduction, then the element outputs: the varying values computed
@@ -467,8 +476,8 @@ class RowReductionKernel {
 
 }  // namespace
 
-std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch) {
-  return RowReductionKernel(writer, launch).emit();
+std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame) {
+  return RowReductionKernel(writer, launch, frame).emit();
 }
 
 }  // namespace kiln::compiler::cuda
