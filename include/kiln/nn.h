@@ -130,6 +130,12 @@ Tensor max_pool2d(const Tensor& input, Pool2dOptions options = {}, Location loca
 // by 3 x 3 averages its 4 elements (tf.nn.avg_pool2d; PyTorch's count_include_pad=False). Floats.
 Tensor avg_pool2d(const Tensor& input, Pool2dOptions options = {}, Location location = Location::current());
 
+// Dropout (jax's and flax's, tf.nn.dropout's): each element of x kept with probability 1 - rate and scaled by
+// 1 / (1 - rate), else 0; the mask drawn from `key` (kiln::random::key), so the same key drops the same elements
+// on every executor and device. Inside a compiled function the mask is computed in the kernel that applies it.
+// rate 0 returns x; rate 1 zeros.
+Tensor dropout(const Tensor& x, double rate, const Tensor& key, Location location = Location::current());
+
 // One-hot rows for integer class indices (i32 or i64): a new last axis of `depth`, 1 where it equals the index and
 // 0 elsewhere (so an index outside [0, depth) gives a row of zeros, as tf.one_hot and jax.nn.one_hot do).
 // Inside a traced function it is an iota compared with the indices, which fuses into its consumer:

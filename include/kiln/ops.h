@@ -339,6 +339,12 @@ Tensor take_along_axis(const Tensor& values, const Tensor& indices, std::int64_t
 // count from the end; one outside [-n, n) is a ValueError when the op runs.
 Tensor scatter_add(const Tensor& operand, const Tensor& indices, const Tensor& updates, std::int64_t axis = 0,
                    Location location = Location::current());
+// Sums of data's rows by segment: result[s] = the sum of data[i] over the i with segment_ids[i] == s, for s in
+// [0, num_segments) (jax.ops.segment_sum, tf.math.unsorted_segment_sum): data [n, ...], integer segment_ids [n],
+// result [num_segments, ...]; rows sum in index order, an empty segment is 0, and ids outside [0, num_segments) are
+// dropped (JAX's; TensorFlow drops negative ones). A scatter_add; bools are refused.
+Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments,
+                   Location location = Location::current());
 Tensor expand_dims(const Tensor& x, std::int64_t axis, Location location = Location::current());
 // Default: remove every size-1 axis.
 Tensor squeeze(const Tensor& x, Axes axes = {}, Location location = Location::current());

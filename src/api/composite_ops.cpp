@@ -353,4 +353,28 @@ Tensor triu(const Tensor& x, std::int64_t diagonal, Location location) {
       x, diagonal, "triu", [&](const Tensor& offset, std::int64_t k) { return ge(offset, k, location); }, location);
 }
 
+Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments, Location location) {
+  const int rank = checked_rank(data, "segment_sum", location);
+  checked_rank(segment_ids, "segment_sum", location);
+  if (segment_ids.dtype() != DType::i32 && segment_ids.dtype() != DType::i64)
+    throw DTypeError("segment_sum", "segment_ids must be i32 or i64, got " + std::string(to_string(segment_ids.dtype())),
+                     location);
+  if (data.dtype() == DType::boolean) throw DTypeError("segment_sum", "bools cannot be summed", location);
+  if (rank == 0 || segment_ids.shape().rank() != 1 || segment_ids.shape()[0] != data.shape()[0])
+    throw ShapeError("segment_sum",
+                     "segment_ids " + segment_ids.shape().to_string() + " must name one segment per row of data " +
+                         data.shape().to_string(),
+                     location);
+  if (num_segments < 0)
+    throw ValueError("segment_sum", "num_segments " + std::to_string(num_segments) + " is negative", location);
+  // Rows of dropped ids go to one extra segment past the end, sliced off.
+  const Tensor outside = logical_or(lt(segment_ids, 0, location), ge(segment_ids, num_segments, location), location);
+  const Tensor rows = where(outside, Scalar(num_segments), segment_ids, location);
+  std::vector<std::int64_t> dims(data.shape().dims().begin(), data.shape().dims().end());
+  dims[0] = num_segments + 1;
+  const Tensor sums = scatter_add(detail::constant(Scalar(0), data.dtype(), Shape(dims), data.device(), location), rows,
+                                  data, 0, location);
+  return slice(sums, {.start = {0}, .stop = {num_segments}}, location);
+}
+
 }  // namespace kiln

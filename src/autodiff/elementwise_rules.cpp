@@ -270,6 +270,7 @@ const OpRule rules[] = {
     {Op::bitwise_xor, none},
     {Op::left_shift, none},
     {Op::right_shift, none},
+    {Op::random_bits, none},
     {Op::maximum, rule, jvp_maximum},
     {Op::minimum, rule, jvp_minimum},
     {Op::eq, none},

@@ -53,7 +53,7 @@ enum class Cost {
   simple,          // 1: an instruction or a few
   divide,          // 4: a division or a square root
   pick,            // 2: an index, its check and a load from where it points (take_along_axis)
-  division,        // 20: integer division (no vector instruction) or float fmod (a loop)
+  division,        // 20: integer work without a vector form (integer division, Philox) or float fmod (a loop)
   transcendental,  // 20: a math-library function (exp, sin, pow, ...)
 };
 

@@ -117,6 +117,13 @@ Type rule_binary_shift(const RuleContext& context) {
     context.dtype_error("needs integer operands, got " + std::string(to_string(dtype)));
   return binary(context, dtype);
 }
+Type rule_random_bits(const RuleContext& context) {
+  for (int operand = 0; operand < 2; ++operand)
+    if (context.operand(operand).dtype != DType::i64)
+      context.dtype_error("takes an i64 key and i64 counters, got " +
+                          std::string(to_string(context.operand(operand).dtype)));
+  return binary(context, DType::i64);
+}
 Type rule_binary_any(const RuleContext& context) { return binary(context, context.operand(0).dtype); }
 Type rule_compare(const RuleContext& context) { return binary(context, DType::boolean); }
 Type rule_binary_logical(const RuleContext& context) {

@@ -209,6 +209,29 @@ std::int64_t integer_pow(std::int64_t base, std::int64_t exponent, DType dtype) 
   return wrap(result, dtype);
 }
 
+namespace {
+// random_bits: the first two words of Philox-4x32-10's block (counter, 0) under `key`, written here from the
+// algorithm's definition (Salmon et al., SC'11), apart from kernels/scalar_ops.h's, so that the reference checks
+// it: a round maps the block (x0, x1, x2, x3) to (hi(M1 x2) ^ x1 ^ k0, lo(M1 x2), hi(M0 x0) ^ x3 ^ k1, lo(M0 x0)),
+// then adds the Weyl constants to the key.
+std::int64_t philox_bits(std::int64_t key, std::int64_t counter) {
+  std::uint32_t x[4] = {static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(bits_of(counter) >> 32), 0, 0};
+  std::uint32_t k[2] = {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(bits_of(key) >> 32)};
+  for (int round = 0; round < 10; ++round) {
+    const std::uint64_t low_product = std::uint64_t{0xD2511F53} * x[0];
+    const std::uint64_t high_product = std::uint64_t{0xCD9E8D57} * x[2];
+    const std::uint32_t next[4] = {static_cast<std::uint32_t>(high_product >> 32) ^ x[1] ^ k[0],
+                                   static_cast<std::uint32_t>(high_product),
+                                   static_cast<std::uint32_t>(low_product >> 32) ^ x[3] ^ k[1],
+                                   static_cast<std::uint32_t>(low_product)};
+    std::copy(std::begin(next), std::end(next), std::begin(x));
+    k[0] += 0x9E3779B9u;
+    k[1] += 0xBB67AE85u;
+  }
+  return static_cast<std::int64_t>((std::uint64_t{x[1]} << 32) | x[0]);
+}
+}  // namespace
+
 std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b, DType dtype) {
   switch (node.op) {
     case Op::add: return wrap(bits_of(a) + bits_of(b), dtype);
@@ -240,6 +263,7 @@ std::int64_t binary_integer(const ir::Node& node, std::int64_t a, std::int64_t b
       return b < 0 || b >= bits_in(dtype) ? (a < 0 ? -1 : 0) : a >> b;
     case Op::maximum: return std::max(a, b);
     case Op::minimum: return std::min(a, b);
+    case Op::random_bits: return philox_bits(a, b);
     case Op::logical_and: return a != 0 && b != 0 ? 1 : 0;
     case Op::logical_or: return a != 0 || b != 0 ? 1 : 0;
     default: internal_error(node, "is not defined on " + std::string(to_string(dtype)));

@@ -93,5 +93,37 @@ TEST(ScatterAdd, ErrorsNameTheOpAndTheLine) {
   }
 }
 
+// segment_sum: rows summed by segment in index order, empty segments 0, ids outside [0, n) dropped; traced on
+// both executors and differentiated (the gradient of a segment's sum is its row of the cotangent, gathered).
+TEST(SegmentSum, SumsRowsBySegmentAndDropsIdsOutOfRange) {
+  const std::vector<std::int64_t> ids = {3, 0, 3, -1, 1, 7, 3};
+  Tensor data = random_tensor(DType::f64, {7, 4}, 6);
+  Tensor sums = segment_sum(data, from_vector<std::int32_t>({3, 0, 3, -1, 1, 7, 3}, {7}), 5);
+  ASSERT_EQ(sums.shape(), Shape({5, 4}));
+  std::vector<double> want(5 * 4, 0.0);
+  const std::vector<double> rows = data.to_vector<double>();
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= 0 && ids[i] < 5)
+      for (std::size_t c = 0; c < 4; ++c) want[static_cast<std::size_t>(ids[i]) * 4 + c] += rows[i * 4 + c];
+  EXPECT_EQ(sums.to_vector<double>(), want);
+  EXPECT_EQ(segment_sum(zeros({0, 2}), zeros({0}, DType::i64), 3).to_vector<float>(), std::vector<float>(6, 0.0f));
+
+  Tensor segments = from_vector<std::int64_t>(ids, {7});
+  expect_agreement(
+      "segment_sum then exp", [](Tensor x, Tensor s) { return exp(segment_sum(x * 0.5, s, 5)); },
+      cast(data, DType::f32), segments);
+  auto loss = [](Tensor x, Tensor s, Tensor weights) { return reduce_sum(segment_sum(x, s, 5) * weights); };
+  Tensor weights = random_tensor(DType::f64, {5, 4}, 7);
+  const std::vector<double> gradient = grad(loss)(data, segments, weights).to_vector<double>();
+  const std::vector<double> w = weights.to_vector<double>();
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (std::size_t c = 0; c < 4; ++c)
+      EXPECT_EQ(gradient[i * 4 + c], ids[i] >= 0 && ids[i] < 5 ? w[static_cast<std::size_t>(ids[i]) * 4 + c] : 0.0);
+
+  EXPECT_THROW(segment_sum(data, from_vector<std::int64_t>({0, 1}, {2}), 5), ShapeError);
+  EXPECT_THROW(segment_sum(data, cast(segments, DType::f32), 5), DTypeError);
+  EXPECT_THROW(segment_sum(data, segments, -1), ValueError);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -55,4 +55,27 @@ TEST(CudaRandom, NormalEqualsTheCpu) {
   expect_same(random::normal({5, 7}), random::normal({5, 7}, gpu), 1, "normal, default options");
 }
 
+// Draws from keys are ops of the graph (random_bits, kernels/scalar_ops.h): on the GPU, eagerly and compiled,
+// the bits and the dropout mask are the CPU's exactly.
+TEST(CudaRandom, KeyedDrawsEqualTheCpu) {
+  KILN_REQUIRE_GPU();
+  auto draws = [](Tensor key, Tensor x) {
+    const std::vector<Tensor> keys = random::split(key, 2);
+    return std::vector<Tensor>{random::bits(keys[0], {3, 1001}), nn::dropout(x, 0.3, keys[1]),
+                               random::uniform(random::fold_in(key, 4), {77}, {.low = -2, .high = 2})};
+  };
+  const Tensor x = random::normal({129, 67}, {.seed = 3});
+  const std::vector<Tensor> cpu = draws(random::key(31), x);
+  const std::vector<Tensor> eager = draws(random::key(31, gpu), x.to(gpu));
+  auto compiled = function(draws, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::vector<Tensor> jit = compiled(random::key(31, gpu), x.to(gpu));
+  for (const std::vector<Tensor>* on_gpu : {&eager, &jit}) {
+    ASSERT_EQ(on_gpu->size(), cpu.size());
+    EXPECT_EQ((*on_gpu)[0].device(), gpu);
+    EXPECT_EQ((*on_gpu)[0].to(Device::cpu()).to_vector<std::int64_t>(), cpu[0].to_vector<std::int64_t>());
+    expect_same(cpu[1], (*on_gpu)[1], 0, "dropout");
+    expect_same(cpu[2], (*on_gpu)[2], 0, "uniform from a folded key");
+  }
+}
+
 }  // namespace

@@ -136,6 +136,7 @@ std::map<Op, std::vector<Sample>> samples() {
     table[op] = {{{type(DType::i32, {2, 3}), type(DType::i32, {3})}, {}, {}},
                  {{type(DType::i64, {}), type(DType::i64, {4})}, {}, {}}};
   table[Op::div] = {{{f32_23, f32_23}, {}, {}}};
+  table[Op::random_bits] = {{{type(DType::i64, {}), type(DType::i64, {2, 3})}, {}, {}}};
   table[Op::copysign] = {{{f32_23, type(DType::f32, {3})}, {}, {}},
                          {{type(DType::f64, {}), type(DType::f64, {4})}, {}, {}}};
   for (Op op : {Op::maximum, Op::minimum}) table[op] = {{{type(DType::i32, {2, 1}), type(DType::i32, {1, 5})}, {}, {}}};

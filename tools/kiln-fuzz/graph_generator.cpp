@@ -375,6 +375,10 @@ class Builder {
         ValueId a = integer_value();
         return add(op, {a, partner(a)});
       }
+      case Op::random_bits: {  // any key and counters: every i64 pair has its bits
+        ValueId key = convert(integer_value(), DType::i64);
+        return add(op, maybe_swapped(key, partner(key)));
+      }
       case Op::cast: {
         ValueId x = any_value();
         return add(op, {x}, {}, {random_dtype(), type(x).shape});

@@ -101,6 +101,7 @@ class HazardFinder {
       case Op::sign:
         return check_unary(id, 0, "near 0", zero_distance);
       case Op::copysign:  // the sign of operand 1
+        check_made_nan(id, 1);
         return check_unary(id, 1, "near 0", zero_distance);
       case Op::cast:
         if (node.type.dtype == DType::boolean) return check_unary(id, 0, "near 0", zero_distance);
@@ -161,6 +162,20 @@ class HazardFinder {
       if (distance(x) <= relative * std::max(std::fabs(x), magnitude))
         return report(operand, "inexact operand of " + std::string(ir::name(graph_.node(id).op)) + " " + what);
     }
+  }
+
+  // A NaN that an op made, as operand `index` of node `id`: IEEE leaves the sign of an invalid operation's NaN to
+  // the implementation (x86's default NaN is negative, vector_math's log(-1) positive), so an op reading its sign
+  // bit (copysign) has no one right answer there (copysign(x, log(-1)), kiln-fuzz seed 2, graph 3862). A NaN given
+  // as a parameter or constant keeps its sign everywhere.
+  void check_made_nan(ir::ValueId id, std::size_t index) {
+    ir::ValueId operand = graph_.node(id).operands[index];
+    const ir::Op made_by = graph_.node(operand).op;
+    if (made_by == Op::parameter || made_by == Op::constant) return;
+    const Value& v = value(operand);
+    for (std::int64_t i = 0; i < v.numel(); ++i)
+      if (std::isnan(v.values[static_cast<std::size_t>(i)]))
+        return report(operand, "NaN made by an op, whose sign " + std::string(ir::name(graph_.node(id).op)) + " reads");
   }
 
   // An inexact operand within rounding distance of `pole`, where the op turns a number into inf or NaN (0 for
