@@ -131,6 +131,17 @@ class MatmulPrecision {
   bool previous_, set_;
 };
 
+// Peak allocator bytes during one steady call of `call`, beyond what was in use before and its outputs: the
+// temporaries (for a training step, the saved activations and the gradients before the update consumes them).
+double peak_temporary_bytes(Device device, const Call& call, const std::vector<Tensor>& inputs) {
+  std::int64_t before = memory_statistics(device).bytes_in_use;
+  reset_peak_memory(device);
+  std::vector<Tensor> outputs = call(inputs);
+  double output_bytes = 0;
+  for (const Tensor& output : outputs) output_bytes += static_cast<double>(output.numel() * size_of(output.dtype()));
+  return static_cast<double>(memory_statistics(device).peak_bytes_in_use - before) - output_bytes;
+}
+
 }  // namespace
 
 void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, const std::vector<Tensor>& compiled,
@@ -194,13 +205,7 @@ void measure_first_calls(const Workload& workload, Result& result) {
   std::error_code ignored;
   fs::remove_all(directory, ignored);
 
-  std::int64_t before = memory_statistics(workload.device).bytes_in_use;
-  reset_peak_memory(workload.device);
-  std::vector<Tensor> outputs = workload.jit(workload.inputs);
-  double output_bytes = 0;
-  for (const Tensor& output : outputs) output_bytes += static_cast<double>(output.numel()) * 4;
-  result.jit_peak_temporary_bytes =
-      static_cast<double>(memory_statistics(workload.device).peak_bytes_in_use - before) - output_bytes;
+  result.jit_peak_temporary_bytes = peak_temporary_bytes(workload.device, workload.jit, workload.inputs);
 }
 
 void save_tensors(const std::string& directory, const Workload& workload, const std::vector<Tensor>& standard,
@@ -231,6 +236,7 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   if (!save_directory.empty()) save_tensors(save_directory, workload, standard_outputs, jit_outputs, result);
   standard_outputs.clear();
   jit_outputs.clear();
+  result.standard_peak_temporary_bytes = peak_temporary_bytes(workload.device, workload.standard, workload.inputs);
 
   auto standard = [&] { workload.standard(workload.inputs); };
   auto jit = [&] { workload.jit(workload.inputs); };
@@ -318,11 +324,14 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
                   100 * r.jit_peak_temporary_bytes / r.matmul_output_bytes);
   }
   std::printf("\nJIT first call: cold = trace + compile with empty caches; warm = a new function with the disk cache warm\n");
-  std::printf("%-15s %14s %18s %12s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB");
+  std::printf("peak temp: allocator bytes beyond inputs and outputs during one steady call (JIT; standard executor)\n");
+  std::printf("%-15s %14s %18s %12s %16s %16s\n", "workload", "cold ms", "warm cache ms", "steady ms", "peak temp MiB",
+              "std temp MiB");
   for (const Result& r : results) {
     if (!r.jit) continue;
-    std::printf("%-15s %14.1f %18.2f %12.3f %16.2f\n", r.id.c_str(), r.cold_first_call_ms, r.warm_cache_first_call_ms,
-                r.jit->median_ms, r.jit_peak_temporary_bytes / (1 << 20));
+    std::printf("%-15s %14.1f %18.2f %12.3f %16.2f %16.2f\n", r.id.c_str(), r.cold_first_call_ms,
+                r.warm_cache_first_call_ms, r.jit->median_ms, r.jit_peak_temporary_bytes / (1 << 20),
+                r.standard_peak_temporary_bytes / (1 << 20));
   }
 }
 
@@ -351,6 +360,7 @@ void write_json(const std::vector<Result>& results, const std::vector<Failure>& 
         << ",\n     \"jit_vs_standard_difference\": " << number(r.jit_difference)
         << ", \"kernels_per_call\": {\"standard\": " << r.standard_kernels << ", \"jit\": " << r.jit_kernels << "}"
         << ",\n     \"bytes\": " << format(r.bytes, 0) << ", \"flops\": " << format(r.flops, 0)
+        << ", \"standard_peak_temporary_bytes\": " << format(r.standard_peak_temporary_bytes, 0)
         << ", \"memory_floor_ms\": " << number(r.memory_floor_ms) << ", \"op_floors_ms\": "
         << number(r.op_floors_ms) << ", \"copy_bandwidth_gbs\": " << format(r.bandwidth / 1e9, 2);
     if (r.blas_ms > 0)

@@ -36,6 +36,8 @@ struct Result {
   double cold_first_call_ms = 0;        // trace + compile + run, empty caches
   double warm_cache_first_call_ms = 0;  // trace + load from the disk cache + run
   double jit_peak_temporary_bytes = 0;  // peak allocator bytes during one JIT call, beyond inputs and outputs
+  double standard_peak_temporary_bytes = 0;  // the same during one standard call (a training step's
+                                             // saved activations and gradients show here)
   std::vector<std::string> input_files, standard_files, jit_files;  // under --save-inputs, relative to it
 };
 

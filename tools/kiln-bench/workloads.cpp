@@ -1,6 +1,7 @@
 #include "workloads.h"
 
 #include "device_timing.h"
+#include "workload_making.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,63 +9,6 @@
 
 namespace kiln::bench {
 namespace {
-
-// Calls a kiln::Function of `count` tensor arguments (or any callable that
-// takes them) on a vector.
-template <std::size_t count, class F> auto call_on(const F& function, const std::vector<Tensor>& inputs) {
-  return [&]<std::size_t... index>(std::index_sequence<index...>) {
-    return function(inputs.at(index)...);
-  }(std::make_index_sequence<count>{});
-}
-
-// Wraps a kiln::Function of N tensor arguments as a Call on a vector.
-template <std::size_t count, class F> Call as_call(F function) {
-  return [function](const std::vector<Tensor>& inputs) {
-    auto result = call_on<count>(function, inputs);
-    if constexpr (std::is_same_v<decltype(result), Tensor>) return std::vector<Tensor>{result};
-    else return std::apply([](auto... tensors) { return std::vector<Tensor>{tensors...}; }, result);
-  };
-}
-
-template <std::size_t count, class Body>
-Workload make(std::string id, std::string name, std::string shape, std::vector<Tensor> inputs, Body body) {
-  Workload workload;
-  workload.id = std::move(id);
-  workload.name = name;
-  workload.shape = std::move(shape);
-  workload.inputs = std::move(inputs);
-  auto standard = function(body, {.name = name + "_standard"});
-  auto jit = function(body, {.jit_compile = true, .name = name + "_jit"});
-  workload.standard = as_call<count>(standard);
-  workload.jit = as_call<count>(jit);
-  workload.fresh_jit = [body, name] {
-    return as_call<count>(function(body, {.jit_compile = true, .name = name + "_jit"}));
-  };
-  workload.standard_ir = [standard, inputs = workload.inputs](Stage stage) {
-    return call_on<count>([&](const auto&... arguments) { return standard.get_compiler_ir(stage, arguments...); },
-                          inputs);
-  };
-  workload.jit_ir = [jit, inputs = workload.inputs](Stage stage) {
-    return call_on<count>([&](const auto&... arguments) { return jit.get_compiler_ir(stage, arguments...); },
-                          inputs);
-  };
-  workload.standard_statistics = [standard] { return standard.statistics(); };
-  workload.jit_statistics = [jit] { return jit.statistics(); };
-  for (const Tensor& input : workload.inputs) workload.bytes += static_cast<double>(input.numel()) * 4;
-  return workload;
-}
-
-double bytes_of(const std::vector<Tensor>& tensors) {
-  double bytes = 0;
-  for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel()) * 4;
-  return bytes;
-}
-
-std::string dimensions(std::initializer_list<std::int64_t> sizes) {
-  std::string text;
-  for (std::int64_t size : sizes) text += (text.empty() ? "" : "x") + std::to_string(size);
-  return text;
-}
 
 // The seed article's function.
 Tensor seed_body(Tensor x, Tensor y) {
@@ -74,37 +18,11 @@ Tensor seed_body(Tensor x, Tensor y) {
   return reduce_sum(z);
 }
 
-// One Adam step (Kingma & Ba) at step 10 with the usual hyperparameters.
-std::tuple<Tensor, Tensor, Tensor> adam_body(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
-  constexpr double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
-  const double correction1 = 1 - std::pow(beta1, 10), correction2 = 1 - std::pow(beta2, 10);
-  Tensor new_m = beta1 * m + (1 - beta1) * gradient;
-  Tensor new_v = beta2 * v + (1 - beta2) * (gradient * gradient);
-  Tensor step = (new_m / correction1) / (sqrt(new_v / correction2) + epsilon);
-  return {parameter - learning_rate * step, new_m, new_v};
-}
-
 // Scaled dot-product attention, softmax(Q K^T / sqrt(d)) V, over the last two
 // axes; head size 64, so the scale is exactly 1/8.
 Tensor attention_body(Tensor q, Tensor k, Tensor v) {
   Tensor scores = matmul(q, k, {.transpose_b = true}) * 0.125;
   return matmul(nn::softmax(scores, -1), v);
-}
-
-// A pre-norm transformer block, as a user writes one: layer_norm, attention with the heads split and merged
-// by reshapes and transposes (head size 64: the scale is 1/8), the output projection and a residual, then
-// layer_norm, an MLP with gelu (the tanh form) and a second residual.
-Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w1, Tensor b1, Tensor w2, Tensor b2,
-                  Tensor gamma1, Tensor beta1, Tensor gamma2, Tensor beta2) {
-  const std::int64_t tokens = x.dim(0), width = x.dim(1), heads = width / 64;
-  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {tokens, heads, 64}), {1, 0, 2}); };
-  Tensor h = nn::layer_norm(x, gamma1, beta1);
-  Tensor q = split_heads(matmul(h, wq)), k = split_heads(matmul(h, wk)), v = split_heads(matmul(h, wv));
-  Tensor probabilities = nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.125, -1);
-  Tensor attended = reshape(transpose(matmul(probabilities, v), {1, 0, 2}), {tokens, width});
-  Tensor x1 = x + matmul(attended, wo);
-  Tensor m = nn::gelu(matmul(nn::layer_norm(x1, gamma2, beta2), w1) + b1);
-  return x1 + matmul(m, w2) + b2;
 }
 
 // A convolutional layer as a ResNet stage has it: a 3x3 convolution with same padding, a bias and relu.
@@ -166,6 +84,44 @@ Tensor logsumexp_by_hand(Tensor x) {
 
 }  // namespace
 
+// One Adam step (Kingma & Ba) at step 10 with the usual hyperparameters.
+std::tuple<Tensor, Tensor, Tensor> adam_body(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
+  constexpr double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  const double correction1 = 1 - std::pow(beta1, 10), correction2 = 1 - std::pow(beta2, 10);
+  Tensor new_m = beta1 * m + (1 - beta1) * gradient;
+  Tensor new_v = beta2 * v + (1 - beta2) * (gradient * gradient);
+  Tensor step = (new_m / correction1) / (sqrt(new_v / correction2) + epsilon);
+  return {parameter - learning_rate * step, new_m, new_v};
+}
+
+// A pre-norm transformer block, as a user writes one: layer_norm, attention with the heads split and merged
+// by reshapes and transposes (head size 64: the scale is 1/8), the output projection and a residual, then
+// layer_norm, an MLP with gelu (the tanh form) and a second residual.
+Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w1, Tensor b1, Tensor w2, Tensor b2,
+                  Tensor gamma1, Tensor beta1, Tensor gamma2, Tensor beta2) {
+  const std::int64_t tokens = x.dim(0), width = x.dim(1), heads = width / 64;
+  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {tokens, heads, 64}), {1, 0, 2}); };
+  Tensor h = nn::layer_norm(x, gamma1, beta1);
+  Tensor q = split_heads(matmul(h, wq)), k = split_heads(matmul(h, wk)), v = split_heads(matmul(h, wv));
+  Tensor probabilities = nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.125, -1);
+  Tensor attended = reshape(transpose(matmul(probabilities, v), {1, 0, 2}), {tokens, width});
+  Tensor x1 = x + matmul(attended, wo);
+  Tensor m = nn::gelu(matmul(nn::layer_norm(x1, gamma2, beta2), w1) + b1);
+  return x1 + matmul(m, w2) + b2;
+}
+
+double bytes_of(const std::vector<Tensor>& tensors) {
+  double bytes = 0;
+  for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel()) * 4;
+  return bytes;
+}
+
+std::string dimensions(std::initializer_list<std::int64_t> sizes) {
+  std::string text;
+  for (std::int64_t size : sizes) text += (text.empty() ? "" : "x") + std::to_string(size);
+  return text;
+}
+
 std::vector<std::string> family_ids() {
   return {"xent",     "xent-hand",     "layernorm", "layernorm-hand",
           "softmax0", "softmax0-hand", "logsumexp", "logsumexp-hand"};
@@ -187,7 +143,8 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id :
-       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv", "pool", "depthwise"})
+       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv", "pool", "depthwise",
+                         "mlp-train", "block-train"})
     ids.push_back(id);
   return ids;
 }
@@ -375,6 +332,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     // element: it moves as much as it computes, and writes what it reads.
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
+  } else if (id == "mlp-train" || id == "block-train") {
+    return make_training_workload(id, options);
   } else {
     const bool cpu_only = id == "block" || id == "stem" || id == "conv" || id == "pool" || id == "depthwise";
     throw std::invalid_argument("unknown workload '" + id + "'" +

@@ -54,6 +54,8 @@ struct WorkloadOptions {
   std::int64_t tokens = 1024, width = 512, block_heads = 8;
   // conv: a 3x3 convolution of `images` NHWC images of image_size^2 pixels, image_channels in and out
   std::int64_t images = 8, image_size = 56, image_channels = 64;
+  // mlp-train: an MLP of 3 layers `mlp_width` wide on `mlp_batch` examples (its training step)
+  std::int64_t mlp_batch = 256, mlp_width = 1024;
   Device device = Device::cpu();
 };
 
@@ -64,8 +66,8 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise. On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32,
-// gelu, gelu-erf, softmax, layernorm, adam.
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train.
+// On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):
 // xent (sparse_softmax_cross_entropy) and xent-hand (reduce_max, exp, reduce_sum, log, take_along_axis),
@@ -80,7 +82,10 @@ std::vector<std::string> family_ids();
 // stem (relu(conv2d(x, 7x7 filters, stride 2, same) + bias) on 3-channel NHWC images, CPU only) or
 // conv (relu(conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only) or
 // pool (a 3x3 max_pool2d, stride 2, same padding, on NHWC images, CPU only) or
-// depthwise (relu(depthwise conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only).
+// depthwise (relu(depthwise conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only) or
+// mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
+// block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
+// CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench
