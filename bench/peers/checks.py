@@ -49,6 +49,11 @@ TOLERANCE = {
     "conv": 1e-4,
     "pool": 0.0,  # a maximum of the input's elements: exact
     "depthwise": 1e-5,  # 9-term sums of unit-variance terms, a bias, relu: ~1e-7 apart
+    # Training steps: the loss, the updated parameters and Adam's moments. The gradients are products and sums
+    # of 256 to 1024 terms (mlp) or the block's chains, as attention's and block's outputs; 1e-4 too. A wrong
+    # gradient moves the first moments by O(1) of their size (their inputs are of the gradients' size).
+    "mlp_train": 1e-4,
+    "block_train": 1e-4,
 }
 
 

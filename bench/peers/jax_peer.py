@@ -1,5 +1,6 @@
 """JAX: op-by-op dispatch vs jax.jit (XLA) on kiln-bench's workloads, on the
-CPU or on the first GPU (`--device cuda`)."""
+CPU or on the first GPU (`--device cuda`). The training workloads are
+`jax.jit(jax.value_and_grad(loss))` and the Adam update, in one jitted function."""
 
 from __future__ import annotations
 
@@ -85,6 +86,31 @@ def make_peer(device: str = "cpu") -> common.Peer:
                                          feature_group_count=x.shape[-1])
         return jax.nn.relu(y + bias)
 
+    def mlp_loss(parameters, x, labels):
+        # kiln-bench's mlp-train loss: 3 linear layers, relu between them, mean softmax cross-entropy.
+        activations = x
+        for layer in range(3):
+            activations = activations @ parameters[2 * layer] + parameters[2 * layer + 1]
+            if layer < 2:
+                activations = jax.nn.relu(activations)
+        log_probabilities = jax.nn.log_softmax(activations, axis=-1)
+        return -jnp.mean(jnp.take_along_axis(log_probabilities, labels[:, None].astype(jnp.int32), axis=-1))
+
+    def block_loss(parameters, x):
+        # kiln-bench's block-train loss: the mean square of the block's output.
+        return jnp.mean(jnp.square(block(x, *parameters)))
+
+    def training_step(loss, count):
+        # kiln-bench's training steps: the `count` parameters, their Adam first and second moments, then the data;
+        # the loss, the updated parameters and moments out (Adam at step 10, as the adam workload).
+        def step(*arguments):
+            parameters = list(arguments[:count])
+            value, gradients = jax.value_and_grad(loss)(parameters, *arguments[3 * count:])
+            updated = [adam(p, g, m, v) for p, g, m, v in
+                       zip(parameters, gradients, arguments[count:2 * count], arguments[2 * count:3 * count])]
+            return (value, *(u[0] for u in updated), *(u[1] for u in updated), *(u[2] for u in updated))
+        return step
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -116,7 +142,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("jax.jit", jax.jit),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
+                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
     )
 
 

@@ -81,7 +81,8 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
         row = {"id": workload["id"], "name": workload["name"], "shape": workload["shape"],
                "floor_ms": workload["floor_ms"], "times": {}, "notes": {}, "first_call_ms": {}, "differences": {},
                "values": {}, "batch": workload.get("batch", 1), "tf32": workload.get("tf32")}
-        for key in ("memory_floor_ms", "compute_floor_ms", "blas_ms", "copy_bandwidth_gbs", "bytes", "flops"):
+        for key in ("memory_floor_ms", "compute_floor_ms", "blas_ms", "copy_bandwidth_gbs", "bytes", "flops",
+                    "jit_peak_temporary_bytes", "standard_peak_temporary_bytes"):
             if workload.get(key) is not None:
                 row[key] = workload[key]
         row["times"]["kiln-standard"] = workload["standard_ms"]
@@ -209,6 +210,15 @@ def say_first_calls_losses_and_failures(combined: dict[str, Any], say, id_width:
         parts = [f"{HEADINGS[tuple(key.split('-', 1))]} {value:.0f}" for key, value in row["first_call_ms"].items()
                  if value is not None and key.endswith("jit")]
         say(f"  {row['id']:<{id_width}} " + ", ".join(parts))
+    temporaries = [row for row in combined["rows"] if row.get("jit_peak_temporary_bytes") is not None]
+    if temporaries:
+        say()
+        say("kiln's peak temporary memory in MiB (allocator bytes beyond inputs and outputs during one call), "
+            "JIT / standard executor:")
+        for row in temporaries:
+            standard = row.get("standard_peak_temporary_bytes")
+            say(f"  {row['id']:<{id_width}} {row['jit_peak_temporary_bytes'] / 2**20:.1f} / "
+                + (f"{standard / 2**20:.1f}" if standard is not None else "n/a"))
     say()
     say("where kiln loses (a peer faster than kiln's JIT, or the JIT slower than kiln's standard executor):")
     for line in losses(combined):

@@ -75,6 +75,33 @@ def make_peer(device: str = "cpu") -> common.Peer:
         y = tf.nn.depthwise_conv2d(x, tf.reshape(filters, [3, 3, x.shape[-1], 1]), [1, 1, 1, 1], "SAME")
         return tf.nn.relu(y + bias)
 
+    def mlp_loss(parameters, x, labels):
+        # kiln-bench's mlp-train loss: 3 linear layers, relu between them, mean softmax cross-entropy.
+        activations = x
+        for layer in range(3):
+            activations = tf.matmul(activations, parameters[2 * layer]) + parameters[2 * layer + 1]
+            if layer < 2:
+                activations = tf.nn.relu(activations)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=activations))
+
+    def block_loss(parameters, x):
+        # kiln-bench's block-train loss: the mean square of the block's output.
+        return tf.reduce_mean(tf.square(block(x, *parameters)))
+
+    def training_step(loss, count):
+        # kiln-bench's training steps: a GradientTape over the `count` parameters, then the Adam update of each
+        # (at step 10, as the adam workload); tf.function(jit_compile=True) compiles the whole of it.
+        def step(*arguments):
+            parameters = list(arguments[:count])
+            with tf.GradientTape() as tape:
+                tape.watch(parameters)
+                value = loss(parameters, *arguments[3 * count:])
+            gradients = tape.gradient(value, parameters)
+            updated = [adam(p, g, m, v) for p, g, m, v in
+                       zip(parameters, gradients, arguments[count:2 * count], arguments[2 * count:3 * count])]
+            return (value, *(u[0] for u in updated), *(u[1] for u in updated), *(u[2] for u in updated))
+        return step
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -123,7 +150,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
+                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
     )
 
 

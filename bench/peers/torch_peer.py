@@ -1,6 +1,7 @@
 """PyTorch: eager vs torch.compile on kiln-bench's workloads: Inductor's
 C++/OpenMP backend on the CPU, its Triton backend on the first GPU
-(`--device cuda`)."""
+(`--device cuda`). The training workloads run autograd and torch.optim.Adam
+(Training below); the others run under inference_mode."""
 
 from __future__ import annotations
 
@@ -93,6 +94,61 @@ def make_peer(device: str = "cpu") -> common.Peer:
         y = F.conv2d(x.permute(0, 3, 1, 2), filters.permute(3, 2, 0, 1), bias, padding="same", groups=x.shape[-1])
         return torch.relu(y.permute(0, 2, 3, 1))
 
+    def mlp_loss(parameters, x, labels):
+        # kiln-bench's mlp-train loss: 3 linear layers, relu between them, mean softmax cross-entropy.
+        activations = x
+        for layer in range(3):
+            activations = activations @ parameters[2 * layer] + parameters[2 * layer + 1]
+            if layer < 2:
+                activations = torch.relu(activations)
+        return F.cross_entropy(activations, labels.long())
+
+    def block_loss(parameters, x):
+        # kiln-bench's block-train loss: the mean square of the block's output.
+        return torch.mean(torch.square(block(x, *parameters)))
+
+    class Training:
+        """A training workload as PyTorch users run one: the parameters as leaf tensors, loss.backward() and
+        torch.optim.Adam(foreach=True), whose state starts at kiln-bench's inputs (step 9 done, so the call runs
+        step 10's update, as kiln's). `make(compiled)` gives the callable of one mode: torch.compile over the
+        forward and backward (AOTAutograd compiles both) and over the optimizer's step, or eager. Each call
+        trains on, in place, as training does (kiln's step is a pure function of its inputs instead: the same
+        work each call); the first call's results are copied out for the check against kiln's."""
+
+        def __init__(self, loss, count):
+            self.loss, self.count = loss, count
+
+        def make(self, compiled: bool):
+            state = {}
+
+            def forward_backward(parameters, data):
+                value = self.loss(parameters, *data)
+                value.backward()
+                return value
+
+            def call(*arguments):
+                count = self.count
+                first_call = not state
+                if first_call:
+                    parameters = [argument.detach().clone().requires_grad_() for argument in arguments[:count]]
+                    optimizer = torch.optim.Adam(parameters, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, foreach=True)
+                    for parameter, m, v in zip(parameters, arguments[count:2 * count], arguments[2 * count:3 * count]):
+                        optimizer.state[parameter] = {"step": torch.tensor(9.0), "exp_avg": m.clone(),
+                                                      "exp_avg_sq": v.clone()}
+                    state.update(parameters=parameters, optimizer=optimizer,
+                                 forward_backward=torch.compile(forward_backward) if compiled else forward_backward,
+                                 step=torch.compile(optimizer.step) if compiled else optimizer.step)
+                parameters, optimizer = state["parameters"], state["optimizer"]
+                optimizer.zero_grad(set_to_none=True)
+                value = state["forward_backward"](parameters, arguments[3 * count:])
+                state["step"]()
+                results = [value.detach(), *(p.detach() for p in parameters),
+                           *(optimizer.state[p]["exp_avg"] for p in parameters),
+                           *(optimizer.state[p]["exp_avg_sq"] for p in parameters)]
+                return [result.clone() for result in results] if first_call else results
+
+            return call
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -152,11 +208,14 @@ def make_peer(device: str = "cpu") -> common.Peer:
         precision=precision,
         start_workload=start_workload,
         modes={
-            "standard": common.Mode("eager", no_grad),
-            "jit": common.Mode("torch.compile", lambda body: no_grad(torch.compile(body))),
+            "standard": common.Mode("eager", lambda body: body.make(False) if isinstance(body, Training)
+                                    else no_grad(body)),
+            "jit": common.Mode("torch.compile", lambda body: body.make(True) if isinstance(body, Training)
+                               else no_grad(torch.compile(body))),
         },
         bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
-                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise),
+                    block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
+                    mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12)),
     )
 
 
