@@ -137,11 +137,11 @@ def make_peer(device: str = "cpu") -> common.Peer:
                                                       "exp_avg_sq": v.clone()}
                     state.update(parameters=parameters, optimizer=optimizer,
                                  forward_backward=torch.compile(forward_backward) if compiled else forward_backward,
-                                 step=torch.compile(optimizer.step) if compiled else optimizer.step)
+                                 optimizer_step=torch.compile(optimizer.step) if compiled else optimizer.step)
                 parameters, optimizer = state["parameters"], state["optimizer"]
                 optimizer.zero_grad(set_to_none=True)
                 value = state["forward_backward"](parameters, arguments[3 * count:])
-                state["step"]()
+                state["optimizer_step"]()
                 results = [value.detach(), *(p.detach() for p in parameters),
                            *(optimizer.state[p]["exp_avg"] for p in parameters),
                            *(optimizer.state[p]["exp_avg_sq"] for p in parameters)]

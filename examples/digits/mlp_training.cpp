@@ -1,6 +1,7 @@
 #include "digits/mlp_training.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>

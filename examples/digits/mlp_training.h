@@ -8,7 +8,6 @@
 
 #include <kiln/kiln.h>
 
-#include <array>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -80,8 +79,8 @@ class MlpTrainer {
   kiln::Function<Logits> logits_;  // on the standard executor: called once per evaluation, not worth a compile
 };
 
-// The 19-result training step run by the standard executor and the JIT: their largest relative difference (as
-// kiln-bench measures it: per result, the largest |JIT - standard| over the largest |standard|).
+// The largest relative difference between two lists of results, as kiln-bench measures it: per result, the
+// largest |compiled - standard| over the largest |standard|, and the worst over the results.
 double relative_difference(const std::vector<kiln::Tensor>& standard, const std::vector<kiln::Tensor>& compiled);
 
 }  // namespace digits
