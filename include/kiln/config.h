@@ -10,7 +10,8 @@ namespace kiln::config {
 // rate on an H200; relative error about 1e-3 instead of 1e-6 on unit-scale
 // data). Default true, like TensorFlow (PyTorch defaults to false). Set it to
 // false for full f32 precision: `kiln::config::allow_tf32 = false;`. CPU
-// matmuls and f64 are never affected.
+// matmuls and f64 are never affected, nor the two products of a compiled
+// attention kernel on CUDA (computed in plain f32 inside the kernel).
 inline std::atomic<bool> allow_tf32{true};
 
 // Whether kiln's CPU kernels (the standard executor's and the JIT's) treat subnormal floats as zero: operands
