@@ -1,5 +1,5 @@
 #pragma once
-// The seed article's experiment (../shared/seed/): tf.function vs
+// The seed article's experiment (the article kiln grew from): tf.function vs
 // tf.function(jit_compile=True) on matmul -> z + sin(z) -> relu -> reduce_sum,
 // redone with kiln::function, printed the way the article prints it, plus
 // medians, the floor and the first-call and memory lines.
