@@ -146,15 +146,14 @@ double MlpTrainer::jit_against_standard(const DataSet& train) const {
 
 double relative_difference(const std::vector<Tensor>& standard, const std::vector<Tensor>& compiled) {
   if (standard.size() != compiled.size()) throw std::invalid_argument("relative_difference: result counts differ");
+  const auto largest = [](const Tensor& x) {
+    return x.shape().numel() == 0 ? 0.0 : kiln::reduce_max(kiln::abs(x)).to_vector<double>()[0];
+  };
   double worst = 0;
   for (std::size_t i = 0; i < standard.size(); ++i) {
-    const std::vector<double> expected = standard[i].to_vector<double>(), actual = compiled[i].to_vector<double>();
-    double scale = 1e-30, difference = 0;
-    for (std::size_t j = 0; j < expected.size(); ++j) {
-      scale = std::max(scale, std::abs(expected[j]));
-      difference = std::max(difference, std::abs(expected[j] - actual[j]));
-    }
-    worst = std::max(worst, difference / scale);
+    const Tensor expected = kiln::cast(standard[i], kiln::DType::f64),
+                 actual = kiln::cast(compiled[i], kiln::DType::f64);
+    worst = std::max(worst, largest(expected - actual) / std::max(1e-30, largest(expected)));
   }
   return worst;
 }

@@ -3,6 +3,7 @@
 // and gives the same tensor for every thread count and device.
 
 #include "api/tensor_impl.h"
+#include "kernels/scalar_ops.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -20,21 +21,12 @@
 namespace kiln::random {
 namespace {
 
-using Block = std::array<std::uint32_t, 4>;
-
-Block philox(std::uint64_t counter, std::uint64_t seed) {
-  Block x = {static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0, 0};
-  std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    std::uint64_t product0 = std::uint64_t{0xD2511F53} * x[0];
-    std::uint64_t product1 = std::uint64_t{0xCD9E8D57} * x[2];
-    x = {static_cast<std::uint32_t>(product1 >> 32) ^ x[1] ^ key0, static_cast<std::uint32_t>(product1),
-         static_cast<std::uint32_t>(product0 >> 32) ^ x[3] ^ key1, static_cast<std::uint32_t>(product0)};
-    key0 += 0x9E3779B9;
-    key1 += 0xBB67AE85;
-  }
-  return x;
+// Philox-4x32-10 of a block counter under the seed: the same function random_bits and the CUDA kernels compute.
+std::array<std::uint32_t, 4> philox(std::uint64_t counter, std::uint64_t seed) {
+  const scalar::PhiloxBlock block = scalar::philox_block(counter, seed);
+  return {block.word[0], block.word[1], block.word[2], block.word[3]};
 }
+using Block = std::array<std::uint32_t, 4>;
 
 // Uniform in (0, 1] from 32 random bits (never 0, so log() is finite).
 double open_unit(std::uint32_t bits) { return (static_cast<double>(bits) + 1.0) / 4294967296.0; }

@@ -30,8 +30,9 @@ constexpr std::int64_t fold_in_stream = -2;
 void check_key(const Tensor& key, const char* op, const Location& location) {
   if (!key.defined()) throw ValueError(op, "the key is an undefined Tensor", location);
   if (key.dtype() != DType::i64)
-    throw DTypeError(op, "a key is an i64 scalar (kiln::random::key(seed)); got dtype " + std::string(to_string(key.dtype())),
-                     location);
+    throw DTypeError(
+        op, "a key is an i64 scalar (kiln::random::key(seed)); got dtype " + std::string(to_string(key.dtype())),
+        location);
   if (key.shape().rank() != 0)
     throw ShapeError(op, "a key is an i64 scalar (kiln::random::key(seed)); got shape " + key.shape().to_string(),
                      location);
@@ -66,7 +67,12 @@ Tensor counters(const Tensor& key, const Shape& shape, std::int64_t stride, std:
     position = add(position, step == 1 ? index : mul(index, step, location), location);
     step *= shape[axis];
   }
-  return broadcast_to(position, shape, location);
+  return position;  // of `shape`: the sum of iotas along every axis
+}
+
+// random_bits of each element's counter, position * stride + offset.
+Tensor draw(const Tensor& key, const Shape& shape, std::int64_t stride, std::int64_t offset, const Location& location) {
+  return bits_at(key, counters(key, shape, stride, offset, location), location);
 }
 
 // Uniform in [0, 1) of `dtype` from 64 bits: their top 24 bits for f32, 53 for f64, each value a multiple of
@@ -87,8 +93,8 @@ Tensor key(std::int64_t seed, Device device, Location location) {
 std::vector<Tensor> split(const Tensor& key, std::int64_t count, Location location) {
   check_key(key, "random::split", location);
   if (count < 0) throw ValueError("random::split", "count " + std::to_string(count) + " is negative", location);
-  const Tensor parent = bits_at(key, detail::scalar_constant(Scalar(split_stream), DType::i64, key.device(), location),
-                                location);
+  const Tensor parent =
+      bits_at(key, detail::scalar_constant(Scalar(split_stream), DType::i64, key.device(), location), location);
   std::vector<Tensor> keys;
   for (std::int64_t i = 0; i < count; ++i)
     keys.push_back(bits_at(parent, detail::scalar_constant(Scalar(i), DType::i64, key.device(), location), location));
@@ -99,8 +105,8 @@ Tensor fold_in(const Tensor& key, const Tensor& data, Location location) {
   check_key(key, "random::fold_in", location);
   if (!data.defined() || (data.dtype() != DType::i32 && data.dtype() != DType::i64) || data.shape().rank() != 0)
     throw DTypeError("random::fold_in", "data is an integer scalar", location);
-  const Tensor parent = bits_at(
-      key, detail::scalar_constant(Scalar(fold_in_stream), DType::i64, key.device(), location), location);
+  const Tensor parent =
+      bits_at(key, detail::scalar_constant(Scalar(fold_in_stream), DType::i64, key.device(), location), location);
   return bits_at(parent, cast(data, DType::i64, location), location);
 }
 
@@ -112,7 +118,7 @@ Tensor fold_in(const Tensor& key, std::int64_t data, Location location) {
 Tensor bits(const Tensor& key, const Shape& shape, Location location) {
   check_key(key, "random::bits", location);
   check_shape(shape, "random::bits", location);
-  return bits_at(key, counters(key, shape, 1, 0, location), location);
+  return draw(key, shape, 1, 0, location);
 }
 
 Tensor uniform(const Tensor& key, const Shape& shape, KeyedUniformOptions options, Location location) {
@@ -121,8 +127,7 @@ Tensor uniform(const Tensor& key, const Shape& shape, KeyedUniformOptions option
   check_float(options.dtype, "random::uniform", location);
   if (!(options.low < options.high) || !std::isfinite(options.low) || !std::isfinite(options.high))
     throw ValueError("random::uniform", "needs finite low < high", location);
-  const Tensor unit = unit_interval(bits_at(key, counters(key, shape, 1, 0, location), location), options.dtype,
-                                    false, location);
+  const Tensor unit = unit_interval(draw(key, shape, 1, 0, location), options.dtype, false, location);
   if (options.low == 0 && options.high == 1) return unit;
   // low + (high - low) u can round up to high; the largest value below high stands in for it.
   const Tensor scaled = add(mul(unit, options.high - options.low, location), options.low, location);
@@ -139,10 +144,8 @@ Tensor normal(const Tensor& key, const Shape& shape, KeyedNormalOptions options,
   if (!(options.stddev >= 0) || !std::isfinite(options.stddev) || !std::isfinite(options.mean))
     throw ValueError("random::normal", "needs a finite mean and a finite stddev >= 0", location);
   // Box-Muller, one value per element from two draws: sqrt(-2 log u) cos(2 pi v), u in (0, 1] (log finite).
-  const Tensor u = unit_interval(bits_at(key, counters(key, shape, 2, 0, location), location), options.dtype, true,
-                                 location);
-  const Tensor v = unit_interval(bits_at(key, counters(key, shape, 2, 1, location), location), options.dtype, false,
-                                 location);
+  const Tensor u = unit_interval(draw(key, shape, 2, 0, location), options.dtype, true, location);
+  const Tensor v = unit_interval(draw(key, shape, 2, 1, location), options.dtype, false, location);
   const Tensor radius = sqrt(mul(log(u, location), -2.0, location), location);
   Tensor values = mul(radius, cos(mul(v, 2 * std::numbers::pi, location), location), location);
   if (options.stddev != 1) values = mul(values, options.stddev, location);
@@ -155,8 +158,7 @@ Tensor bernoulli(const Tensor& key, const Tensor& probability, const Shape& shap
   check_shape(shape, "random::bernoulli", location);
   if (!probability.defined() || !is_floating(probability.dtype()))
     throw DTypeError("random::bernoulli", "the probability is a float tensor", location);
-  const Tensor unit = unit_interval(bits_at(key, counters(key, shape, 1, 0, location), location),
-                                    probability.dtype(), false, location);
+  const Tensor unit = unit_interval(draw(key, shape, 1, 0, location), probability.dtype(), false, location);
   return lt(unit, probability, location);
 }
 

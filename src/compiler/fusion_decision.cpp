@@ -25,7 +25,7 @@ std::string axes(const std::vector<std::int64_t>& list) {
 }
 
 // Why a fused producer joined: the sentence after "fused %7 exp: ".
-std::string fused_because(const ir::Graph& graph, const FusionDecision& decision) {
+std::string fused_because(const FusionDecision& decision) {
   switch (decision.reason) {
     case Reason::same_size:
       return "elementwise producer of the same size";
@@ -50,7 +50,6 @@ std::string fused_because(const ir::Graph& graph, const FusionDecision& decision
     default:
       break;
   }
-  (void)graph;
   return "?";
 }
 
@@ -133,7 +132,7 @@ std::string describe(const ir::Graph& graph, ir::ValueId value) {
 std::string describe(const ir::Graph& graph, const FusionDecision& decision) {
   const std::string subject = decision.subject >= 0 ? describe(graph, decision.subject) : std::string("?");
   if (is_fused(decision.reason)) {
-    std::string text = "fused " + subject + ": " + fused_because(graph, decision);
+    std::string text = "fused " + subject + ": " + fused_because(decision);
     if (!decision.text.empty()) text += "; " + decision.text;
     return text;
   }

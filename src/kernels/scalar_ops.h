@@ -500,27 +500,34 @@ struct right_shift {
 // JAX's and TensorFlow's stateless ops and of cuRAND's Philox) of the block (counter's low word, its high word, 0, 0)
 // under the key (its low word, its high word); the result is the block's first two words, the second one high.
 // Ten rounds of two 32 x 32 -> 64-bit products, each word pair mixed with the other pair's high half and a key word,
-// the key advanced by the Weyl constants between rounds. Only i64: keys and counters are kiln::random's.
+// the key advanced by the Weyl constants between rounds (philox_block: the whole block, which the seeded
+// kiln::random::normal and uniform draw from too). random_bits: only i64, keys and counters are kiln::random's.
+struct PhiloxBlock {
+  unsigned int word[4];
+};
+KILN_SCALAR_FUNCTION PhiloxBlock philox_block(unsigned long long counter, unsigned long long key) {
+  using Word = unsigned int;
+  using Wide = unsigned long long;
+  Word x0 = Word(counter), x1 = Word(counter >> 32), x2 = 0, x3 = 0;
+  Word key0 = Word(key), key1 = Word(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const Wide product0 = Wide(0xD2511F53u) * x0, product2 = Wide(0xCD9E8D57u) * x2;
+    const Word mixed0 = Word(product2 >> 32) ^ x1 ^ key0, mixed2 = Word(product0 >> 32) ^ x3 ^ key1;
+    x1 = Word(product2);
+    x3 = Word(product0);
+    x0 = mixed0;
+    x2 = mixed2;
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  return PhiloxBlock{{x0, x1, x2, x3}};
+}
 struct random_bits {
   template <Integer T>
   requires(sizeof(T) == 8)
   KILN_SCALAR_FUNCTION T operator()(T key, T counter) const {
-    using Word = unsigned int;
-    using Wide = Unsigned<T>;
-    const Wide key_bits = bits_of(key), counter_bits = bits_of(counter);
-    Word x0 = Word(counter_bits), x1 = Word(counter_bits >> 32), x2 = 0, x3 = 0;
-    Word key0 = Word(key_bits), key1 = Word(key_bits >> 32);
-    for (int round = 0; round < 10; ++round) {
-      const Wide product0 = Wide(0xD2511F53u) * x0, product2 = Wide(0xCD9E8D57u) * x2;
-      const Word mixed0 = Word(product2 >> 32) ^ x1 ^ key0, mixed2 = Word(product0 >> 32) ^ x3 ^ key1;
-      x1 = Word(product2);
-      x3 = Word(product0);
-      x0 = mixed0;
-      x2 = mixed2;
-      key0 += 0x9E3779B9u;
-      key1 += 0xBB67AE85u;
-    }
-    return wrapped<T>((Wide(x1) << 32) | x0);
+    const PhiloxBlock block = philox_block(bits_of(counter), bits_of(key));
+    return wrapped<T>((Unsigned<T>(block.word[1]) << 32) | block.word[0]);
   }
 };
 

@@ -140,7 +140,7 @@ TEST(Function, CaptureByValueKeepsItsTensor) {
 }
 
 TEST(Function, CapturedScalarIsBakedInAtTraceTime) {
-  // The documented sharp bit (README): a number is a constant of the graph, and nothing guards it.
+  // The documented sharp bit (docs/guide.md): a number is a constant of the graph, and nothing guards it.
   double scale = 2;
   auto f = function([&](Tensor x) { return x * scale; });
   Tensor x = random_tensor(DType::f32, {3}, 34);

@@ -1,4 +1,4 @@
-// dtype promotion, as documented in the README: the lattice
+// dtype promotion, as documented in docs/guide.md: the lattice
 // bool < i32 < i64 < f32 < f64, float math in f32 for integers, weakly typed
 // C++ numbers, bool results of comparisons and logical ops.
 
