@@ -144,6 +144,7 @@ BackendCapabilities capabilities(Device device) {
                                        .limit_bytes = std::int64_t{16} << 20},
           .gathered_gemm_operands = true,
           .concats_in_place = true,
+          .concat_pieces = true,
           .gathers_in_kernels = true};
 }
 

@@ -17,8 +17,10 @@
 // Views of memory join like data movement, read where they lie: a padded value read by loop kernels (a masked read,
 // recomputed in each), and a GEMM's left operand made of slices of values in memory side by side (a convolution's
 // windows, gathered as the GEMM packs them). A matmul read by a row kernel whose result is a second matmul's left
-// operand joins them as one attention kernel (where the backend has one). After the scheduler, the CPU's
-// remaining plan step (concats assembled in place) writes concat operands where the concat has them.
+// operand joins them as one attention kernel (where the backend has one). A concat read by loop kernels is read
+// piecewise (each kernel's space runs as boxes, one operand read in each) where the backend runs boxes. After the
+// scheduler, the CPU's remaining plan step (concats assembled in place) writes the operands of the concats that
+// are still written where the concat has them.
 
 #include "compiler/plan.h"
 #include "ir/graph.h"
@@ -58,9 +60,11 @@ struct BackendCapabilities {
   // Loop kernels that read a padded value (pad()'s concat of constants around a value in memory) in place: the
   // constant where the index map falls on the padding, the value elsewhere.
   bool padding_in_place = true;
-  // Kernels that write a concat's operands into its buffer; elementwise ops of a concat distributed over its
-  // operands so that they are written there too (concat_sinking.h).
+  // Kernels that write a concat's operands into its buffer (a concat that its consumers cannot read piecewise).
   bool concats_in_place = false;
+  // Loop kernels that read a concat piecewise: the space run as boxes, one operand read in each (plan.h's
+  // SpaceBox), so the concat is never written and its operands' producers are computed in their boxes.
+  bool concat_pieces = false;
   // take_along_axis in loop and row kernels: an index map whose gathered axis is read from the indices, the
   // values read where they lie in memory (a cross-entropy's picked logit in the logits' row kernel).
   bool gathers_in_kernels = false;

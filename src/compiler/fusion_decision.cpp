@@ -47,6 +47,8 @@ std::string fused_because(const FusionDecision& decision) {
       return "reduction of the epilogue, accumulated tile by tile";
     case Reason::epilogue:
       return "matmul with its consumers as the epilogue, computed tile by tile while each tile is in cache";
+    case Reason::in_its_piece:
+      return "an operand of a concat read piecewise, computed once per element in its piece of the space";
     default:
       break;
   }
@@ -105,10 +107,14 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
     case Reason::moved_product:
       return "the consumers read the product at other elements' positions (a transpose of a square product), and "
              "an epilogue reads only the element it computes";
-    case Reason::gathered_from_memory: return "that kernel reads it where it lies in memory";
+    case Reason::gathered_from_memory:
+      return "that kernel reads it where it lies in memory";
     case Reason::padded_in_memory:
       return "that kernel reads it through its padding, where it lies in memory: the padded value is never written";
-    case Reason::padding_unsupported: return "the kernel reads a padded value in place, which only loop kernels do";
+    case Reason::padding_unsupported:
+      return "the kernel reads a padded value in place, which only loop kernels do";
+    case Reason::pieces_unsupported:
+      return "the kernel reads a concat piecewise, running its space as boxes, which only loop kernels do";
     case Reason::gather_unsupported:
       return "this kind of kernel does not read through take_along_axis's indices";
     case Reason::no_rule:
@@ -121,7 +127,7 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
 
 }  // namespace
 
-bool is_fused(Reason reason) { return reason >= Reason::same_size && reason <= Reason::epilogue; }
+bool is_fused(Reason reason) { return reason >= Reason::same_size && reason <= Reason::in_its_piece; }
 
 bool is_refusal(Reason reason) { return reason >= Reason::library_consumer && reason <= Reason::no_rule; }
 
@@ -162,6 +168,10 @@ std::string describe(const ir::Graph& graph, const FusionDecision& decision) {
              " with " + constant +
              ") in place: the constant where its index map falls on the padding; the padded value is never written";
     }
+    case Reason::read_piecewise:
+      return "reads " + subject + " piecewise: its " + std::to_string(number(decision, 1)) +
+             " operands where it has them along axis " + std::to_string(number(decision, 0)) + ", the space run as " +
+             std::to_string(number(decision, 2)) + " boxes, each reading one operand; the concat is never written";
     case Reason::gathered_operand: {
       std::string sources;
       for (ir::ValueId source : decision.values) sources += (sources.empty() ? "" : ", ") + describe(graph, source);

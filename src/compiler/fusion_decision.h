@@ -22,6 +22,7 @@ enum class Reason {
   column_reduction,    // numbers: reduced axes; a reduction over axes before the last, a block of columns at a time
   epilogue_reduction,  // a full reduction of a GEMM epilogue, accumulated tile by tile
   epilogue,            // a matmul whose consumers are its epilogue
+  in_its_piece,        // an operand of a concat read piecewise, computed in the boxes where the concat is it
   // A note on a kernel.
   recomputed,            // numbers: kernels, flops/element; a cheap producer recomputed in each kernel reading it
   merged_consumers,      // values: the other kernel's first member; both consume `subject` over one space
@@ -29,6 +30,7 @@ enum class Reason {
   transposed_by_strips,  // a strided transpose read by tiles transposed in registers
   view,                  // a reshape of a value in memory: its buffer with the new shape
   padding_in_place,      // values: the padded value, its constant; numbers: the padded axes
+  read_piecewise,        // numbers: the concat's axis, its operands, the boxes the kernel's space runs as
   gathered_operand,      // the GEMM's left operand (a concat of views); values: its sources; numbers: parts, padded
   placed_in_concat,      // values: the concat; numbers: offset, axis
   assembled,             // values: the operands placed; numbers: whether some are still copied
@@ -59,6 +61,7 @@ enum class Reason {
   gathered_from_memory,         // the kernel reads it where it lies in memory (take_along_axis, a GEMM's views)
   padded_in_memory,             // the kernel reads it through its padding, where it lies in memory
   padding_unsupported,          // the kernel reads a padded value in place, which only loop kernels do
+  pieces_unsupported,           // the kernel reads a concat piecewise, in boxes, which only loop kernels do
   gather_unsupported,           // the kernel's template does not read through take_along_axis's indices
   no_rule,                      // no fusion rule for this op
   // A value computed once and written (not fused, consumers in several kernels).

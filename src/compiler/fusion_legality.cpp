@@ -19,8 +19,14 @@ bool Scheduler::read_outside(ir::ValueId value, int group_index) const {
 
 bool Scheduler::escapes(ir::ValueId value, int group_index) const {
   if (is_output_[index(value)]) return true;
-  return std::any_of(users_[index(value)].begin(), users_[index(value)].end(),
-                     [&](ir::ValueId user) { return group_of_[index(user)] != group_index || inlined_[index(user)]; });
+  return std::any_of(users_[index(value)].begin(), users_[index(value)].end(), [&](ir::ValueId user) {
+    // A concat read piecewise is computed where its readers are; a padding reads the padded value in memory.
+    if (piecewise_[index(user)]) {
+      const std::set<int> readers = consumer_groups_of(user);
+      return std::any_of(readers.begin(), readers.end(), [&](int each) { return each != group_index; });
+    }
+    return group_of_[index(user)] != group_index || inlined_[index(user)];
+  });
 }
 
 std::optional<IndexMap> Scheduler::storage_map(KernelKind kind, const LoopNest& nest, ir::ValueId value) const {
@@ -61,6 +67,20 @@ std::vector<IndexMap> Scheduler::reads_of(int group_index, KernelKind kind, cons
       add(node.operands[0], nest.broadcast_map(graph_.type(node.operands[0]).shape));
       continue;
     }
+    // A concat read piecewise reads each operand in its own boxes, at the concat's map moved back by where the
+    // operand starts (the maps hold there only).
+    if (node.op == ir::Op::concat && piecewise_[index(current)]) {
+      const auto axis = static_cast<std::size_t>(node.attributes.axis);
+      std::int64_t start = 0;
+      for (ir::ValueId operand : node.operands) {
+        for (IndexMap map : entry->second) {
+          map[axis].offset -= start;
+          add(operand, map);
+        }
+        start += graph_.type(operand).shape[static_cast<int>(axis)];
+      }
+      continue;
+    }
     // A matmul reads its operands from memory (or gathers them: views), a reshape that changes the layout reads its
     // operand's buffer, and a padding read in place reads the padded value where it lies.
     if (node.op == ir::Op::matmul || node.op == ir::Op::concat || viewed_[index(current)] ||
@@ -84,7 +104,7 @@ bool Scheduler::reads_padding(int group_index) const {
     stack.pop_back();
     for (ir::ValueId operand : graph_.node(value).operands) {
       if (!inlined_[index(operand)] || !seen.insert(operand).second) continue;
-      if (graph_.node(operand).op == ir::Op::concat) return true;
+      if (graph_.node(operand).op == ir::Op::concat && !piecewise_[index(operand)]) return true;
       stack.push_back(operand);
     }
   }
@@ -122,8 +142,8 @@ bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
     return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
   };
   return zero_padding(id) && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
-    return graph_.node(user).op == ir::Op::slice || zero_padding(user);
-  });
+           return graph_.node(user).op == ir::Op::slice || zero_padding(user);
+         });
 }
 
 bool Scheduler::gathers(int group_index) const {
@@ -180,7 +200,8 @@ bool Scheduler::try_fuse(ir::ValueId id, int group_index) {
     const ir::Node& reader = graph_.node(user);
     if (group_of_[index(user)] == group_index && reader.op == ir::Op::take_along_axis && reader.operands[0] == id)
       return refuse(Reason::gathered_from_memory);
-    if (inlined_[index(user)] && reader.op == ir::Op::concat) return refuse(Reason::padded_in_memory);
+    if (inlined_[index(user)] && reader.op == ir::Op::concat && !piecewise_[index(user)])
+      return refuse(Reason::padded_in_memory);
   }
   if (is_loop_fusible(node.op)) return fuse_loop_fusible(id, group_index);
   if (node.op == ir::Op::take_along_axis && capabilities_.gathers_in_kernels) {
@@ -222,9 +243,10 @@ bool Scheduler::fuse_loop_fusible(ir::ValueId id, int group_index) {
   // Computed once per map it is read at: an expensive value read at two (x and its transpose) is computed twice.
   if (maps.size() > 1 && cost > 1)
     return refuse(Reason::recompute_cost, {static_cast<std::int64_t>(maps.size()), cost});
-  Reason reason = Reason::same_size;
+  const std::int64_t elements = computed_elements(id);
+  Reason reason = elements == shape.numel() ? Reason::same_size : Reason::in_its_piece;
   std::vector<std::int64_t> numbers;
-  if (shape.numel() != space.numel()) {
+  if (elements != space.numel()) {
     std::vector<bool> rows(static_cast<std::size_t>(space.rank()), false);
     for (int axis = 0; axis < consumer.first_row_axis(); ++axis) rows[static_cast<std::size_t>(axis)] = true;
     const bool per_row =
@@ -236,7 +258,7 @@ bool Scheduler::fuse_loop_fusible(ir::ValueId id, int group_index) {
       reason = Reason::broadcast;
       numbers = {cost};
     } else {
-      return refuse(Reason::recompute_cost, {space.numel() / std::max<std::int64_t>(shape.numel(), 1), cost});
+      return refuse(Reason::recompute_cost, {space.numel() / std::max<std::int64_t>(elements, 1), cost});
     }
   }
   std::string note = written ? "also written out (multi-output fusion)" : "";
@@ -282,6 +304,7 @@ bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
   if (!own) return refuse(Reason::reduced_axes_unsupported);
   if (own->kind != KernelKind::reduction && gathers(group_index)) return refuse(Reason::gather_unsupported);
   if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
+  if (!piecewise_concats(group_index).empty()) return refuse(Reason::pieces_unsupported);
   const LoopNest& nest = own->nest;
   Reason reason = own->kind == KernelKind::column ? Reason::column_consumers : Reason::row_reduction;
   if (consumer.kind == KernelKind::loop) {
@@ -317,6 +340,7 @@ bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
   if (!is_generated_gemm(graph_, node)) return refuse(Reason::generated_gemm_unsupported);
   if (gathers(group_index)) return refuse(Reason::gather_unsupported);
   if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
+  if (!piecewise_concats(group_index).empty()) return refuse(Reason::pieces_unsupported);
   if (!(node.type.shape == space)) return refuse(Reason::product_shape);
   // The epilogue sees one product's tile: a second product (x w + h u) is computed by a kernel of its own and
   // read from memory.

@@ -34,7 +34,8 @@ Scheduler::Scheduler(const ir::Graph& graph, const BackendCapabilities& capabili
       is_output_(static_cast<std::size_t>(graph.size()), false),
       group_of_(static_cast<std::size_t>(graph.size()), -1),
       inlined_(static_cast<std::size_t>(graph.size()), false),
-      viewed_(static_cast<std::size_t>(graph.size()), false) {
+      viewed_(static_cast<std::size_t>(graph.size()), false),
+      piecewise_(static_cast<std::size_t>(graph.size()), false) {
   for (ir::ValueId id = 0; id < graph.size(); ++id)
     for (ir::ValueId operand : graph.node(id).operands) users_[index(operand)].push_back(id);
   for (ir::ValueId output : graph.outputs) is_output_[index(output)] = true;
@@ -64,6 +65,7 @@ void Scheduler::place(ir::ValueId id) {
     return;
   }
   if (consumer_groups.size() > 1) merge_consumer_loops(id, consumer_groups);
+  if (read_piecewise(id, consumer_groups)) return;
   if (consumer_groups.size() == 1 && join_attention(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
@@ -93,7 +95,8 @@ void Scheduler::place(ir::ValueId id) {
 // compute each element many times).
 bool Scheduler::recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
   const ir::Node& node = graph_.node(id);
-  if (!ir::is_elementwise(node.op) || ir::flops_per_element(node.op) > 1 || is_output_[index(id)] || read_from_memory(id))
+  if (!ir::is_elementwise(node.op) || ir::flops_per_element(node.op) > 1 || is_output_[index(id)] ||
+      read_from_memory(id))
     return false;
   const std::int64_t elements = node.type.shape.numel();
   int arrays = 0;
@@ -145,6 +148,10 @@ void Scheduler::merge_consumer_loops(ir::ValueId producer, std::set<int>& consum
   for (int a : consumer_groups)
     for (int b : consumer_groups)
       if (a != b && reaches(a, b)) return;
+  // One kernel's boxes are cut for its own concats; two kernels cut differently stay two.
+  const auto with_pieces = std::count_if(consumer_groups.begin(), consumer_groups.end(),
+                                         [&](int each) { return !piecewise_concats(each).empty(); });
+  if (with_pieces > 1) return;
   for (int each : consumer_groups) {
     if (each == first) continue;
     merge_into(first, each,
@@ -184,6 +191,8 @@ void Scheduler::merge_siblings() {
       if (shared.empty() || reaches(static_cast<int>(a), static_cast<int>(b)) ||
           reaches(static_cast<int>(b), static_cast<int>(a)))
         continue;
+      if (!piecewise_concats(static_cast<int>(a)).empty() && !piecewise_concats(static_cast<int>(b)).empty())
+        continue;  // as merge_consumer_loops
       merge_into(static_cast<int>(a), static_cast<int>(b),
                  {.reason = Reason::merged_siblings, .subject = *shared.begin(), .values = {second.members.front()}});
     }
@@ -245,6 +254,7 @@ bool Scheduler::fuse_transpose_by_strips(ir::ValueId id) {
   if (group_index < 0) return false;
   const Group& consumer = group(group_index);
   if (consumer.kind != KernelKind::loop || !(consumer.nest.space == node.type.shape)) return false;
+  if (!piecewise_concats(group_index).empty()) return false;  // strips are tiles of the whole space, not of boxes
   for (ir::ValueId user : users_[index(id)])
     if (group_of_[index(user)] != group_index) return false;
   const IndexMap identity = consumer.nest.broadcast_map(node.type.shape);
@@ -277,8 +287,8 @@ bool Scheduler::reads_memory_of(ir::ValueId user, ir::ValueId id) const {
   const bool gathered = node.op == ir::Op::take_along_axis && node.operands[0] == id;
   // A view a GEMM gathers, and a padding read in place, read what is under them where it lies (but not their
   // constants, whose value they use).
-  const bool viewed = (viewed_[index(user)] || (inlined_[index(user)] && node.op == ir::Op::concat)) &&
-                      graph_.node(id).op != ir::Op::constant;
+  const bool padding = inlined_[index(user)] && node.op == ir::Op::concat && !piecewise_[index(user)];
+  const bool viewed = (viewed_[index(user)] || padding) && graph_.node(id).op != ir::Op::constant;
   return node.op == ir::Op::matmul || layout_change || gathered || viewed ||
          (each >= 0 && group(each).kind == KernelKind::library);
 }
@@ -294,7 +304,8 @@ bool Scheduler::read_through_padding(ir::ValueId id, const std::set<int>& consum
   for (int each : consumer_groups)
     if (each < 0 || group(each).kind != KernelKind::loop) return false;
   for (ir::ValueId user : users_[index(id)]) {
-    const bool padding_above = inlined_[index(user)] && graph_.node(user).op == ir::Op::concat;
+    const bool padding_above =
+        inlined_[index(user)] && graph_.node(user).op == ir::Op::concat && !piecewise_[index(user)];
     // Under another padding read in place, with the same constant: one masked read of the value under both.
     if (padding_above &&
         !same_constant_value(graph_.node(padding_of(graph_, user)->constant), graph_.node(padding->constant)))
@@ -421,6 +432,10 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
       kernel.row_outputs.push_back(member);
   }
   if (kernel.kind == KernelKind::loop) note_padding(kernel);
+  if (const std::set<ir::ValueId> concats = piecewise_concats(group_index); !concats.empty()) {
+    kernel.piecewise.assign(concats.begin(), concats.end());
+    kernel.pieces = *boxes(group_index);  // read_piecewise and the merges kept them possible
+  }
   for (ir::ValueId member : kernel.members) {
     const ir::Node& matmul = graph_.node(member);
     if (matmul.op != ir::Op::matmul || !viewed_[index(matmul.operands[0])]) continue;
@@ -434,8 +449,8 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
       const Shape& whole = graph_.type(view.source).shape;
       for (int axis = 0; axis < part.rank(); ++axis) {
         const auto a = static_cast<std::size_t>(axis);
-        padded = padded || (part[axis] > 0 && (view.start[a] < 0 ||
-                                               view.start[a] + (part[axis] - 1) * view.step[a] >= whole[axis]));
+        padded = padded || (part[axis] > 0 &&
+                            (view.start[a] < 0 || view.start[a] + (part[axis] - 1) * view.step[a] >= whole[axis]));
       }
     }
     kernel.decisions.push_back({.reason = Reason::gathered_operand,
@@ -471,7 +486,7 @@ std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId concat) const {
 
 void Scheduler::note_padding(FusedKernel& kernel) const {
   auto padded_in_kernel = [&](ir::ValueId value) {
-    return inlined_[index(value)] && graph_.node(value).op == ir::Op::concat &&
+    return inlined_[index(value)] && graph_.node(value).op == ir::Op::concat && !piecewise_[index(value)] &&
            std::find(kernel.members.begin(), kernel.members.end(), value) != kernel.members.end();
   };
   for (ir::ValueId member : kernel.members) {

@@ -62,6 +62,8 @@ class Scheduler {
   // Whether concat `id` is a padded value its consumer kernels, all loop kernels, read in place (recomputed in each
   // as a masked read of the value under the padding, which stays in memory).
   bool read_through_padding(ir::ValueId id, const std::set<int>& consumer_groups) const;
+  // Whether concat `id`, read only by loop kernels, is read piecewise by each (inlined; their spaces run as boxes).
+  bool read_piecewise(ir::ValueId id, const std::set<int>& consumer_groups);
   // Whether `id`, read by several kernels that could not become one, is better recomputed in each of them.
   bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const;
   // Multi-output fusion of a producer read by several kernels: it joins the one it can, and is written for the
@@ -119,6 +121,14 @@ class Scheduler {
   bool gathers(int group) const;
   // Whether `group` reads a padded value in place (which only loop kernels do).
   bool reads_padding(int group) const;
+  // The concats `group` reads piecewise (concat_pieces.cpp), and the boxes its space runs as for them: none when
+  // a read of one cannot be cut into boxes (its coordinate along the concat axis moves by more than one per step)
+  // or the boxes would be more than a kernel runs.
+  std::set<ir::ValueId> piecewise_concats(int group) const;
+  std::optional<std::vector<SpaceBox>> boxes(int group) const;
+  // The elements of the concats that are all of `id`'s readers when they are concats read piecewise (an operand is
+  // computed in its piece only: as often as the concat is), else `id`'s own.
+  std::int64_t computed_elements(ir::ValueId id) const;
   // Whether `id` can join gemm group `group` as a view its GEMM gathers: the matmul's left operand, a concat along
   // the last axis; a slice (unit step along the last axis) that is one of its parts; a zero padding along a leading
   // axis under such slices.
@@ -146,7 +156,8 @@ class Scheduler {
   std::vector<bool> is_output_;
   std::vector<int> group_of_;
   std::vector<bool> inlined_;
-  std::vector<bool> viewed_;  // members of a GEMM's gathered operand: read as views, never computed
+  std::vector<bool> viewed_;     // members of a GEMM's gathered operand: read as views, never computed
+  std::vector<bool> piecewise_;  // inlined concats read piecewise (the others inlined are paddings)
   std::vector<Group> groups_;
   FusionPlan plan_;
 };

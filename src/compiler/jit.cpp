@@ -10,7 +10,6 @@
 #include "compiler/codegen/cuda/nvrtc_build.h"
 #include "runtime/cuda/cuda_context.h"
 #endif
-#include "compiler/concat_sinking.h"
 #include "compiler/dump.h"
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
@@ -75,12 +74,6 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
   };
   optimize(graph, observer);
   const BackendCapabilities backend = capabilities(device);
-  // An op sunk into a concat's operands is written where the concat has it only where kernels write concat
-  // operands in place; elsewhere it would add kernels.
-  if (backend.concats_in_place && sink_elementwise_into_concats(graph)) {
-    observer("concat-sinking", graph);
-    optimize(graph, observer);
-  }
   lowering.optimized = ir::print(graph);
   lowering.plan = fuse(graph, backend);
   lowering.assignment = assign_buffers(graph, lowering.plan);

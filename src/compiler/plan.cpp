@@ -45,10 +45,25 @@ bool FusedKernel::stores_per_row(ir::ValueId value) const {
   return std::find(row_outputs.begin(), row_outputs.end(), value) != row_outputs.end();
 }
 
+IndexMap FusedKernel::from_origin(IndexMap map) const {
+  if (origin.empty()) return map;
+  for (AxisMap& entry : map)
+    if (entry.source >= 0) entry.offset += entry.scale * origin[static_cast<std::size_t>(entry.source)];
+  return map;
+}
+
+FusedKernel FusedKernel::piece(std::size_t box) const {
+  FusedKernel part = *this;
+  part.space = pieces[box].shape;
+  part.origin = pieces[box].origin;
+  part.pieces.clear();
+  return part;
+}
+
 IndexMap output_map(const ir::Graph& graph, const FusedKernel& kernel, ir::ValueId value) {
   const LoopNest nest = kernel.nest();
   const Shape& shape = graph.type(value).shape;
-  return kernel.stores_per_row(value) ? nest.kept_map(shape) : nest.broadcast_map(shape);
+  return kernel.from_origin(kernel.stores_per_row(value) ? nest.kept_map(shape) : nest.broadcast_map(shape));
 }
 
 const Placement* placement_of(const FusedKernel& kernel, ir::ValueId value) {
@@ -114,6 +129,7 @@ std::string print_plan(const ir::Graph& graph, const FusionPlan& plan) {
       text += ", reducing the last " + std::to_string(kernel.reduced_axes) + " axes";
     if (kernel.kind == KernelKind::column)
       text += ", reducing the " + std::to_string(kernel.reduced_axes) + " axes before the last";
+    if (!kernel.pieces.empty()) text += ", run as " + std::to_string(kernel.pieces.size()) + " boxes";
     text += "):";
     for (ir::ValueId member : kernel.members)
       text += " %" + std::to_string(member) + " " + std::string(ir::name(graph.node(member).op));

@@ -6,7 +6,8 @@
 // Kernel kinds (the template a generator applies to the nest):
 //   loop       elementwise ops, broadcasts, transposes, slices and reshapes over one iteration space; one or
 //              several outputs (multi-output fusion: an Adam step is one kernel). A padded input (pad()'s
-//              concats) is read in place, the padding's constant where the index map falls on it.
+//              concats) is read in place, the padding's constant where the index map falls on it. A concat is
+//              read piecewise: the space runs as boxes (pieces), in each of which the concat is one operand.
 //   reduction  reductions over the trailing axes of the space, with their producers and the consumers of their
 //              results: softmax and layer_norm are one kernel each, computed row by row.
 //   column     a reduction over a run of axes before the kept last axis (a sum over the batch axis, a mean over
@@ -56,6 +57,16 @@ struct GatheredView {
   std::vector<std::int64_t> start, step;
 };
 
+// A box of a loop kernel's space, the coordinates origin + [0, shape): a kernel that reads a concat piecewise runs
+// its space as boxes one after another, cut where any concat it reads passes from one operand to the next, so that
+// in each box every such read is a read of one operand (at the concat's map, moved back by where the operand
+// starts). Inductor's concat kernels branch per element; boxes keep each loop free of the choice.
+struct SpaceBox {
+  std::vector<std::int64_t> origin;
+  Shape shape;
+  friend bool operator==(const SpaceBox&, const SpaceBox&) = default;
+};
+
 struct FusedKernel {
   KernelKind kind = KernelKind::loop;
   std::vector<ir::ValueId> members;  // nodes computed inside, in graph (topological) order
@@ -72,10 +83,20 @@ struct FusedKernel {
   // gemm (CPU): the matmul's left operand, a concat along its last axis, as its parts side by side, gathered while
   // the GEMM packs A; empty when the operand is read from memory.
   std::vector<GatheredView> gathered;
+  // loop: the boxes its space runs as, when it reads concats piecewise (the `piecewise` members); else empty.
+  std::vector<SpaceBox> pieces;
+  std::vector<ir::ValueId> piecewise;
+  // One box of such a kernel as a kernel of its own (the code generator's view of it): `space` is the box's shape
+  // and `origin` where it starts in the whole space; the index maps of the kernel's values add it.
+  std::vector<std::int64_t> origin;
 
   // The loop nest: `space` with the reduced run that `kind` and `reduced_axes` give.
   LoopNest nest() const;
   bool stores_per_row(ir::ValueId value) const;
+  // `map`, a map from the box's coordinates, from those of the whole space: the origin added where it reads one.
+  IndexMap from_origin(IndexMap map) const;
+  // The kernel that runs box `box` of this one's pieces.
+  FusedKernel piece(std::size_t box) const;
 };
 
 // Where a kernel's code computes output `value`: at the kept map of its nest when stored per row, else at the

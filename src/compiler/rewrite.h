@@ -48,19 +48,4 @@ class Rewriter {
   bool changed_ = false;
 };
 
-// For passes that rebuild a graph node by node into a new one (concat sinking, squeeze sinking): a graph with
-// `input`'s name and host functions to add the nodes to, and at the end its parameters and outputs, `input`'s
-// mapped through `new_id` (value of `input` -> value of the rebuilt graph).
-inline ir::Graph start_rebuild(const ir::Graph& input) {
-  ir::Graph result;
-  result.name = input.name;
-  result.host_functions = input.host_functions;
-  return result;
-}
-inline void finish_rebuild(const ir::Graph& input, const std::vector<ir::ValueId>& new_id, ir::Graph& result) {
-  for (ir::ValueId parameter : input.parameters)
-    result.parameters.push_back(new_id[static_cast<std::size_t>(parameter)]);
-  for (ir::ValueId output : input.outputs) result.outputs.push_back(new_id[static_cast<std::size_t>(output)]);
-}
-
 }  // namespace kiln::compiler

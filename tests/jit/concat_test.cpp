@@ -85,29 +85,45 @@ TEST(ConcatInPlace, EveryDtypeAndEmptyOperands) {
 TEST(ConcatInPlace, OperandsOneElementWide) {
   const Tensor a = random_tensor(DType::i64, {3, 1}, 11), b = random_tensor(DType::f32, {40, 1}, 12);
   const Tensor flags = random_tensor(DType::boolean, {2, 1}, 13);
-  expect_agreement("i64 columns", [](Tensor a) { return concat({a * 494, a + 500}, 1); }, a);
-  expect_agreement("f32 columns", [](Tensor b) { return concat({b * 2, exp(b), b}, 1); }, b);
-  expect_agreement("bool columns", [](Tensor flags) { return concat({flags, logical_not(flags)}, 1); }, flags);
+  expect_agreement(
+      "i64 columns",
+      [](Tensor a) {
+        return concat({a * 494, a + 500}, 1);
+      },
+      a);
+  expect_agreement(
+      "f32 columns",
+      [](Tensor b) {
+        return concat({b * 2, exp(b), b}, 1);
+      },
+      b);
+  expect_agreement(
+      "bool columns",
+      [](Tensor flags) {
+        return concat({flags, logical_not(flags)}, 1);
+      },
+      flags);
 }
 
-// Elementwise ops of a concat run on its operands (compiler/concat_sinking.h), whose kernels then write the
-// concat in place: the concat's elements are written once, not copied and read back.
-TEST(ConcatSinking, ElementwiseOpsAfterAConcatRunInItsOperandsKernels) {
+// Elementwise ops of a concat run in one loop kernel that reads the concat piecewise (compiler/concat_pieces.cpp):
+// its space runs as boxes, each reading one operand, and the concat is never written.
+TEST(ConcatPieces, ElementwiseOpsAfterAConcatReadItPiecewise) {
   const Tensor a = random_tensor(DType::f32, {300, 130}, 14), b = random_tensor(DType::f32, {300, 101}, 15);
   const Tensor row = random_tensor(DType::f32, {231}, 16), column = random_tensor(DType::f32, {300, 1}, 17);
   auto activation = [](Tensor a, Tensor b, Tensor row, Tensor column) {
     return relu(concat({a, b}, 1)) * row + column;
   };
   auto result = expect_agreement("relu(concat(a, b)) * row + column", activation, a, b, row, column);
-  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
-  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
-  // A comparison and a cast change the dtype on the way; along axis 0 with the operands computed.
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "run as 2 boxes")) << result.fused;
+  // A comparison and a cast change the dtype on the way; along axis 0 with the operands computed in their boxes.
   auto flags = [](Tensor a) {
     const Tensor stacked = concat({exp(a), a * 2, a}, 0);
     return cast(stacked > 0.5, DType::i32) * 3;
   };
   result = expect_agreement("cast(concat(...) > 0.5) * 3", flags, a);
-  EXPECT_TRUE(contains(result.fused, "assembled in place")) << result.fused;
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "run as 3 boxes")) << result.fused;
   // The rotation of rotary position embeddings: q * cos + concat(-x2, x1) * sin over [batch, tokens, heads, 128].
   const Tensor q = random_tensor(DType::f32, {2, 64, 4, 128}, 18);
   const Tensor cosine = random_tensor(DType::f32, {64, 1, 128}, 19), sine = random_tensor(DType::f32, {64, 1, 128}, 20);
@@ -118,15 +134,50 @@ TEST(ConcatSinking, ElementwiseOpsAfterAConcatRunInItsOperandsKernels) {
   };
   result = expect_agreement("rotary embedding", rotary, q, cosine, sine);
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
-  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "piecewise")) << result.fused;
 }
 
-TEST(ConcatSinking, EveryDtype) {
+// Reads that are not plain: a reversed concat, a concat broadcast over a larger space, a transposed one, concats
+// of concats, operands that are empty or one element wide, and a concat read by two kernels.
+TEST(ConcatPieces, ReversedBroadcastTransposedAndNestedReads) {
+  const Tensor a = random_tensor(DType::f32, {37, 5}, 31), b = random_tensor(DType::f32, {37, 11}, 32);
+  const Tensor c = random_tensor(DType::f32, {37, 1}, 33), wide = random_tensor(DType::f32, {9, 37, 17}, 34);
+  const Tensor empty = random_tensor(DType::f32, {37, 0}, 35);
+  auto reversed = [](Tensor a, Tensor b, Tensor c) {
+    return exp(flip(concat({a, b, c}, 1), {1})) - concat({c, b, a}, 1);
+  };
+  auto result = expect_agreement("flip(concat) - concat", reversed, a, b, c);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  auto broadcast = [](Tensor a, Tensor b, Tensor c, Tensor wide) { return wide * concat({sqrt(abs(a)), b, c * 3}, 1); };
+  result = expect_agreement("wide * concat", broadcast, a, b, c, wide);
+  // The concat is read 9 times per element: the square root (more than a flop) is written by a kernel of its own
+  // rather than recomputed 9 times, and c * 3 is recomputed.
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "recomputed 9 times")) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "piecewise")) << result.fused;
+  auto transposed = [](Tensor a, Tensor b, Tensor c) { return transpose(concat({a * 2, b, c}, 1), {1, 0}) + 1; };
+  expect_agreement("transpose(concat)", transposed, a, b, c);
+  auto nested = [](Tensor a, Tensor b, Tensor c, Tensor empty) {
+    return tanh(concat({concat({a, empty, c}, 1), b, concat({c, c}, 1)}, 1));
+  };
+  result = expect_agreement("concat of concats", nested, a, b, c, empty);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  auto two_readers = [](Tensor a, Tensor b) {
+    const Tensor joined = concat({a, b}, 1);
+    return std::vector<Tensor>{exp(joined), reduce_sum(joined * joined, {0})};
+  };
+  expect_agreement("a concat read by a loop kernel and a column reduction", two_readers, a, b);
+  const Tensor scalar_rows = random_tensor(DType::f32, {1, 3}, 36), more_rows = random_tensor(DType::f32, {2, 3}, 37);
+  auto rows = [](Tensor x, Tensor y) { return concat({x, y, x}, 0) * 2 - 1; };
+  expect_agreement("rows", rows, scalar_rows, more_rows);
+}
+
+TEST(ConcatPieces, EveryDtype) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
     const Tensor a = random_tensor(dtype, {256, 200}, 21), b = random_tensor(dtype, {256, 56}, 22);
     auto body = [](Tensor a, Tensor b) { return maximum(concat({a, b}, 1), concat({b, a}, 1)) - 1; };
     const auto result = expect_agreement("concat of " + std::string(to_string(dtype)), body, a, b);
-    EXPECT_TRUE(contains(result.fused, "assembled in place")) << result.fused;
+    EXPECT_TRUE(contains(result.fused, "run as 3 boxes")) << result.fused;
   }
 }
 

@@ -2,7 +2,6 @@
 // result (the style of XLA's HLO pass tests).
 
 #include "compiler/buffer_assignment.h"
-#include "compiler/concat_sinking.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
@@ -177,57 +176,6 @@ TEST(Simplify, AReductionOfATransposeReducesItsOperand) {
               "  %8 = f32[1,3] reduce_prod(%2) {axes=[0], keepdims=true}\n"
               "  return %3, %4, %5, %7, %8\n"
               "}\n");
-}
-
-TEST(ConcatSinking, ElementwiseOpsOfAConcatApplyToItsOperands) {
-  // relu then a multiply sink through the concat along axis 1: the [256] row of the multiply is sliced (it
-  // varies along axis 1), the [256,1] column and the constant broadcast along it and stay whole; the second
-  // concat, split at the same place, gives its operands.
-  expect_pass(then_dce<sink_elementwise_into_concats>,
-              "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
-              "(f32[256,256]) {\n"
-              "  %5 = f32[256,256] concat(%0, %1) {axis=1}\n"
-              "  %6 = f32[256,256] relu(%5)\n"
-              "  %7 = f32[] constant(2)\n"
-              "  %8 = f32[256,256] mul(%6, %2)\n"
-              "  %9 = f32[256,256] mul(%8, %3)\n"
-              "  %10 = f32[256,256] concat(%4, %0) {axis=1}\n"
-              "  %11 = f32[256,256] add(%9, %10)\n"
-              "  %12 = f32[256,256] mul(%11, %7)\n"
-              "  return %12\n"
-              "}\n",
-              "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
-              "(f32[256,256]) {\n"
-              "  %5 = f32[256,128] relu(%0)\n"
-              "  %6 = f32[256,128] relu(%1)\n"
-              "  %7 = f32[] constant(2)\n"
-              "  %8 = f32[128] slice(%2) {start=[0], step=[1]}\n"
-              "  %9 = f32[256,128] mul(%5, %8)\n"
-              "  %10 = f32[128] slice(%2) {start=[128], step=[1]}\n"
-              "  %11 = f32[256,128] mul(%6, %10)\n"
-              "  %12 = f32[256,128] mul(%9, %3)\n"
-              "  %13 = f32[256,128] mul(%11, %3)\n"
-              "  %14 = f32[256,128] add(%12, %4)\n"
-              "  %15 = f32[256,128] add(%13, %0)\n"
-              "  %16 = f32[256,128] mul(%14, %7)\n"
-              "  %17 = f32[256,128] mul(%15, %7)\n"
-              "  %18 = f32[256,256] concat(%16, %17) {axis=1}\n"
-              "  return %18\n"
-              "}\n");
-}
-
-TEST(ConcatSinking, ConcatsReadElsewhereOrSmallStay) {
-  // The concat is also returned; the second is below sinking_elements.
-  const std::string kept =
-      "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[8,4], %3: f32[8,4]) -> (f32[256,256], f32[256,256], "
-      "f32[8,8]) {\n"
-      "  %4 = f32[256,256] concat(%0, %1) {axis=1}\n"
-      "  %5 = f32[256,256] exp(%4)\n"
-      "  %6 = f32[8,8] concat(%2, %3) {axis=1}\n"
-      "  %7 = f32[8,8] exp(%6)\n"
-      "  return %4, %5, %7\n"
-      "}\n";
-  expect_pass(then_dce<sink_elementwise_into_concats>, kept, kept, false);
 }
 
 TEST(Cse, MergesIdenticalNodesButNotHostCalls) {
@@ -554,6 +502,107 @@ TEST(FuseAttention, MatmulRowKernelMatmulBecomeOneKernel) {
   EXPECT_EQ(printed.find("library:"), std::string::npos) << printed;
   // The scores written to memory are the buffer assignment's to see: none are left.
   EXPECT_EQ(assign_buffers(graph, plan).arena_bytes, 0) << printed;
+}
+
+// The CPU's plan for `text`, printed.
+PrintedPlan cpu_plan_of(const std::string& text) {
+  ir::Graph graph = ir::parse(text);
+  FusionPlan plan = fuse(graph, capabilities(Device::cpu()));
+  std::string printed = print_plan(graph, plan);
+  return {std::move(plan), std::move(printed)};
+}
+
+SpaceBox box(std::vector<std::int64_t> origin, Shape shape) { return {std::move(origin), std::move(shape)}; }
+
+// Elementwise ops of a concat run in one loop kernel that reads the concat piecewise: its space runs as two boxes
+// along axis 1, each reading one operand of each concat (the second concat is cut at the same place), and the
+// [256] row and the [256,1] column are read at the whole space's coordinates in both.
+TEST(ConcatPieces, ALoopKernelReadsConcatsPiecewiseInBoxes) {
+  const auto [plan, printed] = cpu_plan_of(
+      "func @f(%0: f32[256,128], %1: f32[256,128], %2: f32[256], %3: f32[256,1], %4: f32[256,128]) -> "
+      "(f32[256,256]) {\n"
+      "  %5 = f32[256,256] concat(%0, %1) {axis=1}\n"
+      "  %6 = f32[256,256] relu(%5)\n"
+      "  %7 = f32[] constant(2)\n"
+      "  %8 = f32[256,256] mul(%6, %2)\n"
+      "  %9 = f32[256,256] mul(%8, %3)\n"
+      "  %10 = f32[256,256] concat(%4, %0) {axis=1}\n"
+      "  %11 = f32[256,256] add(%9, %10)\n"
+      "  %12 = f32[256,256] mul(%11, %7)\n"
+      "  return %12\n"
+      "}\n");
+  ASSERT_EQ(plan.kernels.size(), 1u) << printed;
+  const FusedKernel& kernel = plan.kernels[0];
+  EXPECT_EQ(kernel.kind, KernelKind::loop) << printed;
+  EXPECT_EQ(kernel.piecewise, (std::vector<ir::ValueId>{5, 10})) << printed;
+  EXPECT_EQ(kernel.pieces, (std::vector<SpaceBox>{box({0, 0}, Shape{256, 128}), box({0, 128}, Shape{256, 128})}))
+      << printed;
+  EXPECT_EQ(kernel.inputs, (std::vector<ir::ValueId>{0, 1, 2, 3, 4})) << printed;
+  const FusionDecision* read = decision(plan, Reason::read_piecewise, 5);
+  ASSERT_NE(read, nullptr) << printed;
+  EXPECT_EQ(read->numbers, (std::vector<std::int64_t>{1, 2, 2})) << printed;
+  EXPECT_NE(printed.find("kernel 0 (loop over [256,256], run as 2 boxes)"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("reads %5 concat piecewise: its 2 operands where it has them along axis 1, the space run "
+                         "as 2 boxes, each reading one operand; the concat is never written"),
+            std::string::npos)
+      << printed;
+}
+
+// Producers of the operands join the boxes where the concat is them, computed once per element; a reversed read
+// (a slice of step -1) cuts where its coordinate passes from one operand to the other; concats cut at different
+// places along one axis give a box per interval.
+TEST(ConcatPieces, OperandsProducersJoinAndReversedReadsCutTheirBoxes) {
+  const auto [plan, printed] = cpu_plan_of(
+      "func @f(%0: f32[3,4], %1: f32[5,4], %2: f32[6,4], %3: f32[2,4]) -> (f32[8,4]) {\n"
+      "  %4 = f32[3,4] exp(%0)\n"
+      "  %5 = f32[8,4] concat(%4, %1) {axis=0}\n"
+      "  %6 = f32[8,4] slice(%5) {start=[7,0], step=[-1,1]}\n"
+      "  %7 = f32[8,4] concat(%2, %3) {axis=0}\n"
+      "  %8 = f32[8,4] add(%6, %7)\n"
+      "  return %8\n"
+      "}\n");
+  ASSERT_EQ(plan.kernels.size(), 1u) << printed;
+  const FusedKernel& kernel = plan.kernels[0];
+  // The reversed concat's coordinate is 7 - c0: operand %1 (rows 3 to 7) for c0 < 5, %4 after; %7 changes at 6.
+  EXPECT_EQ(kernel.pieces,
+            (std::vector<SpaceBox>{box({0, 0}, Shape{5, 4}), box({5, 0}, Shape{1, 4}), box({6, 0}, Shape{2, 4})}))
+      << printed;
+  const FusionDecision* joined = decision(plan, Reason::in_its_piece, 4);
+  ASSERT_NE(joined, nullptr) << printed;
+  EXPECT_NE(printed.find("fused %4 exp: an operand of a concat read piecewise, computed once per element in its "
+                         "piece of the space"),
+            std::string::npos)
+      << printed;
+}
+
+// A concat that is returned, read by a row kernel or a matmul, or cut into too many boxes is written (its operands
+// in place where their kernels can); without boxes in the backend (CUDA's today) every concat is.
+TEST(ConcatPieces, ConcatsThatCannotBeReadPiecewiseAreWritten) {
+  const std::string text =
+      "func @f(%0: f32[4,3], %1: f32[4,5], %2: f32[4,1]) -> (f32[4,8], f32[4,8], f32[4,1]) {\n"
+      "  %3 = f32[4,8] concat(%0, %1) {axis=1}\n"
+      "  %4 = f32[4,8] exp(%3)\n"
+      "  %5 = f32[4,8] concat(%1, %0) {axis=1}\n"
+      "  %6 = f32[4,1] reduce_sum(%5) {axes=[1], keepdims=true}\n"
+      "  return %3, %4, %6\n"
+      "}\n";
+  const auto [plan, printed] = cpu_plan_of(text);
+  for (const FusedKernel& kernel : plan.kernels) EXPECT_TRUE(kernel.pieces.empty()) << printed;
+  EXPECT_EQ(decision(plan, Reason::read_piecewise, 3), nullptr) << printed;  // returned
+  EXPECT_EQ(decision(plan, Reason::read_piecewise, 5), nullptr) << printed;  // read by a row kernel
+  std::string tiled = "func @f(%0: f32[4,2]) -> (f32[4,34]) {\n  %1 = f32[4,34] concat(%0";
+  for (int copy = 1; copy < 17; ++copy) tiled += ", %0";
+  tiled += ") {axis=1}\n  %2 = f32[4,34] exp(%1)\n  return %2\n}\n";
+  const auto [many, many_printed] = cpu_plan_of(tiled);
+  for (const FusedKernel& kernel : many.kernels) EXPECT_TRUE(kernel.pieces.empty()) << many_printed;
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[4,3], %1: f32[4,5]) -> (f32[4,8]) {\n"
+      "  %2 = f32[4,8] concat(%0, %1) {axis=1}\n"
+      "  %3 = f32[4,8] exp(%2)\n"
+      "  return %3\n"
+      "}\n");
+  const FusionPlan without = fuse(graph, BackendCapabilities{});
+  for (const FusedKernel& kernel : without.kernels) EXPECT_TRUE(kernel.pieces.empty()) << print_plan(graph, without);
 }
 
 TEST(BufferAssignment, IntermediatesShareTheArenaByLiveness) {

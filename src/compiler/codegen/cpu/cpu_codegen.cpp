@@ -75,12 +75,39 @@ std::string math_switch(const std::string& name, bool needed, const std::string&
          (needed ? "1\n" : "0  // " + what + ": the prelude leaves that math out\n");
 }
 
+// "[0, 2) x [64, 128)": the coordinates a box covers, axis by axis.
+std::string box_text(const SpaceBox& box) {
+  std::string text;
+  for (int axis = 0; axis < box.shape.rank(); ++axis) {
+    const std::int64_t begin = box.origin[static_cast<std::size_t>(axis)];
+    text += (axis ? " x [" : "[") + std::to_string(begin) + ", " + std::to_string(begin + box.shape[axis]) + ")";
+  }
+  return text;
+}
+
 // The code of each generated kernel, by plan index (empty for the others).
 std::vector<std::string> kernel_code(const ir::Graph& graph, const FusionPlan& plan) {
   std::vector<std::string> code(plan.kernels.size());
   for (int index : generated_kernels(plan)) {
-    KernelEmitter emitter(graph, plan.kernels[static_cast<std::size_t>(index)], index);
-    code[static_cast<std::size_t>(index)] = emitter.heading() + "namespace {\n\n" + emit_row_kernel(emitter);
+    const FusedKernel& kernel = plan.kernels[static_cast<std::size_t>(index)];
+    KernelEmitter whole(graph, kernel, index);
+    std::string& text = code[static_cast<std::size_t>(index)];
+    if (kernel.pieces.empty()) {
+      text = whole.heading() + "namespace {\n\n" + emit_row_kernel(whole);
+      continue;
+    }
+    // A kernel reading concats piecewise: each box a loop nest of its own, then the entry point running them.
+    text = whole.heading();
+    std::vector<PieceCode> boxes;
+    for (std::size_t box = 0; box < kernel.pieces.size(); ++box) {
+      const FusedKernel piece = kernel.piece(box);
+      KernelEmitter emitter(graph, piece, index, static_cast<int>(box));
+      boxes.push_back(emit_piece(emitter));
+      boxes.back().origin = piece.origin;
+      text += "\n// box " + std::to_string(box) + " of " + std::to_string(kernel.pieces.size()) + ": coordinates " +
+              box_text(kernel.pieces[box]) + "\nnamespace {\n\n" + boxes.back().text;
+    }
+    text += piece_entry(index, kernel.space, boxes);
   }
   return code;
 }

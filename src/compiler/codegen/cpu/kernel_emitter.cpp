@@ -23,11 +23,16 @@ std::int64_t Layout::rows() const {
 
 std::string storage_type(DType dtype) {
   switch (dtype) {
-    case DType::boolean: return "uint8_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-    case DType::f32: return "float";
-    case DType::f64: return "double";
+    case DType::boolean:
+      return "uint8_t";
+    case DType::i32:
+      return "int32_t";
+    case DType::i64:
+      return "int64_t";
+    case DType::f32:
+      return "float";
+    case DType::f64:
+      return "double";
   }
   return "?";
 }
@@ -48,8 +53,12 @@ std::string literal(const ir::Node& constant) {
   return std::to_string(value) + "LL";
 }
 
-KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index)
-    : graph_(graph), kernel_(kernel), index_(index), member_(static_cast<std::size_t>(graph.size()), false) {
+KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece)
+    : graph_(graph),
+      kernel_(kernel),
+      index_(index),
+      piece_(piece),
+      member_(static_cast<std::size_t>(graph.size()), false) {
   for (ir::ValueId member : kernel.members) member_[static_cast<std::size_t>(member)] = true;
 }
 
@@ -93,14 +102,18 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
   if (same_value > 0) suffix = "_" + std::to_string(same_value);
 
   created.name = "x" + std::to_string(value) + suffix;
-  if (!is_member(value) || (node.op == ir::Op::reshape && !is_member(node.operands[0]) && !is_unit_reshape(graph_, node))) {
+  if (!is_member(value) ||
+      (node.op == ir::Op::reshape && !is_member(node.operands[0]) && !is_unit_reshape(graph_, node))) {
     // A load from memory. A reshape of an input reads that input's buffer
     // with the reshape's own (dense) layout.
     return add_load(std::move(created), is_member(value) ? node.operands[0] : value, node.type.shape, map);
   }
+  if (node.op == ir::Op::concat &&
+      std::find(kernel_.piecewise.begin(), kernel_.piecewise.end(), value) != kernel_.piecewise.end())
+    return piece_instance(value, map);
   if (node.op == ir::Op::concat) {
-    // A padded input read in place (fusion.h: padding read in place): down the member concats to the value they pad, each
-    // moving the map by its padding before the value and bounding the coordinate along its axis.
+    // A padded input read in place (fusion.h: padding read in place): down the member concats to the value they pad,
+    // each moving the map by its padding before the value and bounding the coordinate along its axis.
     ir::ValueId source = value;
     IndexMap source_map = map;
     while (is_member(source)) {
@@ -146,7 +159,8 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
         throw CompileError(std::string(ir::name(node.op)), "a reshape of a computed value cannot be fused",
                            node.location);
       return instance(node.operands[0], compiler::operand_map(graph_, node, 0, map));
-    default: break;
+    default:
+      break;
   }
   created.name = "v" + std::to_string(value) + suffix;
   if (ir::is_reduction(node.op)) {
@@ -168,6 +182,32 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
   }
   instances_.push_back(std::move(created));
   return instance_count() - 1;
+}
+
+int KernelEmitter::piece_instance(ir::ValueId value, const IndexMap& map) {
+  const ir::Node& node = graph_.node(value);
+  const auto axis = static_cast<std::size_t>(node.attributes.axis);
+  const AxisMap& along = map[axis];
+  // The coordinates along the concat axis that the box reads: offset + scale * [0, size) of its source axis.
+  std::int64_t low = along.offset, high = along.offset;
+  if (along.source >= 0 && kernel_.space[along.source] > 0) {
+    const std::int64_t last = along.offset + along.scale * (kernel_.space[along.source] - 1);
+    low = std::min(low, last);
+    high = std::max(high, last);
+  }
+  std::int64_t start = 0;
+  for (ir::ValueId operand : node.operands) {
+    const std::int64_t size = graph_.type(operand).shape[static_cast<int>(axis)];
+    // An empty box runs nothing: any operand stands for the concat there.
+    if ((low >= start && high < start + size) || kernel_.space.numel() == 0) {
+      IndexMap moved = map;
+      moved[axis].offset -= start;
+      return instance(operand, moved);
+    }
+    start += size;
+  }
+  throw CompileError("concat", "internal: a box of the kernel reads two operands of a concat read piecewise",
+                     node.location);
 }
 
 Layout KernelEmitter::layout(int split, const std::vector<Linear>& extra) const {
@@ -319,7 +359,8 @@ std::string KernelEmitter::heading() const {
 
 std::string KernelEmitter::describe(ir::ValueId value) const {
   const ir::Node& node = graph_.node(value);
-  std::string text = "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));
+  std::string text =
+      "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));
   text += "(";
   if (node.op == ir::Op::constant) text += literal(node);
   for (std::size_t i = 0; i < node.operands.size(); ++i) text += (i ? ", %" : "%") + std::to_string(node.operands[i]);

@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,8 @@ struct Linear {
   std::vector<std::int64_t> coefficients;
 };
 
-// A coordinate of a padded load's source that can fall on the padding (fusion.h: padding read in place): the element is the
-// source's where `coordinate` (of the space, as an axis map) lies in [0, size) and the padding's constant
+// A coordinate of a padded load's source that can fall on the padding (fusion.h: padding read in place): the element is
+// the source's where `coordinate` (of the space, as an axis map) lies in [0, size) and the padding's constant
 // elsewhere.
 struct Bound {
   AxisMap coordinate;
@@ -43,11 +44,11 @@ struct Instance {
   Kind kind = Kind::compute;
   ir::ValueId value = -1;
   IndexMap map;
-  std::string name;          // the C++ variable
-  bool varying = false;      // changes along the inner loop
-  std::vector<int> operands; // instance indices (compute)
-  int buffer = -1;           // load, gather: the kernel input's position
-  Linear address;            // load, gather: element offset in that input (a gather's along the other axes)
+  std::string name;           // the C++ variable
+  bool varying = false;       // changes along the inner loop
+  std::vector<int> operands;  // instance indices (compute)
+  int buffer = -1;            // load, gather: the kernel input's position
+  Linear address;             // load, gather: element offset in that input (a gather's along the other axes)
   // gather: how far apart the gathered axis's elements lie in the input, its size (an index in [-extent, extent)
   // picks), and where the index read lies among the indices (row-major), for the error an index out of range raises
   std::int64_t gather_stride = 0;
@@ -78,12 +79,16 @@ struct Layout {
 
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index);
+  // `piece`: which box of a kernel that reads concats piecewise `kernel` is (FusedKernel::piece), or -1.
+  KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece = -1);
 
   const ir::Graph& graph() const { return graph_; }
   const FusedKernel& kernel() const { return kernel_; }
   int index() const { return index_; }
-  std::string prefix() const { return "kernel_" + std::to_string(index_); }
+  std::string prefix() const {
+    return "kernel_" + std::to_string(index_) + (piece_ < 0 ? "" : "_piece_" + std::to_string(piece_));
+  }
+  int piece() const { return piece_; }
 
   // The instance of `value` read at `map` (created on first use).
   int instance(ir::ValueId value, const IndexMap& map);
@@ -91,7 +96,7 @@ class KernelEmitter {
   int instance_count() const { return static_cast<int>(instances_.size()); }
   // The map under which a value of `shape` is broadcast over the space
   // (NumPy alignment at the right).
-  IndexMap broadcast_map(const Shape& shape) const { return kernel_.nest().broadcast_map(shape); }
+  IndexMap broadcast_map(const Shape& shape) const { return kernel_.from_origin(kernel_.nest().broadcast_map(shape)); }
   // Where the kernel computes output `value` (plan.h's output_map: per row at the nest's kept axes).
   IndexMap output_map(ir::ValueId value) const { return compiler::output_map(graph_, kernel_, value); }
   bool is_member(ir::ValueId value) const;
@@ -154,12 +159,15 @@ class KernelEmitter {
   std::string heading() const;
 
  private:
+  // Concat `value` read piecewise at `map`: within this box, the one operand the map falls on.
+  int piece_instance(ir::ValueId value, const IndexMap& map);
   // Adds `created` as a load of kernel input `source` at `map` of `shape`.
   int add_load(Instance created, ir::ValueId source, const Shape& shape, const IndexMap& map);
 
   const ir::Graph& graph_;
   const FusedKernel& kernel_;
   int index_;
+  int piece_;
   std::vector<Instance> instances_;
   std::vector<bool> member_;
 };
@@ -172,5 +180,18 @@ std::string literal(const ir::Node& constant);
 // Every kind: loop, reduction, column, gemm and attention kernels (row_kernel.h); gemm and attention kernels'
 // epilogues are row walks over each tile.
 std::string emit_row_kernel(KernelEmitter& emitter);
+
+// A box of a kernel that reads concats piecewise, by emit_piece: its state, items function and setup function
+// (which returns its item count), and its items in row-major order of its rows (-1 where they are not).
+struct PieceCode {
+  std::string text;
+  std::int64_t items = -1;
+  std::vector<std::int64_t> origin;
+  std::set<int> inputs;  // the kernel inputs it loads, by position
+};
+PieceCode emit_piece(KernelEmitter& emitter);
+
+// The entry point of kernel `index` over `space` that reads concats piecewise, running its `boxes` (emit_piece's).
+std::string piece_entry(int index, const Shape& space, const std::vector<PieceCode>& boxes);
 
 }  // namespace kiln::compiler::cpu

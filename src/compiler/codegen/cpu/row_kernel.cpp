@@ -387,6 +387,10 @@ std::string RowKernel::entry(std::int64_t chunks) const {
     const std::string count = across_lanes_      ? groups
                               : !strips_.empty() ? groups + " * " + std::to_string(column_blocks)
                                                  : std::to_string(items);
+    if (emitter_.piece() >= 0) {
+      piece_items_ = across_lanes_ || !strips_.empty() ? -1 : items;
+      return piece_setup(count);
+    }
     text += "  runtime->parallel_for(" + count + ", 1, " + prefix + "_items, &state);\n}\n";
     return text;
   }
@@ -412,6 +416,24 @@ std::string RowKernel::entry(std::int64_t chunks) const {
   return text;
 }
 
+std::string RowKernel::piece_setup(const std::string& count) const {
+  const std::string prefix = emitter_.prefix();
+  std::string text = "}  // namespace\n\nstatic int64_t " + prefix + "_setup(" + prefix +
+                     "_state& state, const kiln_runtime* runtime, void* const* buffers) {\n";
+  return text + emitter_.state_initialization() + "  return " + count + ";\n}\n";
+}
+
 std::string emit_row_kernel(KernelEmitter& emitter) { return RowKernel(emitter).emit(); }
+
+PieceCode emit_piece(KernelEmitter& emitter) {
+  RowKernel kernel(emitter);
+  PieceCode code;
+  code.text = kernel.emit();
+  code.items = kernel.piece_items();
+  for (int id = 0; id < emitter.instance_count(); ++id)
+    if (emitter.at(id).kind == Instance::Kind::load || emitter.at(id).kind == Instance::Kind::gather)
+      code.inputs.insert(emitter.at(id).buffer);
+  return code;
+}
 
 }  // namespace kiln::compiler::cpu

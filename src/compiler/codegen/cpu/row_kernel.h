@@ -225,6 +225,17 @@ class RowKernel {
   std::string input_field(ir::ValueId value) const;
 
   std::string entry(std::int64_t chunks) const;
+  // A box's (KernelEmitter::piece): a setup function that fills its state from `buffers` and returns its item
+  // count, which the kernel's entry point (piece_entry) runs.
+  std::string piece_setup(const std::string& count) const;
+
+ public:
+  // After emit(), for a box: its items in row-major order of its rows, or -1 when they are not (rows across lanes,
+  // strips).
+  std::int64_t piece_items() const { return piece_items_; }
+
+ private:
+  mutable std::int64_t piece_items_ = -1;
 
   // ---- transposed strips (transposed_strips.cpp) -------------------------------------------------------------
   // The loads of a loop kernel that read an input whose rows are the kernel's columns: their inner coefficient is
@@ -240,9 +251,9 @@ class RowKernel {
   // The strips of the item's rows [first_row, first_row + group_rows) and columns [column_begin, column_end).
   std::string fill_strips() const;
 
-  // ---- padded loads (padded_loads.cpp): padding read in place (fusion.h: padding read in place) --------------------------------
-  // The condition that the current row of load `item` reads its source: its bounds along row axes (and
-  // constant ones), as "inside(2 * c1 + -1, 112) && ..."; empty without such bounds.
+  // ---- padded loads (padded_loads.cpp): padding read in place (fusion.h: padding read in place)
+  // -------------------------------- The condition that the current row of load `item` reads its source: its bounds
+  // along row axes (and constant ones), as "inside(2 * c1 + -1, 112) && ..."; empty without such bounds.
   std::string row_inside(const Instance& item) const;
   // The elements [begin, end) of every row where load `item`'s bounds along the inner axis hold: [0, inner_size)
   // without any, empty where none does.
@@ -323,7 +334,8 @@ class RowKernel {
   std::string emit_gemm();
 
   std::string epilogue(const std::string& prefix, bool writes_product, ir::ValueId matmul);
-  // The table `rows` (a kiln_gathered_rows) of a gemm kernel whose left operand is gathered (fusion.h: a GEMM's gathered operand).
+  // The table `rows` (a kiln_gathered_rows) of a gemm kernel whose left operand is gathered (fusion.h: a GEMM's
+  // gathered operand).
   std::string gathered_rows(ir::ValueId operand) const;
 
   // ---- attention: the row kernel between two matmuls, on strips of the first product -------------
@@ -352,7 +364,7 @@ class RowKernel {
   std::set<int> step_values_;   // per_middle_step(layout_) of a loop kernel
   // The padding rows an items function declares, by type, constant and length (padded_row_setup).
   mutable std::map<std::string, std::string> padding_rows_;
-  std::vector<int> strips_;     // loads read through transposed strips (strip_loads)
+  std::vector<int> strips_;        // loads read through transposed strips (strip_loads)
   std::int64_t column_block_ = 0;  // a column kernel in passes: the columns of a work item
 };
 
