@@ -7,7 +7,7 @@
 namespace kiln::autodiff {
 
 ValueId Emitter::apply(ir::Op op, std::vector<ValueId> operands, const ir::Attributes& attributes,
-                       const ir::Type& declared) {
+                       ir::Type declared) {
   std::vector<ir::Type> types;
   types.reserve(operands.size());
   for (ValueId operand : operands) types.push_back(graph_.type(operand));
@@ -20,7 +20,7 @@ ValueId Emitter::apply(ir::Op op, std::vector<ValueId> operands, const ir::Attri
   return graph_.add(std::move(node));
 }
 
-ValueId Emitter::constant(double value, DType dtype, const Shape& shape) {
+ValueId Emitter::constant(double value, DType dtype, Shape shape) {
   ir::Attributes attributes;
   if (is_floating(dtype))
     attributes.float_value = value;
@@ -29,7 +29,7 @@ ValueId Emitter::constant(double value, DType dtype, const Shape& shape) {
   return apply(ir::Op::constant, {}, attributes, ir::Type{dtype, shape});
 }
 
-ValueId Emitter::iota(const Shape& shape, std::int64_t axis, DType dtype) {
+ValueId Emitter::iota(Shape shape, std::int64_t axis, DType dtype) {
   ir::Attributes attributes;
   attributes.axis = axis;
   return apply(ir::Op::iota, {}, attributes, ir::Type{dtype, shape});
@@ -44,12 +44,12 @@ ValueId Emitter::cast(ValueId x, DType dtype) {
   return apply(ir::Op::cast, {x}, {}, ir::Type{dtype, shape(x)});
 }
 
-ValueId Emitter::reshape(ValueId x, const Shape& shape) {
+ValueId Emitter::reshape(ValueId x, Shape shape) {
   if (this->shape(x) == shape) return x;
   return apply(ir::Op::reshape, {x}, {}, ir::Type{dtype(x), shape});
 }
 
-ValueId Emitter::broadcast_to(ValueId x, const Shape& shape) {
+ValueId Emitter::broadcast_to(ValueId x, Shape shape) {
   if (this->shape(x) == shape) return x;
   return apply(ir::Op::broadcast_to, {x}, {}, ir::Type{dtype(x), shape});
 }
@@ -64,7 +64,7 @@ ValueId Emitter::transpose(ValueId x, std::vector<std::int64_t> permutation) {
   return apply(ir::Op::transpose, {x}, attributes);
 }
 
-ValueId Emitter::slice(ValueId x, std::vector<std::int64_t> start, std::vector<std::int64_t> step, const Shape& shape) {
+ValueId Emitter::slice(ValueId x, std::vector<std::int64_t> start, std::vector<std::int64_t> step, Shape shape) {
   ir::Attributes attributes;
   attributes.start = std::move(start);
   attributes.step = std::move(step);
@@ -125,7 +125,7 @@ ValueId Emitter::scatter_add(ValueId operand, ValueId indices, ValueId updates, 
   return apply(ir::Op::scatter_add, {operand, indices, updates}, attributes);
 }
 
-ValueId Emitter::sum_to_shape(ValueId x, const Shape& shape) {
+ValueId Emitter::sum_to_shape(ValueId x, Shape shape) {
   const Shape& from = this->shape(x);
   if (from == shape) return x;
   const int extra = from.rank() - shape.rank();
@@ -135,7 +135,7 @@ ValueId Emitter::sum_to_shape(ValueId x, const Shape& shape) {
   return reshape(reduce_sum(x, std::move(axes), false), shape);
 }
 
-ValueId Emitter::keep_reduced_axes(ValueId reduced, const Shape& operand, const std::vector<std::int64_t>& axes,
+ValueId Emitter::keep_reduced_axes(ValueId reduced, Shape operand, const std::vector<std::int64_t>& axes,
                                    bool keepdims) {
   if (keepdims) return reduced;
   return reshape(reduced, shape_with_reduced_axes_kept(operand, axes));

@@ -1,6 +1,10 @@
 #pragma once
 // Appends nodes to a graph being differentiated, each typed by the op table's type rule (ir::infer_type) and
-// located at the line of the forward op whose derivative it computes. The derivative rules write their
+// located at the line of the forward op whose derivative it computes. Every node added may move the graph's node
+// list, which type() and shape() return references into: copy them before adding nodes, also where another
+// argument of the same call adds one (emit.reshape(emit.multiply(a, b), emit.shape(c)) may read c's shape after
+// the multiply moved the list). The helpers take shapes and types by value, so that none reads a caller's reference
+// after adding a node of its own (sum_to_shape reshapes to `shape` after adding the reduction). The derivative rules write their
 // computations through it; the helpers keep the graph free of no-op nodes (a broadcast or reshape to the shape a
 // value has already), so the rules can apply them unconditionally.
 
@@ -8,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::autodiff {
@@ -28,13 +33,13 @@ class Emitter {
 
   // The node `op` of `operands`; `declared` is the result type of ops that take one (ir::has_declared_type).
   ValueId apply(ir::Op op, std::vector<ValueId> operands, const ir::Attributes& attributes = {},
-                const ir::Type& declared = {});
+                ir::Type declared = {});
 
   // A constant of `shape` (a scalar by default, which elementwise ops broadcast).
-  ValueId constant(double value, DType dtype, const Shape& shape = {});
-  ValueId zeros(const ir::Type& type) { return constant(0, type.dtype, type.shape); }
+  ValueId constant(double value, DType dtype, Shape shape = {});
+  ValueId zeros(ir::Type type) { return constant(0, type.dtype, std::move(type.shape)); }
   // i64 positions along `axis` of `shape`.
-  ValueId iota(const Shape& shape, std::int64_t axis, DType dtype = DType::i64);
+  ValueId iota(Shape shape, std::int64_t axis, DType dtype = DType::i64);
 
   ValueId unary(ir::Op op, ValueId x) { return apply(op, {x}); }
   ValueId binary(ir::Op op, ValueId a, ValueId b) { return apply(op, {a, b}); }
@@ -52,10 +57,10 @@ class Emitter {
     return apply(ir::Op::where, {condition, when_true, when_false});
   }
 
-  ValueId reshape(ValueId x, const Shape& shape);
-  ValueId broadcast_to(ValueId x, const Shape& shape);
+  ValueId reshape(ValueId x, Shape shape);
+  ValueId broadcast_to(ValueId x, Shape shape);
   ValueId transpose(ValueId x, std::vector<std::int64_t> permutation);
-  ValueId slice(ValueId x, std::vector<std::int64_t> start, std::vector<std::int64_t> step, const Shape& shape);
+  ValueId slice(ValueId x, std::vector<std::int64_t> start, std::vector<std::int64_t> step, Shape shape);
   // The elements [begin, begin + count) of `axis`.
   ValueId slice_axis(ValueId x, int axis, std::int64_t begin, std::int64_t count);
   ValueId concat(std::vector<ValueId> values, int axis);
@@ -67,9 +72,9 @@ class Emitter {
   ValueId scatter_add(ValueId operand, ValueId indices, ValueId updates, std::int64_t axis);
 
   // `x` summed down to `shape`, which broadcasts to x's shape (NumPy's rules): the adjoint of broadcasting.
-  ValueId sum_to_shape(ValueId x, const Shape& shape);
+  ValueId sum_to_shape(ValueId x, Shape shape);
   // A reduction's result as the reduced operand's rank (the reduced axes kept as 1), from its `axes` and `keepdims`.
-  ValueId keep_reduced_axes(ValueId reduced, const Shape& operand, const std::vector<std::int64_t>& axes,
+  ValueId keep_reduced_axes(ValueId reduced, Shape operand, const std::vector<std::int64_t>& axes,
                             bool keepdims);
 
  private:

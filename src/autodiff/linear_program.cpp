@@ -18,7 +18,7 @@ Tangent LinearProgram::input(int position, const ir::Type& type) {
 }
 
 Tangent LinearProgram::apply(ir::Op op, std::vector<LinearOperand> operands, const ir::Attributes& attributes,
-                             const ir::Type& declared, const std::string& location) {
+                             ir::Type declared, const std::string& location) {
   std::vector<ir::Type> types;
   types.reserve(operands.size());
   for (const LinearOperand& operand : operands) types.push_back(operand_type(operand));

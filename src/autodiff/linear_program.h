@@ -57,7 +57,7 @@ class LinearProgram {
   Tangent input(int position, const ir::Type& type);
   // A linear op; its type comes from the type rule, as a graph node's would.
   Tangent apply(ir::Op op, std::vector<LinearOperand> operands, const ir::Attributes& attributes,
-                const ir::Type& declared, const std::string& location);
+                ir::Type declared, const std::string& location);
   Tangent custom_output(int call, int position, const ir::Type& type, std::vector<LinearOperand> inputs,
                         std::vector<int> input_positions);
 

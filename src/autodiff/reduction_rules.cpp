@@ -51,7 +51,8 @@ ValueId products_of_the_others(Emitter& emit, ValueId x, const std::vector<std::
   const auto last = static_cast<std::int64_t>(line_dims.size()) - 1;
   const ValueId before = emit.scan(Op::cumprod, lines, last, true, false);
   const ValueId after = emit.scan(Op::cumprod, lines, last, true, true);
-  const ValueId others = emit.reshape(emit.multiply(before, after), emit.shape(moved));
+  const Shape moved_shape = emit.shape(moved);  // a copy: the multiply may move the graph's node list
+  const ValueId others = emit.reshape(emit.multiply(before, after), moved_shape);
   return emit.transpose(others, inverse_permutation(permutation));
 }
 
@@ -148,7 +149,7 @@ Tangent jvp_running_extreme(JvpContext& context) {
   const ir::Attributes& attributes = context.attributes();
   const auto axis = static_cast<int>(attributes.axis);
   const ValueId x = context.operand(0);
-  const Shape& shape = emit.shape(x);
+  const Shape shape = emit.shape(x);  // a copy: the exclusive scan below may move the graph's node list
   const std::int64_t size = shape[axis];
   const ValueId inclusive =
       attributes.exclusive ? emit.scan(context.node().op, x, axis, false, attributes.reverse) : context.result();

@@ -35,7 +35,7 @@ const OpRule* rule_for(ir::Op op) {
 // ---- JvpContext ---------------------------------------------------------------------------------------------
 
 Tangent JvpContext::linear(ir::Op op, std::vector<LinearOperand> operands, const ir::Attributes& attributes,
-                           const ir::Type& declared) {
+                           ir::Type declared) {
   const OpRule* rule = rule_for(op);
   if (!rule || !rule->transpose)
     throw InternalError("autodiff",

@@ -34,7 +34,7 @@ class JvpContext {
 
   // The linear op `op` (which must have a transpose rule).
   Tangent linear(ir::Op op, std::vector<LinearOperand> operands, const ir::Attributes& attributes = {},
-                 const ir::Type& declared = {});
+                 ir::Type declared = {});
   // The forward node's own op and attributes applied to `tangent` in place of operand 0 (its other operands kept):
   // the tangent of an op linear in operand 0 (reshape, slice, reduce_sum, gather, cumsum, ...).
   Tangent same_op(Tangent tangent);
