@@ -114,7 +114,7 @@ bool child_crashes(const std::vector<std::string>& arguments, int timeout_second
   return WIFSIGNALED(status);
 }
 
-bool crashes_in_child(const FuzzCase& fuzz_case, const std::string& executors) {
+bool crashes_in_child(const FuzzCase& fuzz_case, const std::vector<std::string>& check_arguments) {
   const char* directory = std::getenv("TMPDIR");
   std::string path = std::string(directory && *directory ? directory : "/tmp") + "/kiln-fuzz-XXXXXX";
   int file = ::mkstemp(path.data());
@@ -122,7 +122,9 @@ bool crashes_in_child(const FuzzCase& fuzz_case, const std::string& executors) {
   std::string text = describe(fuzz_case);
   bool written = ::write(file, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(file);
-  bool crashed = written && child_crashes({"--replay", path, "--no-shrink", "--executors", executors});
+  std::vector<std::string> arguments = {"--replay", path, "--no-shrink"};
+  arguments.insert(arguments.end(), check_arguments.begin(), check_arguments.end());
+  bool crashed = written && child_crashes(arguments);
   ::unlink(path.c_str());
   return crashed;
 }

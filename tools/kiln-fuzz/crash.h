@@ -29,7 +29,8 @@ void install_crash_handlers();
 bool child_crashes(const std::vector<std::string>& arguments, int timeout_seconds = 300);
 
 // True if `kiln-fuzz --replay` of the case (written to a temporary file with
-// its inputs), checking `executors` (--executors), dies of a signal.
-bool crashes_in_child(const FuzzCase& fuzz_case, const std::string& executors);
+// its inputs), with the arguments that select the check (--executors LIST,
+// --gradients), dies of a signal.
+bool crashes_in_child(const FuzzCase& fuzz_case, const std::vector<std::string>& check_arguments);
 
 }  // namespace kiln::fuzz

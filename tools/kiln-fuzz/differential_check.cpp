@@ -20,22 +20,6 @@
 namespace kiln::fuzz {
 namespace {
 
-// "kiln::ShapeError" from "kiln::ShapeError: op: detail".
-std::string error_kind(const std::exception& error) {
-  if (!dynamic_cast<const Error*>(&error)) return "std::exception";
-  std::string what = error.what();
-  return what.substr(0, what.find(": "));
-}
-
-Failure exception_failure(Executor executor, const std::exception& error) {
-  Failure failure;
-  failure.executor = executor;
-  failure.exception = true;
-  failure.error_kind = error_kind(error);
-  failure.detail = error.what();
-  return failure;
-}
-
 // What kind of difference compare()'s message describes.
 std::string mismatch_kind(const std::string& message) {
   if (message.rfind("dtype mismatch", 0) == 0) return "dtype";
@@ -172,6 +156,22 @@ bool cuda_device_available() {
 
 const char* current_stage() { return stage; }
 
+// "kiln::ShapeError" from "kiln::ShapeError: op: detail".
+static std::string error_kind(const std::exception& error) {
+  if (!dynamic_cast<const Error*>(&error)) return "std::exception";
+  std::string what = error.what();
+  return what.substr(0, what.find(": "));
+}
+
+Failure exception_failure(Executor executor, const std::exception& error) {
+  Failure failure;
+  failure.executor = executor;
+  failure.exception = true;
+  failure.error_kind = error_kind(error);
+  failure.detail = error.what();
+  return failure;
+}
+
 std::string_view to_string(Executor executor) {
   static constexpr std::string_view names[] = {"reference",     "standard",      "jit",     "cuda-emulated",
                                                "cuda-emulated-vector", "cuda-standard", "cuda-jit"};
@@ -179,7 +179,8 @@ std::string_view to_string(Executor executor) {
 }
 
 std::string Failure::signature() const {
-  return std::string(fuzz::to_string(executor)) + " " + (exception ? error_kind : "mismatch " + mismatch);
+  return std::string(gradient ? "gradient " : "") + std::string(fuzz::to_string(executor)) + " " +
+         (exception ? error_kind : "mismatch " + mismatch);
 }
 
 std::string Failure::to_string() const {

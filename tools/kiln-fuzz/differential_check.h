@@ -9,6 +9,7 @@
 
 #include "fuzz_case.h"
 
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ enum class Executor { reference, standard, jit, cuda_emulated, cuda_emulated_vec
 std::string_view to_string(Executor executor);
 
 struct Failure {
+  // Gradient mode (gradient_check.h): a failure of the derivative graph, or of the derivatives against finite
+  // differences.
+  bool gradient = false;
   Executor executor = Executor::reference;
   bool exception = false;  // else a mismatch
   std::string error_kind;  // exception: "kiln::CompileError", ..., or "std::exception"
@@ -29,10 +33,14 @@ struct Failure {
   // What must stay the same while shrinking, so that it does not slip to
   // another bug: the executor, and the error kind or the mismatch.
   // ("jit mismatch f32 value", "standard kiln::InternalError",
-  // "cuda-emulated-vector mismatch f64 NaN")
+  // "cuda-emulated-vector mismatch f64 NaN", "gradient jit mismatch f32
+  // value", "gradient reference mismatch reverse mode vs finite differences")
   std::string signature() const;
   std::string to_string() const;
 };
+
+// An exception of `executor` as a failure (its error kind from the message's "kiln::ShapeError: " prefix).
+Failure exception_failure(Executor executor, const std::exception& error);
 
 struct CheckOptions {
   bool standard = true;

@@ -24,26 +24,6 @@ double singular_separation(DType dtype) { return dtype == DType::f32 ? 1e-2 : 1e
 double largest_safe(DType dtype) { return dtype == DType::f32 ? 1e30 : 1e290; }
 double smallest_safe(DType dtype) { return dtype == DType::f32 ? 1e-30 : 1e-290; }
 
-// For each element of `result`, the flat index of the element of `operand`
-// it reads under NumPy broadcasting.
-std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& result) {
-  std::vector<std::int64_t> sources;
-  int offset = result.rank() - operand.rank();
-  auto operand_strides = operand.strides();
-  for (std::int64_t flat = 0; flat < result.numel(); ++flat) {
-    std::int64_t rest = flat, source = 0;
-    for (int axis = result.rank() - 1; axis >= 0; --axis) {
-      std::int64_t index = rest % result[axis];
-      rest /= result[axis];
-      int operand_axis = axis - offset;
-      if (operand_axis >= 0 && operand[operand_axis] != 1)
-        source += index * operand_strides[static_cast<std::size_t>(operand_axis)];
-    }
-    sources.push_back(source);
-  }
-  return sources;
-}
-
 class HazardFinder {
  public:
   HazardFinder(const ir::Graph& graph, const std::vector<Value>& values) : graph_(graph), values_(values) {
@@ -382,6 +362,24 @@ class HazardFinder {
 };
 
 }  // namespace
+
+std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& result) {
+  std::vector<std::int64_t> sources;
+  int offset = result.rank() - operand.rank();
+  auto operand_strides = operand.strides();
+  for (std::int64_t flat = 0; flat < result.numel(); ++flat) {
+    std::int64_t rest = flat, source = 0;
+    for (int axis = result.rank() - 1; axis >= 0; --axis) {
+      std::int64_t index = rest % result[axis];
+      rest /= result[axis];
+      int operand_axis = axis - offset;
+      if (operand_axis >= 0 && operand[operand_axis] != 1)
+        source += index * operand_strides[static_cast<std::size_t>(operand_axis)];
+    }
+    sources.push_back(source);
+  }
+  return sources;
+}
 
 std::vector<Hazard> find_hazards(const FuzzCase& fuzz_case) {
   ir::Graph everything = fuzz_case.graph;

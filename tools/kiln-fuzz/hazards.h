@@ -34,6 +34,10 @@ struct Hazard {
   std::string reason;  // "operand of floor near an integer", ...
 };
 
+// For each element of a `result` shape, the flat index of the element of
+// `operand` it reads under NumPy broadcasting.
+std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& result);
+
 // The hazards of `fuzz_case` on its inputs (none if the reference throws:
 // the differential check reports that).
 std::vector<Hazard> find_hazards(const FuzzCase& fuzz_case);

@@ -3,8 +3,9 @@
 //
 //   kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B]
 //             [--jobs J] [--executors LIST] [--verbose] [--keep-going]
-//             [--no-shrink] [--dump]
+//             [--no-shrink] [--dump] [--gradients]
 //   kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--no-shrink]
+//             [--gradients]
 //
 // Generates N random graphs numbered from I (default 0; graph i of seed S
 // is always the same graph, see graph_generator.h), runs B of them at a time
@@ -23,13 +24,22 @@
 // (the standard executor and the JIT on cuda:0: a GPU, or the CUDA simulator
 // of a KILN_CUDA=SIMULATED build), comma separated; the default is
 // standard,jit.
+// --gradients checks derivatives instead (gradient_check.h): each graph
+// becomes a random scalar function of its float inputs, differentiated by
+// kiln's autodiff transformation; the derivative graph runs on the executors
+// against the reference, and its float64 derivatives (reverse and forward
+// mode) are compared with finite differences. Graphs near kinks, poles or
+// overflow have their hazards replaced (gradient_hazards.h), counted by kind.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
 #include "crash.h"
 #include "cuda_emulation.h"
+#include "derivative_graph.h"
 #include "differential_check.h"
 #include "fuzz_case.h"
+#include "gradient_check.h"
+#include "gradient_hazards.h"
 #include "graph_generator.h"
 #include "hazards.h"
 #include "ir/parser.h"
@@ -45,6 +55,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -65,6 +76,7 @@ struct Options {
   bool keep_going = false;
   bool shrink = true;
   bool dump = false;
+  bool gradients = false;     // check derivatives (gradient_check.h)
   bool find_crash = false;    // internal: after a crash of graphs [start, start + count)
   bool shrink_crash = false;  // internal: after a crash replaying `replay`
   std::string replay;
@@ -74,8 +86,8 @@ struct Options {
   std::cerr << "kiln-fuzz: " << problem << "\n"
             << "usage: kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B] [--jobs J]\n"
                "                 [--executors standard,jit,cuda-emulated,cuda] [--verbose] [--keep-going]\n"
-               "                 [--no-shrink] [--dump]\n"
-            << "       kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--verbose] [--no-shrink]\n";
+               "                 [--no-shrink] [--dump] [--gradients]\n"
+            << "       kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--verbose] [--no-shrink] [--gradients]\n";
   std::exit(2);
 }
 
@@ -128,6 +140,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--keep-going") options.keep_going = true;
     else if (flag == "--no-shrink") options.shrink = false;
     else if (flag == "--dump") options.dump = true;
+    else if (flag == "--gradients") options.gradients = true;
     else if (flag == "--find-crash") options.find_crash = true;
     else if (flag == "--shrink-crash") options.shrink_crash = true;
     else if (flag == "--replay") options.replay = value();
@@ -139,18 +152,36 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-// ---- Shrinking and reporting ----
+// ---- Checking, shrinking and reporting ----
 
-StillFails same_failure(const std::string& signature) {
+// The check of the mode: the executors against the reference, or (--gradients) the derivatives.
+std::vector<Failure> check_case(const FuzzCase& fuzz_case, bool gradients, const CheckOptions& check_options,
+                                CheckTimes* times = nullptr) {
+  if (gradients) return check_gradients(fuzz_case, {check_options, nullptr}, times);
+  return check(fuzz_case, check_options, times);
+}
+
+// The command-line arguments that select the check, for child processes.
+std::vector<std::string> check_arguments(const Options& options) {
+  std::vector<std::string> arguments = {"--executors", options.executors};
+  if (options.gradients) arguments.push_back("--gradients");
+  return arguments;
+}
+
+StillFails same_failure(const std::string& signature, bool gradients) {
+  // The executor named after the optional "gradient " prefix is the one to run (the reference always runs).
+  constexpr std::string_view prefix = "gradient ";
+  const std::string executor = signature.substr(gradients && signature.rfind(prefix, 0) == 0 ? prefix.size() : 0);
   CheckOptions check_options;
-  check_options.jit = signature.rfind("jit", 0) == 0;
-  check_options.standard = signature.rfind("standard", 0) == 0;
-  check_options.cuda_emulated = signature.rfind("cuda-emulated", 0) == 0;
-  check_options.cuda = signature.rfind("cuda-standard", 0) == 0 || signature.rfind("cuda-jit", 0) == 0;
-  return [signature, check_options](const FuzzCase& candidate) {
+  check_options.jit = executor.rfind("jit", 0) == 0;
+  check_options.standard = executor.rfind("standard", 0) == 0;
+  check_options.cuda_emulated = executor.rfind("cuda-emulated", 0) == 0;
+  check_options.cuda = executor.rfind("cuda-standard", 0) == 0 || executor.rfind("cuda-jit", 0) == 0;
+  return [signature, check_options, gradients](const FuzzCase& candidate) {
     if (!find_hazards(candidate).empty()) return false;
+    if (gradients && !find_gradient_hazards(candidate).empty()) return false;
     set_crash_context(describe(candidate));
-    for (const Failure& failure : check(candidate, check_options))
+    for (const Failure& failure : check_case(candidate, gradients, check_options))
       if (failure.signature() == signature) return true;
     return false;
   };
@@ -164,11 +195,11 @@ void report(const FuzzCase& fuzz_case, const Failure& failure, const std::string
     ShrinkStatistics statistics;
     ShrinkOptions shrink_options;
     shrink_options.verbose = options.verbose;
-    smallest = shrink(fuzz_case, same_failure(failure.signature()), shrink_options, &statistics);
+    smallest = shrink(fuzz_case, same_failure(failure.signature(), options.gradients), shrink_options, &statistics);
     std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
               << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
               << static_cast<int>(statistics.seconds) << " s)\n";
-    for (const Failure& again : check(smallest, options.check))
+    for (const Failure& again : check_case(smallest, options.gradients, options.check))
       if (again.signature() == failure.signature()) {
         std::cout << "minimized failure: " << again.to_string() << "\n";
         break;
@@ -221,7 +252,9 @@ int report_crash(const FuzzCase& fuzz_case, const std::string& origin, const Opt
     ShrinkStatistics statistics;
     ShrinkOptions shrink_options;
     shrink_options.verbose = options.verbose;
-    auto crashes = [&options](const FuzzCase& candidate) { return crashes_in_child(candidate, options.executors); };
+    auto crashes = [&options](const FuzzCase& candidate) {
+      return crashes_in_child(candidate, check_arguments(options));
+    };
     smallest = shrink(fuzz_case, crashes, shrink_options, &statistics);
     std::cout << "shrunk from " << fuzz_case.graph.size() << " to " << smallest.graph.size() << " nodes ("
               << statistics.attempts << " attempts, " << statistics.accepted << " accepted, "
@@ -240,11 +273,10 @@ int find_crash(const Options& options) {
                                      std::to_string(options.seed),
                                      "--max-nodes",
                                      std::to_string(options.generator.max_nodes),
-                                     "--executors",
-                                     options.executors,
                                      "--no-shrink",
                                      "--jobs",
                                      "1"};
+  for (const std::string& argument : check_arguments(options)) common.push_back(argument);
   for (std::int64_t index = options.start; index < options.start + options.count; ++index) {
     std::vector<std::string> arguments = common;
     arguments.insert(arguments.end(), {"--start", std::to_string(index), "--count", "1"});
@@ -256,7 +288,7 @@ int find_crash(const Options& options) {
   for (std::int64_t index = options.start; index < options.start + options.count; ++index)
     cases.push_back(generate_graph(options.seed, static_cast<std::uint64_t>(index), options.generator));
   FuzzCase batch = merge(cases, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(options.start), nullptr);
-  if (!crashes_in_child(batch, options.executors)) {
+  if (!crashes_in_child(batch, check_arguments(options))) {
     std::cout << "kiln-fuzz: graphs " << options.start << ".." << options.start + options.count - 1
               << " crashed together in a batch, but neither alone nor merged in a new process\n";
     return 1;
@@ -292,10 +324,16 @@ int replay(const Options& options) {
   if (options.shrink_crash) return report_crash(fuzz_case, options.replay, options);
   // A crash reruns this file in --shrink-crash mode (unless this is already
   // a child checking one candidate).
-  if (options.shrink)
-    set_crash_command({"--replay", options.replay, "--shrink-crash", "--seed", std::to_string(options.seed),
-                       "--executors", options.executors});
-  for (const Hazard& hazard : find_hazards(fuzz_case))
+  if (options.shrink) {
+    std::vector<std::string> command = {"--replay", options.replay, "--shrink-crash", "--seed",
+                                        std::to_string(options.seed)};
+    for (const std::string& argument : check_arguments(options)) command.push_back(argument);
+    set_crash_command(command);
+  }
+  std::vector<Hazard> hazards = find_hazards(fuzz_case);
+  if (options.gradients)
+    for (const Hazard& hazard : find_gradient_hazards(fuzz_case)) hazards.push_back(hazard);
+  for (const Hazard& hazard : hazards)
     std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
               << " (a mismatch there may not be a bug)\n";
   if (options.verbose && options.check.cuda_emulated) {
@@ -305,10 +343,18 @@ int replay(const Options& options) {
       std::cout << "no CUDA module: " << error.what() << "\n";
     }
   }
+  if (options.verbose && options.gradients && has_float_path(fuzz_case)) {
+    try {
+      std::cout << "--- derivative graph ---\n" << describe(build_derivative_case(fuzz_case).fuzz_case) << "---\n";
+    } catch (const std::exception& error) {
+      std::cout << "no derivative graph: " << error.what() << "\n";
+    }
+  }
   set_crash_context(describe(fuzz_case));
-  std::vector<Failure> failures = check(fuzz_case, options.check);
+  std::vector<Failure> failures = check_case(fuzz_case, options.gradients, options.check);
   if (failures.empty()) {
-    std::cout << "ok: " << options.executors << " agree with the reference\n";
+    std::cout << "ok: " << options.executors << " agree with the reference"
+              << (options.gradients ? ", and the derivatives with finite differences" : "") << "\n";
     return 0;
   }
   for (const Failure& failure : failures) std::cout << failure.to_string() << "\n";
@@ -329,7 +375,37 @@ struct Batch {
   CheckTimes times;
   double generating = 0;
   std::string dump;
+  // --gradients: the cases whose derivatives were checked (the others are left out of `merged`), their failures
+  // against finite differences, and the hazards replaced and cases skipped, by kind.
+  std::vector<bool> checked;
+  std::vector<std::pair<std::size_t, Failure>> case_failures;
+  std::map<std::string, std::int64_t> gradient_hazards;
+  std::int64_t without_float_path = 0;
 };
+
+// Gradient mode's batch: each case made free of gradient hazards (with a random stream of its own, so that graph
+// i of a seed is checked the same way in any batch), checked against finite differences alone, then the checked
+// cases merged for the executors (one JIT compile), whose gradients are those of each case alone.
+void run_gradient_batch(const Options& options, Batch& batch) {
+  std::vector<FuzzCase> checked;
+  for (std::size_t c = 0; c < batch.cases.size(); ++c) {
+    FuzzCase& fuzz_case = batch.cases[c];
+    const bool float_path = has_float_path(fuzz_case);
+    batch.without_float_path += float_path ? 0 : 1;
+    RandomSource random(options.seed ^ 0x6772616469656e74ULL, static_cast<std::uint64_t>(batch.first) + c);
+    batch.checked.push_back(float_path && remove_gradient_hazards(fuzz_case, random, batch.gradient_hazards));
+    if (!batch.checked.back()) continue;
+    set_crash_context(describe(fuzz_case));
+    for (Failure& failure : check_finite_differences(fuzz_case, {options.check, nullptr}))
+      batch.case_failures.emplace_back(c, std::move(failure));
+    checked.push_back(fuzz_case);
+  }
+  batch.merged = merge(checked, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(batch.first), nullptr);
+  set_crash_context("(seed " + std::to_string(options.seed) + ", graphs " + std::to_string(batch.first) + ".." +
+                    std::to_string(batch.last - 1) + ", derivatives)\n" + describe(batch.merged));
+  if (!checked.empty())
+    batch.failures = check_derivative_executors(batch.merged, {options.check, nullptr}, &batch.times);
+}
 
 void run_batch(const Options& options, Batch& batch) {
   auto start = std::chrono::steady_clock::now();
@@ -339,6 +415,7 @@ void run_batch(const Options& options, Batch& batch) {
     if (options.dump) batch.dump += "# graph " + std::to_string(index) + "\n" + describe(batch.cases.back());
   }
   batch.generating = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.gradients) return run_gradient_batch(options, batch);
   batch.merged = merge(batch.cases, "fuzz_" + std::to_string(options.seed) + "_" + std::to_string(batch.first),
                        &batch.owner);
   set_crash_context("(seed " + std::to_string(options.seed) + ", graphs " + std::to_string(batch.first) + ".." +
@@ -351,18 +428,27 @@ void run_batch(const Options& options, Batch& batch) {
 // many failures it reported.
 int report_batch(const Options& options, const Batch& batch) {
   std::vector<std::pair<std::int64_t, Failure>> culprits;
+  for (const auto& [c, failure] : batch.case_failures) {
+    bool seen = false;
+    for (const auto& culprit : culprits) seen = seen || culprit.first == batch.first + static_cast<std::int64_t>(c);
+    if (!seen) culprits.emplace_back(batch.first + static_cast<std::int64_t>(c), failure);
+  }
   for (const Failure& failure : batch.failures) {
-    if (failure.output < 0) continue;
+    if (failure.output < 0 || options.gradients) continue;  // (a merged derivative graph has no owners)
     std::int64_t index = batch.first + static_cast<std::int64_t>(batch.owner[static_cast<std::size_t>(failure.output)]);
     bool seen = false;
     for (const auto& culprit : culprits) seen = seen || culprit.first == index;
     if (!seen) culprits.emplace_back(index, failure);
   }
-  if (culprits.empty()) {
+  if (culprits.empty() || (options.gradients && !batch.failures.empty())) {
     for (std::size_t c = 0; c < batch.cases.size(); ++c) {
+      const std::int64_t index = batch.first + static_cast<std::int64_t>(c);
+      bool seen = false;
+      for (const auto& culprit : culprits) seen = seen || culprit.first == index;
+      if (seen || (options.gradients && !batch.checked[c])) continue;
       set_crash_context(describe(batch.cases[c]));
-      std::vector<Failure> alone = check(batch.cases[c], options.check);
-      if (!alone.empty()) culprits.emplace_back(batch.first + static_cast<std::int64_t>(c), alone.front());
+      std::vector<Failure> alone = check_case(batch.cases[c], options.gradients, options.check);
+      if (!alone.empty()) culprits.emplace_back(index, alone.front());
     }
   }
   if (culprits.empty()) {
@@ -376,7 +462,7 @@ int report_batch(const Options& options, const Batch& batch) {
     const FuzzCase& culprit = batch.cases[static_cast<std::size_t>(index - batch.first)];
     // The failure as the graph alone shows it (in the batch it may differ).
     set_crash_context(describe(culprit));
-    std::vector<Failure> alone = check(culprit, options.check);
+    std::vector<Failure> alone = check_case(culprit, options.gradients, options.check);
     std::string origin = "graph " + std::to_string(index) + " of seed " + std::to_string(options.seed);
     if (alone.empty())
       report(batch.merged, failure, origin + " (only in its batch)", options);
@@ -392,6 +478,8 @@ int fuzz(const Options& options) {
   CheckTimes times;
   double generating = 0;
   std::int64_t graphs = 0, nodes = 0, failures_found = 0, compiles = 0;
+  std::int64_t checked = 0, without_float_path = 0;      // --gradients
+  std::map<std::string, std::int64_t> gradient_hazards;  // --gradients: by kind
   std::int64_t end = options.start + options.count;
   bool stop = false;
   // Rounds of `jobs` batches checked in parallel (the JIT's compiles are the
@@ -406,9 +494,17 @@ int fuzz(const Options& options) {
     }
     if (options.shrink) {
       std::int64_t round_end = std::min(end, round + options.batch * options.jobs);
-      set_crash_command({"--find-crash", "--seed", std::to_string(options.seed), "--start", std::to_string(round),
-                         "--count", std::to_string(round_end - round), "--max-nodes",
-                         std::to_string(options.generator.max_nodes), "--executors", options.executors});
+      std::vector<std::string> command = {"--find-crash",
+                                          "--seed",
+                                          std::to_string(options.seed),
+                                          "--start",
+                                          std::to_string(round),
+                                          "--count",
+                                          std::to_string(round_end - round),
+                                          "--max-nodes",
+                                          std::to_string(options.generator.max_nodes)};
+      for (const std::string& argument : check_arguments(options)) command.push_back(argument);
+      set_crash_command(command);
     }
     std::vector<std::thread> workers;
     for (std::size_t b = 1; b < batches.size(); ++b)
@@ -430,12 +526,15 @@ int fuzz(const Options& options) {
       times.cuda_run += batch.times.cuda_run;
       generating += batch.generating;
       graphs += batch.last - batch.first;
+      for (bool was_checked : batch.checked) checked += was_checked ? 1 : 0;
+      without_float_path += batch.without_float_path;
+      for (const auto& [kind, count] : batch.gradient_hazards) gradient_hazards[kind] += count;
       ++compiles;
       if (options.verbose)
         std::cerr << "graphs " << batch.first << ".." << batch.last - 1 << ": " << batch.merged.graph.size()
                   << " nodes, " << (batch.failures.empty() ? "ok" : std::to_string(batch.failures.size()) + " failures")
                   << "\n";
-      if (batch.failures.empty()) continue;
+      if (batch.failures.empty() && batch.case_failures.empty()) continue;
       failures_found += report_batch(options, batch);
       if (!options.keep_going) {
         stop = true;
@@ -448,6 +547,14 @@ int fuzz(const Options& options) {
             << " JIT compiles, " << options.jobs << " jobs) in " << seconds << " s, "
             << (seconds > 0 ? static_cast<double>(graphs) / seconds : 0.0) << " graphs/s; "
             << statistics.hazards_replaced << " hazards replaced; " << failures_found << " failures\n";
+  if (options.gradients) {
+    std::int64_t replaced = 0, skipped = 0;
+    for (const auto& [kind, count] : gradient_hazards) (kind.rfind("skipped: ", 0) == 0 ? skipped : replaced) += count;
+    std::cout << "gradients: " << checked << " graphs checked, " << without_float_path
+              << " without a float input and a float output, " << skipped << " skipped; " << replaced
+              << " gradient hazards replaced\n";
+    for (const auto& [kind, count] : gradient_hazards) std::cout << "  " << count << "  " << kind << "\n";
+  }
   if (options.verbose) {
     std::cout << "time (all jobs): generating " << generating << " s, reference " << times.reference << " s, standard "
               << times.standard << " s, JIT compile " << times.compile << " s, JIT run " << times.jit_run

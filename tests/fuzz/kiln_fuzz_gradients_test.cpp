@@ -1,0 +1,215 @@
+// kiln-fuzz's gradient mode (tools/kiln-fuzz/gradient_check.h): the derivative graph it builds with kiln's autodiff
+// transformation, its comparison with finite differences (a planted wrong derivative is caught, right ones pass),
+// its hazards (kinks and poles within the step), and the shrinker on a gradient failure. The executors checked here
+// are the standard executor's; the JIT runs in the kiln_fuzz_gradients_quick test.
+
+#include "derivative_graph.h"
+#include "gradient_check.h"
+#include "gradient_hazards.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "random_source.h"
+#include "reference/reference_evaluator.h"
+#include "shrinker.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace kiln::fuzz {
+namespace {
+
+runtime::Array array_of(DType dtype, const Shape& shape, const std::vector<double>& values) {
+  runtime::Array array = runtime::allocate_array(dtype, shape);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32)
+      array.mutable_data<float>()[i] = static_cast<float>(values[i]);
+    else
+      array.mutable_data<double>()[i] = values[i];
+  }
+  return array;
+}
+
+FuzzCase case_of(const std::string& text, std::vector<runtime::Array> inputs) {
+  return {ir::parse(text), std::move(inputs)};
+}
+
+GradientCheckOptions standard_only(std::function<void(ir::Graph&)> tamper = nullptr) {
+  GradientCheckOptions options;
+  options.executors.jit = false;
+  options.tamper = std::move(tamper);
+  return options;
+}
+
+// A smooth function of two f32 inputs through a matmul, a broadcast, a reduction and transcendental ops, at a
+// point away from every kink.
+FuzzCase smooth_case() {
+  return case_of(
+      "func @f(%0: f32[3,4], %1: f32[4], %2: i32[3]) -> (f32[3,4], f32[3], i32[3]) {\n"
+      "  %3 = f32[3,4] add(%0, %1)\n"
+      "  %4 = f32[3,4] sin(%3)\n"
+      "  %5 = f32[3,4] mul(%4, %0)\n"
+      "  %6 = f32[3] reduce_sum(%5) {axes=[1], keepdims=false}\n"
+      "  %7 = f32[3] tanh(%6)\n"
+      "  %8 = f32[4,4] matmul(%0, %0) {transpose_a=true, transpose_b=false}\n"
+      "  %9 = f32[4] reduce_mean(%8) {axes=[0], keepdims=false}\n"
+      "  %10 = f32[3,4] div(%5, %9)\n"
+      "  %11 = f32[3,4] exp(%10)\n"
+      "  return %11, %7, %2\n"
+      "}\n",
+      {array_of(DType::f32, Shape({3, 4}), {0.3, -0.7, 1.1, 0.45, -1.3, 0.8, 0.25, -0.6, 0.9, -0.35, 0.65, 1.2}),
+       array_of(DType::f32, Shape({4}), {0.2, -0.4, 0.7, -1.1}), runtime::allocate_array(DType::i32, Shape({3}))});
+}
+
+// The tamper hook's plant: every cos (which only sin's derivative rule adds here) becomes a sin.
+void wrong_sin_derivative(ir::Graph& graph) {
+  for (ir::Node& node : graph.nodes)
+    if (node.op == ir::Op::cos) node.op = ir::Op::sin;
+}
+
+std::vector<std::string> signatures(const std::vector<Failure>& failures) {
+  std::vector<std::string> result;
+  for (const Failure& failure : failures) result.push_back(failure.signature());
+  return result;
+}
+
+TEST(KilnFuzzGradients, DerivativeGraphHasTheFunctionItsJvpAndOneGradientPerFloatInput) {
+  const FuzzCase primal = smooth_case();
+  const DerivativeCase derivative = build_derivative_case(primal);
+  const ir::Graph& graph = derivative.fuzz_case.graph;
+  ASSERT_EQ(derivative.differentiated, (std::vector<std::size_t>{0, 1}));  // not the i32 input
+  ASSERT_EQ(graph.outputs.size(), 4u);
+  EXPECT_EQ(graph.type(graph.outputs[0]), (ir::Type{DType::f64, Shape()}));
+  EXPECT_EQ(graph.type(graph.outputs[1]), (ir::Type{DType::f64, Shape()}));
+  EXPECT_EQ(graph.type(graph.outputs[2]), primal.graph.type(primal.graph.parameters[0]));
+  EXPECT_EQ(graph.type(graph.outputs[3]), primal.graph.type(primal.graph.parameters[1]));
+  // Parameters: 3 of the primal, a weight per float output (2), a direction per float input (2).
+  EXPECT_EQ(derivative.fuzz_case.inputs.size(), 7u);
+  // The primal's nodes keep their order after the added parameters, and map back.
+  for (ir::ValueId id = 0; id < primal.graph.size(); ++id) {
+    const ir::ValueId here = id < 3 ? id : id + derivative.body_offset;
+    EXPECT_EQ(derivative.primal_value(here), id);
+    EXPECT_EQ(graph.node(here).op, primal.graph.node(id).op);
+  }
+  EXPECT_EQ(derivative.primal_value(derivative.function_value), -1);
+  // f is sum(o_k * w_k) over the float outputs.
+  const std::vector<reference::Value> values = reference::evaluate(graph, derivative.fuzz_case.inputs);
+  const std::vector<reference::Value> outputs = reference::evaluate(primal.graph, primal.inputs);
+  double expected = 0;
+  for (std::size_t k = 0; k < 2; ++k)
+    for (std::int64_t i = 0; i < outputs[k].numel(); ++i)
+      expected += outputs[k].values[static_cast<std::size_t>(i)] * element(derivative.fuzz_case.inputs[3 + k], i);
+  EXPECT_NEAR(values[0].values[0], expected, 1e-12 * std::fabs(expected) + 1e-12);
+}
+
+TEST(KilnFuzzGradients, RightDerivativesPassBothChecks) {
+  EXPECT_TRUE(find_gradient_hazards(smooth_case()).empty());
+  EXPECT_EQ(signatures(check_gradients(smooth_case(), standard_only())), std::vector<std::string>{});
+}
+
+TEST(KilnFuzzGradients, AWrongDerivativeRuleIsCaughtInBothModes) {
+  const std::vector<std::string> found =
+      signatures(check_gradients(smooth_case(), standard_only(wrong_sin_derivative)));
+  EXPECT_EQ(found, (std::vector<std::string>{"gradient reference mismatch reverse mode vs finite differences",
+                                             "gradient reference mismatch forward mode vs finite differences"}));
+}
+
+TEST(KilnFuzzGradients, AGradientOffByOnePartInAThousandIsCaught) {
+  // Scales one gradient (not the jvp) by 1.001: reverse mode alone is wrong.
+  auto scaled_gradient = [](ir::Graph& graph) {
+    ir::Node scale;
+    scale.type = {graph.type(graph.outputs[3]).dtype, Shape()};
+    scale.attributes.float_value = 1.001;
+    const ir::ValueId factor = graph.add(scale);
+    ir::Node product;
+    product.op = ir::Op::mul;
+    product.type = graph.type(graph.outputs[3]);
+    product.operands = {graph.outputs[3], factor};
+    graph.outputs[3] = graph.add(product);
+  };
+  EXPECT_EQ(signatures(check_finite_differences(smooth_case(), standard_only(scaled_gradient))),
+            std::vector<std::string>{"gradient reference mismatch reverse mode vs finite differences"});
+}
+
+TEST(KilnFuzzGradients, ShrinkerMinimizesAGradientFailure) {
+  const GradientCheckOptions options = standard_only(wrong_sin_derivative);
+  const std::string signature = "gradient reference mismatch reverse mode vs finite differences";
+  auto still_fails = [&](const FuzzCase& candidate) {
+    if (!find_gradient_hazards(candidate).empty()) return false;
+    for (const Failure& failure : check_finite_differences(candidate, options))
+      if (failure.signature() == signature) return true;
+    return false;
+  };
+  ASSERT_TRUE(still_fails(smooth_case()));
+  const FuzzCase smallest = shrink(smooth_case(), still_fails);
+  // What is left: a sin of something that depends on a float parameter.
+  int computed = 0;
+  bool has_sin = false;
+  for (const ir::Node& node : smallest.graph.nodes) {
+    computed += node.op == ir::Op::parameter || node.op == ir::Op::constant ? 0 : 1;
+    has_sin = has_sin || node.op == ir::Op::sin;
+  }
+  EXPECT_TRUE(has_sin) << ir::print(smallest.graph);
+  EXPECT_LE(computed, 2) << ir::print(smallest.graph);
+}
+
+std::vector<std::string> hazard_reasons(const FuzzCase& fuzz_case) {
+  std::vector<std::string> reasons;
+  for (const Hazard& hazard : find_gradient_hazards(fuzz_case))
+    reasons.push_back("%" + std::to_string(hazard.value) + " " + hazard.reason);
+  return reasons;
+}
+
+TEST(KilnFuzzGradientHazards, KinksWithinTheStepAreHazards) {
+  // relu at 0 and max of a tie: not differentiable there; one element is enough.
+  const std::string relu = "func @f(%0: f64[2]) -> (f64[2]) {\n  %1 = f64[2] relu(%0)\n  return %1\n}\n";
+  EXPECT_EQ(hazard_reasons(case_of(relu, {array_of(DType::f64, Shape({2}), {1.5, 0.0})})),
+            std::vector<std::string>{"%0 operand of relu near 0 within the step"});
+  EXPECT_EQ(hazard_reasons(case_of(relu, {array_of(DType::f64, Shape({2}), {1.5, -0.5})})), std::vector<std::string>{});
+  const std::string maximum =
+      "func @f(%0: f64[2], %1: f64[2]) -> (f64[2]) {\n  %2 = f64[2] maximum(%0, %1)\n  return %2\n}\n";
+  EXPECT_EQ(hazard_reasons(case_of(
+                maximum, {array_of(DType::f64, Shape({2}), {0.5, 2}), array_of(DType::f64, Shape({2}), {0.25, 2})})),
+            (std::vector<std::string>{"%0 operand of maximum near a tie within the step",
+                                      "%1 operand of maximum near a tie within the step"}));
+  // floor(3 x) jumps at x = 1/3: near it the step crosses it, a little farther it does not.
+  const std::string floor =
+      "func @f(%0: f64[1]) -> (f64[1]) {\n  %1 = f64[] constant(3)\n  %2 = f64[1] mul(%0, %1)\n"
+      "  %3 = f64[1] floor(%2)\n  %4 = f64[1] add(%3, %0)\n  return %4\n}\n";
+  EXPECT_EQ(hazard_reasons(case_of(floor, {array_of(DType::f64, Shape({1}), {1.0 / 3 + 1e-6})})),
+            std::vector<std::string>{"%2 operand of floor near an integer within the step"});
+  EXPECT_EQ(hazard_reasons(case_of(floor, {array_of(DType::f64, Shape({1}), {1.0 / 3 + 1e-2})})),
+            std::vector<std::string>{});
+}
+
+TEST(KilnFuzzGradientHazards, PolesAndNonFiniteValuesAreHazards) {
+  // sqrt(relu(x)) at x < 0: sqrt at exactly 0, where the rule's 0 * inf is NaN.
+  EXPECT_EQ(hazard_reasons(case_of("func @f(%0: f64[2]) -> (f64[2]) {\n  %1 = f64[2] relu(%0)\n"
+                                   "  %2 = f64[2] sqrt(%1)\n  return %2\n}\n",
+                                   {array_of(DType::f64, Shape({2}), {-1.5, 2.0})})),
+            std::vector<std::string>{"%1 operand of sqrt near 0 within the step"});
+  // A divisor 1e-6 from 0 moves by about 1e-4 of the input's size over the step.
+  EXPECT_EQ(hazard_reasons(
+                case_of("func @f(%0: f64[2], %1: f64[2]) -> (f64[2]) {\n  %2 = f64[] constant(1)\n"
+                        "  %3 = f64[2] sub(%1, %2)\n  %4 = f64[2] div(%0, %3)\n  return %4\n}\n",
+                        {array_of(DType::f64, Shape({2}), {1, 2}), array_of(DType::f64, Shape({2}), {1.000001, 1.5})})),
+            std::vector<std::string>{"%3 operand of div (its divisor) near 0 within the step"});
+  EXPECT_EQ(hazard_reasons(case_of("func @f(%0: f64[1]) -> (f64[1]) {\n  %1 = f64[1] exp(%0)\n  return %1\n}\n",
+                                   {array_of(DType::f64, Shape({1}), {800})})),
+            std::vector<std::string>{"%1 exp makes a value that is not finite or beyond 1e150"});
+}
+
+TEST(KilnFuzzGradientHazards, RemovingThemReplacesValuesAndCountsThemByKind) {
+  FuzzCase fuzz_case =
+      case_of("func @f(%0: f64[3]) -> (f64[3]) {\n  %1 = f64[3] abs(%0)\n  %2 = f64[3] sin(%1)\n  return %2\n}\n",
+              {array_of(DType::f64, Shape({3}), {0.0, 1.25, -0.5})});
+  RandomSource random(7);
+  std::map<std::string, std::int64_t> counts;
+  ASSERT_TRUE(remove_gradient_hazards(fuzz_case, random, counts));
+  EXPECT_EQ(counts, (std::map<std::string, std::int64_t>{{"operand of abs near 0 within the step", 1}}));
+  EXPECT_TRUE(find_gradient_hazards(fuzz_case).empty());
+  EXPECT_EQ(fuzz_case.graph.node(fuzz_case.graph.outputs[0]).op, ir::Op::sin);  // the rest of the graph stays
+}
+
+}  // namespace
+}  // namespace kiln::fuzz

@@ -1,0 +1,309 @@
+#include "gradient_hazards.h"
+
+#include "derivative_graph.h"
+#include "random_source.h"
+#include "reference/reference_evaluator.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+
+namespace kiln::fuzz {
+namespace {
+
+using ir::Op;
+using ir::ValueId;
+using reference::Value;
+
+// How many times its movement over the long step a quantity must stay from a kink (a jump or a corner: linear
+// movement crosses it within 1 time, the rest is room for curvature) and from a pole (where f's higher derivatives
+// grow like (movement / distance)^n, and the difference quotients with them).
+constexpr double kink_reach = 4, pole_reach = 20;
+// How closely the difference quotients at the two steps must agree (relative): for a smooth f they differ by
+// about f''' t^2, some 1e-8 of the derivative at these steps.
+constexpr double settled = 1e-3;
+// Beyond this, products in the derivative (a cotangent times a value, a value squared) may overflow in float64.
+constexpr double largest_value = 1e150;
+
+enum class Singularity { kink, pole };
+
+double zero_distance(double q) { return std::fabs(q); }
+double integer_distance(double q) { return std::fabs(q - std::nearbyint(q)); }
+double half_integer_distance(double q) { return std::fabs(q - std::floor(q) - 0.5); }
+
+// The elements of `shape` grouped into lines: those whose coordinates agree on every axis but `axes`.
+std::vector<std::vector<std::int64_t>> lines_of(const Shape& shape, const std::vector<std::int64_t>& axes) {
+  std::vector<bool> along(static_cast<std::size_t>(shape.rank()), false);
+  for (std::int64_t axis : axes) along[static_cast<std::size_t>(axis)] = true;
+  std::int64_t count = 1;
+  for (int axis = 0; axis < shape.rank(); ++axis)
+    if (!along[static_cast<std::size_t>(axis)]) count *= shape[axis];
+  std::vector<std::vector<std::int64_t>> lines(static_cast<std::size_t>(shape.numel() > 0 ? count : 0));
+  for (std::int64_t flat = 0; flat < shape.numel(); ++flat) {
+    std::int64_t rest = flat, line = 0, multiplier = 1;
+    for (int axis = shape.rank() - 1; axis >= 0; --axis) {
+      const std::int64_t coordinate = rest % shape[axis];
+      rest /= shape[axis];
+      if (along[static_cast<std::size_t>(axis)]) continue;
+      line += coordinate * multiplier;
+      multiplier *= shape[axis];
+    }
+    lines[static_cast<std::size_t>(line)].push_back(flat);
+  }
+  return lines;
+}
+
+// The float64 function's values at x (point 0), x + long_step v (1) and x - long_step v (2).
+using Points = std::array<std::vector<Value>, 3>;
+
+class GradientHazardFinder {
+ public:
+  GradientHazardFinder(const DerivativeCase& derivative, const ir::Graph& graph, const Points& points)
+      : derivative_(derivative), graph_(graph), points_(points) {}
+
+  std::vector<Hazard> run() {
+    for (ValueId id = 0; id < derivative_.primal_end; ++id)
+      if (derivative_.primal_value(id) >= 0 && check_finite(id)) check_op(id);
+    return std::move(hazards_);
+  }
+
+ private:
+  const Value& at(std::size_t point, ValueId id) const { return points_[point][static_cast<std::size_t>(id)]; }
+  bool is_float(ValueId id) const { return is_floating(graph_.type(id).dtype); }
+  std::string name(ValueId id) const { return std::string(ir::name(graph_.node(id).op)); }
+  void report(ValueId id, const std::string& reason) {
+    const ValueId primal = derivative_.primal_value(id);
+    if (reported_.insert(primal).second) hazards_.push_back({primal, reason});
+  }
+
+  bool out_of_range(ValueId id) const {
+    if (!is_float(id)) return false;
+    for (std::size_t point = 0; point < points_.size(); ++point)
+      for (double x : at(point, id).values)
+        if (!std::isfinite(x) || std::fabs(x) > largest_value) return true;
+    return false;
+  }
+
+  // Reports the op that makes a value out of range from operands in range; false if the value is out of range
+  // (its op's kinks are then moot).
+  bool check_finite(ValueId id) {
+    if (!out_of_range(id)) return true;
+    for (ValueId operand : graph_.node(id).operands)
+      if (out_of_range(operand)) return false;
+    report(id, name(id) + " makes a value that is not finite or beyond 1e150");
+    return false;
+  }
+
+  void check_op(ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    auto first = [](double a, double) { return a; };
+    auto second = [](double, double b) { return b; };
+    auto difference = [](double a, double b) { return a - b; };
+    auto quotient = [](double a, double b) { return a / b; };
+    auto past_minus_one = [](double a, double) { return a + 1; };
+    switch (node.op) {
+      case Op::abs:
+      case Op::relu:
+      case Op::sign:
+        return check_elementwise(id, "near 0", Singularity::kink, first, zero_distance, {0});
+      case Op::floor:
+      case Op::ceil:
+        return check_elementwise(id, "near an integer", Singularity::kink, first, integer_distance, {0});
+      case Op::round:
+        return check_elementwise(id, "near a half-integer", Singularity::kink, first, half_integer_distance, {0});
+      case Op::cast:
+        if (node.type.dtype == DType::boolean)
+          return check_elementwise(id, "near 0", Singularity::kink, first, zero_distance, {0});
+        if (!is_floating(node.type.dtype))
+          return check_elementwise(id, "near an integer", Singularity::kink, first, integer_distance, {0});
+        return;
+      case Op::copysign:
+        check_elementwise(id, "(its magnitude) near 0", Singularity::kink, first, zero_distance, {0});
+        return check_elementwise(id, "(its sign) near 0", Singularity::kink, second, zero_distance, {1});
+      case Op::maximum:
+      case Op::minimum:
+      case Op::eq:
+      case Op::ne:
+      case Op::lt:
+      case Op::le:
+      case Op::gt:
+      case Op::ge:
+        return check_elementwise(id, "near a tie", Singularity::kink, difference, zero_distance, {0, 1});
+      case Op::remainder:
+      case Op::fmod:
+      case Op::floor_divide:
+        check_elementwise(id, "whose quotient is near an integer", Singularity::kink, quotient, integer_distance,
+                          {0, 1});
+        return check_elementwise(id, "(its divisor) near 0", Singularity::pole, second, zero_distance, {1});
+      case Op::div:
+        return check_elementwise(id, "(its divisor) near 0", Singularity::pole, second, zero_distance, {1});
+      case Op::log:
+      case Op::sqrt:
+      case Op::rsqrt:
+        return check_elementwise(id, "near 0", Singularity::pole, first, zero_distance, {0});
+      case Op::log1p:
+        return check_elementwise(id, "near -1", Singularity::pole, past_minus_one, zero_distance, {0});
+      case Op::pow:
+        check_elementwise(id, "(its base) near 0", Singularity::pole, first, zero_distance, {0});
+        return check_negative_base(id);
+      case Op::reduce_max:
+      case Op::reduce_min:
+        return check_lines(id, node.attributes.axes, true);
+      case Op::argmax:
+      case Op::argmin:
+        return check_lines(id, {node.attributes.axis}, true);
+      case Op::cummax:
+      case Op::cummin:
+      case Op::sort:
+      case Op::argsort:
+        return check_lines(id, {node.attributes.axis}, false);
+      case Op::top_k:
+        return check_lines(id, {graph_.type(node.operands[0]).shape.rank() - 1}, false);
+      default:
+        return;
+    }
+  }
+
+  // Per element of node `id`: the quantity `of` its operands (the first twice for a unary op) at each point, and
+  // a hazard at the operands `culprits` if it is within reach of a kink or pole (`distance` from it at x).
+  template <class Quantity>
+  void check_elementwise(ValueId id, const std::string& what, Singularity singularity, Quantity of,
+                         double (*distance)(double), const std::vector<std::size_t>& culprits) {
+    const ir::Node& node = graph_.node(id);
+    const ValueId a = node.operands[0], b = node.operands.size() > 1 ? node.operands[1] : a;
+    if (!is_float(a) || !is_float(b)) return;
+    const Shape& shape = node.type.shape;
+    const std::vector<std::int64_t> a_sources = broadcast_sources(at(0, a).shape, shape);
+    const std::vector<std::int64_t> b_sources = broadcast_sources(at(0, b).shape, shape);
+    for (std::size_t i = 0; i < a_sources.size(); ++i) {
+      std::array<double, 3> q{};
+      bool finite = true;
+      for (std::size_t point = 0; point < q.size(); ++point) {
+        q[point] = of(at(point, a).values[static_cast<std::size_t>(a_sources[i])],
+                      at(point, b).values[static_cast<std::size_t>(b_sources[i])]);
+        finite = finite && std::isfinite(q[point]);
+      }
+      if (!finite) continue;
+      const double moved = std::max(std::fabs(q[1] - q[0]), std::fabs(q[2] - q[0]));
+      const double gap = distance(q[0]);
+      // A kink that does not move stays on one side (or, at it, on it: a tie of equal values, floor of a constant
+      // integer); a pole at distance 0 is 0 * inf in the derivative.
+      const bool hazard =
+          singularity == Singularity::kink ? moved > 0 && gap <= kink_reach * moved : gap <= pole_reach * moved;
+      if (!hazard) continue;
+      for (std::size_t culprit : culprits)
+        report(node.operands[culprit], "operand of " + name(id) + " " + what + " within the step");
+      return;
+    }
+  }
+
+  // pow(x, y) for x < 0 is defined for an integer y only: a y that moves makes NaN, and its derivative is log(x).
+  void check_negative_base(ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    const ValueId base = node.operands[0], exponent = node.operands[1];
+    if (!is_float(exponent)) return;
+    const std::vector<std::int64_t> base_sources = broadcast_sources(at(0, base).shape, node.type.shape);
+    const std::vector<std::int64_t> exponent_sources = broadcast_sources(at(0, exponent).shape, node.type.shape);
+    for (std::size_t i = 0; i < base_sources.size(); ++i) {
+      const auto e = static_cast<std::size_t>(exponent_sources[i]);
+      const bool moves = at(1, exponent).values[e] != at(0, exponent).values[e] ||
+                         at(2, exponent).values[e] != at(0, exponent).values[e];
+      if (moves && at(0, base).values[static_cast<std::size_t>(base_sources[i])] < 0) {
+        report(exponent, "exponent of pow that moves, of a negative base");
+        return report(base, "exponent of pow that moves, of a negative base");
+      }
+    }
+  }
+
+  // Near ties in the lines of the operand that node `id` orders (along `axes`): between its two largest (or two
+  // smallest) elements if `extreme_only`, else between any two.
+  void check_lines(ValueId id, const std::vector<std::int64_t>& axes, bool extreme_only) {
+    const ir::Node& node = graph_.node(id);
+    const ValueId operand = node.operands[0];
+    if (!is_float(operand)) return;
+    const double sign = node.op == Op::reduce_min || node.op == Op::argmin ? -1 : 1;
+    std::vector<double> line_values;
+    for (const std::vector<std::int64_t>& line : lines_of(at(0, operand).shape, axes)) {
+      line_values.clear();
+      double moved = 0;
+      for (std::int64_t flat : line) {
+        const auto k = static_cast<std::size_t>(flat);
+        const double x = at(0, operand).values[k], up = at(1, operand).values[k], down = at(2, operand).values[k];
+        if (!std::isfinite(x) || !std::isfinite(up) || !std::isfinite(down)) continue;
+        line_values.push_back(sign * x);
+        moved = std::max({moved, std::fabs(up - x), std::fabs(down - x)});
+      }
+      if (line_values.size() < 2 || moved == 0) continue;
+      std::sort(line_values.begin(), line_values.end(), std::greater<>());
+      double gap = line_values[0] - line_values[1];
+      if (!extreme_only)
+        for (std::size_t k = 1; k < line_values.size(); ++k) gap = std::min(gap, line_values[k - 1] - line_values[k]);
+      // Two elements moving towards each other close the gap twice as fast.
+      if (gap <= kink_reach * 2 * moved) return report(operand, "operand of " + name(id) + " with a near tie");
+    }
+  }
+
+  const DerivativeCase& derivative_;
+  const ir::Graph& graph_;
+  const Points& points_;
+  std::vector<Hazard> hazards_;
+  std::set<ValueId> reported_;
+};
+
+}  // namespace
+
+std::vector<Hazard> find_gradient_hazards(const FuzzCase& primal) {
+  if (!has_float_path(primal)) return {};
+  std::vector<Hazard> hazards;
+  try {
+    const DerivativeCase wide = build_derivative_case(promote_to_f64(primal));
+    const FuzzCase function = function_case(wide);
+    Points points;
+    const std::array<double, 3> steps = {0, long_step, -long_step};
+    for (std::size_t point = 0; point < steps.size(); ++point)
+      points[point] = reference::evaluate(function.graph, inputs_at(wide, steps[point]));
+    hazards = GradientHazardFinder(wide, function.graph, points).run();
+    // Where f curves within the step (kinks of ops not listed above, a period or a saturation shorter than it),
+    // the difference quotients disagree at the two steps, and Richardson's error estimate no longer holds.
+    const DifferenceQuotients quotients = difference_quotients(wide);
+    const double disagreement = std::fabs(quotients.long_quotient - quotients.short_quotient);
+    const double size = std::max(std::fabs(quotients.long_quotient), std::fabs(quotients.short_quotient));
+    if (hazards.empty() && !(disagreement <= settled * size + 4 * quotients.rounding))
+      hazards.push_back({-1, "finite differences that do not settle (f curves within the step)"});
+    const DerivativeCase own = build_derivative_case(primal);
+    for (const Hazard& hazard : find_hazards(own.fuzz_case))
+      hazards.push_back({own.primal_value(hazard.value), "derivative graph: " + hazard.reason});
+  } catch (const Error&) {
+    return {};
+  }
+  return hazards;
+}
+
+bool remove_gradient_hazards(FuzzCase& primal, RandomSource& random, std::map<std::string, std::int64_t>& counts) {
+  constexpr int rounds = 8;
+  for (int round = 0; round < rounds; ++round) {
+    // The forward hazards first: values replaced for them change everything downstream.
+    std::vector<Hazard> hazards = find_hazards(primal);
+    if (hazards.empty()) hazards = find_gradient_hazards(primal);
+    if (hazards.empty()) return true;
+    std::set<ValueId> replaced;
+    std::vector<std::pair<ValueId, runtime::Array>> replacements;
+    for (const Hazard& hazard : hazards) {
+      if (hazard.value < 0) {
+        ++counts["skipped: " + hazard.reason];
+        return false;
+      }
+      if (!replaced.insert(hazard.value).second) continue;
+      replacements.emplace_back(hazard.value, random_input(primal.graph.type(hazard.value), random));
+      ++counts[hazard.reason];
+    }
+    primal = replace_with_parameters(primal, replacements);
+  }
+  ++counts["skipped: hazards left after " + std::to_string(rounds) + " rounds"];
+  return false;
+}
+
+}  // namespace kiln::fuzz
