@@ -113,6 +113,8 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
       return "that kernel reads it through its padding, where it lies in memory: the padded value is never written";
     case Reason::padding_unsupported:
       return "the kernel reads a padded value in place, which only loop kernels do";
+    case Reason::attention_output:
+      return "it is read elsewhere too, and an attention kernel writes nothing but its second product";
     case Reason::pieces_unsupported:
       return "the kernel reads a concat piecewise, running its space as boxes, which only loop kernels do";
     case Reason::gather_unsupported:

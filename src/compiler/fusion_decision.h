@@ -62,6 +62,7 @@ enum class Reason {
   padded_in_memory,             // the kernel reads it through its padding, where it lies in memory
   padding_unsupported,          // the kernel reads a padded value in place, which only loop kernels do
   pieces_unsupported,           // the kernel reads a concat piecewise, in boxes, which only loop kernels do
+  attention_output,             // an attention kernel writes its second product only; the value would be written
   gather_unsupported,           // the kernel's template does not read through take_along_axis's indices
   no_rule,                      // no fusion rule for this op
   // A value computed once and written (not fused, consumers in several kernels).

@@ -227,6 +227,9 @@ bool Scheduler::fuse_loop_fusible(ir::ValueId id, int group_index) {
   };
   std::vector<IndexMap> maps = reads_of(group_index, consumer.kind, consumer.nest, id);
   const bool written = read_outside(id, group_index);
+  // The attention kernel's row code leaves one result, in its strip of scores (kiln-fuzz --gradients, seed 2: a
+  // constant read by the row code and by another matmul joined it as a second output that nothing wrote).
+  if (written && consumer.kind == KernelKind::attention) return refuse(Reason::attention_output);
   if (written) {
     const std::optional<IndexMap> stored = storage_map(consumer.kind, consumer.nest, id);
     if (!stored) {

@@ -366,5 +366,62 @@ TEST(JitRegression, ARowValueBroadcastAlongTheRowIsStoredAtEveryElement) {
   expect_agreement("a whole reduction broadcast", whole, random_tensor(DType::f32, {2}, 51));
 }
 
+// Found by kiln-fuzz --gradients (seed 2), in the forward graphs derivatives make.
+
+// A column kernel's per-column value that no reduction feeds (sign(x), broadcast over the reduced rows and also
+// written out) was computed after the first pass, which had already read it: garbage sums (graph 48).
+TEST(JitRegression, APerColumnValueIsComputedBeforeThePassesReadIt) {
+  expect_graph_agreement("per-column value before the passes",
+                         "func @per_column(%0: f64[2]) -> (f64[], f64[2]) {\n"
+                         "  %1 = f64[1,1,2,1] constant(-0.5467866938035093)\n"
+                         "  %2 = f64[2] sign(%0)\n"
+                         "  %3 = f64[1,1,2,2] mul(%2, %1)\n"
+                         "  %4 = f64[2] reduce_sum(%3) {axes=[0,1,2], keepdims=false}\n"
+                         "  %5 = f64[] reduce_sum(%3) {axes=[0,1,2,3], keepdims=false}\n"
+                         "  return %5, %4\n"
+                         "}\n",
+                         {random_tensor(DType::f64, {2}, 60)});
+}
+
+// A constant read by an attention kernel's row code and by another matmul joined the attention kernel as a second
+// output, which the attention kernel never writes: the other product read garbage, inf or 6.7e36 (graph 164).
+TEST(JitRegression, AnAttentionKernelWritesNothingButItsProduct) {
+  expect_graph_agreement("value of the row code read by another matmul",
+                         "func @attention_output() -> (f32[4,1], f32[4,4]) {\n"
+                         "  %0 = f32[4,8] constant(8.086976051330566)\n"
+                         "  %1 = f32[4,8] constant(-0.2689395248889923)\n"
+                         "  %2 = f32[4,8] constant(-1.0625606775283813)\n"
+                         "  %3 = f32[8,4] constant(-8)\n"
+                         "  %4 = f32[4,1] constant(-3)\n"
+                         "  %5 = f32[4,4] constant(-0.10302605479955673)\n"
+                         "  %6 = f32[4,4] matmul(%1, %3) {transpose_a=false, transpose_b=false}\n"
+                         "  %7 = f32[4,1] matmul(%6, %4) {transpose_a=false, transpose_b=false}\n"
+                         "  %8 = f32[4,8] matmul(%5, %2) {transpose_a=false, transpose_b=false}\n"
+                         "  %9 = f32[4,1] reduce_sum(%0) {axes=[1], keepdims=true}\n"
+                         "  %10 = f32[4,8] mul(%9, %1)\n"
+                         "  %11 = f32[4,8] add(%8, %10)\n"
+                         "  %12 = f32[4,4] matmul(%11, %3) {transpose_a=false, transpose_b=false}\n"
+                         "  return %7, %12\n"
+                         "}\n",
+                         {});
+}
+
+// A column kernel over an empty space ([2, 0], its columns empty) did not compile ("'r' was not declared"): with no
+// elements there are no strides, and the passes' planner took every value for a per-column one (graph 147).
+TEST(JitRegression, AKernelWhoseOutputsAreEmptyCompiles) {
+  expect_graph_agreement("column passes over empty columns",
+                         "func @empty_columns(%0: f32[2,0]) -> (f32[], f32[2,0]) {\n"
+                         "  %1 = f32[2,0] exp(%0)\n"
+                         "  %2 = f32[0] reduce_min(%1) {axes=[0], keepdims=false}\n"
+                         "  %3 = f32[1,0] reshape(%2)\n"
+                         "  %4 = bool[2,0] eq(%1, %3)\n"
+                         "  %5 = f32[2,0] cast(%4)\n"
+                         "  %6 = f32[0] reduce_sum(%5) {axes=[0], keepdims=false}\n"
+                         "  %7 = f32[] reduce_sum(%6) {axes=[0], keepdims=false}\n"
+                         "  return %7, %1\n"
+                         "}\n",
+                         {random_tensor(DType::f32, {2, 0}, 61)});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -109,12 +109,19 @@ std::string RowKernel::emit_column_passes() {
 
   // Each reduction in the first pass after those whose results it reads; each value computed from results after
   // the pass that completes them.
+  // Per-column values that no reduction feeds (a broadcast operand's sign(x), also written out) come before the
+  // first pass, which may read them.
   std::vector<std::vector<int>> passes, computed_after;
+  std::vector<int> computed_before;
   std::set<int> per_column;
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     if (!is_per_column(id)) continue;
     per_column.insert(id);
     const bool reduction = at(id).kind == Instance::Kind::reduction;
+    if (!reduction && column_pass(id) == 0) {
+      computed_before.push_back(id);
+      continue;
+    }
     const std::size_t pass = static_cast<std::size_t>(reduction ? column_pass(id) : std::max(column_pass(id), 1) - 1);
     if (passes.size() <= pass) {
       passes.resize(pass + 1);
@@ -235,6 +242,37 @@ std::string RowKernel::emit_column_passes() {
               ", used where every lane's is a normal number\n    bool column_use_reciprocal_" + at(id).name + size +
               ";\n";
   }
+  // The values `ids` at each column of the block, from the per-column values and elements they read, and the
+  // reciprocals of those that divide.
+  auto column_values = [&](const std::vector<int>& ids) {
+    std::string body;
+    for (int id : ids) {
+      std::set<int> elements, read_per_column;
+      for (int operand : at(id).operands) collect_column_elements(operand, elements, read_per_column);
+      body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) + "        " +
+              emitter_.describe(at(id).value) + "\n        column_" + at(id).name +
+              "[group] = " + emitter_.expression(id) + ";\n        }\n";
+    }
+    return body;
+  };
+  auto reciprocals = [&](const std::vector<int>& ids) {
+    std::string body;
+    for (int id : ids) {
+      if (!divisor_of_elements(id)) continue;
+      const std::string& name = at(id).name;
+      body += "        column_reciprocal_" + name + "[group] = div(splat<" + emitter_.storage_type(at(id).value) +
+              ">(1), column_" + name + "[group]);\n        column_use_reciprocal_" + name +
+              "[group] = has_normal_reciprocals(column_" + name + "[group], count);\n";
+    }
+    return body;
+  };
+  if (!computed_before.empty()) {
+    text += "    // The values of each column that no reduction feeds, before the passes read them.\n";
+    text += "    {\n" +
+            inner_vector_loop("block_begin", "block_end",
+                              group + column_values(computed_before) + reciprocals(computed_before), "", 1) +
+            "    }\n";
+  }
   for (std::size_t pass = 0; pass < passes.size(); ++pass) {
     if (!passes[pass].empty()) {
       std::string folds, starts;
@@ -261,22 +299,10 @@ std::string RowKernel::emit_column_passes() {
                 "[group] = " + finished("column_" + item.name + "[group]", node, emitter_.storage_type(item.value)) +
                 ";\n";
     }
-    for (int id : computed_after[pass]) {
-      std::set<int> elements, read_per_column;
-      for (int operand : at(id).operands) collect_column_elements(operand, elements, read_per_column);
-      body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) + "        " +
-              emitter_.describe(at(id).value) + "\n        column_" + at(id).name +
-              "[group] = " + emitter_.expression(id) + ";\n        }\n";
-    }
+    body += column_values(computed_after[pass]);
     std::vector<int> completed = passes[pass];
     completed.insert(completed.end(), computed_after[pass].begin(), computed_after[pass].end());
-    for (int id : completed) {
-      if (!divisor_of_elements(id)) continue;
-      const std::string& name = at(id).name;
-      body += "        column_reciprocal_" + name + "[group] = div(splat<" + emitter_.storage_type(at(id).value) +
-              ">(1), column_" + name + "[group]);\n        column_use_reciprocal_" + name +
-              "[group] = has_normal_reciprocals(column_" + name + "[group], count);\n";
-    }
+    body += reciprocals(completed);
     if (!body.empty())
       text += "    {\n" + inner_vector_loop("block_begin", "block_end", group + body, "", 1) + "    }\n";
   }

@@ -92,6 +92,15 @@ std::vector<std::string> kernel_code(const ir::Graph& graph, const FusionPlan& p
     const FusedKernel& kernel = plan.kernels[static_cast<std::size_t>(index)];
     KernelEmitter whole(graph, kernel, index);
     std::string& text = code[static_cast<std::size_t>(index)];
+    const bool writes_nothing = std::all_of(kernel.outputs.begin(), kernel.outputs.end(),
+                                            [&](ir::ValueId output) { return graph.type(output).shape.numel() == 0; });
+    if (writes_nothing) {
+      // Every output is empty: there is no element to compute (and a space without elements has no strides to
+      // walk it by).
+      text = whole.heading() + "\nextern \"C\" __attribute__((visibility(\"default\"))) void " + entry_point(index) +
+             "(const kiln_runtime*, void* const*) {}  // every output is empty\n";
+      continue;
+    }
     if (kernel.pieces.empty()) {
       text = whole.heading() + "namespace {\n\n" + emit_row_kernel(whole);
       continue;
