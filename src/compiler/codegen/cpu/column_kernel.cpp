@@ -86,7 +86,7 @@ std::string RowKernel::emit_column() {
     return "state.partials_" + f.reduction->name + " + (" + row_block + " * " + std::to_string(outer) + " + row) * " +
            std::to_string(columns);
   };
-  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields();
+  std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_);
   if (row_blocks > 1)
     for (const Folded& f : folded)
       text += "  " + emitter_.storage_type(f.reduction->value) + "* partials_" + f.reduction->name +
@@ -102,7 +102,7 @@ std::string RowKernel::emit_column() {
           " ? block_begin + " + std::to_string(block) + " : " + std::to_string(columns) + ";\n";
   text += row_setup() + row_values(0);
   for (const Folded& f : folded) {
-    const std::string type = emitter_.vector_type(f.reduction->value);
+    const std::string type = vector_type(emitter_, f.reduction->value);
     text += "    " + emitter_.describe(f.reduction->value) + ": one accumulator per group of lanes columns\n";
     text += "    " + type + " " + f.accumulators + "[" + std::to_string(block) + " / lanes];\n";
     text += "    for (" + type + "& accumulator : " + f.accumulators + ") accumulator = " + f.info.identity + ";\n";
@@ -123,7 +123,7 @@ std::string RowKernel::emit_column() {
     text += "      const int64_t group_end = r0 + " + rows + " < r_end ? r0 + " + rows + " : r_end;\n";
     std::string body, folds, keep;
     for (const Folded& f : folded) {
-      const std::string type = emitter_.vector_type(f.reduction->value);
+      const std::string type = vector_type(emitter_, f.reduction->value);
       body += "        " + type + " accumulator_" + f.reduction->name + " = " + f.accumulators + "[" + group + "];\n";
       folds += "          " + fold(f, "accumulator_" + f.reduction->name);
       keep += "        " + f.accumulators + "[" + group + "] = accumulator_" + f.reduction->name + ";\n";
@@ -170,7 +170,7 @@ std::string RowKernel::emit_column() {
   text += "    for (int64_t j = block_begin; j < block_end; j += lanes) {\n      const int count = " + count + ";\n";
   for (const Folded& f : folded) {
     const std::string storage = emitter_.storage_type(f.reduction->value);
-    const std::string type = emitter_.vector_type(f.reduction->value);
+    const std::string type = vector_type(emitter_, f.reduction->value);
     text += "      " + type + " total_" + f.reduction->name + " = " + f.info.identity + ";\n";
     text += "      for (int64_t row_block = 0; row_block < " + std::to_string(row_blocks) + "; ++row_block)\n";
     text += "        total_" + f.reduction->name + " = " + std::string(f.info.combine) + "(total_" + f.reduction->name +

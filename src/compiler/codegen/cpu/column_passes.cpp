@@ -83,9 +83,9 @@ std::string RowKernel::per_column_values(const std::set<int>& per_column) const 
   std::string text;
   for (int id : per_column) {
     const std::string& name = at(id).name;
-    text += "        const " + emitter_.vector_type(at(id).value) + " " + name + " = column_" + name + "[group];\n";
+    text += "        const " + vector_type(emitter_, at(id).value) + " " + name + " = column_" + name + "[group];\n";
     if (divisor_of_elements(id))
-      text += "        const " + emitter_.vector_type(at(id).value) + " reciprocal_" + name + " = column_reciprocal_" +
+      text += "        const " + vector_type(emitter_, at(id).value) + " reciprocal_" + name + " = column_reciprocal_" +
               name + "[group];\n        const bool use_reciprocal_" + name + " = column_use_reciprocal_" + name +
               "[group];\n";
   }
@@ -193,7 +193,7 @@ std::string RowKernel::emit_column_passes() {
     std::string load, keep;
     for (int reduction : folded) {
       const std::string& name = at(reduction).name;
-      load += "        " + emitter_.vector_type(at(reduction).value) + " accumulator_" + name + " = column_" + name +
+      load += "        " + vector_type(emitter_, at(reduction).value) + " accumulator_" + name + " = column_" + name +
               "[group];\n";
       keep += "        column_" + name + "[group] = accumulator_" + name + ";\n";
     }
@@ -219,7 +219,7 @@ std::string RowKernel::emit_column_passes() {
                              "", 1) +
            "    }\n";
   };
-  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields() + "};\n\n";
+  std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_) + "};\n\n";
   text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n" + state_from_context();
   for (int id : cached_) {
     const std::string type = emitter_.storage_type(at(id).value);
@@ -235,7 +235,7 @@ std::string RowKernel::emit_column_passes() {
   text += row_setup() + row_values(0);
   text += "    // The values of each column of the block that the passes compute, a vector per lanes columns.\n";
   for (int id : per_column) {
-    const std::string type = emitter_.vector_type(at(id).value), size = "[" + std::to_string(block) + " / lanes]";
+    const std::string type = vector_type(emitter_, at(id).value), size = "[" + std::to_string(block) + " / lanes]";
     text += "    " + type + " column_" + at(id).name + size + ";\n";
     if (divisor_of_elements(id))
       text += "    " + type + " column_reciprocal_" + at(id).name + size + ";  // 1 / " + at(id).name +
@@ -283,7 +283,7 @@ std::string RowKernel::emit_column_passes() {
         const ReductionInfo info = reduction_info(node.op, node.type.dtype);
         folds += "        accumulator_" + item.name + " = " + info.combine + "(accumulator_" + item.name +
                  ", first_lanes(" + at(item.operands[0]).name + ", " + info.identity + ", count));\n";
-        starts += "    for (" + emitter_.vector_type(item.value) + "& accumulator : column_" + item.name +
+        starts += "    for (" + vector_type(emitter_, item.value) + "& accumulator : column_" + item.name +
                   ") accumulator = " + info.identity + ";\n";
         text += " %" + std::to_string(item.value);
       }

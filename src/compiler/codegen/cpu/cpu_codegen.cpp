@@ -1,6 +1,6 @@
 #include "compiler/codegen/cpu/cpu_codegen.h"
 
-#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/codegen/cpu/kernel_state.h"
 #include "compiler/fusion.h"
 
 #include <algorithm>

@@ -37,7 +37,7 @@ std::string RowKernel::emit_gemm() {
   whole_vectors_ = n % widest_lanes == 0 && kernels::cpu::plan_sgemm(m, n, k).panel_columns % widest_lanes == 0;
 
   std::string prefix = emitter_.prefix();
-  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields();
+  std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_);
   for (std::size_t k = 0; k < reductions_.size(); ++k)
     text += "  " + emitter_.storage_type(at(reductions_[k]).value) + "* partials" + std::to_string(k) + ";\n";
   text += "};\n\n";
@@ -188,7 +188,7 @@ std::string RowKernel::emit_attention() {
 
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;
   const std::string prefix = emitter_.prefix(), row_end = std::to_string(layout_.inner_size);
-  std::string text = "struct " + prefix + "_state {\n" + emitter_.state_fields() + "};\n\n";
+  std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_) + "};\n\n";
   text += "// Rows [row_begin, row_end) of the scores, numbered across the batch, to the same rows of %" +
           std::to_string(probabilities) + ";\n// both strips hold just these rows, ld floats apart.\n";
   text += "void " + prefix +

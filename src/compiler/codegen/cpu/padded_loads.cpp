@@ -1,9 +1,9 @@
-// Loads of padded inputs read in place (fusion.h: padding read in place): a loop kernel reads the value under the padding, and the
-// padding's constant wherever the load's index map falls outside it. A bound along a row axis is checked once per
-// row: a row on the padding reads a row of the constant instead of its source (or, where no such row fits, its
-// loads are the constant by a condition each); a bound along the inner loop limits the elements of each row that
-// are loaded to a window computed here, lane by lane only in the vectors that straddle its ends.
-// What the CUDA generator shares (the layout's handling of bounded axes, the conditions) is in padding_bounds.cpp.
+// Loads of padded inputs read in place (fusion.h: padding read in place): a loop kernel reads the value under the
+// padding, and the padding's constant wherever the load's index map falls outside it. A bound along a row axis is
+// checked once per row: a row on the padding reads a row of the constant instead of its source (or, where no such row
+// fits, its loads are the constant by a condition each); a bound along the inner loop limits the elements of each row
+// that are loaded to a window computed here, lane by lane only in the vectors that straddle its ends. What the CUDA
+// generator shares (the layout's handling of bounded axes, the conditions) is in padding_bounds.cpp.
 
 #include "compiler/codegen/cpu/row_kernel.h"
 

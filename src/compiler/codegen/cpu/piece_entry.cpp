@@ -4,7 +4,7 @@
 // of the block, so that what the boxes read in common (the whole row of q) is read from memory once and from the
 // cache by the next box. Run one after another over the whole space, the boxes read q twice: 1.9x the time.
 
-#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/codegen/cpu/kernel_state.h"
 
 #include <algorithm>
 

@@ -47,29 +47,35 @@ constexpr std::int64_t prefetch_ahead_bytes = 8192;
 }  // namespace
 
 ReductionInfo reduction_info(ir::Op op, DType dtype) {
-  std::string type = storage_type(dtype);
-  bool floating = is_floating(dtype);
-  std::string lowest = floating                  ? "-__builtin_inf()"
-                       : dtype == DType::boolean ? "0"
-                       : dtype == DType::i32     ? "(-2147483647 - 1)"
-                                                 : "(-9223372036854775807LL - 1)";
-  std::string highest = floating                  ? "__builtin_inf()"
-                        : dtype == DType::boolean ? "1"
-                        : dtype == DType::i32     ? "2147483647"
-                                                  : "9223372036854775807LL";
-  switch (op) {
-    case ir::Op::reduce_sum:
-    case ir::Op::reduce_mean:
-      return {"add", "reduce_add", "splat<" + type + ">(0)"};
-    case ir::Op::reduce_prod:
-      return {"mul", "reduce_mul", "splat<" + type + ">(1)"};
-    case ir::Op::reduce_max:
-      return {"maximum", "reduce_max", "splat<" + type + ">(" + lowest + ")"};
-    case ir::Op::reduce_min:
-      return {"minimum", "reduce_min", "splat<" + type + ">(" + highest + ")"};
-    default:
-      throw CompileError(std::string(ir::name(op)), "has no generated reduction", std::string());
+  const codegen::ReductionForm form = codegen::reduction_form(op);
+  const bool floating = is_floating(dtype);
+  std::string identity;
+  switch (form.identity) {
+    case codegen::Identity::zero:
+      identity = "0";
+      break;
+    case codegen::Identity::one:
+      identity = "1";
+      break;
+    case codegen::Identity::lowest:
+      identity = floating                  ? "-__builtin_inf()"
+                 : dtype == DType::boolean ? "0"
+                 : dtype == DType::i32     ? "(-2147483647 - 1)"
+                                           : "(-9223372036854775807LL - 1)";
+      break;
+    case codegen::Identity::highest:
+      identity = floating                  ? "__builtin_inf()"
+                 : dtype == DType::boolean ? "1"
+                 : dtype == DType::i32     ? "2147483647"
+                                           : "9223372036854775807LL";
+      break;
   }
+  // The prelude's horizontal folds are named for the reduction: reduce_add, reduce_mul, reduce_max, reduce_min.
+  const std::string_view combine = form.combine_name();
+  const std::string finish = form.combine == ir::Op::maximum   ? "reduce_max"
+                             : form.combine == ir::Op::minimum ? "reduce_min"
+                                                               : "reduce_" + std::string(combine);
+  return {std::string(combine), finish, "splat<" + storage_type(dtype) + ">(" + identity + ")"};
 }
 
 std::string RowKernel::emit() {
@@ -363,7 +369,7 @@ int RowKernel::ready_phase(int id) const {
 std::string RowKernel::entry_opening() const {
   return "}  // namespace\n\nextern \"C\" __attribute__((visibility(\"default\"))) void kiln_kernel_" +
          std::to_string(emitter_.index()) + "(const kiln_runtime* runtime, void* const* buffers) {\n  " +
-         emitter_.prefix() + "_state state;\n" + emitter_.state_initialization();
+         emitter_.prefix() + "_state state;\n" + state_initialization(emitter_);
 }
 
 std::string RowKernel::state_from_context() const {
@@ -420,7 +426,7 @@ std::string RowKernel::piece_setup(const std::string& count) const {
   const std::string prefix = emitter_.prefix();
   std::string text = "}  // namespace\n\nstatic int64_t " + prefix + "_setup(" + prefix +
                      "_state& state, const kiln_runtime* runtime, void* const* buffers) {\n";
-  return text + emitter_.state_initialization() + "  return " + count + ";\n}\n";
+  return text + state_initialization(emitter_) + "  return " + count + ";\n}\n";
 }
 
 std::string emit_row_kernel(KernelEmitter& emitter) { return RowKernel(emitter).emit(); }

@@ -63,7 +63,7 @@ std::string RowKernel::row_values(int phase) const {
     const Instance& item = at(id);
     if (varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
     text += "    " + emitter_.describe(item.value) + "\n";
-    text += "    const " + emitter_.vector_type(item.value) + " " + item.name + " = " + row_value(id) + ";\n";
+    text += "    const " + vector_type(emitter_, item.value) + " " + item.name + " = " + row_value(id) + ";\n";
     text += reciprocal(id);
   }
   return text;
@@ -87,7 +87,7 @@ std::string RowKernel::reciprocal(int id) const {
     if (divides_by_reciprocal(user) && at(user).operands[1] == id) {
       const std::string type = emitter_.storage_type(at(id).value);
       const std::string& name = at(id).name;
-      return "    const " + emitter_.vector_type(at(id).value) + " reciprocal_" + name + " = div(splat<" + type +
+      return "    const " + vector_type(emitter_, at(id).value) + " reciprocal_" + name + " = div(splat<" + type +
              ">(1), " + name + ");\n    const bool use_reciprocal_" + name + " = " +
              (across_lanes_ ? "has_normal_reciprocals(" + name + ", group_rows)"
                             : "has_normal_reciprocal(first_lane(" + name + "))") +
@@ -158,7 +158,7 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
       text += "        " + emitter_.describe(item.value) + "\n";
       value = divides_by_reciprocal(id) ? divide_by_row_value(item) : emitter_.expression(id);
     }
-    text += "        const " + emitter_.vector_type(item.value) + " " + item.name + " = " + value + ";\n";
+    text += "        const " + vector_type(emitter_, item.value) + " " + item.name + " = " + value + ";\n";
     if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
       text += "        store<" + type + ">(cache_" + item.name + cache_offset() + ", " + item.name +
               (across_lanes_ ? "" : ", count") + ");\n";
@@ -247,7 +247,7 @@ std::string RowKernel::reduction_pass(std::size_t k, const std::string& begin, c
   const ir::Node& node = emitter_.graph().node(reduction.value);
   ReductionInfo info = reduction_info(node.op, node.type.dtype);
   const Instance& operand = at(reduction.operands[0]);
-  const std::string type = emitter_.vector_type(reduction.value);
+  const std::string type = vector_type(emitter_, reduction.value);
   const std::string accumulator = "accumulator" + std::to_string(k);
   if (across_lanes_) {  // each lane its own row's accumulator: no partial lanes, no tree at the end
     std::string body = element_values(phase_elements_[k], static_cast<int>(k));
@@ -285,7 +285,7 @@ std::string RowKernel::invariant_reduction(std::size_t k, const std::string& beg
   const std::string value = at(reduction.operands[0]).name, accumulator = "accumulator" + std::to_string(k);
   const std::string count = "(" + end + " - " + begin + ") * " + std::to_string(layout_.middle_count());
   const std::string type = emitter_.storage_type(reduction.value);
-  std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + emitter_.vector_type(reduction.value) +
+  std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + vector_type(emitter_, reduction.value) +
                      " " + accumulator + " = " + info.identity + ";\n    {\n      const int64_t elements = " + count +
                      ";  // each the same value\n";
   const std::string value_once = across_lanes_ ? value : "first_lanes(" + value + ", " + info.identity + ", 1)";
@@ -331,7 +331,7 @@ std::string RowKernel::finish_reduction(std::size_t k, const std::string& accumu
 std::string RowKernel::emit_kernel() {
   std::string prefix = emitter_.prefix();
   std::string text;
-  text += "struct " + prefix + "_state {\n" + emitter_.state_fields();
+  text += "struct " + prefix + "_state {\n" + state_fields(emitter_);
   if (split_reduction_) text += "  " + emitter_.storage_type(at(reductions_[0]).value) + "* partials;\n";
   text += "};\n\n";
   if (!strips_.empty()) return text + strip_items() + entry(1);
@@ -410,7 +410,7 @@ std::string RowKernel::reduction_passes(const std::string& begin, const std::str
               "(accumulator" + std::to_string(k) + ");\n";
       continue;
     }
-    text += "    const " + emitter_.vector_type(at(reductions_[k]).value) + " " + at(reductions_[k]).name + " = " +
+    text += "    const " + vector_type(emitter_, at(reductions_[k]).value) + " " + at(reductions_[k]).name + " = " +
             finish_reduction(k, "accumulator" + std::to_string(k)) + ";\n";
     text += reciprocal(reductions_[k]) + row_values(static_cast<int>(k) + 1);
   }

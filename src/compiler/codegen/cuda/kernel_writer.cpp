@@ -11,31 +11,31 @@ namespace kiln::compiler::cuda {
 ReductionInfo reduction_info(const ir::Node& reduction) {
   // Bool (any and all as reduce_max and reduce_min) combines as bytes of 0
   // and 1; lowest<Bool>() and highest<Bool>() are 0 and 1 (prelude.cuh).
-  std::string type = cpu::storage_type(reduction.type.dtype);
-  switch (reduction.op) {
-    case ir::Op::reduce_sum:
-    case ir::Op::reduce_mean:
-      return {"scalar::add{}", "splat<" + type + ">(0)"};
-    case ir::Op::reduce_prod:
-      return {"scalar::mul{}", "splat<" + type + ">(1)"};
-    case ir::Op::reduce_max:
-      return {"scalar::maximum{}", "lowest<" + type + ">()"};
-    case ir::Op::reduce_min:
-      return {"scalar::minimum{}", "highest<" + type + ">()"};
-    default:
-      throw CompileError(std::string(ir::name(reduction.op)), "has no generated CUDA reduction", reduction.location);
+  const std::string type = codegen::storage_type(reduction.type.dtype);
+  const codegen::ReductionForm form = codegen::reduction_form(reduction.op);
+  const std::string combine = "scalar::" + std::string(form.combine_name()) + "{}";
+  switch (form.identity) {
+    case codegen::Identity::zero:
+      return {combine, "splat<" + type + ">(0)"};
+    case codegen::Identity::one:
+      return {combine, "splat<" + type + ">(1)"};
+    case codegen::Identity::lowest:
+      return {combine, "lowest<" + type + ">()"};
+    case codegen::Identity::highest:
+      return {combine, "highest<" + type + ">()"};
   }
+  return {combine, ""};
 }
 
 std::string literal(const ir::Node& constant) {
-  std::string type = cpu::storage_type(constant.type.dtype);
+  std::string type = codegen::storage_type(constant.type.dtype);
   if (is_floating(constant.type.dtype)) {
     double value = constant.attributes.float_value;
     if (value != value) return "not_a_number<" + type + ">()";
     if (value > 1.7976931348623157e308) return "infinity<" + type + ">()";
     if (value < -1.7976931348623157e308) return "-infinity<" + type + ">()";
   }
-  return "splat<" + type + ">(" + cpu::literal(constant) + ")";
+  return "splat<" + type + ">(" + codegen::literal(constant) + ")";
 }
 
 KernelWriter::KernelWriter(KernelEmitter& emitter) : emitter_(emitter) {
@@ -87,7 +87,8 @@ void KernelWriter::mark_varying(const Layout& layout) {
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     bool varies = item.kind == Instance::Kind::tile;
-    if (item.kind == Instance::Kind::load || (item.kind == Instance::Kind::compute && !item.address.coefficients.empty()))
+    if (item.kind == Instance::Kind::load ||
+        (item.kind == Instance::Kind::compute && !item.address.coefficients.empty()))
       varies = emitter_.inner_coefficient(item.address, layout) != 0 || emitter_.varies_in_middle(item.address, layout);
     if (item.kind == Instance::Kind::compute)
       for (int operand : item.operands) varies = varies || varying(operand);
@@ -171,8 +172,10 @@ std::vector<IndexVariable> KernelWriter::middle_coordinates(const Layout& layout
 std::string KernelWriter::offset(const Linear& linear, const Layout& layout, const std::string& inner) const {
   std::string text = emitter_.row_offset(linear, layout) + emitter_.middle_offset(linear, layout);
   std::int64_t step = emitter_.inner_coefficient(linear, layout);
-  if (step == 1) text += " + " + inner;
-  else if (step != 0) text += " + " + std::to_string(step) + " * " + inner;
+  if (step == 1)
+    text += " + " + inner;
+  else if (step != 0)
+    text += " + " + std::to_string(step) + " * " + inner;
   if (text.starts_with("0 + ")) text = text.substr(4);
   // "1 * c0" reads as "c0".
   for (std::size_t at = text.find(" 1 * "); at != std::string::npos; at = text.find(" 1 * ", at)) text.erase(at + 1, 4);

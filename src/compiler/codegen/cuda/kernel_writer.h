@@ -1,11 +1,12 @@
 #pragma once
 // Private to the CUDA code generator: what its kernel kinds share on top of
-// the machinery of codegen/cpu/kernel_emitter.h (instances,
+// the machinery of codegen/kernel_emitter.h (instances,
 // index maps, layouts, the text of each op): parameters, CUDA literals, and
 // the text of one instance at one element.
 
-#include "compiler/codegen/cpu/kernel_emitter.h"
 #include "compiler/codegen/cuda/cuda_codegen.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/reduction.h"
 
 #include <set>
 #include <string>
@@ -14,13 +15,13 @@
 
 namespace kiln::compiler::cuda {
 
-using cpu::Instance;
-using cpu::KernelEmitter;
-using cpu::Layout;
-using cpu::Linear;
+using codegen::Instance;
+using codegen::KernelEmitter;
+using codegen::Layout;
+using codegen::Linear;
 
-// How a reduction op combines values: an elementwise_ops.cuh function object,
-// and the accumulator's start value.
+// A generated reduction (codegen/reduction.h) in the CUDA prelude's names: an
+// elementwise_ops.cuh function object, and the accumulator's start value.
 struct ReductionInfo {
   std::string combine;   // "scalar::add{}"
   std::string identity;  // "splat<float>(0)"

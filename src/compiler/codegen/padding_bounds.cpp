@@ -1,17 +1,17 @@
-// Padding read in place (compiler/fusion.h: padding read in place), what the CPU and CUDA generators share: a load of a padded
-// input carries bounds (Bound: a coordinate of its source that must lie inside it); the layout never merges a
+// Padding read in place (compiler/fusion.h: padding read in place), what the CPU and CUDA generators share: a load of a
+// padded input carries bounds (Bound: a coordinate of its source that must lie inside it); the layout never merges a
 // bounded axis with the axis before it, so the axis starts a row axis or the inner loop, and its coordinate is
 // that one's divided by the sizes of the axes merged after it (the channels of an image row whose width is
 // padded). The CPU's row walk checks row bounds once per row and turns inner ones into a window of the row
-// (codegen/cpu/padded_loads.cpp); a CUDA thread checks every bound for its element.
+// (cpu/padded_loads.cpp); a CUDA thread checks every bound for its element.
 
-#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/codegen/kernel_emitter.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
 
-namespace kiln::compiler::cpu {
+namespace kiln::compiler::codegen {
 
 std::vector<Linear> KernelEmitter::padding_axes() const {
   const Shape& space = kernel_.space;
@@ -103,4 +103,4 @@ std::string KernelEmitter::middle_condition(const Instance& item, const Layout& 
   return condition;
 }
 
-}  // namespace kiln::compiler::cpu
+}  // namespace kiln::compiler::codegen

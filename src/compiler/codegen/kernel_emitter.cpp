@@ -1,4 +1,4 @@
-#include "compiler/codegen/cpu/kernel_emitter.h"
+#include "compiler/codegen/kernel_emitter.h"
 
 #include "ir/printer.h"
 
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <optional>
 
-namespace kiln::compiler::cpu {
+namespace kiln::compiler::codegen {
 
 std::int64_t Layout::middle_count() const {
   std::int64_t count = 1;
@@ -314,41 +314,11 @@ std::int64_t KernelEmitter::inner_coefficient(const Linear& linear, const Layout
   return linear.coefficients[static_cast<std::size_t>(layout.inner_axis)];
 }
 
-std::string KernelEmitter::storage_type(ir::ValueId value) const { return cpu::storage_type(graph_.type(value).dtype); }
-
-std::string KernelEmitter::vector_type(ir::ValueId value) const { return "vec<" + storage_type(value) + ">"; }
+std::string KernelEmitter::storage_type(ir::ValueId value) const {
+  return codegen::storage_type(graph_.type(value).dtype);
+}
 
 std::string KernelEmitter::output_name(ir::ValueId value) const { return "output" + std::to_string(value); }
-
-std::string KernelEmitter::state_fields() const {
-  std::string text = "  const kiln_runtime* runtime;\n";
-  for (std::size_t i = 0; i < kernel_.inputs.size(); ++i) {
-    ir::ValueId value = kernel_.inputs[i];
-    text += "  const " + storage_type(value) + "* " + input_name(static_cast<int>(i)) + ";  // %" +
-            std::to_string(value) + ": " + graph_.type(value).to_string() + "\n";
-  }
-  for (ir::ValueId value : kernel_.outputs) {
-    text += "  " + storage_type(value) + "* " + output_name(value) + ";  // %" + std::to_string(value) + ": " +
-            graph_.type(value).to_string();
-    if (const Placement* placement = placement_of(kernel_, value))
-      text += ", in %" + std::to_string(placement->into) + ": " + graph_.type(placement->into).to_string() + " at " +
-              std::to_string(placement->offset) + " along axis " + std::to_string(placement->axis);
-    text += "\n";
-  }
-  return text;
-}
-
-std::string KernelEmitter::state_initialization() const {
-  std::string text = "  state.runtime = runtime;\n";
-  std::size_t slot = 0;
-  for (std::size_t i = 0; i < kernel_.inputs.size(); ++i, ++slot)
-    text += "  state." + input_name(static_cast<int>(i)) + " = static_cast<const " + storage_type(kernel_.inputs[i]) +
-            "*>(buffers[" + std::to_string(slot) + "]);\n";
-  for (ir::ValueId value : kernel_.outputs)
-    text += "  state." + output_name(value) + " = static_cast<" + storage_type(value) + "*>(buffers[" +
-            std::to_string(slot++) + "]);\n";
-  return text;
-}
 
 std::string KernelEmitter::heading() const {
   std::string text = "\n// ==== kernel " + std::to_string(index_) + ": " + std::string(to_string(kernel_.kind)) +
@@ -378,4 +348,4 @@ std::string KernelEmitter::expression(int id) const {
   return text + ")";
 }
 
-}  // namespace kiln::compiler::cpu
+}  // namespace kiln::compiler::codegen

@@ -1,11 +1,12 @@
 #pragma once
-// Shared machinery of the CPU kernel generators: which value each fused node
-// reads at which element (index maps), the instances to compute, how the
-// iteration space collapses into rows and an inner loop, and the C++ text of
-// each op. row_kernel.h's RowKernel builds on it (every CPU kernel kind), and
-// so does the CUDA generator (codegen/cuda/kernel_writer.h): only
-// state_fields(), state_initialization(), vector_type() and literal()'s
-// spelling of NaN and infinity are specific to the CPU.
+// What the code generators share (the CPU's, codegen/cpu, and CUDA's,
+// codegen/cuda): which value each fused node reads at which element (index
+// maps), the instances to compute, how the iteration space collapses into
+// rows and an inner loop, loads of padded values read in place
+// (padding_bounds.cpp), and the C-family text of each op, which the CPU's
+// prelude and CUDA's define alike. What each backend wraps around it is its
+// own: the CPU's work-item state (cpu/kernel_state.h), CUDA's parameters and
+// literals of NaN and infinity (cuda/kernel_writer.h).
 
 #include "compiler/fusion.h"
 #include "compiler/loop_nest.h"
@@ -16,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::compiler::cpu {
+namespace kiln::compiler::codegen {
 
 using compiler::AxisMap;
 using compiler::IndexMap;
@@ -141,16 +142,11 @@ class KernelEmitter {
   // The condition over load `item`'s bounds along middle loops, in their variables d0, d1, ...; empty without.
   std::string middle_condition(const Instance& item, const Layout& layout) const;
 
-  // C++ for the declarations of the kernel's buffers inside its state struct
-  // and their initialization from `buffers[]`.
-  std::string state_fields() const;
-  std::string state_initialization() const;
   std::string input_name(int position) const { return "input" + std::to_string(position); }
   std::string output_name(ir::ValueId value) const;
 
   // The C++ expression computing instance `id` from its operands' variables.
   std::string expression(int id) const;
-  std::string vector_type(ir::ValueId value) const;
   std::string storage_type(ir::ValueId value) const;
   // A comment line describing a node: "// %4 = f32[4,4] add(%2, %3)".
   std::string describe(ir::ValueId value) const;
@@ -175,23 +171,4 @@ class KernelEmitter {
 std::string storage_type(DType dtype);
 std::string literal(const ir::Node& constant);
 
-// Each generator returns the kernel's C++ (helpers and an `extern "C"` entry
-// point named kiln_kernel_<index>).
-// Every kind: loop, reduction, column, gemm and attention kernels (row_kernel.h); gemm and attention kernels'
-// epilogues are row walks over each tile.
-std::string emit_row_kernel(KernelEmitter& emitter);
-
-// A box of a kernel that reads concats piecewise, by emit_piece: its state, items function and setup function
-// (which returns its item count), and its items in row-major order of its rows (-1 where they are not).
-struct PieceCode {
-  std::string text;
-  std::int64_t items = -1;
-  std::vector<std::int64_t> origin;
-  std::set<int> inputs;  // the kernel inputs it loads, by position
-};
-PieceCode emit_piece(KernelEmitter& emitter);
-
-// The entry point of kernel `index` over `space` that reads concats piecewise, running its `boxes` (emit_piece's).
-std::string piece_entry(int index, const Shape& space, const std::vector<PieceCode>& boxes);
-
-}  // namespace kiln::compiler::cpu
+}  // namespace kiln::compiler::codegen
