@@ -11,7 +11,6 @@
 #include "runtime/cuda/cuda_context.h"
 #endif
 #include "compiler/dump.h"
-#include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
 #include "ir/printer.h"
@@ -32,10 +31,10 @@ namespace {
 void check_compilable(const ir::Graph& graph) {
   for (const ir::Node& node : graph.nodes) {
     if (ir::info(node.op).category == ir::OpCategory::host)
-      throw CompileError(std::string(ir::name(node.op)),
-                         node.op == ir::Op::host_call ? "a host callback cannot be compiled"
-                                                      : "its output shape depends on the data",
-                         node.location);
+      throw CompileError(
+          std::string(ir::name(node.op)),
+          node.op == ir::Op::host_call ? "a host callback cannot be compiled" : "its output shape depends on the data",
+          node.location);
     if (!node.type.shape.is_static())
       throw CompileError(std::string(ir::name(node.op)), "its shape " + node.type.to_string() + " depends on data",
                          node.location);
@@ -57,31 +56,34 @@ struct Lowering {
 Lowering lower_graph(const ir::Graph& traced, Device device) {
 #if !KILN_HAVE_CUDA
   if (!device.is_cpu())
-    throw CompileError("kiln::function", "kiln was built without CUDA support; inputs on " + device.to_string() +
-                                             " run on the standard executor",
-                       std::string());
+    throw CompileError(
+        "kiln::function",
+        "kiln was built without CUDA support; inputs on " + device.to_string() + " run on the standard executor",
+        std::string());
 #endif
   check_compilable(traced);
   Dumper dumper(traced.name);
-  Lowering lowering;
-  lowering.graph = traced;
-  ir::Graph& graph = lowering.graph;
-  dumper.write("0-traced.txt", ir::print(graph, {.locations = true}));
+  Program program = program_for(traced, device);
+  dumper.write("0-traced.txt", ir::print(program.graph, {.locations = true}));
+  // Every pass that changed the program, as far as it took it (pass.h's print): the graph after each
+  // optimization, then the plan, the plan with its arena, and the source.
   int pass_number = 0;
-  const auto observer = [&](std::string_view pass, const ir::Graph& after) {
+  const PassObserver observer = [&](std::string_view pass, const Program& after) {
     if (dumper.enabled())
-      dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", ir::print(after));
+      dumper.write("1-" + std::to_string(++pass_number) + "-after-" + std::string(pass) + ".txt", print(after));
   };
-  optimize(graph, observer);
-  const BackendCapabilities backend = capabilities(device);
-  lowering.optimized = ir::print(graph);
-  lowering.plan = fuse(graph, backend);
-  lowering.assignment = assign_buffers(graph, lowering.plan);
-  lowering.fused = print_plan(graph, lowering.plan) + print_assignment(graph, lowering.assignment);
+  optimize(program, observer);
+  Lowering lowering;
+  lowering.optimized = ir::print(program.graph);
+  run_lowering(program, observer);
+  lowering.graph = std::move(program.graph);
+  lowering.plan = std::move(*program.plan);
+  lowering.assignment = std::move(*program.assignment);
+  lowering.source = std::move(program.source);
+  lowering.fused = print_plan(lowering.graph, lowering.plan) + print_assignment(lowering.graph, lowering.assignment);
 #if KILN_HAVE_CUDA
   if (device.is_cuda()) {
-    lowering.module = cuda::generate_source(graph, lowering.plan);
-    lowering.source = lowering.module.text;
+    lowering.module = *program.module;
     // The plan's gemm decisions describe the CPU's tile-by-tile epilogue; its attention decisions hold on CUDA,
     // whose kernel differs from the CPU's in where it keeps the scores and in computing the products itself.
     const auto has_kind = [&](KernelKind kind) {
@@ -89,13 +91,14 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
                          [&](const FusedKernel& kernel) { return kernel.kind == kind; });
     };
     if (has_kind(KernelKind::gemm))
-      lowering.fused += "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
+      lowering.fused +=
+          "on CUDA: cuBLAS writes each gemm kernel's product; one generated kernel applies its epilogue\n";
     if (has_kind(KernelKind::attention))
-      lowering.fused += "on CUDA: each attention kernel computes both products itself, in f32 without TF32, a row of "
-                        "scores per warp or block in shared memory\n";
+      lowering.fused +=
+          "on CUDA: each attention kernel computes both products itself, in f32 without TF32, a row of "
+          "scores per warp or block in shared memory\n";
   }
 #endif
-  if (device.is_cpu()) lowering.source = cpu::generate_source(graph, lowering.plan);
   dumper.write("2-optimized.txt", lowering.optimized);
   dumper.write("3-fused.txt", lowering.fused);
   dumper.write(device.is_cpu() ? "4-source.cpp" : "4-source.cu", lowering.source);

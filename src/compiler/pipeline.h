@@ -1,28 +1,34 @@
 #pragma once
-// The optimization pipeline before fusion, as a flat list of passes run to a
-// fixed point:
+// The compiler's passes (pass.h) in order. The optimization passes run to a fixed point:
 //
-//   simplify   constant folding, algebraic identities
-//   cse        common subexpression elimination
-//   dce        dead code elimination
+//   simplify         constant folding, algebraic identities
+//   cse              common subexpression elimination
+//   dce              dead code elimination
 //
-// In debug builds the verifier runs after every pass.
+// then the lowering passes once each:
+//
+//   fuse             the kernel plan (fusion.h): which nodes each generated kernel computes, and why
+//   assign-buffers   where each value that crosses kernels lives during a call (buffer_assignment.h)
+//   generate         the source of the device's kernels (codegen/cpu, codegen/cuda)
+//
+// In debug builds the verifier runs after every optimization pass.
 
 #include "compiler/pass.h"
 #include "ir/graph.h"
 
-#include <functional>
 #include <span>
-#include <string_view>
 
 namespace kiln::compiler {
 
 std::span<const Pass> optimization_passes();
+std::span<const Pass> lowering_passes();
 
-// Called after each pass that changed the graph (KILN_DUMP_TO uses it).
-using PassObserver = std::function<void(std::string_view pass, const ir::Graph& graph)>;
+// Runs the optimization passes until none changes the program (or a round limit is hit).
+void optimize(Program& program, const PassObserver& observer = {});
+// The same for a graph alone (tests and tools that optimize before planning by hand).
+void optimize(ir::Graph& graph);
 
-// Runs the passes until none changes the graph (or a round limit is hit).
-void optimize(ir::Graph& graph, const PassObserver& observer = {});
+// Runs the lowering passes in order on an optimized program.
+void run_lowering(Program& program, const PassObserver& observer = {});
 
 }  // namespace kiln::compiler

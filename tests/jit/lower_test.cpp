@@ -7,6 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
 namespace kiln::compiler {
 namespace {
 
@@ -30,6 +38,39 @@ TEST(Lower, GivesTheStagesCompileBuilds) {
   EXPECT_NE(lowered.stages[1].second.find("fusion plan for @seed: 1 kernel"), std::string::npos);
   EXPECT_NE(lowered.stages[2].second.find("kiln_kernel_0"), std::string::npos);
   EXPECT_TRUE(lowered.cuda_kernels.empty());
+}
+
+// KILN_DUMP_TO writes the program after every pass that changed it: the optimizations', then fuse's plan,
+// assign-buffers' plan and arena, and generate's source, numbered in order.
+TEST(Lower, DumpsTheProgramAfterEachPass) {
+  const std::string directory = ::testing::TempDir() + "kiln-lower-dump";
+  std::filesystem::remove_all(directory);
+  ::setenv("KILN_DUMP_TO", directory.c_str(), 1);
+  const LoweredFunction lowered = lower(ir::parse(seed_text));
+  ::unsetenv("KILN_DUMP_TO");
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(directory))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string> lowering = {"after-fuse", "after-assign-buffers", "after-generate"};
+  std::vector<std::string> passes;
+  for (const std::string& name : names)
+    if (name.rfind("seed.1-", 0) == 0) passes.push_back(name);
+  ASSERT_GE(passes.size(), 3u) << testing::PrintToString(names);
+  auto read = [&](const std::string& name) {
+    std::ifstream file(directory + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  };
+  // The last three, by their numbers: seed.1-<n>-after-<pass>.txt.
+  std::sort(passes.begin(), passes.end(),
+            [](const std::string& a, const std::string& b) { return std::stoi(a.substr(7)) < std::stoi(b.substr(7)); });
+  for (std::size_t k = 0; k < 3; ++k)
+    EXPECT_NE(passes[passes.size() - 3 + k].find(lowering[k]), std::string::npos) << testing::PrintToString(passes);
+  const std::string fused = read(passes[passes.size() - 3]), assigned = read(passes[passes.size() - 2]);
+  EXPECT_EQ(fused.rfind("fusion plan for @seed: 1 kernel", 0), 0u) << fused;
+  EXPECT_EQ(assigned, lowered.stages[1].second);
+  EXPECT_EQ(read(passes.back()), lowered.stages[2].second);
+  std::filesystem::remove_all(directory);
 }
 
 TEST(Lower, RefusesWhatCompileRefuses) {

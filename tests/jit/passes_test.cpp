@@ -5,6 +5,7 @@
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/fusion.h"
+#include "compiler/pipeline.h"
 #include "compiler/simplify.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -603,6 +604,44 @@ TEST(ConcatPieces, ConcatsThatCannotBeReadPiecewiseAreWritten) {
       "}\n");
   const FusionPlan without = fuse(graph, BackendCapabilities{});
   for (const FusedKernel& kernel : without.kernels) EXPECT_TRUE(kernel.pieces.empty()) << print_plan(graph, without);
+}
+
+// The lowering passes on IR text: each prints what it adds to the program (pass.h's print), and the observer sees
+// them in order.
+TEST(LoweringPasses, FuseThenAssignBuffersThenGenerate) {
+  Program program = program_for(ir::parse("func @f(%0: f32[8,16], %1: f32[16]) -> (f32[8,8], f32[8]) {\n"
+                                          "  %2 = f32[8,16] add(%0, %1)\n"
+                                          "  %3 = f32[8,1] reduce_max(%2) {axes=[1], keepdims=true}\n"
+                                          "  %4 = f32[8,16] sub(%2, %3)\n"
+                                          "  %5 = f32[8,16] exp(%4)\n"
+                                          "  %6 = f32[8] reduce_sum(%5) {axes=[1], keepdims=false}\n"
+                                          "  %7 = f32[8,8] matmul(%5, %0) {transpose_a=false, transpose_b=true}\n"
+                                          "  return %7, %6\n"
+                                          "}\n"),
+                                Device::cpu());
+  std::vector<std::pair<std::string, std::string>> seen;
+  run_lowering(program, [&](std::string_view pass, const Program& after) { seen.emplace_back(pass, print(after)); });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].first, "fuse");
+  // exp's values are written for the matmul, which reads its operands from memory.
+  const std::string plan =
+      "fusion plan for @f: 2 kernels\n"
+      "kernel 0 (reduction over [8,16], reducing the last 1 axes): %2 add %3 reduce_max %4 sub %5 exp %6 reduce_sum\n"
+      "  reads %0: f32[8,16], %1: f32[16]\n"
+      "  writes %5: f32[8,16], %6: f32[8]\n"
+      "  fused %5 exp: elementwise producer of the same size; also written out (multi-output fusion)\n"
+      "  fused %4 sub: elementwise producer of the same size\n"
+      "  fused %3 reduce_max: another reduction over the same rows (one more pass over each row)\n"
+      "  fused %2 add: elementwise producer of the same size\n"
+      "kernel 1 (gemm over [8,8]): %7 matmul\n"
+      "  reads %5: f32[8,16], %0: f32[8,16]\n"
+      "  writes %7: f32[8,8]\n";
+  EXPECT_EQ(seen[0].second, plan);
+  EXPECT_EQ(seen[1].first, "assign-buffers");
+  EXPECT_EQ(seen[1].second, plan + "arena: 512 bytes per call\n  %5 f32[8,16] at offset 0\n");
+  EXPECT_EQ(seen[2].first, "generate");
+  EXPECT_EQ(seen[2].second, program.source);
+  EXPECT_NE(program.source.find("// ==== kernel 0: reduction over [8,16] ===="), std::string::npos) << program.source;
 }
 
 TEST(BufferAssignment, IntermediatesShareTheArenaByLiveness) {
