@@ -4,9 +4,12 @@
 // (uniform: 53 random bits per value), keyed by the seed. Every operation is
 // written as on the CPU, in double, in the same order; kiln's CUDA code is
 // built with --fmad=false, so nothing is fused that the CPU rounds twice.
+// The block function is the CPU's own (scalar::philox_block, which
+// random_bits computes too), compiled for the device.
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/scalar_ops.h"
 
 #include <numbers>
 
@@ -14,32 +17,6 @@ namespace kiln::kernels::cuda {
 namespace {
 
 using runtime::Array;
-
-struct Words {
-  std::uint32_t word[4];
-};
-
-__device__ __forceinline__ Words philox(std::uint64_t counter, std::uint64_t seed) {
-  std::uint32_t x0 = static_cast<std::uint32_t>(counter), x1 = static_cast<std::uint32_t>(counter >> 32);
-  std::uint32_t x2 = 0, x3 = 0;
-  std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    std::uint64_t product0 = std::uint64_t{0xD2511F53} * x0;
-    std::uint64_t product1 = std::uint64_t{0xCD9E8D57} * x2;
-    std::uint32_t y0 = static_cast<std::uint32_t>(product1 >> 32) ^ x1 ^ key0;
-    std::uint32_t y1 = static_cast<std::uint32_t>(product1);
-    std::uint32_t y2 = static_cast<std::uint32_t>(product0 >> 32) ^ x3 ^ key1;
-    std::uint32_t y3 = static_cast<std::uint32_t>(product0);
-    x0 = y0;
-    x1 = y1;
-    x2 = y2;
-    x3 = y3;
-    key0 += 0x9E3779B9;
-    key1 += 0xBB67AE85;
-  }
-  return Words{{x0, x1, x2, x3}};
-}
 
 // Uniform in (0, 1] from 32 random bits (never 0, so log() is finite).
 __device__ __forceinline__ double open_unit(std::uint32_t bits) {
@@ -56,7 +33,7 @@ template <class T>
 __global__ void normal_kernel(T* __restrict__ out, std::int64_t count, std::uint64_t seed, double mean, double stddev) {
   const std::int64_t blocks = (count + 3) / 4;
   for (std::int64_t block = thread_index(); block < blocks; block += thread_count()) {
-    const Words bits = philox(static_cast<std::uint64_t>(block), seed);
+    const scalar::PhiloxBlock bits = scalar::philox_block(static_cast<std::uint64_t>(block), seed);
     double values[4];
 #pragma unroll
     for (int pair = 0; pair < 2; ++pair) {
@@ -75,8 +52,8 @@ template <class T>
 __global__ void uniform_kernel(T* __restrict__ out, std::int64_t count, std::uint64_t seed, double low, double high) {
   const std::int64_t blocks = (count + 3) / 4;
   for (std::int64_t block = thread_index(); block < blocks; block += thread_count()) {
-    const Words first = philox(2 * static_cast<std::uint64_t>(block), seed);
-    const Words second = philox(2 * static_cast<std::uint64_t>(block) + 1, seed);
+    const scalar::PhiloxBlock first = scalar::philox_block(2 * static_cast<std::uint64_t>(block), seed);
+    const scalar::PhiloxBlock second = scalar::philox_block(2 * static_cast<std::uint64_t>(block) + 1, seed);
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
       std::uint32_t high_bits = lane < 2 ? first.word[2 * lane] : second.word[2 * (lane - 2)];
