@@ -1,0 +1,85 @@
+# Checks that an installed kiln can be used from another project: installs the
+# built tree at BUILD_DIR into a temporary prefix, builds examples/find-package
+# against it (find_package(kiln), kiln::kiln), runs the program and checks what
+# it prints. The test install_find_package runs it; by hand, after a build:
+#   cmake -DSOURCE_DIR=. -DBUILD_DIR=build -P scripts/check-install.cmake
+# Optional: CXX_COMPILER, GENERATOR, MAKE_PROGRAM (those of kiln's build, so the
+# program is built as kiln was) and CONFIG (the build type). The temporary
+# directory, in BUILD_DIR, is removed whether the check passes or fails.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required SOURCE_DIR BUILD_DIR)
+  if(NOT DEFINED ${required})
+    message(FATAL_ERROR "check-install: pass -D${required}=<dir>")
+  endif()
+endforeach()
+get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
+get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
+if(NOT CONFIG)
+  set(CONFIG Release)
+endif()
+
+string(RANDOM LENGTH 8 ALPHABET abcdefghijklmnopqrstuvwxyz0123456789 suffix)
+set(work ${BUILD_DIR}/check-install-${suffix})
+set(prefix ${work}/prefix)
+set(app_build ${work}/app-build)
+file(REMOVE_RECURSE ${work})
+file(MAKE_DIRECTORY ${work})
+
+# Removes the temporary directory, then stops with `message` and the step's output.
+function(check_install_fail message output)
+  file(REMOVE_RECURSE ${work})
+  message(FATAL_ERROR "check-install: ${message}\n${output}")
+endfunction()
+
+# Runs one step (a command after the step's name), failing the check if it fails.
+function(check_install_step name)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output
+                  TIMEOUT 300)
+  if(NOT status EQUAL 0)
+    list(JOIN ARGN " " command)
+    check_install_fail("${name} failed (${status}): ${command}" "${output}")
+  endif()
+  set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+check_install_step("installing ${BUILD_DIR} into ${prefix}"
+                   ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${CONFIG})
+file(GLOB_RECURSE installed RELATIVE ${prefix} ${prefix}/*)
+foreach(expected include/kiln/kiln.h kilnTargets.cmake kilnConfig.cmake kilnConfigVersion.cmake libkiln.a)
+  if(NOT installed MATCHES "(^|;|/)${expected}(;|$)")
+    check_install_fail("the install has no ${expected}" "installed: ${installed}")
+  endif()
+endforeach()
+
+set(configure_arguments -S ${SOURCE_DIR}/examples/find-package -B ${app_build} -DCMAKE_BUILD_TYPE=${CONFIG}
+                        -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if(GENERATOR)
+  list(APPEND configure_arguments -G ${GENERATOR})
+endif()
+if(MAKE_PROGRAM)
+  list(APPEND configure_arguments -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_arguments -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
+check_install_step("configuring examples/find-package against the install" ${CMAKE_COMMAND} ${configure_arguments})
+# The package must come from the prefix, not from kiln's build tree.
+file(STRINGS ${app_build}/CMakeCache.txt kiln_dir REGEX "^kiln_DIR:")
+if(NOT kiln_dir MATCHES "=${prefix}/")
+  check_install_fail("find_package(kiln) did not find the installed package" "${kiln_dir}")
+endif()
+check_install_step("building examples/find-package" ${CMAKE_COMMAND} --build ${app_build} --config ${CONFIG})
+
+# A fresh module cache, so that the JIT compiles with the installed library's prelude.
+find_program(program kiln-find-package PATHS ${app_build} ${app_build}/${CONFIG} NO_DEFAULT_PATH NO_CACHE)
+if(NOT program)
+  check_install_fail("no kiln-find-package program in ${app_build}" "")
+endif()
+check_install_step("running kiln-find-package" ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${work}/jit-cache ${program})
+if(NOT step_output MATCHES "the JIT agrees with the standard executor")
+  check_install_fail("kiln-find-package did not report agreement" "${step_output}")
+endif()
+
+file(REMOVE_RECURSE ${work})
+message(STATUS "check-install: built against the install and ran:\n${step_output}")
