@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 
 namespace kiln::compiler {
 namespace {
@@ -55,15 +54,8 @@ bool Scheduler::read_piecewise(ir::ValueId id, const std::set<int>& consumer_gro
 }
 
 std::set<ir::ValueId> Scheduler::piecewise_concats(int group_index) const {
-  std::set<ir::ValueId> concats, seen;
-  std::function<void(ir::ValueId)> visit = [&](ir::ValueId value) {
-    for (ir::ValueId operand : graph_.node(value).operands) {
-      if (!inlined_[index(operand)] || !seen.insert(operand).second) continue;
-      if (piecewise_[index(operand)]) concats.insert(operand);
-      visit(operand);
-    }
-  };
-  for (ir::ValueId member : group(group_index).members) visit(member);
+  std::set<ir::ValueId> concats = inlined_concats(group_index);
+  std::erase_if(concats, [&](ir::ValueId concat) { return !piecewise_[index(concat)]; });
   return concats;
 }
 

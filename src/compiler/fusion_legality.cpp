@@ -96,19 +96,24 @@ std::vector<IndexMap> Scheduler::reads_of(int group_index, KernelKind kind, cons
   return found == maps.end() ? std::vector<IndexMap>{} : found->second;
 }
 
-bool Scheduler::reads_padding(int group_index) const {
+std::set<ir::ValueId> Scheduler::inlined_concats(int group_index) const {
   std::vector<ir::ValueId> stack(group(group_index).members);
-  std::set<ir::ValueId> seen;
+  std::set<ir::ValueId> seen, concats;
   while (!stack.empty()) {
     const ir::ValueId value = stack.back();
     stack.pop_back();
     for (ir::ValueId operand : graph_.node(value).operands) {
       if (!inlined_[index(operand)] || !seen.insert(operand).second) continue;
-      if (graph_.node(operand).op == ir::Op::concat && !piecewise_[index(operand)]) return true;
+      if (graph_.node(operand).op == ir::Op::concat) concats.insert(operand);
       stack.push_back(operand);
     }
   }
-  return false;
+  return concats;
+}
+
+bool Scheduler::reads_padding(int group_index) const {
+  const std::set<ir::ValueId> concats = inlined_concats(group_index);
+  return std::any_of(concats.begin(), concats.end(), [&](ir::ValueId concat) { return !piecewise_[index(concat)]; });
 }
 
 bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {

@@ -119,6 +119,8 @@ class Scheduler {
   bool fuse_matmul(ir::ValueId id, int group);
   // Whether `group` reads through take_along_axis's indices (which only loop and row kernels do).
   bool gathers(int group) const;
+  // The concats inlined into `group`: paddings read in place and concats read piecewise.
+  std::set<ir::ValueId> inlined_concats(int group) const;
   // Whether `group` reads a padded value in place (which only loop kernels do).
   bool reads_padding(int group) const;
   // The concats `group` reads piecewise (concat_pieces.cpp), and the boxes its space runs as for them: none when

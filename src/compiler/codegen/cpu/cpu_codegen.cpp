@@ -112,7 +112,6 @@ std::vector<std::string> kernel_code(const ir::Graph& graph, const FusionPlan& p
       const FusedKernel piece = kernel.piece(box);
       KernelEmitter emitter(graph, piece, index, static_cast<int>(box));
       boxes.push_back(emit_piece(emitter));
-      boxes.back().origin = piece.origin;
       text += "\n// box " + std::to_string(box) + " of " + std::to_string(kernel.pieces.size()) + ": coordinates " +
               box_text(kernel.pieces[box]) + "\nnamespace {\n\n" + boxes.back().text;
     }

@@ -436,6 +436,7 @@ PieceCode emit_piece(KernelEmitter& emitter) {
   PieceCode code;
   code.text = kernel.emit();
   code.items = kernel.piece_items();
+  code.origin = emitter.kernel().origin;
   for (int id = 0; id < emitter.instance_count(); ++id)
     if (emitter.at(id).kind == Instance::Kind::load || emitter.at(id).kind == Instance::Kind::gather)
       code.inputs.insert(emitter.at(id).buffer);
