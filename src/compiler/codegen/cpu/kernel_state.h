@@ -37,7 +37,7 @@ struct PieceCode {
   std::string text;
   std::int64_t items = -1;
   std::vector<std::int64_t> origin;  // where the box starts in the kernel's space
-  std::set<int> inputs;  // the kernel inputs it loads, by position
+  std::set<int> inputs;              // the kernel inputs it loads, by position
 };
 PieceCode emit_piece(KernelEmitter& emitter);
 
