@@ -24,9 +24,12 @@ Tangent jvp_square(JvpContext& context) {
   return context.scale(context.tangent(0), emit.scale(context.operand(0), 2));
 }
 
+// relu(x) > 0 exactly where x > 0 (NaN in neither), so the mask is read from the result, as PyTorch's
+// threshold_backward does: the forward's input is then read by the relu alone, which a GEMM epilogue computes, and
+// the backward reads the activation the next layer's product reads anyway.
 Tangent jvp_relu(JvpContext& context) {
   Emitter& emit = context.emitter();
-  return context.select(emit.binary(Op::gt, context.operand(0), context.constant(0)), context.tangent(0), {});
+  return context.select(emit.binary(Op::gt, context.result(), context.constant(0)), context.tangent(0), {});
 }
 
 Tangent jvp_sin(JvpContext& context) {

@@ -151,8 +151,9 @@ std::string describe(const ir::Graph& graph, const FusionDecision& decision) {
   switch (decision.reason) {
     case Reason::recomputed:
       return "recomputed " + subject + " in each of the " + std::to_string(number(decision, 0)) +
-             " kernels that read it: " + std::to_string(number(decision, 1)) +
-             " flop/element from one array, cheaper than writing it to memory and reading it back";
+             " kernels that read it: " + std::to_string(number(decision, 1)) + " flop/element from " +
+             (decision.values.empty() ? std::string("smaller values") : value(graph, decision, 0)) +
+             ", cheaper than writing it to memory and reading it back";
     case Reason::merged_consumers:
       return "merged with kernel of " + value(graph, decision, 0) + ": both consume " + subject +
              " over the same space (multi-output fusion)";

@@ -24,7 +24,8 @@ enum class Reason {
   epilogue,            // a matmul whose consumers are its epilogue
   in_its_piece,        // an operand of a concat read piecewise, computed in the boxes where the concat is it
   // A note on a kernel.
-  recomputed,            // numbers: kernels, flops/element; a cheap producer recomputed in each kernel reading it
+  recomputed,  // values: the array of its size it is recomputed from, if any; numbers: kernels, flops/element of it
+               // and the producers recomputed with it: a cheap producer recomputed in each kernel reading it
   merged_consumers,      // values: the other kernel's first member; both consume `subject` over one space
   merged_siblings,       // values: the other kernel's first member; siblings reading `subject`
   transposed_by_strips,  // a strided transpose read by tiles transposed in registers

@@ -70,11 +70,12 @@ void Scheduler::place(ir::ValueId id) {
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
     inlined_[index(id)] = true;
+    const RecomputeCone cone = *recompute_cone(id);
     for (int each : consumer_groups)
-      group(each).decisions.push_back(
-          {.reason = Reason::recomputed,
-           .subject = id,
-           .numbers = {static_cast<std::int64_t>(consumer_groups.size()), ir::flops_per_element(node.op)}});
+      group(each).decisions.push_back({.reason = Reason::recomputed,
+                                       .subject = id,
+                                       .values = cone.arrays,
+                                       .numbers = {static_cast<std::int64_t>(consumer_groups.size()), cone.flops}});
     return;
   }
   if (consumer_groups.size() > 1) {
@@ -87,28 +88,52 @@ void Scheduler::place(ir::ValueId id) {
   start_group(id);
 }
 
-// Recomputing reads the one array the written copy would be read from and saves its write: an elementwise op of one
-// flop per element, reading at most one array of its own size (the rest broadcast), as XLA duplicates cheap
-// elementwise producers into their consumers' fusions. A batch norm's x - mean(x) feeds the variance and the
-// normalized output; recomputed, the kernels read x instead of a written copy of it. Every consumer must be a
-// kernel over the value's own number of elements (an epilogue reads memory tile by tile; a larger space would
-// compute each element many times).
+// Recomputing a value in each kernel that reads it, instead of writing it once and reading it back, is
+// torch.compile's rematerialization (its min-cut partitioner) and XLA's duplication of cheap producers, decided
+// where the kernels are known. The value and the cheap producers it would be recomputed from form a cone: its
+// elementwise ops and broadcasts of the value's size, down to values in memory anyway (products, reductions,
+// parameters, outputs, values a matmul reads) or smaller ones (per-row values, broadcast sources). Recomputed,
+// each kernel reads the cone's arrays of the value's size in place of the written copy: so at most one, and then
+// the write is saved at no cost in bytes; the flops are paid again in every kernel but one, within a budget a
+// memory-bound kernel hides (a softmax backward recomputing exp(x - max) from the logits it reads anyway, in
+// place of reading a written copy of the exponentials). Every consumer must be a kernel over the value's own
+// number of elements (an epilogue reads memory tile by tile; a larger space would compute each element many times).
+std::optional<Scheduler::RecomputeCone> Scheduler::recompute_cone(ir::ValueId id) const {
+  const std::int64_t elements = graph_.type(id).shape.numel();
+  RecomputeCone cone;
+  std::set<ir::ValueId> seen;
+  std::vector<ir::ValueId> stack = {id};
+  while (!stack.empty()) {
+    const ir::ValueId value = stack.back();
+    stack.pop_back();
+    if (!seen.insert(value).second) continue;
+    const ir::Node& node = graph_.node(value);
+    if (node.op == ir::Op::constant || node.op == ir::Op::iota) continue;
+    if (node.type.shape.numel() < elements) continue;  // read at a broadcast map: one value per row or fewer
+    const bool cheap_op = (ir::is_elementwise(node.op) && ir::info(node.op).cost != ir::Cost::division) ||
+                          node.op == ir::Op::broadcast_to;
+    const bool in_memory = node.op == ir::Op::parameter || !cheap_op ||
+                           (value != id && (is_output_[index(value)] || read_from_memory(value)));
+    if (in_memory) {
+      cone.arrays.push_back(value);
+      if (cone.arrays.size() > 1) return std::nullopt;
+      continue;
+    }
+    cone.flops += ir::flops_per_element(node.op);
+    if (cone.flops > recompute_flops_budget) return std::nullopt;
+    for (ir::ValueId operand : node.operands) stack.push_back(operand);
+  }
+  return cone;
+}
+
 bool Scheduler::recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
   const ir::Node& node = graph_.node(id);
-  if (!ir::is_elementwise(node.op) || ir::flops_per_element(node.op) > 1 || is_output_[index(id)] ||
-      read_from_memory(id))
-    return false;
+  const bool cheap_op =
+      (ir::is_elementwise(node.op) && ir::info(node.op).cost != ir::Cost::division) || node.op == ir::Op::broadcast_to;
+  if (!cheap_op || is_output_[index(id)] || read_from_memory(id)) return false;
+  const std::optional<RecomputeCone> cone = recompute_cone(id);
+  if (!cone || cone->flops * static_cast<int>(consumer_groups.size() - 1) > recompute_flops_budget) return false;
   const std::int64_t elements = node.type.shape.numel();
-  int arrays = 0;
-  for (ir::ValueId operand : node.operands) {
-    const ir::Node& source = graph_.node(operand);
-    const bool broadcast =
-        source.op == ir::Op::broadcast_to && graph_.type(source.operands[0]).shape.numel() < elements;
-    if (graph_.type(operand).shape.numel() == elements && !broadcast && source.op != ir::Op::constant &&
-        source.op != ir::Op::iota)
-      arrays += 1;
-  }
-  if (arrays > 1) return false;
   return std::all_of(consumer_groups.begin(), consumer_groups.end(), [&](int each) {
     const Group& consumer = group(each);
     return (consumer.kind == KernelKind::loop || consumer.kind == KernelKind::reduction ||

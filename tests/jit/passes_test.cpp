@@ -305,27 +305,30 @@ TEST(Fusion, ReductionReadAtOtherRowsIsNotFusedWithItsConsumers) {
 }
 
 // An expensive producer read by two kernels is computed once: it joins the row kernel, which writes it for the
-// other reduction (multi-output fusion), instead of a kernel of its own that both read.
+// other reduction (multi-output fusion), instead of a kernel of its own that both read. exp(sin(x)) is 40 flops per
+// element, beyond what recomputing in the second kernel may cost (Scheduler::recompute_flops_budget).
 TEST(Fusion, ExpensiveProducerOfTwoKernelsJoinsOneAndIsWrittenForTheOther) {
   ir::Graph graph = ir::parse(
       "func @f(%0: f32[8,16]) -> (f32[16], f32[8]) {\n"
-      "  %1 = f32[8,16] exp(%0)\n"
-      "  %2 = f32[16] reduce_sum(%1) {axes=[0], keepdims=false}\n"
-      "  %3 = f32[8] reduce_sum(%1) {axes=[1], keepdims=false}\n"
-      "  return %2, %3\n"
+      "  %1 = f32[8,16] sin(%0)\n"
+      "  %2 = f32[8,16] exp(%1)\n"
+      "  %3 = f32[16] reduce_sum(%2) {axes=[0], keepdims=false}\n"
+      "  %4 = f32[8] reduce_sum(%2) {axes=[1], keepdims=false}\n"
+      "  return %3, %4\n"
       "}\n");
   FusionPlan plan = fuse(graph);
   std::string printed = print_plan(graph, plan);
   ASSERT_EQ(plan.kernels.size(), 2u) << printed;
-  const FusedKernel* rows = kernel_of(plan, 3);
+  const FusedKernel* rows = kernel_of(plan, 4);
   ASSERT_NE(rows, nullptr) << printed;
-  EXPECT_EQ(rows->members, (std::vector<ir::ValueId>{1, 3})) << printed;
-  EXPECT_EQ(rows->outputs, (std::vector<ir::ValueId>{1, 3})) << printed;
-  EXPECT_EQ(rows->row_outputs, (std::vector<ir::ValueId>{3})) << printed;
-  ASSERT_NE(decision(plan, Reason::same_size, 1), nullptr) << printed;
-  EXPECT_EQ(decision(plan, Reason::same_size, 1)->text, "also written out (multi-output fusion)") << printed;
+  EXPECT_EQ(rows->members, (std::vector<ir::ValueId>{1, 2, 4})) << printed;
+  EXPECT_EQ(rows->outputs, (std::vector<ir::ValueId>{2, 4})) << printed;
+  EXPECT_EQ(rows->row_outputs, (std::vector<ir::ValueId>{4})) << printed;
+  ASSERT_NE(decision(plan, Reason::same_size, 2), nullptr) << printed;
+  EXPECT_EQ(decision(plan, Reason::same_size, 2)->text, "also written out (multi-output fusion)") << printed;
+  EXPECT_EQ(decision(plan, Reason::recomputed, 2), nullptr) << printed;
   // Without column kernels (fuse's default backend), the reduction over axis 0 is its standard kernel.
-  const FusionDecision* library = decision(plan, Reason::library, 2);
+  const FusionDecision* library = decision(plan, Reason::library, 3);
   ASSERT_NE(library, nullptr) << printed;
   EXPECT_EQ(library->text, "the reduced axes are not the trailing ones") << printed;
   // With them (the CPU), the column kernel has nothing to compute once exp joined the row kernel: the reduction
@@ -333,11 +336,42 @@ TEST(Fusion, ExpensiveProducerOfTwoKernelsJoinsOneAndIsWrittenForTheOther) {
   FusionPlan cpu = fuse(graph, capabilities(Device::cpu()));
   printed = print_plan(graph, cpu);
   ASSERT_EQ(cpu.kernels.size(), 2u) << printed;
-  EXPECT_EQ(cpu.kernels[0].members, (std::vector<ir::ValueId>{1, 3})) << printed;
+  EXPECT_EQ(cpu.kernels[0].members, (std::vector<ir::ValueId>{1, 2, 4})) << printed;
   EXPECT_EQ(cpu.kernels[1].kind, KernelKind::library) << printed;
-  ASSERT_NE(decision(cpu, Reason::library, 2), nullptr) << printed;
-  EXPECT_EQ(decision(cpu, Reason::library, 2)->text,
+  ASSERT_NE(decision(cpu, Reason::library, 3), nullptr) << printed;
+  EXPECT_EQ(decision(cpu, Reason::library, 3)->text,
             "a reduction over the axes before the last of a value in memory: the standard kernel reads it once")
+      << printed;
+}
+
+// Rematerialization: exp(x - max(x)) read by the softmax's row kernel and by a column sum is recomputed in both
+// from x (a cone of 21 flops per element reading one array of its size), not written by one for the other: the
+// column kernel reads x where it would have read the exponentials, and nothing of x's size is written.
+TEST(Fusion, ProducerConeReadingOneArrayIsRecomputedInEachKernel) {
+  ir::Graph graph = ir::parse(
+      "func @f(%0: f32[8,16]) -> (f32[8,16], f32[16]) {\n"
+      "  %1 = f32[8,1] reduce_max(%0) {axes=[1], keepdims=true}\n"
+      "  %2 = f32[8,16] broadcast_to(%1)\n"
+      "  %3 = f32[8,16] sub(%0, %2)\n"
+      "  %4 = f32[8,16] exp(%3)\n"
+      "  %5 = f32[8,1] reduce_sum(%4) {axes=[1], keepdims=true}\n"
+      "  %6 = f32[8,16] broadcast_to(%5)\n"
+      "  %7 = f32[8,16] div(%4, %6)\n"
+      "  %8 = f32[16] reduce_sum(%4) {axes=[0], keepdims=false}\n"
+      "  return %7, %8\n"
+      "}\n");
+  FusionPlan plan = fuse(graph, capabilities(Device::cpu()));
+  const std::string printed = print_plan(graph, plan);
+  ASSERT_EQ(plan.kernels.size(), 2u) << printed;
+  const FusionDecision* recomputed = decision(plan, Reason::recomputed, 4);
+  ASSERT_NE(recomputed, nullptr) << printed;
+  EXPECT_EQ(recomputed->values, (std::vector<ir::ValueId>{0})) << printed;
+  EXPECT_EQ(recomputed->numbers, (std::vector<std::int64_t>{2, 21})) << printed;
+  for (const FusedKernel& kernel : plan.kernels)
+    for (ir::ValueId output : kernel.outputs)
+      EXPECT_TRUE(output == 7 || graph.type(output).shape.numel() < 8 * 16) << printed;
+  EXPECT_NE(printed.find("recomputed %4 exp in each of the 2 kernels that read it: 21 flop/element from %0 parameter"),
+            std::string::npos)
       << printed;
 }
 
