@@ -5,6 +5,7 @@
 #include "api/dispatch.h"
 #include "ir/type_rules.h"
 
+#include <kiln/autodiff.h>
 #include <kiln/creation.h>
 #include <kiln/error.h>
 #include <kiln/ops.h>
@@ -130,8 +131,11 @@ Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location loca
   const Tensor largest = reduce_max(values, Axes(normalized), true, location);
   // An infinite (or NaN) maximum is not subtracted: x - inf would make NaN of +inf's own term and of every term
   // when all are -inf; with 0 instead, +inf's exp is +inf and -inf's 0, which the sum and log carry through.
-  const Tensor shift =
-      where(lt(abs(largest, location), std::numeric_limits<double>::infinity(), location), largest, 0.0, location);
+  // The shift changes no result, so its derivative is zero (stop_gradient, as JAX's logsumexp): the gradient is
+  // exp(x - logsumexp(x)), without terms through the maximum that cancel only to rounding.
+  const Tensor shift = stop_gradient(
+      where(lt(abs(largest, location), std::numeric_limits<double>::infinity(), location), largest, 0.0, location),
+      location);
   const Tensor total = reduce_sum(exp(sub(values, shift, location), location), Axes(normalized), true, location);
   return drop_reduced_axes(add(log(total, location), shift, location), normalized, keepdims, location);
 }
@@ -357,8 +361,8 @@ Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, std::int64_t n
   const int rank = checked_rank(data, "segment_sum", location);
   checked_rank(segment_ids, "segment_sum", location);
   if (segment_ids.dtype() != DType::i32 && segment_ids.dtype() != DType::i64)
-    throw DTypeError("segment_sum", "segment_ids must be i32 or i64, got " + std::string(to_string(segment_ids.dtype())),
-                     location);
+    throw DTypeError("segment_sum",
+                     "segment_ids must be i32 or i64, got " + std::string(to_string(segment_ids.dtype())), location);
   if (data.dtype() == DType::boolean) throw DTypeError("segment_sum", "bools cannot be summed", location);
   if (rank == 0 || segment_ids.shape().rank() != 1 || segment_ids.shape()[0] != data.shape()[0])
     throw ShapeError("segment_sum",

@@ -3,6 +3,7 @@
 
 #include "api/dispatch.h"
 
+#include <kiln/autodiff.h>
 #include <kiln/creation.h>
 #include <kiln/error.h>
 #include <kiln/nn.h>
@@ -77,14 +78,17 @@ Tensor leaky_relu(const Tensor& x, double negative_slope, Location location) {
   return where(ge(x, 0, location), x, mul(x, negative_slope, location), location);
 }
 
+// The shift by the row's maximum keeps exp from overflowing and changes no result, so its derivative is zero:
+// stop_gradient says so (as JAX's softmax and logsumexp do), and the backward is the softmax's own,
+// y * (g - sum(g * y)), without the terms through the maximum that would cancel (to rounding) at its ties.
 Tensor softmax(const Tensor& x, std::int64_t axis, Location location) {
-  Tensor shifted = sub(x, reduce_max(x, {axis}, true, location), location);
+  Tensor shifted = sub(x, stop_gradient(reduce_max(x, {axis}, true, location), location), location);
   Tensor exponent = exp(shifted, location);
   return div(exponent, reduce_sum(exponent, {axis}, true, location), location);
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t axis, Location location) {
-  Tensor shifted = sub(x, reduce_max(x, {axis}, true, location), location);
+  Tensor shifted = sub(x, stop_gradient(reduce_max(x, {axis}, true, location), location), location);
   Tensor total = reduce_sum(exp(shifted, location), {axis}, true, location);
   return sub(shifted, log(total, location), location);
 }

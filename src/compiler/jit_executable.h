@@ -18,6 +18,10 @@ namespace kiln::compiler {
 // and CUDA) run library kernels this way.
 void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array>& values, Device device);
 
+// Per kernel of `plan`, the values it is the last to read (returned values excepted): what an executable may drop
+// once that kernel has run.
+std::vector<std::vector<ir::ValueId>> last_reads(const ir::Graph& graph, const FusionPlan& plan);
+
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module);
 

@@ -196,6 +196,38 @@ TEST(Grad, TiesAndKinksAsJaxDefinesThem) {
       {1, 1, 1, 0});
 }
 
+// softmax, log_softmax and logsumexp shift by the row's maximum, which changes no result: the shift has no
+// derivative (stop_gradient, as in JAX), so a tied maximum gets the softmax's own gradient, y (g - sum(g y)), and
+// the backward graph compares nothing with the maximum (reduce_max's rule would share among ties with eq).
+TEST(Grad, TheSoftmaxShiftHasNoDerivative) {
+  Tensor x = vector_of({2, 2, 0.5, -1});
+  const std::vector<double> g = {0.3, -1.2, 0.7, 2.0};
+  Tensor weights = vector_of(g);
+  std::vector<double> y(4);
+  double total = 0, weighted = 0;
+  for (std::size_t i = 0; i < 4; ++i) total += std::exp(x.to_vector<double>()[i]);
+  for (std::size_t i = 0; i < 4; ++i) y[i] = std::exp(x.to_vector<double>()[i]) / total;
+  for (std::size_t i = 0; i < 4; ++i) weighted += g[i] * y[i];
+  std::vector<double> softmax_gradient(4), log_softmax_gradient(4);
+  double sum_g = 0;
+  for (double each : g) sum_g += each;
+  for (std::size_t i = 0; i < 4; ++i) {
+    softmax_gradient[i] = y[i] * (g[i] - weighted);
+    log_softmax_gradient[i] = g[i] - y[i] * sum_g;
+  }
+  auto of_softmax = [&](Tensor v) { return reduce_sum(nn::softmax(v) * weights); };
+  auto of_log_softmax = [&](Tensor v) { return reduce_sum(nn::log_softmax(v) * weights); };
+  auto of_logsumexp = [](Tensor v) { return reduce_logsumexp(v); };
+  expect_near(grad(of_softmax)(x), softmax_gradient, 1e-15);
+  expect_near(grad(of_log_softmax)(x), log_softmax_gradient, 1e-15);
+  expect_near(grad(of_logsumexp)(x), y, 1e-15);
+  const FunctionOptions jit = {.jit_compile = true};
+  for (const std::string& optimized : {function(grad(of_softmax), jit).get_compiler_ir(Stage::optimized, x),
+                                       function(grad(of_log_softmax), jit).get_compiler_ir(Stage::optimized, x),
+                                       function(grad(of_logsumexp), jit).get_compiler_ir(Stage::optimized, x)})
+    EXPECT_EQ(optimized.find(" eq("), std::string::npos) << optimized;
+}
+
 TEST(Grad, OfAFunctionNotDependingOnTheArgumentIsZero) {
   Tensor w = vector_of({1, 2});
   expect_near(grad([&](Tensor x) { return reduce_sum(w) + reduce_sum(floor(x)); })(vector_of({5, 6})), {0, 0});

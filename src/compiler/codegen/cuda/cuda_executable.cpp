@@ -46,15 +46,19 @@ class CudaExecutable final : public exec::Executable {
  public:
   CudaExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, const ModuleSource& source,
                  const ModuleImage& image, Device device)
-      : graph_(std::move(graph)), plan_(std::move(plan)), assignment_(std::move(assignment)), device_(device),
+      : graph_(std::move(graph)),
+        plan_(std::move(plan)),
+        assignment_(std::move(assignment)),
+        device_(device),
         launches_(source.launches) {
     CUmodule module = load_module(image, device.index, graph_.name);
     for (const KernelLaunch& launch : launches_) {
       functions_.push_back(launch.function.empty() ? nullptr : function_of(module, launch.function, graph_.name));
-      vector_functions_.push_back(launch.vector_function.empty() ? nullptr
-                                                                 : function_of(module, launch.vector_function, graph_.name));
+      vector_functions_.push_back(
+          launch.vector_function.empty() ? nullptr : function_of(module, launch.vector_function, graph_.name));
     }
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
+    released_after_ = last_reads(graph_, plan_);
   }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
@@ -63,12 +67,15 @@ class CudaExecutable final : public exec::Executable {
     std::shared_ptr<runtime::Buffer> arena;
     if (uses_arena_) arena = runtime::allocate(device_, static_cast<std::size_t>(assignment_.arena_bytes));
     std::size_t generated = 0;
-    for (const FusedKernel& kernel : plan_.kernels) {
-      if (!has_generated_code(kernel.kind)) {
+    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
+      const FusedKernel& kernel = plan_.kernels[k];
+      if (has_generated_code(kernel.kind))
+        run_generated(kernel, generated++, arena, values);
+      else
         run_standard_node(graph_, kernel.members.front(), values, device_);
-        continue;
-      }
-      run_generated(kernel, generated++, arena, values);
+      // Values read for the last time go back to the caching allocator now, not at the end of the call: all work
+      // is on one stream, so a later kernel reusing the block runs after this one.
+      for (ir::ValueId value : released_after_[k]) values[static_cast<std::size_t>(value)] = {};
     }
     std::vector<runtime::Array> outputs;
     for (ir::ValueId output : graph_.outputs) outputs.push_back(values[static_cast<std::size_t>(output)]);
@@ -115,10 +122,10 @@ class CudaExecutable final : public exec::Executable {
       blocks = std::min(blocks, std::max<std::int64_t>(1, 4 * resident));
     }
     runtime::cuda::DeviceGuard guard(device_.index);
-    CUresult status = driver_api().launch_kernel(
-        vector ? vector_functions_[position] : functions_[position], static_cast<unsigned>(blocks), 1, 1,
-        static_cast<unsigned>(launch.threads), 1, 1, 0, reinterpret_cast<CUstream>(context.stream), parameters.data(),
-        nullptr);
+    CUresult status =
+        driver_api().launch_kernel(vector ? vector_functions_[position] : functions_[position],
+                                   static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(launch.threads), 1, 1, 0,
+                                   reinterpret_cast<CUstream>(context.stream), parameters.data(), nullptr);
     if (status != CUDA_SUCCESS)
       throw DeviceError(graph_.name, driver_error(status, "cuLaunchKernel") + " (" + launch.function + ")",
                         std::string());
@@ -177,6 +184,7 @@ class CudaExecutable final : public exec::Executable {
   std::vector<CUfunction> functions_;
   std::vector<CUfunction> vector_functions_;
   bool uses_arena_ = false;
+  std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
 };
 
 }  // namespace
