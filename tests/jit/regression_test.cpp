@@ -423,5 +423,20 @@ TEST(JitRegression, AKernelWhoseOutputsAreEmptyCompiles) {
                          {random_tensor(DType::f32, {2, 0}, 61)});
 }
 
+// Found by kiln-fuzz (seed 3, graph 2112): an iota divided by a column sum, per column, computed before the passes
+// as the call iota(), which nothing defines (the C++ compiler refused the kernel).
+TEST(JitRegression, APerColumnCoordinateIsComputedBeforeThePasses) {
+  expect_graph_agreement("per-column iota before the passes",
+                         "func @per_column_iota() -> (f32[2], f32[2]) {\n"
+                         "  %0 = f32[2,2] constant(-1.3827626705169678)\n"
+                         "  %1 = f32[2] iota() {axis=0}\n"
+                         "  %2 = f32[2] reduce_sum(%0) {axes=[0], keepdims=false}\n"
+                         "  %3 = f32[2] iota() {axis=0}\n"
+                         "  %4 = f32[2] div(%3, %2)\n"
+                         "  return %1, %4\n"
+                         "}\n",
+                         {});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -248,10 +248,14 @@ std::string RowKernel::emit_column_passes() {
     std::string body;
     for (int id : ids) {
       std::set<int> elements, read_per_column;
+      // An iota has no operands: its value is its coordinate, which element_values writes (kiln-fuzz seed 3:
+      // iota / a column sum, per column, spelled iota() with nothing to call).
+      const bool coordinate = emitter_.graph().node(at(id).value).op == ir::Op::iota;
+      if (coordinate) elements.insert(id);
       for (int operand : at(id).operands) collect_column_elements(operand, elements, read_per_column);
-      body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) + "        " +
-              emitter_.describe(at(id).value) + "\n        column_" + at(id).name +
-              "[group] = " + emitter_.expression(id) + ";\n        }\n";
+      body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) +
+              (coordinate ? "" : "        " + emitter_.describe(at(id).value) + "\n") + "        column_" +
+              at(id).name + "[group] = " + (coordinate ? at(id).name : emitter_.expression(id)) + ";\n        }\n";
     }
     return body;
   };
