@@ -201,7 +201,8 @@ std::string describe(const ir::Graph& graph, const FusionDecision& decision) {
     case Reason::consumers_in_kernels:
       return "not fused: " + subject + " has consumers in " + std::to_string(number(decision, 0)) +
              " kernels; it is computed once and written to memory rather than recomputed (" +
-             std::to_string(number(decision, 1)) + " flops/element)";
+             std::to_string(number(decision, 1)) + " flops/element)" +
+             (decision.text.empty() ? std::string() : ": " + decision.text);
     case Reason::attention_refused:
       return "not fused into an attention kernel: " + subject + ", " + value(graph, decision, 0) +
              " and the row kernel between them: " + decision.text;

@@ -67,7 +67,7 @@ enum class Reason {
   gather_unsupported,           // the kernel's template does not read through take_along_axis's indices
   no_rule,                      // no fusion rule for this op
   // A value computed once and written (not fused, consumers in several kernels).
-  consumers_in_kernels,  // numbers: kernels, flops/element
+  consumers_in_kernels,  // numbers: kernels, flops/element; text: why it is not recomputed
   // A three-kernel attention candidate refused.
   attention_refused,  // values: the first and second matmuls; text: why
   // A node run by its standard kernel ("library: %9 take_along_axis runs its standard kernel (...)").

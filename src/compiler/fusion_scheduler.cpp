@@ -68,9 +68,10 @@ void Scheduler::place(ir::ValueId id) {
   if (read_piecewise(id, consumer_groups)) return;
   if (consumer_groups.size() == 1 && join_attention(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
-  if (consumer_groups.size() > 1 && recomputable(id, consumer_groups)) {
+  const std::string not_recomputed = consumer_groups.size() > 1 ? why_not_recomputed(id, consumer_groups) : "";
+  if (consumer_groups.size() > 1 && not_recomputed.empty()) {
     inlined_[index(id)] = true;
-    const RecomputeCone cone = *recompute_cone(id);
+    const RecomputeCone cone = recompute_cone(id);
     for (int each : consumer_groups)
       group(each).decisions.push_back({.reason = Reason::recomputed,
                                        .subject = id,
@@ -79,11 +80,18 @@ void Scheduler::place(ir::ValueId id) {
     return;
   }
   if (consumer_groups.size() > 1) {
-    if (join_one_consumer(id, consumer_groups)) return;
+    if (join_one_consumer(id, consumer_groups)) {
+      // The kernel it joined writes it for the others: say why they do not recompute it.
+      for (FusionDecision& decision : group(group_of_[index(id)]).decisions)
+        if (decision.subject == id && is_fused(decision.reason))
+          decision.text += (decision.text.empty() ? "written: " : "; written: ") + not_recomputed;
+      return;
+    }
     plan_.not_fused.push_back(
         {.reason = Reason::consumers_in_kernels,
          .subject = id,
-         .numbers = {static_cast<std::int64_t>(consumer_groups.size()), ir::flops_per_element(node.op)}});
+         .numbers = {static_cast<std::int64_t>(consumer_groups.size()), ir::flops_per_element(node.op)},
+         .text = not_recomputed});
   }
   start_group(id);
 }
@@ -98,48 +106,73 @@ void Scheduler::place(ir::ValueId id) {
 // memory-bound kernel hides (a softmax backward recomputing exp(x - max) from the logits it reads anyway, in
 // place of reading a written copy of the exponentials). Every consumer must be a kernel over the value's own
 // number of elements (an epilogue reads memory tile by tile; a larger space would compute each element many times).
-std::optional<Scheduler::RecomputeCone> Scheduler::recompute_cone(ir::ValueId id) const {
+namespace {
+
+bool recomputable_op(ir::Op op) {
+  return (ir::is_elementwise(op) && ir::info(op).cost != ir::Cost::division) || op == ir::Op::broadcast_to;
+}
+
+}  // namespace
+
+Scheduler::RecomputeCone Scheduler::recompute_cone(ir::ValueId id) const {
   const std::int64_t elements = graph_.type(id).shape.numel();
   RecomputeCone cone;
   std::set<ir::ValueId> seen;
   std::vector<ir::ValueId> stack = {id};
-  while (!stack.empty()) {
+  // Stops growing once it is too large to be recomputed: a second array, or flops beyond the budget.
+  while (!stack.empty() && cone.arrays.size() <= 1 && cone.flops <= recompute_flops_budget) {
     const ir::ValueId value = stack.back();
     stack.pop_back();
     if (!seen.insert(value).second) continue;
     const ir::Node& node = graph_.node(value);
     if (node.op == ir::Op::constant || node.op == ir::Op::iota) continue;
     if (node.type.shape.numel() < elements) continue;  // read at a broadcast map: one value per row or fewer
-    const bool cheap_op = (ir::is_elementwise(node.op) && ir::info(node.op).cost != ir::Cost::division) ||
-                          node.op == ir::Op::broadcast_to;
-    const bool in_memory = node.op == ir::Op::parameter || !cheap_op ||
+    const bool in_memory = node.op == ir::Op::parameter || !recomputable_op(node.op) ||
                            (value != id && (is_output_[index(value)] || read_from_memory(value)));
     if (in_memory) {
       cone.arrays.push_back(value);
-      if (cone.arrays.size() > 1) return std::nullopt;
       continue;
     }
     cone.flops += ir::flops_per_element(node.op);
-    if (cone.flops > recompute_flops_budget) return std::nullopt;
     for (ir::ValueId operand : node.operands) stack.push_back(operand);
   }
   return cone;
 }
 
-bool Scheduler::recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const {
+std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups) const {
   const ir::Node& node = graph_.node(id);
-  const bool cheap_op =
-      (ir::is_elementwise(node.op) && ir::info(node.op).cost != ir::Cost::division) || node.op == ir::Op::broadcast_to;
-  if (!cheap_op || is_output_[index(id)] || read_from_memory(id)) return false;
-  const std::optional<RecomputeCone> cone = recompute_cone(id);
-  if (!cone || cone->flops * static_cast<int>(consumer_groups.size() - 1) > recompute_flops_budget) return false;
+  if (!recomputable_op(node.op))
+    return ir::info(node.op).cost == ir::Cost::division
+               ? "an op without a vector form is computed once"
+               : "only elementwise ops and broadcasts are recomputed where they are read";
+  if (is_output_[index(id)]) return "it is returned, so it is written anyway";
+  if (read_from_memory(id)) return "a kernel reads it from memory (a matmul's operand, a library kernel's input)";
+  const RecomputeCone cone = recompute_cone(id);
+  if (cone.arrays.size() > 1)
+    return "recomputed, it would read " + describe(graph_, cone.arrays[0]) + " and " +
+           describe(graph_, cone.arrays[1]) + ", two arrays of its size, in place of the one written";
+  const int kernels = static_cast<int>(consumer_groups.size());
+  const std::string budget = std::to_string(recompute_flops_budget);
+  if (cone.flops > recompute_flops_budget)
+    return "recomputing it would cost more than " + budget + " flops/element in each kernel but one";
+  if (cone.flops * (kernels - 1) > recompute_flops_budget)
+    return "recomputing it would cost " + std::to_string(cone.flops) + " flops/element in each of the " +
+           std::to_string(kernels) + " kernels but one, " + std::to_string(cone.flops * (kernels - 1)) +
+           " in all, more than " + budget;
   const std::int64_t elements = node.type.shape.numel();
-  return std::all_of(consumer_groups.begin(), consumer_groups.end(), [&](int each) {
+  for (int each : consumer_groups) {
     const Group& consumer = group(each);
-    return (consumer.kind == KernelKind::loop || consumer.kind == KernelKind::reduction ||
-            consumer.kind == KernelKind::column) &&
-           consumer.nest.space.numel() == elements && !used_through_layout_change(id, each);
-  });
+    if (consumer.kind != KernelKind::loop && consumer.kind != KernelKind::reduction &&
+        consumer.kind != KernelKind::column)
+      return "a kernel reading it (" + describe(graph_, consumer.members.front()) +
+             ") is not a loop, row or column kernel";
+    if (consumer.nest.space.numel() != elements)
+      return "a kernel reading it (" + describe(graph_, consumer.members.front()) +
+             ") runs over another number of elements, and would compute each of its elements many times";
+    if (used_through_layout_change(id, each))
+      return "a kernel reading it (" + describe(graph_, consumer.members.front()) + ") reshapes it to another layout";
+  }
+  return "";
 }
 
 // A producer read by several kernels is written once; joining one of them saves that kernel's read of it. Kernels

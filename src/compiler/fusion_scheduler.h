@@ -65,17 +65,18 @@ class Scheduler {
   // Whether concat `id`, read only by loop kernels, is read piecewise by each (inlined; their spaces run as boxes).
   bool read_piecewise(ir::ValueId id, const std::set<int>& consumer_groups);
   // What recomputing `id` in a kernel takes: the flops per element of it and of the producers recomputed with it,
-  // and the array of its size it reads there (none when it is computed from per-row values and constants); none when
-  // it would read more than one such array or cost more than the budget.
+  // and the arrays of its size it reads there (values in memory anyway). The walk stops once it reads two arrays or
+  // exceeds the budget: then it is not recomputed.
   struct RecomputeCone {
     int flops = 0;
     std::vector<ir::ValueId> arrays;
   };
   // About one math-library function and a few simple ops per element (fusion_scheduler.cpp says why).
   static constexpr int recompute_flops_budget = 24;
-  std::optional<RecomputeCone> recompute_cone(ir::ValueId id) const;
-  // Whether `id`, read by several kernels that could not become one, is better recomputed in each of them.
-  bool recomputable(ir::ValueId id, const std::set<int>& consumer_groups) const;
+  RecomputeCone recompute_cone(ir::ValueId id) const;
+  // Why `id`, read by several kernels that could not become one, is written once rather than recomputed in each of
+  // them (a sentence for the fused stage), or "" when it is recomputed.
+  std::string why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups) const;
   // Multi-output fusion of a producer read by several kernels: it joins the one it can, and is written for the
   // others.
   bool join_one_consumer(ir::ValueId id, const std::set<int>& consumer_groups);

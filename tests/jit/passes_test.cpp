@@ -325,7 +325,11 @@ TEST(Fusion, ExpensiveProducerOfTwoKernelsJoinsOneAndIsWrittenForTheOther) {
   EXPECT_EQ(rows->outputs, (std::vector<ir::ValueId>{2, 4})) << printed;
   EXPECT_EQ(rows->row_outputs, (std::vector<ir::ValueId>{4})) << printed;
   ASSERT_NE(decision(plan, Reason::same_size, 2), nullptr) << printed;
-  EXPECT_EQ(decision(plan, Reason::same_size, 2)->text, "also written out (multi-output fusion)") << printed;
+  // The fused stage says why it is written: the standard kernel reads it from memory.
+  EXPECT_EQ(decision(plan, Reason::same_size, 2)->text,
+            "also written out (multi-output fusion); written: a kernel reads it from memory (a matmul's operand, a "
+            "library kernel's input)")
+      << printed;
   EXPECT_EQ(decision(plan, Reason::recomputed, 2), nullptr) << printed;
   // Without column kernels (fuse's default backend), the reduction over axis 0 is its standard kernel.
   const FusionDecision* library = decision(plan, Reason::library, 3);
@@ -337,6 +341,11 @@ TEST(Fusion, ExpensiveProducerOfTwoKernelsJoinsOneAndIsWrittenForTheOther) {
   printed = print_plan(graph, cpu);
   ASSERT_EQ(cpu.kernels.size(), 2u) << printed;
   EXPECT_EQ(cpu.kernels[0].members, (std::vector<ir::ValueId>{1, 2, 4})) << printed;
+  // Here a column kernel would read it, and recomputing it there is what costs too much.
+  EXPECT_EQ(decision(cpu, Reason::same_size, 2)->text,
+            "also written out (multi-output fusion); written: recomputing it would cost more than 24 flops/element "
+            "in each kernel but one")
+      << printed;
   EXPECT_EQ(cpu.kernels[1].kind, KernelKind::library) << printed;
   ASSERT_NE(decision(cpu, Reason::library, 3), nullptr) << printed;
   EXPECT_EQ(decision(cpu, Reason::library, 3)->text,
@@ -663,7 +672,8 @@ TEST(LoweringPasses, FuseThenAssignBuffersThenGenerate) {
       "kernel 0 (reduction over [8,16], reducing the last 1 axes): %2 add %3 reduce_max %4 sub %5 exp %6 reduce_sum\n"
       "  reads %0: f32[8,16], %1: f32[16]\n"
       "  writes %5: f32[8,16], %6: f32[8]\n"
-      "  fused %5 exp: elementwise producer of the same size; also written out (multi-output fusion)\n"
+      "  fused %5 exp: elementwise producer of the same size; also written out (multi-output fusion); written: a "
+      "kernel reads it from memory (a matmul's operand, a library kernel's input)\n"
       "  fused %4 sub: elementwise producer of the same size\n"
       "  fused %3 reduce_max: another reduction over the same rows (one more pass over each row)\n"
       "  fused %2 add: elementwise producer of the same size\n"
