@@ -178,11 +178,13 @@ std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& c
 // A producer read by several kernels is written once; joining one of them saves that kernel's read of it. Kernels
 // that reduce come first (a column kernel computing exp(x) while it sums it, instead of a loop kernel writing it
 // for the column kernel to read back), then the others in plan order. The producer's other readers must not feed
-// the kernel it joins, or the plan would have a cycle.
+// the kernel it joins, or the plan would have a cycle. A matmul joins as the epilogue's product, which the GEMM then
+// writes too: a gelu layer in a training step is one GEMM writing the pre-activation its backward reads and the
+// activation the next layer reads, instead of a GEMM writing the product and a loop kernel reading it back.
 bool Scheduler::join_one_consumer(ir::ValueId id, const std::set<int>& consumer_groups) {
   const ir::Node& node = graph_.node(id);
   const bool reduction = ir::is_reduction(node.op) && !ir::is_arg_reduction(node.op);
-  if (!is_loop_fusible(node.op) && !reduction) return false;
+  if (!is_loop_fusible(node.op) && !reduction && node.op != ir::Op::matmul) return false;
   std::vector<int> candidates(consumer_groups.begin(), consumer_groups.end());
   std::stable_partition(candidates.begin(), candidates.end(), [&](int each) { return group(each).nest.reduces(); });
   for (int candidate : candidates) {

@@ -328,6 +328,27 @@ TEST(KernelCount, ExpensiveProducersAreNotDuplicated) {
   EXPECT_EQ(writes_of_shape(result.fused, "f32[33,65]"), 1) << result.fused;
 }
 
+TEST(KernelCount, AProductReadByTwoKernelsIsWrittenByItsEpilogue) {
+  // A gelu-like layer whose product a column sum reads too (a training step's backward reads the pre-activation):
+  // the GEMM computes the activation in its epilogue and writes the product as well, instead of writing the
+  // product for a loop kernel to read back. Two kernels: the GEMM and the column sum.
+  Tensor x = random_tensor(DType::f32, {33, 24}, 13), w = random_tensor(DType::f32, {24, 20}, 14);
+  auto result = expect_agreement(
+      "product read by an epilogue and a column sum",
+      [](Tensor x, Tensor w) {
+        Tensor h = matmul(x, w);
+        return std::vector<Tensor>{h * sigmoid(h), reduce_sum(h, {0})};
+      },
+      x, w);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_NE(result.fused.find("(gemm over [33,20]): %2 matmul %3 sigmoid %4 mul"), std::string::npos) << result.fused;
+  EXPECT_NE(result.fused.find("fused %2 matmul: matmul with its consumers as the epilogue, computed tile by tile "
+                              "while each tile is in cache; written: only elementwise ops"),
+            std::string::npos)
+      << result.fused;
+  EXPECT_EQ(writes_of_shape(result.fused, "f32[33,20]"), 2) << result.fused;  // the product and the activation
+}
+
 TEST(KernelCount, CheapProducersReadByTwoKernelsAreRecomputed) {
   // A batch norm: x - mean(x) feeds the variance and the output, kernels that cannot be one (the output needs the
   // variance's scale, which a loop kernel would compute at every element). It is recomputed in both, which read x;
