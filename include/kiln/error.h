@@ -84,6 +84,8 @@ KILN_DECLARE_ERROR(DeviceError)   // mixed devices, a missing GPU
 KILN_DECLARE_ERROR(ValueError)    // bad values: reading a traced tensor, bad arguments
 KILN_DECLARE_ERROR(CompileError)  // the JIT could not compile a function
 KILN_DECLARE_ERROR(ParseError)    // malformed IR text
+KILN_DECLARE_ERROR(IOError)       // a file that cannot be opened, read or written, or whose bytes are not
+                                  // what its format says (bad magic, truncated, malformed header)
 KILN_DECLARE_ERROR(InternalError) // a broken kiln invariant: a bug, please report it
 
 #undef KILN_DECLARE_ERROR

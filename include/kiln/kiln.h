@@ -17,3 +17,4 @@
 #include <kiln/random.h>
 #include <kiln/shape.h>
 #include <kiln/tensor.h>
+#include <kiln/tensor_files.h>
