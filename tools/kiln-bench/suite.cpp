@@ -4,11 +4,11 @@
 #include "device_timing.h"
 #include "ir/parser.h"
 #include "kernels/cpu/blas.h"
-#include "npy.h"
 #include "runtime/parallel.h"
 
 #include <kiln/config.h>
 #include <kiln/cuda.h>
+#include <kiln/tensor_files.h>
 
 #include <unistd.h>
 
@@ -214,7 +214,7 @@ void save_tensors(const std::string& directory, const Workload& workload, const 
   auto save = [&](const std::vector<Tensor>& tensors, const std::string& stem, std::vector<std::string>& names) {
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       names.push_back(workload.id + "/" + stem + std::to_string(i) + ".npy");
-      write_npy((std::filesystem::path(directory) / names.back()).string(), tensors[i]);
+      save_npy(std::filesystem::path(directory) / names.back(), tensors[i]);
     }
   };
   save(workload.inputs, "input", result.input_files);
