@@ -3,6 +3,7 @@
 // devices this process can use.
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct Device {
   bool is_cuda() const { return kind == DeviceKind::cuda; }
   // "cpu" or "cuda:0".
   std::string to_string() const;
+  // Prints what to_string gives.
+  friend std::ostream& operator<<(std::ostream& stream, const Device& device);
 
   friend bool operator==(const Device&, const Device&) = default;
 };

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string_view>
 
 namespace kiln {
@@ -15,6 +16,8 @@ enum class DType : std::uint8_t { boolean, i32, i64, f32, f64 };
 inline constexpr int dtype_count = 5;
 
 std::string_view to_string(DType dtype);
+// Prints what to_string gives: std::cout << DType::f32 prints "f32".
+std::ostream& operator<<(std::ostream& stream, DType dtype);
 // Parses "bool", "i32", "i64", "f32", "f64"; returns false on anything else.
 bool parse_dtype(std::string_view text, DType* dtype);
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <span>
 #include <string>
 
@@ -39,6 +40,8 @@ class Shape {
 
   // "[2,3]" ("[]" for a scalar).
   std::string to_string() const;
+  // Prints what to_string gives.
+  friend std::ostream& operator<<(std::ostream& stream, const Shape& shape);
 
   friend bool operator==(const Shape& a, const Shape& b) {
     if (a.rank_ != b.rank_) return false;

@@ -1,5 +1,7 @@
 #include <kiln/dtype.h>
 
+#include <ostream>
+
 namespace kiln {
 
 std::string_view to_string(DType dtype) {
@@ -12,6 +14,8 @@ std::string_view to_string(DType dtype) {
   }
   return "?";
 }
+
+std::ostream& operator<<(std::ostream& stream, DType dtype) { return stream << to_string(dtype); }
 
 bool parse_dtype(std::string_view text, DType* dtype) {
   for (int i = 0; i < dtype_count; ++i) {

@@ -1,6 +1,8 @@
 #include <kiln/error.h>
 #include <kiln/shape.h>
 
+#include <ostream>
+
 namespace kiln {
 
 Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
@@ -52,5 +54,7 @@ std::string Shape::to_string() const {
   }
   return text + "]";
 }
+
+std::ostream& operator<<(std::ostream& stream, const Shape& shape) { return stream << shape.to_string(); }
 
 }  // namespace kiln

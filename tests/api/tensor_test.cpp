@@ -7,6 +7,7 @@
 #include <kiln/kiln.h>
 
 #include <cmath>
+#include <sstream>
 
 namespace kiln {
 namespace {
@@ -43,6 +44,18 @@ TEST(Tensor, PrintingIsReadableAndSummarized) {
   std::string big = arange(5000).to_string();
   EXPECT_NE(big.find("[0, 1, 2, ..., 4997, 4998, 4999]"), std::string::npos) << big;
   EXPECT_EQ(full({}, true, DType::boolean).to_string(), "bool[] cpu\ntrue");
+}
+
+TEST(Tensor, DTypeShapeAndDevicePrintAsToStringDoes) {
+  std::ostringstream stream;
+  stream << DType::f32 << " " << DType::boolean << " " << Shape({2, 3}) << " " << Shape() << " " << Device::cpu() << " "
+         << Device::cuda(1);
+  EXPECT_EQ(stream.str(), "f32 bool [2,3] [] cpu cuda:1");
+  Tensor x = from_vector<std::int64_t>({1, 2}, {2});
+  std::ostringstream described;
+  described << x.dtype() << x.shape() << " on " << x.device();
+  EXPECT_EQ(described.str(),
+            std::string(to_string(x.dtype())) + x.shape().to_string() + " on " + x.device().to_string());
 }
 
 TEST(Random, ReproducibleAndDistributedAsAsked) {
