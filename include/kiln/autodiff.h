@@ -65,9 +65,11 @@ namespace detail {
 
 // The non-template parts (src/api/autodiff.cpp). Function bodies are flat: tensors in, tensors out.
 
-// f's value, then its gradients with respect to `argnums` (f must return one float scalar).
+// f's value, then its gradients with respect to `argnums` (f must return one float scalar). `argnums` count all
+// the call's arguments, `arguments` (the tensors) and `statics` (the static values, which `body` holds).
 std::vector<Tensor> value_and_gradients(const TraceBody& body, const std::vector<Tensor>& arguments,
-                                        const std::vector<int>& argnums, const char* api, const Location& location);
+                                        const std::vector<StaticValue>& statics, const std::vector<int>& argnums,
+                                        const char* api, const Location& location);
 // f's outputs, then their tangents, for `tangents` of the `primals`.
 std::vector<Tensor> jvp_call(const TraceBody& body, const std::vector<Tensor>& primals,
                              const std::vector<Tensor>& tangents, const Location& location);
@@ -119,15 +121,21 @@ class ValueAndGrad {
         api_(api),
         location_(location) {}
 
+  // Each argument is a Tensor or a static value (static_arguments.h); argnums count both.
   template <class... Arguments>
-  requires(std::is_convertible_v<const Arguments&, const Tensor&>&&...) std::pair<Tensor, Gradients>
-  operator()(const Arguments&... arguments) const {
-    using Result = ResultOf<Callable, sizeof...(Arguments)>;
-    static_assert(std::is_same_v<Result, Tensor>, "kiln::grad: the function must return one (scalar) Tensor");
-    std::vector<Tensor> flat = value_and_gradients(trace_body<Result, sizeof...(Arguments)>(callable_),
-                                                   {Tensor(arguments)...}, options_.argnums, api_, location_);
-    Tensor value = std::move(flat.at(0));
-    return {std::move(value), Gradients(std::vector<Tensor>(flat.begin() + 1, flat.end()))};
+  std::pair<Tensor, Gradients> operator()(const Arguments&... arguments) const {
+    if constexpr ((check_argument<Arguments>() && ...)) {
+      using Result = ResultOfArguments<Callable, Arguments...>;
+      static_assert(std::is_same_v<Result, Tensor>, "kiln::grad: the function must return one (scalar) Tensor");
+      SplitArguments<Arguments...> split(arguments...);
+      std::vector<Tensor> flat = value_and_gradients(
+          trace_body_with_statics<Result, Callable, Arguments...>(callable_, std::move(split.slots)), split.tensors,
+          split.statics, options_.argnums, api_, location_);
+      Tensor value = std::move(flat.at(0));
+      return {std::move(value), Gradients(std::vector<Tensor>(flat.begin() + 1, flat.end()))};
+    } else {
+      return {};
+    }
   }
 
  private:
@@ -144,8 +152,7 @@ class Grad {
       : value_and_grad_(std::move(callable), std::move(options), "grad", location) {}
 
   template <class... Arguments>
-  requires(std::is_convertible_v<const Arguments&, const Tensor&>&&...) Gradients operator()(
-      const Arguments&... arguments) const {
+  Gradients operator()(const Arguments&... arguments) const {
     return value_and_grad_(arguments...).second;
   }
 
@@ -156,7 +163,8 @@ class Grad {
 }  // namespace detail
 
 // The gradient of `callable` -- a function of tensors returning one float scalar -- with respect to the arguments
-// `options.argnums` names: a callable of the same arguments returning Gradients (jax.grad).
+// `options.argnums` names: a callable of the same arguments returning Gradients (jax.grad). The callable may take
+// static arguments too (static_arguments.h): argnums count them, and naming one is a ValueError.
 template <class Callable>
 detail::Grad<std::decay_t<Callable>> grad(Callable&& callable, GradOptions options = {},
                                           Location location = Location::current()) {

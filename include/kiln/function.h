@@ -14,9 +14,21 @@
 // captures from the enclosing scope become inputs of the graph (referenced,
 // not copied). A Function may be called from many threads at once; copies
 // share one cache.
+//
+// It may also take static arguments (static_arguments.h), in any order among
+// the tensors: bool, integers, float, double, enums and std::string. Each is
+// a C++ constant of the trace and part of the signature, as JAX's
+// static_argnums: a new value traces again (and retraces count toward the
+// retrace warning, which names the argument and both values), a value seen
+// before reuses its trace.
+//
+//   auto scaled = kiln::function([](kiln::Tensor x, float scale) { return x * scale; });
+//   scaled(x, 0.5f);  // traced with the constant 0.5
+//   scaled(x, 0.25f); // traced again: x * 0.25
 
 #include <kiln/function_options.h>
 #include <kiln/ops.h>
+#include <kiln/static_arguments.h>
 #include <kiln/tensor.h>
 
 #include <array>
@@ -36,8 +48,12 @@ class FunctionCore;
 using TraceBody = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, Location location);
-std::vector<Tensor> call_function(FunctionCore& core, const std::vector<Tensor>& inputs, const TraceBody& body);
-std::string compiler_ir(FunctionCore& core, Stage stage, const std::vector<Tensor>& inputs, const TraceBody& body);
+// `inputs` are the call's tensor arguments, `statics` its static ones; `body` takes the tensors and holds the
+// static values.
+std::vector<Tensor> call_function(FunctionCore& core, const std::vector<Tensor>& inputs,
+                                  const std::vector<StaticValue>& statics, const TraceBody& body);
+std::string compiler_ir(FunctionCore& core, Stage stage, const Location& location, const std::vector<Tensor>& inputs,
+                        const std::vector<StaticValue>& statics, const TraceBody& body);
 FunctionStatistics function_statistics(const FunctionCore& core);
 
 // Converting a callable's result to and from a flat list of tensors.
@@ -113,7 +129,108 @@ TraceBody trace_body(std::shared_ptr<const Callable> callable) {
   };
 }
 
+// ---- Calls with static arguments ----
+
+template <class Argument>
+inline constexpr bool is_tensor_argument = std::is_convertible_v<const Argument&, const Tensor&>;
+template <class Argument>
+inline constexpr bool is_function_argument = is_tensor_argument<Argument> || is_static_argument_v<Argument>;
+
+// The readable error for an argument of another type (the compiler names the type in the lines that follow);
+// true when the argument is allowed.
+template <class Argument>
+constexpr bool check_argument() {
+  static_assert(is_function_argument<Argument>,
+                "kiln::function (and kiln::grad, kiln::value_and_grad): each argument must be a kiln::Tensor or a "
+                "static argument: bool, an integer type, float, double, an enum, or std::string (or a string "
+                "literal); see kiln/static_arguments.h");
+  return is_function_argument<Argument>;
+}
+
+// What a trace body keeps of each argument: nothing of a tensor (it comes in the flat list), a static one's value.
+struct TensorSlot {};
+template <class Argument>
+using ArgumentSlot = std::conditional_t<is_tensor_argument<Argument>, TensorSlot, StaticStorage<Argument>>;
+// What the callable is called with for each argument.
+template <class Argument>
+using PassedArgument = std::conditional_t<is_tensor_argument<Argument>, Tensor, const StaticStorage<Argument>&>;
+
+// The callable's result type for a call with these arguments.
+template <class Callable, class... Arguments>
+using ResultOfArguments = std::decay_t<std::invoke_result_t<const Callable&, PassedArgument<Arguments>...>>;
+
+// A call's arguments split: the tensors (in order), the static values (with their positions) and the slots a
+// trace body keeps.
+template <class... Arguments>
+struct SplitArguments {
+  std::vector<Tensor> tensors;
+  std::vector<StaticValue> statics;
+  std::tuple<ArgumentSlot<Arguments>...> slots;
+
+  explicit SplitArguments(const Arguments&... arguments) : slots(slot_of<Arguments>(arguments)...) {
+    int position = 0;
+    (add<Arguments>(arguments, position++), ...);
+  }
+
+ private:
+  template <class Argument>
+  static ArgumentSlot<Argument> slot_of(const Argument& argument) {
+    if constexpr (is_tensor_argument<Argument>)
+      return TensorSlot{};
+    else
+      return ArgumentSlot<Argument>(argument);
+  }
+  template <class Argument>
+  void add(const Argument& argument, int position) {
+    if constexpr (is_tensor_argument<Argument>)
+      tensors.push_back(Tensor(argument));
+    else
+      statics.push_back(static_value(position, argument));
+  }
+};
+
+// For each argument position, its index among the tensor arguments (tensors only).
+template <class... Arguments>
+constexpr std::array<std::size_t, sizeof...(Arguments)> tensor_indices() {
+  std::array<std::size_t, sizeof...(Arguments)> indices{};
+  std::size_t position = 0, tensor = 0;
+  ((indices[position++] = is_tensor_argument<Arguments> ? tensor++ : 0), ...);
+  return indices;
+}
+
+template <std::size_t index, class... Types>
+using NthType = typename std::tuple_element_t<index, std::tuple<std::type_identity<Types>...>>::type;
+
+// `callable`, called with these arguments' kinds and returning Result, as a function of the flat list of its
+// tensors: the static values are `slots`' (what tracing runs).
+template <class Result, class Callable, class... Arguments>
+TraceBody trace_body_with_statics(std::shared_ptr<const Callable> callable,
+                                  std::tuple<ArgumentSlot<Arguments>...> slots) {
+  return [callable = std::move(callable), slots = std::move(slots)](const std::vector<Tensor>& inputs) {
+    constexpr std::array<std::size_t, sizeof...(Arguments)> indices = tensor_indices<Arguments...>();
+    auto argument = [&]<std::size_t position>(std::integral_constant<std::size_t, position>) -> decltype(auto) {
+      if constexpr (is_tensor_argument<NthType<position, Arguments...>>)
+        return (inputs.at(indices[position]));
+      else
+        return (std::get<position>(slots));
+    };
+    return [&]<std::size_t... position>(std::index_sequence<position...>) {
+      return Outputs<Result>::flatten((*callable)(argument(std::integral_constant<std::size_t, position>{})...));
+    }
+    (std::index_sequence_for<Arguments...>{});
+  };
+}
+
 }  // namespace detail
+
+// The stage get_compiler_ir is asked for and the line that asked (converted from a Stage where it is called), so
+// that its errors name the caller's line, not the line that made the function.
+struct StageRequest {
+  StageRequest(Stage stage, Location location = Location::current())  // NOLINT: implicit by design
+      : stage(stage), location(location) {}
+  Stage stage;
+  Location location;
+};
 
 template <class Callable>
 class Function {
@@ -122,25 +239,36 @@ class Function {
       : callable_(std::make_shared<const Callable>(std::move(callable))),
         core_(detail::make_function_core(std::move(options), location)) {}
 
+  // Each argument is a Tensor or a static value (static_arguments.h).
   template <class... Arguments>
-    requires(std::is_convertible_v<const Arguments&, const Tensor&> && ...)
   auto operator()(const Arguments&... arguments) const {
-    using Result = std::decay_t<std::invoke_result_t<const Callable&, detail::AsTensor<Arguments>...>>;
-    std::vector<Tensor> outputs = detail::call_function(*core_, {Tensor(arguments)...},
-                                                        detail::trace_body<Result, sizeof...(Arguments)>(callable_));
-    return detail::Outputs<Result>::unflatten(outputs);
+    if constexpr ((detail::check_argument<Arguments>() && ...)) {
+      using Result = detail::ResultOfArguments<Callable, Arguments...>;
+      detail::SplitArguments<Arguments...> split(arguments...);
+      std::vector<Tensor> outputs = detail::call_function(
+          *core_, split.tensors, split.statics,
+          detail::trace_body_with_statics<Result, Callable, Arguments...>(callable_, std::move(split.slots)));
+      return detail::Outputs<Result>::unflatten(outputs);
+    }
   }
 
   // The IR of `stage` for these arguments (tracing and compiling first if
   // this signature is new), like TensorFlow's experimental_get_compiler_ir.
+  // Errors name the line of this call.
   template <class... Arguments>
-    requires(std::is_convertible_v<const Arguments&, const Tensor&> && ...)
-  std::string get_compiler_ir(Stage stage, const Arguments&... arguments) const {
-    using Result = std::decay_t<std::invoke_result_t<const Callable&, detail::AsTensor<Arguments>...>>;
-    return detail::compiler_ir(*core_, stage, {Tensor(arguments)...},
-                               detail::trace_body<Result, sizeof...(Arguments)>(callable_));
+  std::string get_compiler_ir(StageRequest stage, const Arguments&... arguments) const {
+    if constexpr ((detail::check_argument<Arguments>() && ...)) {
+      using Result = detail::ResultOfArguments<Callable, Arguments...>;
+      detail::SplitArguments<Arguments...> split(arguments...);
+      return detail::compiler_ir(
+          *core_, stage.stage, stage.location, split.tensors, split.statics,
+          detail::trace_body_with_statics<Result, Callable, Arguments...>(callable_, std::move(split.slots)));
+    } else {
+      return {};
+    }
   }
 
+  // Counts traces (one per signature: tensor dtypes, shapes and devices, and static values), calls, compiles.
   FunctionStatistics statistics() const { return detail::function_statistics(*core_); }
 
  private:

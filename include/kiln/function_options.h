@@ -17,7 +17,7 @@ enum class Fallback {
 enum class Stage {
   traced,     // the graph as traced
   optimized,  // after simplify, cse and dce
-  fused,      // the kernel plan, with the reason for each fusion decision
+  fused,      // the kernel plan, with the reason for each fusion decision (or that it fell back, and why)
   source,     // the generated C++ / CUDA source
 };
 std::string_view to_string(Stage stage);
@@ -37,7 +37,7 @@ struct FunctionOptions {
 
 struct FunctionStatistics {
   std::int64_t calls = 0;
-  std::int64_t traces = 0;       // one per new input signature, and one per retrace for a changed capture
+  std::int64_t traces = 0;       // one per new signature (static values included), one per changed-capture retrace
   std::int64_t compiles = 0;     // JIT builds actually compiled (not found in the disk cache)
   std::int64_t cache_hits = 0;   // JIT modules loaded from the disk cache
   std::int64_t fallbacks = 0;    // signatures that fell back to the standard executor

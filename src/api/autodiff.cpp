@@ -72,19 +72,31 @@ std::vector<Tensor> run_in_trace(const std::vector<Tensor>& arguments, const cha
   return results;
 }
 
-void check_argnums(const std::vector<Tensor>& arguments, const std::vector<int>& argnums, const char* api,
-                   const Location& location) {
-  std::vector<bool> chosen(arguments.size(), false);
+// Checks `argnums`, positions among all the call's arguments (the tensor `arguments` and the static values
+// `statics`), and returns them as indices into `arguments`.
+std::vector<int> checked_argnums(const std::vector<Tensor>& arguments, const std::vector<StaticValue>& statics,
+                                 const std::vector<int>& argnums, const char* api, const Location& location) {
+  const std::size_t count = arguments.size() + statics.size();
+  std::vector<bool> chosen(count, false);
+  std::vector<int> tensor_argnums;
   for (int argnum : argnums) {
     const std::string name = "argument " + std::to_string(argnum);
-    if (argnum < 0 || static_cast<std::size_t>(argnum) >= arguments.size())
-      throw ValueError(api,
-                       "argnums names " + name + ", but the function was called with " +
-                           std::to_string(arguments.size()) + " arguments",
-                       location);
+    if (argnum < 0 || static_cast<std::size_t>(argnum) >= count)
+      throw ValueError(
+          api, "argnums names " + name + ", but the function was called with " + std::to_string(count) + " arguments",
+          location);
     if (chosen[static_cast<std::size_t>(argnum)]) throw ValueError(api, "argnums names " + name + " twice", location);
     chosen[static_cast<std::size_t>(argnum)] = true;
-    const Tensor& argument = arguments[static_cast<std::size_t>(argnum)];
+    int statics_before = 0;
+    for (const StaticValue& value : statics) {
+      if (value.position == argnum)
+        throw ValueError(api,
+                         "argnums names " + name + ", the static argument " + value.type + " " + value.text +
+                             ": derivatives are taken with respect to tensor arguments only",
+                         location);
+      if (value.position < argnum) ++statics_before;
+    }
+    const Tensor& argument = arguments[static_cast<std::size_t>(argnum - statics_before)];
     if (!argument.defined()) throw ValueError(api, name + " is an undefined (default-constructed) Tensor", location);
     if (!is_floating(argument.dtype()))
       throw DTypeError(api,
@@ -92,7 +104,14 @@ void check_argnums(const std::vector<Tensor>& arguments, const std::vector<int>&
                            ": derivatives are taken with respect to float arguments only (leave integer and bool "
                            "arguments out of argnums, or cast them to a float type)",
                        location);
+    tensor_argnums.push_back(argnum - statics_before);
   }
+  return tensor_argnums;
+}
+
+void check_argnums(const std::vector<Tensor>& arguments, const std::vector<int>& argnums, const char* api,
+                   const Location& location) {
+  checked_argnums(arguments, {}, argnums, api, location);
 }
 
 std::vector<int> every_argument(std::size_t count) {
@@ -156,10 +175,11 @@ void check_types(const std::vector<Tensor>& tensors, const std::vector<ir::Type>
 }  // namespace
 
 std::vector<Tensor> value_and_gradients(const TraceBody& body, const std::vector<Tensor>& arguments,
-                                        const std::vector<int>& argnums, const char* api, const Location& location) {
-  check_argnums(arguments, argnums, api, location);
+                                        const std::vector<StaticValue>& statics, const std::vector<int>& argnums,
+                                        const char* api, const Location& location) {
+  const std::vector<int> tensor_argnums = checked_argnums(arguments, statics, argnums, api, location);
   return run_in_trace(arguments, api, location, [&](const std::vector<Tensor>& traced_arguments) {
-    Linearized linearized = linearize_call(body, traced_arguments, argnums, api, location);
+    Linearized linearized = linearize_call(body, traced_arguments, tensor_argnums, api, location);
     ir::Graph& graph = linearized.context->graph();
     if (linearized.outputs.size() != 1)
       throw ValueError(api,

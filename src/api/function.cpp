@@ -12,10 +12,12 @@
 #include <kiln/error.h>
 #include <kiln/function.h>
 
+#include <cxxabi.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 namespace kiln {
 
@@ -58,8 +60,9 @@ std::string default_name(const Location& location) {
   return (stem.empty() ? std::string("function") : stem) + "_" + std::to_string(location.line());
 }
 
-trace::Signature function_signature(const FunctionCore& core, const std::vector<Tensor>& inputs) {
-  return signature_of("kiln::function '" + core.cache.name() + "'", core.cache.location(), inputs);
+trace::Signature function_signature(const FunctionCore& core, const std::vector<Tensor>& inputs,
+                                    const std::vector<StaticValue>& statics) {
+  return signature_of("kiln::function '" + core.cache.name() + "'", core.cache.location(), inputs, statics);
 }
 
 // Runs the callable on traced tensors and returns the finished graph.
@@ -93,6 +96,8 @@ void build_executable(FunctionCore& core, trace::ConcreteFunction& concrete) {
                            "cannot compile for inputs " + concrete.signature.to_string() + ": " + reason,
                            core.cache.location());
       concrete.fallback_reason = reason;
+      // The kernel plan that runs: the standard executor's, one kernel per op.
+      concrete.stages = {{Stage::fused, "fell back to the standard executor (one kernel per op): " + reason + "\n"}};
       core.cache.record_fallback();
       runtime::warn("kiln::function '" + core.cache.name() + "' (defined at " + core.cache.location() +
                     ") could not be compiled for inputs " + concrete.signature.to_string() + ": " + reason +
@@ -103,8 +108,9 @@ void build_executable(FunctionCore& core, trace::ConcreteFunction& concrete) {
 }
 
 std::shared_ptr<const trace::ConcreteFunction> concrete_for(FunctionCore& core, const std::vector<Tensor>& inputs,
+                                                            const std::vector<StaticValue>& statics,
                                                             const TraceBody& body) {
-  return core.cache.lookup_or_build(function_signature(core, inputs), [&](const trace::Signature& signature) {
+  return core.cache.lookup_or_build(function_signature(core, inputs, statics), [&](const trace::Signature& signature) {
     std::shared_ptr<trace::ConcreteFunction> concrete = trace_function(core, signature, body);
     build_executable(core, *concrete);
     return concrete;
@@ -113,8 +119,17 @@ std::shared_ptr<const trace::ConcreteFunction> concrete_for(FunctionCore& core, 
 
 }  // namespace
 
-trace::Signature signature_of(const std::string& op, const std::string& location, const std::vector<Tensor>& inputs) {
+std::string enum_type_name(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
+                                                   std::free);
+  return status == 0 && demangled ? std::string(demangled.get()) : std::string(type.name());
+}
+
+trace::Signature signature_of(const std::string& op, const std::string& location, const std::vector<Tensor>& inputs,
+                              const std::vector<StaticValue>& statics) {
   trace::Signature signature;
+  signature.statics = statics;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& input = inputs[i];
     if (!input.defined())
@@ -174,10 +189,11 @@ std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, Locati
   return std::make_shared<FunctionCore>(std::move(options), name, kiln::to_string(location));
 }
 
-std::vector<Tensor> call_function(FunctionCore& core, const std::vector<Tensor>& inputs, const TraceBody& body) {
+std::vector<Tensor> call_function(FunctionCore& core, const std::vector<Tensor>& inputs,
+                                  const std::vector<StaticValue>& statics, const TraceBody& body) {
   // Called while another function traces: become part of that graph.
   if (trace::TraceContext::current()) return body(inputs);
-  std::shared_ptr<const trace::ConcreteFunction> concrete = concrete_for(core, inputs, body);
+  std::shared_ptr<const trace::ConcreteFunction> concrete = concrete_for(core, inputs, statics, body);
   std::vector<runtime::Array> arrays;
   arrays.reserve(inputs.size() + concrete->captures.size());
   for (const Tensor& input : inputs) arrays.push_back(input.impl().array);
@@ -190,23 +206,27 @@ std::vector<Tensor> call_function(FunctionCore& core, const std::vector<Tensor>&
   return outputs;
 }
 
-std::string compiler_ir(FunctionCore& core, Stage stage, const std::vector<Tensor>& inputs, const TraceBody& body) {
-  if (trace::TraceContext::current())
-    throw ValueError("get_compiler_ir", "cannot be called while a function is being traced", core.cache.location());
-  std::shared_ptr<const trace::ConcreteFunction> concrete = concrete_for(core, inputs, body);
+std::string compiler_ir(FunctionCore& core, Stage stage, const Location& location, const std::vector<Tensor>& inputs,
+                        const std::vector<StaticValue>& statics, const TraceBody& body) {
+  const std::string op = "get_compiler_ir";
+  const std::string line = kiln::to_string(location);
+  if (trace::TraceContext::current()) throw ValueError(op, "cannot be called while a function is being traced", line);
+  std::shared_ptr<const trace::ConcreteFunction> concrete = concrete_for(core, inputs, statics, body);
   if (stage == Stage::traced) return ir::print(concrete->traced);
   for (const auto& [available, text] : concrete->stages)
     if (available == stage) return text;
-  std::string op = "get_compiler_ir";
+  const std::string function =
+      " of kiln::function '" + core.cache.name() + "' (defined at " + core.cache.location() + ")";
   if (!core.options.jit_compile)
     throw ValueError(op,
-                     "stage '" + std::string(to_string(stage)) + "' exists only for functions compiled by the JIT "
-                     "(kiln::function(f, {.jit_compile = true}))",
-                     core.cache.location());
+                     "stage '" + std::string(to_string(stage)) + "'" + function +
+                         ": this stage exists only for functions compiled by the JIT "
+                         "(kiln::function(f, {.jit_compile = true}))",
+                     line);
   throw ValueError(op,
-                   "stage '" + std::string(to_string(stage)) + "' does not exist: the function was not compiled (" +
-                       concrete->fallback_reason + ")",
-                   core.cache.location());
+                   "stage '" + std::string(to_string(stage)) + "'" + function +
+                       " does not exist: the function was not compiled (" + concrete->fallback_reason + ")",
+                   line);
 }
 
 FunctionStatistics function_statistics(const FunctionCore& core) { return core.cache.statistics(); }

@@ -14,7 +14,9 @@
 namespace kiln::detail {
 
 // The signature of concrete `inputs`: each defined, concrete, all on one device; errors name `op` and `location`.
-trace::Signature signature_of(const std::string& op, const std::string& location, const std::vector<Tensor>& inputs);
+// `statics` are the call's static arguments (kept as they are).
+trace::Signature signature_of(const std::string& op, const std::string& location, const std::vector<Tensor>& inputs,
+                              const std::vector<StaticValue>& statics = {});
 
 // Traces `body` on parameters of `signature` in a new trace context named `name` (on the first argument's device),
 // and returns its graph in canonical layout with the captured tensors. A bad output is an error naming `op`.

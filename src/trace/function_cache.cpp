@@ -32,16 +32,23 @@ void FunctionCache::warn_if_retracing(const Signature& signature, const std::str
     if (last_traced_ && statistics_.traces >= retrace_warning_limit_ && !warned_about_retracing_) {
       warned_about_retracing_ = true;
       message = "kiln::function '" + name_ + "' (defined at " + location_ + ") is tracing ";
-      if (change.empty())
-        message += "its " + std::to_string(statistics_.traces + 1) +
-                   "th input signature: " + describe_change(*last_traced_, signature) +
-                   ". Every new shape or dtype traces (and with jit_compile, compiles) again; pass inputs of a few "
-                   "fixed shapes to avoid it.";
-      else
+      if (change.empty()) {
+        const SignatureChange changed = describe_change(*last_traced_, signature);
+        message += "its " + std::to_string(statistics_.traces + 1) + "th input signature: " + changed.text;
+        if (changed.of_static_argument)
+          message +=
+              ". Every new value of a static (non-tensor) argument traces (and with jit_compile, compiles) again; "
+              "pass a value that changes from call to call as a tensor (kiln::full({}, value)) instead.";
+        else
+          message +=
+              ". Every new shape or dtype traces (and with jit_compile, compiles) again; pass inputs of a few "
+              "fixed shapes to avoid it.";
+      } else {
         message += "for the " + std::to_string(statistics_.traces + 1) + "th time, for inputs " +
                    signature.to_string() + ": " + change +
                    " since its last trace. A captured tensor is part of the trace (and with jit_compile, of the "
                    "compiled code's inputs); pass a tensor that changes as an argument instead.";
+      }
     }
     last_traced_ = signature;
   }

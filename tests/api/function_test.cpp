@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
@@ -396,6 +397,38 @@ TEST(Function, ManyThreadsTraceEachSignatureOnce) {
   EXPECT_EQ(f.statistics().traces, 4);
   EXPECT_EQ(f.statistics().calls, 160);
   EXPECT_EQ(wrong, 0);
+}
+
+// get_compiler_ir's errors name the line that called it, not the line that made the function.
+TEST(Function, GetCompilerIrErrorsNameTheCallersLine) {
+  auto f = function([](Tensor x) { return x * 2; }, {.name = "uncompiled"});
+  const std::string made_at = "function_test.cpp:" + std::to_string(__LINE__ - 1);
+  Tensor x = random_tensor(DType::f32, {3}, 31);
+  EXPECT_NE(f.get_compiler_ir(Stage::traced, x).find("@uncompiled"), std::string::npos);
+  int line = 0;
+  try {
+    line = __LINE__ + 1;
+    f.get_compiler_ir(Stage::optimized, x);
+    FAIL() << "expected kiln::ValueError";
+  } catch (const ValueError& error) {
+    const std::string location = error.location();
+    const std::string called_at = "function_test.cpp:" + std::to_string(line);
+    EXPECT_EQ(location.substr(location.size() - std::min(location.size(), called_at.size())), called_at) << location;
+    EXPECT_NE(error.detail().find("jit_compile"), std::string::npos) << error.what();
+    EXPECT_NE(error.detail().find(made_at), std::string::npos) << "and names where the function was made";
+  }
+  // Called while tracing: an error at the caller's line too.
+  auto tracing = function([&](Tensor y) {
+    line = __LINE__ + 1;
+    f.get_compiler_ir(Stage::traced, y);
+    return y;
+  });
+  try {
+    tracing(x);
+    FAIL() << "expected kiln::ValueError";
+  } catch (const ValueError& error) {
+    EXPECT_NE(error.location().find("function_test.cpp:" + std::to_string(line)), std::string::npos) << error.what();
+  }
 }
 
 TEST(Function, UndefinedArgumentsAndOutputsAreReported) {

@@ -51,6 +51,37 @@ TEST_F(JitFailureTest, MissingCompilerFallsBackWithOneWarningPerSignature) {
   EXPECT_EQ(f.statistics().compiles, 1);
 }
 
+// The fused stage is the plan that runs: after a fallback, the standard executor's, and why. The stages that
+// only a compiled function has are errors that give the reason.
+TEST_F(JitFailureTest, FusedStageOfAFallbackSaysItFellBackAndWhy) {
+  ::setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto f = make_function(2.25);
+  Tensor x = random_tensor(DType::f32, {12}, 3);
+  const std::string fused = f.get_compiler_ir(Stage::fused, x);
+  EXPECT_EQ(fused.find("fell back to the standard executor"), 0u) << fused;
+  EXPECT_NE(fused.find("/nonexistent/c++"), std::string::npos) << fused;
+  EXPECT_EQ(f.statistics().fallbacks, 1);
+  try {
+    f.get_compiler_ir(Stage::source, x);
+    FAIL() << "expected kiln::ValueError";
+  } catch (const ValueError& error) {
+    EXPECT_NE(error.detail().find("/nonexistent/c++"), std::string::npos) << error.what();
+    EXPECT_NE(error.location().find("jit_failure_test.cpp"), std::string::npos) << error.what();
+  }
+  ::unsetenv("KILN_CXX");
+  expect_correct(f, 2.25, 12);
+}
+
+// A graph the JIT can never compile (a host callback) falls back without trying a compiler.
+TEST_F(JitFailureTest, FusedStageOfAHostCallbackSaysWhichOp) {
+  auto f = function([](Tensor x) { return nonzero(x > 0.0); }, {.jit_compile = true, .name = "with_nonzero"});
+  Tensor x = random_tensor(DType::f32, {10}, 4);
+  const std::string fused = f.get_compiler_ir(Stage::fused, x);
+  EXPECT_EQ(fused.find("fell back to the standard executor"), 0u) << fused;
+  EXPECT_NE(fused.find("nonzero"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("jit_failure_test.cpp"), std::string::npos) << "names the op's line: " << fused;
+}
+
 TEST_F(JitFailureTest, MissingCompilerInStrictModeThrowsCompileError) {
   ::setenv("KILN_CXX", "/nonexistent/c++", 1);
   auto f = make_function(1.5, Fallback::none);

@@ -150,13 +150,15 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, c
   result.jit_kernels = workload.jit_statistics().kernels_per_call;
   result.jit_difference = relative_difference(reference, compiled);
   if (workload.jit_statistics().fallbacks > 0) {
-    std::string reason = "see get_compiler_ir(Stage::fused)";
+    // The fused stage of a function that fell back says so, and why.
+    std::string note;
     try {
-      workload.jit_ir(Stage::fused);
+      note = workload.jit_ir(Stage::fused);
     } catch (const Error& error) {
-      reason = error.detail();
+      note = "fell back to the standard executor: " + error.detail();
     }
-    result.jit_note = "fell back to the standard executor: " + reason;
+    while (!note.empty() && note.back() == '\n') note.pop_back();
+    result.jit_note = note;
   } else if (result.jit_difference > 1e-3) {
     result.jit_note = "WRONG: differs from the standard executor by " + format(result.jit_difference, 6);
   }
