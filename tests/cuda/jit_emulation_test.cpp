@@ -139,26 +139,37 @@ TEST(CudaEmulatedKernels, SpecialValuesAndTheSignsOfZeros) {
 
 TEST(CudaEmulatedKernels, BroadcastsTransposesSlicesAndOddShapes) {
   Tensor a = random_tensor(DType::f32, {6, 9}, 53), b = random_tensor(DType::f32, {9, 6}, 54);
-  expect_emulated_agreement("transpose", false, [](Tensor a, Tensor b) { return exp(transpose(a)) - b; }, a, b);
-  expect_emulated_agreement("slice", false,
-                            [](Tensor a) { return slice(a, {.start = {1, 0}, .stop = {5, 9}, .step = {2, 3}}) * 2; }, a);
-  expect_emulated_agreement("broadcast", false, [](Tensor x, Tensor y) { return x * y + 1.0; },
-                            random_tensor(DType::f32, {3, 1, 5}, 55), random_tensor(DType::f32, {4, 5}, 56));
-  expect_emulated_agreement("broadcast rows vector", true, [](Tensor x, Tensor y) { return x * y + 1.0; },
-                            random_tensor(DType::f32, {3, 1, 8}, 57), random_tensor(DType::f32, {4, 8}, 58));
-  expect_emulated_agreement("scalar", false, [](Tensor x) { return sin(x) * 2.0; }, random_tensor(DType::f32, {}, 59));
-  expect_emulated_agreement("empty", false, [](Tensor x) { return exp(x); }, random_tensor(DType::f32, {0, 4}, 60));
-  expect_emulated_agreement("odd length", false, [](Tensor x) { return nn::sigmoid(x); },
-                            random_tensor(DType::f32, {1001}, 61));
-  expect_emulated_agreement("special constants", false,
-                            [](Tensor x) { return maximum(x, -INFINITY) + minimum(x, INFINITY) + where(x > 0, x, NAN); },
-                            random_tensor(DType::f32, {7}, 62));
+  expect_emulated_agreement(
+      "transpose", false, [](Tensor a, Tensor b) { return exp(transpose(a)) - b; }, a, b);
+  expect_emulated_agreement(
+      "slice", false,
+      [](Tensor a) {
+        return slice(a, {.start = {1, 0}, .stop = {5, 9}, .step = {2, 3}}) * 2;
+      },
+      a);
+  expect_emulated_agreement(
+      "broadcast", false, [](Tensor x, Tensor y) { return x * y + 1.0; }, random_tensor(DType::f32, {3, 1, 5}, 55),
+      random_tensor(DType::f32, {4, 5}, 56));
+  expect_emulated_agreement(
+      "broadcast rows vector", true, [](Tensor x, Tensor y) { return x * y + 1.0; },
+      random_tensor(DType::f32, {3, 1, 8}, 57), random_tensor(DType::f32, {4, 8}, 58));
+  expect_emulated_agreement(
+      "scalar", false, [](Tensor x) { return sin(x) * 2.0; }, random_tensor(DType::f32, {}, 59));
+  expect_emulated_agreement(
+      "empty", false, [](Tensor x) { return exp(x); }, random_tensor(DType::f32, {0, 4}, 60));
+  expect_emulated_agreement(
+      "odd length", false, [](Tensor x) { return nn::sigmoid(x); }, random_tensor(DType::f32, {1001}, 61));
+  expect_emulated_agreement(
+      "special constants", false,
+      [](Tensor x) { return maximum(x, -INFINITY) + minimum(x, INFINITY) + where(x > 0, x, NAN); },
+      random_tensor(DType::f32, {7}, 62));
 }
 
 TEST(CudaEmulatedKernels, GeluAndAdamVectorized) {
   for (bool vector : {false, true}) {
-    expect_emulated_agreement(std::string("gelu") + (vector ? " vector" : ""), vector,
-                              [](Tensor x) { return nn::gelu(x); }, random_tensor(DType::f32, {4096}, 63));
+    expect_emulated_agreement(
+        std::string("gelu") + (vector ? " vector" : ""), vector, [](Tensor x) { return nn::gelu(x); },
+        random_tensor(DType::f32, {4096}, 63));
     Tensor p = random_tensor(DType::f32, {1000}, 64), g = random_tensor(DType::f32, {1000}, 65);
     Tensor m = random_tensor(DType::f32, {1000}, 66), v = abs(random_tensor(DType::f32, {1000}, 67));
     expect_emulated_agreement(std::string("adam") + (vector ? " vector" : ""), vector, adam_step, p, g, m, v);
@@ -182,17 +193,23 @@ TEST(CudaEmulatedKernels, RowReductionsByWarpAndByBlock) {
       expect_emulated_agreement("reductions " + std::string(to_string(dtype)) + shape.to_string(), false, body,
                                 random_tensor(dtype, shape, 70));
     }
-  expect_emulated_agreement("mean and prod", false,
-                            [](Tensor x) { return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})}; },
-                            testing::random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 71));
-  expect_emulated_agreement("reduction of a transpose", false,
-                            [](Tensor x) { return reduce_max(transpose(x, {0, 2, 1}), {1, 2}); },
-                            random_tensor(DType::f32, {5, 6, 7}, 72));
+  expect_emulated_agreement(
+      "mean and prod", false,
+      [](Tensor x) {
+        return std::vector<Tensor>{reduce_mean(x, {-1}), reduce_prod(x, {-1})};
+      },
+      testing::random_uniform(DType::f64, {9, 31}, 0.5, 1.5, 71));
+  expect_emulated_agreement(
+      "reduction of a transpose", false,
+      [](Tensor x) {
+        return reduce_max(transpose(x, {0, 2, 1}), {1, 2});
+      },
+      random_tensor(DType::f32, {5, 6, 7}, 72));
 }
 
-// Padding read in place (compiler/fusion.h: padding read in place): pools and a depthwise convolution with SAME padding, the
-// padding on row axes and (one channel) along the inner loop, a padded last axis read strided and reversed, a
-// padded axis merged with the axes after it, and a transposed padded value; no pack variant reads padding.
+// Padding read in place (compiler/fusion.h: padding read in place): pools and a depthwise convolution with SAME
+// padding, the padding on row axes and (one channel) along the inner loop, a padded last axis read strided and
+// reversed, a padded axis merged with the axes after it, and a transposed padded value; no pack variant reads padding.
 TEST(CudaEmulatedKernels, PaddingReadInPlace) {
   const nn::Pool2dOptions pool{
       .window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same};
@@ -255,11 +272,13 @@ TEST(CudaEmulatedKernels, RowReductionsVectorized) {
   };
   expect_emulated_agreement("vector f32[19,1024]", true, body, random_tensor(DType::f32, {19, 1024}, 81));
   expect_emulated_agreement("vector f64[3,1026]", true, body, random_tensor(DType::f64, {3, 1026}, 82));
-  expect_emulated_agreement("vector softmax f32[7,32]", true, [](Tensor x) { return nn::softmax(x); },
-                            random_tensor(DType::f32, {7, 32}, 83));
+  expect_emulated_agreement(
+      "vector softmax f32[7,32]", true, [](Tensor x) { return nn::softmax(x); },
+      random_tensor(DType::f32, {7, 32}, 83));
   Tensor x = random_tensor(DType::f32, {2, 3000}, 84), gamma = random_tensor(DType::f32, {3000}, 85);
-  expect_emulated_agreement("vector layer_norm f32[2,3000]", true,
-                            [](Tensor x, Tensor gamma) { return nn::layer_norm(x, gamma, gamma); }, x, gamma);
+  expect_emulated_agreement(
+      "vector layer_norm f32[2,3000]", true, [](Tensor x, Tensor gamma) { return nn::layer_norm(x, gamma, gamma); }, x,
+      gamma);
 }
 
 TEST(CudaEmulatedKernels, SoftmaxLayerNormAndComposites) {
@@ -332,20 +351,24 @@ TEST(CudaEmulatedKernels, ShortRowsInRegisters) {
 TEST(CudaEmulatedKernels, GridReductionsAndTheSeedEpilogue) {
   for (bool vector : {false, true}) {
     std::string variant = vector ? " vector" : "";
-    expect_emulated_agreement("full sum" + variant, vector,
-                              [](Tensor x) { return std::vector<Tensor>{reduce_sum(x * x), reduce_max(x)}; },
-                              random_tensor(DType::f32, {300, 40}, 76));
+    expect_emulated_agreement(
+        "full sum" + variant, vector,
+        [](Tensor x) {
+          return std::vector<Tensor>{reduce_sum(x * x), reduce_max(x)};
+        },
+        random_tensor(DType::f32, {300, 40}, 76));
     expect_emulated_agreement("seed" + variant, vector, seed_function, random_tensor(DType::f32, {64, 32}, 77),
                               random_tensor(DType::f32, {32, 48}, 78));
-    expect_emulated_agreement("product and mean" + variant, vector,
-                              [](Tensor x) {
-                                Tensor z = matmul(x, x);
-                                return std::vector<Tensor>{z, reduce_mean(nn::relu(z))};
-                              },
-                              random_tensor(DType::f32, {40, 40}, 79));
+    expect_emulated_agreement(
+        "product and mean" + variant, vector,
+        [](Tensor x) {
+          Tensor z = matmul(x, x);
+          return std::vector<Tensor>{z, reduce_mean(nn::relu(z))};
+        },
+        random_tensor(DType::f32, {40, 40}, 79));
   }
-  expect_emulated_agreement("full i64 sum", false, [](Tensor x) { return reduce_sum(x); },
-                            random_tensor(DType::i64, {1000}, 80));
+  expect_emulated_agreement(
+      "full i64 sum", false, [](Tensor x) { return reduce_sum(x); }, random_tensor(DType::i64, {1000}, 80));
 }
 
 // A whole-array reduction whose kernel returns a shape op of it (a reshape,
@@ -433,8 +456,8 @@ TEST(CudaEmulatedKernels, AttentionIsOneKernel) {
       q, k, v, mask);
   expect_attention_agreement(
       "layer norm between",
-      [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q,
-      k, v);
+      [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q, k,
+      v);
   // Stored as Q^T, K^T and V^T; and keys and values shared by every batch item.
   expect_attention_agreement(
       "transposed operands",
@@ -463,6 +486,34 @@ TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
                                scaled_dot_product, random_tensor(DType::f32, {2, sizes.m, sizes.k}, 136),
                                random_tensor(DType::f32, {2, sizes.n, sizes.k}, 137),
                                random_tensor(DType::f32, {2, sizes.n, sizes.d}, 138));
+}
+
+// A compiled training step on the CUDA backend: value_and_grad of a relu MLP's softmax cross-entropy and the Adam
+// update of its 4 parameters, one graph. Its backward kernels -- the products' epilogues with relu's mask and the
+// updates, the loss's row kernel recomputing the exponentials, the column sums of the bias gradients -- are the
+// forward's kinds, and run emulated here as the GPU would run them.
+TEST(CudaEmulatedKernels, ATrainingStepOfAnMlp) {
+  auto step = [](Tensor w1, Tensor b1, Tensor w2, Tensor b2, Tensor x, Tensor labels, Tensor m, Tensor v) {
+    auto loss = [](Tensor w1, Tensor b1, Tensor w2, Tensor b2, Tensor x, Tensor labels) {
+      Tensor hidden = nn::relu(matmul(x, w1) + b1);
+      return reduce_mean(nn::sparse_softmax_cross_entropy(matmul(hidden, w2) + b2, labels));
+    };
+    auto [value, gradients] = value_and_grad(loss, {.argnums = {0, 1, 2, 3}})(w1, b1, w2, b2, x, labels);
+    std::vector<Tensor> results = {value};
+    const std::vector<Tensor> parameters = {w1, b1, w2, b2};
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      // One pair of moments, broadcast to each parameter's shape, keeps the argument list short.
+      auto [updated, new_m, new_v] = adam_step(parameters[i], gradients[i], broadcast_to(m, parameters[i].shape()),
+                                               broadcast_to(v, parameters[i].shape()));
+      results.insert(results.end(), {updated, new_m, new_v});
+    }
+    return results;
+  };
+  const Tensor labels = cast(floor(random::uniform({9}, {.seed = 145, .high = 5.0})), DType::i32);
+  expect_emulated_agreement("MLP training step", false, step, random_tensor(DType::f32, {12, 16}, 140),
+                            random_tensor(DType::f32, {16}, 141), random_tensor(DType::f32, {16, 5}, 142),
+                            random_tensor(DType::f32, {5}, 143), random_tensor(DType::f32, {9, 12}, 144), labels,
+                            random_tensor(DType::f32, {}, 146) * 0.01, abs(random_tensor(DType::f32, {}, 147)) * 0.01);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // weights and Adam's moments in, the loss and the new weights and moments out, so every call does the same work
 // and the JIT's results can be checked against the standard executor's (kiln-bench's judge_jit) and the peers'.
 
+#include "device_timing.h"
 #include "workload_making.h"
 
 #include <cmath>
@@ -15,9 +16,12 @@ namespace {
 // Adam's moments of a parameter at step 10: a first moment of the gradients' size, a second of their square's, so
 // that the gradients move both (and a wrong gradient shows in the updated parameter, m and v alike).
 std::pair<Tensor, Tensor> moments(const Tensor& parameter, double gradient_scale, std::uint64_t seed) {
-  return {random::normal(parameter.shape(), {.seed = seed, .stddev = gradient_scale}),
-          random::uniform(parameter.shape(), {.seed = seed + 1, .low = 0.1 * gradient_scale * gradient_scale,
-                                              .high = gradient_scale * gradient_scale})};
+  const Device device = parameter.device();
+  return {random::normal(parameter.shape(), {.seed = seed, .stddev = gradient_scale, .device = device}),
+          random::uniform(parameter.shape(), {.seed = seed + 1,
+                                              .low = 0.1 * gradient_scale * gradient_scale,
+                                              .high = gradient_scale * gradient_scale,
+                                              .device = device})};
 }
 
 // The step's results from its arguments (the `parameters` parameters, their first moments, their second moments,
@@ -57,18 +61,20 @@ struct MlpLoss {
 
 // 20 arguments: the 6 parameters, 6 first moments, 6 second moments, x f32[batch, width], labels i32[batch].
 std::vector<Tensor> mlp_training_step(const std::vector<Tensor>& a) {
-  auto [loss, gradients] = value_and_grad(MlpLoss{}, {.argnums = {0, 1, 2, 3, 4, 5}})(a[0], a[1], a[2], a[3], a[4],
-                                                                                       a[5], a[18], a[19]);
+  auto [loss, gradients] =
+      value_and_grad(MlpLoss{}, {.argnums = {0, 1, 2, 3, 4, 5}})(a[0], a[1], a[2], a[3], a[4], a[5], a[18], a[19]);
   return adam_training_step(mlp_parameters, a, gradients.tensors(), loss);
 }
 
 Workload make_mlp_train(const WorkloadOptions& options) {
   const std::int64_t batch = options.mlp_batch, width = options.mlp_width;
+  const Device device = options.device;
   std::vector<Tensor> parameters;
   std::uint64_t seed = 70;
   for (std::size_t layer = 0; layer < mlp_layers; ++layer) {
-    parameters.push_back(random::normal({width, width}, {.seed = seed++, .stddev = std::sqrt(2.0 / double(width))}));
-    parameters.push_back(random::normal({width}, {.seed = seed++, .stddev = 0.1}));
+    parameters.push_back(
+        random::normal({width, width}, {.seed = seed++, .stddev = std::sqrt(2.0 / double(width)), .device = device}));
+    parameters.push_back(random::normal({width}, {.seed = seed++, .stddev = 0.1, .device = device}));
   }
   std::vector<Tensor> inputs = parameters, second;
   for (const Tensor& parameter : parameters) {
@@ -79,12 +85,13 @@ Workload make_mlp_train(const WorkloadOptions& options) {
     second.push_back(v);
   }
   inputs.insert(inputs.end(), second.begin(), second.end());
-  inputs.push_back(random::normal({batch, width}, {.seed = seed++}));
-  inputs.push_back(cast(floor(random::uniform({batch}, {.seed = seed++, .high = static_cast<double>(width)})),
-                        DType::i32));
-  Workload workload = make<20>("mlp-train", "mlp_train",
-                               dimensions({batch, width}) + "x" + std::to_string(mlp_layers) + "L", inputs,
-                               [](const auto&... tensors) { return mlp_training_step({tensors...}); });
+  inputs.push_back(random::normal({batch, width}, {.seed = seed++, .device = device}));
+  inputs.push_back(
+      cast(floor(random::uniform({batch}, {.seed = seed++, .high = static_cast<double>(width), .device = device})),
+           DType::i32));
+  Workload workload =
+      make<20>("mlp-train", "mlp_train", dimensions({batch, width}) + "x" + std::to_string(mlp_layers) + "L", inputs,
+               [](const auto&... tensors) { return mlp_training_step({tensors...}); });
   // Written once: the new parameters and moments, and the loss.
   workload.bytes += bytes_of(std::vector<Tensor>(inputs.begin(), inputs.begin() + 3 * mlp_parameters)) + 4;
   // The products: `layers` forward, a weight gradient for each layer and an input gradient for all but the first
@@ -92,8 +99,8 @@ Workload make_mlp_train(const WorkloadOptions& options) {
   const double layers = mlp_layers, b = static_cast<double>(batch), w = static_cast<double>(width);
   workload.flops = (3 * layers - 1) * 2 * b * w * w;
   workload.matmul_output_bytes = w * w * 4;  // a weight's gradient
-  const Tensor activations = random::normal({batch, width}, {.seed = seed++});
-  const Tensor activations_transposed = random::normal({width, batch}, {.seed = seed++});
+  const Tensor activations = random::normal({batch, width}, {.seed = seed++, .device = device});
+  const Tensor activations_transposed = random::normal({width, batch}, {.seed = seed++, .device = device});
   const Tensor weight = parameters[0];
   // OpenBLAS on products of the same shapes: forward and input gradients [batch, width] x [width, width], weight
   // gradients [width, batch] x [batch, width] (without the transposes, which cost OpenBLAS little).
@@ -110,6 +117,12 @@ Workload make_mlp_train(const WorkloadOptions& options) {
     for (std::size_t i = 0; i + 1 < 2 * mlp_layers; ++i) matmul(activations, weight);
     for (std::size_t i = 0; i < mlp_layers; ++i) matmul(activations_transposed, activations);
   };
+  if (device.is_cuda()) {
+    // kiln's CUDA matmuls are one cuBLAS call each: its 8 products alone are cuBLAS alone on them.
+    workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
+      return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+    };
+  }
   return workload;
 }
 
@@ -164,8 +177,8 @@ Workload make_block_train(const WorkloadOptions& options) {
 }  // namespace
 
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options) {
-  if (options.device.is_cuda()) throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
   if (id == "mlp-train") return make_mlp_train(options);
+  if (options.device.is_cuda()) throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
   if (id == "block-train") return make_block_train(options);
   throw std::invalid_argument("unknown workload '" + id + "'");
 }

@@ -139,12 +139,11 @@ WorkloadOptions options_for(Device device) {
 
 std::vector<std::string> suite_ids(bool big, Device device) {
   if (device.is_cuda())
-    return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam"};
+    return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam", "mlp-train"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id :
-       {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv", "pool", "depthwise",
-                         "mlp-train", "block-train"})
+  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
+                         "pool", "depthwise", "mlp-train", "block-train"})
     ids.push_back(id);
   return ids;
 }
@@ -241,8 +240,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     std::vector<Tensor> inputs{random::normal(shape, {.seed = 12, .device = device}),
                                random::normal(shape, {.seed = 13, .device = device}),
                                random::normal(shape, {.seed = 14, .device = device})};
-    workload = make<3>(id, id, dimensions({options.batch, options.heads, options.sequence, options.head_size}),
-                       inputs, attention_body);
+    workload = make<3>(id, id, dimensions({options.batch, options.heads, options.sequence, options.head_size}), inputs,
+                       attention_body);
     workload.bytes += bytes_of({inputs[0]});
     double slices = static_cast<double>(options.batch * options.heads);
     double s = static_cast<double>(options.sequence), d = static_cast<double>(options.head_size);
