@@ -1,8 +1,9 @@
-# `cmake --install <build> --prefix <dir>`: the kiln library, its public headers
-# and a CMake package, so that another project can
+# `cmake --install <build> --prefix <dir>`: the kiln library, its public headers,
+# a CMake package and a pkg-config file, so that another project can
 #   find_package(kiln REQUIRED)
 #   target_link_libraries(app PRIVATE kiln::kiln)
-# (examples/find-package, checked by the test install_find_package). Nothing
+# or build with `pkg-config --cflags --libs kiln` (examples/find-package, both
+# ways checked by the test install_find_package). Nothing
 # else is installed: no tools, tests or examples. The JIT needs no files at run
 # time: its prelude is compiled into the library (generated/cpu_prelude.cpp),
 # OpenBLAS is opened with dlopen when there, and modules go to KILN_CACHE_DIR.
@@ -32,3 +33,22 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/kilnConfigVersion.cmake V
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/kilnConfig.cmake ${PROJECT_BINARY_DIR}/kilnConfigVersion.cmake
         DESTINATION ${KILN_INSTALL_CMAKEDIR})
+
+# The pkg-config file. The library is static by default, so everything it links goes in Libs (a shared kiln
+# needs them too: it does not re-export them); the usage requirements of kiln::kiln, spelled as flags.
+file(RELATIVE_PATH KILN_PC_PREFIX_FROM_PCFILEDIR /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" KILN_PC_PREFIX_FROM_PCFILEDIR "${KILN_PC_PREFIX_FROM_PCFILEDIR}")
+set(KILN_PC_CFLAGS "")
+set(KILN_PC_LIBS " -pthread")
+foreach(library ${CMAKE_DL_LIBS})
+  string(APPEND KILN_PC_LIBS " -l${library}")
+endforeach()
+if(KILN_WITH_ZLIB)
+  string(APPEND KILN_PC_LIBS " -lz")
+endif()
+if(KILN_WITH_CUDA)
+  string(APPEND KILN_PC_CFLAGS " -DKILN_HAVE_CUDA=1")
+  string(APPEND KILN_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt -lnvrtc")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/kiln.pc.in ${PROJECT_BINARY_DIR}/kiln.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/kiln.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

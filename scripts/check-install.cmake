@@ -1,7 +1,8 @@
 # Checks that an installed kiln can be used from another project: installs the
 # built tree at BUILD_DIR into a temporary prefix, builds examples/find-package
 # against it (find_package(kiln), kiln::kiln), runs the program and checks what
-# it prints. The test install_find_package runs it; by hand, after a build:
+# it prints; then moves the prefix and builds the same program with the flags
+# pkg-config gives for kiln.pc, and runs it. The test install_find_package runs it; by hand, after a build:
 #   cmake -DSOURCE_DIR=. -DBUILD_DIR=build -P scripts/check-install.cmake
 # Optional: CXX_COMPILER, GENERATOR, MAKE_PROGRAM (those of kiln's build, so the
 # program is built as kiln was) and CONFIG (the build type). The temporary
@@ -81,5 +82,41 @@ if(NOT step_output MATCHES "the JIT agrees with the standard executor")
   check_install_fail("kiln-find-package did not report agreement" "${step_output}")
 endif()
 
+set(cmake_output "${step_output}")
+
+# The same program built with pkg-config's flags, as a Makefile project would, after moving the install: the .pc
+# file finds its prefix from its own place, and the library needs no path of the build or the first prefix.
+find_program(pkg_config NAMES pkg-config pkgconf NO_CACHE)
+if(NOT pkg_config)
+  check_install_fail("pkg-config is not installed (scripts/install-deps installs pkgconf)" "")
+endif()
+set(moved ${work}/moved-prefix)
+file(RENAME ${prefix} ${moved})
+file(GLOB_RECURSE pc_files ${moved}/*/kiln.pc)
+if(NOT pc_files)
+  check_install_fail("the install has no kiln.pc" "")
+endif()
+list(GET pc_files 0 pc_file)
+get_filename_component(pc_directory ${pc_file} DIRECTORY)
+check_install_step("asking pkg-config for kiln's flags"
+                   ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_directory} ${pkg_config} --cflags --libs kiln)
+string(STRIP "${step_output}" pc_flags)
+if(NOT pc_flags MATCHES "-I${moved}/")
+  check_install_fail("pkg-config's include path is not in the moved prefix" "${pc_flags}")
+endif()
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+if(NOT CXX_COMPILER)
+  set(CXX_COMPILER c++)
+endif()
+set(pc_program ${work}/kiln-pkg-config)
+check_install_step("building examples/find-package/main.cpp with pkg-config's flags"
+                   ${CXX_COMPILER} ${SOURCE_DIR}/examples/find-package/main.cpp ${pc_flags} -o ${pc_program})
+check_install_step("running the pkg-config build" ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${work}/jit-cache-pc
+                   ${pc_program})
+if(NOT step_output MATCHES "the JIT agrees with the standard executor")
+  check_install_fail("the pkg-config build did not report agreement" "${step_output}")
+endif()
+
 file(REMOVE_RECURSE ${work})
-message(STATUS "check-install: built against the install and ran:\n${step_output}")
+message(STATUS "check-install: built against the install with find_package and ran:\n${cmake_output}\n"
+               "built with pkg-config against the moved install and ran:\n${step_output}")
