@@ -1,0 +1,73 @@
+# Checks the relative links of the repository's Markdown (README.md and docs/): every
+# [text](path) and [text](path#anchor) names a file or directory that exists, and an
+# anchor into a Markdown file names one of its headings (GitHub's slugs: lower case,
+# punctuation dropped, spaces as hyphens). Links to web pages are not followed. The test
+# documented_links runs it:
+#   cmake -DSOURCE_DIR=. -P scripts/check-links.cmake
+cmake_minimum_required(VERSION 3.25)
+
+if(NOT DEFINED SOURCE_DIR)
+  message(FATAL_ERROR "check-links: pass -DSOURCE_DIR=<the repository>")
+endif()
+get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
+
+# The anchors of a Markdown file's headings, as GitHub makes them.
+function(heading_anchors file result)
+  file(STRINGS ${file} headings REGEX "^#+ ")
+  set(anchors "")
+  foreach(heading IN LISTS headings)
+    string(REGEX REPLACE "^#+ +" "" text "${heading}")
+    string(TOLOWER "${text}" text)
+    string(REGEX REPLACE "[^a-z0-9 _-]" "" text "${text}")
+    string(REPLACE " " "-" text "${text}")
+    list(APPEND anchors "${text}")
+  endforeach()
+  set(${result} "${anchors}" PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE documents ${SOURCE_DIR}/docs/*.md)
+list(PREPEND documents ${SOURCE_DIR}/README.md)
+set(dead "")
+set(checked 0)
+foreach(document IN LISTS documents)
+  file(READ ${document} text)
+  # CMake's lists do not split inside square brackets: the link's "](" is spelled without them.
+  string(REPLACE "[" "{open-bracket}" text "${text}")
+  string(REPLACE "]" "{close-bracket}" text "${text}")
+  get_filename_component(directory ${document} DIRECTORY)
+  file(RELATIVE_PATH name ${SOURCE_DIR} ${document})
+  string(REGEX MATCHALL "{close-bracket}\\([^);\n\t ]+\\)" links "${text}")
+  foreach(link IN LISTS links)
+    string(REGEX REPLACE "^{close-bracket}\\((.*)\\)$" "\\1" target "${link}")
+    if(target MATCHES "^[a-z]+:")  # https:, mailto:
+      continue()
+    endif()
+    math(EXPR checked "${checked} + 1")
+    set(anchor "")
+    if(target MATCHES "#")
+      string(REGEX REPLACE "^[^#]*#" "" anchor "${target}")
+      string(REGEX REPLACE "#.*$" "" target "${target}")
+    endif()
+    if(target STREQUAL "")
+      set(path ${document})
+    else()
+      set(path ${directory}/${target})
+    endif()
+    if(NOT EXISTS ${path})
+      list(APPEND dead "${name}: ${target} does not exist")
+      continue()
+    endif()
+    if(NOT anchor STREQUAL "" AND path MATCHES "\\.md$")
+      heading_anchors(${path} anchors)
+      if(NOT anchor IN_LIST anchors)
+        list(APPEND dead "${name}: ${target}#${anchor} names no heading there")
+      endif()
+    endif()
+  endforeach()
+endforeach()
+
+if(dead)
+  list(JOIN dead "\n  " listed)
+  message(FATAL_ERROR "check-links: dead relative links:\n  ${listed}")
+endif()
+message(STATUS "check-links: ${checked} relative links in README.md and docs/ resolve")
