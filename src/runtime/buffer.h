@@ -20,6 +20,9 @@ class Buffer {
   // A window of `bytes` at `offset` into `parent` (for one arena per call);
   // it keeps the parent alive and frees nothing itself.
   static std::shared_ptr<Buffer> view(std::shared_ptr<Buffer> parent, std::size_t offset, std::size_t bytes);
+  // Memory kiln did not allocate (a DLPack producer's): `owner` keeps it alive, and its deleter releases it when
+  // the last array using it is gone.
+  static std::shared_ptr<Buffer> external(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -32,8 +35,9 @@ class Buffer {
   Device device_;
   void* data_;
   std::size_t bytes_;
-  std::size_t capacity_;  // what the allocator handed out (>= bytes_)
+  std::size_t capacity_;            // what the allocator handed out (>= bytes_)
   std::shared_ptr<Buffer> parent_;  // set for views
+  std::shared_ptr<void> owner_;     // set for external memory
 };
 
 // Allocates `bytes` on `device`, 64-byte aligned (never null, even for 0
@@ -47,8 +51,14 @@ struct Array {
   DType dtype = DType::f32;
   Shape shape;
 
-  template <class T> const T* data() const { return static_cast<const T*>(buffer->data()); }
-  template <class T> T* mutable_data() const { return static_cast<T*>(buffer->data()); }
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(buffer->data());
+  }
+  template <class T>
+  T* mutable_data() const {
+    return static_cast<T*>(buffer->data());
+  }
   const void* raw() const { return buffer->data(); }
   void* mutable_raw() const { return buffer->data(); }
   std::size_t bytes() const { return static_cast<std::size_t>(shape.numel()) * size_of(dtype); }

@@ -140,7 +140,13 @@ Allocator& allocator_for(Device device) {
 }
 
 Buffer::~Buffer() {
-  if (!parent_) allocator_for(device_).deallocate(data_, bytes_, capacity_);
+  if (!parent_ && !owner_) allocator_for(device_).deallocate(data_, bytes_, capacity_);
+}
+
+std::shared_ptr<Buffer> Buffer::external(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner) {
+  auto buffer = std::make_shared<Buffer>(device, data, bytes, bytes);
+  buffer->owner_ = std::move(owner);
+  return buffer;
 }
 
 std::shared_ptr<Buffer> Buffer::view(std::shared_ptr<Buffer> parent, std::size_t offset, std::size_t bytes) {
@@ -158,7 +164,8 @@ std::shared_ptr<Buffer> allocate(Device device, std::size_t bytes) {
     data = allocator.allocate(bytes, &capacity);
   }
   if (!data)
-    throw DeviceError("allocate", "out of memory allocating " + std::to_string(bytes) + " bytes on " + device.to_string(),
+    throw DeviceError("allocate",
+                      "out of memory allocating " + std::to_string(bytes) + " bytes on " + device.to_string(),
                       std::string());
   return std::make_shared<Buffer>(device, data, bytes, capacity);
 }
