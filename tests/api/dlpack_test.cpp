@@ -218,6 +218,31 @@ TEST(DLPack, BadInputThrowsAndLeavesTheManagedTensorToTheCaller) {
   EXPECT_EQ(deleted, 1);
 }
 
+TEST(DLPack, GpuTensorsAreSharedInPlace) {
+  if (devices().size() > 1) {
+    // With a GPU (or the CUDA simulator): exported as kDLCUDA memory and taken back without a copy.
+    const Tensor values = from_vector<float>({1.5f, -2, 4});
+    const Tensor on_gpu = values.to(Device::cuda(0));
+    DLManagedTensorVersioned* managed = to_dlpack(on_gpu);
+    EXPECT_EQ(managed->dl_tensor.device.device_type, kDLCUDA);
+    EXPECT_EQ(managed->dl_tensor.device.device_id, 0);
+    const void* data = managed->dl_tensor.data;
+    const Tensor back = from_dlpack(managed);
+    EXPECT_EQ(back.device(), Device::cuda(0));
+    EXPECT_EQ(back.to(Device::cpu()).to_vector<float>(), values.to_vector<float>());
+    DLManagedTensorVersioned* again = to_dlpack(back);
+    EXPECT_EQ(again->dl_tensor.data, data);
+    again->deleter(again);
+    return;
+  }
+  int deleted = 0;
+  DLManagedTensorVersioned* managed = produce({1, 2}, {2}, {}, 0, &deleted);
+  managed->dl_tensor.device = {kDLCUDA, 0};
+  expect_error<DeviceError>(managed, "cuda:0");
+  EXPECT_EQ(deleted, 0);
+  managed->deleter(managed);
+}
+
 TEST(DLPack, ExportingATracedTensorIsAnError) {
   auto f = function([](Tensor x) {
     EXPECT_THROW(to_dlpack(x), ValueError);
