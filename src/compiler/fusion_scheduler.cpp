@@ -68,10 +68,11 @@ void Scheduler::place(ir::ValueId id) {
   if (read_piecewise(id, consumer_groups)) return;
   if (consumer_groups.size() == 1 && join_attention(id, *consumer_groups.begin())) return;
   if (consumer_groups.size() == 1 && try_fuse(id, *consumer_groups.begin())) return;
-  const std::string not_recomputed = consumer_groups.size() > 1 ? why_not_recomputed(id, consumer_groups) : "";
+  // The cone is walked once: it decides, and the decision names what it reads.
+  const RecomputeCone cone = consumer_groups.size() > 1 ? recompute_cone(id) : RecomputeCone{};
+  const std::string not_recomputed = consumer_groups.size() > 1 ? why_not_recomputed(id, consumer_groups, cone) : "";
   if (consumer_groups.size() > 1 && not_recomputed.empty()) {
     inlined_[index(id)] = true;
-    const RecomputeCone cone = recompute_cone(id);
     for (int each : consumer_groups)
       group(each).decisions.push_back({.reason = Reason::recomputed,
                                        .subject = id,
@@ -139,7 +140,8 @@ Scheduler::RecomputeCone Scheduler::recompute_cone(ir::ValueId id) const {
   return cone;
 }
 
-std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups) const {
+std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups,
+                                          const RecomputeCone& cone) const {
   const ir::Node& node = graph_.node(id);
   if (!recomputable_op(node.op))
     return ir::info(node.op).cost == ir::Cost::division
@@ -147,7 +149,6 @@ std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& c
                : "only elementwise ops and broadcasts are recomputed where they are read";
   if (is_output_[index(id)]) return "it is returned, so it is written anyway";
   if (read_from_memory(id)) return "a kernel reads it from memory (a matmul's operand, a library kernel's input)";
-  const RecomputeCone cone = recompute_cone(id);
   if (cone.arrays.size() > 1)
     return "recomputed, it would read " + describe(graph_, cone.arrays[0]) + " and " +
            describe(graph_, cone.arrays[1]) + ", two arrays of its size, in place of the one written";

@@ -75,8 +75,8 @@ class Scheduler {
   static constexpr int recompute_flops_budget = 24;
   RecomputeCone recompute_cone(ir::ValueId id) const;
   // Why `id`, read by several kernels that could not become one, is written once rather than recomputed in each of
-  // them (a sentence for the fused stage), or "" when it is recomputed.
-  std::string why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups) const;
+  // them (a sentence for the fused stage), or "" when it is recomputed; `cone` is recompute_cone(id).
+  std::string why_not_recomputed(ir::ValueId id, const std::set<int>& consumer_groups, const RecomputeCone& cone) const;
   // Multi-output fusion of a producer read by several kernels: it joins the one it can, and is written for the
   // others.
   bool join_one_consumer(ir::ValueId id, const std::set<int>& consumer_groups);
