@@ -9,6 +9,7 @@
 #include <kiln/device.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
+#include <kiln/export.h>
 #include <kiln/function.h>
 #include <kiln/log.h>
 #include <kiln/memory.h>

@@ -149,4 +149,39 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   return compiled;
 }
 
+ExportedSource export_source(const ir::Graph& traced) {
+  Lowering lowering = lower_graph(traced, Device::cpu());
+  ExportedSource exported;
+  exported.stages = stage_texts(lowering);
+  exported.digest = to_hex(sha256(lowering.source));
+  exported.source = std::move(lowering.source);
+  // An object of the program's, not a shared object of its own: it links with the program's C and C++ runtime.
+  for (const std::string& flag : cpu::compile_flags())
+    if (flag != "-shared" && flag != "-nostdlib") exported.flags.push_back(flag);
+  for (const FusedKernel& kernel : lowering.plan.kernels) exported.generated.push_back(has_generated_code(kernel.kind));
+  exported.kernels_per_call = kernel_count(lowering.plan);
+  return exported;
+}
+
+std::unique_ptr<exec::Executable> load_exported(const ir::Graph& traced, std::string_view digest,
+                                                std::span<const kiln_kernel_entry> entries, const std::string& name) {
+  Lowering lowering = lower_graph(traced, Device::cpu());
+  if (to_hex(sha256(lowering.source)) != digest)
+    throw CompileError(name,
+                       "this kiln library lowers the exported function to other kernels than the kiln that exported "
+                       "it (the generated sources differ): export it again with the kiln this program links",
+                       std::string());
+  if (entries.size() != lowering.plan.kernels.size())
+    throw CompileError(name,
+                       "the program has " + std::to_string(entries.size()) + " kernel entries for a plan of " +
+                           std::to_string(lowering.plan.kernels.size()) + " kernels",
+                       std::string());
+  std::vector<kiln_kernel_entry> kernels(entries.begin(), entries.end());
+  for (std::size_t k = 0; k < kernels.size(); ++k)
+    if (has_generated_code(lowering.plan.kernels[k].kind) != (kernels[k] != nullptr))
+      throw CompileError(name, "kernel " + std::to_string(k) + "'s entry point does not match the plan", std::string());
+  return make_jit_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
+                             std::move(kernels), nullptr);
+}
+
 }  // namespace kiln::compiler

@@ -2,6 +2,7 @@
 // The JIT compiler's entry point: a traced graph in, an executable made of
 // fused, generated kernels out.
 
+#include "compiler/codegen/cpu/runtime_abi.h"
 #include "exec/executable.h"
 #include "ir/graph.h"
 
@@ -9,7 +10,9 @@
 #include <kiln/function_options.h>
 
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,5 +45,27 @@ LoweredFunction lower(const ir::Graph& graph, Device device = Device::cpu());
 // inputs live. Throws kiln::CompileError naming the op and its source location
 // when the graph cannot be compiled.
 CompiledFunction compile(const ir::Graph& graph, Device device = Device::cpu());
+
+// ---- Ahead-of-time export (kiln::export_function, src/api/export.cpp) ----
+
+// What a program builds in place of the JIT's module: the CPU source compile() would build for `traced`, the
+// flags it would build it with (less those making a shared object), and what load_exported checks.
+struct ExportedSource {
+  std::string source;
+  std::string digest;                                 // SHA-256 of `source`, 64 hex digits
+  std::vector<std::string> flags;                     // compile_flags() for an object of a static library
+  std::vector<bool> generated;                        // per kernel of the plan: whether it has an entry point
+  int kernels_per_call = 0;                           // as the JIT's executable reports them
+  std::vector<std::pair<Stage, std::string>> stages;  // optimized, fused, source
+};
+// Throws as compile() does for a graph that cannot be compiled (kiln::CompileError naming the op and its line).
+ExportedSource export_source(const ir::Graph& traced);
+
+// The executable of an exported function: `traced` lowered again by this library, which must give the source
+// exported (its SHA-256 `digest`), else a kiln::CompileError (op `name`): the program links another kiln than
+// the one that exported it. `entries` are the program's compiled kernels by plan index (null for library
+// kernels). No compiler, disk cache or tracing is involved.
+std::unique_ptr<exec::Executable> load_exported(const ir::Graph& traced, std::string_view digest,
+                                                std::span<const kiln_kernel_entry> entries, const std::string& name);
 
 }  // namespace kiln::compiler

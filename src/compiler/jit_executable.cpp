@@ -14,18 +14,13 @@ namespace {
 
 class JitExecutable final : public exec::Executable {
  public:
-  JitExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
-                std::shared_ptr<const LoadedModule> module)
+  JitExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, std::vector<kiln_kernel_entry> entries,
+                std::shared_ptr<const void> code_owner)
       : graph_(std::move(graph)),
         plan_(std::move(plan)),
         assignment_(std::move(assignment)),
-        module_(std::move(module)) {
-    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      kiln_kernel_entry entry = nullptr;
-      if (has_generated_code(plan_.kernels[k].kind))
-        entry = reinterpret_cast<kiln_kernel_entry>(module_->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
-      entries_.push_back(entry);
-    }
+        code_owner_(std::move(code_owner)),
+        entries_(std::move(entries)) {
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
     placed_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (const FusedKernel& kernel : plan_.kernels)
@@ -110,8 +105,8 @@ class JitExecutable final : public exec::Executable {
   ir::Graph graph_;
   FusionPlan plan_;
   BufferAssignment assignment_;
-  std::shared_ptr<const LoadedModule> module_;
-  std::vector<kiln_kernel_entry> entries_;
+  std::shared_ptr<const void> code_owner_;  // what keeps the entry points loaded (a module), if anything
+  std::vector<kiln_kernel_entry> entries_;  // per kernel: its entry point, null for library, view and assembled ones
   bool uses_arena_ = false;
   std::vector<bool> placed_;  // per value: written into another value's buffer (a placement)
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
@@ -147,7 +142,22 @@ void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<ru
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module) {
-  return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(module));
+  std::vector<kiln_kernel_entry> entries;
+  for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
+    kiln_kernel_entry entry = nullptr;
+    if (has_generated_code(plan.kernels[k].kind))
+      entry = reinterpret_cast<kiln_kernel_entry>(module->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
+    entries.push_back(entry);
+  }
+  return make_jit_executable(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
+                             std::move(module));
+}
+
+std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
+                                                      std::vector<kiln_kernel_entry> entries,
+                                                      std::shared_ptr<const void> code_owner) {
+  return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
+                                         std::move(code_owner));
 }
 
 }  // namespace kiln::compiler

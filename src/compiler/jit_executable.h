@@ -5,6 +5,7 @@
 
 #include "compiler/buffer_assignment.h"
 #include "compiler/cache/module_cache.h"
+#include "compiler/codegen/cpu/runtime_abi.h"
 #include "compiler/fusion.h"
 #include "exec/executable.h"
 
@@ -22,7 +23,13 @@ void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<ru
 // once that kernel has run.
 std::vector<std::vector<ir::ValueId>> last_reads(const ir::Graph& graph, const FusionPlan& plan);
 
+// The executable running `plan`'s generated kernels from `module` (the JIT's build).
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module);
+// The same with the generated kernels' entry points given, by plan index (null for kernels without generated
+// code): those a program compiled in (an exported function's), kept alive by `code_owner` if anything must.
+std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
+                                                      std::vector<kiln_kernel_entry> entries,
+                                                      std::shared_ptr<const void> code_owner);
 
 }  // namespace kiln::compiler

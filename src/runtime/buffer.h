@@ -20,8 +20,8 @@ class Buffer {
   // A window of `bytes` at `offset` into `parent` (for one arena per call);
   // it keeps the parent alive and frees nothing itself.
   static std::shared_ptr<Buffer> view(std::shared_ptr<Buffer> parent, std::size_t offset, std::size_t bytes);
-  // Memory kiln did not allocate (a DLPack producer's): `owner` keeps it alive, and its deleter releases it when
-  // the last array using it is gone.
+  // Memory kiln did not allocate (a DLPack producer's, an exported function's caller's): kiln never frees it.
+  // `owner`, if not null, keeps it alive, and its deleter releases it when the last array using it is gone.
   static std::shared_ptr<Buffer> external(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -37,7 +37,8 @@ class Buffer {
   std::size_t bytes_;
   std::size_t capacity_;            // what the allocator handed out (>= bytes_)
   std::shared_ptr<Buffer> parent_;  // set for views
-  std::shared_ptr<void> owner_;     // set for external memory
+  std::shared_ptr<void> owner_;     // external memory's, if it has one
+  bool external_ = false;           // not kiln's to free
 };
 
 // Allocates `bytes` on `device`, 64-byte aligned (never null, even for 0

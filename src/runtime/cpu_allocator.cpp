@@ -140,12 +140,13 @@ Allocator& allocator_for(Device device) {
 }
 
 Buffer::~Buffer() {
-  if (!parent_ && !owner_) allocator_for(device_).deallocate(data_, bytes_, capacity_);
+  if (!parent_ && !external_) allocator_for(device_).deallocate(data_, bytes_, capacity_);
 }
 
 std::shared_ptr<Buffer> Buffer::external(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner) {
   auto buffer = std::make_shared<Buffer>(device, data, bytes, bytes);
   buffer->owner_ = std::move(owner);
+  buffer->external_ = true;
   return buffer;
 }
 
