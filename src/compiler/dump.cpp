@@ -25,10 +25,13 @@ Dumper::Dumper(const std::string& function_name) : function_name_(function_name)
 }
 
 void Dumper::write(const std::string& stage, const std::string& text) {
+  write_shared(function_name_ + "." + stage, text);
+}
+
+void Dumper::write_shared(const std::string& name, const std::string& text) {
   if (!enabled()) return;
   // Read by people: the umask decides who may read it, as for any file the user's programs write.
-  if (std::string problem = replace_file(directory_.get(), function_name_ + "." + stage, {text}, {.mode = 0666});
-      !problem.empty())
+  if (std::string problem = replace_file(directory_.get(), name, {text}, {.mode = 0666}); !problem.empty())
     fail(problem);
 }
 

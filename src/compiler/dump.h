@@ -21,6 +21,8 @@ class Dumper {
   explicit Dumper(const std::string& function_name);
 
   void write(const std::string& stage, const std::string& text);
+  // A file every function's stages share (the CPU prelude their sources include), as <dir>/<name>.
+  void write_shared(const std::string& name, const std::string& text);
 
   bool enabled() const { return directory_.valid(); }
 

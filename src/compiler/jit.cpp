@@ -48,6 +48,7 @@ struct Lowering {
   FusionPlan plan;
   BufferAssignment assignment;
   std::string optimized, fused, source;
+  std::string readable_source;  // the `source` stage: `source` with the CPU prelude included by name
 #if KILN_HAVE_CUDA
   cuda::ModuleSource module;  // on CUDA: source is module.text
 #endif
@@ -101,12 +102,21 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
 #endif
   dumper.write("2-optimized.txt", lowering.optimized);
   dumper.write("3-fused.txt", lowering.fused);
-  dumper.write(device.is_cpu() ? "4-source.cpp" : "4-source.cu", lowering.source);
+  if (device.is_cpu()) {
+    lowering.readable_source = cpu::source_for_reading(lowering.source);
+    dumper.write_shared(cpu::prelude_file_name, cpu::prelude());
+    dumper.write("4-source.cpp", lowering.readable_source);
+  } else {
+    lowering.readable_source = lowering.source;  // a prelude of ~140 lines
+    dumper.write("4-source.cu", lowering.source);
+  }
   return lowering;
 }
 
 std::vector<std::pair<Stage, std::string>> stage_texts(const Lowering& lowering) {
-  return {{Stage::optimized, lowering.optimized}, {Stage::fused, lowering.fused}, {Stage::source, lowering.source}};
+  return {{Stage::optimized, lowering.optimized},
+          {Stage::fused, lowering.fused},
+          {Stage::source, lowering.readable_source}};
 }
 
 }  // namespace
@@ -115,6 +125,7 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
   Lowering lowering = lower_graph(traced, device);
   LoweredFunction lowered;
   lowered.stages = stage_texts(lowering);
+  lowered.module_source = lowering.source;
 #if KILN_HAVE_CUDA
   for (const cuda::KernelLaunch& launch : lowering.module.launches) {
     if (!launch.function.empty()) lowered.cuda_kernels.push_back({launch.function, launch.threads});

@@ -33,7 +33,8 @@ struct LoweredFunction {
     int threads = 0;       // per block, as launched (its __launch_bounds__)
   };
   std::vector<std::pair<Stage, std::string>> stages;  // optimized, fused, source
-  std::vector<CudaKernel> cuda_kernels;               // in the module's order; none on the CPU
+  std::string module_source;             // what compile() builds: the source stage with the CPU prelude in place
+  std::vector<CudaKernel> cuda_kernels;  // in the module's order; none on the CPU
 };
 
 // Throws as compile() does for a graph that cannot be compiled, and

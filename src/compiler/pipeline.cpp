@@ -80,7 +80,9 @@ Program program_for(ir::Graph graph, Device device) {
 }
 
 std::string print(const Program& program) {
-  if (!program.source.empty()) return program.source;
+  // The CPU source as the `source` stage shows it: the prelude included by name.
+  if (!program.source.empty())
+    return program.device.is_cpu() ? cpu::source_for_reading(program.source) : program.source;
   if (program.plan) {
     std::string text = print_plan(program.graph, *program.plan);
     if (program.assignment) text += print_assignment(program.graph, *program.assignment);

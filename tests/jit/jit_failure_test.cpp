@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <iterator>
 
 namespace kiln::testing {
@@ -26,7 +27,8 @@ class JitFailureTest : public BuildTest {
   }
 
   // Runs f on a random input and checks the result against eager ops.
-  template <class F> void expect_correct(F& f, double salt, std::int64_t size) {
+  template <class F>
+  void expect_correct(F& f, double salt, std::int64_t size) {
     Tensor x = random_tensor(DType::f32, {size}, 42);
     std::vector<float> got = f(x).template to_vector<float>(), input = x.to_vector<float>();
     std::vector<float> expected = (sin(x) * salt + 1).to_vector<float>();
@@ -97,7 +99,8 @@ TEST_F(JitFailureTest, MissingCompilerInStrictModeThrowsCompileError) {
 }
 
 TEST_F(JitFailureTest, FailingCompilerReportsItsMessage) {
-  ::setenv("KILN_CXX", write_script("broken-cxx", "echo 'internal compiler error: out of ideas' >&2\nexit 1\n").c_str(), 1);
+  ::setenv("KILN_CXX", write_script("broken-cxx", "echo 'internal compiler error: out of ideas' >&2\nexit 1\n").c_str(),
+           1);
   auto f = make_function(1.75);
   expect_correct(f, 1.75, 17);
   EXPECT_EQ(warnings({"could not be compiled", "out of ideas"}), 1) << all_messages();
@@ -187,12 +190,20 @@ TEST_F(JitFailureTest, DumpDirectoryReceivesEveryStage) {
   auto f = make_function(3.75);
   expect_correct(f, 3.75, 9);
   ::unsetenv("KILN_DUMP_TO");
-  for (const char* stage : {"salted.0-traced.txt", "salted.2-optimized.txt", "salted.3-fused.txt", "salted.4-source.cpp"})
+  for (const char* stage :
+       {"salted.0-traced.txt", "salted.2-optimized.txt", "salted.3-fused.txt", "salted.4-source.cpp"})
     EXPECT_TRUE(std::filesystem::exists(dump + "/" + stage)) << stage;
   std::ifstream source(dump + "/salted.4-source.cpp");
   std::string text((std::istreambuf_iterator<char>(source)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("kiln_kernel_0"), std::string::npos);
   EXPECT_NE(text.find("sin("), std::string::npos);
+  // The prelude, the same in every module, is included by name and written beside the source, so the function's
+  // own kernels come first and the dumped file compiles as it is.
+  EXPECT_NE(text.find("#include \"kiln-prelude.h\""), std::string::npos);
+  EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 400) << text;
+  EXPECT_TRUE(std::filesystem::exists(dump + "/kiln-prelude.h"));
+  const std::string check = "c++ -std=c++20 -march=native -fsyntax-only -w '" + dump + "/salted.4-source.cpp'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << check;
 }
 
 }  // namespace

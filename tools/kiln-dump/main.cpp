@@ -198,9 +198,8 @@ int run(const Options& options) {
   const compiler::LoweredFunction lowered = compiler::lower(graph, options.device);
   std::vector<std::pair<Stage, std::string>> stages = {{Stage::traced, ir::print(graph, {.locations = true})}};
   stages.insert(stages.end(), lowered.stages.begin(), lowered.stages.end());
-  std::string source;
+  const std::string& source = lowered.module_source;  // what is built: the source stage includes the prelude
   for (const auto& [stage, text] : stages) {
-    if (stage == Stage::source) source = text;
     if (!options.out.empty()) continue;
     if (options.stage == "all")
       std::cout << "==== " << to_string(stage) << " (@" << graph.name << ", " << options.device.to_string()

@@ -175,6 +175,17 @@ std::string generate_source(const ir::Graph& graph, const FusionPlan& plan) {
                          " kernel(s). The fusion plan is in the `fused` stage.\n");
 }
 
+std::string source_for_reading(const std::string& source) {
+  const std::string_view text = prelude();
+  const std::size_t at = source.find(text);
+  if (at == std::string::npos) return source;
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  return source.substr(0, at) + "#include \"" + prelude_file_name + "\"  // kiln's prelude (" + std::to_string(lines) +
+         " lines, the same in every module: SIMD vectors, vector math, the runtime ABI); KILN_DUMP_TO writes it "
+         "beside this file\n" +
+         source.substr(at + text.size());
+}
+
 std::vector<std::string> translation_units(const ir::Graph& graph, const FusionPlan& plan, int limit) {
   const std::vector<int> kernels = generated_kernels(plan);
   const std::vector<std::string> code = kernel_code(graph, plan);

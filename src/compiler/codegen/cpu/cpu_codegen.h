@@ -40,4 +40,11 @@ std::string entry_point(int index);
 // The embedded prelude text.
 const char* prelude();
 
+// The name a source shown to a user includes the prelude by: KILN_DUMP_TO writes it under this name.
+inline constexpr const char* prelude_file_name = "kiln-prelude.h";
+
+// generate_source's text as a user reads it (the `source` stage): the prelude, thousands of lines the same in
+// every module, replaced by an #include of prelude_file_name, so that the function's own kernels come first.
+std::string source_for_reading(const std::string& source);
+
 }  // namespace kiln::compiler::cpu
