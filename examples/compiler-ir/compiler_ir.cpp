@@ -13,15 +13,16 @@
 //              per-call scratch memory (arena). N is what f.statistics().kernels_per_call reports. This is the
 //              stage to read when a function is slower than expected: each kernel writes its outputs to memory
 //              and the next reads them back.
-//   source     the C++ the JIT compiled (CUDA C++ on a GPU): kiln's helper headers (the prelude, thousands of
-//              lines), then one section per kernel, "// ==== kernel 0: ...", each op a commented line.
+//   source     the C++ the JIT compiled (CUDA C++ on a GPU): one section per kernel, "// ==== kernel 0: ...",
+//              each op a commented line, after an #include of "kiln-prelude.h", kiln's helper header (thousands
+//              of lines, the same in every module), which KILN_DUMP_TO writes beside the sources.
 //
 // KILN_DUMP_TO=<directory> writes these stages as files for every function the program compiles, with no code
 // change: <name>.0-traced.txt (with each op's source line, loc("file:line")), .2-optimized.txt, .3-fused.txt,
 // .4-source.cpp, and the graph after each pass of the pipeline (.1-1-after-simplify.txt, ...). Run this program
 // with it set to see the list. tools/kiln-dump runs the same pipeline on a traced file, without the program.
 //
-//   build/examples/compiler-ir [--full]     (--full prints the source stage whole, prelude included)
+//   build/examples/compiler-ir
 //
 // Exit status 0 when the stages show what this program's comments say they show, 1 otherwise.
 
@@ -78,8 +79,7 @@ std::string read_file(const std::filesystem::path& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const bool full = argc > 1 && std::string(argv[1]) == "--full";
+int main() {
   try {
     auto f = kiln::function(classify, {.jit_compile = true, .name = "classify"});
     const kiln::Tensor x = kiln::random::normal({64, 32}, {.seed = 1});
@@ -97,18 +97,8 @@ int main(int argc, char** argv) {
     print_stage("traced", traced);
     print_stage("optimized", optimized);
     print_stage("fused", fused);
-    // The source without its prelude: from the first kernel's section on.
+    print_stage("source", source);
     const std::vector<std::string> source_lines = lines_of(source);
-    const auto first_kernel = std::find_if(source_lines.begin(), source_lines.end(), [](const std::string& line) {
-      return line.starts_with("// ==== kernel 0");
-    });
-    const std::size_t prelude_lines = static_cast<std::size_t>(first_kernel - source_lines.begin());
-    if (full) {
-      print_stage("source", source);
-    } else {
-      std::printf("---- source (its %zu lines of prelude left out: --full prints them) ----\n", prelude_lines);
-      for (std::size_t i = prelude_lines; i < source_lines.size(); ++i) std::printf("%s\n", source_lines[i].c_str());
-    }
 
     // What the stages show, counted from their text.
     const long long traced_matmuls = count_ops(traced, "matmul"), optimized_matmuls = count_ops(optimized, "matmul");
@@ -124,7 +114,8 @@ int main(int argc, char** argv) {
                 source_kernels);
     bool as_described = traced_matmuls == 2 && optimized_matmuls == 1 && traced_divisions == 2 &&
                         optimized_divisions == 1 && source_kernels == kernels &&
-                        fused.starts_with("fusion plan for @classify: " + std::to_string(kernels) + " kernels");
+                        fused.starts_with("fusion plan for @classify: " + std::to_string(kernels) + " kernels") &&
+                        source.find("#include \"kiln-prelude.h\"") != std::string::npos;
 
     if (const char* directory = std::getenv("KILN_DUMP_TO"); directory && *directory) {
       std::printf("KILN_DUMP_TO=%s holds:\n", directory);
@@ -133,9 +124,11 @@ int main(int argc, char** argv) {
         if (entry.path().filename().string().starts_with("classify.")) names.push_back(entry.path().filename());
       std::sort(names.begin(), names.end());
       for (const std::string& name : names) std::printf("  %s\n", name.c_str());
-      // The files hold what get_compiler_ir returns (the traced file adds each op's source line).
+      // The files hold what get_compiler_ir returns (the traced file adds each op's source line), and the prelude
+      // the source includes is beside them, so the dumped source compiles as it is.
       const bool same = read_file(std::filesystem::path(directory) / "classify.3-fused.txt") == fused &&
-                        read_file(std::filesystem::path(directory) / "classify.4-source.cpp") == source;
+                        read_file(std::filesystem::path(directory) / "classify.4-source.cpp") == source &&
+                        std::filesystem::exists(std::filesystem::path(directory) / "kiln-prelude.h");
       std::printf("the dumped fused stage and source are %s get_compiler_ir's\n", same ? "the same as" : "NOT");
       as_described &= same;
     } else {

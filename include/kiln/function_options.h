@@ -26,8 +26,8 @@ struct FunctionOptions {
   bool jit_compile = false;
   // KILN_JIT_STRICT=1 in the environment turns `standard` into `none`.
   Fallback on_compile_failure = Fallback::standard;
-  // Shown in IR, dumps and warnings; default: "function" plus the line of
-  // the kiln::function call.
+  // Shown in IR, dumps and warnings; default: the kiln::function call's
+  // file name without its extension, '_' and its line ("model_42").
   std::string name = {};
   // After this many traces the function warns (once) that it keeps
   // retracing, naming the argument that changes (or saying that a captured
