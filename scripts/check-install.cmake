@@ -32,11 +32,14 @@ file(MAKE_DIRECTORY ${work})
 check_step("installing ${BUILD_DIR} into ${prefix}"
            ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${CONFIG})
 file(GLOB_RECURSE installed RELATIVE ${prefix} ${prefix}/*)
-foreach(expected include/kiln/kiln.h kilnTargets.cmake kilnConfig.cmake kilnConfigVersion.cmake libkiln.a)
+foreach(expected include/kiln/kiln.h kilnTargets.cmake kilnConfig.cmake kilnConfigVersion.cmake)
   if(NOT installed MATCHES "(^|;|/)${expected}(;|$)")
     check_fail("the install has no ${expected}" "installed: ${installed}")
   endif()
 endforeach()
+if(NOT installed MATCHES "(^|;|/)libkiln\\.(a|so)(;|$)")  # static, or shared with BUILD_SHARED_LIBS
+  check_fail("the install has no libkiln.a or libkiln.so" "installed: ${installed}")
+endif()
 
 check_configure_arguments(configure_arguments ${SOURCE_DIR}/examples/find-package ${app_build} ${prefix})
 check_step("configuring examples/find-package against the install" ${CMAKE_COMMAND} ${configure_arguments})
