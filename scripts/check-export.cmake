@@ -9,26 +9,11 @@
 # directory, in BUILD_DIR, is removed whether the check passes or fails.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required SOURCE_DIR BUILD_DIR WRITER)
-  if(NOT DEFINED ${required})
-    message(FATAL_ERROR "check-export: pass -D${required}=<path>")
-  endif()
-endforeach()
-get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
-get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
-if(NOT CONFIG)
-  set(CONFIG Release)
-endif()
-
-string(RANDOM LENGTH 8 ALPHABET abcdefghijklmnopqrstuvwxyz0123456789 suffix)
-set(work ${BUILD_DIR}/check-export-${suffix})
-set(check_tag check-export)
 include(${CMAKE_CURRENT_LIST_DIR}/check-steps.cmake)
+check_begin(check-export SOURCE_DIR BUILD_DIR WRITER)
 set(exported ${work}/exported)
 set(prefix ${work}/prefix)
 set(program_build ${work}/program-build)
-file(REMOVE_RECURSE ${work})
-file(MAKE_DIRECTORY ${work})
 
 check_step("exporting with kiln-export-writer"
            ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${work}/jit-cache ${WRITER} ${exported})

@@ -9,25 +9,10 @@
 # directory, in BUILD_DIR, is removed whether the check passes or fails.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required SOURCE_DIR BUILD_DIR)
-  if(NOT DEFINED ${required})
-    message(FATAL_ERROR "check-install: pass -D${required}=<dir>")
-  endif()
-endforeach()
-get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
-get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
-if(NOT CONFIG)
-  set(CONFIG Release)
-endif()
-
-string(RANDOM LENGTH 8 ALPHABET abcdefghijklmnopqrstuvwxyz0123456789 suffix)
-set(work ${BUILD_DIR}/check-install-${suffix})
-set(check_tag check-install)
 include(${CMAKE_CURRENT_LIST_DIR}/check-steps.cmake)
+check_begin(check-install SOURCE_DIR BUILD_DIR)
 set(prefix ${work}/prefix)
 set(app_build ${work}/app-build)
-file(REMOVE_RECURSE ${work})
-file(MAKE_DIRECTORY ${work})
 
 check_step("installing ${BUILD_DIR} into ${prefix}"
            ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${CONFIG})

@@ -1,7 +1,27 @@
 # What the scripts that build a project of their own against kiln share (check-install.cmake,
-# check-export.cmake): steps that stop the check with their output, and the arguments that configure such a
-# project as kiln was built. The including script sets `check_tag` (its name, for messages) and `work` (its
-# temporary directory, removed when a step fails).
+# check-export.cmake, check-subproject.cmake): their start, steps that stop the check with their output, and the
+# arguments that configure such a project as kiln was built.
+
+# Starts check `tag`: stops unless every variable named after it was passed (-D<name>=...), makes SOURCE_DIR and
+# BUILD_DIR absolute, defaults CONFIG to Release, and sets `work` to a new empty temporary directory in BUILD_DIR
+# (removed when a step fails; the script removes it when it passes).
+macro(check_begin tag)
+  set(check_tag ${tag})
+  foreach(required ${ARGN})
+    if(NOT DEFINED ${required})
+      message(FATAL_ERROR "${check_tag}: pass -D${required}=<path>")
+    endif()
+  endforeach()
+  get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
+  get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
+  if(NOT CONFIG)
+    set(CONFIG Release)
+  endif()
+  string(RANDOM LENGTH 8 ALPHABET abcdefghijklmnopqrstuvwxyz0123456789 suffix)
+  set(work ${BUILD_DIR}/${check_tag}-${suffix})
+  file(REMOVE_RECURSE ${work})
+  file(MAKE_DIRECTORY ${work})
+endmacro()
 
 # Removes the temporary directory, then stops with `message` and the step's output.
 function(check_fail message output)

@@ -6,23 +6,8 @@
 # Optional: CXX_COMPILER, GENERATOR, MAKE_PROGRAM and CONFIG, as for check-install.cmake.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required SOURCE_DIR BUILD_DIR)
-  if(NOT DEFINED ${required})
-    message(FATAL_ERROR "check-subproject: pass -D${required}=<dir>")
-  endif()
-endforeach()
-get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
-get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
-if(NOT CONFIG)
-  set(CONFIG Release)
-endif()
-
-string(RANDOM LENGTH 8 ALPHABET abcdefghijklmnopqrstuvwxyz0123456789 suffix)
-set(work ${BUILD_DIR}/check-subproject-${suffix})
-set(check_tag check-subproject)
 include(${CMAKE_CURRENT_LIST_DIR}/check-steps.cmake)
-file(REMOVE_RECURSE ${work})
-file(MAKE_DIRECTORY ${work})
+check_begin(check-subproject SOURCE_DIR BUILD_DIR)
 
 check_configure_arguments(configure_arguments ${SOURCE_DIR}/examples/fetch-content ${work}/build ${work}/no-prefix
                           -DKILN_SOURCE_DIR=${SOURCE_DIR} -DFETCHCONTENT_FULLY_DISCONNECTED=ON)

@@ -55,20 +55,9 @@ std::string c_type(DType dtype) {
   return "void";
 }
 
+// The enumerator's spelling in C++ (bool's is `boolean`: the keyword cannot be one).
 std::string cpp_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::boolean:
-      return "kiln::DType::boolean";
-    case DType::i32:
-      return "kiln::DType::i32";
-    case DType::i64:
-      return "kiln::DType::i64";
-    case DType::f32:
-      return "kiln::DType::f32";
-    case DType::f64:
-      return "kiln::DType::f64";
-  }
-  return "?";
+  return "kiln::DType::" + (dtype == DType::boolean ? std::string("boolean") : std::string(to_string(dtype)));
 }
 
 // `text` as a C++ raw string literal, with a delimiter it does not contain.
