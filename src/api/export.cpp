@@ -12,10 +12,10 @@
 #include <kiln/error.h>
 #include <kiln/export.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <regex>
 
 namespace kiln::detail {
 namespace {
@@ -262,13 +262,31 @@ std::string source_file(const std::string& name, const Interface& interface, con
   return text;
 }
 
+// `source` with each entry point kiln_kernel_<digits> (not the kiln_kernel_entry type) named <prefix><digits>.
+std::string rename_entry_points(const std::string& source, const std::string& prefix) {
+  const std::string entry = "kiln_kernel_";
+  auto identifier = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string renamed;
+  std::size_t done = 0;
+  for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + entry.size())) {
+    const std::size_t digits = at + entry.size();
+    std::size_t end = digits;
+    while (end < source.size() && std::isdigit(static_cast<unsigned char>(source[end]))) ++end;
+    const bool whole =
+        (at == 0 || !identifier(source[at - 1])) && end > digits && (end == source.size() || !identifier(source[end]));
+    if (!whole) continue;
+    renamed += source.substr(done, at - done) + prefix + source.substr(digits, end - digits);
+    done = end;
+  }
+  return renamed + source.substr(done);
+}
+
 std::string kernels_file(const std::string& name, const std::string& exported_at,
                          const compiler::ExportedSource& exported) {
   std::string flags;
   for (const std::string& flag : exported.flags) flags += " " + flag;
   // The JIT's entry points are kiln_kernel_<k> in every module; a program may hold several exported functions.
-  const std::string source =
-      std::regex_replace(exported.source, std::regex("\\bkiln_kernel_([0-9]+)\\b"), name + "_kernel_$1");
+  const std::string source = rename_entry_points(exported.source, name + "_kernel_");
   return "// The kernels of " + name + ", exported by kiln::export_function (" + exported_at +
          "): the source the JIT compiles\n// (get_compiler_ir(Stage::source)), with its entry points named " + name +
          "_kernel_<k>. " + name + ".cmake compiles it with the JIT's flags:\n//  " + flags + "\n\n" + source;

@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
-#include <regex>
-
 namespace kiln {
 namespace {
 
@@ -43,10 +41,13 @@ TEST(Export, WritesTheJitsKernelsAndTheFilesAProgramBuildsThemWith) {
   const std::string kernels = read_file(files.kernels);
   const std::size_t own_code = source.find("using namespace kiln::jit;");
   ASSERT_NE(own_code, std::string::npos) << source;
-  EXPECT_TRUE(contains(
-      kernels, std::regex_replace(source.substr(own_code), std::regex("kiln_kernel_([0-9])"), "seed_kernel_$1")));
+  std::string renamed = source.substr(own_code);
+  for (std::size_t at = renamed.find("kiln_kernel_0"); at != std::string::npos; at = renamed.find("kiln_kernel_0"))
+    renamed.replace(at, std::string("kiln_kernel_").size(), "seed_kernel_");
+  EXPECT_TRUE(contains(kernels, renamed));
   EXPECT_TRUE(contains(kernels, "struct kiln_runtime {")) << "the prelude is in the file";
-  EXPECT_FALSE(std::regex_search(kernels, std::regex("kiln_kernel_[0-9]")));
+  EXPECT_FALSE(contains(kernels, "kiln_kernel_0"));
+  EXPECT_TRUE(contains(kernels, "kiln_kernel_entry")) << "the ABI's type keeps its name";
   (void)jit(a, b);
   EXPECT_EQ(files.kernel_count, jit.statistics().kernels_per_call);
 
