@@ -133,4 +133,12 @@ DLManagedTensorVersioned* to_dlpack(const Tensor& tensor, Location location = Lo
 // A tensor of `managed`'s elements, taking ownership of `managed` when it returns (see above).
 Tensor from_dlpack(DLManagedTensorVersioned* managed, Location location = Location::current());
 
+// DLPack 0.x's unversioned DLManagedTensor, for consumers and producers that use only it: JAX's
+// jax.numpy.from_dlpack (0.10) asks __dlpack__ for it (no max_version), as do older NumPy and PyTorch. The old
+// struct cannot say read-only, and its consumers may write into the memory they are given, so
+// to_dlpack_unversioned hands a copy of the tensor (on its device) rather than the tensor's own buffer.
+// from_dlpack of one reads the memory in place or copies, as for the versioned struct.
+DLManagedTensor* to_dlpack_unversioned(const Tensor& tensor, Location location = Location::current());
+Tensor from_dlpack(DLManagedTensor* managed, Location location = Location::current());
+
 }  // namespace kiln

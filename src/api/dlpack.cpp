@@ -1,8 +1,12 @@
 // kiln::to_dlpack and kiln::from_dlpack (include/kiln/dlpack.h): DLPack 1.0 managed tensors sharing a tensor's
-// buffer, and tensors reading a producer's memory through an external runtime::Buffer.
+// buffer, and tensors reading a producer's memory through an external runtime::Buffer; the same for DLPack 0.x's
+// unversioned struct, which older consumers take.
 
 #include "api/file_access.h"
 #include "api/tensor_impl.h"
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/cuda_context.h"
+#endif
 
 #include <kiln/dlpack.h>
 #include <kiln/error.h>
@@ -53,21 +57,49 @@ std::string describe(DLDataType type) {
 }
 
 // The exported tensor's manager: it holds the array (so its buffer), and the shape and strides the DLTensor
-// points at.
+// points at. `Managed` is DLPack 1.0's versioned struct or 0.x's DLManagedTensor.
+template <class Managed>
 struct Export {
-  DLManagedTensorVersioned managed{};
+  Managed managed{};
   runtime::Array array;
   std::vector<std::int64_t> shape, strides;
 };
 
-void delete_export(DLManagedTensorVersioned* managed) {
-  if (managed) delete static_cast<Export*>(managed->manager_ctx);
+template <class Managed>
+void delete_export(Managed* managed) {
+  if (managed) delete static_cast<Export<Managed>*>(managed->manager_ctx);
+}
+
+// `array` as a managed tensor sharing its buffer (the caller sets what the versioned struct adds).
+template <class Managed>
+Managed* export_array(runtime::Array array) {
+  auto exported = std::make_unique<Export<Managed>>();
+  exported->array = std::move(array);
+  const runtime::Array& kept = exported->array;
+  const std::span<const std::int64_t> dims = kept.shape.dims();
+  exported->shape.assign(dims.begin(), dims.end());
+  exported->strides.assign(exported->shape.size(), 1);
+  for (std::size_t axis = exported->shape.size(); axis-- > 1;)
+    exported->strides[axis - 1] = exported->strides[axis] * exported->shape[axis];
+  Managed& managed = exported->managed;
+  managed.manager_ctx = exported.get();
+  managed.deleter = delete_export<Managed>;
+  const Device device = kept.device();
+  managed.dl_tensor.data = kept.mutable_raw();
+  managed.dl_tensor.device = {device.is_cpu() ? kDLCPU : kDLCUDA, static_cast<std::int32_t>(device.index)};
+  managed.dl_tensor.ndim = static_cast<std::int32_t>(exported->shape.size());
+  managed.dl_tensor.dtype = dlpack_dtype(kept.dtype);
+  managed.dl_tensor.shape = exported->shape.data();
+  managed.dl_tensor.strides = exported->strides.data();
+  managed.dl_tensor.byte_offset = 0;
+  return &exported.release()->managed;
 }
 
 // Calls a managed tensor's deleter once: what owns the producer's memory inside an external buffer.
+template <class Managed>
 class Imported {
  public:
-  explicit Imported(DLManagedTensorVersioned* managed) : managed_(managed) {}
+  explicit Imported(Managed* managed) : managed_(managed) {}
   Imported(const Imported&) = delete;  // one owner, one call of the deleter
   Imported& operator=(const Imported&) = delete;
   ~Imported() {
@@ -75,7 +107,7 @@ class Imported {
   }
 
  private:
-  DLManagedTensorVersioned* managed_;
+  Managed* managed_;
 };
 
 // Whether `strides` (in elements; null: dense) describe the row-major layout of `shape`.
@@ -110,42 +142,11 @@ void copy_strided(const char* source, const std::vector<std::int64_t>& shape, co
   }
 }
 
-}  // namespace
-
-DLManagedTensorVersioned* to_dlpack(const Tensor& tensor, Location location) {
-  const runtime::Array& array = detail::concrete_array(tensor, "to_dlpack", location);
-  auto exported = std::make_unique<Export>();
-  exported->array = array;
-  const std::span<const std::int64_t> dims = array.shape.dims();
-  exported->shape.assign(dims.begin(), dims.end());
-  exported->strides.assign(exported->shape.size(), 1);
-  for (std::size_t axis = exported->shape.size(); axis-- > 1;)
-    exported->strides[axis - 1] = exported->strides[axis] * exported->shape[axis];
-  DLManagedTensorVersioned& managed = exported->managed;
-  managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  managed.manager_ctx = exported.get();
-  managed.deleter = delete_export;
-  managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;  // kiln tensors are immutable
-  const Device device = array.device();
-  managed.dl_tensor.data = array.mutable_raw();
-  managed.dl_tensor.device = {device.is_cpu() ? kDLCPU : kDLCUDA, static_cast<std::int32_t>(device.index)};
-  managed.dl_tensor.ndim = static_cast<std::int32_t>(exported->shape.size());
-  managed.dl_tensor.dtype = dlpack_dtype(array.dtype);
-  managed.dl_tensor.shape = exported->shape.data();
-  managed.dl_tensor.strides = exported->strides.data();
-  managed.dl_tensor.byte_offset = 0;
-  return &exported.release()->managed;
-}
-
-Tensor from_dlpack(DLManagedTensorVersioned* managed, Location location) {
+// The managed tensor's elements as a kiln tensor, taking ownership of `managed` when it returns (a versioned
+// struct's version checked by the caller).
+template <class Managed>
+Tensor import_managed(Managed* managed, Location location) {
   constexpr const char* op = "from_dlpack";
-  if (!managed) throw ValueError(op, "the managed tensor is a null pointer", location);
-  if (managed->version.major != DLPACK_MAJOR_VERSION)
-    throw ValueError(op,
-                     "DLPack version " + std::to_string(managed->version.major) + "." +
-                         std::to_string(managed->version.minor) + " is not " + std::to_string(DLPACK_MAJOR_VERSION) +
-                         ".x, the version kiln reads",
-                     location);
   const DLTensor& source = managed->dl_tensor;
   const std::optional<DType> dtype = kiln_dtype(source.dtype);
   if (!dtype)
@@ -183,7 +184,7 @@ Tensor from_dlpack(DLManagedTensorVersioned* managed, Location location) {
   if (dense && (aligned || device.is_cuda()) && bytes > 0) {
     // The producer's memory where it lies: released (the deleter called) with the last array using it. CUDA
     // memory from cudaMalloc is aligned far beyond a vector; kiln's CUDA kernels check what they vectorize.
-    auto owner = std::make_shared<Imported>(managed);
+    auto owner = std::make_shared<Imported<Managed>>(managed);
     return detail::make_tensor(
         runtime::Array{runtime::Buffer::external(device, start, bytes, std::move(owner)), *dtype, kiln_shape});
   }
@@ -195,8 +196,51 @@ Tensor from_dlpack(DLManagedTensorVersioned* managed, Location location) {
     std::memcpy(array.mutable_raw(), start, bytes);
   else
     copy_strided(start, shape, source.strides, size_of(*dtype), static_cast<char*>(array.mutable_raw()));
-  const Imported release(managed);
+  const Imported<Managed> release(managed);
   return detail::make_tensor(std::move(array));
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* to_dlpack(const Tensor& tensor, Location location) {
+  DLManagedTensorVersioned* managed =
+      export_array<DLManagedTensorVersioned>(detail::concrete_array(tensor, "to_dlpack", location));
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->flags = DLPACK_FLAG_BITMASK_READ_ONLY;  // kiln tensors are immutable
+  return managed;
+}
+
+DLManagedTensor* to_dlpack_unversioned(const Tensor& tensor, Location location) {
+  const runtime::Array& array = detail::concrete_array(tensor, "to_dlpack_unversioned", location);
+  // The old struct cannot say read-only, and its consumers (NumPy, PyTorch) hand out writable arrays: a copy
+  // keeps kiln's tensor immutable.
+  runtime::Array copy;
+#if KILN_HAVE_CUDA
+  if (array.device().is_cuda())
+    copy = runtime::cuda::copy_to(array, array.device(), "to_dlpack_unversioned", kiln::to_string(location));
+#endif
+  if (!copy.buffer) {
+    copy = runtime::allocate_array(array.dtype, array.shape, array.device());
+    if (array.bytes() > 0) std::memcpy(copy.mutable_raw(), array.raw(), array.bytes());
+  }
+  return export_array<DLManagedTensor>(std::move(copy));
+}
+
+Tensor from_dlpack(DLManagedTensorVersioned* managed, Location location) {
+  constexpr const char* op = "from_dlpack";
+  if (!managed) throw ValueError(op, "the managed tensor is a null pointer", location);
+  if (managed->version.major != DLPACK_MAJOR_VERSION)
+    throw ValueError(op,
+                     "DLPack version " + std::to_string(managed->version.major) + "." +
+                         std::to_string(managed->version.minor) + " is not " + std::to_string(DLPACK_MAJOR_VERSION) +
+                         ".x, the version kiln reads",
+                     location);
+  return import_managed(managed, location);
+}
+
+Tensor from_dlpack(DLManagedTensor* managed, Location location) {
+  if (!managed) throw ValueError("from_dlpack", "the managed tensor is a null pointer", location);
+  return import_managed(managed, location);
 }
 
 }  // namespace kiln

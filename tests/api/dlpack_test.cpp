@@ -147,6 +147,54 @@ TEST(DLPack, ImportReadsInPlaceAndDeletesWithTheLastTensor) {
   EXPECT_EQ(deleted, 1);
 }
 
+// DLPack 0.x's unversioned struct (what JAX's from_dlpack asks for): an export is a copy (the struct cannot say
+// read-only), an import reads in place as for the versioned struct, and the deleter runs once.
+struct ProducedUnversioned {
+  DLManagedTensor managed{};
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;  // a std::vector's memory: 64-byte aligned or not, read in place or copied
+  int* deleted = nullptr;
+};
+
+TEST(DLPack, UnversionedStructsAreExportedAsCopiesAndImported) {
+  const Tensor x = random_tensor(DType::f32, Shape{5, 3}, 1);
+  DLManagedTensor* exported = to_dlpack_unversioned(x);
+  ASSERT_NE(exported, nullptr);
+  EXPECT_NE(exported->dl_tensor.data, x.data()) << "a copy: a consumer of the old struct may write into it";
+  EXPECT_EQ(exported->dl_tensor.ndim, 2);
+  EXPECT_EQ(exported->dl_tensor.shape[0], 5);
+  EXPECT_EQ(exported->dl_tensor.dtype.code, kDLFloat);
+  EXPECT_EQ(std::memcmp(exported->dl_tensor.data, x.data(), 15 * sizeof(float)), 0);
+  static_cast<float*>(exported->dl_tensor.data)[0] += 1;  // the consumer writes: kiln's tensor does not change
+  EXPECT_EQ(x.to_vector<float>(), random_tensor(DType::f32, Shape{5, 3}, 1).to_vector<float>());
+  // Taken back in: read in place (kiln's copy is 64-byte aligned), the deleter run with the last tensor.
+  const void* memory = exported->dl_tensor.data;
+  Tensor back = from_dlpack(exported);
+  EXPECT_EQ(back.data(), memory);
+  EXPECT_EQ(back.to_vector<float>()[0], x.to_vector<float>()[0] + 1);
+  back = Tensor();
+
+  int deleted = 0;
+  auto* produced = new ProducedUnversioned;
+  produced->shape = {2, 2};
+  produced->values = {1.5f, -2.0f, 3.25f, 4.0f};
+  produced->deleted = &deleted;
+  produced->managed.manager_ctx = produced;
+  produced->managed.deleter = [](DLManagedTensor* self) {
+    auto* owner = static_cast<ProducedUnversioned*>(self->manager_ctx);
+    ++*owner->deleted;
+    delete owner;
+  };
+  produced->managed.dl_tensor = {produced->values.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1},
+                                 produced->shape.data(),  nullptr,     0};
+  {
+    const Tensor imported = from_dlpack(&produced->managed);
+    EXPECT_EQ(imported.to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f, 4.0f}));
+  }
+  EXPECT_EQ(deleted, 1);
+  EXPECT_THROW((void)from_dlpack(static_cast<DLManagedTensor*>(nullptr)), ValueError);
+}
+
 TEST(DLPack, StridedOrMisalignedDataIsCopiedAndReleasedAtOnce) {
   int deleted = 0;
   // The transpose of a row-major [3, 2] array of 0..5: strides 1 and 2 over shape [2, 3].
