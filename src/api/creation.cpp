@@ -69,6 +69,9 @@ Tensor ones(const Shape& shape, DType dtype, Device device, Location location) {
 }
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device, Location location) {
+  // bf16 and f16 are made by a cast (kiln/dtype.h): the value rounded once.
+  if (is_half_precision(dtype))
+    return detail::cast_to(full(shape, value, DType::f64, device, location), dtype, location);
   check_static(shape, "full", location);
   if (!trace::TraceContext::current()) check_host(device, "full", location);
   return detail::constant(value, dtype, shape, device, location);
@@ -108,6 +111,8 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     throw ValueError("arange", "start, stop and step must be finite and step nonzero", location);
   check_host(device, "arange", location);
+  if (is_half_precision(dtype))
+    return detail::cast_to(arange(start, stop, step, DType::f64, device, location), dtype, location);
   double span = std::ceil((stop - start) / step);
   if (span > 1e12) throw ValueError("arange", "too many elements (" + std::to_string(span) + ")", location);
   std::int64_t count = span > 0 ? static_cast<std::int64_t>(span) : 0;

@@ -36,6 +36,10 @@ DLDataType dlpack_dtype(DType dtype) {
       return {kDLFloat, 32, 1};
     case DType::f64:
       return {kDLFloat, 64, 1};
+    case DType::bf16:
+      return {kDLBfloat, 16, 1};
+    case DType::f16:
+      return {kDLFloat, 16, 1};
   }
   return {kDLOpaqueHandle, 0, 0};
 }
@@ -47,6 +51,8 @@ std::optional<DType> kiln_dtype(DLDataType type) {
   if (type.code == kDLInt && type.bits == 64) return DType::i64;
   if (type.code == kDLFloat && type.bits == 32) return DType::f32;
   if (type.code == kDLFloat && type.bits == 64) return DType::f64;
+  if (type.code == kDLFloat && type.bits == 16) return DType::f16;
+  if (type.code == kDLBfloat && type.bits == 16) return DType::bf16;
   return std::nullopt;
 }
 
@@ -150,9 +156,10 @@ Tensor import_managed(Managed* managed, Location location) {
   const DLTensor& source = managed->dl_tensor;
   const std::optional<DType> dtype = kiln_dtype(source.dtype);
   if (!dtype)
-    throw DTypeError(op,
-                     "kiln has no dtype for " + describe(source.dtype) + " elements (it has bool, i32, i64, f32, f64)",
-                     location);
+    throw DTypeError(
+        op,
+        "kiln has no dtype for " + describe(source.dtype) + " elements (it has bool, i32, i64, f16, bf16, f32, f64)",
+        location);
   if (source.ndim < 0 || source.ndim > Shape::max_rank)
     throw ShapeError(op,
                      "rank " + std::to_string(source.ndim) + " is not in [0, " + std::to_string(Shape::max_rank) + "]",

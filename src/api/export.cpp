@@ -51,6 +51,9 @@ std::string c_type(DType dtype) {
       return "float";
     case DType::f64:
       return "double";
+    case DType::bf16:  // the 16 bits of each element
+    case DType::f16:
+      return "uint16_t";
   }
   return "void";
 }

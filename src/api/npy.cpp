@@ -30,17 +30,21 @@ const char* descriptor(DType dtype) {
       return "<f4";
     case DType::f64:
       return "<f8";
+    case DType::f16:
+      return "<f2";
+    case DType::bf16:  // NumPy has none (save_npy refuses it)
+      return "";
   }
   return "";
 }
 
 // The dtype a descr names; a DTypeError for one kiln has no dtype for.
 DType dtype_of_descriptor(const std::string& descr, const FileOperation& operation) {
-  for (DType dtype : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64})
+  for (DType dtype : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64, DType::f16})
     if (descr == descriptor(dtype)) return dtype;
   // One-byte bools have no byte order; numpy writes '|', other writers may not.
   if (descr == "<b1" || descr == ">b1" || descr == "=b1") return DType::boolean;
-  const std::string supported = "kiln reads '<f4', '<f8', '<i4', '<i8' and '|b1'";
+  const std::string supported = "kiln reads '<f2', '<f4', '<f8', '<i4', '<i8' and '|b1'";
   if (descr.size() >= 3 && descr[0] == '>')
     operation.fail<DTypeError>("dtype '" + descr + "' is big-endian, which kiln does not read (" + supported +
                                "; convert with numpy: array.astype(array.dtype.newbyteorder('<')))");

@@ -22,6 +22,12 @@ std::string format_element(const runtime::Array& array, std::int64_t index) {
     case DType::i64: return std::to_string(array.data<std::int64_t>()[index]);
     case DType::f32: std::snprintf(text, sizeof text, "%.6g", static_cast<double>(array.data<float>()[index])); break;
     case DType::f64: std::snprintf(text, sizeof text, "%.9g", array.data<double>()[index]); break;
+    case DType::bf16:  // 8 significant bits: 3 digits tell the values apart
+      std::snprintf(text, sizeof text, "%.3g", to_float(bfloat16{array.data<std::uint16_t>()[index]}));
+      break;
+    case DType::f16:
+      std::snprintf(text, sizeof text, "%.4g", to_float(float16{array.data<std::uint16_t>()[index]}));
+      break;
   }
   return text;
 }

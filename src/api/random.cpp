@@ -2,6 +2,7 @@
 // value of element i depends only on (seed, i), so generation parallelizes
 // and gives the same tensor for every thread count and device.
 
+#include "api/dispatch.h"
 #include "api/tensor_impl.h"
 #include "kernels/scalar_ops.h"
 #include "runtime/parallel.h"
@@ -50,7 +51,8 @@ void check(const Shape& shape, DType dtype, Device device, const char* op, const
 
 // Fills `count` values; value(i) for element i. Blocks of 4 elements share one
 // Philox call.
-template <class Generate> Tensor generate(const Shape& shape, DType dtype, Device device, Generate value) {
+template <class Generate>
+Tensor generate(const Shape& shape, DType dtype, Device device, Generate value) {
   runtime::Array array = runtime::allocate_array(dtype, shape, device);
   std::int64_t count = shape.numel();
   visit_dtype(dtype, [&]<class T>() {
@@ -68,9 +70,48 @@ template <class Generate> Tensor generate(const Shape& shape, DType dtype, Devic
   return detail::make_tensor(std::move(array));
 }
 
+// The bf16 or f16 value `steps` representable values from `bits` (a finite value's bits) toward +infinity (1) or
+// -infinity (-1), as a float.
+float half_step(std::uint16_t bits, int direction, DType dtype) {
+  const bool negative = (bits & 0x8000u) != 0;
+  const bool zero = (bits & 0x7FFFu) == 0;
+  std::uint16_t next;
+  if (zero)
+    next = direction > 0 ? 0x0001 : 0x8001;
+  else if (negative == (direction < 0))
+    next = static_cast<std::uint16_t>(bits + 1);  // away from zero
+  else
+    next = static_cast<std::uint16_t>(bits - 1);  // toward zero
+  return dtype == DType::bf16 ? to_float(bfloat16{next}) : to_float(float16{next});
+}
+
+std::uint16_t half_bits(double value, DType dtype) {
+  return dtype == DType::bf16 ? to_bfloat16(value).bits : to_float16(value).bits;
+}
+float half_value(std::uint16_t bits, DType dtype) {
+  return dtype == DType::bf16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+}
+
+// The largest bf16 or f16 value below `high`, and the smallest at or above `low`.
+float half_below(double high, DType dtype) {
+  const std::uint16_t bits = half_bits(high, dtype);
+  const float value = half_value(bits, dtype);
+  return static_cast<double>(value) < high ? value : half_step(bits, -1, dtype);
+}
+float half_at_or_above(double low, DType dtype) {
+  const std::uint16_t bits = half_bits(low, dtype);
+  const float value = half_value(bits, dtype);
+  return static_cast<double>(value) >= low ? value : half_step(bits, 1, dtype);
+}
+
 }  // namespace
 
 Tensor normal(const Shape& shape, NormalOptions options, Location location) {
+  if (is_half_precision(options.dtype)) {  // f32 values, rounded once (kiln/dtype.h: bf16 and f16 come by a cast)
+    const DType half = options.dtype;
+    options.dtype = DType::f32;
+    return detail::cast_to(normal(shape, options, location), half, location);
+  }
   check(shape, options.dtype, options.device, "random::normal", location);
   if (!(options.stddev >= 0)) throw ValueError("random::normal", "stddev must be >= 0", location);
 #if KILN_HAVE_CUDA  // kiln-cuda: the same counter scheme, generated on the GPU
@@ -99,6 +140,16 @@ Tensor normal(const Shape& shape, Device device, Location location) {
 }
 
 Tensor uniform(const Shape& shape, UniformOptions options, Location location) {
+  if (is_half_precision(options.dtype)) {
+    // f32 values kept within the half-precision values of [low, high) before they are rounded, so that none
+    // rounds out of the interval.
+    const DType half = options.dtype;
+    options.dtype = DType::f32;
+    const Tensor values = uniform(shape, options, location);
+    const Tensor inside = minimum(maximum(values, half_at_or_above(options.low, half), location),
+                                  half_below(options.high, half), location);
+    return detail::cast_to(inside, half, location);
+  }
   check(shape, options.dtype, options.device, "random::uniform", location);
   if (!(options.low < options.high) || !std::isfinite(options.low) || !std::isfinite(options.high))
     throw ValueError("random::uniform", "needs finite low < high", location);

@@ -45,6 +45,12 @@ void check_shape(const Shape& shape, const char* op, const Location& location) {
 void check_float(DType dtype, const char* op, const Location& location) {
   if (!is_floating(dtype))
     throw DTypeError(op, "random values are float; got dtype " + std::string(to_string(dtype)), location);
+  if (is_half_precision(dtype))
+    throw DTypeError(op,
+                     "draws f32 or f64 values; for " + std::string(to_string(dtype)) +
+                         " ones, draw f32 and cast (kiln::cast(values, kiln::DType::" + std::string(to_string(dtype)) +
+                         "))",
+                     location);
 }
 
 Tensor bits_at(const Tensor& key, const Tensor& counters, const Location& location) {

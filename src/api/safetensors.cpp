@@ -35,6 +35,10 @@ const char* dtype_name(DType dtype) {
       return "F32";
     case DType::f64:
       return "F64";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
   }
   return "";
 }
@@ -86,7 +90,7 @@ TensorEntry read_entry(const std::string& name, const detail::json::Value& value
   entry.name = name;
   if (dtype->kind != Kind::string) operation.fail<IOError>(tensor + "dtype is not a string");
   bool known = false;
-  for (DType candidate : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) {
+  for (DType candidate : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64, DType::bf16, DType::f16}) {
     if (dtype->text == dtype_name(candidate)) {
       entry.dtype = candidate;
       known = true;
@@ -94,7 +98,7 @@ TensorEntry read_entry(const std::string& name, const detail::json::Value& value
   }
   if (!known)
     operation.fail<DTypeError>(tensor + "dtype " + dtype->text +
-                               " is not one kiln has (kiln reads F32, F64, I32, I64 and BOOL)");
+                               " is not one kiln has (kiln reads F32, F64, BF16, F16, I32, I64 and BOOL)");
 
   std::vector<std::uint64_t> dimensions;
   if (shape->kind != Kind::array) operation.fail<IOError>(tensor + "shape is not an array");

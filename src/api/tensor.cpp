@@ -117,6 +117,13 @@ template <class T> std::vector<T> Tensor::to_vector(Location location) const {
   const runtime::Array& array = detail::concrete_array(*this, "Tensor::to_vector", location);
   if (!array.device().is_cpu()) return to(Device::cpu(), location).to_vector<T>(location);
   std::vector<T> values(static_cast<std::size_t>(array.shape.numel()));
+  if (is_half_precision(array.dtype)) {  // through their exact f32 values
+    const auto* bits = array.data<std::uint16_t>();
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = convert_element<T>(array.dtype == DType::bf16 ? to_float(bfloat16{bits[i]})
+                                                                : to_float(float16{bits[i]}));
+    return values;
+  }
   visit_dtype(array.dtype, [&]<class Stored>() {
     const Stored* data = array.data<Stored>();
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = convert_element<T>(data[i]);

@@ -28,10 +28,20 @@ class MemoryStreamBuffer : public std::streambuf {
 
 constexpr std::string_view npy_suffix = ".npy";
 
+// NumPy has f16 ('<f2') but no bfloat16.
+void check_npy_dtype(const Tensor& tensor, const char* op, Location location) {
+  if (tensor.dtype() == DType::bf16)
+    throw DTypeError(op,
+                     "NumPy has no bfloat16 dtype: save bf16 tensors with save_safetensors, or cast them to f32 "
+                     "first",
+                     location);
+}
+
 }  // namespace
 
 void save_npy(const std::filesystem::path& path, const Tensor& tensor, Location location) {
   const Tensor host = detail::host_tensor(tensor, "save_npy", location);
+  check_npy_dtype(host, "save_npy", location);
   const detail::FileOperation operation("save_npy", path, location);
   detail::OutputFile file(path, operation);
   file.write(detail::npy_header(host.dtype(), host.shape()));
@@ -53,6 +63,7 @@ void save_npz(const std::filesystem::path& path, const NamedTensors& tensors, Lo
   std::vector<std::string> headers;
   for (const auto& [name, tensor] : tensors) {
     hosts.push_back(detail::host_tensor(tensor, "save_npz", location));
+    check_npy_dtype(hosts.back(), "save_npz", location);
     headers.push_back(detail::npy_header(hosts.back().dtype(), hosts.back().shape()));
   }
   std::vector<detail::ZipEntry> entries;

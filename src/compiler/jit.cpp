@@ -35,6 +35,11 @@ void check_compilable(const ir::Graph& graph) {
           std::string(ir::name(node.op)),
           node.op == ir::Op::host_call ? "a host callback cannot be compiled" : "its output shape depends on the data",
           node.location);
+    if (is_half_precision(node.type.dtype))
+      throw CompileError(std::string(ir::name(node.op)),
+                         "its " + std::string(to_string(node.type.dtype)) +
+                             " result: the JIT does not compile bf16 and f16 yet (the standard executor runs them)",
+                         node.location);
     if (!node.type.shape.is_static())
       throw CompileError(std::string(ir::name(node.op)), "its shape " + node.type.to_string() + " depends on data",
                          node.location);

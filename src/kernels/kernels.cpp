@@ -99,6 +99,11 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
       throw InternalError(std::string(ir::name(node.op)), "has no kernel; the executor handles it", node.location);
     default: break;
   }
+  if (node.op == Op::cast && (is_half_precision(node.type.dtype) || is_half_precision(inputs[0].dtype)))
+    throw DeviceError("cast",
+                      "bf16 and f16 tensors are converted on the CPU in this kiln: cast them there "
+                      "(x.to(kiln::Device::cpu()))",
+                      node.location);
   runtime::Array output = runtime::allocate_array(node.type.dtype, node.type.shape, device);
   const ir::Attributes& attributes = node.attributes;
   switch (node.op) {

@@ -101,6 +101,8 @@ double read_element(const runtime::Array& array, std::size_t index) {
     case DType::i32: return array.data<std::int32_t>()[index];
     case DType::i64: return static_cast<double>(array.data<std::int64_t>()[index]);
     case DType::f32: return array.data<float>()[index];
+    case DType::bf16: return to_float(bfloat16{array.data<std::uint16_t>()[index]});
+    case DType::f16: return to_float(float16{array.data<std::uint16_t>()[index]});
     case DType::f64: break;
   }
   return array.data<double>()[index];

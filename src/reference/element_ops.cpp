@@ -42,13 +42,20 @@ std::int64_t wrap(std::uint64_t bits, DType dtype) {
     case DType::i32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
     case DType::i64:
     case DType::f32:
-    case DType::f64: break;
+    case DType::f64:
+    case DType::bf16:
+    case DType::f16: break;
   }
   return static_cast<std::int64_t>(bits);
 }
 
 double round_to(double value, DType dtype) {
-  return dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  switch (dtype) {
+    case DType::f32: return static_cast<double>(static_cast<float>(value));
+    case DType::bf16: return static_cast<double>(to_float(to_bfloat16(value)));
+    case DType::f16: return static_cast<double>(to_float(to_float16(value)));
+    default: return value;
+  }
 }
 
 std::int64_t lowest(DType dtype) {

@@ -325,7 +325,7 @@ class Evaluator {
         value.magnitudes[i] = input.magnitude(static_cast<std::int64_t>(i));
       } else {
         value.values[i] = to == DType::f32 ? static_cast<double>(static_cast<float>(input.integers[i]))
-                                           : static_cast<double>(input.integers[i]);
+                                           : round_to(static_cast<double>(input.integers[i]), to);
       }
     }
     return value;
@@ -955,6 +955,12 @@ Value from_array(const runtime::Array& array) {
     case DType::f64:
       for (std::size_t i = 0; i < count; ++i) value.values[i] = array.data<double>()[i];
       break;
+    case DType::bf16:
+      for (std::size_t i = 0; i < count; ++i) value.values[i] = to_float(bfloat16{array.data<std::uint16_t>()[i]});
+      break;
+    case DType::f16:
+      for (std::size_t i = 0; i < count; ++i) value.values[i] = to_float(float16{array.data<std::uint16_t>()[i]});
+      break;
   }
   finish(value);
   return value;
@@ -979,6 +985,12 @@ runtime::Array to_array(const Value& value) {
       break;
     case DType::f64:
       for (std::size_t i = 0; i < count; ++i) array.mutable_data<double>()[i] = value.values[i];
+      break;
+    case DType::bf16:
+      for (std::size_t i = 0; i < count; ++i) array.mutable_data<std::uint16_t>()[i] = to_bfloat16(value.values[i]).bits;
+      break;
+    case DType::f16:
+      for (std::size_t i = 0; i < count; ++i) array.mutable_data<std::uint16_t>()[i] = to_float16(value.values[i]).bits;
       break;
   }
   return array;

@@ -62,7 +62,7 @@ DLManagedTensorVersioned* produce(const std::vector<double>& values, std::vector
 }
 
 TEST(DLPack, ExportSharesTheTensorsMemoryReadOnly) {
-  for (DType dtype : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64}) {
+  for (DType dtype : {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64, DType::bf16, DType::f16}) {
     Tensor x = random_tensor(dtype, {3, 5}, 1);
     DLManagedTensorVersioned* managed = to_dlpack(x);
     const DLTensor& tensor = managed->dl_tensor;
@@ -97,6 +97,12 @@ TEST(DLPack, ExportSharesTheTensorsMemoryReadOnly) {
           break;
         case DType::f64:
           element = *reinterpret_cast<const double*>(at);
+          break;
+        case DType::bf16:
+          element = to_float(*reinterpret_cast<const bfloat16*>(at));
+          break;
+        case DType::f16:
+          element = to_float(*reinterpret_cast<const float16*>(at));
           break;
       }
       EXPECT_EQ(element, values[i]) << to_string(dtype) << " element " << i;
@@ -250,8 +256,8 @@ TEST(DLPack, BadInputThrowsAndLeavesTheManagedTensorToTheCaller) {
   managed->version.major = 2;
   expect_error<ValueError>(managed, "DLPack version 2.0");
   managed->version.major = 1;
-  managed->dl_tensor.dtype = {kDLFloat, 16, 1};
-  expect_error<DTypeError>(managed, "float16");
+  managed->dl_tensor.dtype = {kDLComplex, 64, 1};
+  expect_error<DTypeError>(managed, "complex64");
   managed->dl_tensor.dtype = {kDLFloat, 64, 2};
   expect_error<DTypeError>(managed, "lanes");
   managed->dl_tensor.dtype = {kDLFloat, 64, 1};

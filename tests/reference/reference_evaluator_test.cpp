@@ -43,6 +43,8 @@ runtime::Array make_array(DType dtype, const Shape& shape, const std::vector<dou
       case DType::i64: array.mutable_data<std::int64_t>()[i] = static_cast<std::int64_t>(data[i]); break;
       case DType::f32: array.mutable_data<float>()[i] = static_cast<float>(data[i]); break;
       case DType::f64: array.mutable_data<double>()[i] = data[i]; break;
+      case DType::bf16: array.mutable_data<std::uint16_t>()[i] = to_bfloat16(data[i]).bits; break;
+      case DType::f16: array.mutable_data<std::uint16_t>()[i] = to_float16(data[i]).bits; break;
     }
   }
   return array;

@@ -13,7 +13,9 @@ Tensor random_tensor(DType dtype, const Shape& shape, std::uint64_t seed) {
   auto count = static_cast<std::size_t>(shape.numel());
   switch (dtype) {
     case DType::f32:
-    case DType::f64: {
+    case DType::f64:
+    case DType::bf16:  // the values rounded once by the cast
+    case DType::f16: {
       std::normal_distribution<double> normal(0.0, 1.0);
       std::vector<double> values(count);
       for (double& value : values) {

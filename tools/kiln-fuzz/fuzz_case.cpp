@@ -21,6 +21,8 @@ void store(const runtime::Array& array, std::int64_t index, double value) {
     case DType::i64: array.mutable_data<std::int64_t>()[position] = static_cast<std::int64_t>(value); break;
     case DType::f32: array.mutable_data<float>()[position] = static_cast<float>(value); break;
     case DType::f64: array.mutable_data<double>()[position] = value; break;
+    case DType::bf16: array.mutable_data<std::uint16_t>()[position] = to_bfloat16(value).bits; break;
+    case DType::f16: array.mutable_data<std::uint16_t>()[position] = to_float16(value).bits; break;
   }
 }
 
@@ -67,6 +69,8 @@ std::string format_element(const runtime::Array& array, std::int64_t index) {
     case DType::i64: return std::to_string(array.data<std::int64_t>()[index]);
     case DType::f32: std::snprintf(text, sizeof text, "%.9g", static_cast<double>(array.data<float>()[index])); break;
     case DType::f64: std::snprintf(text, sizeof text, "%.17g", array.data<double>()[index]); break;
+    case DType::bf16:
+    case DType::f16: std::snprintf(text, sizeof text, "%.9g", element(array, index)); break;
   }
   return text;
 }
@@ -112,6 +116,8 @@ double element(const runtime::Array& array, std::int64_t index) {
     case DType::i32: return array.data<std::int32_t>()[position];
     case DType::i64: return static_cast<double>(array.data<std::int64_t>()[position]);
     case DType::f32: return array.data<float>()[position];
+    case DType::bf16: return to_float(bfloat16{array.data<std::uint16_t>()[position]});
+    case DType::f16: return to_float(float16{array.data<std::uint16_t>()[position]});
     case DType::f64: break;
   }
   return array.data<double>()[position];

@@ -236,6 +236,8 @@ std::vector<runtime::Array> replay_inputs(const ir::Graph& graph, const std::str
         case DType::i64: input.mutable_data<std::int64_t>()[i] = std::strtoll(item, nullptr, 10); break;
         case DType::f32: input.mutable_data<float>()[i] = std::strtof(item, nullptr); break;
         case DType::f64: input.mutable_data<double>()[i] = std::strtod(item, nullptr); break;
+        case DType::bf16: input.mutable_data<std::uint16_t>()[i] = to_bfloat16(std::strtod(item, nullptr)).bits; break;
+        case DType::f16: input.mutable_data<std::uint16_t>()[i] = to_float16(std::strtod(item, nullptr)).bits; break;
       }
     }
   }

@@ -33,6 +33,9 @@ std::string storage_type(DType dtype) {
       return "float";
     case DType::f64:
       return "double";
+    case DType::bf16:  // never generated: the JIT refuses bf16 and f16 graphs (jit.cpp, check_compilable)
+    case DType::f16:
+      break;
   }
   return "?";
 }

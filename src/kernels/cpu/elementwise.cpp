@@ -223,9 +223,53 @@ void unary(Op op, const Array& input, const Array& output) {
   if (!done) no_kernel(op, input.dtype);
 }
 
+namespace {
+
+// Element i of a bf16 or f16 array, exactly.
+float half_value(const Array& array, std::int64_t i) {
+  const std::uint16_t bits = array.data<std::uint16_t>()[i];
+  return array.dtype == DType::bf16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+}
+
+// A cast from or to bf16 or f16: through their exact f32 values, to a value rounded once (to_bfloat16 and
+// to_float16 take a double: from f64 and integers too, one rounding).
+void cast_half_precision(const Array& input, const Array& output) {
+  const std::int64_t count = input.shape.numel();
+  if (is_half_precision(output.dtype)) {
+    auto* out = output.mutable_data<std::uint16_t>();
+    const bool brain = output.dtype == DType::bf16;
+    auto round = [&](double value) { return brain ? to_bfloat16(value).bits : to_float16(value).bits; };
+    if (is_half_precision(input.dtype)) {
+      runtime::parallel_for(count, elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = round(half_value(input, i));
+      });
+      return;
+    }
+    visit_dtype(input.dtype, [&]<class From>() {
+      const From* in = input.data<From>();
+      runtime::parallel_for(count, elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = round(static_cast<double>(in[i]));
+      });
+    });
+    return;
+  }
+  visit_dtype(output.dtype, [&]<class To>() {
+    To* out = output.mutable_data<To>();
+    runtime::parallel_for(count, elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = scalar::convert<To>{}(half_value(input, i));
+    });
+  });
+}
+
+}  // namespace
+
 // scalar_ops.h's convert: float to integer truncates and saturates, NaN to 0.
 void cast(const Array& input, const Array& output) {
   check_same_shape(Op::cast, input, output);
+  if (is_half_precision(input.dtype) || is_half_precision(output.dtype)) {
+    cast_half_precision(input, output);
+    return;
+  }
   visit_dtype(input.dtype, [&]<class From>() {
     visit_dtype(output.dtype,
                 [&]<class To>() { map<From, To>(input, output, elementwise::cheap_grain, scalar::convert<To>{}); });

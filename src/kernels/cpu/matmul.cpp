@@ -189,6 +189,9 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
       break;
     case DType::boolean:
       throw DTypeError("matmul", "does not accept bool operands", std::string());
+    case DType::bf16:
+    case DType::f16:
+      detail::half_precision_unsupported(output.dtype);
   }
 }
 
