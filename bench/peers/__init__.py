@@ -1,4 +1,5 @@
-"""kiln's peers: the kiln-bench workloads in TensorFlow, JAX and PyTorch.
+"""kiln's peers: the kiln-bench workloads in TensorFlow, JAX, PyTorch and
+IREE (JAX's StableHLO export, compiled ahead of time).
 
 `make bench-peers` runs `python -m bench.peers`: kiln-bench first (which
 saves its inputs and outputs as .npy files), then one process per framework

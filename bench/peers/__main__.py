@@ -6,9 +6,10 @@ count, in one run, and prints one side-by-side table.
 
 1. kiln-bench runs the suite, writes kiln.json and saves every workload's
    inputs and outputs as .npy files under OUT/data/;
-2. each peer (TensorFlow, JAX, PyTorch) runs in its own process on those
-   inputs, times its two modes (warm-up, median of runs, waiting with the
-   framework's own synchronization) and compares its outputs with kiln's;
+2. each peer (TensorFlow, JAX, PyTorch, IREE) runs in its own process on
+   those inputs, times its modes -- op by op and compiled; IREE compiled
+   only -- (warm-up, median of runs, waiting with the framework's own
+   synchronization) and compares its outputs with kiln's;
 3. report.py prints the table and the agreement checks, and writes
    results.json, table.md and report.txt; scripts/bench-chart draws chart.png.
 
@@ -170,7 +171,8 @@ def run_logged(command: list[str], log: Path, environment: dict[str, str], echo:
 
 
 def default_peers(device: str) -> str:
-    # TensorFlow has no GPU build on the GPU machine; ask for it with --peers to see it reported.
+    # TensorFlow has no GPU build on the GPU machine, and the IREE peer is CPU only; ask for them
+    # with --peers to see them reported.
     return "jax,torch" if device == "cuda" else ",".join(report.PEERS)
 
 

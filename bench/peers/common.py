@@ -4,7 +4,7 @@ command line and result file of a peer process.
 A peer module defines `make_peer(device)`, which returns a `Peer` (its name,
 version, thread setup, how to turn a NumPy array into its tensors on the
 device and back, how to wait for its work, how to set the matmul precision,
-its two modes, and the workload bodies), and calls `main(make_peer)`.
+its modes, and the workload bodies), and calls `main(make_peer)`.
 
 Devices: "cpu" (the default) or "cuda" (the first GPU). A CUDA manifest (from
 `kiln-bench --device cuda`) gives each workload a `batch` (the timed unit:
@@ -47,7 +47,7 @@ class Peer:
     from_numpy: Callable[[np.ndarray], Any]
     to_numpy: Callable[[Any], np.ndarray]
     wait: Callable[[Any], None]         # returns when the outputs are computed
-    modes: dict[str, Mode]              # "standard" and "jit"
+    modes: dict[str, Mode]              # "standard" and "jit" (IREE: "jit" alone), as report.MODES
     bodies: dict[str, Callable]         # workload name -> body over framework tensors
     device: str = "cpu"                 # where the tensors live, in words
     # tf32 (True: TF32 allowed in f32 matmuls, False: full f32, None: the

@@ -22,13 +22,18 @@ import numpy as np
 
 from bench.peers import checks
 
-PEERS = ("tensorflow", "jax", "torch")
+PEERS = ("tensorflow", "jax", "torch", "iree")
+# Each peer's modes, one column each: a standard mode (op by op) and a compiled one;
+# IREE only compiles (ahead of time).
+MODES = {"tensorflow": ("standard", "jit"), "jax": ("standard", "jit"), "torch": ("standard", "jit"),
+         "iree": ("jit",)}
 # Column headings per (system, mode).
 HEADINGS = {
     ("kiln", "standard"): "kiln std", ("kiln", "jit"): "kiln JIT",
     ("tensorflow", "standard"): "TF function", ("tensorflow", "jit"): "TF XLA",
     ("jax", "standard"): "JAX op-by-op", ("jax", "jit"): "jax.jit",
     ("torch", "standard"): "torch eager", ("torch", "jit"): "torch.compile",
+    ("iree", "jit"): "IREE",
 }
 
 
@@ -69,7 +74,7 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
                {"key": "kiln-jit", "system": "kiln", "mode": "jit", "label": "kiln::function(jit_compile)",
                 "heading": HEADINGS["kiln", "jit"], "version": "kiln (this tree)"}]
     for peer in peers:
-        for mode in ("standard", "jit"):
+        for mode in MODES[peer["system"]]:
             systems.append({"key": f"{peer['system']}-{mode}", "system": peer["system"], "mode": mode,
                             "label": peer.get("modes", {}).get(mode, mode), "version": peer.get("version"),
                             "heading": HEADINGS[peer["system"], mode], "threads": peer.get("threads"),
@@ -92,7 +97,7 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
             row["notes"]["kiln-jit"] = workload["jit_note"]
         row["first_call_ms"]["kiln-jit"] = workload.get("cold_first_call_ms")
         for peer in peers:
-            for mode in ("standard", "jit"):
+            for mode in MODES[peer["system"]]:
                 key = f"{peer['system']}-{mode}"
                 measured = peer["workloads"].get(workload["id"], {}).get(mode)
                 if peer.get("error"):
@@ -121,6 +126,15 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
     if is_gpu(combined):
         combined["done_when"] = done_when(combined)
     return combined
+
+
+def peer_systems(systems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each peer's first column: one per peer, whatever its number of modes."""
+    first = {}
+    for system in systems:
+        if system["system"] != "kiln":
+            first.setdefault(system["system"], system)
+    return list(first.values())
 
 
 def is_gpu(combined: dict[str, Any]) -> bool:
@@ -260,7 +274,7 @@ def print_report(combined: dict[str, Any], file=None) -> None:
     say()
     say("versions and threads:")
     say(f"  kiln {combined.get('kiln_revision', '(this tree)')}: {combined['blas']}")
-    for system in systems[2::2]:
+    for system in peer_systems(systems):
         if system.get("error"):
             say(f"  {system['system']}: NOT AVAILABLE: {system['error']}")
         else:
@@ -392,7 +406,7 @@ def print_gpu_report(combined: dict[str, Any], file=sys.stdout) -> None:
     say()
     say("versions and devices:")
     say(f"  kiln {combined.get('kiln_revision', '(this tree)')}: {combined['device']}")
-    for system in systems[2::2]:
+    for system in peer_systems(systems):
         if system.get("error") == "not run":
             continue
         if system.get("error"):

@@ -16,6 +16,7 @@ write_fake_run also serves to try a real peer on the GPU code path without a GPU
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import tempfile
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.peers import __main__ as peers_main
-from bench.peers import checks, common, report
+from bench.peers import checks, common, iree_peer, report
 
 # ---- NumPy versions of the workloads (the references of the fake run) ---------------------
 
@@ -135,21 +136,30 @@ def write_fake_run(directory: str | Path, device: str = "cuda:0", seed_value: in
     return out
 
 
-def write_fake_peer(out: Path, system: str, label: str, timed_out_after: str | None = None) -> None:
-    """A peer's result file with FAKE_PEER_TIMES (and kiln's differences 0);
-    with `timed_out_after`, only the workloads before it, as a killed peer leaves it."""
+def write_fake_peer(out: Path, system: str, label: str, timed_out_after: str | None = None,
+                    differences: dict[str, float] | None = None, errors: dict[str, str] | None = None) -> None:
+    """A peer's result file with FAKE_PEER_TIMES (else kiln's times) in the
+    peer's modes (report.MODES), kiln's differences 0 but for `differences`
+    (workload id -> difference), and `errors` (workload id -> error) instead
+    of times; with `timed_out_after`, only the workloads before it, as a
+    killed peer leaves it."""
     manifest = json.loads((out / "kiln.json").read_text())
+    modes = report.MODES[system]
     result = {"system": system, "label": label, "version": f"{system} 0.0 (fake)", "threads": "fake",
-              "device": "cuda:0 (fake)", "modes": {"standard": "standard", "jit": "jit"}, "workloads": {}}
+              "device": "cuda:0 (fake)", "modes": {mode: mode for mode in modes}, "workloads": {}}
     for workload in manifest["workloads"]:
         if workload["id"] == timed_out_after:
             result["timed_out"] = "timed out after 150 s, see torch.log"
             break
-        standard, jit = FAKE_PEER_TIMES[system].get(workload["id"], (workload["standard_ms"], workload["jit_ms"]))
+        times = dict(zip(("standard", "jit"), FAKE_PEER_TIMES.get(system, {}).get(
+            workload["id"], (workload["standard_ms"], workload["jit_ms"]))))
+        difference = (differences or {}).get(workload["id"], 0.0)
         result["workloads"][workload["id"]] = {
-            mode: {"median_ms": time, "min_ms": time, "max_ms": time, "first_call_ms": 1000.0,
-                   "batch": workload["batch"], "difference_to_kiln_jit": 0.0, "difference_to_kiln_standard": 0.0}
-            for mode, time in (("standard", standard), ("jit", jit))}
+            mode: {"error": (errors or {})[workload["id"]]} if workload["id"] in (errors or {}) else
+            {"median_ms": times[mode], "min_ms": times[mode], "max_ms": times[mode], "first_call_ms": 1000.0,
+             "batch": workload.get("batch", 1), "difference_to_kiln_jit": difference,
+             "difference_to_kiln_standard": difference}
+            for mode in modes}
     (out / f"{system}.json").write_text(json.dumps(result, indent=1))
 
 
@@ -350,13 +360,135 @@ class GpuReportTest(unittest.TestCase):
         self.assertIn("TF function", text.getvalue())
 
 
+def write_fake_cpu_run(directory: str | Path) -> Path:
+    """write_fake_run as `kiln-bench --json --save-inputs` writes it on the CPU: no device, batch or tf32."""
+    out = write_fake_run(directory, device="cpu")
+    manifest = json.loads((out / "kiln.json").read_text())
+    del manifest["device"]
+    for workload in manifest["workloads"]:
+        del workload["batch"]
+        workload.pop("tf32", None)
+    (out / "kiln.json").write_text(json.dumps(manifest))
+    return out
+
+
+# iree-compile's diagnostics as a CompilerToolError gives them (shortened: the target's features, the notes).
+IREE_ERROR = """Error invoking IREE compiler tool iree-compile
+Error code: 1
+Diagnostics:
+<stdin>:43:11: error: One or more operations with large vector sizes (32768 bytes) were found:
+
+    %32 = stablehlo.dot_general %28, %11, contracting_dims = [0] x [0] : (tensor<256x1024xf32>, tensor<256x1024xf32>) -> tensor<1024x1024xf32>
+          ^
+<stdin>:2:3: note: called from
+<stdin>:43:11: error: failed to run translation of source executable to target executable for backend #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {cpu = "znver3", cpu_features = "+avx2,+fma"}>
+
+Invoked with:
+ iree-compile - --iree-input-type=stablehlo --iree-hal-target-backends=llvm-cpu
+"""
+
+
+class IreeTest(unittest.TestCase):
+    """IREE, one column (its compiled modules), in the CPU report."""
+
+    def combined(self, directory: str) -> dict:
+        out = write_fake_cpu_run(directory)
+        write_fake_peer(out, "jax", "JAX")
+        write_fake_peer(out, "torch", "torch")
+        (out / "tensorflow.json").write_text(json.dumps(
+            {"workloads": {}, "error": "not installed (ModuleNotFoundError: No module named 'tensorflow')"}))
+        # As IREE 3.13's first trial: the seed's sum 6.6e-4 off, a workload it could not compile.
+        write_fake_peer(out, "iree", "IREE", differences={"seed-256": 6.6e-4},
+                        errors={"adam": "CompileError: iree-compile failed: One or more operations with large "
+                                        "vector sizes (32768 bytes) were found"})
+        return report.combine(out, None)
+
+    def test_one_column_checked_like_the_others(self):
+        with tempfile.TemporaryDirectory() as directory:
+            combined = self.combined(directory)
+            text = io.StringIO()
+            report.print_report(combined, text)
+            markdown = report.markdown(combined)
+        self.assertEqual([system["key"] for system in combined["systems"] if system["system"] == "iree"], ["iree-jit"])
+        lines = text.getvalue().splitlines()
+        heading = next(line for line in lines if line.startswith("workload"))
+        self.assertTrue(heading.rstrip().endswith("torch.compile           IREE"), heading)
+        self.assertEqual(markdown.splitlines()[0].count("|"), 4 + 2 + 2 * 3 + 1)  # kiln 2, 3 peers x 2, IREE 1
+        self.assertTrue(next(line for line in lines if line.startswith("adam ")).rstrip().endswith("error"))
+        self.assertIn("adam iree-jit: CompileError: iree-compile failed: One or more operations", text.getvalue())
+        # a miss is reported, never hidden: the agreement line, the failures, the exit status
+        agreement = next(line for line in lines if line.strip().startswith("seed-256") and "tolerance" in line)
+        self.assertIn("IREE 6.6e-04 FAIL", agreement)
+        self.assertIn("seed-256: iree-jit differs from kiln's JIT by 0.00066 (tolerance 0.0001)",
+                      report.failures(combined))
+        self.assertEqual(len(report.failures(combined)), 1)
+        self.assertIn("  iree 0.0 (fake): fake", lines)  # one versions line per peer
+        self.assertEqual(sum(line.startswith("  jax 0.0 (fake)") for line in lines), 1)
+        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text.getvalue())
+
+    def test_not_installed(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_cpu_run(directory)
+            (out / "iree.json").write_text(json.dumps(
+                {"workloads": {}, "error": "not installed (ModuleNotFoundError: No module named 'iree')"}))
+            status = Path(directory) / "peers-install.txt"
+            status.write_text("iree\tfailed\tERROR: No matching distribution found for iree-base-compiler\n")
+            combined = report.combine(out, status)
+            text = io.StringIO()
+            report.print_report(combined, text)
+        row = next(line for line in text.getvalue().splitlines() if line.startswith("gelu "))
+        self.assertTrue(row.rstrip().endswith("not installed"))
+        self.assertIn("iree: NOT AVAILABLE: not installed (pip install iree failed: ERROR: No matching distribution",
+                      text.getvalue())
+        self.assertEqual(report.failures(combined), [])
+
+    def test_compiler_error_is_its_first_error_and_op(self):
+        self.assertEqual(iree_peer.compiler_error(IREE_ERROR),
+                         "One or more operations with large vector sizes (32768 bytes) were found at "
+                         "`%32 = stablehlo.dot_general %28, %11, contracting_dims = [0] x [0] : "
+                         "(tensor<256x1024xf32>, tensor<256x1024xf32>) -> tensor<1024x1024xf32>`")
+        target_only = IREE_ERROR.split("\n")[8]
+        self.assertEqual(iree_peer.compiler_error(target_only), "failed to run translation of source executable "
+                         "to target executable for backend")
+        self.assertEqual(iree_peer.compiler_error("Error invoking IREE compiler tool iree-compile\nDiagnostics:\n"
+                                                  "iree-compile: Unknown command line argument '--x'.\n\n"
+                                                  "Invoked with:\n iree-compile -\n"),
+                         "iree-compile: Unknown command line argument '--x'.")
+
+    def test_cpu_only(self):
+        with self.assertRaisesRegex(RuntimeError, "CPU only"):
+            iree_peer.make_peer("cuda")
+
+    @unittest.skipUnless(importlib.util.find_spec("iree") and importlib.util.find_spec("jax"),
+                         "needs iree-base-compiler, iree-base-runtime and jax (.venv-peers)")
+    def test_compiles_runs_and_reports_a_compiler_error(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_cpu_run(directory)
+            workloads = {w["id"]: w for w in json.loads((out / "kiln.json").read_text())["workloads"]}
+            peer = iree_peer.make_peer("cpu")
+            self.assertEqual(tuple(peer.modes), report.MODES["iree"])
+            peer.set_threads(1)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                for workload_id in ("seed-256", "layernorm", "adam"):
+                    result = common.run_workload(peer, workloads[workload_id], out / "data", runs=2)
+                    self.assertLessEqual(result["jit"]["difference_to_kiln_jit"],
+                                         checks.tolerance(workloads[workload_id]["name"]), workload_id)
+                with unittest.mock.patch.object(iree_peer, "COMPILE_FLAGS", ["--no-such-iree-flag"]):
+                    result = common.run_workload(peer, workloads["gelu"], out / "data", runs=2)
+        self.assertRegex(result["jit"]["error"], r"^CompileError: iree-compile failed: .*no-such-iree-flag")
+        self.assertNotIn("\n", result["jit"]["error"])
+        self.assertNotIn("Invoked with", result["jit"]["error"])
+
+
 class TimeLimitTest(unittest.TestCase):
     def test_defaults_and_overrides(self):
-        self.assertEqual(peers_main.parse_time_limits(None, "cpu"), {"tensorflow": None, "jax": None, "torch": None})
-        self.assertEqual(peers_main.parse_time_limits(None, "cuda"), peers_main.GPU_TIME_LIMITS)
+        self.assertEqual(peers_main.parse_time_limits(None, "cpu"),
+                         {"tensorflow": None, "jax": None, "torch": None, "iree": None})
+        self.assertEqual(peers_main.parse_time_limits(None, "cuda"), {**peers_main.GPU_TIME_LIMITS, "iree": None})
         self.assertEqual(peers_main.parse_time_limits("torch=200,jax=0", "cuda"),
-                         {"tensorflow": 120.0, "jax": None, "torch": 200.0})
-        self.assertEqual(peers_main.parse_time_limits("60", "cpu"), {"tensorflow": 60.0, "jax": 60.0, "torch": 60.0})
+                         {"tensorflow": 120.0, "jax": None, "torch": 200.0, "iree": None})
+        self.assertEqual(peers_main.parse_time_limits("60", "cpu"),
+                         {"tensorflow": 60.0, "jax": 60.0, "torch": 60.0, "iree": 60.0})
 
     def test_a_deadline_is_shared_in_proportion_to_the_limits(self):
         limits = {"jax": 120.0, "torch": 150.0, "tensorflow": None}
