@@ -98,15 +98,19 @@ std::string describe(const std::vector<ir::Type>& types, const char* prefix) {
   return text.empty() ? "none" : text;
 }
 
-std::string c_header(const std::string& name, const Interface& interface, const std::string& exported_at) {
-  std::string guard = "KILN_EXPORTED_" + name + "_C_H";
-  for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+// The C entry point's parameters: a pointer to each input's elements, then to each output's ("void" for none).
+std::string c_parameters(const Interface& interface) {
   std::string parameters;
   for (std::size_t i = 0; i < interface.inputs.size(); ++i)
     parameters += "const " + c_type(interface.inputs[i].dtype) + "* input" + std::to_string(i) + ", ";
   for (std::size_t i = 0; i < interface.outputs.size(); ++i)
     parameters += c_type(interface.outputs[i].dtype) + "* output" + std::to_string(i) + ", ";
-  parameters = parameters.empty() ? "void" : parameters.substr(0, parameters.size() - 2);
+  return parameters.empty() ? "void" : parameters.substr(0, parameters.size() - 2);
+}
+
+std::string c_header(const std::string& name, const Interface& interface, const std::string& exported_at) {
+  std::string guard = "KILN_EXPORTED_" + name + "_C_H";
+  for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return "/* " + name + ": a function exported by kiln::export_function (" + exported_at +
          "), callable from C.\n"
          "   Generated: edit the function and export it again rather than this file. */\n"
@@ -126,7 +130,7 @@ std::string c_header(const std::string& name, const Interface& interface, const 
          "_c_error() says why. Safe to call from\n"
          "   several threads at once. */\n"
          "int " +
-         name + "_c(" + parameters +
+         name + "_c(" + c_parameters(interface) +
          ");\n\n"
          "/* The message of this thread's last failed call of " +
          name +
@@ -247,17 +251,11 @@ std::string source_file(const std::string& name, const Interface& interface, con
     text += "};\n}\n\n";
   }
   // The C entry point.
-  std::string c_parameters, c_inputs, c_outputs;
-  for (std::size_t i = 0; i < interface.inputs.size(); ++i) {
-    c_parameters += "const " + c_type(interface.inputs[i].dtype) + "* input" + std::to_string(i) + ", ";
-    c_inputs += (i ? ", input" : "input") + std::to_string(i);
-  }
-  for (std::size_t i = 0; i < interface.outputs.size(); ++i) {
-    c_parameters += c_type(interface.outputs[i].dtype) + "* output" + std::to_string(i) + ", ";
+  std::string c_inputs, c_outputs;
+  for (std::size_t i = 0; i < interface.inputs.size(); ++i) c_inputs += (i ? ", input" : "input") + std::to_string(i);
+  for (std::size_t i = 0; i < interface.outputs.size(); ++i)
     c_outputs += (i ? ", output" : "output") + std::to_string(i);
-  }
-  c_parameters = c_parameters.empty() ? "void" : c_parameters.substr(0, c_parameters.size() - 2);
-  text += "extern \"C\" int " + name + "_c(" + c_parameters + ") {\n" + "  const std::array<const void*, " +
+  text += "extern \"C\" int " + name + "_c(" + c_parameters(interface) + ") {\n" + "  const std::array<const void*, " +
           std::to_string(interface.inputs.size()) + "> inputs = {" + c_inputs + "};\n  const std::array<void*, " +
           std::to_string(interface.outputs.size()) + "> outputs = {" + c_outputs +
           "};\n  return kiln::detail::call_exported_raw(function, inputs.data(), outputs.data());\n}\n\n";
