@@ -10,10 +10,11 @@ namespace kiln {
 
 // `boolean` is printed as "bool" (the keyword cannot be an enumerator); it is
 // stored as one byte holding 0 or 1. bf16 (bfloat16: f32's exponent, 8 bits of
-// significand) and f16 (IEEE half precision) are stored as 2 bytes; in this
-// kiln they are storage types: tensors of them are made (by a cast, a creation
-// function or a file), printed, saved, loaded and exchanged (DLPack), and every
-// other op asks for a cast to f32 first (a kiln::DTypeError naming the op).
+// significand) and f16 (IEEE half precision) are stored as 2 bytes; an op on
+// them computes in f32 on their exact values and rounds once at its output (XLA's
+// and PyTorch's semantics; reductions and matmul accumulate in f32). In this
+// version the standard executor computes them on the CPU; the JIT leaves
+// functions holding them to it.
 enum class DType : std::uint8_t { boolean, i32, i64, f32, f64, bf16, f16 };
 
 inline constexpr int dtype_count = 7;
@@ -97,14 +98,15 @@ template <> struct dtype_of_t<float16> { static constexpr DType value = DType::f
 template <class T> inline constexpr DType dtype_of = dtype_of_t<T>::value;
 
 namespace detail {
-// Throws kiln::DTypeError: a kernel met a bf16 or f16 array, which this kiln does not compute on.
+// Throws kiln::DTypeError: a kernel met a bf16 or f16 array, which only the cast kernel reads and writes
+// (kernels::run runs every other op on them in f32).
 [[noreturn]] void half_precision_unsupported(DType dtype);
 }  // namespace detail
 
 // Calls `function.template operator()<T>()` with T the storage type of `dtype`
-// (std::uint8_t for bool), for the dtypes kiln computes on: bf16 and f16, which
-// it only stores, throw kiln::DTypeError (callers that convert them handle them
-// first). One switch for every dtype-generic piece of code.
+// (std::uint8_t for bool), for the dtypes kernels compute in: bf16 and f16 throw
+// kiln::DTypeError (kernels::run widens them to f32 first; code that reads them
+// converts them itself). One switch for every dtype-generic piece of code.
 template <class Function> decltype(auto) visit_dtype(DType dtype, Function&& function) {
   switch (dtype) {
     case DType::boolean: return function.template operator()<std::uint8_t>();

@@ -105,8 +105,8 @@ namespace detail {
 
 void half_precision_unsupported(DType dtype) {
   throw DTypeError(std::string(to_string(dtype)),
-                   "this kiln stores bf16 and f16 tensors but does not compute on them: cast to f32 first "
-                   "(kiln::cast(x, kiln::DType::f32))",
+                   "a kernel was handed bf16 or f16 data, which kernels do not compute in (they compute in f32: "
+                   "kiln::cast(x, kiln::DType::f32))",
                    std::string());
 }
 

@@ -448,21 +448,6 @@ Type infer_type(Op op, const Attributes& attributes, std::span<const Type> opera
                 const std::string& location) {
   const OpInfo& op_info = info(op);
   RuleContext context{op, attributes, operands, declared, location};
-  // bf16 and f16 are storage types in this kiln (kiln/dtype.h): only a cast takes or makes them.
-  if (op != Op::cast && op != Op::parameter) {
-    for (const Type& operand : operands)
-      if (is_half_precision(operand.dtype))
-        throw DTypeError(std::string(name(op)),
-                         "takes no " + std::string(to_string(operand.dtype)) +
-                             " operand: this kiln stores bf16 and f16 tensors but computes on them only after a cast "
-                             "to f32 (kiln::cast(x, kiln::DType::f32))",
-                         location);
-    if (is_half_precision(declared.dtype))
-      throw DTypeError(std::string(name(op)),
-                       "cannot make a " + std::string(to_string(declared.dtype)) +
-                           " tensor: this kiln makes bf16 and f16 tensors only by a cast (or by loading them)",
-                       location);
-  }
   if (op_info.arity >= 0 && static_cast<int>(operands.size()) != op_info.arity)
     context.shape_error("expects " + std::to_string(op_info.arity) + " operands, got " +
                         std::to_string(operands.size()));

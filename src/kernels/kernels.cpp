@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::kernels {
 namespace {
@@ -166,7 +167,44 @@ void check_inputs_on(const ir::Node& node, std::span<const runtime::Array> input
 
 }  // namespace
 
+namespace {
+
+bool touches_half_precision(const ir::Node& node, std::span<const runtime::Array> inputs) {
+  if (is_half_precision(node.type.dtype)) return true;
+  for (const runtime::Array& input : inputs)
+    if (is_half_precision(input.dtype)) return true;
+  return false;
+}
+
+// `array` cast to `dtype` by the cast kernel.
+runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::Node& node, Device device) {
+  ir::Node cast;
+  cast.op = ir::Op::cast;
+  cast.type = {dtype, array.shape};
+  cast.location = node.location;
+  const runtime::Array operands[] = {array};
+  return run(cast, operands, device);
+}
+
+// An op on bf16 or f16 (kiln/dtype.h): run in f32 on the operands' exact f32 values, its result rounded once to
+// its dtype, as XLA and PyTorch compute elementwise ops; reductions, scans and matmul so accumulate in f32.
+// Constants and iotas are made in f64, so that their values too are rounded once.
+runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+  std::vector<runtime::Array> widened;
+  widened.reserve(inputs.size());
+  for (const runtime::Array& input : inputs)
+    widened.push_back(is_half_precision(input.dtype) ? cast_array(input, DType::f32, node, device) : input);
+  ir::Node wide = node;
+  if (is_half_precision(node.type.dtype))
+    wide.type.dtype = node.op == ir::Op::constant || node.op == ir::Op::iota ? DType::f64 : DType::f32;
+  runtime::Array result = run(wide, widened, device);
+  return is_half_precision(node.type.dtype) ? cast_array(result, node.type.dtype, node, device) : result;
+}
+
+}  // namespace
+
 runtime::Array run(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+  if (node.op != ir::Op::cast && touches_half_precision(node, inputs)) return run_through_f32(node, inputs, device);
 #if KILN_HAVE_CUDA
   check_inputs_on(node, inputs, device);
   if (device.is_cuda()) return run_cuda(node, inputs, device);

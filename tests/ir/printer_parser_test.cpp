@@ -450,8 +450,6 @@ TEST(PrinterParserTest, ParseErrorsSayWhereAndWhat) {
   const std::vector<ErrorCase> cases = {
       {"unknown op", header("  %2 = f32[4] frobnicate(%0)\n  return %2\n"), "2:15", "unknown op 'frobnicate'"},
       {"bad dtype", header("  %2 = u8[4] neg(%0)\n  return %2\n"), "2:8", "unknown dtype 'u8'"},
-      {"half precision computed", header("  %2 = f16[4] neg(%0)\n  return %2\n"), "2:3",
-       "%2 (neg): cannot make a f16 tensor"},
       {"bad dtype in header", "func @g(%0: float[4]) -> () {\n  return\n}\n", "1:13", "unknown dtype 'float'"},
       {"wrong arity", header("  %2 = f32[4] add(%0)\n  return %2\n"), "2:3", "expects 2 operands, has 1"},
       {"wrong arity unary", header("  %2 = f32[4] neg(%0, %0)\n  return %2\n"), "2:3", "%2 (neg): expects 1"},
