@@ -89,6 +89,35 @@ TEST(HalfPrecision, CastsBothWaysFromEveryDtype) {
   EXPECT_EQ(cast(brain, DType::boolean).to_vector<bool>(), (std::vector<bool>{true, true, true, false}));
   EXPECT_EQ(cast(Tensor(from_vector(std::vector<bool>{true, false}, Shape{2})), DType::f16).to_vector<float>(),
             (std::vector<float>{1, 0}));
+  // From f32 (the kernel's own bit rounding) as to_bfloat16 rounds: ties, NaN, infinities, overflow, subnormals,
+  // signed zeros and random bit patterns.
+  std::vector<float> singles = {1.00390625f,
+                                1.01171875f,
+                                std::numeric_limits<float>::quiet_NaN(),
+                                -std::numeric_limits<float>::infinity(),
+                                3.4e38f,
+                                -0.0f,
+                                0x1p-140f,
+                                0x1.fffffep127f};
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    singles.push_back(std::bit_cast<float>(state));
+  }
+  const Tensor narrowed = cast(from_vector(singles, Shape{static_cast<std::int64_t>(singles.size())}), DType::bf16);
+  const auto* narrowed_bits = static_cast<const std::uint16_t*>(narrowed.data());
+  for (std::size_t i = 0; i < singles.size(); ++i) {
+    if (std::isnan(singles[i])) {
+      ASSERT_TRUE(std::isnan(to_float(bfloat16{narrowed_bits[i]}))) << i;
+    } else {
+      ASSERT_EQ(narrowed_bits[i], bf16_bits(singles[i])) << singles[i];
+    }
+  }
+  const std::vector<float> widened = cast(narrowed, DType::f32).to_vector<float>();
+  for (std::size_t i = 0; i < singles.size(); ++i)
+    if (!std::isnan(singles[i])) {
+      ASSERT_EQ(widened[i], to_float(bfloat16{narrowed_bits[i]}));
+    }
   // Rank 0 and empty tensors.
   EXPECT_EQ(cast(from_vector(std::vector<float>{2.5f}, Shape{}), DType::bf16).item<float>(), 2.5f);
   EXPECT_EQ(cast(from_vector(std::vector<float>{}, Shape{0, 3}), DType::f16).shape(), (Shape{0, 3}));
