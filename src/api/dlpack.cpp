@@ -44,15 +44,14 @@ DLDataType dlpack_dtype(DType dtype) {
   return {kDLOpaqueHandle, 0, 0};
 }
 
+// The dtype dlpack_dtype maps to `type`, if any.
 std::optional<DType> kiln_dtype(DLDataType type) {
   if (type.lanes != 1) return std::nullopt;
-  if (type.code == kDLBool && type.bits == 8) return DType::boolean;
-  if (type.code == kDLInt && type.bits == 32) return DType::i32;
-  if (type.code == kDLInt && type.bits == 64) return DType::i64;
-  if (type.code == kDLFloat && type.bits == 32) return DType::f32;
-  if (type.code == kDLFloat && type.bits == 64) return DType::f64;
-  if (type.code == kDLFloat && type.bits == 16) return DType::f16;
-  if (type.code == kDLBfloat && type.bits == 16) return DType::bf16;
+  for (int index = 0; index < dtype_count; ++index) {
+    const auto dtype = static_cast<DType>(index);
+    const DLDataType known = dlpack_dtype(dtype);
+    if (known.code == type.code && known.bits == type.bits) return dtype;
+  }
   return std::nullopt;
 }
 

@@ -4,6 +4,7 @@
 
 #include "api/dispatch.h"
 #include "api/tensor_impl.h"
+#include "core/half_precision.h"
 #include "kernels/scalar_ops.h"
 #include "runtime/parallel.h"
 
@@ -70,8 +71,7 @@ Tensor generate(const Shape& shape, DType dtype, Device device, Generate value) 
   return detail::make_tensor(std::move(array));
 }
 
-// The bf16 or f16 value `steps` representable values from `bits` (a finite value's bits) toward +infinity (1) or
-// -infinity (-1), as a float.
+// The bf16 or f16 value next to `bits` (a finite value's) toward +infinity (direction 1) or -infinity (-1).
 float half_step(std::uint16_t bits, int direction, DType dtype) {
   const bool negative = (bits & 0x8000u) != 0;
   const bool zero = (bits & 0x7FFFu) == 0;
@@ -82,25 +82,18 @@ float half_step(std::uint16_t bits, int direction, DType dtype) {
     next = static_cast<std::uint16_t>(bits + 1);  // away from zero
   else
     next = static_cast<std::uint16_t>(bits - 1);  // toward zero
-  return dtype == DType::bf16 ? to_float(bfloat16{next}) : to_float(float16{next});
-}
-
-std::uint16_t half_bits(double value, DType dtype) {
-  return dtype == DType::bf16 ? to_bfloat16(value).bits : to_float16(value).bits;
-}
-float half_value(std::uint16_t bits, DType dtype) {
-  return dtype == DType::bf16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+  return half_precision_value(dtype, next);
 }
 
 // The largest bf16 or f16 value below `high`, and the smallest at or above `low`.
 float half_below(double high, DType dtype) {
-  const std::uint16_t bits = half_bits(high, dtype);
-  const float value = half_value(bits, dtype);
+  const std::uint16_t bits = half_precision_bits(dtype, high);
+  const float value = half_precision_value(dtype, bits);
   return static_cast<double>(value) < high ? value : half_step(bits, -1, dtype);
 }
 float half_at_or_above(double low, DType dtype) {
-  const std::uint16_t bits = half_bits(low, dtype);
-  const float value = half_value(bits, dtype);
+  const std::uint16_t bits = half_precision_bits(dtype, low);
+  const float value = half_precision_value(dtype, bits);
   return static_cast<double>(value) >= low ? value : half_step(bits, 1, dtype);
 }
 

@@ -1,4 +1,5 @@
 #include "api/tensor_impl.h"
+#include "core/half_precision.h"
 
 #include <kiln/error.h>
 
@@ -120,8 +121,7 @@ template <class T> std::vector<T> Tensor::to_vector(Location location) const {
   if (is_half_precision(array.dtype)) {  // through their exact f32 values
     const auto* bits = array.data<std::uint16_t>();
     for (std::size_t i = 0; i < values.size(); ++i)
-      values[i] = convert_element<T>(array.dtype == DType::bf16 ? to_float(bfloat16{bits[i]})
-                                                                : to_float(float16{bits[i]}));
+      values[i] = convert_element<T>(half_precision_value(array.dtype, bits[i]));
     return values;
   }
   visit_dtype(array.dtype, [&]<class Stored>() {

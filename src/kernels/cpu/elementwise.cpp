@@ -9,6 +9,7 @@
 // because of errno and -ftrapping-math), exact operations that give the scalar
 // meaning's bits.
 
+#include "core/half_precision.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/vector_math.h"
@@ -227,8 +228,7 @@ namespace {
 
 // Element i of a bf16 or f16 array, exactly.
 float half_value(const Array& array, std::int64_t i) {
-  const std::uint16_t bits = array.data<std::uint16_t>()[i];
-  return array.dtype == DType::bf16 ? to_float(bfloat16{bits}) : to_float(float16{bits});
+  return half_precision_value(array.dtype, array.data<std::uint16_t>()[i]);
 }
 
 // A cast from or to bf16 or f16: through their exact f32 values, to a value rounded once (to_bfloat16 and
@@ -238,7 +238,7 @@ void cast_half_precision(const Array& input, const Array& output) {
   if (is_half_precision(output.dtype)) {
     auto* out = output.mutable_data<std::uint16_t>();
     const bool brain = output.dtype == DType::bf16;
-    auto round = [&](double value) { return brain ? to_bfloat16(value).bits : to_float16(value).bits; };
+    auto round = [&](double value) { return half_precision_bits(output.dtype, value); };
     if (is_half_precision(input.dtype)) {
       runtime::parallel_for(count, elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) out[i] = round(half_value(input, i));
