@@ -4,6 +4,7 @@
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/simplify.h"
+#include "compiler/widen_half_precision.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #if KILN_HAVE_CUDA
@@ -22,6 +23,15 @@ template <class Value>
 const Value& required(const std::optional<Value>& value, const char* pass, const char* needs) {
   if (!value) throw CompileError(pass, std::string("internal: runs after ") + needs, std::string());
   return *value;
+}
+
+// The CPU's code generator moves bf16 and f16 bits and computes in f32 (widen_half_precision.h).
+bool widen_half_precision_pass(Program& program) {
+  if (!program.device.is_cpu() || !widen_half_precision(program.graph)) return false;
+#ifndef NDEBUG
+  ir::verify(program.graph);
+#endif
+  return true;
 }
 
 bool fuse_pass(Program& program) {
@@ -57,6 +67,7 @@ const std::array optimization = {
 };
 
 const std::array lowering = {
+    Pass{"widen-half-precision", widen_half_precision_pass},
     Pass{"fuse", fuse_pass},
     Pass{"assign-buffers", assign_buffers_pass},
     Pass{"generate", generate_pass},

@@ -5,6 +5,7 @@
 // the same constant in the new shape.
 
 #include "compiler/simplify_rules.h"
+#include "core/half_precision.h"
 #include "kernels/kernels.h"
 
 namespace kiln::compiler::simplify_rules {
@@ -34,6 +35,10 @@ void set_constant(ir::Node& node, const ir::Attributes& value) {
 // The value of a rank-0 array as constant attributes.
 ir::Attributes value_of(const runtime::Array& array) {
   ir::Attributes value;
+  if (is_half_precision(array.dtype)) {
+    value.float_value = half_precision_value(array.dtype, array.data<std::uint16_t>()[0]);
+    return value;
+  }
   visit_dtype(array.dtype, [&]<class T>() {
     T element = array.data<T>()[0];
     if constexpr (std::is_floating_point_v<T>) value.float_value = static_cast<double>(element);

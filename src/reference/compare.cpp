@@ -1,5 +1,7 @@
 #include "reference/compare.h"
 
+#include "core/half_precision.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>
@@ -14,12 +16,40 @@ namespace {
 
 using ir::Op;
 
-// Relative bound for sums, matmuls and chains of ops (see compare.h).
-double chain_relative(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-12; }
+// Relative bound for sums, matmuls and chains of ops (see compare.h): bf16 and f16, four units of their rounding.
+double chain_relative(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 0x1p-6;
+    case DType::f16: return 0x1p-9;
+    case DType::f32: return 1e-5;
+    default: return 1e-12;
+  }
+}
 
 double smallest_normal(DType dtype) {
-  return dtype == DType::f32 ? static_cast<double>(std::numeric_limits<float>::min())
-                             : std::numeric_limits<double>::min();
+  switch (dtype) {
+    case DType::f16: return 0x1p-14;
+    case DType::bf16:
+    case DType::f32: return static_cast<double>(std::numeric_limits<float>::min());
+    default: return std::numeric_limits<double>::min();
+  }
+}
+
+// Significand bits: the least precise of two float dtypes has fewer.
+int precision(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 8;
+    case DType::f16: return 11;
+    case DType::f32: return 24;
+    default: return 53;
+  }
+}
+
+// `value` rounded to a float dtype's nearest (f32 and the 16-bit formats; f64 as it is).
+double rounded_to(double value, DType dtype) {
+  if (dtype == DType::f32) return static_cast<double>(static_cast<float>(value));
+  if (is_half_precision(dtype)) return half_precision_value(dtype, half_precision_bits(dtype, value));
+  return value;
 }
 
 // The float bound of op (its accuracy in the op table, ir/ops.def), before the subnormal allowance; all zero means
@@ -48,6 +78,10 @@ bool is_exact(const Tolerance& tolerance) {
 // Maps a float's bits to an integer line on which adjacent floats are
 // adjacent integers (+0 and -0 both map to 0).
 std::int64_t ordered(double value, DType dtype) {
+  if (is_half_precision(dtype)) {
+    const auto bits = static_cast<std::int64_t>(half_precision_bits(dtype, value));
+    return bits < 0x8000 ? bits : 0x8000 - bits;
+  }
   if (dtype == DType::f32) {
     auto bits = static_cast<std::int64_t>(std::bit_cast<std::int32_t>(static_cast<float>(value)));
     return bits >= 0 ? bits : std::int64_t{std::numeric_limits<std::int32_t>::min()} - bits;
@@ -67,7 +101,7 @@ double ulp_distance(double a, double b, DType dtype) {
 // Enough digits to tell neighbouring floats apart.
 std::string format_number(double value, DType dtype) {
   char text[64];
-  std::snprintf(text, sizeof text, dtype == DType::f32 ? "%.9g" : "%.17g", value);
+  std::snprintf(text, sizeof text, dtype == DType::f64 ? "%.17g" : "%.9g", value);
   return text;
 }
 
@@ -175,7 +209,7 @@ Tolerance graph_tolerance(const ir::Graph& graph, ir::ValueId value) {
     if (!is_exact(float_tolerance(node.op, node.type.dtype))) {
       ++inexact;
       inexact_op = node.op;
-      if (node.type.dtype == DType::f32) chain_dtype = DType::f32;
+      if (precision(node.type.dtype) < precision(chain_dtype)) chain_dtype = node.type.dtype;
     }
   }
   if (inexact == 0) return {};
@@ -213,8 +247,7 @@ Comparison compare(const runtime::Array& actual, const Value& expected, const To
     ElementError error;
     double actual_value = read_element(actual, i), expected_value;
     if (floating) {
-      expected_value =
-          dtype == DType::f32 ? static_cast<double>(static_cast<float>(expected.values[i])) : expected.values[i];
+      expected_value = rounded_to(expected.values[i], dtype);
       error = compare_float(actual_value, expected_value, expected.magnitude(static_cast<std::int64_t>(i)), dtype,
                             tolerance);
     } else {

@@ -75,16 +75,21 @@ struct Tolerance {
 //                                          same ~10^4 terms on random data.
 //   reduce_prod, cumprod         relative 1e-5 / 1e-12 of |result|: a product of n
 //                                          terms errs by <= n u relative
+// bf16 and f16 (computed in f32, rounded once per op, as the reference rounds):
+// ulps count in their own units; the relative bound is four units of their
+// rounding, 2^-6 (bf16) and 2^-9 (f16): an f32 sum rounded to 16 bits lands on
+// one of the two neighbours of the exact value, and a later op may carry that.
 // Every bound that is not exact also accepts an absolute error up to the
-// smallest normal number of the dtype (2^-126, 2^-1022): kernels may flush
-// subnormal results to zero (GPU -ftz, CPU FTZ/DAZ).
+// smallest normal number of the dtype (2^-126, 2^-1022, f16's 2^-14): kernels
+// may flush subnormal results to zero (GPU -ftz, CPU FTZ/DAZ).
 Tolerance default_tolerance(ir::Op op, DType dtype);
 
 // The tolerance for value `value` of `graph` computed from exact inputs: exact
 // if every float op it depends on is exact; the op's default_tolerance if it
 // depends on a single inexact op and every float value on the way has its
-// dtype; otherwise the chain bound, relative 1e-5 (f32) or 1e-12 (f64) of the
-// propagated magnitude, which covers any number of ops of <= 8 ulps each to
+// dtype; otherwise the chain bound of the least precise dtype on the way,
+// relative 1e-5 (f32), 1e-12 (f64), 2^-6 (bf16), 2^-9 (f16) of the propagated
+// magnitude, which covers any number of ops of <= 8 ulps each to
 // first order (each op's own rounding enters the magnitude); 1e-5 also for an
 // f64 value computed from an inexact f32 one (an f64 cast of an f32 matmul
 // carries the matmul's f32 rounding). Results of

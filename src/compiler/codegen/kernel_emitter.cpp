@@ -1,10 +1,12 @@
 #include "compiler/codegen/kernel_emitter.h"
 
+#include "core/half_precision.h"
 #include "ir/printer.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 namespace kiln::compiler::codegen {
@@ -33,24 +35,35 @@ std::string storage_type(DType dtype) {
       return "float";
     case DType::f64:
       return "double";
-    case DType::bf16:  // never generated: the JIT refuses bf16 and f16 graphs (jit.cpp, check_compilable)
+    case DType::bf16:  // bits, computed in f32 (compiler/widen_half_precision.h)
     case DType::f16:
-      break;
+      return "uint16_t";
   }
   return "?";
 }
 
+namespace {
+
+// A float constant as C++ source.
+std::string float_literal(double value) {
+  if (value != value) return "__builtin_nan(\"\")";
+  if (value == __builtin_inf()) return "__builtin_inf()";
+  if (value == -__builtin_inf()) return "-__builtin_inf()";
+  std::string text = ir::format_double(value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+}  // namespace
+
 std::string literal(const ir::Node& constant) {
   DType dtype = constant.type.dtype;
-  if (is_floating(dtype)) {
-    double value = constant.attributes.float_value;
-    if (value != value) return "__builtin_nan(\"\")";
-    if (value == __builtin_inf()) return "__builtin_inf()";
-    if (value == -__builtin_inf()) return "-__builtin_inf()";
-    std::string text = ir::format_double(value);
-    if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  if (is_half_precision(dtype)) {  // its bits, the lanes' type
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%04X", half_precision_bits(dtype, constant.attributes.float_value));
     return text;
   }
+  if (is_floating(dtype)) return float_literal(constant.attributes.float_value);
   std::int64_t value = constant.attributes.int_value;
   if (value == INT64_MIN) return "(-9223372036854775807LL - 1)";
   return std::to_string(value) + "LL";
@@ -335,17 +348,36 @@ std::string KernelEmitter::describe(ir::ValueId value) const {
   std::string text =
       "// %" + std::to_string(value) + " = " + node.type.to_string() + " " + std::string(ir::name(node.op));
   text += "(";
-  if (node.op == ir::Op::constant) text += literal(node);
+  if (node.op == ir::Op::constant)
+    text += is_half_precision(node.type.dtype) ? float_literal(node.attributes.float_value) : literal(node);
   for (std::size_t i = 0; i < node.operands.size(); ++i) text += (i ? ", %" : "%") + std::to_string(node.operands[i]);
   return text + ")";
 }
+
+namespace {
+
+std::string cast_expression(DType from, DType to, const std::string& operand) {
+  // bf16 and f16 take part in casts between their bits and f32 (or from f64): compiler/widen_half_precision.h
+  // leaves no other.
+  if (is_half_precision(from) && to == DType::f32)
+    return std::string(from == DType::bf16 ? "widen_bf16(" : "widen_f16(") + operand + ")";
+  if (is_half_precision(to) && (from == DType::f32 || from == DType::f64))
+    return std::string(to == DType::bf16 ? "round_to_bf16(" : "round_to_f16(") + operand + ")";
+  if (is_half_precision(from) || is_half_precision(to))
+    throw CompileError("cast", "internal: a cast from " + std::string(to_string(from)) + " to " +
+                                   std::string(to_string(to)) + " was left for the code generator",
+                       std::string());
+  return "cast<" + storage_type(to) + ">(" + operand + ")";
+}
+
+}  // namespace
 
 std::string KernelEmitter::expression(int id) const {
   const Instance& item = at(id);
   const ir::Node& node = graph_.node(item.value);
   auto operand = [&](std::size_t index) { return at(item.operands[index]).name; };
   if (node.op == ir::Op::constant) return "splat<" + storage_type(item.value) + ">(" + literal(node) + ")";
-  if (node.op == ir::Op::cast) return "cast<" + storage_type(item.value) + ">(" + operand(0) + ")";
+  if (node.op == ir::Op::cast) return cast_expression(graph_.type(node.operands[0]).dtype, node.type.dtype, operand(0));
   std::string text = std::string(ir::name(node.op)) + "(";
   for (std::size_t i = 0; i < item.operands.size(); ++i) text += (i ? ", " : "") + operand(i);
   return text + ")";

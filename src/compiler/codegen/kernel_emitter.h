@@ -168,7 +168,9 @@ class KernelEmitter {
   std::vector<bool> member_;
 };
 
+// The C++ element type of a dtype in memory (bf16 and f16: their bits, uint16_t).
 std::string storage_type(DType dtype);
+// A constant's value as C++ source of its storage type (bf16 and f16: their bits, 0x3FC0).
 std::string literal(const ir::Node& constant);
 
 }  // namespace kiln::compiler::codegen

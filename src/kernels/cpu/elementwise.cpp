@@ -10,6 +10,7 @@
 // meaning's bits.
 
 #include "core/half_precision.h"
+#include "core/half_precision_bits.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/vector_math.h"
@@ -246,17 +247,11 @@ void cast_half_precision(const Array& input, const Array& output) {
       return;
     }
     if (input.dtype == DType::f32 && brain) {
-      // From f32 one rounding is all there is: round the upper half of the bits to nearest even (a carry into the
-      // exponent is right, up to infinity), which GCC vectorizes; NaN becomes bf16's quiet NaN. What every op on
-      // bf16 pays at its output, 5x faster than through to_bfloat16's double.
+      // From f32 one rounding is all there is, on the upper half of the bits, which GCC vectorizes: what every op
+      // on bf16 pays at its output, 5x faster than through to_bfloat16's double.
       const auto* in = input.data<std::uint32_t>();
       runtime::parallel_for(count, elementwise::cheap_grain, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) {
-          const std::uint32_t bits = in[i];
-          const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-          const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-          out[i] = static_cast<std::uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
-        }
+        for (std::int64_t i = begin; i < end; ++i) out[i] = half_bits::bf16_from_f32(in[i]);
       });
       return;
     }

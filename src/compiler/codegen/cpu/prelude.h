@@ -17,6 +17,7 @@
 // as the prelude string (see cmake/embed_prelude.cmake).
 
 #include "compiler/codegen/cpu/runtime_abi.h"
+#include "core/half_precision_bits.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_f64.h"
 #include "kernels/scalar_ops.h"
@@ -34,6 +35,9 @@ using vector_math::u64v;
 
 constexpr int lanes = vector_math::kLanes;
 using u8v = uint8_t __attribute__((vector_size(lanes)));
+// bf16 and f16 lanes as their bits: loaded, moved and stored, never computed on (see "bf16 and f16" below).
+using u16v = uint16_t __attribute__((vector_size(2 * lanes)));
+using i16v = int16_t __attribute__((vector_size(2 * lanes)));  // their lane masks
 
 // A vector of booleans, each lane 0 or 1 (stored as bytes in memory).
 struct boolean {
@@ -48,6 +52,7 @@ template <> struct vector_of<double> { using type = f64v; };
 template <> struct vector_of<int32_t> { using type = i32v; };
 template <> struct vector_of<int64_t> { using type = i64v; };
 template <> struct vector_of<uint8_t> { using type = boolean; };
+template <> struct vector_of<uint16_t> { using type = u16v; };
 // clang-format on
 template <class T> using vec = typename vector_of<T>::type;
 
@@ -95,6 +100,23 @@ using i64r = long long __attribute__((vector_size(64)));  // the builtins' type 
   __builtin_ia32_storedqudi512_mask(to + 8, reinterpret_cast<i64r>(vector_math::halves::high(value)),
                                     first_bits(count - 8));
 }
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+using i16r = short __attribute__((vector_size(32)));  // the builtins' type of 16 lanes of 16 bits
+#if defined(__clang__)  // its builtins take a pointer to the vector, GCC's to the element
+using i16r_target = i16r;
+#else
+using i16r_target = short;
+#endif
+[[gnu::always_inline]] inline u16v load_first(const uint16_t* source, int count) {
+  return reinterpret_cast<u16v>(
+      __builtin_ia32_loaddquhi256_mask(reinterpret_cast<const i16r_target*>(source), i16r{}, first_bits(count)));
+}
+[[gnu::always_inline]] inline void store_first(uint16_t* destination, u16v value, int count) {
+  __builtin_ia32_storedquhi256_mask(reinterpret_cast<i16r_target*>(destination), reinterpret_cast<i16r>(value),
+                                    first_bits(count));
+}
+#define KILN_JIT_MASKED_HALF_MOVES 1
+#endif
 #define KILN_JIT_MASKED_MOVES 1
 #elif defined(__AVX2__)
 using f64r = double __attribute__((vector_size(32)));     // one register of doubles
@@ -142,6 +164,9 @@ using i64r = long long __attribute__((vector_size(32)));  // the builtins' type 
 #else
 #define KILN_JIT_MASKED_MOVES 0
 #endif
+#if !defined(KILN_JIT_MASKED_HALF_MOVES)
+#define KILN_JIT_MASKED_HALF_MOVES 0
+#endif
 
 // `count` lanes from consecutive elements (count == lanes: a full vector);
 // missing lanes are 0.
@@ -152,7 +177,8 @@ template <class T> [[gnu::always_inline]] inline vec<T> load(const T* source, in
     return boolean{__builtin_convertvector(bytes, i32v) & 1};
   } else {
 #if KILN_JIT_MASKED_MOVES
-    if (count < lanes) return load_first(source, count);
+    if constexpr (sizeof(T) != 2 || KILN_JIT_MASKED_HALF_MOVES)
+      if (count < lanes) return load_first(source, count);
 #endif
     vec<T> result = {};
     __builtin_memcpy(&result, source, sizeof(T) * static_cast<unsigned>(count));
@@ -166,7 +192,8 @@ template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<
     __builtin_memcpy(destination, &bytes, static_cast<unsigned>(count));
   } else {
 #if KILN_JIT_MASKED_MOVES
-    if (count < lanes) return store_first(destination, value, count);
+    if constexpr (sizeof(T) != 2 || KILN_JIT_MASKED_HALF_MOVES)
+      if (count < lanes) return store_first(destination, value, count);
 #endif
     __builtin_memcpy(destination, &value, sizeof(T) * static_cast<unsigned>(count));
   }
@@ -181,7 +208,7 @@ template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<
 template <class T> [[gnu::always_inline]] inline void store_streaming(T* destination, vec<T> value, int count = lanes) {
 #if defined(__AVX__)
   constexpr unsigned width = vector_math::kRegisterBytes;
-  if constexpr (!__is_same(T, uint8_t)) {
+  if constexpr (!__is_same(T, uint8_t) && sizeof(vec<T>) >= width) {  // bf16 and f16: half a register
     if (count == lanes && reinterpret_cast<uintptr_t>(destination) % width == 0) {
       for (unsigned part = 0; part < sizeof(vec<T>) / width; ++part) {
         f32v piece;
@@ -479,6 +506,55 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
     for (int lane = 0; lane < lanes; ++lane) result[lane] = scalar::convert<T>{}(x[lane]);
     return result;
   }
+}
+
+// ---- bf16 and f16 ------------------------------------------------------------------------
+// The JIT computes bf16 and f16 values in f32 (compiler/widen_half_precision.h rewrites the graph so, as the
+// standard kernels widen them): their lanes are bits (u16v), loaded, moved and stored, widened where an op reads
+// them and rounded where a cast writes them, with the standard kernels' arithmetic (core/half_precision_bits.h)
+// lane by lane, which GCC vectorizes where it has no branch (bf16; f16 from f32 is F16C's instruction where the
+// target has it, the same rounding, NaN made the standard kernels' quiet NaN).
+[[gnu::always_inline]] inline f32v widen_bf16(u16v x) {
+  return vector_math::from_bits(__builtin_convertvector(x, u32v) << 16);
+}
+[[gnu::always_inline]] inline f32v widen_f16(u16v x) {
+  u32v bits;
+  for (int lane = 0; lane < lanes; ++lane) bits[lane] = half_bits::f32_from_f16(x[lane]);
+  return vector_math::from_bits(bits);
+}
+[[gnu::always_inline]] inline u16v round_to_bf16(f32v x) {
+  const u32v bits = vector_math::to_bits(x);
+  u16v result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::bf16_from_f32(bits[lane]);
+  return result;
+}
+[[gnu::always_inline]] inline u16v round_to_f16(f32v x) {
+  const u32v bits = vector_math::to_bits(x);
+#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__)
+  const u16v rounded = reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph512_mask(x, 0, i16v{}, 0xFFFF));
+#else
+  const u16v rounded = reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph256(x, 0));
+#endif
+  const u32v nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  const u16v quiet = __builtin_convertvector((bits >> 16) & 0x8000u, u16v) | 0x7E00;
+  return vector_math::select_lanes(__builtin_convertvector(nan, i16v), quiet, rounded);
+#else
+  u16v result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::f16_from_f32(bits[lane]);
+  return result;
+#endif
+}
+// From f64 (a cast): one rounding, through f32 rounded to odd, lane by lane.
+[[gnu::always_inline]] inline u16v round_to_bf16(f64v x) {
+  u16v result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::bf16_from_f64(x[lane]);
+  return result;
+}
+[[gnu::always_inline]] inline u16v round_to_f16(f64v x) {
+  u16v result;
+  for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::f16_from_f64(x[lane]);
+  return result;
 }
 
 // ---- horizontal reductions -------------------------------------------------------------

@@ -1,0 +1,148 @@
+// bf16 and f16 in the CPU JIT (compiler/widen_half_precision.h): their bits are loaded, moved and stored, every op
+// computes in f32 and rounds where the standard executor rounds. Elementwise chains agree with the standard
+// executor to the bit, special values included; reductions, softmax, layer_norm and matmul agree with it and with
+// the float64 reference within the tolerance of the 16-bit format; a fused chain is one kernel that reads and
+// writes 16 bits.
+
+#include "support/differential.h"
+#include "support/test_support.h"
+
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+using testing::expect_agreement;
+using testing::random_tensor;
+
+bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
+
+// Bitwise equality of two tensors of one dtype and shape.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * size_of(a.dtype())) == 0;
+}
+
+// `body` on the standard executor and compiled (a fallback is a failure): the same bits in every output.
+template <class Body, class... Inputs>
+void expect_same_bits(const std::string& label, Body body, const Inputs&... inputs) {
+  auto standard = function(body, {.name = "standard"});
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
+  const std::vector<Tensor> expected = testing::flatten_result(standard(inputs...));
+  const std::vector<Tensor> got = testing::flatten_result(jit(inputs...));
+  ASSERT_EQ(expected.size(), got.size()) << label;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(same_bits(expected[i], got[i]))
+        << label << ", output " << i << ": " << got[i].to_string() << "\nexpected " << expected[i].to_string() << "\n"
+        << jit.get_compiler_ir(Stage::fused, inputs...);
+}
+
+// A mix of ordinary values and every special one (NaN, infinities, zeros of both signs, subnormals of the
+// 16-bit format, values past its range that round to infinity), in `dtype`.
+Tensor special_tensor(DType dtype, std::int64_t count, std::uint64_t seed) {
+  std::vector<double> values = random_tensor(DType::f64, {count}, seed).to_vector<double>();
+  const double tiny = dtype == DType::bf16 ? 0x1p-130 : 0x1p-20;  // subnormal in each
+  const std::vector<double> special = {std::nan(""), -std::nan(""), INFINITY, -INFINITY, 0.0,     -0.0,
+                                       tiny,         -tiny,         1e38,     70000.0,   65504.0, 1.0 + 0x1p-8};
+  for (std::size_t i = 0; i < special.size() && i < values.size(); ++i) values[i * 3 % values.size()] = special[i];
+  return cast(from_vector(values, {count}), dtype);
+}
+
+TEST(HalfPrecisionJit, ElementwiseChainsAgreeWithTheStandardExecutorToTheBit) {
+  for (DType half : {DType::bf16, DType::f16}) {
+    const std::string name(to_string(half));
+    for (const Shape& shape : {Shape{5, 7}, Shape{3, 33}, Shape{}, Shape{0, 4}, Shape{2, 3, 17}}) {
+      const Tensor a = random_tensor(half, shape, 1), b = random_tensor(half, shape, 2);
+      const DType other = half == DType::bf16 ? DType::f16 : DType::bf16;
+      // Arithmetic, transcendentals, compares and selects, casts every way.
+      expect_same_bits(
+          name + " " + shape.to_string(),
+          [half, other](Tensor x, Tensor y) {
+            return std::tuple{x * y - x / (abs(y) + 1),
+                              exp(x) * 0.1 + tanh(y) - sigmoid(x * y) + nn::gelu(x),
+                              where(gt(x, y), x, -y),
+                              maximum(x, y),
+                              lt(x, 0.5),
+                              cast(x, other),
+                              cast(x * 3, DType::i32),
+                              cast(cast(y * 100, DType::i32), half),
+                              cast(cast(x, DType::f64) / 3, half),
+                              cast(gt(x, 0), half),
+                              cast(y, DType::f32) * 2};
+          },
+          a, b);
+    }
+    const Tensor a = random_tensor(half, {5, 7}, 1), b = random_tensor(half, {5, 7}, 2);
+    const Tensor row = random_tensor(half, {7}, 3), wide = random_tensor(DType::f32, {5, 7}, 4);
+    expect_same_bits(
+        name + " broadcasting, mixed widths, transposed views",
+        [](Tensor x, Tensor y, Tensor r, Tensor w) {
+          return std::tuple{x * r + 1, x + w, r * 2, transpose(x) * 2 + transpose(y)};
+        },
+        a, b, row, wide);
+    const Tensor special = special_tensor(half, 37, 5), other = special_tensor(half, 37, 6);
+    expect_same_bits(
+        name + " special values",
+        [](Tensor x, Tensor y) {
+          return std::tuple{x * y, x + 1, exp(x), cast(x, DType::f32) * 1e5};
+        },
+        special, other);
+    expect_same_bits(
+        name + " rounding from f32 and f64",
+        [half](Tensor x) {
+          return std::tuple{cast(x * 1e5, half), cast(cast(x, DType::f64) * 1e5, half)};
+        },
+        random_tensor(DType::f32, {67}, 7));
+  }
+}
+
+TEST(HalfPrecisionJit, AChainIsOneKernelReadingAndWritingSixteenBits) {
+  const Tensor a = random_tensor(DType::bf16, {64, 130}, 1), b = random_tensor(DType::bf16, {130}, 2);
+  auto body = [](Tensor x, Tensor y) { return nn::gelu(x * y + 1); };
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const Tensor result = jit(a, b);
+  EXPECT_EQ(result.dtype(), DType::bf16);
+  EXPECT_EQ(jit.statistics().kernels_per_call, 1) << jit.get_compiler_ir(Stage::fused, a, b);
+  const std::string source = jit.get_compiler_ir(Stage::source, a, b);
+  EXPECT_TRUE(contains(source, "widen_bf16(")) << source;
+  EXPECT_TRUE(contains(source, "round_to_bf16(")) << source;
+  EXPECT_TRUE(contains(source, "const uint16_t* input0;")) << source;
+}
+
+TEST(HalfPrecisionJit, ReductionsMatmulAndCompositesAgreeWithTheReference) {
+  for (DType half : {DType::bf16, DType::f16}) {
+    const std::string name(to_string(half));
+    const Tensor a = random_tensor(half, {6, 45}, 1), b = random_tensor(half, {45, 9}, 2);
+    const Tensor scale = random_tensor(half, {45}, 3), offset = random_tensor(half, {45}, 4);
+    expect_agreement(
+        name + " reductions",
+        [](Tensor x) {
+          return std::tuple{reduce_sum(x, {1}), reduce_mean(x), reduce_max(x, {0}), argmax(x, 1), cumsum(x, 1)};
+        },
+        a);
+    expect_agreement(
+        name + " softmax and layer_norm",
+        [](Tensor x, Tensor s, Tensor o) {
+          return std::tuple{nn::softmax(x), nn::layer_norm(x, s, o)};
+        },
+        a, scale, offset);
+    expect_agreement(
+        name + " matmul with an epilogue", [](Tensor x, Tensor w) { return nn::relu(matmul(x, w) + 1); }, a, b);
+    expect_agreement(
+        name + " sort and concat",
+        [](Tensor x) {
+          return std::tuple{sort(x, 1), concat({x, x * 2}, 1),
+                            slice(x, {.start = {1, 0}, .stop = {5, 45}, .step = {2, 3}})};
+        },
+        a);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
