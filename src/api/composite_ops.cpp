@@ -17,6 +17,9 @@
 namespace kiln {
 namespace {
 
+using detail::computed_in_f32;
+using detail::is_half_precision_tensor;
+using detail::promoted_dtype;
 using detail::checked_rank;
 using detail::normalize_axes;
 using detail::normalize_axis;
@@ -108,6 +111,10 @@ Tensor logical_xor(const Tensor& a, const Tensor& b, Location location) {
 }
 
 Tensor logaddexp(const Tensor& a, const Tensor& b, Location location) {
+  if (is_half_precision_tensor(a) || is_half_precision_tensor(b))
+    return computed_in_f32(
+        promoted_dtype(a, b), location, [&](const Tensor& x, const Tensor& y) { return logaddexp(x, y, location); }, a,
+        b);
   const auto [x, y] = broadcastable_floats(a, b, "logaddexp", location);
   // Equal operands take the first form: it is exact for infinities, where the second makes NaN of inf - inf.
   const Tensor general =
@@ -125,6 +132,9 @@ Tensor allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool
 }
 
 Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  if (is_half_precision_tensor(x))
+    return computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return reduce_logsumexp(wide, axes, keepdims, location); }, x);
   const int rank = checked_rank(x, "reduce_logsumexp", location);
   const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_logsumexp", location);
   const Tensor values = floating(x, location);
@@ -141,6 +151,9 @@ Tensor reduce_logsumexp(const Tensor& x, Axes axes, bool keepdims, Location loca
 }
 
 Tensor reduce_variance(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  if (is_half_precision_tensor(x))
+    return computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return reduce_variance(wide, axes, keepdims, location); }, x);
   const int rank = checked_rank(x, "reduce_variance", location);
   const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_variance", location);
   const Tensor values = floating(x, location);
@@ -150,6 +163,9 @@ Tensor reduce_variance(const Tensor& x, Axes axes, bool keepdims, Location locat
 
 // The square root taken before the reduced axes are dropped, so that it stays in the variance's row kernel.
 Tensor reduce_std(const Tensor& x, Axes axes, bool keepdims, Location location) {
+  if (is_half_precision_tensor(x))
+    return computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return reduce_std(wide, axes, keepdims, location); }, x);
   const int rank = checked_rank(x, "reduce_std", location);
   const std::vector<std::int64_t> normalized = normalize_axes(axes, rank, "reduce_std", location);
   const Tensor deviation = sqrt(reduce_variance(x, Axes(normalized), true, location), location);

@@ -8,6 +8,7 @@
 #include <kiln/ops.h>
 #include <kiln/tensor.h>
 
+#include <optional>
 #include <vector>
 
 namespace kiln::detail {
@@ -38,5 +39,23 @@ int checked_rank(const Tensor& x, const char* op, const Location& location);
 std::int64_t normalize_axis(std::int64_t axis, int rank, const char* op, const Location& location);
 // `axes` normalized, sorted and unique (all of [0, rank) for Axes()); a ShapeError naming `op` for a repeat.
 std::vector<std::int64_t> normalize_axes(const Axes& axes, int rank, const char* op, const Location& location);
+
+// Composites (softmax, layer_norm, gelu, logsumexp, cross entropies, ...) of bf16 or f16 operands compute in f32
+// and round once, at their result, as XLA's and PyTorch's kernels for them do: spelled with 16-bit primitives they
+// would round at every step (a softmax's sum of rounded exponentials), which costs accuracy and, compiled, time.
+// `body` gets the operands with every bf16 or f16 one cast to f32; its result is cast to `result`.
+inline bool is_half_precision_tensor(const Tensor& x) { return x.defined() && is_half_precision(x.dtype()); }
+template <class Body, class... Operands>
+Tensor computed_in_f32(DType result, const Location& location, Body body, const Operands&... operands) {
+  auto widened = [&](const Tensor& x) { return is_half_precision_tensor(x) ? cast_to(x, DType::f32, location) : x; };
+  return cast_to(body(widened(operands)...), result, location);
+}
+// The dtype float operands promote to (undefined ones left out; the composite's own checks report them).
+template <class... Operands>
+DType promoted_dtype(const Operands&... operands) {
+  std::optional<DType> dtype;
+  ((dtype = !operands.defined() ? dtype : dtype ? promote_types(*dtype, operands.dtype()) : operands.dtype()), ...);
+  return dtype.value_or(DType::f32);
+}
 
 }  // namespace kiln::detail

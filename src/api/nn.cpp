@@ -40,6 +40,9 @@ Tensor times_sigmoid(const Tensor& x, const Tensor& z, const Location& location)
 }  // namespace
 
 Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return gelu(wide, approximation, location); }, x);
   if (approximation == GeluApproximation::erf) {
     // x Phi(x) = 0.5 x erfc(-x / sqrt 2), the same as 0.5 x (1 + erf(x / sqrt 2)) without its cancellation:
     // for x < 0, 1 + erf loses the bits that erfc keeps (at x = -4 a float keeps about 12 of 24, and from
@@ -57,18 +60,31 @@ Tensor gelu(const Tensor& x, GeluApproximation approximation, Location location)
   return times_sigmoid(x, mul(x, add(mul(square(x, location), b, location), a, location), location), location);
 }
 
-Tensor silu(const Tensor& x, Location location) { return times_sigmoid(x, x, location); }
+Tensor silu(const Tensor& x, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return silu(wide, location); }, x);
+  return times_sigmoid(x, x, location);
+}
 
 // max(x, 0) + log1p(e^-|x|): e^-|x| <= 1 never overflows, and log1p keeps the term's relative accuracy where it is
 // tiny (x very negative: softplus(-30) is 9.4e-14, where log(1 + e^x) gives 0). e^-|x| is held to e^sigmoid_limit,
 // a normal float (see sigmoid_limit); below x = sigmoid_limit the result, under 1.7e-38, is 0.
 Tensor softplus(const Tensor& x, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return softplus(wide, location); }, x);
   const Tensor decay = exp(maximum(neg(abs(x, location), location), sigmoid_limit, location), location);
   const Tensor result = add(maximum(x, 0, location), log1p(decay, location), location);
   return where(lt(x, sigmoid_limit, location), 0.0, result, location);
 }
 
-Tensor log_sigmoid(const Tensor& x, Location location) { return neg(softplus(neg(x, location), location), location); }
+Tensor log_sigmoid(const Tensor& x, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return log_sigmoid(wide, location); }, x);
+  return neg(softplus(neg(x, location), location), location);
+}
 
 Tensor elu(const Tensor& x, double alpha, Location location) {
   return where(gt(x, 0, location), x, mul(expm1(minimum(0.0, x, location), location), alpha, location), location);
@@ -82,12 +98,18 @@ Tensor leaky_relu(const Tensor& x, double negative_slope, Location location) {
 // stop_gradient says so (as JAX's softmax and logsumexp do), and the backward is the softmax's own,
 // y * (g - sum(g * y)), without the terms through the maximum that would cancel (to rounding) at its ties.
 Tensor softmax(const Tensor& x, std::int64_t axis, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return softmax(wide, axis, location); }, x);
   Tensor shifted = sub(x, stop_gradient(reduce_max(x, {axis}, true, location), location), location);
   Tensor exponent = exp(shifted, location);
   return div(exponent, reduce_sum(exponent, {axis}, true, location), location);
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t axis, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return log_softmax(wide, axis, location); }, x);
   Tensor shifted = sub(x, stop_gradient(reduce_max(x, {axis}, true, location), location), location);
   Tensor total = reduce_sum(exp(shifted, location), {axis}, true, location);
   return sub(shifted, log(total, location), location);
@@ -113,6 +135,14 @@ void require_an_axis(const char* op, const Tensor& x, const Location& location) 
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Location location) {
+  if (detail::is_half_precision_tensor(x) || detail::is_half_precision_tensor(gamma) ||
+      detail::is_half_precision_tensor(beta))
+    return detail::computed_in_f32(
+        detail::promoted_dtype(x, gamma, beta), location,
+        [&](const Tensor& wide, const Tensor& scale, const Tensor& offset) {
+          return layer_norm(wide, scale, offset, epsilon, location);
+        },
+        x, gamma, beta);
   require_an_axis("layer_norm", x, location);
   Tensor mean = reduce_mean(x, {-1}, true, location);
   Tensor centered = sub(x, mean, location);
@@ -136,6 +166,15 @@ std::pair<Tensor, Tensor> moments(const Tensor& x, Axes axes, bool keepdims, Loc
 
 Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, const Tensor& gamma, const Tensor& beta,
                   double epsilon, Location location) {
+  if (detail::is_half_precision_tensor(x) || detail::is_half_precision_tensor(mean) ||
+      detail::is_half_precision_tensor(variance) || detail::is_half_precision_tensor(gamma) ||
+      detail::is_half_precision_tensor(beta))
+    return detail::computed_in_f32(
+        detail::promoted_dtype(x, mean, variance, gamma, beta), location,
+        [&](const Tensor& wide, const Tensor& m, const Tensor& v, const Tensor& scale, const Tensor& offset) {
+          return batch_norm(wide, m, v, scale, offset, epsilon, location);
+        },
+        x, mean, variance, gamma, beta);
   detail::checked_rank(x, "batch_norm", location);
   detail::checked_rank(mean, "batch_norm", location);
   detail::checked_rank(variance, "batch_norm", location);
@@ -146,6 +185,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& variance, c
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location location) {
+  if (detail::is_half_precision_tensor(x) || detail::is_half_precision_tensor(gamma))
+    return detail::computed_in_f32(
+        detail::promoted_dtype(x, gamma), location,
+        [&](const Tensor& wide, const Tensor& scale) { return rms_norm(wide, scale, epsilon, location); }, x, gamma);
   require_an_axis("rms_norm", x, location);
   Tensor mean_square = reduce_mean(square(x, location), {-1}, true, location);
   Tensor result = mul(x, rsqrt(add(mean_square, epsilon, location), location), location);
@@ -153,6 +196,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon, Location l
 }
 
 Tensor l2_normalize(const Tensor& x, Axes axes, double epsilon, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return l2_normalize(wide, axes, epsilon, location); }, x);
   const int rank = detail::checked_rank(x, "l2_normalize", location);
   const std::vector<std::int64_t> normalized = detail::normalize_axes(axes, rank, "l2_normalize", location);
   const Tensor values = cast(x, floating_result(x.dtype()), location);
@@ -179,9 +225,18 @@ Tensor hard_sigmoid(const Tensor& x, Location location) {
 
 Tensor hard_swish(const Tensor& x, Location location) { return mul(x, hard_sigmoid(x, location), location); }
 
-Tensor mish(const Tensor& x, Location location) { return mul(x, tanh(softplus(x, location), location), location); }
+Tensor mish(const Tensor& x, Location location) {
+  if (detail::is_half_precision_tensor(x))
+    return detail::computed_in_f32(
+        x.dtype(), location, [&](const Tensor& wide) { return mish(wide, location); }, x);
+  return mul(x, tanh(softplus(x, location), location), location);
+}
 
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  if (detail::is_half_precision_tensor(logits))
+    return detail::computed_in_f32(
+        logits.dtype(), location,
+        [&](const Tensor& wide) { return sparse_softmax_cross_entropy(wide, labels, location); }, logits);
   require_an_axis("sparse_softmax_cross_entropy", logits, location);
   if (!labels.defined() || (labels.dtype() != DType::i32 && labels.dtype() != DType::i64))
     throw DTypeError("sparse_softmax_cross_entropy", "labels must be i32 or i64 class indices", location);
@@ -204,6 +259,11 @@ Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
 }
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  if (detail::is_half_precision_tensor(logits) || detail::is_half_precision_tensor(labels))
+    return detail::computed_in_f32(
+        detail::promoted_dtype(logits, labels), location,
+        [&](const Tensor& wide, const Tensor& targets) { return softmax_cross_entropy(wide, targets, location); },
+        logits, labels);
   require_an_axis("softmax_cross_entropy", logits, location);
   const Tensor total = reduce_sum(mul(labels, log_softmax(logits, -1, location), location), {-1}, true, location);
   return squeeze(neg(total, location), {-1}, location);
@@ -211,6 +271,11 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Locatio
 
 // max(x, 0) - x z + softplus(-|x|): softplus's log1p keeps the last term's accuracy where e^-|x| is tiny.
 Tensor sigmoid_cross_entropy(const Tensor& logits, const Tensor& labels, Location location) {
+  if (detail::is_half_precision_tensor(logits) || detail::is_half_precision_tensor(labels))
+    return detail::computed_in_f32(
+        detail::promoted_dtype(logits, labels), location,
+        [&](const Tensor& wide, const Tensor& targets) { return sigmoid_cross_entropy(wide, targets, location); },
+        logits, labels);
   const Tensor linear = sub(maximum(logits, 0, location), mul(logits, labels, location), location);
   return add(linear, softplus(neg(abs(logits, location), location), location), location);
 }

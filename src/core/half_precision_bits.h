@@ -12,11 +12,13 @@ namespace kiln::half_bits {
 constexpr uint32_t f32_from_bf16(uint16_t bits) { return static_cast<uint32_t>(bits) << 16; }
 
 // f32 bits rounded to bf16: to nearest, ties to even, on the upper half of the bits (a carry into the exponent is
-// right, up to infinity). A NaN keeps its sign and the upper bits of its payload, made quiet.
-constexpr uint16_t bf16_from_f32(uint32_t bits) {
-  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+// right, up to infinity). A NaN keeps its sign and the upper bits of its payload, made quiet. `Bits` is uint32_t
+// or a vector of them (the prelude's, whose lanes GCC would not always vectorize from a loop over this scalar
+// form); the bf16 is in the low 16 bits of each.
+template <class Bits> constexpr Bits bf16_rounded(Bits bits) {
+  return (bits & 0x7FFFFFFFu) > 0x7F800000u ? (bits >> 16) | 0x40u : (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
 }
+constexpr uint16_t bf16_from_f32(uint32_t bits) { return static_cast<uint16_t>(bf16_rounded(bits)); }
 
 // The f32 bits of an f16 (exact); a NaN keeps its payload.
 inline uint32_t f32_from_f16(uint16_t bits) {

@@ -142,6 +142,17 @@ double peak_temporary_bytes(Device device, const Call& call, const std::vector<T
   return static_cast<double>(memory_statistics(device).peak_bytes_in_use - before) - output_bytes;
 }
 
+// How far a JIT result may be from the standard one, relative: 1e-3 (reassociated f32 sums and the like); bf16 and
+// f16 outputs, four units of their rounding (an f32 sum rounded to 16 bits may land on the other neighbour).
+double difference_allowed(const std::vector<Tensor>& outputs) {
+  double allowed = 1e-3;
+  for (const Tensor& output : outputs) {
+    if (output.dtype() == DType::bf16) allowed = std::max(allowed, 0x1p-6);
+    if (output.dtype() == DType::f16) allowed = std::max(allowed, 0x1p-9);
+  }
+  return allowed;
+}
+
 }  // namespace
 
 void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, const std::vector<Tensor>& compiled,
@@ -159,7 +170,7 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, c
     }
     while (!note.empty() && note.back() == '\n') note.pop_back();
     result.jit_note = note;
-  } else if (result.jit_difference > 1e-3) {
+  } else if (result.jit_difference > difference_allowed(compiled)) {
     result.jit_note = "WRONG: differs from the standard executor by " + format(result.jit_difference, 6);
   }
 }

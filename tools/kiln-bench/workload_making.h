@@ -31,6 +31,9 @@ template <std::size_t count, class F> Call as_call(F function) {
   };
 }
 
+// Bytes of the tensors' elements.
+double bytes_of(const std::vector<Tensor>& tensors);
+
 template <std::size_t count, class Body>
 Workload make(std::string id, std::string name, std::string shape, std::vector<Tensor> inputs, Body body) {
   Workload workload;
@@ -55,12 +58,10 @@ Workload make(std::string id, std::string name, std::string shape, std::vector<T
   };
   workload.standard_statistics = [standard] { return standard.statistics(); };
   workload.jit_statistics = [jit] { return jit.statistics(); };
-  for (const Tensor& input : workload.inputs) workload.bytes += static_cast<double>(input.numel()) * 4;
+  workload.bytes += bytes_of(workload.inputs);
   return workload;
 }
 
-// 4 bytes per element of each tensor.
-double bytes_of(const std::vector<Tensor>& tensors);
 // "256x1024" from {256, 1024}.
 std::string dimensions(std::initializer_list<std::int64_t> sizes);
 

@@ -112,7 +112,7 @@ Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w
 
 double bytes_of(const std::vector<Tensor>& tensors) {
   double bytes = 0;
-  for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel()) * 4;
+  for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel() * size_of(tensor.dtype()));
   return bytes;
 }
 
@@ -149,7 +149,24 @@ std::vector<std::string> suite_ids(bool big, Device device) {
 }
 
 Workload make_workload(const std::string& id, const WorkloadOptions& options) {
+  if (id.ends_with("-bf16") && options.dtype == DType::f32) {
+    WorkloadOptions half = options;
+    half.dtype = DType::bf16;
+    const std::string base = id.substr(0, id.size() - 5);
+    if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" && base != "layernorm")
+      throw std::invalid_argument("unknown workload '" + id + "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax and "
+                                  "layernorm)");
+    if (options.device.is_cuda()) throw std::invalid_argument(id + ": kiln computes bf16 on the CPU only");
+    Workload workload = make_workload(base, half);
+    workload.id = id;
+    return workload;
+  }
   const Device device = options.device;
+  // The float inputs of seed, gelu, softmax and layernorm in the options' dtype.
+  auto in_dtype = [&](std::vector<Tensor> inputs) {
+    for (Tensor& input : inputs) input = cast(input, options.dtype);
+    return inputs;
+  };
   Workload workload;
   if (id.starts_with("seed-")) {
     std::string size = id.substr(5);
@@ -159,11 +176,11 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     if (!size.empty() && size.find_first_not_of("0123456789") == std::string::npos) n = std::stoll(size);
     if (n <= 0) throw std::invalid_argument("unknown workload '" + id + "' (seed-<N> needs a size N > 0)");
     if (tf32 && !device.is_cuda()) throw std::invalid_argument(id + ": TF32 is a GPU precision (use --device cuda)");
-    std::vector<Tensor> inputs{random::normal({n, n}, {.seed = 1, .device = device}),
-                               random::normal({n, n}, {.seed = 2, .device = device})};
+    std::vector<Tensor> inputs = in_dtype(
+        {random::normal({n, n}, {.seed = 1, .device = device}), random::normal({n, n}, {.seed = 2, .device = device})});
     double nd = static_cast<double>(n);
     workload = make<2>(id, "seed", dimensions({n, n}), inputs, seed_body);
-    workload.bytes += 4;
+    workload.bytes += static_cast<double>(size_of(options.dtype));
     workload.flops = 2 * nd * nd * nd;
     workload.matmul_output_bytes = nd * nd * 4;
     if (device.is_cuda()) {
@@ -172,29 +189,29 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
         auto gemm = [&] { time_cublas_sgemm(inputs[0], inputs[1], 1, 1); };
         return time_cublas_sgemm(inputs[0], inputs[1], runs, batch_for(single_call_ms(device, gemm)));
       };
-    } else {
+    } else if (options.dtype == DType::f32) {
       workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
     }
     workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
   } else if (id == "gelu" || id == "gelu-erf") {  // gelu-erf: the exact gelu, PyTorch's default
     const bool exact = id == "gelu-erf";
     const nn::GeluApproximation approximation = exact ? nn::GeluApproximation::erf : nn::GeluApproximation::tanh;
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 3, .device = device})};
+    std::vector<Tensor> inputs = in_dtype({random::normal({options.rows, options.columns}, {.seed = 3, .device = device})});
     workload = make<1>(id, exact ? "gelu_erf" : "gelu", dimensions({options.rows, options.columns}), inputs,
                        [approximation](Tensor x) { return nn::gelu(x, approximation); });
     workload.bytes += bytes_of(inputs);
   } else if (id == "softmax") {
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 4, .device = device})};
+    std::vector<Tensor> inputs = in_dtype({random::normal({options.rows, options.columns}, {.seed = 4, .device = device})});
     workload = make<1>(id, id, dimensions({options.rows, options.columns}), inputs,
                        [](Tensor x) { return nn::softmax(x, -1); });
     workload.bytes += bytes_of(inputs);
   } else if (id == "layernorm") {
-    std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 5, .device = device}),
-                               random::normal({options.columns}, {.seed = 6, .device = device}),
-                               random::normal({options.columns}, {.seed = 7, .device = device})};
+    std::vector<Tensor> inputs = in_dtype({random::normal({options.rows, options.columns}, {.seed = 5, .device = device}),
+                                           random::normal({options.columns}, {.seed = 6, .device = device}),
+                                           random::normal({options.columns}, {.seed = 7, .device = device})});
     workload = make<3>(id, id, dimensions({options.rows, options.columns}), inputs,
                        [](Tensor x, Tensor gamma, Tensor beta) { return nn::layer_norm(x, gamma, beta); });
-    workload.bytes += static_cast<double>(options.rows * options.columns) * 4;
+    workload.bytes += static_cast<double>(options.rows * options.columns * size_of(options.dtype));
   } else if (id == "layernorm-hand") {
     std::vector<Tensor> inputs{random::normal({options.rows, options.columns}, {.seed = 5, .device = device}),
                                random::normal({options.columns}, {.seed = 6, .device = device}),

@@ -57,6 +57,7 @@ struct WorkloadOptions {
   // mlp-train: an MLP of 3 layers `mlp_width` wide on `mlp_batch` examples (its training step)
   std::int64_t mlp_batch = 256, mlp_width = 1024;
   Device device = Device::cpu();
+  DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax and layernorm (their -bf16 ids)
 };
 
 // The sizes of the suite on `device`: the ones above on the CPU; on a GPU,
@@ -86,6 +87,8 @@ std::vector<std::string> family_ids();
 // mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
 // block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
 // CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
+// seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16 and layernorm-bf16 (CPU only): the same with bf16
+// inputs (and results).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench

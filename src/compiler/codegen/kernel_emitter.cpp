@@ -377,7 +377,18 @@ std::string KernelEmitter::expression(int id) const {
   const ir::Node& node = graph_.node(item.value);
   auto operand = [&](std::size_t index) { return at(item.operands[index]).name; };
   if (node.op == ir::Op::constant) return "splat<" + storage_type(item.value) + ">(" + literal(node) + ")";
-  if (node.op == ir::Op::cast) return cast_expression(graph_.type(node.operands[0]).dtype, node.type.dtype, operand(0));
+  if (node.op == ir::Op::cast) {
+    const DType from = graph_.type(node.operands[0]).dtype;
+    // An f32 value rounded to 16 bits and widened again (an op's rounded result read by the next op): the round
+    // trip in f32 lanes, not through 16-bit ones (narrowing and widening cost a shuffle each way).
+    const Instance& source = at(item.operands[0]);
+    const ir::Node& source_node = graph_.node(source.value);
+    if (is_half_precision(from) && node.type.dtype == DType::f32 && source.kind == Instance::Kind::compute &&
+        source_node.op == ir::Op::cast && graph_.type(source_node.operands[0]).dtype == DType::f32)
+      return std::string(from == DType::bf16 ? "round_through_bf16(" : "round_through_f16(") +
+             at(source.operands[0]).name + ")";
+    return cast_expression(from, node.type.dtype, operand(0));
+  }
   std::string text = std::string(ir::name(node.op)) + "(";
   for (std::size_t i = 0; i < item.operands.size(); ++i) text += (i ? ", " : "") + operand(i);
   return text + ")";

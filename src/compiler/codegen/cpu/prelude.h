@@ -208,7 +208,21 @@ template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<
 template <class T> [[gnu::always_inline]] inline void store_streaming(T* destination, vec<T> value, int count = lanes) {
 #if defined(__AVX__)
   constexpr unsigned width = vector_math::kRegisterBytes;
-  if constexpr (!__is_same(T, uint8_t) && sizeof(vec<T>) >= width) {  // bf16 and f16: half a register
+  if constexpr (sizeof(vec<T>) == width / 2) {  // bf16 and f16 lanes: half a register
+    if (count == lanes && reinterpret_cast<uintptr_t>(destination) % (width / 2) == 0) {
+      using half_register = float __attribute__((vector_size(width / 2)));
+      half_register piece;
+      __builtin_memcpy(&piece, &value, width / 2);
+#if defined(__clang__)
+      __builtin_nontemporal_store(piece, reinterpret_cast<half_register*>(destination));
+#elif defined(__AVX512F__)
+      __builtin_ia32_movntps256(reinterpret_cast<float*>(destination), piece);
+#else
+      __builtin_ia32_movntps(reinterpret_cast<float*>(destination), piece);
+#endif
+      return;
+    }
+  } else if constexpr (!__is_same(T, uint8_t) && sizeof(vec<T>) >= width) {
     if (count == lanes && reinterpret_cast<uintptr_t>(destination) % width == 0) {
       for (unsigned part = 0; part < sizeof(vec<T>) / width; ++part) {
         f32v piece;
@@ -515,18 +529,39 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 // lane by lane, which GCC vectorizes where it has no branch (bf16; f16 from f32 is F16C's instruction where the
 // target has it, the same rounding, NaN made the standard kernels' quiet NaN).
 [[gnu::always_inline]] inline f32v widen_bf16(u16v x) {
-  return vector_math::from_bits(__builtin_convertvector(x, u32v) << 16);
+#if defined(__AVX512F__) && !defined(__clang__)
+  // One vpmovzxwd: GCC 12 converts the vector in two halves and joins them (a 4-cycle shuffle more per vector).
+  const u32v bits = reinterpret_cast<u32v>(__builtin_ia32_pmovzxwd512_mask(reinterpret_cast<i16v>(x), i32v{}, 0xFFFF));
+#else
+  const u32v bits = __builtin_convertvector(x, u32v);
+#endif
+  return vector_math::from_bits(bits << 16);
 }
 [[gnu::always_inline]] inline f32v widen_f16(u16v x) {
+#if defined(__AVX512F__) || defined(__F16C__)
+  // F16C's conversion is exact, but makes a signaling NaN quiet: NaN lanes keep their payload as the standard's do.
+#if defined(__AVX512F__)
+  const f32v converted = __builtin_ia32_vcvtph2ps512_mask(reinterpret_cast<i16v>(x), f32v{}, 0xFFFF, 4);
+#else
+  const f32v converted = __builtin_ia32_vcvtph2ps256(reinterpret_cast<i16v>(x));
+#endif
+  const u32v bits = __builtin_convertvector(x, u32v);
+  const u32v nan = ((bits & 0x8000u) << 16) | 0x7F800000u | ((bits & 0x3FFu) << 13);
+  return vector_math::select_lanes((bits & 0x7FFFu) > 0x7C00u, vector_math::from_bits(nan), converted);
+#else
   u32v bits;
   for (int lane = 0; lane < lanes; ++lane) bits[lane] = half_bits::f32_from_f16(x[lane]);
   return vector_math::from_bits(bits);
+#endif
 }
 [[gnu::always_inline]] inline u16v round_to_bf16(f32v x) {
-  const u32v bits = vector_math::to_bits(x);
-  u16v result;
-  for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::bf16_from_f32(bits[lane]);
-  return result;
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(__clang__)
+  // AVX512_BF16's conversion rounds as bf16_rounded does, NaN included, but reads f32 subnormals as zero: a vector
+  // with one (rare) takes the arithmetic. 9 integer instructions per vector were a third of a bf16 gelu's time.
+  const bool subnormal = __builtin_ia32_fpclassps512_mask(x, 0x20, 0xFFFF) != 0;
+  if (__builtin_expect(!subnormal, 1)) return reinterpret_cast<u16v>(__builtin_ia32_cvtneps2bf16_v16sf(x));
+#endif
+  return __builtin_convertvector(half_bits::bf16_rounded(vector_math::to_bits(x)), u16v);
 }
 [[gnu::always_inline]] inline u16v round_to_f16(f32v x) {
   const u32v bits = vector_math::to_bits(x);
@@ -545,6 +580,32 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
   return result;
 #endif
 }
+// widen(round_to(x)) without leaving f32 lanes: what each op of a fused chain of 16-bit ops does to its result
+// before the next op reads it.
+[[gnu::always_inline]] inline f32v round_through_bf16(f32v x) {
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(__clang__)
+  return widen_bf16(round_to_bf16(x));
+#else
+  return vector_math::from_bits(half_bits::bf16_rounded(vector_math::to_bits(x)) << 16);
+#endif
+}
+[[gnu::always_inline]] inline f32v round_through_f16(f32v x) {
+#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__)
+  const f32v there_and_back = __builtin_ia32_vcvtph2ps512_mask(
+      __builtin_ia32_vcvtps2ph512_mask(x, 0, i16v{}, 0xFFFF), f32v{}, 0xFFFF, 4);
+#else
+  const f32v there_and_back = __builtin_ia32_vcvtph2ps256(__builtin_ia32_vcvtps2ph256(x, 0));
+#endif
+  // A NaN: the standard's quiet NaN (round_to_f16's), widened.
+  const u32v bits = vector_math::to_bits(x);
+  return vector_math::select_lanes((bits & 0x7FFFFFFFu) > 0x7F800000u,
+                                   vector_math::from_bits((bits & 0x80000000u) | 0x7FC00000u), there_and_back);
+#else
+  return widen_f16(round_to_f16(x));
+#endif
+}
+
 // From f64 (a cast): one rounding, through f32 rounded to odd, lane by lane.
 [[gnu::always_inline]] inline u16v round_to_bf16(f64v x) {
   u16v result;
