@@ -1,7 +1,7 @@
 // bf16 and f16 (include/kiln/dtype.h): rounding to nearest even, once, from every dtype; exact conversion back;
 // every op computing in f32 and rounding once at its output (the standard executor; the JIT's agreement with it is
-// tests/jit/half_precision_jit_test.cpp); JAX's promotion; gradients; printing, IR text, tensor files (safetensors BF16/F16 as
-// PyTorch writes them, .npy '<f2'); DLPack.
+// tests/jit/half_precision_jit_test.cpp); JAX's promotion; gradients; printing, IR text, tensor files (safetensors
+// BF16/F16 as PyTorch writes them, .npy '<f2'); DLPack.
 
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -172,6 +172,34 @@ TEST(HalfPrecision, OpsComputeInF32AndRoundOnceAtTheirOutput) {
   EXPECT_EQ((cast(zeros({0, 3}), DType::bf16) * 2).shape(), (Shape{0, 3}));
   EXPECT_EQ(reduce_sum(cast(zeros({0, 3}), DType::f16)).item<float>(), 0.0f);
   EXPECT_EQ((cast(full({}, 1.5), DType::bf16) + 1).item<float>(), 2.5f);
+}
+
+TEST(HalfPrecision, CompositesComputeInF32AndRoundOnceAtTheirResult) {
+  // nn's composites are one op each, as PyTorch's kernels for them are: computed in f32, rounded once.
+  for (DType half : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(to_string(half)));
+    const Tensor x = cast(random::normal({6, 33}, {.seed = 7}), half);
+    const Tensor wide = cast(x, DType::f32);
+    const Tensor gamma = random::normal({33}, {.seed = 8}), beta = cast(random::normal({33}, {.seed = 9}), half);
+    auto rounded = [&](const Tensor& t) { return cast(t, half); };
+    EXPECT_TRUE(same_bits(nn::gelu(x), rounded(nn::gelu(wide))));
+    EXPECT_TRUE(
+        same_bits(nn::gelu(x, nn::GeluApproximation::erf), rounded(nn::gelu(wide, nn::GeluApproximation::erf))));
+    EXPECT_TRUE(same_bits(nn::softmax(x), rounded(nn::softmax(wide))));
+    EXPECT_TRUE(same_bits(nn::log_softmax(x, 0), rounded(nn::log_softmax(wide, 0))));
+    EXPECT_TRUE(same_bits(nn::silu(x), rounded(nn::silu(wide))));
+    EXPECT_TRUE(same_bits(reduce_logsumexp(x, {1}), rounded(reduce_logsumexp(wide, {1}))));
+    EXPECT_TRUE(same_bits(reduce_std(x, {0}), rounded(reduce_std(wide, {0}))));
+    // Operands of several dtypes: the result takes the promoted one (an f32 gamma makes it f32).
+    const Tensor normalized = nn::layer_norm(x, gamma, beta);
+    EXPECT_EQ(normalized.dtype(), DType::f32);
+    EXPECT_TRUE(same_bits(normalized, nn::layer_norm(wide, gamma, cast(beta, DType::f32))));
+    EXPECT_TRUE(same_bits(nn::layer_norm(x, beta, beta),
+                          rounded(nn::layer_norm(wide, cast(beta, DType::f32), cast(beta, DType::f32)))));
+    const Tensor labels = from_vector(std::vector<std::int32_t>{0, 5, 32, 1, 2, 3}, Shape{6});
+    EXPECT_TRUE(same_bits(nn::sparse_softmax_cross_entropy(x, labels),
+                          rounded(nn::sparse_softmax_cross_entropy(wide, labels))));
+  }
 }
 
 TEST(HalfPrecision, GradientsOfBf16Functions) {
