@@ -1,5 +1,7 @@
 #include "compiler/widen_half_precision.h"
 
+#include "kernels/cpu/gemm_bf16.h"
+
 #include <algorithm>
 
 namespace kiln::compiler {
@@ -76,7 +78,8 @@ class Widening {
         is_half_precision(result) || std::any_of(node.operands.begin(), node.operands.end(), [&](ir::ValueId operand) {
           return is_half_precision(result_.type(operand).dtype);
         });
-    if (!any_half || moves_bits(node.op) || node.op == ir::Op::parameter || node.op == ir::Op::constant)
+    if (!any_half || moves_bits(node.op) || node.op == ir::Op::parameter || node.op == ir::Op::constant ||
+        multiplies_in_tiles(node))
       return add(std::move(node));
     if (node.op == ir::Op::cast) return rewrite_cast(node);
     if (node.op == ir::Op::iota) {
@@ -91,6 +94,15 @@ class Widening {
     node.type.dtype = DType::f32;
     const std::string location = node.location;
     return cast(add(std::move(node)), result, location);
+  }
+
+  // A bf16 matmul where the CPU multiplies bf16 in AMX tiles stays one: a library kernel runs it (kernels::run's
+  // gemm_bf16, reading the 16-bit operands as they are and rounding the f32 sums once), where an f32 product of
+  // the widened operands would run at f32's rate.
+  bool multiplies_in_tiles(const ir::Node& node) const {
+    return node.op == ir::Op::matmul && node.type.dtype == DType::bf16 &&
+           result_.type(node.operands[0]).dtype == DType::bf16 && result_.type(node.operands[1]).dtype == DType::bf16 &&
+           kernels::cpu::has_amx_bf16();
   }
 
   // The primitives that stay: 16 bits -> f32, f32 or f64 -> 16 bits. Anything else goes through one of them.

@@ -2,6 +2,7 @@
 
 #include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "runtime/float_environment.h"
 #if KILN_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -190,6 +191,13 @@ runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::No
 // its dtype, as XLA and PyTorch compute elementwise ops; reductions, scans and matmul so accumulate in f32.
 // Constants and iotas are made in f64, so that their values too are rounded once.
 runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
+  if (node.op == ir::Op::matmul && device.is_cpu() && inputs[0].dtype == DType::bf16 &&
+      inputs[1].dtype == DType::bf16 && cpu::has_amx_bf16()) {
+    // bf16 products in AMX tiles (gemm_bf16.h), summed in f32 as the widened operands' would be.
+    runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape);
+    cpu::matmul_bf16(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
+    return is_half_precision(node.type.dtype) ? cast_array(product, node.type.dtype, node, device) : product;
+  }
   std::vector<runtime::Array> widened;
   widened.reserve(inputs.size());
   for (const runtime::Array& input : inputs)

@@ -63,6 +63,9 @@ void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& ou
 // Batched matrix product over the last two axes, batch axes broadcast.
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
+// The same of bf16 operands into an f32 output, in AMX tiles: only where gemm_bf16.h's has_amx_bf16().
+void matmul_bf16(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
+                 const runtime::Array& output);
 
 // ---- shape ops (shape_kernels.cpp) -------------------------------------------
 void transpose(const std::vector<std::int64_t>& permutation, const runtime::Array& input,

@@ -1,0 +1,218 @@
+#include "kernels/cpu/gemm_bf16.h"
+
+#include "runtime/parallel.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define KILN_AMX_POSSIBLE 1
+#else
+#define KILN_AMX_POSSIBLE 0
+#endif
+
+namespace kiln::kernels::cpu {
+
+#if KILN_AMX_POSSIBLE
+namespace {
+
+// The tile instructions as the assembler spells them (AT&T order: sources first), so that no compiler flag is
+// needed: they run only where has_amx_bf16() said yes. Loads and stores touch memory the compiler cannot see.
+#define KILN_TILE_LOAD(tile, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
+#define KILN_TILE_STORE(tile, base, stride) \
+  asm volatile("tilestored %%tmm" #tile ", (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
+#define KILN_TILE_ZERO(tile) asm volatile("tilezero %%tmm" #tile ::)
+// c += a b: a 16 x 32 bf16 of A's rows, b 16 pairs of B's rows interleaved (VNNI), c 16 x 16 f32.
+#define KILN_TILE_DOT(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+// Palette 1 with tiles 0-7 all 16 rows of 64 bytes: 0-3 the accumulators of a 32 x 32 block of C, 4-5 two 16-row
+// strips of A, 6-7 two 16-column strips of B.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t column_bytes[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+TileConfig tile_config() {
+  TileConfig config;
+  for (int tile = 0; tile < 8; ++tile) {
+    config.column_bytes[tile] = 64;
+    config.rows[tile] = 16;
+  }
+  return config;
+}
+
+// Per thread: the tile state lives while a range of work items runs, released after (a thread holding tile state
+// makes the kernel save it on every context switch).
+class TileScope {
+ public:
+  TileScope() {
+    static const TileConfig config = tile_config();
+    asm volatile("ldtilecfg %0" ::"m"(config));
+  }
+  ~TileScope() { asm volatile("tilerelease" ::); }
+  TileScope(const TileScope&) = delete;
+  TileScope& operator=(const TileScope&) = delete;
+};
+
+constexpr std::int64_t block = 32;         // rows and columns of C per micro-kernel call; K's step
+constexpr std::int64_t rows_per_item = 4;  // row blocks of a work item, sharing one panel of B from L2
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Both operands packed tile by tile: each 16 x 32 piece of A (16 rows, 32 of k) and each 16 x 16 piece of B (32
+// of k as 16 interleaved pairs, 16 columns) is 1 KiB in a row, in the order the micro-kernel reads them, so a tile
+// load reads consecutive lines. Read from A itself, the 16 rows of a tile were k * 2 bytes apart: at k = 2048,
+// 4 KiB, all in one set of L1's.
+struct Packed {
+  std::int64_t m_padded, n_padded, k_padded;
+  std::vector<std::uint16_t> a;  // per 16-row strip, per 32 of k: 16 rows of 32 (zeros past m and k)
+  std::vector<std::uint16_t> b;  // per 32-column panel, per 32 of k, per 16 columns: 16 pairs of k x 16 columns
+};
+
+constexpr std::int64_t tile_elements = 16 * 32;  // bf16 in a 1 KiB tile
+
+Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda, bool transpose_a,
+            const std::uint16_t* b, std::int64_t ldb, bool transpose_b) {
+  Packed packed;
+  packed.m_padded = round_up(m, block);
+  packed.n_padded = round_up(n, block);
+  packed.k_padded = round_up(std::max<std::int64_t>(k, 1), block);
+  const std::int64_t chunks = packed.k_padded / block;
+  packed.a.assign(static_cast<std::size_t>(packed.m_padded * packed.k_padded), 0);
+  packed.b.assign(static_cast<std::size_t>(packed.n_padded * packed.k_padded), 0);
+  std::uint16_t* pa = packed.a.data();
+  runtime::parallel_for(m, 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::uint16_t* strip_row = pa + (i / 16) * chunks * tile_elements + (i % 16) * block;
+      if (!transpose_a) {
+        for (std::int64_t chunk = 0; chunk * block < k; ++chunk)
+          std::memcpy(strip_row + chunk * tile_elements, a + i * lda + chunk * block,
+                      static_cast<std::size_t>(std::min(block, k - chunk * block)) * sizeof(std::uint16_t));
+        continue;
+      }
+      for (std::int64_t p = 0; p < k; ++p) strip_row[(p / block) * tile_elements + p % block] = a[p * lda + i];
+    }
+  });
+  std::uint16_t* pb = packed.b.data();
+  const std::int64_t panels = packed.n_padded / block;
+  runtime::parallel_for(panels, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t panel = begin; panel < end; ++panel) {
+      std::uint16_t* out = pb + panel * chunks * 2 * tile_elements;
+      const std::int64_t first = panel * block, columns = std::min(block, n - first);
+      for (std::int64_t p = 0; p < k; ++p) {
+        std::uint16_t* chunk = out + (p / block) * 2 * tile_elements + (p % block / 2) * block + p % 2;
+        for (std::int64_t j = 0; j < columns; ++j)
+          chunk[(j / 16) * tile_elements + (j % 16) * 2] =
+              transpose_b ? b[(first + j) * ldb + p] : b[p * ldb + first + j];
+      }
+    }
+  });
+  return packed;
+}
+
+// The 32 x 32 block of C at row block `row_block` and column panel `panel`, written to `out` (ld floats a row).
+void block_product(const Packed& packed, std::int64_t row_block, std::int64_t panel, float* out, std::int64_t ld) {
+  const std::int64_t chunks = packed.k_padded / block;
+  const std::uint16_t* a0 = packed.a.data() + row_block * 2 * chunks * tile_elements;
+  const std::uint16_t* a1 = a0 + chunks * tile_elements;
+  const std::uint16_t* b = packed.b.data() + panel * chunks * 2 * tile_elements;
+  constexpr long tile_stride = 64;
+  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(1);
+  KILN_TILE_ZERO(2);
+  KILN_TILE_ZERO(3);
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::uint16_t* b0 = b + chunk * 2 * tile_elements;
+    KILN_TILE_LOAD(4, a0 + chunk * tile_elements, tile_stride);
+    KILN_TILE_LOAD(5, a1 + chunk * tile_elements, tile_stride);
+    KILN_TILE_LOAD(6, b0, tile_stride);
+    KILN_TILE_LOAD(7, b0 + tile_elements, tile_stride);
+    KILN_TILE_DOT(0, 4, 6);
+    KILN_TILE_DOT(1, 4, 7);
+    KILN_TILE_DOT(2, 5, 6);
+    KILN_TILE_DOT(3, 5, 7);
+  }
+  const std::int64_t stride = ld * 4;
+  KILN_TILE_STORE(0, out, stride);
+  KILN_TILE_STORE(1, out + 16, stride);
+  KILN_TILE_STORE(2, out + 16 * ld, stride);
+  KILN_TILE_STORE(3, out + 16 * ld + 16, stride);
+}
+
+bool request_tile_state() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amx_bf16 = (edx >> 22) & 1u, amx_tile = (edx >> 24) & 1u;
+  if (!amx_bf16 || !amx_tile) return false;
+  constexpr long request_permission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long tile_data = 18;               // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, request_permission, tile_data) == 0;
+}
+
+}  // namespace
+
+bool has_amx_bf16() {
+  static const bool available = [] {
+    const char* refuse = std::getenv("KILN_NO_AMX");
+    if (refuse && *refuse && std::strcmp(refuse, "0") != 0) return false;
+    return request_tile_state();
+  }();
+  return available;
+}
+
+void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda,
+               bool transpose_a, const std::uint16_t* b, std::int64_t ldb, bool transpose_b, float* c,
+               std::int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  const Packed packed = pack(m, n, k, a, lda, transpose_a, b, ldb, transpose_b);
+  const std::int64_t row_blocks = packed.m_padded / block, panels = packed.n_padded / block;
+  const std::int64_t groups = (row_blocks + rows_per_item - 1) / rows_per_item;
+  // Items take a group of row blocks and one panel of B, the panels of a group in order: consecutive items share
+  // the group's rows of A, and each panel serves the group's blocks while it is in L2.
+  runtime::parallel_for(groups * panels, 1, [&](std::int64_t begin, std::int64_t end) {
+    TileScope tiles;
+    alignas(64) float edge[block * block];
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t group = item / panels, panel = item % panels;
+      const std::int64_t column = panel * block, columns = std::min(block, n - column);
+      const std::int64_t last = std::min(row_blocks, (group + 1) * rows_per_item);
+      for (std::int64_t row_block = group * rows_per_item; row_block < last; ++row_block) {
+        const std::int64_t row = row_block * block, rows = std::min(block, m - row);
+        if (rows == block && columns == block) {
+          block_product(packed, row_block, panel, c + row * ldc + column, ldc);
+          continue;
+        }
+        block_product(packed, row_block, panel, edge, block);  // the product's edge: only part of the block is C's
+        for (std::int64_t i = 0; i < rows; ++i)
+          std::memcpy(c + (row + i) * ldc + column, edge + i * block, static_cast<std::size_t>(columns) * 4);
+      }
+    }
+  });
+}
+
+#else
+
+bool has_amx_bf16() { return false; }
+
+void gemm_bf16(std::int64_t, std::int64_t, std::int64_t, const std::uint16_t*, std::int64_t, bool, const std::uint16_t*,
+               std::int64_t, bool, float*, std::int64_t) {
+  throw InternalError("matmul", "gemm_bf16 called where has_amx_bf16() is false", std::string());
+}
+
+#endif
+
+}  // namespace kiln::kernels::cpu

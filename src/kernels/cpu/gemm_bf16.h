@@ -1,0 +1,23 @@
+#pragma once
+// bf16 x bf16 -> f32 matrix products in AMX tiles (Intel's Advanced Matrix Extensions: Sapphire Rapids and later),
+// for the matmuls of bf16 tensors in both executors. Each 16 x 16 block of f32 accumulators takes 16 x 32 bf16 of A
+// and 32 x 16 of B per instruction (TDPBF16PS), 1024 flops a cycle per core against AVX-512's 64 in f32. Products
+// of bf16 are exact in f32 and summed in f32, so the results differ from an f32 GEMM of the widened operands by
+// the order of the sums only, and by the instruction's treating subnormal bf16 inputs and results as zero.
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu {
+
+// Whether this CPU has AMX-BF16 and Linux lets this process use the tile registers (asked once, with
+// arch_prctl(ARCH_REQ_XCOMP_PERM); refused on kernels before 5.16). KILN_NO_AMX=1 in the environment says no, to
+// run the other path.
+bool has_amx_bf16();
+
+// c[m x n] (row-major, ldc) = op(a) op(b), a and b bf16 bit patterns, row-major: op(a) is m x k (a k x m when
+// transpose_a), op(b) k x n (n x k when transpose_b). Needs has_amx_bf16(). Runs on kiln's threads.
+void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda,
+               bool transpose_a, const std::uint16_t* b, std::int64_t ldb, bool transpose_b, float* c,
+               std::int64_t ldc);
+
+}  // namespace kiln::kernels::cpu
