@@ -3,6 +3,7 @@
 #include "compiler/codegen/cuda/row_threads.h"
 #include "compiler/fusion_scheduler.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -57,7 +58,9 @@ int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node) {
 }
 
 bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul) {
-  if (matmul.op != ir::Op::matmul || matmul.type.dtype != DType::f32) return false;
+  // f32, or bf16 where the CPU multiplies it in AMX tiles (kernels/cpu/gemm_bf16.h; the CUDA JIT takes no bf16).
+  const bool bf16 = matmul.type.dtype == DType::bf16 && kernels::cpu::has_amx_bf16();
+  if (matmul.op != ir::Op::matmul || (matmul.type.dtype != DType::f32 && !bf16)) return false;
   const int left = graph.type(matmul.operands[0]).shape.rank(), right = graph.type(matmul.operands[1]).shape.rank();
   return right == 2 && (left == 2 || (left > 2 && !matmul.attributes.transpose_a));
 }

@@ -77,7 +77,8 @@ BackendCapabilities capabilities(Device device);
 // dynamic shapes.
 FusionPlan fuse(const ir::Graph& graph, const BackendCapabilities& capabilities = {});
 
-// Whether the generated GEMM computes `matmul`: f32, a 2-D right operand, and a left operand that is 2-D or,
+// Whether the generated GEMM computes `matmul`: f32 (or bf16 where the CPU has AMX: gemm_bf16.h), a 2-D right
+// operand, and a left operand that is 2-D or,
 // untransposed, of higher rank. Its leading axes are then more rows of one product ([batch, tokens, width] times
 // [width, hidden]: a dense layer on a batch of sequences), which is how XLA folds them into a dot's rows; the
 // left operand is read from memory, densely, so its rows are consecutive.

@@ -92,7 +92,7 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
       return "the kernel writes " + value(graph, decision, 0) +
              ", which a kernel of the reduction's loop nest would have no place to store";
     case Reason::generated_gemm_unsupported:
-      return "the generated GEMM handles f32 matmuls with a 2-D right operand";
+      return "the generated GEMM handles f32 matmuls (and bf16 ones where the CPU has AMX) with a 2-D right operand";
     case Reason::product_shape:
       return "the consumers iterate over a different shape";
     case Reason::second_product:
@@ -101,6 +101,10 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
       return "a GEMM epilogue fuses only full reductions";
     case Reason::not_product_size:
       return value(graph, decision, 0) + " does not have the matmul's shape";
+    case Reason::product_epilogue_reduction:
+      return "it reduces the whole product of " + value(graph, decision, 0) +
+             ", which the GEMM's epilogue accumulates tile by tile; its scalar consumers run after, in a kernel of "
+             "their own";
     case Reason::reads_full_reduction:
       return value(graph, decision, 0) + " reads " + value(graph, decision, 1) +
              ", a reduction of the whole product, complete only after the epilogue's last tile";

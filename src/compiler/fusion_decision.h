@@ -58,6 +58,7 @@ enum class Reason {
   epilogue_partial_reductions,  // the kernel reduces part of its space
   not_product_size,             // values: a member not of the product's size
   reads_full_reduction,         // values: the member reading, the reduction
+  product_epilogue_reduction,   // values: the matmul; a full reduction of a product left to the GEMM's epilogue
   moved_product,                // the consumers read the product at other elements' positions
   gathered_from_memory,         // the kernel reads it where it lies in memory (take_along_axis, a GEMM's views)
   padded_in_memory,             // the kernel reads it through its padding, where it lies in memory

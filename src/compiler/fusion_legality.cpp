@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace kiln::compiler {
 
@@ -126,6 +127,7 @@ bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
   if (node.op == ir::Op::concat && users.size() == 1 && graph_.node(users.front()).op == ir::Op::matmul) {
     const ir::Node& matmul = graph_.node(users.front());
     return group_of_[index(users.front())] == group_index && matmul.operands[0] == id && matmul.operands[1] != id &&
+           matmul.type.dtype == DType::f32 &&  // gathered rows are sgemm_gathered's, f32
            !matmul.attributes.transpose_a && node.attributes.axis == rank - 1 &&
            rank - 1 <= kernels::cpu::kGatherMaxAxes;
   }
@@ -310,6 +312,12 @@ bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
     return accept(Reason::epilogue_reduction, KernelKind::gemm, {input, 0, input.rank()});
   }
   if (!own) return refuse(Reason::reduced_axes_unsupported);
+  // A full reduction read by scalar ops (a mean's scale, a bf16 sum's rounding) would take the elementwise chain
+  // of a product into one row kernel, a thread's, where the GEMM's epilogue accumulates it block by block on all.
+  if (consumer.kind == KernelKind::loop && consumer.nest.space.rank() == 0 &&
+      node.attributes.axes.size() == static_cast<std::size_t>(input.rank()))
+    if (const ir::ValueId product = generated_product_under(node.operands[0]); product >= 0)
+      return refuse(Reason::product_epilogue_reduction, {product});
   if (own->kind != KernelKind::reduction && gathers(group_index)) return refuse(Reason::gather_unsupported);
   if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
   if (!piecewise_concats(group_index).empty()) return refuse(Reason::pieces_unsupported);
@@ -336,6 +344,26 @@ bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
   return accept(reason, own->kind, nest);
 }
 
+ir::ValueId Scheduler::generated_product_under(ir::ValueId value) const {
+  const Shape& shape = graph_.type(value).shape;
+  std::vector<ir::ValueId> pending = {value};
+  std::set<ir::ValueId> seen;
+  while (!pending.empty()) {
+    const ir::ValueId id = pending.back();
+    pending.pop_back();
+    if (!seen.insert(id).second) continue;
+    const ir::Node& node = graph_.node(id);
+    if (!(node.type.shape == shape)) continue;
+    if (node.op == ir::Op::matmul) {
+      if (is_generated_gemm(graph_, node)) return id;
+      continue;
+    }
+    if (ir::is_elementwise(node.op))
+      for (ir::ValueId operand : node.operands) pending.push_back(operand);
+  }
+  return -1;
+}
+
 bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
   Group& consumer = group(group_index);
   const ir::Node& node = graph_.node(id);
@@ -358,7 +386,12 @@ bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
     return refuse(Reason::epilogue_partial_reductions);
   for (ir::ValueId member : consumer.members) {
     const ir::Node& member_node = graph_.node(member);
-    if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != space.numel())
+    // (A smaller member recomputed where read, broadcast into the space, is computed per element like the rest:
+    // a bias's cast from bf16, an exp of a row of scales.)
+    const bool broadcast = std::any_of(consumer.decisions.begin(), consumer.decisions.end(), [&](const FusionDecision& d) {
+      return d.subject == member && d.reason == Reason::broadcast;
+    });
+    if (!ir::is_reduction(member_node.op) && member_node.type.shape.numel() != space.numel() && !broadcast)
       return refuse(Reason::not_product_size, {member});
   }
   for (ir::ValueId member : consumer.members)

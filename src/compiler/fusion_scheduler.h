@@ -127,6 +127,8 @@ class Scheduler {
   bool try_fuse(ir::ValueId id, int group);
   bool fuse_loop_fusible(ir::ValueId id, int group);
   bool fuse_reduction(ir::ValueId id, int group);
+  // A matmul of the generated GEMM whose product `value` is computed from by elementwise ops of its shape, or -1.
+  ir::ValueId generated_product_under(ir::ValueId value) const;
   bool fuse_matmul(ir::ValueId id, int group);
   // Whether `group` reads through take_along_axis's indices (which only loop and row kernels do).
   bool gathers(int group) const;

@@ -4,6 +4,7 @@
 // the float64 reference within the tolerance of the 16-bit format; a fused chain is one kernel that reads and
 // writes 16 bits.
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "support/differential.h"
 #include "support/test_support.h"
 
@@ -113,6 +114,34 @@ TEST(HalfPrecisionJit, AChainIsOneKernelReadingAndWritingSixteenBits) {
   EXPECT_TRUE(contains(source, "widen_bf16(")) << source;
   EXPECT_TRUE(contains(source, "round_to_bf16(")) << source;
   EXPECT_TRUE(contains(source, "const uint16_t* input0;")) << source;
+}
+
+TEST(HalfPrecisionJit, ABf16ProductAndItsEpilogueAreOneKernelInAmxTiles) {
+  if (!kernels::cpu::has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 here: bf16 products are widened f32 ones";
+  const Tensor x = random_tensor(DType::bf16, {70, 96}, 1), w = random_tensor(DType::bf16, {96, 50}, 2);
+  const Tensor bias = random_tensor(DType::bf16, {50}, 3);
+  // The epilogue rounds the f32 sums to the product's bf16 as the standard executor's matmul does: the same bits.
+  expect_same_bits(
+      "dense layer", [](Tensor a, Tensor b, Tensor c) { return nn::gelu(matmul(a, b) + c); }, x, w, bias);
+  auto layer = function(
+      [](Tensor a, Tensor b, Tensor c) {
+        return std::tuple{matmul(a, b), nn::relu(matmul(a, b) + c)};
+      },
+      {.jit_compile = true, .on_compile_failure = Fallback::none});
+  layer(x, w, bias);
+  EXPECT_EQ(layer.statistics().kernels_per_call, 1) << layer.get_compiler_ir(Stage::fused, x, w, bias);
+  EXPECT_TRUE(contains(layer.get_compiler_ir(Stage::source, x, w, bias), "runtime->gemm_bf16("));
+  // The seed: the product's epilogue accumulates the sum; its rounding to bf16 is a scalar kernel after.
+  auto seed = function([](Tensor a, Tensor b) { return reduce_sum(nn::relu(matmul(a, b) + sin(matmul(a, b)))); },
+                       {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const Tensor square = random_tensor(DType::bf16, {96, 96}, 4);
+  seed(square, square);
+  const std::string fused = seed.get_compiler_ir(Stage::fused, square, square);
+  EXPECT_EQ(seed.statistics().kernels_per_call, 2) << fused;
+  EXPECT_TRUE(contains(fused, "which the GEMM's epilogue accumulates tile by tile")) << fused;
+  expect_same_bits(
+      "seed", [](Tensor a, Tensor b) { return reduce_sum(nn::relu(matmul(a, b) + sin(matmul(a, b)))); }, square,
+      square);
 }
 
 TEST(HalfPrecisionJit, ReductionsMatmulAndCompositesAgreeWithTheReference) {

@@ -117,6 +117,21 @@ TEST(KernelCount, DenseLayerOnABatchOfSequencesIsOneGemmKernel) {
 }
 
 // A transposed batched left operand, and a right operand with batch axes, stay batched library matmuls.
+// A value smaller than the product, broadcast into it (a row of scales scaled), is computed in the
+// epilogue where it is read, as a loop kernel recomputes it; and a full reduction of the product read by scalar ops
+// (a mean scaled) stays the epilogue's, the scalar ops a kernel of their own after it.
+TEST(KernelCount, EpiloguesComputeBroadcastValuesAndLeaveScalarOpsAfterTheirReductions) {
+  const Tensor x = random_tensor(DType::f32, {67, 96}, 1), w = random_tensor(DType::f32, {96, 80}, 2);
+  const Tensor scales = random_tensor(DType::f32, {80}, 3);
+  auto scaled = expect_agreement(
+      "relu(x @ w + s * 2)", [](Tensor a, Tensor b, Tensor s) { return nn::relu(matmul(a, b) + s * 2); }, x, w, scales);
+  EXPECT_EQ(scaled.jit.kernels_per_call, 1) << scaled.fused;
+  auto mean = expect_agreement(
+      "sum(tanh(x @ w)) * 0.5", [](Tensor a, Tensor b) { return reduce_sum(tanh(matmul(a, b))) * 0.5; }, x, w);
+  EXPECT_EQ(mean.jit.kernels_per_call, 2) << mean.fused;
+  EXPECT_NE(mean.fused.find("kernel 0 (gemm"), std::string::npos) << mean.fused;
+}
+
 TEST(KernelCount, BatchedProductsOfOtherShapesStayLibraryKernels) {
   auto transposed = [](Tensor x, Tensor w) { return exp(matmul(x, w, {.transpose_a = true})); };
   auto result = expect_agreement("transposed batch", transposed, random_tensor(DType::f32, {3, 8, 5}, 37),

@@ -191,6 +191,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       };
     } else if (options.dtype == DType::f32) {
       workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
+    } else {
+      // bf16: no OpenBLAS here multiplies it; the floor is kiln's own bf16 product alone (AMX tiles where the CPU
+      // has them), as a GPU's is cuBLAS's.
+      workload.blas_alone = [inputs](int runs) { return time_calls([&] { matmul(inputs[0], inputs[1]); }, runs); };
     }
     workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
   } else if (id == "gelu" || id == "gelu-erf") {  // gelu-erf: the exact gelu, PyTorch's default

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <vector>
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
@@ -79,25 +78,56 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
 // 4 KiB, all in one set of L1's.
 struct Packed {
   std::int64_t m_padded, n_padded, k_padded;
-  std::vector<std::uint16_t> a;  // per 16-row strip, per 32 of k: 16 rows of 32 (zeros past m and k)
-  std::vector<std::uint16_t> b;  // per 32-column panel, per 32 of k, per 16 columns: 16 pairs of k x 16 columns
+  std::uint16_t* a;  // per 16-row strip, per 32 of k: 16 rows of 32 (zeros past m and k)
+  std::uint16_t* b;  // per 32-column panel, per 32 of k, per 16 columns: 16 pairs of k x 16 columns (zeros past)
 };
 
 constexpr std::int64_t tile_elements = 16 * 32;  // bf16 in a 1 KiB tile
 
+// Packing space kept by each calling thread between calls up to 64 MiB an operand (larger is allocated per call):
+// fresh pages for 2 x 8 MiB at 2048^2 cost 5% of the product in page faults, zeroing them more.
+class PackingSpace {
+ public:
+  std::uint16_t* get(std::size_t count) {
+    if (count <= capacity_) return kept_.get();
+    std::unique_ptr<std::uint16_t[]> fresh = std::make_unique_for_overwrite<std::uint16_t[]>(count);
+    if (count * sizeof(std::uint16_t) > (std::size_t{64} << 20)) {
+      once_ = std::move(fresh);
+      return once_.get();
+    }
+    kept_ = std::move(fresh);
+    capacity_ = count;
+    return kept_.get();
+  }
+  void release_once() { once_.reset(); }
+
+ private:
+  std::unique_ptr<std::uint16_t[]> kept_, once_;
+  std::size_t capacity_ = 0;
+};
+
 Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda, bool transpose_a,
-            const std::uint16_t* b, std::int64_t ldb, bool transpose_b) {
+            const std::uint16_t* b, std::int64_t ldb, bool transpose_b, PackingSpace& a_space, PackingSpace& b_space) {
   Packed packed;
   packed.m_padded = round_up(m, block);
   packed.n_padded = round_up(n, block);
   packed.k_padded = round_up(std::max<std::int64_t>(k, 1), block);
-  const std::int64_t chunks = packed.k_padded / block;
-  packed.a.assign(static_cast<std::size_t>(packed.m_padded * packed.k_padded), 0);
-  packed.b.assign(static_cast<std::size_t>(packed.n_padded * packed.k_padded), 0);
-  std::uint16_t* pa = packed.a.data();
-  runtime::parallel_for(m, 16, [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t chunks = packed.k_padded / block, kp = packed.k_padded;
+  packed.a = a_space.get(static_cast<std::size_t>(packed.m_padded * kp));
+  packed.b = b_space.get(static_cast<std::size_t>(packed.n_padded * kp));
+  std::uint16_t* pa = packed.a;
+  runtime::parallel_for(packed.m_padded, 16, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       std::uint16_t* strip_row = pa + (i / 16) * chunks * tile_elements + (i % 16) * block;
+      if (i >= m) {  // padding rows
+        for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+          std::memset(strip_row + chunk * tile_elements, 0, block * sizeof(std::uint16_t));
+        continue;
+      }
+      if (k % block != 0 || k == 0) {  // the last chunk's tail
+        std::uint16_t* last = strip_row + (chunks - 1) * tile_elements;
+        std::memset(last, 0, block * sizeof(std::uint16_t));
+      }
       if (!transpose_a) {
         for (std::int64_t chunk = 0; chunk * block < k; ++chunk)
           std::memcpy(strip_row + chunk * tile_elements, a + i * lda + chunk * block,
@@ -107,12 +137,34 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
       for (std::int64_t p = 0; p < k; ++p) strip_row[(p / block) * tile_elements + p % block] = a[p * lda + i];
     }
   });
-  std::uint16_t* pb = packed.b.data();
+  std::uint16_t* pb = packed.b;
   const std::int64_t panels = packed.n_padded / block;
   runtime::parallel_for(panels, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t panel = begin; panel < end; ++panel) {
       std::uint16_t* out = pb + panel * chunks * 2 * tile_elements;
       const std::int64_t first = panel * block, columns = std::min(block, n - first);
+      if (columns < block || kp != k)
+        std::memset(out, 0, static_cast<std::size_t>(chunks * 2 * tile_elements) * sizeof(std::uint16_t));
+      if (!transpose_b && columns == block) {
+        // Rows p and p + 1 interleaved, 16 columns to a tile row: loops GCC turns into unpacks.
+        for (std::int64_t p = 0; p + 1 < k; p += 2) {
+          const std::uint16_t* even = b + p * ldb + first;
+          const std::uint16_t* odd = even + ldb;
+          std::uint16_t* pairs = out + (p / block) * 2 * tile_elements + (p % block / 2) * block;
+          for (int half = 0; half < 2; ++half)
+            for (int j = 0; j < 16; ++j) {
+              pairs[half * tile_elements + 2 * j] = even[half * 16 + j];
+              pairs[half * tile_elements + 2 * j + 1] = odd[half * 16 + j];
+            }
+        }
+        if (k % 2 != 0) {  // the last row, its pair's second half zero (set above: kp != k)
+          const std::int64_t p = k - 1;
+          std::uint16_t* pairs = out + (p / block) * 2 * tile_elements + (p % block / 2) * block;
+          for (std::int64_t j = 0; j < block; ++j)
+            pairs[(j / 16) * tile_elements + (j % 16) * 2] = b[p * ldb + first + j];
+        }
+        continue;
+      }
       for (std::int64_t p = 0; p < k; ++p) {
         std::uint16_t* chunk = out + (p / block) * 2 * tile_elements + (p % block / 2) * block + p % 2;
         for (std::int64_t j = 0; j < columns; ++j)
@@ -127,9 +179,9 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
 // The 32 x 32 block of C at row block `row_block` and column panel `panel`, written to `out` (ld floats a row).
 void block_product(const Packed& packed, std::int64_t row_block, std::int64_t panel, float* out, std::int64_t ld) {
   const std::int64_t chunks = packed.k_padded / block;
-  const std::uint16_t* a0 = packed.a.data() + row_block * 2 * chunks * tile_elements;
+  const std::uint16_t* a0 = packed.a + row_block * 2 * chunks * tile_elements;
   const std::uint16_t* a1 = a0 + chunks * tile_elements;
-  const std::uint16_t* b = packed.b.data() + panel * chunks * 2 * tile_elements;
+  const std::uint16_t* b = packed.b + panel * chunks * 2 * tile_elements;
   constexpr long tile_stride = 64;
   KILN_TILE_ZERO(0);
   KILN_TILE_ZERO(1);
@@ -174,11 +226,16 @@ bool has_amx_bf16() {
   return available;
 }
 
+std::int64_t gemm_bf16_block_count(std::int64_t m, std::int64_t n) {
+  return m <= 0 || n <= 0 ? 0 : round_up(m, block) / block * (round_up(n, block) / block);
+}
+
 void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda,
-               bool transpose_a, const std::uint16_t* b, std::int64_t ldb, bool transpose_b, float* c,
-               std::int64_t ldc) {
+               bool transpose_a, const std::uint16_t* b, std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+               const GemmEpilogue& epilogue) {
   if (m <= 0 || n <= 0) return;
-  const Packed packed = pack(m, n, k, a, lda, transpose_a, b, ldb, transpose_b);
+  thread_local PackingSpace a_space, b_space;
+  const Packed packed = pack(m, n, k, a, lda, transpose_a, b, ldb, transpose_b, a_space, b_space);
   const std::int64_t row_blocks = packed.m_padded / block, panels = packed.n_padded / block;
   const std::int64_t groups = (row_blocks + rows_per_item - 1) / rows_per_item;
   // Items take a group of row blocks and one panel of B, the panels of a group in order: consecutive items share
@@ -192,21 +249,33 @@ void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16
       const std::int64_t last = std::min(row_blocks, (group + 1) * rows_per_item);
       for (std::int64_t row_block = group * rows_per_item; row_block < last; ++row_block) {
         const std::int64_t row = row_block * block, rows = std::min(block, m - row);
-        if (rows == block && columns == block) {
+        const float* tile = edge;
+        std::int64_t ld = block;
+        if (c && rows == block && columns == block) {
           block_product(packed, row_block, panel, c + row * ldc + column, ldc);
-          continue;
+          tile = c + row * ldc + column;
+          ld = ldc;
+        } else {
+          block_product(packed, row_block, panel, edge, block);  // C's edge, or no C: the block in a buffer
+          if (c)
+            for (std::int64_t i = 0; i < rows; ++i)
+              std::memcpy(c + (row + i) * ldc + column, edge + i * block, static_cast<std::size_t>(columns) * 4);
         }
-        block_product(packed, row_block, panel, edge, block);  // the product's edge: only part of the block is C's
-        for (std::int64_t i = 0; i < rows; ++i)
-          std::memcpy(c + (row + i) * ldc + column, edge + i * block, static_cast<std::size_t>(columns) * 4);
+        if (epilogue.function)
+          epilogue.function(epilogue.context, tile, ld, row, row + rows, column, column + columns,
+                            row_block * panels + panel);
       }
     }
   });
+  a_space.release_once();
+  b_space.release_once();
 }
 
 #else
 
 bool has_amx_bf16() { return false; }
+
+std::int64_t gemm_bf16_block_count(std::int64_t, std::int64_t) { return 0; }
 
 void gemm_bf16(std::int64_t, std::int64_t, std::int64_t, const std::uint16_t*, std::int64_t, bool, const std::uint16_t*,
                std::int64_t, bool, float*, std::int64_t) {

@@ -5,6 +5,8 @@
 // of bf16 are exact in f32 and summed in f32, so the results differ from an f32 GEMM of the widened operands by
 // the order of the sums only, and by the instruction's treating subnormal bf16 inputs and results as zero.
 
+#include "kernels/cpu/gemm.h"
+
 #include <cstdint>
 
 namespace kiln::kernels::cpu {
@@ -14,10 +16,14 @@ namespace kiln::kernels::cpu {
 // run the other path.
 bool has_amx_bf16();
 
+// The blocks gemm_bf16 hands its epilogue: 32 x 32 of C each (fewer at the edges), numbered row block by row block.
+std::int64_t gemm_bf16_block_count(std::int64_t m, std::int64_t n);
+
 // c[m x n] (row-major, ldc) = op(a) op(b), a and b bf16 bit patterns, row-major: op(a) is m x k (a k x m when
-// transpose_a), op(b) k x n (n x k when transpose_b). Needs has_amx_bf16(). Runs on kiln's threads.
+// transpose_a), op(b) k x n (n x k when transpose_b). Needs has_amx_bf16(). Runs on kiln's threads. c may be null
+// when only the epilogue is wanted: it then sees each block in a buffer of its own (as sgemm's, gemm.h).
 void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda,
                bool transpose_a, const std::uint16_t* b, std::int64_t ldb, bool transpose_b, float* c,
-               std::int64_t ldc);
+               std::int64_t ldc, const GemmEpilogue& epilogue = {});
 
 }  // namespace kiln::kernels::cpu

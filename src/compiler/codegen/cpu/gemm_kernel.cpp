@@ -13,6 +13,9 @@ std::string RowKernel::emit_gemm() {
   for (ir::ValueId member : kernel_.members)
     if (graph.node(member).op == ir::Op::matmul) matmul = member;
   const ir::Node& node = graph.node(matmul);
+  // bf16 (where the CPU has AMX): gemm_bf16 hands every block to the epilogue, which rounds the f32 sums to the
+  // product's bf16 and stores the product itself where it is an output.
+  const bool bf16 = node.type.dtype == DType::bf16;
   // sgemm sees all the rows as m; the epilogue recovers each row's coordinates.
   const int rank = kernel_.space.rank();
   layout_ = emitter_.product_rows();
@@ -21,20 +24,21 @@ std::string RowKernel::emit_gemm() {
   for (int reduction : reductions_) collect_elements(at(reduction).operands[0], {}, needed);
   bool writes_product = false;
   for (const auto& [value, id] : outputs_) {
-    if (value == matmul)
+    if (value == matmul && !bf16)
       writes_product = true;
     else if (at(id).kind != Instance::Kind::reduction)
       collect_elements(id, {}, needed);
   }
   phase_elements_ = {needed};
   first_write_.assign(static_cast<std::size_t>(emitter_.instance_count()), -1);
-  bool has_epilogue = !needed.empty();
+  bool has_epilogue = !needed.empty() || bf16;
   const Shape& a = graph.type(node.operands[0]).shape;
   const Shape& b = graph.type(node.operands[1]).shape;
   const std::int64_t m = layout_.rows(), n = kernel_.space[rank - 1];
   const std::int64_t k = node.attributes.transpose_a ? a[0] : a[a.rank() - 1];
-  // The epilogue sees column blocks [p * panel_columns, min(n, (p + 1) * panel_columns)) (gemm.h).
-  whole_vectors_ = n % widest_lanes == 0 && kernels::cpu::plan_sgemm(m, n, k).panel_columns % widest_lanes == 0;
+  // The epilogue sees column blocks [p * panel_columns, min(n, (p + 1) * panel_columns)) (gemm.h), 32 wide for bf16.
+  const std::int64_t panel_columns = bf16 ? 32 : kernels::cpu::plan_sgemm(m, n, k).panel_columns;
+  whole_vectors_ = n % widest_lanes == 0 && panel_columns % widest_lanes == 0;
 
   std::string prefix = emitter_.prefix();
   std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_);
@@ -44,7 +48,9 @@ std::string RowKernel::emit_gemm() {
   if (has_epilogue) text += epilogue(prefix, writes_product, matmul);
   text += entry_opening();
   std::string sizes = std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k);
-  text += "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
+  text += bf16 ? "  const int64_t blocks = runtime->gemm_bf16_block_count(" + std::to_string(m) + ", " +
+                     std::to_string(n) + ");\n  (void)blocks;\n"
+              : "  const int64_t blocks = runtime->sgemm_block_count(" + sizes + ");\n  (void)blocks;\n";
   // Partial results in the reductions' own dtypes: an epilogue may cast the f32 product (to f64, say).
   for (std::size_t r = 0; r < reductions_.size(); ++r) {
     const std::string type = emitter_.storage_type(at(reductions_[r]).value);
@@ -56,7 +62,12 @@ std::string RowKernel::emit_gemm() {
       input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") +
       ", " + (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
       std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
-  if (kernel_.gathered.empty())
+  if (bf16)
+    text += "  runtime->gemm_bf16(" + sizes + ", " + input_field(node.operands[0]) + ", " +
+            std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " +
+            input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " +
+            (node.attributes.transpose_b ? "1" : "0") + ", " + prefix + "_epilogue, &state);\n";
+  else if (kernel_.gathered.empty())
     text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " +
             std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " + right_and_rest;
   else
@@ -103,7 +114,8 @@ std::string RowKernel::epilogue(const std::string& prefix, bool writes_product, 
             ", first_lanes(" + at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
   }
   for (const auto& [value, id] : outputs_) {
-    if (value == matmul || at(id).kind == Instance::Kind::reduction) continue;
+    const bool written_by_gemm = value == matmul && emitter_.graph().node(matmul).type.dtype != DType::bf16;
+    if (written_by_gemm || at(id).kind == Instance::Kind::reduction) continue;
     body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
             at(id).name + ", count);\n";
   }

@@ -40,9 +40,11 @@ std::string RowKernel::row_setup_pointers() const {
             emitter_.row_offset(item.address, layout_) + ");\n";
   }
   for (const auto& [value, id] : outputs_) {
-    // The product itself is written by sgemm; a shape op of it that moves
-    // nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
-    const bool product = at(id).kind == Instance::Kind::tile && emitter_.graph().node(value).op == ir::Op::matmul;
+    // The product itself is written by sgemm (a bf16 one by the epilogue: gemm_bf16 writes no C); a shape op of
+    // it that moves nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
+    const ir::Node& node = emitter_.graph().node(value);
+    const bool product = at(id).kind == Instance::Kind::tile && node.op == ir::Op::matmul &&
+                         node.type.dtype != DType::bf16;
     const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
     if (product || (gemm_or_column && at(id).kind == Instance::Kind::reduction)) continue;
     if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
@@ -136,6 +138,8 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
               ", " + std::to_string(row_stride(item.address)) + ")";
     } else if (item.kind == Instance::Kind::tile) {
       value = "load<float>(row_tile + j, count)";
+      // A bf16 product: its f32 sums rounded once, as the standard executor rounds its matmul.
+      if (emitter_.graph().type(item.value).dtype == DType::bf16) value = "round_to_bf16(" + value + ")";
     } else if (item.kind == Instance::Kind::gather) {
       value = pick(item, pointer(item) + emitter_.middle_offset(item.address, layout_), "j");
     } else if (item.kind == Instance::Kind::load) {

@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 4
+#define KILN_JIT_ABI_VERSION 5
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -85,6 +85,12 @@ struct kiln_runtime {
   void (*index_out_of_range)(const struct kiln_runtime* runtime, int64_t node, int64_t position, int64_t index,
                              int64_t extent);
   void* call_state;  // kiln's, for index_out_of_range: what this call has found
+  // bf16 x bf16 products (their bits) in AMX tiles, summed in f32 (kernels/cpu/gemm_bf16.h): no C, each block to
+  // the epilogue only. Generated where the CPU has AMX-BF16 alone.
+  int64_t (*gemm_bf16_block_count)(int64_t m, int64_t n);
+  void (*gemm_bf16)(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, int transpose_a,
+                    const uint16_t* b, int64_t ldb, int transpose_b, kiln_gemm_epilogue epilogue,
+                    void* epilogue_context);
 };
 
 // Every generated kernel is an entry point of this type: `buffers` holds the

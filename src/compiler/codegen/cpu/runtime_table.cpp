@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "runtime/allocator.h"
 #include "runtime/parallel.h"
 
@@ -48,6 +49,14 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int tra
   hook.function = epilogue;
   hook.context = epilogue_context;
   kernels::cpu::sgemm_or_openblas(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, c, ldc, hook);
+}
+
+int64_t gemm_bf16_block_count(int64_t m, int64_t n) { return kernels::cpu::gemm_bf16_block_count(m, n); }
+
+void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, int transpose_a, const uint16_t* b,
+               int64_t ldb, int transpose_b, kiln_gemm_epilogue epilogue, void* epilogue_context) {
+  kernels::cpu::gemm_bf16(m, n, k, a, lda, transpose_a != 0, b, ldb, transpose_b != 0, nullptr, 0,
+                          {epilogue, epilogue_context});
 }
 
 static_assert(KILN_GATHER_MAX_AXES == kernels::cpu::kGatherMaxAxes);
@@ -125,6 +134,8 @@ kiln_runtime runtime_table(CallState& state) {
     runtime.sgemm_gathered = sgemm_gathered;
     runtime.attention = attention;
     runtime.index_out_of_range = index_out_of_range;
+    runtime.gemm_bf16_block_count = gemm_bf16_block_count;
+    runtime.gemm_bf16 = gemm_bf16;
     return runtime;
   }();
   kiln_runtime for_this_call = table;
