@@ -327,13 +327,15 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
   for (const Result& r : results) {
     if (r.blas_ms <= 0) continue;
     std::string precision = r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";
+    // bf16 workloads' floor is kiln's own bf16 product (workloads.cpp): no BLAS here multiplies bf16.
+    const char* gemm = r.id.ends_with("-bf16") ? "kiln's bf16 GEMM" : blas;
     std::printf("\n%s %s: %s alone on the same shapes%s %.3f ms (%.0f GFLOP/s; rate of the floor %.0f GFLOP/s);\n"
                 "  kiln standard matmuls %.3f ms = %.1f%% of %s's rate on these shapes\n",
-                r.id.c_str(), r.shape.c_str(), blas, precision.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6,
-                r.sgemm_rate * 1e-9, r.matmul_ms, 100 * r.blas_ms / r.matmul_ms, blas);
+                r.id.c_str(), r.shape.c_str(), gemm, precision.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6,
+                r.sgemm_rate * 1e-9, r.matmul_ms, 100 * r.blas_ms / r.matmul_ms, gemm);
     if (r.jit)
       std::printf("%s %s: JIT %.3f ms = %.3fx the time of %s alone; peak temporary memory %.1f%% of the largest matmul output\n",
-                  r.id.c_str(), r.shape.c_str(), r.jit->median_ms, r.jit->median_ms / r.blas_ms, blas,
+                  r.id.c_str(), r.shape.c_str(), r.jit->median_ms, r.jit->median_ms / r.blas_ms, gemm,
                   100 * r.jit_peak_temporary_bytes / r.matmul_output_bytes);
   }
   std::printf("\nJIT first call: cold = trace + compile with empty caches; warm = a new function with the disk cache warm\n");
