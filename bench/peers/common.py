@@ -56,6 +56,10 @@ class Peer:
     precision: Callable[[bool | None], ContextManager] = lambda tf32: contextlib.nullcontext()
     # Called before each workload: forget what earlier workloads compiled.
     start_workload: Callable[[], None] = lambda: None
+    # The framework's casts to bf16 and back to f32, for kiln-bench's -bf16 workloads (the manifest's "dtype":
+    # "bf16"; their .npy files hold the bf16 values as f32, exactly). None: this peer runs no bf16.
+    to_bf16: Callable[[Any], Any] | None = None
+    to_f32: Callable[[Any], Any] | None = None
 
 
 def time_calls(call: Callable[[], Any], wait: Callable[[Any], None], runs: int, batch: int = 1, warmup: int = 2,
@@ -105,9 +109,14 @@ def run_workload(peer: Peer, workload: dict, data: Path, runs: int, settle_ms: f
     batch = max(1, int(workload.get("batch") or 1))  # absent in CPU manifests: one call per timed run
     tf32 = workload.get("tf32")                      # absent in CPU manifests: the framework's default
     result = {}
+    bf16 = workload.get("dtype") == "bf16"
+    if bf16 and (peer.to_bf16 is None or peer.to_f32 is None):
+        return {mode_name: {"error": f"{peer.system} runs no bf16 here"} for mode_name in peer.modes}
     try:
         peer.start_workload()
         inputs = [peer.from_numpy(np.load(data / name)) for name in workload["files"]["inputs"]]
+        if bf16:
+            inputs = [peer.to_bf16(value) for value in inputs]
         kiln_jit = [np.load(data / name) for name in workload["files"]["jit"]]
         kiln_standard = [np.load(data / name) for name in workload["files"]["standard"]]
     except Exception as error:  # e.g. a missing file, or no memory left on the device
@@ -119,7 +128,7 @@ def run_workload(peer: Peer, workload: dict, data: Path, runs: int, settle_ms: f
             with peer.precision(tf32):
                 function = mode.wrap(body)
                 timing, outputs = time_calls(lambda: function(*inputs), peer.wait, runs, batch, settle_ms=settle_ms)
-            outputs = [peer.to_numpy(output) for output in as_list(outputs)]
+            outputs = [peer.to_numpy(peer.to_f32(output) if bf16 else output) for output in as_list(outputs)]
             timing["difference_to_kiln_jit"] = checks.relative_difference(outputs, kiln_jit)
             timing["difference_to_kiln_standard"] = checks.relative_difference(outputs, kiln_standard)
             if tf32 is not None:

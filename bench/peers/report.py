@@ -85,7 +85,8 @@ def combine(out: Path, install_status_path: Path | None = None) -> dict[str, Any
     for workload in kiln["workloads"]:
         row = {"id": workload["id"], "name": workload["name"], "shape": workload["shape"],
                "floor_ms": workload["floor_ms"], "times": {}, "notes": {}, "first_call_ms": {}, "differences": {},
-               "values": {}, "batch": workload.get("batch", 1), "tf32": workload.get("tf32")}
+               "values": {}, "batch": workload.get("batch", 1), "tf32": workload.get("tf32"),
+               "dtype": workload.get("dtype")}
         for key in ("memory_floor_ms", "compute_floor_ms", "blas_ms", "copy_bandwidth_gbs", "bytes", "flops",
                     "jit_peak_temporary_bytes", "standard_peak_temporary_bytes"):
             if workload.get(key) is not None:
@@ -163,7 +164,7 @@ def seed_checks(out: Path, kiln: dict[str, Any], rows: list[dict[str, Any]]) -> 
 
 
 def tolerance(row: dict[str, Any]) -> float:
-    return checks.tolerance(row["name"], row.get("tf32"))
+    return checks.tolerance(row["name"], row.get("tf32"), row.get("dtype"))
 
 
 def failures(combined: dict[str, Any]) -> list[str]:

@@ -267,6 +267,46 @@ class RunWorkloadTest(unittest.TestCase):
             self.assertIn("ZeroDivisionError", result["jit"]["error"])
 
 
+def bf16_values(array: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 (to nearest even, as a framework's cast), kept as float32."""
+    bits = np.asarray(array, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+class Bf16WorkloadTest(unittest.TestCase):
+    def test_a_bf16_workload_casts_its_inputs_and_outputs(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            workload = json.loads((out / "kiln.json").read_text())["workloads"][3]  # gelu
+            workload = dict(workload, dtype="bf16")
+            casts = []
+            peer = numpy_peer([])
+            peer.to_bf16 = lambda array: casts.append("in") or bf16_values(array)
+            peer.to_f32 = lambda array: casts.append("out") or np.asarray(array, dtype=np.float32)
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = common.run_workload(peer, workload, out / "data", runs=2)
+            self.assertIn("in", casts)
+            self.assertIn("out", casts)
+            for mode in ("standard", "jit"):
+                # kiln's outputs (here NumPy's f32) against the peer's on bf16 inputs: within bf16's tolerance.
+                difference = result[mode]["difference_to_kiln_jit"]
+                self.assertGreater(difference, 0)
+                self.assertLessEqual(difference, checks.tolerance("gelu", None, "bf16"))
+
+    def test_a_peer_without_bf16_says_so(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = write_fake_run(directory)
+            workload = dict(json.loads((out / "kiln.json").read_text())["workloads"][0], dtype="bf16")
+            result = common.run_workload(numpy_peer([]), workload, out / "data", runs=2)
+            for mode in ("standard", "jit"):
+                self.assertIn("runs no bf16", result[mode]["error"])
+
+    def test_bf16_tolerance(self):
+        self.assertEqual(checks.tolerance("seed", None, "bf16"), 2.0 ** -6)
+        self.assertEqual(checks.tolerance("seed", None), checks.TOLERANCE["seed"])
+
+
 class GpuReportTest(unittest.TestCase):
     def combined(self, directory: str, torch_timed_out_after: str | None = None) -> dict:
         out = write_fake_run(directory)

@@ -224,10 +224,14 @@ void measure_first_calls(const Workload& workload, Result& result) {
 void save_tensors(const std::string& directory, const Workload& workload, const std::vector<Tensor>& standard,
                   const std::vector<Tensor>& jit, Result& result) {
   std::filesystem::create_directories(std::filesystem::path(directory) / workload.id);
+  // .npy has no bf16 (NumPy lacks it): bf16 tensors are saved as their f32 values, exactly, and the manifest says
+  // bf16 so that the peers cast them back.
   auto save = [&](const std::vector<Tensor>& tensors, const std::string& stem, std::vector<std::string>& names) {
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       names.push_back(workload.id + "/" + stem + std::to_string(i) + ".npy");
-      save_npy(std::filesystem::path(directory) / names.back(), tensors[i]);
+      const Tensor& tensor = tensors[i];
+      save_npy(std::filesystem::path(directory) / names.back(),
+               tensor.dtype() == DType::bf16 ? cast(tensor, DType::f32) : tensor);
     }
   };
   save(workload.inputs, "input", result.input_files);
@@ -243,6 +247,8 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   result.shape = workload.shape;
   result.device = workload.device;
   result.tf32 = workload.tf32;
+  result.bf16 = std::any_of(workload.inputs.begin(), workload.inputs.end(),
+                            [](const Tensor& input) { return input.dtype() == DType::bf16; });
   std::vector<Tensor> standard_outputs = workload.standard(workload.inputs);
   std::vector<Tensor> jit_outputs = workload.jit(workload.inputs);
   judge_jit(workload, standard_outputs, jit_outputs, result);
@@ -368,6 +374,7 @@ void write_json(const std::vector<Result>& results, const std::vector<Failure>& 
     out << "    {\"id\": " << quoted(r.id) << ", \"name\": " << quoted(r.name) << ", \"shape\": " << quoted(r.shape)
         << ", \"batch\": " << r.batch;
     if (r.tf32) out << ", \"tf32\": " << (*r.tf32 ? "true" : "false");
+    if (r.bf16) out << ", \"dtype\": \"bf16\"";
     out << ",\n     \"standard_ms\": " << number(r.standard.median_ms)
         << ", \"jit_ms\": " << (r.jit ? number(r.jit->median_ms) : "null")
         << ", \"floor_ms\": " << number(r.floor_ms) << ",\n     \"standard\": " << timing(r.standard)

@@ -143,7 +143,8 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
-                         "pool", "depthwise", "mlp-train", "block-train"})
+                         "pool", "depthwise", "mlp-train", "block-train", "seed-2048-bf16", "gelu-bf16", "softmax-bf16",
+                         "layernorm-bf16"})
     ids.push_back(id);
   return ids;
 }

@@ -67,7 +67,8 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train.
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, and in bf16 seed-2048-bf16,
+// gelu-bf16, softmax-bf16, layernorm-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):

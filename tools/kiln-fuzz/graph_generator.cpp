@@ -145,8 +145,12 @@ class Builder {
           attributes.float_value = random_.pick(std::vector<double>{infinity, -infinity, std::nan("")});
           break;
         default:
-          attributes.float_value = random_.pick(
-              std::vector<double>{f32 ? 1e-40 : 5e-324, f32 ? -1e-40 : -5e-324, f32 ? 1e30 : 1e300, f32 ? 3e38 : 1.7e308});
+          if (type.dtype == DType::f16)  // a subnormal, near the largest finite 65504
+            attributes.float_value = random_.pick(std::vector<double>{3e-7, -3e-7, 6e4, 65504});
+          else if (f32 || type.dtype == DType::bf16)  // bf16 has f32's range
+            attributes.float_value = random_.pick(std::vector<double>{1e-40, -1e-40, 1e30, 3e38});
+          else
+            attributes.float_value = random_.pick(std::vector<double>{5e-324, -5e-324, 1e300, 1.7e308});
       }
     } else if (type.dtype == DType::boolean) {
       attributes.int_value = random_.chance(0.5) ? 1 : 0;
@@ -216,15 +220,22 @@ class Builder {
     return shape;
   }
 
+  // bf16 and f16 (with half_precision) as often as f64.
   DType random_dtype() {
-    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean};
-    return dtypes[random_.weighted({5, 2, 2, 1, 1.5})];
+    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean,
+                                              DType::bf16, DType::f16};
+    const double half = options_.half_precision ? 1 : 0;
+    return dtypes[random_.weighted({5, 2, 2, 1, 1.5, half, half})];
   }
   DType random_numeric_dtype() {
-    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64};
-    return dtypes[random_.weighted({5, 2, 2, 1})];
+    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16, DType::f16};
+    const double half = options_.half_precision ? 1 : 0;
+    return dtypes[random_.weighted({5, 2, 2, 1, half, half})];
   }
-  DType random_float_dtype() { return random_.chance(0.7) ? DType::f32 : DType::f64; }
+  DType random_float_dtype() {
+    if (options_.half_precision && random_.chance(0.3)) return random_.chance(0.5) ? DType::bf16 : DType::f16;
+    return random_.chance(0.7) ? DType::f32 : DType::f64;
+  }
 
   // ---- Choosing operands ----
 

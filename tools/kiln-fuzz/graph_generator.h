@@ -2,7 +2,7 @@
 // Random valid graphs: op chains over every op of the op table except host
 // ops, with broadcasting, reductions over random axes (with and without
 // keepdims), matmuls (transposed, batched, broadcast batches, every numeric
-// dtype), every shape op (slices with negative and >1 steps), every dtype,
+// dtype), every shape op (slices with negative and >1 steps), every dtype (bf16 and f16 with --half-precision),
 // rank 0..4, odd and zero-size shapes, and constants with special values
 // (+-0, +-inf, NaN, subnormals, integer extremes).
 
@@ -18,6 +18,7 @@ namespace kiln::fuzz {
 struct GeneratorOptions {
   int max_nodes = 12;                 // non-source nodes per graph (at least 1)
   std::int64_t max_elements = 4096;   // per value
+  bool half_precision = false;        // bf16 and f16 values too (kiln-fuzz --half-precision)
 };
 
 // Statistics over generated graphs (for --verbose).

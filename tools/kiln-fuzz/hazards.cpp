@@ -16,13 +16,44 @@ using ir::Op;
 using reference::Value;
 
 // How far (relative to max(|x|, magnitude)) an inexact operand must stay from
-// a jump: 10x the chain tolerance of compare.h (1e-5 for f32, 1e-12 for f64).
-double separation(DType dtype) { return dtype == DType::f32 ? 1e-4 : 1e-10; }
+// a jump: 10x the chain tolerance of compare.h (1e-5 for f32, 1e-12 for f64,
+// 2^-6 for bf16, 2^-9 for f16).
+double separation(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 10 * 0x1p-6;
+    case DType::f16: return 10 * 0x1p-9;
+    case DType::f32: return 1e-4;
+    default: return 1e-10;
+  }
+}
 // How far (relative to its magnitude) an inexact value must stay from a
 // singularity at 0, so that first-order error propagation holds.
-double singular_separation(DType dtype) { return dtype == DType::f32 ? 1e-2 : 1e-8; }
-double largest_safe(DType dtype) { return dtype == DType::f32 ? 1e30 : 1e290; }
-double smallest_safe(DType dtype) { return dtype == DType::f32 ? 1e-30 : 1e-290; }
+double singular_separation(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 0.3;
+    case DType::f16: return 0.05;
+    case DType::f32: return 1e-2;
+    default: return 1e-8;
+  }
+}
+// Magnitudes past which overflow, and below which subnormals, make rounding differences large; f16's range is
+// 6e-5 (its smallest normal) to 65504, bf16's f32's.
+double largest_safe(DType dtype) {
+  return dtype == DType::f16 ? 3e4 : dtype == DType::f32 || dtype == DType::bf16 ? 1e30 : 1e290;
+}
+double smallest_safe(DType dtype) {
+  return dtype == DType::f16 ? 1e-3 : dtype == DType::f32 || dtype == DType::bf16 ? 1e-30 : 1e-290;
+}
+// Significand bits: a value's rounding error is that of the coarsest float type on its way.
+int precision_bits(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 8;
+    case DType::f16: return 11;
+    case DType::f32: return 24;
+    default: return 53;
+  }
+}
+DType coarser(DType a, DType b) { return precision_bits(a) <= precision_bits(b) ? a : b; }
 
 class HazardFinder {
  public:
@@ -35,7 +66,7 @@ class HazardFinder {
       const ir::Node& node = graph_.node(id);
       DType precision = is_floating(node.type.dtype) ? node.type.dtype : DType::f64;
       for (ir::ValueId operand : node.operands)
-        if (precision_[static_cast<std::size_t>(operand)] == DType::f32) precision = DType::f32;
+        precision = coarser(precision, precision_[static_cast<std::size_t>(operand)]);
       precision_[static_cast<std::size_t>(id)] = precision;
     }
   }
@@ -218,7 +249,7 @@ class HazardFinder {
     const Value& result = value(id);
     std::vector<std::int64_t> a_sources = broadcast_sources(a.shape, result.shape);
     std::vector<std::int64_t> b_sources = broadcast_sources(b.shape, result.shape);
-    const DType coarsest = precision(node.operands[0]) == DType::f32 ? DType::f32 : precision(node.operands[1]);
+    const DType coarsest = coarser(precision(node.operands[0]), precision(node.operands[1]));
     for (std::size_t i = 0; i < a_sources.size(); ++i) {
       double x = a.values[static_cast<std::size_t>(a_sources[i])], y = b.values[static_cast<std::size_t>(b_sources[i])];
       double mx = a.magnitude(a_sources[i]), my = b.magnitude(b_sources[i]);

@@ -3,9 +3,9 @@
 //
 //   kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B]
 //             [--jobs J] [--executors LIST] [--verbose] [--keep-going]
-//             [--no-shrink] [--dump] [--gradients]
+//             [--no-shrink] [--dump] [--gradients] [--half-precision]
 //   kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--no-shrink]
-//             [--gradients]
+//             [--gradients] [--half-precision]
 //
 // Generates N random graphs numbered from I (default 0; graph i of seed S
 // is always the same graph, see graph_generator.h), runs B of them at a time
@@ -30,6 +30,8 @@
 // against the reference, and its float64 derivatives (reverse and forward
 // mode) are compared with finite differences. Graphs near kinks, poles or
 // overflow have their hazards replaced (gradient_hazards.h), counted by kind.
+// --half-precision generates bf16 and f16 values too (the CPU executors: the
+// CUDA JIT takes none yet).
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
@@ -86,7 +88,7 @@ struct Options {
   std::cerr << "kiln-fuzz: " << problem << "\n"
             << "usage: kiln-fuzz --seed S --count N [--start I] [--max-nodes K] [--batch B] [--jobs J]\n"
                "                 [--executors standard,jit,cuda-emulated,cuda] [--verbose] [--keep-going]\n"
-               "                 [--no-shrink] [--dump] [--gradients]\n"
+               "                 [--no-shrink] [--dump] [--gradients] [--half-precision]\n"
             << "       kiln-fuzz --replay FILE [--seed S] [--executors LIST] [--verbose] [--no-shrink] [--gradients]\n";
   std::exit(2);
 }
@@ -141,6 +143,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--no-shrink") options.shrink = false;
     else if (flag == "--dump") options.dump = true;
     else if (flag == "--gradients") options.gradients = true;
+    else if (flag == "--half-precision") options.generator.half_precision = true;
     else if (flag == "--find-crash") options.find_crash = true;
     else if (flag == "--shrink-crash") options.shrink_crash = true;
     else if (flag == "--replay") options.replay = value();
@@ -165,6 +168,7 @@ std::vector<Failure> check_case(const FuzzCase& fuzz_case, bool gradients, const
 std::vector<std::string> check_arguments(const Options& options) {
   std::vector<std::string> arguments = {"--executors", options.executors};
   if (options.gradients) arguments.push_back("--gradients");
+  if (options.generator.half_precision) arguments.push_back("--half-precision");
   return arguments;
 }
 

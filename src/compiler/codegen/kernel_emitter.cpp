@@ -193,8 +193,20 @@ int KernelEmitter::instance(ir::ValueId value, const IndexMap& map) {
       created.address.coefficients.assign(static_cast<std::size_t>(kernel_.space.rank()), 0);
       if (entry.source >= 0) created.address.coefficients[static_cast<std::size_t>(entry.source)] = entry.scale;
     }
-    for (std::size_t operand = 0; operand < node.operands.size(); ++operand)
-      created.operands.push_back(instance(node.operands[operand], compiler::operand_map(graph_, node, operand, map)));
+    const ir::Node* rounding = node.op == ir::Op::cast && is_member(node.operands[0])
+                                   ? &graph_.node(node.operands[0])
+                                   : nullptr;
+    if (rounding && is_half_precision(rounding->type.dtype) && node.type.dtype == DType::f32 &&
+        rounding->op == ir::Op::cast && graph_.type(rounding->operands[0]).dtype == DType::f32) {
+      created.round_through = true;
+      const IndexMap rounded_map = compiler::operand_map(graph_, node, 0, map);
+      created.operands.push_back(
+          instance(rounding->operands[0], compiler::operand_map(graph_, *rounding, 0, rounded_map)));
+    } else {
+      for (std::size_t operand = 0; operand < node.operands.size(); ++operand)
+        created.operands.push_back(
+            instance(node.operands[operand], compiler::operand_map(graph_, node, operand, map)));
+    }
   }
   instances_.push_back(std::move(created));
   return instance_count() - 1;
@@ -381,12 +393,8 @@ std::string KernelEmitter::expression(int id) const {
     const DType from = graph_.type(node.operands[0]).dtype;
     // An f32 value rounded to 16 bits and widened again (an op's rounded result read by the next op): the round
     // trip in f32 lanes, not through 16-bit ones (narrowing and widening cost a shuffle each way).
-    const Instance& source = at(item.operands[0]);
-    const ir::Node& source_node = graph_.node(source.value);
-    if (is_half_precision(from) && node.type.dtype == DType::f32 && source.kind == Instance::Kind::compute &&
-        source_node.op == ir::Op::cast && graph_.type(source_node.operands[0]).dtype == DType::f32)
-      return std::string(from == DType::bf16 ? "round_through_bf16(" : "round_through_f16(") +
-             at(source.operands[0]).name + ")";
+    if (item.round_through)
+      return std::string(from == DType::bf16 ? "round_through_bf16(" : "round_through_f16(") + operand(0) + ")";
     return cast_expression(from, node.type.dtype, operand(0));
   }
   std::string text = std::string(ir::name(node.op)) + "(";

@@ -48,6 +48,9 @@ struct Instance {
   std::string name;           // the C++ variable
   bool varying = false;       // changes along the inner loop
   std::vector<int> operands;  // instance indices (compute)
+  // compute: a cast of a 16-bit value back to f32 whose operand is the rounding of an f32 value in the kernel; its
+  // operand is that f32 value, rounded in f32 lanes (round_through_bf16), not narrowed and widened again.
+  bool round_through = false;
   int buffer = -1;            // load, gather: the kernel input's position
   Linear address;             // load, gather: element offset in that input (a gather's along the other axes)
   // gather: how far apart the gathered axis's elements lie in the input, its size (an index in [-extent, extent)
