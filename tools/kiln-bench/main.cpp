@@ -54,7 +54,7 @@ struct Options {
   const std::vector<std::string> suite = suite_ids(false);
   for (const std::string& id : family_ids())
     if (std::find(suite.begin(), suite.end(), id) == suite.end()) std::cerr << ", " << id;
-  std::cerr << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm with -bf16 (bf16 inputs, CPU)";
+  std::cerr << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm, block with -bf16 (bf16 inputs, CPU)";
   std::cerr << "\nfamily: ";
   for (const std::string& id : family_ids()) std::cerr << id << " ";
   std::cerr << "(named composites beside their spelling with primitives)\nsuite: ";

@@ -144,7 +144,7 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   if (big) ids.push_back("seed-8192");
   for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
                          "pool", "depthwise", "mlp-train", "block-train", "seed-2048-bf16", "gelu-bf16", "softmax-bf16",
-                         "layernorm-bf16"})
+                         "layernorm-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -154,9 +154,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     WorkloadOptions half = options;
     half.dtype = DType::bf16;
     const std::string base = id.substr(0, id.size() - 5);
-    if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" && base != "layernorm")
-      throw std::invalid_argument("unknown workload '" + id + "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax and "
-                                  "layernorm)");
+    if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" &&
+        base != "layernorm" && base != "block")
+      throw std::invalid_argument("unknown workload '" + id + "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax, "
+                                  "layernorm and block)");
     if (options.device.is_cuda()) throw std::invalid_argument(id + ": kiln computes bf16 on the CPU only");
     Workload workload = make_workload(base, half);
     workload.id = id;
@@ -288,22 +289,22 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     auto vector = [&](std::int64_t size, double mean) {
       return random::normal({size}, {.seed = seed++, .mean = mean, .stddev = 0.1});
     };
-    std::vector<Tensor> inputs{random::normal({t, d}, {.seed = seed++}),
-                               weight(d, d),
-                               weight(d, d),
-                               weight(d, d),
-                               weight(d, d),
-                               weight(d, hidden),
-                               vector(hidden, 0),
-                               weight(hidden, d),
-                               vector(d, 0),
-                               vector(d, 1),
-                               vector(d, 0),
-                               vector(d, 1),
-                               vector(d, 0)};
+    std::vector<Tensor> inputs = in_dtype({random::normal({t, d}, {.seed = seed++}),
+                                           weight(d, d),
+                                           weight(d, d),
+                                           weight(d, d),
+                                           weight(d, d),
+                                           weight(d, hidden),
+                                           vector(hidden, 0),
+                                           weight(hidden, d),
+                                           vector(d, 0),
+                                           vector(d, 1),
+                                           vector(d, 0),
+                                           vector(d, 1),
+                                           vector(d, 0)});
     workload =
         make<13>(id, id, dimensions({t, d}) + "x" + std::to_string(options.block_heads) + "h", inputs, block_body);
-    workload.bytes += static_cast<double>(t * d) * 4;
+    workload.bytes += static_cast<double>(t * d * size_of(options.dtype));
     const double tokens = static_cast<double>(t), width = static_cast<double>(d);
     workload.flops =
         4 * 2 * tokens * width * width + 2 * 2 * tokens * tokens * width + 2 * 2 * tokens * width * 4 * width;
@@ -320,6 +321,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       for (int i = 0; i < 3; ++i) matmul(inputs[0], inputs[1]);
       matmul(matmul(inputs[0], inputs[5]), inputs[7]);
     };
+    if (options.dtype != DType::f32)  // bf16: kiln's own products alone, as the bf16 seed's floor
+      workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
   } else if (id == "conv" && !device.is_cuda()) {
     const std::int64_t n = options.images, size = options.image_size, c = options.image_channels;
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 40}),

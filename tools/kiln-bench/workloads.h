@@ -57,7 +57,7 @@ struct WorkloadOptions {
   // mlp-train: an MLP of 3 layers `mlp_width` wide on `mlp_batch` examples (its training step)
   std::int64_t mlp_batch = 256, mlp_width = 1024;
   Device device = Device::cpu();
-  DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax and layernorm (their -bf16 ids)
+  DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax, layernorm and block (their -bf16 ids)
 };
 
 // The sizes of the suite on `device`: the ones above on the CPU; on a GPU,
@@ -68,7 +68,7 @@ WorkloadOptions options_for(Device device);
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
 // adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, and in bf16 seed-2048-bf16,
-// gelu-bf16, softmax-bf16, layernorm-bf16.
+// gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):
@@ -88,8 +88,8 @@ std::vector<std::string> family_ids();
 // mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
 // block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
 // CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
-// seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16 and layernorm-bf16 (CPU only): the same with bf16
-// inputs (and results).
+// seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same
+// with bf16 inputs (and results).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench
