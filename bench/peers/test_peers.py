@@ -239,6 +239,17 @@ def numpy_peer(precisions: list) -> common.Peer:
                        bodies=BODIES, precision=precision)
 
 
+def printed(combined: dict) -> str:
+    """What report.print_report writes for `combined`."""
+    text = io.StringIO()
+    report.print_report(combined, text)
+    return text.getvalue()
+
+
+def table_heading(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("workload"))
+
+
 class RunWorkloadTest(unittest.TestCase):
     def test_gpu_manifest_batch_and_precision(self):
         with tempfile.TemporaryDirectory() as directory:
@@ -325,26 +336,24 @@ class GpuReportTest(unittest.TestCase):
     def test_table_last_with_the_gpu_columns(self):
         with tempfile.TemporaryDirectory() as directory:
             combined = self.combined(directory)
-            text = io.StringIO()
-            report.print_report(combined, text)
+            text = printed(combined)
             markdown = report.markdown(combined)
-        lines = text.getvalue().splitlines()
-        heading = next(line for line in lines if line.startswith("workload"))
+        lines = text.splitlines()
+        heading = table_heading(text)
         for column in ("kiln std", "kiln JIT", "JAX op-by-op", "jax.jit", "torch eager", "torch.compile",
                        "floor", "JIT/floor", "JIT/cuBLAS"):
             self.assertIn(column, heading)
         self.assertNotIn("TF", heading)  # asked for but not installed: listed, no columns
-        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text.getvalue())
+        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text)
         self.assertTrue(lines[-1].strip().startswith("PASS") or lines[-1].strip().startswith("FAIL"))
-        self.assertIn("done-when (this run): 4 PASS, 3 FAIL", text.getvalue())
+        self.assertIn("done-when (this run): 4 PASS, 3 FAIL", text)
         self.assertIn("| seed-8192-tf32 | 64x64 tf32 |", markdown)
 
     def test_timed_out_peer(self):
         with tempfile.TemporaryDirectory() as directory:
             combined = self.combined(directory, torch_timed_out_after="gelu")
-            text = io.StringIO()
-            report.print_report(combined, text)
-        row = next(line for line in text.getvalue().splitlines() if line.startswith("adam "))
+            text = printed(combined)
+        row = next(line for line in text.splitlines() if line.startswith("adam "))
         self.assertIn("timed out", row)
         self.assertEqual(report.failures(combined), [])
         checks_by_id = {check["id"]: check for check in combined["done_when"]}
@@ -393,11 +402,10 @@ class GpuReportTest(unittest.TestCase):
                 workload.pop("tf32", None)
             (out / "kiln.json").write_text(json.dumps(manifest))
             combined = report.combine(out, None)
-            text = io.StringIO()
-            report.print_report(combined, text)
+            text = printed(combined)
         self.assertNotIn("done_when", combined)
-        self.assertTrue(text.getvalue().startswith("kiln vs peers, "))
-        self.assertIn("TF function", text.getvalue())
+        self.assertTrue(text.startswith("kiln vs peers, "))
+        self.assertIn("TF function", text)
 
 
 def write_fake_cpu_run(directory: str | Path) -> Path:
@@ -446,16 +454,15 @@ class IreeTest(unittest.TestCase):
     def test_one_column_checked_like_the_others(self):
         with tempfile.TemporaryDirectory() as directory:
             combined = self.combined(directory)
-            text = io.StringIO()
-            report.print_report(combined, text)
+            text = printed(combined)
             markdown = report.markdown(combined)
         self.assertEqual([system["key"] for system in combined["systems"] if system["system"] == "iree"], ["iree-jit"])
-        lines = text.getvalue().splitlines()
-        heading = next(line for line in lines if line.startswith("workload"))
+        lines = text.splitlines()
+        heading = table_heading(text)
         self.assertTrue(heading.rstrip().endswith("torch.compile           IREE"), heading)
         self.assertEqual(markdown.splitlines()[0].count("|"), 4 + 2 + 2 * 3 + 1)  # kiln 2, 3 peers x 2, IREE 1
         self.assertTrue(next(line for line in lines if line.startswith("adam ")).rstrip().endswith("error"))
-        self.assertIn("adam iree-jit: CompileError: iree-compile failed: One or more operations", text.getvalue())
+        self.assertIn("adam iree-jit: CompileError: iree-compile failed: One or more operations", text)
         # a miss is reported, never hidden: the agreement line, the failures, the exit status
         agreement = next(line for line in lines if line.strip().startswith("seed-256") and "tolerance" in line)
         self.assertIn("IREE 6.6e-04 FAIL", agreement)
@@ -464,7 +471,7 @@ class IreeTest(unittest.TestCase):
         self.assertEqual(len(report.failures(combined)), 1)
         self.assertIn("  iree 0.0 (fake): fake", lines)  # one versions line per peer
         self.assertEqual(sum(line.startswith("  jax 0.0 (fake)") for line in lines), 1)
-        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text.getvalue())
+        self.assertIn("tensorflow: NOT AVAILABLE: not installed", text)
 
     def test_not_installed(self):
         with tempfile.TemporaryDirectory() as directory:
@@ -474,12 +481,11 @@ class IreeTest(unittest.TestCase):
             status = Path(directory) / "peers-install.txt"
             status.write_text("iree\tfailed\tERROR: No matching distribution found for iree-base-compiler\n")
             combined = report.combine(out, status)
-            text = io.StringIO()
-            report.print_report(combined, text)
-        row = next(line for line in text.getvalue().splitlines() if line.startswith("gelu "))
+            text = printed(combined)
+        row = next(line for line in text.splitlines() if line.startswith("gelu "))
         self.assertTrue(row.rstrip().endswith("not installed"))
         self.assertIn("iree: NOT AVAILABLE: not installed (pip install iree failed: ERROR: No matching distribution",
-                      text.getvalue())
+                      text)
         self.assertEqual(report.failures(combined), [])
 
     def test_compiler_error_is_its_first_error_and_op(self):
@@ -574,16 +580,16 @@ class WholeRunTest(unittest.TestCase):
             out = Path(directory) / "out"
             arguments = ["bench.peers", "--device", "cuda", "--kiln-bench", str(bench), "--out", str(out),
                          "--peers", "jax,torch", "--discard-data", "--deadline", "30"]
-            with unittest.mock.patch("sys.argv", arguments), contextlib.redirect_stdout(io.StringIO()) as printed, \
+            with unittest.mock.patch("sys.argv", arguments), contextlib.redirect_stdout(io.StringIO()) as stdout, \
                     contextlib.redirect_stderr(io.StringIO()):
                 status = peers_main.main()
             self.assertFalse((out / "data").exists())
             results = json.loads((out / "results.json").read_text())
             written_report = (out / "report.txt").read_text()
-        self.assertIn("jax skipped: too little of the deadline left", printed.getvalue())
-        self.assertIn("torch skipped", printed.getvalue())
+        self.assertIn("jax skipped: too little of the deadline left", stdout.getvalue())
+        self.assertIn("torch skipped", stdout.getvalue())
         self.assertIn("not run: too little of the deadline left", written_report)
-        self.assertIn("NOT CHECKED seed-256", printed.getvalue())  # the report, last on stdout
+        self.assertIn("NOT CHECKED seed-256", stdout.getvalue())  # the report, last on stdout
         self.assertEqual(report.failures(results), [])
         self.assertEqual(status, 0)
 

@@ -387,7 +387,7 @@ bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
   for (ir::ValueId member : consumer.members) {
     const ir::Node& member_node = graph_.node(member);
     // (A smaller member recomputed where read, broadcast into the space, is computed per element like the rest:
-    // a bias's cast from bf16, an exp of a row of scales.)
+    // a bias's cast from bf16, a row of scales scaled.)
     const bool broadcast = std::any_of(consumer.decisions.begin(), consumer.decisions.end(), [&](const FusionDecision& d) {
       return d.subject == member && d.reason == Reason::broadcast;
     });

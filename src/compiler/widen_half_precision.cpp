@@ -123,12 +123,12 @@ class Widening {
   std::vector<ir::ValueId> widened_;  // new value -> its cast to f32, where one was made
 };
 
-}  // namespace
-
 bool has_half_precision(const ir::Graph& graph) {
   return std::any_of(graph.nodes.begin(), graph.nodes.end(),
                      [](const ir::Node& node) { return is_half_precision(node.type.dtype); });
 }
+
+}  // namespace
 
 bool widen_half_precision(ir::Graph& graph) {
   if (!has_half_precision(graph)) return false;

@@ -22,9 +22,6 @@
 
 namespace kiln::compiler {
 
-// Whether `graph` has a bf16 or f16 value.
-bool has_half_precision(const ir::Graph& graph);
-
 // Rewrites `graph` as above; returns whether it changed.
 bool widen_half_precision(ir::Graph& graph);
 

@@ -195,7 +195,7 @@ runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Ar
       inputs[1].dtype == DType::bf16 && cpu::has_amx_bf16()) {
     // bf16 products in AMX tiles (gemm_bf16.h), summed in f32 as the widened operands' would be.
     runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape);
-    cpu::matmul_bf16(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
+    cpu::matmul(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
     return is_half_precision(node.type.dtype) ? cast_array(product, node.type.dtype, node, device) : product;
   }
   std::vector<runtime::Array> widened;

@@ -161,10 +161,14 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     if (options.device.is_cuda()) throw std::invalid_argument(id + ": kiln computes bf16 on the CPU only");
     Workload workload = make_workload(base, half);
     workload.id = id;
+    // No BLAS here multiplies bf16: the floor of a workload with products is kiln's own products alone (AMX tiles
+    // where the CPU has them), as a GPU's is cuBLAS's.
+    if (workload.kiln_matmuls_alone)
+      workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
     return workload;
   }
   const Device device = options.device;
-  // The float inputs of seed, gelu, softmax and layernorm in the options' dtype.
+  // The float inputs of seed, gelu, softmax, layernorm and block in the options' dtype.
   auto in_dtype = [&](std::vector<Tensor> inputs) {
     for (Tensor& input : inputs) input = cast(input, options.dtype);
     return inputs;
@@ -191,12 +195,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
         auto gemm = [&] { time_cublas_sgemm(inputs[0], inputs[1], 1, 1); };
         return time_cublas_sgemm(inputs[0], inputs[1], runs, batch_for(single_call_ms(device, gemm)));
       };
-    } else if (options.dtype == DType::f32) {
-      workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
     } else {
-      // bf16: no OpenBLAS here multiplies it; the floor is kiln's own bf16 product alone (AMX tiles where the CPU
-      // has them), as a GPU's is cuBLAS's.
-      workload.blas_alone = [inputs](int runs) { return time_calls([&] { matmul(inputs[0], inputs[1]); }, runs); };
+      workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
     }
     workload.kiln_matmuls_alone = [inputs] { matmul(inputs[0], inputs[1]); };
   } else if (id == "gelu" || id == "gelu-erf") {  // gelu-erf: the exact gelu, PyTorch's default
@@ -321,8 +321,6 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       for (int i = 0; i < 3; ++i) matmul(inputs[0], inputs[1]);
       matmul(matmul(inputs[0], inputs[5]), inputs[7]);
     };
-    if (options.dtype != DType::f32)  // bf16: kiln's own products alone, as the bf16 seed's floor
-      workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
   } else if (id == "conv" && !device.is_cuda()) {
     const std::int64_t n = options.images, size = options.image_size, c = options.image_channels;
     std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 40}),

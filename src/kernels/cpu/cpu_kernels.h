@@ -60,12 +60,10 @@ void sort(ir::Op op, const ir::Attributes& attributes, const runtime::Array& inp
 void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& output);
 
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
-// Batched matrix product over the last two axes, batch axes broadcast.
+// Batched matrix product over the last two axes, batch axes broadcast. bf16 operands give an f32 output, in AMX
+// tiles: only where gemm_bf16.h's has_amx_bf16().
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
-// The same of bf16 operands into an f32 output, in AMX tiles: only where gemm_bf16.h's has_amx_bf16().
-void matmul_bf16(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
-                 const runtime::Array& output);
 
 // ---- shape ops (shape_kernels.cpp) -------------------------------------------
 void transpose(const std::vector<std::int64_t>& permutation, const runtime::Array& input,

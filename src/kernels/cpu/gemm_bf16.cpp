@@ -287,7 +287,7 @@ bool has_amx_bf16() { return false; }
 std::int64_t gemm_bf16_block_count(std::int64_t, std::int64_t) { return 0; }
 
 void gemm_bf16(std::int64_t, std::int64_t, std::int64_t, const std::uint16_t*, std::int64_t, bool, const std::uint16_t*,
-               std::int64_t, bool, float*, std::int64_t) {
+               std::int64_t, bool, float*, std::int64_t, const GemmEpilogue&) {
   throw InternalError("matmul", "gemm_bf16 called where has_amx_bf16() is false", std::string());
 }
 

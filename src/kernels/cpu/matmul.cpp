@@ -15,6 +15,9 @@
 //
 // i32/i64 use a plain blocked i-k-j loop in unsigned arithmetic (wraparound,
 // no undefined behaviour), multithreaded over batch and rows.
+//
+// bf16 operands with an f32 output (kernels::run's bf16 matmul where the CPU
+// has AMX) go through gemm_bf16.h's tiles.
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -46,7 +49,7 @@ struct Problem {
 Problem make_problem(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
   Problem problem;
   int rank_a = a.shape.rank(), rank_b = b.shape.rank(), rank_out = output.shape.rank();
-  const bool bf16_to_f32 = a.dtype == DType::bf16 && output.dtype == DType::f32;  // matmul_bf16's
+  const bool bf16_to_f32 = a.dtype == DType::bf16 && output.dtype == DType::f32;  // in AMX tiles
   if (rank_a < 2 || rank_b < 2 || rank_out < 2 || a.dtype != b.dtype || (a.dtype != output.dtype && !bf16_to_f32))
     throw InternalError("matmul", "kernel called with mismatched operands", std::string());
   problem.transpose_a = transpose_a;
@@ -167,6 +170,17 @@ void integer_matmul(const Problem& problem, const Array& a_array, const Array& b
   });
 }
 
+// ---- bf16 into f32 in AMX tiles -------------------------------------------------
+// One product at a time, each on all of kiln's threads (gemm_bf16 splits it in blocks of 32 x 32).
+void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, float* c) {
+  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
+  const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
+  for (std::int64_t item = 0; item < problem.batch; ++item)
+    gemm_bf16(problem.m, problem.n, problem.k, a + problem.a_offsets[static_cast<std::size_t>(item)], lda,
+              problem.transpose_a, b + problem.b_offsets[static_cast<std::size_t>(item)], ldb, problem.transpose_b,
+              c + item * problem.m * problem.n, problem.n);
+}
+
 }  // namespace
 
 void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
@@ -174,6 +188,10 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
   if (problem.batch == 0 || problem.m == 0 || problem.n == 0) return;
   if (problem.k == 0) {  // an empty sum: zeros
     std::memset(output.mutable_raw(), 0, output.bytes());
+    return;
+  }
+  if (a.dtype == DType::bf16) {  // into f32, in AMX tiles
+    tiled_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(), output.mutable_data<float>());
     return;
   }
   switch (output.dtype) {
@@ -195,25 +213,6 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
     case DType::f16:
       detail::half_precision_unsupported(output.dtype);
   }
-}
-
-void matmul_bf16(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
-  Problem problem = make_problem(transpose_a, transpose_b, a, b, output);
-  if (problem.batch == 0 || problem.m == 0 || problem.n == 0) return;
-  if (problem.k == 0) {
-    std::memset(output.mutable_raw(), 0, output.bytes());
-    return;
-  }
-  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
-  const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
-  const auto* a_bits = a.data<std::uint16_t>();
-  const auto* b_bits = b.data<std::uint16_t>();
-  float* c = output.mutable_data<float>();
-  // One product at a time, each on all of kiln's threads (gemm_bf16 splits it in blocks of 32 x 32).
-  for (std::int64_t item = 0; item < problem.batch; ++item)
-    gemm_bf16(problem.m, problem.n, problem.k, a_bits + problem.a_offsets[static_cast<std::size_t>(item)], lda,
-              problem.transpose_a, b_bits + problem.b_offsets[static_cast<std::size_t>(item)], ldb,
-              problem.transpose_b, c + item * problem.m * problem.n, problem.n);
 }
 
 }  // namespace kiln::kernels::cpu

@@ -15,7 +15,7 @@ std::string RowKernel::emit_gemm() {
   const ir::Node& node = graph.node(matmul);
   // bf16 (where the CPU has AMX): gemm_bf16 hands every block to the epilogue, which rounds the f32 sums to the
   // product's bf16 and stores the product itself where it is an output.
-  const bool bf16 = node.type.dtype == DType::bf16;
+  const bool bf16 = !gemm_writes_product(node);
   // sgemm sees all the rows as m; the epilogue recovers each row's coordinates.
   const int rank = kernel_.space.rank();
   layout_ = emitter_.product_rows();
@@ -58,20 +58,21 @@ std::string RowKernel::emit_gemm() {
             "*>(runtime->allocate(blocks * sizeof(" + type + ")));\n";
   }
   text += "  " + emitter_.describe(matmul) + "\n";
-  const std::string right_and_rest =
-      input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0") +
-      ", " + (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " +
-      std::to_string(n) + ", " + (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
+  // The arguments of the runtime's GEMMs: A, lda, transpose_a; B, ldb, transpose_b; C (sgemm's), ldc; the epilogue.
+  const std::string left = input_field(node.operands[0]) + ", " + std::to_string(a[a.rank() - 1]) + ", " +
+                           (node.attributes.transpose_a ? "1" : "0");
+  const std::string right =
+      input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " + (node.attributes.transpose_b ? "1" : "0");
+  const std::string product =
+      (writes_product ? "state." + emitter_.output_name(matmul) : std::string("nullptr")) + ", " + std::to_string(n);
+  const std::string then = (has_epilogue ? prefix + "_epilogue" : std::string("nullptr")) + ", &state);\n";
   if (bf16)
-    text += "  runtime->gemm_bf16(" + sizes + ", " + input_field(node.operands[0]) + ", " +
-            std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " +
-            input_field(node.operands[1]) + ", " + std::to_string(b[1]) + ", " +
-            (node.attributes.transpose_b ? "1" : "0") + ", " + prefix + "_epilogue, &state);\n";
+    text += "  runtime->gemm_bf16(" + sizes + ", " + left + ", " + right + ", " + then;
   else if (kernel_.gathered.empty())
-    text += "  runtime->sgemm(" + sizes + ", " + input_field(node.operands[0]) + ", " +
-            std::to_string(a[a.rank() - 1]) + ", " + (node.attributes.transpose_a ? "1" : "0") + ", " + right_and_rest;
+    text += "  runtime->sgemm(" + sizes + ", " + left + ", " + right + ", " + product + ", " + then;
   else
-    text += gathered_rows(node.operands[0]) + "  runtime->sgemm_gathered(" + sizes + ", &rows, " + right_and_rest;
+    text += gathered_rows(node.operands[0]) + "  runtime->sgemm_gathered(" + sizes + ", &rows, " + right + ", " +
+            product + ", " + then;
   for (std::size_t r = 0; r < reductions_.size(); ++r) {
     const ir::Node& reduction = graph.node(at(reductions_[r]).value);
     ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
@@ -114,7 +115,7 @@ std::string RowKernel::epilogue(const std::string& prefix, bool writes_product, 
             ", first_lanes(" + at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
   }
   for (const auto& [value, id] : outputs_) {
-    const bool written_by_gemm = value == matmul && emitter_.graph().node(matmul).type.dtype != DType::bf16;
+    const bool written_by_gemm = value == matmul && gemm_writes_product(emitter_.graph().node(matmul));
     if (written_by_gemm || at(id).kind == Instance::Kind::reduction) continue;
     body += "        store<" + emitter_.storage_type(value) + ">(row_" + emitter_.output_name(value) + " + j, " +
             at(id).name + ", count);\n";

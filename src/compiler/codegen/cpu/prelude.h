@@ -525,9 +525,35 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 // ---- bf16 and f16 ------------------------------------------------------------------------
 // The JIT computes bf16 and f16 values in f32 (compiler/widen_half_precision.h rewrites the graph so, as the
 // standard kernels widen them): their lanes are bits (u16v), loaded, moved and stored, widened where an op reads
-// them and rounded where a cast writes them, with the standard kernels' arithmetic (core/half_precision_bits.h)
-// lane by lane, which GCC vectorizes where it has no branch (bf16; f16 from f32 is F16C's instruction where the
-// target has it, the same rounding, NaN made the standard kernels' quiet NaN).
+// them and rounded where a cast writes them, with the standard kernels' arithmetic (core/half_precision_bits.h),
+// or an instruction that gives the same bits: AVX512_BF16's rounding (bar f32 subnormals, which it reads as zero)
+// and F16C's conversions (bar NaNs, made the standard kernels' ones).
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(__clang__)
+#define KILN_JIT_BF16_INSTRUCTIONS 1
+#else
+#define KILN_JIT_BF16_INSTRUCTIONS 0
+#endif
+#if defined(__AVX512F__) || defined(__F16C__)
+// F16C's conversions: to nearest even, and exact back (a signaling NaN made quiet).
+[[gnu::always_inline]] inline u16v f16c_round(f32v x) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph512_mask(x, 0, i16v{}, 0xFFFF));
+#else
+  return reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph256(x, 0));
+#endif
+}
+[[gnu::always_inline]] inline f32v f16c_widen(u16v x) {
+#if defined(__AVX512F__)
+  return __builtin_ia32_vcvtph2ps512_mask(reinterpret_cast<i16v>(x), f32v{}, 0xFFFF, 4);
+#else
+  return __builtin_ia32_vcvtph2ps256(reinterpret_cast<i16v>(x));
+#endif
+}
+#define KILN_JIT_F16C 1
+#else
+#define KILN_JIT_F16C 0
+#endif
+
 [[gnu::always_inline]] inline f32v widen_bf16(u16v x) {
 #if defined(__AVX512F__) && !defined(__clang__)
   // One vpmovzxwd: GCC 12 converts the vector in two halves and joins them (a 4-cycle shuffle more per vector).
@@ -538,16 +564,11 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
   return vector_math::from_bits(bits << 16);
 }
 [[gnu::always_inline]] inline f32v widen_f16(u16v x) {
-#if defined(__AVX512F__) || defined(__F16C__)
-  // F16C's conversion is exact, but makes a signaling NaN quiet: NaN lanes keep their payload as the standard's do.
-#if defined(__AVX512F__)
-  const f32v converted = __builtin_ia32_vcvtph2ps512_mask(reinterpret_cast<i16v>(x), f32v{}, 0xFFFF, 4);
-#else
-  const f32v converted = __builtin_ia32_vcvtph2ps256(reinterpret_cast<i16v>(x));
-#endif
+#if KILN_JIT_F16C
+  // NaN lanes keep their payload, signaling or not, as the standard's do.
   const u32v bits = __builtin_convertvector(x, u32v);
   const u32v nan = ((bits & 0x8000u) << 16) | 0x7F800000u | ((bits & 0x3FFu) << 13);
-  return vector_math::select_lanes((bits & 0x7FFFu) > 0x7C00u, vector_math::from_bits(nan), converted);
+  return vector_math::select_lanes((bits & 0x7FFFu) > 0x7C00u, vector_math::from_bits(nan), f16c_widen(x));
 #else
   u32v bits;
   for (int lane = 0; lane < lanes; ++lane) bits[lane] = half_bits::f32_from_f16(x[lane]);
@@ -555,9 +576,9 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 #endif
 }
 [[gnu::always_inline]] inline u16v round_to_bf16(f32v x) {
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(__clang__)
-  // AVX512_BF16's conversion rounds as bf16_rounded does, NaN included, but reads f32 subnormals as zero: a vector
-  // with one (rare) takes the arithmetic. 9 integer instructions per vector were a third of a bf16 gelu's time.
+#if KILN_JIT_BF16_INSTRUCTIONS
+  // A vector with an f32 subnormal (rare) takes the arithmetic. Its 9 integer instructions per vector were a third
+  // of a bf16 gelu's time.
   const bool subnormal = __builtin_ia32_fpclassps512_mask(x, 0x20, 0xFFFF) != 0;
   if (__builtin_expect(!subnormal, 1)) return reinterpret_cast<u16v>(__builtin_ia32_cvtneps2bf16_v16sf(x));
 #endif
@@ -565,15 +586,10 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 }
 [[gnu::always_inline]] inline u16v round_to_f16(f32v x) {
   const u32v bits = vector_math::to_bits(x);
-#if defined(__AVX512F__) || defined(__F16C__)
-#if defined(__AVX512F__)
-  const u16v rounded = reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph512_mask(x, 0, i16v{}, 0xFFFF));
-#else
-  const u16v rounded = reinterpret_cast<u16v>(__builtin_ia32_vcvtps2ph256(x, 0));
-#endif
+#if KILN_JIT_F16C
   const u32v nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
   const u16v quiet = __builtin_convertvector((bits >> 16) & 0x8000u, u16v) | 0x7E00;
-  return vector_math::select_lanes(__builtin_convertvector(nan, i16v), quiet, rounded);
+  return vector_math::select_lanes(__builtin_convertvector(nan, i16v), quiet, f16c_round(x));
 #else
   u16v result;
   for (int lane = 0; lane < lanes; ++lane) result[lane] = half_bits::f16_from_f32(bits[lane]);
@@ -583,24 +599,19 @@ template <class T, class V> [[gnu::always_inline]] inline vec<T> cast(V x) {
 // widen(round_to(x)) without leaving f32 lanes: what each op of a fused chain of 16-bit ops does to its result
 // before the next op reads it.
 [[gnu::always_inline]] inline f32v round_through_bf16(f32v x) {
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(__clang__)
+#if KILN_JIT_BF16_INSTRUCTIONS
   return widen_bf16(round_to_bf16(x));
 #else
   return vector_math::from_bits(half_bits::bf16_rounded(vector_math::to_bits(x)) << 16);
 #endif
 }
 [[gnu::always_inline]] inline f32v round_through_f16(f32v x) {
-#if defined(__AVX512F__) || defined(__F16C__)
-#if defined(__AVX512F__)
-  const f32v there_and_back = __builtin_ia32_vcvtph2ps512_mask(
-      __builtin_ia32_vcvtps2ph512_mask(x, 0, i16v{}, 0xFFFF), f32v{}, 0xFFFF, 4);
-#else
-  const f32v there_and_back = __builtin_ia32_vcvtph2ps256(__builtin_ia32_vcvtps2ph256(x, 0));
-#endif
+#if KILN_JIT_F16C
   // A NaN: the standard's quiet NaN (round_to_f16's), widened.
   const u32v bits = vector_math::to_bits(x);
   return vector_math::select_lanes((bits & 0x7FFFFFFFu) > 0x7F800000u,
-                                   vector_math::from_bits((bits & 0x80000000u) | 0x7FC00000u), there_and_back);
+                                   vector_math::from_bits((bits & 0x80000000u) | 0x7FC00000u),
+                                   f16c_widen(f16c_round(x)));
 #else
   return widen_f16(round_to_f16(x));
 #endif

@@ -38,6 +38,9 @@ static_assert(chunk_size % widest_lanes == 0);
 // 0: 2.5 -> 1.65 ms, the row kernel's 1.4 on the same data (Zen 4, 2 threads). A body with a transcendental is
 // bound by its arithmetic, and ran slower grouped (a mean over tokens of a gelu: 1.55 -> 1.8-2.2 ms).
 inline constexpr std::int64_t column_row_group = 8;
+// Whether a GEMM kernel's product is written by the GEMM itself (sgemm's C): f32 ones are. gemm_bf16 writes no C:
+// its epilogue rounds the f32 sums to the product's bf16 and stores the product where it is an output.
+inline bool gemm_writes_product(const ir::Node& matmul) { return matmul.type.dtype != DType::bf16; }
 // Element outputs of a kernel that add up to this many bytes are written with
 // non-temporal stores (store_streaming): far larger than the L2 caches, they
 // would be evicted before anyone reads them, and a plain store first reads

@@ -40,11 +40,10 @@ std::string RowKernel::row_setup_pointers() const {
             emitter_.row_offset(item.address, layout_) + ");\n";
   }
   for (const auto& [value, id] : outputs_) {
-    // The product itself is written by sgemm (a bf16 one by the epilogue: gemm_bf16 writes no C); a shape op of
-    // it that moves nothing (a reversed slice of a size-1 axis) is stored by the epilogue.
+    // The product itself is written by sgemm (gemm_writes_product); a shape op of it that moves nothing (a
+    // reversed slice of a size-1 axis) is stored by the epilogue.
     const ir::Node& node = emitter_.graph().node(value);
-    const bool product = at(id).kind == Instance::Kind::tile && node.op == ir::Op::matmul &&
-                         node.type.dtype != DType::bf16;
+    const bool product = at(id).kind == Instance::Kind::tile && node.op == ir::Op::matmul && gemm_writes_product(node);
     const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
     if (product || (gemm_or_column && at(id).kind == Instance::Kind::reduction)) continue;
     if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
