@@ -116,7 +116,9 @@ def run_workload(peer: Peer, workload: dict, data: Path, runs: int, settle_ms: f
         peer.start_workload()
         inputs = [peer.from_numpy(np.load(data / name)) for name in workload["files"]["inputs"]]
         if bf16:
-            inputs = [peer.to_bf16(value) for value in inputs]
+            # Which inputs are bf16 (adam-bf16's moments are f32); older manifests: all of them.
+            marks = workload.get("bf16_inputs") or [True] * len(inputs)
+            inputs = [peer.to_bf16(value) if mark else value for value, mark in zip(inputs, marks)]
         kiln_jit = [np.load(data / name) for name in workload["files"]["jit"]]
         kiln_standard = [np.load(data / name) for name in workload["files"]["standard"]]
     except Exception as error:  # e.g. a missing file, or no memory left on the device

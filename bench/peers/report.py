@@ -460,8 +460,13 @@ DONE_WHEN = {
     "seed-8192": "JIT <= 1.03x cuBLAS sgemm alone (fp32)",
     "seed-8192-tf32": "JIT faster than jax.jit",
     "seed-256": "JIT <= the fastest peer mode",
+    "seed-8192-bf16": "JIT <= 1.05x cuBLAS's bf16 GEMM alone, faster than jax.jit and torch.compile",
+    "gelu-bf16": "JIT <= 1.15x memory floor",
+    "softmax-bf16": "JIT <= 1.15x memory floor",
+    "layernorm-bf16": "JIT <= 1.15x memory floor",
 }
-FLOOR_LIMITS = {"gelu": 1.2, "softmax": 1.2, "layernorm": 1.2, "adam": 1.15}
+FLOOR_LIMITS = {"gelu": 1.2, "softmax": 1.2, "layernorm": 1.2, "adam": 1.15,
+                "gelu-bf16": 1.15, "softmax-bf16": 1.15, "layernorm-bf16": 1.15}
 
 
 def done_when(combined: dict[str, Any]) -> list[dict[str, Any]]:
@@ -484,6 +489,8 @@ def done_when(combined: dict[str, Any]) -> list[dict[str, Any]]:
             check.update(cublas_check(row, 1.03))
         elif workload == "seed-8192-tf32":
             check.update(peer_check(row, ["jax-jit"], strictly=True))
+        elif workload == "seed-8192-bf16":
+            check.update(all_of(cublas_check(row, 1.05), peer_check(row, ["jax-jit", "torch-jit"], strictly=True)))
         else:
             peers = [system["key"] for system in combined["systems"] if system["system"] != "kiln" and system["ran"]]
             check.update(peer_check(row, peers, strictly=False))
@@ -512,6 +519,13 @@ def cublas_check(row: dict[str, Any], limit: float) -> dict[str, Any]:
     return {"verdict": "PASS" if jit <= limit * blas else "FAIL", "ratio": jit / blas, "limit": limit,
             "detail": f"JIT {milliseconds(jit)} ms = {jit / blas:.3f}x cuBLAS alone {milliseconds(blas)} ms "
                       f"(limit {limit}x)"}
+
+
+def all_of(*checks: dict[str, Any]) -> dict[str, Any]:
+    """One verdict for several checks: FAIL if one fails, else NOT CHECKED if one was not, else PASS."""
+    verdicts = [check["verdict"] for check in checks]
+    verdict = "FAIL" if "FAIL" in verdicts else "NOT CHECKED" if "NOT CHECKED" in verdicts else "PASS"
+    return {"verdict": verdict, "detail": "; ".join(check["detail"] for check in checks)}
 
 
 def peer_check(row: dict[str, Any], keys: list[str], strictly: bool) -> dict[str, Any]:

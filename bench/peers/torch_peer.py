@@ -36,11 +36,14 @@ def make_peer(device: str = "cpu") -> common.Peer:
 
     def adam(parameter, gradient, m, v):
         learning_rate, beta1, beta2, epsilon = 1e-3, 0.9, 0.999, 1e-8
+        # Mixed precision (adam-bf16): a bf16 parameter and gradient, f32 moments; the update in f32.
+        wide_parameter, gradient = parameter.to(m.dtype), gradient.to(m.dtype)
         correction1, correction2 = 1 - beta1**10, 1 - beta2**10
         new_m = beta1 * m + (1 - beta1) * gradient
         new_v = beta2 * v + (1 - beta2) * (gradient * gradient)
         step = (new_m / correction1) / (torch.sqrt(new_v / correction2) + epsilon)
-        return parameter - learning_rate * step, new_m, new_v
+        result = wide_parameter - learning_rate * step
+        return result.to(parameter.dtype), new_m, new_v
 
     def attention(q, k, v):
         scores = torch.matmul(q, k.transpose(-1, -2)) * 0.125

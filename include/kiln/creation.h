@@ -17,7 +17,8 @@ Tensor full(const Shape& shape, Scalar value, DType dtype = DType::f32, Device d
             Location location = Location::current());
 
 // Copies `values` into a new tensor of `shape` (default: rank 1). The count
-// must match the shape.
+// must match the shape. T is float, double, int32_t, int64_t, bool, or
+// bfloat16 / float16 (kiln/dtype.h) for bf16 and f16 tensors of those bits.
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu(),
                    Location location = Location::current());

@@ -175,6 +175,8 @@ KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)
 KILN_INSTANTIATE(std::int32_t)
 KILN_INSTANTIATE(std::int64_t)
+KILN_INSTANTIATE(bfloat16)  // raw 16-bit patterns
+KILN_INSTANTIATE(float16)
 #undef KILN_INSTANTIATE
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, Device, Location);
 template Tensor from_vector<bool>(const std::vector<bool>&, Location);

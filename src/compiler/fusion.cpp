@@ -57,10 +57,8 @@ int trailing_reduced_axes(const ir::Graph& graph, const ir::Node& node) {
   return static_cast<int>(axes.size());
 }
 
-bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul) {
-  // f32, or bf16 where the CPU multiplies it in AMX tiles (kernels/cpu/gemm_bf16.h; the CUDA JIT takes no bf16).
-  const bool bf16 = matmul.type.dtype == DType::bf16 && kernels::cpu::has_amx_bf16();
-  if (matmul.op != ir::Op::matmul || (matmul.type.dtype != DType::f32 && !bf16)) return false;
+bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul, const BackendCapabilities& capabilities) {
+  if (matmul.op != ir::Op::matmul || !capabilities.multiplies(matmul.type.dtype)) return false;
   const int left = graph.type(matmul.operands[0]).shape.rank(), right = graph.type(matmul.operands[1]).shape.rank();
   return right == 2 && (left == 2 || (left > 2 && !matmul.attributes.transpose_a));
 }
@@ -133,7 +131,9 @@ BackendCapabilities capabilities(Device device) {
                                          .bytes = [](std::int64_t n, std::int64_t, std::int64_t) {
                                            return cuda::attention_shared_bytes(n);
                                          },
-                                         .limit_bytes = cuda::attention_shared_limit_bytes}};
+                                         .limit_bytes = cuda::attention_shared_limit_bytes},
+            .bf16_products = true,
+            .f16_products = true};
   }
   // On the CPU, transposes from 64 KiB: at 2048^2 floats a loop kernel's transpose took 11x the standard
   // kernel's time (12.3 against 1.1 ms), 2-12x from 128^2 to 4096^2 (a lane per cache line; at power-of-two
@@ -148,7 +148,8 @@ BackendCapabilities capabilities(Device device) {
           .gathered_gemm_operands = true,
           .concats_in_place = true,
           .concat_pieces = true,
-          .gathers_in_kernels = true};
+          .gathers_in_kernels = true,
+          .bf16_products = kernels::cpu::has_amx_bf16()};
 }
 
 FusionPlan fuse(const ir::Graph& graph, const BackendCapabilities& capabilities) {

@@ -68,6 +68,16 @@ struct BackendCapabilities {
   // take_along_axis in loop and row kernels: an index map whose gathered axis is read from the indices, the
   // values read where they lie in memory (a cross-entropy's picked logit in the logits' row kernel).
   bool gathers_in_kernels = false;
+  // 16-bit products the GEMM kernels take as they are, summing in f32: bf16 in the CPU's AMX tiles
+  // (kernels/cpu/gemm_bf16.h), bf16 and f16 on a GPU's tensor cores (kernels/cuda/matmul.cu). Any other 16-bit
+  // matmul becomes an f32 product of widened operands (widen_half_precision.h).
+  bool bf16_products = false;
+  bool f16_products = false;
+
+  // Whether the GEMM kernels multiply operands of `dtype` as they are: f32, and the 16-bit types above.
+  bool multiplies(DType dtype) const {
+    return dtype == DType::f32 || (dtype == DType::bf16 && bf16_products) || (dtype == DType::f16 && f16_products);
+  }
 };
 
 // What the code generators for `device` can run.
@@ -77,12 +87,12 @@ BackendCapabilities capabilities(Device device);
 // dynamic shapes.
 FusionPlan fuse(const ir::Graph& graph, const BackendCapabilities& capabilities = {});
 
-// Whether the generated GEMM computes `matmul`: f32 (or bf16 where the CPU has AMX: gemm_bf16.h), a 2-D right
-// operand, and a left operand that is 2-D or,
+// Whether the generated GEMM computes `matmul`: of a dtype the backend multiplies (f32, and bf16 or f16 where
+// `capabilities` say so), a 2-D right operand, and a left operand that is 2-D or,
 // untransposed, of higher rank. Its leading axes are then more rows of one product ([batch, tokens, width] times
 // [width, hidden]: a dense layer on a batch of sequences), which is how XLA folds them into a dot's rows; the
 // left operand is read from memory, densely, so its rows are consecutive.
-bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul);
+bool is_generated_gemm(const ir::Graph& graph, const ir::Node& matmul, const BackendCapabilities& capabilities);
 
 // A value padded along one axis in pad()'s form: a concat of constants that all hold one value, before and after
 // one other operand.

@@ -92,7 +92,8 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
       return "the kernel writes " + value(graph, decision, 0) +
              ", which a kernel of the reduction's loop nest would have no place to store";
     case Reason::generated_gemm_unsupported:
-      return "the generated GEMM handles f32 matmuls (and bf16 ones where the CPU has AMX) with a 2-D right operand";
+      return "the generated GEMM handles f32 matmuls (and bf16 ones in AMX tiles or on a GPU, f16 on a GPU) with a 2-D "
+             "right operand";
     case Reason::product_shape:
       return "the consumers iterate over a different shape";
     case Reason::second_product:

@@ -355,7 +355,7 @@ ir::ValueId Scheduler::generated_product_under(ir::ValueId value) const {
     const ir::Node& node = graph_.node(id);
     if (!(node.type.shape == shape)) continue;
     if (node.op == ir::Op::matmul) {
-      if (is_generated_gemm(graph_, node)) return id;
+      if (is_generated_gemm(graph_, node, capabilities_)) return id;
       continue;
     }
     if (ir::is_elementwise(node.op))
@@ -373,7 +373,7 @@ bool Scheduler::fuse_matmul(ir::ValueId id, int group_index) {
         {.reason = reason, .subject = id, .kernel = consumer.members.front(), .values = std::move(values)});
     return false;
   };
-  if (!is_generated_gemm(graph_, node)) return refuse(Reason::generated_gemm_unsupported);
+  if (!is_generated_gemm(graph_, node, capabilities_)) return refuse(Reason::generated_gemm_unsupported);
   if (gathers(group_index)) return refuse(Reason::gather_unsupported);
   if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
   if (!piecewise_concats(group_index).empty()) return refuse(Reason::pieces_unsupported);

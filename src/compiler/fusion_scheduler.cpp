@@ -387,7 +387,7 @@ void Scheduler::start_group(ir::ValueId id) {
   } else if (reduction) {
     started.kind = reduction->kind;
     started.nest = reduction->nest;
-  } else if (is_generated_gemm(graph_, node)) {
+  } else if (is_generated_gemm(graph_, node, capabilities_)) {
     started.kind = KernelKind::gemm;
   } else {
     started.kind = KernelKind::library;
@@ -399,7 +399,8 @@ void Scheduler::start_group(ir::ValueId id) {
 
 std::string Scheduler::library_reason(const ir::Node& node) const {
   if (node.op == ir::Op::matmul) {
-    if (node.type.dtype != DType::f32) return "the generated GEMM handles f32 only";
+    if (!capabilities_.multiplies(node.type.dtype))
+      return "the generated GEMM does not multiply " + std::string(to_string(node.type.dtype)) + " here";
     const int left = graph_.type(node.operands[0]).shape.rank(), right = graph_.type(node.operands[1]).shape.rank();
     if (right != 2) return right > 2 ? "batched matmul: the right operand has batch axes" : "a matrix-vector product";
     return left < 2 ? "a vector-matrix product" : "batched matmul with a transposed left operand";

@@ -27,19 +27,14 @@
 namespace kiln::compiler {
 namespace {
 
-// Graphs the JIT cannot compile for `device`, with the op to blame.
-void check_compilable(const ir::Graph& graph, Device device) {
+// Graphs the JIT cannot compile, with the op to blame.
+void check_compilable(const ir::Graph& graph) {
   for (const ir::Node& node : graph.nodes) {
     if (ir::info(node.op).category == ir::OpCategory::host)
       throw CompileError(
           std::string(ir::name(node.op)),
           node.op == ir::Op::host_call ? "a host callback cannot be compiled" : "its output shape depends on the data",
           node.location);
-    if (is_half_precision(node.type.dtype) && !device.is_cpu())
-      throw CompileError(std::string(ir::name(node.op)),
-                         "its " + std::string(to_string(node.type.dtype)) + " result: the JIT compiles bf16 and f16 "
-                             "for the CPU only (the standard executor runs them)",
-                         node.location);
     if (!node.type.shape.is_static())
       throw CompileError(std::string(ir::name(node.op)), "its shape " + node.type.to_string() + " depends on data",
                          node.location);
@@ -67,7 +62,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
         "kiln was built without CUDA support; inputs on " + device.to_string() + " run on the standard executor",
         std::string());
 #endif
-  check_compilable(traced, device);
+  check_compilable(traced);
   Dumper dumper(traced.name);
   Program program = program_for(traced, device);
   dumper.write("0-traced.txt", ir::print(program.graph, {.locations = true}));

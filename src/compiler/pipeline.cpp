@@ -25,9 +25,9 @@ const Value& required(const std::optional<Value>& value, const char* pass, const
   return *value;
 }
 
-// The CPU's code generator moves bf16 and f16 bits and computes in f32 (widen_half_precision.h).
+// The code generators move bf16 and f16 bits and compute in f32 (widen_half_precision.h).
 bool widen_half_precision_pass(Program& program) {
-  if (!program.device.is_cpu() || !widen_half_precision(program.graph)) return false;
+  if (!widen_half_precision(program.graph, program.backend)) return false;
 #ifndef NDEBUG
   ir::verify(program.graph);
 #endif

@@ -13,9 +13,10 @@
 //   column     a reduction over a run of axes before the kept last axis (a sum over the batch axis, a mean over
 //              the tokens of [batch, tokens, width]) with its producers: each work item walks the reduced rows in
 //              order for a block of columns (CPU).
-//   gemm       an f32 matmul, or a bf16 one in AMX tiles (is_generated_gemm), whose elementwise consumers (the
-//              epilogue) and full reductions of them are computed tile by tile, so the product is never written
-//              unless it is needed. On the CPU a left operand made of views side by side (a convolution's windows)
+//   gemm       an f32 matmul, or a bf16 one in AMX tiles, or a bf16 or f16 one on a GPU's tensor cores
+//              (is_generated_gemm), whose elementwise consumers (the epilogue) and full reductions of them are
+//              computed tile by tile (on a GPU: from cuBLAS's product), so the product is never written unless it
+//              is needed. On the CPU a left operand made of views side by side (a convolution's windows)
 //              is gathered as the GEMM packs it (f32).
 //   attention  two f32 matmuls with a row kernel over the first one's rows between them (softmax(Q K^T) V): the
 //              first product is computed a strip of rows at a time and never written (CPU: in scratch per thread;

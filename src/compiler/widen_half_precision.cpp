@@ -1,7 +1,5 @@
 #include "compiler/widen_half_precision.h"
 
-#include "kernels/cpu/gemm_bf16.h"
-
 #include <algorithm>
 
 namespace kiln::compiler {
@@ -31,7 +29,8 @@ constexpr std::int64_t exact_f32_count = std::int64_t{1} << 24;
 
 class Widening {
  public:
-  explicit Widening(const ir::Graph& graph) : old_(graph), new_id_(static_cast<std::size_t>(graph.size()), -1) {
+  Widening(const ir::Graph& graph, const BackendCapabilities& capabilities)
+      : old_(graph), capabilities_(capabilities), new_id_(static_cast<std::size_t>(graph.size()), -1) {
     result_.name = graph.name;
     result_.host_functions = graph.host_functions;
   }
@@ -96,13 +95,13 @@ class Widening {
     return cast(add(std::move(node)), result, location);
   }
 
-  // A bf16 matmul where the CPU multiplies bf16 in AMX tiles stays one: a library kernel runs it (kernels::run's
-  // gemm_bf16, reading the 16-bit operands as they are and rounding the f32 sums once), where an f32 product of
-  // the widened operands would run at f32's rate.
+  // A 16-bit matmul the backend multiplies as it is stays one (the GEMM kernel reads the 16-bit operands and
+  // rounds the f32 sums once: AMX tiles, tensor cores), where an f32 product of the widened operands would run at
+  // f32's rate.
   bool multiplies_in_tiles(const ir::Node& node) const {
-    return node.op == ir::Op::matmul && node.type.dtype == DType::bf16 &&
-           result_.type(node.operands[0]).dtype == DType::bf16 && result_.type(node.operands[1]).dtype == DType::bf16 &&
-           kernels::cpu::has_amx_bf16();
+    const DType dtype = node.type.dtype;
+    return node.op == ir::Op::matmul && is_half_precision(dtype) && capabilities_.multiplies(dtype) &&
+           result_.type(node.operands[0]).dtype == dtype && result_.type(node.operands[1]).dtype == dtype;
   }
 
   // The primitives that stay: 16 bits -> f32, f32 or f64 -> 16 bits. Anything else goes through one of them.
@@ -118,6 +117,7 @@ class Widening {
   }
 
   const ir::Graph& old_;
+  const BackendCapabilities& capabilities_;
   ir::Graph result_;
   std::vector<ir::ValueId> new_id_;   // old value -> new value
   std::vector<ir::ValueId> widened_;  // new value -> its cast to f32, where one was made
@@ -130,9 +130,9 @@ bool has_half_precision(const ir::Graph& graph) {
 
 }  // namespace
 
-bool widen_half_precision(ir::Graph& graph) {
+bool widen_half_precision(ir::Graph& graph, const BackendCapabilities& capabilities) {
   if (!has_half_precision(graph)) return false;
-  graph = Widening(graph).run();
+  graph = Widening(graph, capabilities).run();
   return true;
 }
 

@@ -101,11 +101,6 @@ runtime::Array run_cuda(const ir::Node& node, std::span<const runtime::Array> in
       throw InternalError(std::string(ir::name(node.op)), "has no kernel; the executor handles it", node.location);
     default: break;
   }
-  if (node.op == Op::cast && (is_half_precision(node.type.dtype) || is_half_precision(inputs[0].dtype)))
-    throw DeviceError("cast",
-                      "bf16 and f16 tensors are converted on the CPU in this kiln: cast them there "
-                      "(x.to(kiln::Device::cpu()))",
-                      node.location);
   runtime::Array output = runtime::allocate_array(node.type.dtype, node.type.shape, device);
   const ir::Attributes& attributes = node.attributes;
   switch (node.op) {
@@ -177,6 +172,14 @@ bool touches_half_precision(const ir::Node& node, std::span<const runtime::Array
   return false;
 }
 
+// Whether a matmul of `a` and `b` on `device` multiplies their 16-bit values as they are: bf16 in the CPU's AMX tiles
+// (kernels/cpu/gemm_bf16.h), bf16 or f16 on a GPU's tensor cores (kernels/cuda/matmul.cu).
+bool multiplies_half_precision(DType a, DType b, Device device) {
+  if (a != b) return false;
+  if (device.is_cuda()) return is_half_precision(a);
+  return device.is_cpu() && a == DType::bf16 && cpu::has_amx_bf16();
+}
+
 // `array` cast to `dtype` by the cast kernel.
 runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::Node& node, Device device) {
   ir::Node cast;
@@ -191,11 +194,16 @@ runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::No
 // its dtype, as XLA and PyTorch compute elementwise ops; reductions, scans and matmul so accumulate in f32.
 // Constants and iotas are made in f64, so that their values too are rounded once.
 runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
-  if (node.op == ir::Op::matmul && device.is_cpu() && inputs[0].dtype == DType::bf16 &&
-      inputs[1].dtype == DType::bf16 && cpu::has_amx_bf16()) {
-    // bf16 products in AMX tiles (gemm_bf16.h), summed in f32 as the widened operands' would be.
-    runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape);
-    cpu::matmul(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
+  if (node.op == ir::Op::matmul && multiplies_half_precision(inputs[0].dtype, inputs[1].dtype, device)) {
+    // The 16-bit operands multiplied as they are (AMX tiles, tensor cores), summed in f32 as the widened
+    // operands' would be.
+    runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape, device);
+#if KILN_HAVE_CUDA
+    if (device.is_cuda())
+      cuda::matmul(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
+    else
+#endif
+      cpu::matmul(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
     return is_half_precision(node.type.dtype) ? cast_array(product, node.type.dtype, node, device) : product;
   }
   std::vector<runtime::Array> widened;

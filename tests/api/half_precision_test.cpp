@@ -118,6 +118,14 @@ TEST(HalfPrecision, CastsBothWaysFromEveryDtype) {
     if (!std::isnan(singles[i])) {
       ASSERT_EQ(widened[i], to_float(bfloat16{narrowed_bits[i]}));
     }
+  // Raw 16-bit patterns, every bit kept (a signalling NaN's payload too).
+  const Tensor patterns = from_vector(std::vector<bfloat16>{{0x3F80}, {0x7F81}, {0x8001}}, Shape{3});
+  EXPECT_EQ(patterns.dtype(), DType::bf16);
+  EXPECT_EQ(static_cast<const std::uint16_t*>(patterns.data())[1], 0x7F81);
+  EXPECT_EQ(patterns.to_vector<float>()[0], 1.0f);
+  const Tensor halves = from_pointer(std::vector<float16>{{0x3C00}, {0x7BFF}}.data(), Shape{2});
+  EXPECT_EQ(halves.dtype(), DType::f16);
+  EXPECT_EQ(halves.to_vector<float>()[1], 65504.0f);
   // Rank 0 and empty tensors.
   EXPECT_EQ(cast(from_vector(std::vector<float>{2.5f}, Shape{}), DType::bf16).item<float>(), 2.5f);
   EXPECT_EQ(cast(from_vector(std::vector<float>{}, Shape{0, 3}), DType::f16).shape(), (Shape{0, 3}));

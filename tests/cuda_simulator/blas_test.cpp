@@ -22,6 +22,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -402,6 +403,53 @@ TEST_F(SimulatedCublas, RefusesMemoryOutsideADeviceAllocation) {
                    CUDA_R_32F, 5, scalars.get() + 1, c.get(), CUDA_R_32F, 3, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(c.read(), operands.c);  // nothing was queued
+}
+
+// bf16 and f16 operands (as kiln's 16-bit matmuls pass them): their exact values multiplied and summed, into f32
+// C, or into C of their own type rounded to nearest even from the f32 sum. Mixed 16-bit types, a TF32 or f64
+// compute type, or a C of the other 16-bit type are refused.
+TEST_F(SimulatedCublas, MultipliesBf16AndF16OperandsSummingInF32) {
+  // 2x2 times 2x2, column-major; bf16 1.0078125 (0x3F81) and 3.0 (0x4040), f16 1.5 (0x3E00) and -2.0 (0xC000).
+  const std::vector<std::uint16_t> brain = {0x3F81, 0x4040, 0x4040, 0x3F81};
+  const std::vector<std::uint16_t> half = {0x3E00, 0xC000, 0xC000, 0x3E00};
+  const double x = 1.0078125, y = 3.0;
+  const float one = 1, zero = 0;
+  for (const auto& [bits, type, first, second] :
+       {std::tuple{brain, CUDA_R_16BF, x, y}, std::tuple{half, CUDA_R_16F, 1.5, -2.0}}) {
+    DeviceArray<std::uint16_t> a(bits), b(bits);
+    DeviceArray<float> c(std::vector<float>(4, -1));
+    ASSERT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a.get(), type, 2, b.get(), type, 2, &zero,
+                           c.get(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    // [[p, q], [q, p]] squared is [[p^2 + q^2, 2pq], [2pq, p^2 + q^2]].
+    const std::vector<float> product = c.read();
+    EXPECT_EQ(product[0], static_cast<float>(first * first + second * second));
+    EXPECT_EQ(product[1], static_cast<float>(2 * first * second));
+    EXPECT_EQ(product[3], product[0]);
+    DeviceArray<std::uint16_t> rounded(std::vector<std::uint16_t>(4, 0));
+    ASSERT_EQ(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a.get(), type, 2, b.get(), type, 2, &zero,
+                           rounded.get(), type, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    if (type == CUDA_R_16BF) {
+      // x^2 + 9 = 10.0156... rounds to 10.0 (0x4120; bf16's step in [8, 16) is 1/16); 2xy = 6.046875 is half way
+      // between 6.03125 (0x40C1) and 6.0625 (0x40C2; the step in [4, 8) is 1/32): a tie, to the even 0x40C2.
+      EXPECT_EQ(rounded.read()[0], 0x4120);
+      EXPECT_EQ(rounded.read()[1], 0x40C2);
+    } else {
+      EXPECT_EQ(rounded.read()[0], 0x4640);  // 6.25
+      EXPECT_EQ(rounded.read()[1], 0xC600);  // -6
+    }
+  }
+  DeviceArray<std::uint16_t> a(brain), b(half);
+  DeviceArray<float> c(std::vector<float>(4, 0));
+  auto call = [&](cudaDataType b_type, cudaDataType c_type, cublasComputeType_t compute) {
+    return cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a.get(), CUDA_R_16BF, 2, b.get(), b_type, 2,
+                        &zero, c.get(), c_type, 2, compute, CUBLAS_GEMM_DEFAULT);
+  };
+  EXPECT_EQ(call(CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(call(CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(call(CUDA_R_16BF, CUDA_R_64F, CUBLAS_COMPUTE_64F), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(call(CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F), CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 TEST_F(SimulatedCublas, ChecksItsArgumentsAsCublasDoes) {
@@ -807,8 +855,8 @@ TEST_F(SimulatedCublasLt, AttributesAndValuesKilnDoesNotUseAreRefused) {
       CUBLAS_STATUS_NOT_SUPPORTED);
   cublasLtMatmulDesc_t half = nullptr;
   EXPECT_EQ(cublasLtMatmulDescCreate(&half, CUBLAS_COMPUTE_16F, CUDA_R_16F), CUBLAS_STATUS_NOT_SUPPORTED);
-  cublasLtMatrixLayout_t half_layout = nullptr;
-  EXPECT_EQ(cublasLtMatrixLayoutCreate(&half_layout, CUDA_R_16F, 2, 2, 2), CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasLtMatrixLayout_t byte_layout = nullptr;  // (16-bit floats kiln multiplies: MultipliesBf16AndF16...)
+  EXPECT_EQ(cublasLtMatrixLayoutCreate(&byte_layout, CUDA_R_8I, 2, 2, 2), CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
 TEST_F(SimulatedCublasLt, RefusesMemoryOutsideADeviceAllocation) {

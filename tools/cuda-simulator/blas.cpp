@@ -59,8 +59,8 @@ cublasContext* find_handle(cublasHandle_t handle) { return handle ? registry<cub
 // leading dimensions (INVALID_VALUE), then the types, compute type and
 // algorithm (NOT_SUPPORTED: only kiln's, CUBLAS_GEMM_DEFAULT among the
 // algorithms). Fills in the rest of `gemm`, whose sizes and matrices are set.
-cublasStatus_t check_gemm(cublasOperation_t transa, cublasOperation_t transb, std::initializer_list<cudaDataType> types,
-                          cublasComputeType_t compute, cublasGemmAlgo_t algorithm, Gemm& gemm) {
+cublasStatus_t check_gemm(cublasOperation_t transa, cublasOperation_t transb, cudaDataType a_type, cudaDataType b_type,
+                          cudaDataType c_type, cublasComputeType_t compute, cublasGemmAlgo_t algorithm, Gemm& gemm) {
   if (cublasStatus_t status = read_operation(transa, gemm.transpose_a)) return status;
   if (cublasStatus_t status = read_operation(transb, gemm.transpose_b)) return status;
   if (gemm.m < 0 || gemm.n < 0 || gemm.k < 0 || gemm.batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
@@ -70,10 +70,15 @@ cublasStatus_t check_gemm(cublasOperation_t transa, cublasOperation_t transb, st
     return CUBLAS_STATUS_INVALID_VALUE;
   std::optional<Precision> precision = precision_of(compute);
   if (!precision) return CUBLAS_STATUS_NOT_SUPPORTED;
-  for (cudaDataType type : types)
-    if (element_of(type) != precision->element) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::optional<Element> operands = element_of(a_type);
+  const std::optional<Element> result = element_of(c_type);
+  if (!operands || element_of(b_type) != operands || !operands_fit(*precision, *operands) || !result ||
+      !results_fit(*precision, *operands, *result))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (algorithm != CUBLAS_GEMM_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
   gemm.element = precision->element;
+  gemm.operands = *operands;
+  gemm.result = *result;
   gemm.tf32 = precision->tf32;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -141,6 +146,6 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   gemm.b = {B, ldb, strideB};
   gemm.c = {C, ldc, strideC};
   gemm.d = {C, ldc, strideC};
-  if (cublasStatus_t status = check_gemm(transa, transb, {Atype, Btype, Ctype}, computeType, algo, gemm)) return status;
+  if (cublasStatus_t status = check_gemm(transa, transb, Atype, Btype, Ctype, computeType, algo, gemm)) return status;
   return queue_gemm(*context, alpha, beta, gemm);
 }

@@ -215,15 +215,20 @@ std::optional<LtOperands> find_operands(cublasLtMatmulDesc_t description, cublas
   return operands;
 }
 
-// Types: every matrix of the compute type's one data type, and scale and
-// bias types to match (the bias has D's type unless set otherwise).
-cublasStatus_t check_types(const LtOperands& operands, Precision& precision) {
+// Types: C and D of the compute type's one data type, A and B of one type
+// that fits it (operands_fit), and scale and bias types to match C (the bias
+// has D's type unless set otherwise).
+cublasStatus_t check_types(const LtOperands& operands, Precision& precision, Element& operand_element,
+                           Element& result_element) {
   const MatmulDescription& description = *operands.description;
   std::optional<Precision> found = precision_of(description.compute);
   if (!found) return CUBLAS_STATUS_NOT_SUPPORTED;
   const int type = found->element == Element::f32 ? CUDA_R_32F : CUDA_R_64F;
-  for (const MatrixLayout* layout : {operands.a, operands.b, operands.c, operands.d})
-    if (layout->type != type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::optional<Element> operand = element_of(operands.a->type), result = element_of(operands.c->type);
+  if (!operand || operands.b->type != operands.a->type || !operands_fit(*found, *operand))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!result || operands.d->type != operands.c->type || !results_fit(*found, *operand, *result))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (description.scale_type != type) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (description.bias_type != -1 && description.bias_type != type) return CUBLAS_STATUS_NOT_SUPPORTED;
   // kiln's epilogues are f32 only (src/kernels/cuda/blas_lt.cpp); which of
@@ -231,6 +236,8 @@ cublasStatus_t check_types(const LtOperands& operands, Precision& precision) {
   if (description.epilogue != CUBLASLT_EPILOGUE_DEFAULT && found->element == Element::f64)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   precision = *found;
+  operand_element = *operand;
+  result_element = *result;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -258,11 +265,14 @@ cublasStatus_t check_shapes(const LtOperands& operands) {
 // The product the descriptors describe, less its pointers and scalars.
 cublasStatus_t describe(const LtOperands& operands, Gemm& gemm) {
   Precision precision{};
-  if (cublasStatus_t status = check_types(operands, precision)) return status;
+  Element operand_element = Element::f32, result_element = Element::f32;
+  if (cublasStatus_t status = check_types(operands, precision, operand_element, result_element)) return status;
   if (cublasStatus_t status = check_shapes(operands)) return status;
   const MatmulDescription& description = *operands.description;
   const EpilogueParts epilogue = *parts_of(description.epilogue);
   gemm.element = precision.element;
+  gemm.operands = operand_element;
+  gemm.result = result_element;
   gemm.tf32 = precision.tf32;
   gemm.transpose_a = description.transpose_a;
   gemm.transpose_b = description.transpose_b;
@@ -322,14 +332,14 @@ bool aligned(const void* pointer, int64_t batch, int64_t batch_stride, Element e
 }
 
 bool meets_alignment(const Gemm& gemm, const Algorithm& algorithm) {
-  auto ok = [&](const void* pointer, int64_t stride, std::uint64_t required) {
-    return aligned(pointer, gemm.batch, stride, gemm.element, required);
+  auto ok = [&](const void* pointer, int64_t stride, std::uint64_t required, Element element) {
+    return aligned(pointer, gemm.batch, stride, element, required);
   };
-  return ok(gemm.a.data, gemm.a.batch_stride, algorithm.alignment_a) &&
-         ok(gemm.b.data, gemm.b.batch_stride, algorithm.alignment_b) &&
-         (gemm.beta == 0 || ok(gemm.c.data, gemm.c.batch_stride, algorithm.alignment_c)) &&
-         ok(gemm.d.data, gemm.d.batch_stride, algorithm.alignment_d) &&
-         (!gemm.bias || ok(gemm.bias, 0, algorithm.alignment_bias));
+  return ok(gemm.a.data, gemm.a.batch_stride, algorithm.alignment_a, gemm.operands) &&
+         ok(gemm.b.data, gemm.b.batch_stride, algorithm.alignment_b, gemm.operands) &&
+         (gemm.beta == 0 || ok(gemm.c.data, gemm.c.batch_stride, algorithm.alignment_c, gemm.result)) &&
+         ok(gemm.d.data, gemm.d.batch_stride, algorithm.alignment_d, gemm.result) &&
+         (!gemm.bias || ok(gemm.bias, 0, algorithm.alignment_bias, gemm.element));
 }
 
 // ---- cuBLASLt -------------------------------------------------------------------------
@@ -390,9 +400,10 @@ cublasStatus_t heuristic(const LtOperands& operands, const MatmulPreference& pre
   Gemm gemm;
   if (cublasStatus_t status = describe(operands, gemm)) return status;
   // No algorithm reads a matrix aligned to less than its element.
-  const std::size_t element_size = size_of(gemm.element);
-  for (std::uint32_t alignment :
-       {preference.alignment_a, preference.alignment_b, preference.alignment_c, preference.alignment_d})
+  const std::size_t element_size = size_of(gemm.result), operand_size = size_of(gemm.operands);
+  for (std::uint32_t alignment : {preference.alignment_a, preference.alignment_b})
+    if (alignment < operand_size) return CUBLAS_STATUS_NOT_SUPPORTED;
+  for (std::uint32_t alignment : {preference.alignment_c, preference.alignment_d})
     if (alignment < element_size) return CUBLAS_STATUS_NOT_SUPPORTED;
   Algorithm algorithm{algorithm_tag,          preference.alignment_a, preference.alignment_b,
                       preference.alignment_c, preference.alignment_d, 0};

@@ -53,20 +53,63 @@ double activate(Activation activation, double x) {
   return x;
 }
 
-template <class T>
-double input_value(T value, bool tf32) {
-  if constexpr (std::is_same_v<T, float>)
-    if (tf32) return round_to_tf32(value);
-  return value;
+// The value of an f16's bits: sign, 5 exponent bits (bias 15), 10 fraction bits; exponent 0 holds the zeros and
+// subnormals, 31 the infinities and NaNs.
+double f16_value(std::uint16_t bits) {
+  const double sign = bits & 0x8000u ? -1.0 : 1.0;
+  const int exponent = (bits >> 10) & 0x1F;
+  const int fraction = bits & 0x3FF;
+  if (exponent == 0x1F) return fraction ? std::nan("") : sign * HUGE_VAL;
+  if (exponent == 0) return sign * std::ldexp(fraction, -24);
+  return sign * std::ldexp(fraction | 0x400, exponent - 25);
+}
+
+// Element `index` of an A or B matrix of `element`, as double: exact, or rounded to TF32 under tf32.
+double input_value(const void* data, int64_t index, Element element, bool tf32) {
+  switch (element) {
+    case Element::f32: {
+      const float value = static_cast<const float*>(data)[index];
+      return tf32 ? round_to_tf32(value) : value;
+    }
+    case Element::f64:
+      return static_cast<const double*>(data)[index];
+    case Element::bf16:
+      return std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(data)[index]) << 16);
+    case Element::f16:
+      return f16_value(static_cast<const std::uint16_t*>(data)[index]);
+  }
+  return 0;
+}
+
+// A D element: `value` rounded to the result's type (a 16-bit result through f32, as the library's f32 sums
+// are converted, to nearest even).
+void store_value(void* data, int64_t index, double value, Element element) {
+  switch (element) {
+    case Element::f32:
+      static_cast<float*>(data)[index] = static_cast<float>(value);
+      return;
+    case Element::f64:
+      static_cast<double*>(data)[index] = value;
+      return;
+    case Element::bf16: {
+      const float sum = static_cast<float>(value);
+      std::uint32_t bits = std::bit_cast<std::uint32_t>(sum);
+      bits = std::isnan(sum) ? (bits >> 16) | 0x40u : (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+      static_cast<std::uint16_t*>(data)[index] = static_cast<std::uint16_t>(bits);
+      return;
+    }
+    case Element::f16:
+      static_cast<std::uint16_t*>(data)[index] =
+          std::bit_cast<std::uint16_t>(static_cast<_Float16>(static_cast<float>(value)));
+      return;
+  }
 }
 
 template <class T>
 void multiply(const Gemm& gemm) {
   const int64_t m = gemm.m, n = gemm.n, k = gemm.k;
-  const T* a = static_cast<const T*>(gemm.a.data);
-  const T* b = static_cast<const T*>(gemm.b.data);
-  const T* c = static_cast<const T*>(gemm.c.data);
-  T* d = static_cast<T*>(gemm.d.data);
+  const void* a = gemm.a.data;
+  const void* b = gemm.b.data;
   const T* bias = static_cast<const T*>(gemm.bias);
   // op(A)'s rows and op(B)'s columns, each contiguous, so that each output is one dot product.
   std::vector<double> rows_of_a(static_cast<std::size_t>(m * k)), columns_of_b(static_cast<std::size_t>(n * k));
@@ -76,12 +119,12 @@ void multiply(const Gemm& gemm) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t p = 0; p < k; ++p) {
         const int64_t index = gemm.transpose_a ? p + i * gemm.a.leading : i + p * gemm.a.leading;
-        rows_of_a[static_cast<std::size_t>(i * k + p)] = input_value(a[a_start + index], gemm.tf32);
+        rows_of_a[static_cast<std::size_t>(i * k + p)] = input_value(a, a_start + index, gemm.operands, gemm.tf32);
       }
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p) {
         const int64_t index = gemm.transpose_b ? j + p * gemm.b.leading : p + j * gemm.b.leading;
-        columns_of_b[static_cast<std::size_t>(j * k + p)] = input_value(b[b_start + index], gemm.tf32);
+        columns_of_b[static_cast<std::size_t>(j * k + p)] = input_value(b, b_start + index, gemm.operands, gemm.tf32);
       }
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {
@@ -90,9 +133,10 @@ void multiply(const Gemm& gemm) {
         double sum = 0;
         for (int64_t p = 0; p < k; ++p) sum += row[p] * column[p];
         double value = k > 0 ? gemm.alpha * sum : 0.0;  // an empty sum leaves beta C
-        if (gemm.beta != 0) value += gemm.beta * static_cast<double>(c[c_start + i + j * gemm.c.leading]);
+        if (gemm.beta != 0)
+          value += gemm.beta * input_value(gemm.c.data, c_start + i + j * gemm.c.leading, gemm.result, false);
         if (bias) value += static_cast<double>(bias[i]);
-        d[d_start + i + j * gemm.d.leading] = static_cast<T>(activate(gemm.activation, value));
+        store_value(gemm.d.data, d_start + i + j * gemm.d.leading, activate(gemm.activation, value), gemm.result);
       }
   }
 }
@@ -115,7 +159,19 @@ void enqueue_product(cudaStream_t stream, const Gemm& gemm) {
 std::optional<Element> element_of(int type) {
   if (type == CUDA_R_32F) return Element::f32;
   if (type == CUDA_R_64F) return Element::f64;
+  if (type == CUDA_R_16BF) return Element::bf16;
+  if (type == CUDA_R_16F) return Element::f16;
   return std::nullopt;
+}
+
+bool results_fit(const Precision& precision, Element operands, Element result) {
+  return result == precision.element || (result == operands && operands_fit(precision, operands));
+}
+
+bool operands_fit(const Precision& precision, Element operands) {
+  if (operands == precision.element) return true;
+  return precision.element == Element::f32 && !precision.tf32 &&
+         (operands == Element::bf16 || operands == Element::f16);
 }
 
 std::optional<Precision> precision_of(int compute) {
@@ -174,12 +230,12 @@ double read_scalar(const void* pointer, Element element) {
 bool operands_on_device(const Gemm& gemm) {
   const int64_t a_rows = gemm.transpose_a ? gemm.k : gemm.m, a_columns = gemm.transpose_a ? gemm.m : gemm.k;
   const int64_t b_rows = gemm.transpose_b ? gemm.n : gemm.k, b_columns = gemm.transpose_b ? gemm.k : gemm.n;
-  const Element element = gemm.element;
-  return on_device(gemm.a.data, element, a_rows, a_columns, gemm.a.leading, gemm.batch, gemm.a.batch_stride) &&
-         on_device(gemm.b.data, element, b_rows, b_columns, gemm.b.leading, gemm.batch, gemm.b.batch_stride) &&
+  const Element element = gemm.element, result = gemm.result;
+  return on_device(gemm.a.data, gemm.operands, a_rows, a_columns, gemm.a.leading, gemm.batch, gemm.a.batch_stride) &&
+         on_device(gemm.b.data, gemm.operands, b_rows, b_columns, gemm.b.leading, gemm.batch, gemm.b.batch_stride) &&
          (gemm.beta == 0 ||
-          on_device(gemm.c.data, element, gemm.m, gemm.n, gemm.c.leading, gemm.batch, gemm.c.batch_stride)) &&
-         on_device(gemm.d.data, element, gemm.m, gemm.n, gemm.d.leading, gemm.batch, gemm.d.batch_stride) &&
+          on_device(gemm.c.data, result, gemm.m, gemm.n, gemm.c.leading, gemm.batch, gemm.c.batch_stride)) &&
+         on_device(gemm.d.data, result, gemm.m, gemm.n, gemm.d.leading, gemm.batch, gemm.d.batch_stride) &&
          (!gemm.bias || on_device(gemm.bias, element, gemm.m, 1, gemm.m, 1, 0));
 }
 

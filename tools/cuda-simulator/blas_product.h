@@ -19,7 +19,10 @@
 // lie in one device allocation (a GPU would fault on a host pointer), and
 // alpha and beta must be host memory (pointer mode host, the only one here).
 //
-// Only what kiln uses is simulated: f32 and f64, the compute types
+// Only what kiln uses is simulated: f32 and f64, bf16 and f16 operands of a
+// product summed in f32 (CUBLAS_COMPUTE_32F: their exact values summed in
+// double as well; C and D f32, or of the operands' type, the sum rounded to
+// f32 and then to it), the compute types
 // CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_64F,
 // column-major strided batches, and the epilogues RELU, BIAS, RELU_BIAS,
 // GELU and GELU_BIAS (f32). An attribute, operation, type or value outside
@@ -50,10 +53,21 @@ using std::int64_t;
 
 // The element types and activations kiln uses: a call that names any other is
 // refused before a Gemm is made, so the arithmetic meets no other.
-enum class Element { f32, f64 };
+enum class Element { f32, f64, bf16, f16 };
 enum class Activation { none, relu, gelu };
 
-inline std::size_t size_of(Element element) { return element == Element::f32 ? sizeof(float) : sizeof(double); }
+inline std::size_t size_of(Element element) {
+  switch (element) {
+    case Element::f32:
+      return sizeof(float);
+    case Element::f64:
+      return sizeof(double);
+    case Element::bf16:
+    case Element::f16:
+      return 2;
+  }
+  return 0;
+}
 
 // One column-major matrix of a batch as stored (before op()).
 template <class Pointer>
@@ -65,7 +79,9 @@ struct Matrix {
 
 // Everything a queued product needs, copied at the call.
 struct Gemm {
-  Element element = Element::f32;
+  Element element = Element::f32;   // the bias's and the scalars' (the compute type's)
+  Element operands = Element::f32;  // A's and B's: element, or bf16 or f16 with element f32 (operands_fit)
+  Element result = Element::f32;    // C's and D's: element, or the operands' 16-bit type (results_fit)
   bool tf32 = false;  // round A and B to TF32 first
   bool transpose_a = false, transpose_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
@@ -85,14 +101,25 @@ void enqueue_product(cudaStream_t stream, const Gemm& gemm);
 
 // ---- argument checks ------------------------------------------------------------------
 
-// The element of a data type kiln uses (CUDA_R_32F, CUDA_R_64F); nullopt for
-// any other, which the callers refuse with CUBLAS_STATUS_NOT_SUPPORTED.
+// The element of a data type kiln uses (CUDA_R_32F, CUDA_R_64F, CUDA_R_16BF,
+// CUDA_R_16F); nullopt for any other, which the callers refuse with
+// CUBLAS_STATUS_NOT_SUPPORTED.
 std::optional<Element> element_of(int type);
 
 struct Precision {
   Element element;
   bool tf32;
 };
+
+// Whether A and B of `operands` go with a compute type of `precision`, as
+// cuBLAS's tables of type combinations list them: the compute type's own data
+// type, or 16-bit floats under CUBLAS_COMPUTE_32F (f32 C). (16-bit C and D,
+// which the tables also list, kiln does not use.)
+bool operands_fit(const Precision& precision, Element operands);
+
+// Whether C and D of `result` go with them: the compute type's data type, or
+// the 16-bit type of the operands.
+bool results_fit(const Precision& precision, Element operands, Element result);
 
 // The compute types kiln uses, each with the one data (and scale) type it
 // takes here. CUBLAS_COMPUTE_32F_PEDANTIC, _64F_PEDANTIC and the rest are

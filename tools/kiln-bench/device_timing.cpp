@@ -72,24 +72,27 @@ double device_copy_bandwidth(Device device, double footprint_bytes, int runs) {
   return 2.0 * static_cast<double>(bytes) / (timing.median_ms * 1e-3);
 }
 
-Timing time_cublas_sgemm(const Tensor& a, const Tensor& b, int runs, int batch) {
+Timing time_cublas_gemm(const Tensor& a, const Tensor& b, int runs, int batch) {
   const Device device = a.device();
   const int m = static_cast<int>(a.shape()[0]), k = static_cast<int>(a.shape()[1]), n = static_cast<int>(b.shape()[1]);
-  Tensor c = zeros({m, n}, DType::f32, device);
-  const float* a_data = static_cast<const float*>(detail::concrete_array(a, "cublas", {}).raw());
-  const float* b_data = static_cast<const float*>(detail::concrete_array(b, "cublas", {}).raw());
-  float* c_data = static_cast<float*>(detail::concrete_array(c, "cublas", {}).mutable_raw());
+  const DType dtype = a.dtype();
+  const cudaDataType type = dtype == DType::bf16 ? CUDA_R_16BF : dtype == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+  Tensor c = zeros({m, n}, dtype, device);
+  const void* a_data = detail::concrete_array(a, "cublas", {}).raw();
+  const void* b_data = detail::concrete_array(b, "cublas", {}).raw();
+  void* c_data = detail::concrete_array(c, "cublas", {}).mutable_raw();
   runtime::cuda::DeviceContext& context = runtime::cuda::context(device, "cublas");
-  const cublasComputeType_t compute = config::allow_tf32.load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      dtype == DType::f32 && config::allow_tf32.load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   auto gemm = [&] {
     std::lock_guard lock(context.cublas_mutex);
     runtime::cuda::DeviceGuard guard(context.index);
     const float alpha = 1, beta = 0;
     // Row-major C = A B is column-major C^T = B^T A^T: the operands swap.
-    runtime::cuda::check(cublasGemmEx(runtime::cuda::cublas_handle(context), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
-                                      b_data, CUDA_R_32F, n, a_data, CUDA_R_32F, k, &beta, c_data, CUDA_R_32F, n,
-                                      compute, CUBLAS_GEMM_DEFAULT),
-                         "cublasGemmEx");
+    runtime::cuda::check(
+        cublasGemmEx(runtime::cuda::cublas_handle(context), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b_data, type, n,
+                     a_data, type, k, &beta, c_data, type, n, compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   };
   return time_device_calls(device, gemm, runs, batch);
 }
@@ -105,7 +108,7 @@ namespace {
 }  // namespace
 
 double device_copy_bandwidth(Device, double, int) { no_cuda("copy bandwidth"); }
-Timing time_cublas_sgemm(const Tensor&, const Tensor&, int, int) { no_cuda("cublas"); }
+Timing time_cublas_gemm(const Tensor&, const Tensor&, int, int) { no_cuda("cublas"); }
 
 #endif
 

@@ -49,10 +49,13 @@ double single_call_ms(Device device, const std::function<void()>& call);
 // DeviceError when `device` is not a CUDA device kiln can use.
 double device_copy_bandwidth(Device device, double footprint_bytes, int runs);
 
-// cuBLAS alone on C = A B (f32, row-major, on the tensors' GPU), computed as
-// kiln's matmul computes it (cublasGemmEx, TF32 tensor cores while
-// kiln::config::allow_tf32 is true), timed as above.
-Timing time_cublas_sgemm(const Tensor& a, const Tensor& b, int runs, int batch);
+// cuBLAS alone on C = A B (row-major, on the tensors' GPU), timed as above.
+// f32 operands as kiln's matmul multiplies them (cublasGemmEx, TF32 tensor
+// cores while kiln::config::allow_tf32 is true); bf16 or f16 operands as a
+// user of the library multiplies them: their tensor cores, f32 sums, C in
+// the operands' type (kiln's own call writes f32 sums that its epilogue
+// rounds: twice the bytes of C, counted against kiln).
+Timing time_cublas_gemm(const Tensor& a, const Tensor& b, int runs, int batch);
 
 // "NVIDIA H200 (sm_90, 132 SMs, 141 GB)", or the CPU model for the CPU.
 std::string device_description(Device device);

@@ -247,8 +247,8 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   result.shape = workload.shape;
   result.device = workload.device;
   result.tf32 = workload.tf32;
-  result.bf16 = std::any_of(workload.inputs.begin(), workload.inputs.end(),
-                            [](const Tensor& input) { return input.dtype() == DType::bf16; });
+  for (const Tensor& input : workload.inputs) result.bf16_inputs.push_back(input.dtype() == DType::bf16);
+  result.bf16 = std::find(result.bf16_inputs.begin(), result.bf16_inputs.end(), true) != result.bf16_inputs.end();
   std::vector<Tensor> standard_outputs = workload.standard(workload.inputs);
   std::vector<Tensor> jit_outputs = workload.jit(workload.inputs);
   judge_jit(workload, standard_outputs, jit_outputs, result);
@@ -332,9 +332,10 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
     if (!r.jit_note.empty()) std::printf("\n%s: JIT %s\n", r.id.c_str(), r.jit_note.c_str());
   for (const Result& r : results) {
     if (r.blas_ms <= 0) continue;
-    std::string precision = r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";
-    // bf16 workloads' floor is kiln's own bf16 product (workloads.cpp): no BLAS here multiplies bf16.
-    const char* gemm = r.id.ends_with("-bf16") ? "kiln's bf16 GEMM" : blas;
+    std::string precision = r.bf16 ? "" : r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";
+    // bf16 workloads' floor on the CPU is kiln's own bf16 product (workloads.cpp): no BLAS there multiplies bf16.
+    // On a GPU it is cuBLAS's.
+    const char* gemm = !r.bf16 ? blas : gpu ? "cuBLAS's bf16 GEMM" : "kiln's bf16 GEMM";
     std::printf("\n%s %s: %s alone on the same shapes%s %.3f ms (%.0f GFLOP/s; rate of the floor %.0f GFLOP/s);\n"
                 "  kiln standard matmuls %.3f ms = %.1f%% of %s's rate on these shapes\n",
                 r.id.c_str(), r.shape.c_str(), gemm, precision.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6,
@@ -374,7 +375,12 @@ void write_json(const std::vector<Result>& results, const std::vector<Failure>& 
     out << "    {\"id\": " << quoted(r.id) << ", \"name\": " << quoted(r.name) << ", \"shape\": " << quoted(r.shape)
         << ", \"batch\": " << r.batch;
     if (r.tf32) out << ", \"tf32\": " << (*r.tf32 ? "true" : "false");
-    if (r.bf16) out << ", \"dtype\": \"bf16\"";
+    if (r.bf16) {
+      out << ", \"dtype\": \"bf16\", \"bf16_inputs\": [";
+      for (std::size_t j = 0; j < r.bf16_inputs.size(); ++j)
+        out << (j ? ", " : "") << (r.bf16_inputs[j] ? "true" : "false");
+      out << "]";
+    }
     out << ",\n     \"standard_ms\": " << number(r.standard.median_ms)
         << ", \"jit_ms\": " << (r.jit ? number(r.jit->median_ms) : "null")
         << ", \"floor_ms\": " << number(r.floor_ms) << ",\n     \"standard\": " << timing(r.standard)

@@ -17,6 +17,7 @@ struct Result {
   Device device = Device::cpu();
   std::optional<bool> tf32;        // a GPU workload's matmul precision (Workload::tf32)
   bool bf16 = false;               // bf16 inputs (the -bf16 workloads): saved as their f32 values for the peers
+  std::vector<bool> bf16_inputs;   // which inputs are bf16 (adam-bf16's moments are f32)
   int batch = 1;                   // calls per timed run on a GPU (device_timing.h); 1 on the CPU
   Timing standard;
   std::optional<Timing> jit;       // empty when the JIT fell back or computed something else

@@ -84,14 +84,15 @@ Tensor logsumexp_by_hand(Tensor x) {
 
 }  // namespace
 
-// One Adam step (Kingma & Ba) at step 10 with the usual hyperparameters.
+// One Adam step (Kingma & Ba) at step 10 with the usual hyperparameters. The moments are f32; the parameter and
+// its gradient may be bf16 (mixed precision: the update computed in f32, the new parameter rounded to bf16).
 std::tuple<Tensor, Tensor, Tensor> adam_body(Tensor parameter, Tensor gradient, Tensor m, Tensor v) {
   constexpr double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   const double correction1 = 1 - std::pow(beta1, 10), correction2 = 1 - std::pow(beta2, 10);
   Tensor new_m = beta1 * m + (1 - beta1) * gradient;
   Tensor new_v = beta2 * v + (1 - beta2) * (gradient * gradient);
   Tensor step = (new_m / correction1) / (sqrt(new_v / correction2) + epsilon);
-  return {parameter - learning_rate * step, new_m, new_v};
+  return {cast(parameter - learning_rate * step, parameter.dtype()), new_m, new_v};
 }
 
 // A pre-norm transformer block, as a user writes one: layer_norm, attention with the heads split and merged
@@ -139,7 +140,8 @@ WorkloadOptions options_for(Device device) {
 
 std::vector<std::string> suite_ids(bool big, Device device) {
   if (device.is_cuda())
-    return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu", "gelu-erf", "softmax", "layernorm", "adam", "mlp-train"};
+    return {"seed-256", "seed-8192", "seed-8192-tf32", "gelu",      "gelu-erf",     "softmax",        "layernorm",
+            "adam",     "mlp-train", "seed-8192-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "adam-bf16"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
@@ -155,15 +157,15 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     half.dtype = DType::bf16;
     const std::string base = id.substr(0, id.size() - 5);
     if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" &&
-        base != "layernorm" && base != "block")
-      throw std::invalid_argument("unknown workload '" + id + "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax, "
-                                  "layernorm and block)");
-    if (options.device.is_cuda()) throw std::invalid_argument(id + ": kiln computes bf16 on the CPU only");
+        base != "layernorm" && base != "block" && base != "adam")
+      throw std::invalid_argument("unknown workload '" + id +
+                                  "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax, "
+                                  "layernorm, block and adam)");
     Workload workload = make_workload(base, half);
     workload.id = id;
-    // No BLAS here multiplies bf16: the floor of a workload with products is kiln's own products alone (AMX tiles
-    // where the CPU has them), as a GPU's is cuBLAS's.
-    if (workload.kiln_matmuls_alone)
+    // No BLAS on the CPU multiplies bf16: the floor of a workload with products is kiln's own products alone (AMX
+    // tiles where the CPU has them). A GPU's is cuBLAS's bf16 GEMM (seed's, in make_workload).
+    if (!options.device.is_cuda() && workload.kiln_matmuls_alone)
       workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
     return workload;
   }
@@ -192,8 +194,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     if (device.is_cuda()) {
       workload.tf32 = tf32;
       workload.blas_alone = [inputs, device](int runs) {
-        auto gemm = [&] { time_cublas_sgemm(inputs[0], inputs[1], 1, 1); };
-        return time_cublas_sgemm(inputs[0], inputs[1], runs, batch_for(single_call_ms(device, gemm)));
+        auto gemm = [&] { time_cublas_gemm(inputs[0], inputs[1], 1, 1); };
+        return time_cublas_gemm(inputs[0], inputs[1], runs, batch_for(single_call_ms(device, gemm)));
       };
     } else {
       workload.blas_alone = [inputs](int runs) { return time_sgemm(inputs[0], inputs[1], runs); };
@@ -252,12 +254,14 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload.bytes += static_cast<double>(options.rows) * 4;
   } else if (id == "adam") {
     std::int64_t n = options.elements;
-    std::vector<Tensor> inputs{random::normal({n}, {.seed = 8, .device = device}),
-                               random::normal({n}, {.seed = 9, .device = device}),
+    // The parameter and its gradient in the options' dtype, the moments in f32.
+    const std::vector<Tensor> weights = in_dtype(
+        {random::normal({n}, {.seed = 8, .device = device}), random::normal({n}, {.seed = 9, .device = device})});
+    std::vector<Tensor> inputs{weights[0], weights[1],
                                random::normal({n}, {.seed = 10, .stddev = 0.1, .device = device}),
                                random::uniform({n}, {.seed = 11, .low = 0, .high = 0.01, .device = device})};
-    workload = make<4>(id, id, std::to_string(n >> 20) + "M", inputs, adam_body);
-    workload.bytes += 3.0 * static_cast<double>(n) * 4;
+    workload = make<4>(id, "adam", std::to_string(n >> 20) + "M", inputs, adam_body);
+    workload.bytes += bytes_of({inputs[0], inputs[2], inputs[3]});  // the outputs
   } else if (id == "attention") {
     Shape shape({options.batch, options.heads, options.sequence, options.head_size});
     std::vector<Tensor> inputs{random::normal(shape, {.seed = 12, .device = device}),

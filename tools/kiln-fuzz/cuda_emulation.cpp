@@ -12,6 +12,7 @@
 #include "compiler/fusion.h"
 #include "compiler/jit_executable.h"
 #include "compiler/pipeline.h"
+#include "compiler/widen_half_precision.h"
 #include "kernels/kernels.h"
 
 #include <algorithm>
@@ -76,15 +77,25 @@ struct EmulatedCudaModule::State {
 
 bool cuda_emulation_available() { return true; }
 
-std::string generated_cuda_source(const ir::Graph& traced) {
+namespace {
+
+// `traced` as the JIT lowers it for CUDA before fusion: optimized, and computing on bf16 and f16 in f32.
+ir::Graph lowered_for_cuda(const ir::Graph& traced) {
   ir::Graph graph = traced;
   compiler::optimize(graph);
+  compiler::widen_half_precision(graph, compiler::capabilities(Device::cuda(0)));
+  return graph;
+}
+
+}  // namespace
+
+std::string generated_cuda_source(const ir::Graph& traced) {
+  const ir::Graph graph = lowered_for_cuda(traced);
   return compiler::cuda::generate_source(graph, compiler::fuse(graph, compiler::capabilities(Device::cuda(0)))).text;
 }
 
 EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::make_unique<State>()) {
-  state_->graph = graph;
-  compiler::optimize(state_->graph);
+  state_->graph = lowered_for_cuda(graph);
   state_->plan = compiler::fuse(state_->graph, compiler::capabilities(Device::cuda(0)));  // as the JIT plans for CUDA
   state_->assignment = compiler::assign_buffers(state_->graph, state_->plan);
   state_->module = compiler::cuda::generate_source(state_->graph, state_->plan);
@@ -161,9 +172,13 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
         if (node.op != ir::Op::matmul) continue;
         std::vector<runtime::Array> operands;
         for (ir::ValueId operand : node.operands) operands.push_back(values[slot(operand)]);
-        product = kernels::run(node, operands, Device::cpu());
+        // A 16-bit product is cuBLAS's f32 sums, which the kernel rounds (and writes, where it is an output).
+        ir::Node sums = node;
+        if (is_half_precision(node.type.dtype)) sums.type.dtype = DType::f32;
+        product = kernels::run(sums, operands, Device::cpu());
         // Written into its output buffer where the kernel returns it.
-        if (std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end()) {
+        if (!is_half_precision(node.type.dtype) &&
+            std::find(kernel.outputs.begin(), kernel.outputs.end(), member) != kernel.outputs.end()) {
           if (product.bytes() > 0) std::memcpy(values[slot(member)].mutable_raw(), product.raw(), product.bytes());
           product = values[slot(member)];
         }

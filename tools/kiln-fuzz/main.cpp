@@ -30,8 +30,7 @@
 // against the reference, and its float64 derivatives (reverse and forward
 // mode) are compared with finite differences. Graphs near kinks, poles or
 // overflow have their hazards replaced (gradient_hazards.h), counted by kind.
-// --half-precision generates bf16 and f16 values too (the CPU executors: the
-// CUDA JIT takes none yet).
+// --half-precision generates bf16 and f16 values too.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 

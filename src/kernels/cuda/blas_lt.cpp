@@ -109,20 +109,55 @@ struct Alignments {
 };
 
 Alignments alignments_of(const GemmProblem& p, const void* a, const void* b, const void* c) {
-  const std::size_t size = p.dtype == DType::f32 ? 4 : 8;
+  const std::size_t size = size_of(p.dtype), operand_size = size_of(p.operands);
   const bool batched = p.batch > 1;
-  return {alignment_of(a, batched ? p.stride_a : 0, size), alignment_of(b, batched ? p.stride_b : 0, size),
-          alignment_of(c, batched ? p.stride_c : 0, size), p.bias ? alignment_of(p.bias, 0, size) : 256u};
+  return {alignment_of(a, batched ? p.stride_a : 0, operand_size),
+          alignment_of(b, batched ? p.stride_b : 0, operand_size), alignment_of(c, batched ? p.stride_c : 0, size),
+          p.bias ? alignment_of(p.bias, 0, size) : 256u};
+}
+
+// The library's name of a dtype kiln multiplies in: f32, f64, bf16 or f16.
+cudaDataType data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+// How the sums are computed: in f64 for f64, on the TF32 tensor cores for f32 operands while allowed, else in f32
+// (bf16 and f16 operands on their own tensor cores, summed in f32).
+cublasComputeType_t compute_type(const GemmProblem& p) {
+  if (p.dtype == DType::f64) return CUBLAS_COMPUTE_64F;
+  return p.tf32 && p.operands == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 // The bias pointer itself is not part of the key (it is set on the plan
 // before each call), its alignment is.
-using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int,
-                       Alignments>;
+using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool,
+                       int, Alignments>;
 
 Key key_of(int device, const GemmProblem& p, const Alignments& alignments) {
-  return {device, p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.batch, p.stride_a, p.stride_b, p.stride_c,
-          static_cast<int>(p.dtype), p.tf32, static_cast<int>(p.epilogue), alignments};
+  return {device,
+          p.transpose_a,
+          p.transpose_b,
+          p.m,
+          p.n,
+          p.k,
+          p.batch,
+          p.stride_a,
+          p.stride_b,
+          p.stride_c,
+          static_cast<int>(p.dtype),
+          static_cast<int>(p.operands),
+          p.tf32,
+          static_cast<int>(p.epilogue),
+          alignments};
 }
 
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue epilogue) {
@@ -314,9 +349,10 @@ class Race {
   static std::string describe(const GemmProblem& p) {
     return "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
            (p.batch > 1 ? " batch=" + std::to_string(p.batch) : "") +
-           (p.dtype == DType::f64 ? " f64"
-            : p.tf32              ? " tf32"
-                                  : " f32") +
+           (p.operands != p.dtype   ? " " + std::string(to_string(p.operands))
+            : p.dtype == DType::f64 ? " f64"
+            : p.tf32                ? " tf32"
+                                    : " f32") +
            (p.epilogue == GemmEpilogue::none ? "" : " with an epilogue");
   }
 
@@ -337,10 +373,8 @@ class Race {
 std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice& device, const GemmProblem& p,
                                 const Alignments& alignments, const void* a, const void* b, void* c) {
   auto plan = std::make_unique<Plan>();
-  const bool f32 = p.dtype == DType::f32;
-  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute = !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  check_lt(cublasLtMatmulDescCreate(&plan->operation, compute, type), "cublasLtMatmulDescCreate");
+  const cudaDataType type = data_type(p.dtype), operand_type = data_type(p.operands);
+  check_lt(cublasLtMatmulDescCreate(&plan->operation, compute_type(p), type), "cublasLtMatmulDescCreate");
   const cublasOperation_t first_operation = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t second_operation = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_TRANSA, &first_operation,
@@ -358,10 +392,10 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
     if (has_bias(p.epilogue)) set_bias(plan->operation, p.bias);
   }
   // Layouts as stored (before the transposes): row-major [r, c] is column-major [c, r].
-  plan->first = p.transpose_b ? layout(type, p.k, p.n, p.k, p.batch, p.stride_b)   // B stored [n, k]
-                              : layout(type, p.n, p.k, p.n, p.batch, p.stride_b);  // B stored [k, n]
-  plan->second = p.transpose_a ? layout(type, p.m, p.k, p.m, p.batch, p.stride_a)   // A stored [k, m]
-                               : layout(type, p.k, p.m, p.k, p.batch, p.stride_a);  // A stored [m, k]
+  plan->first = p.transpose_b ? layout(operand_type, p.k, p.n, p.k, p.batch, p.stride_b)    // B stored [n, k]
+                              : layout(operand_type, p.n, p.k, p.n, p.batch, p.stride_b);   // B stored [k, n]
+  plan->second = p.transpose_a ? layout(operand_type, p.m, p.k, p.m, p.batch, p.stride_a)   // A stored [k, m]
+                               : layout(operand_type, p.k, p.m, p.k, p.batch, p.stride_a);  // A stored [m, k]
   plan->result = layout(type, p.n, p.m, p.n, p.batch, p.stride_c);
 
   cublasLtMatmulPreference_t preference = nullptr;
@@ -409,9 +443,8 @@ std::unique_ptr<Plan> make_plan(runtime::cuda::DeviceContext& context, LtDevice&
 cublasStatus_t cublas_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& p, const void* a, const void* b,
                              void* c) {
   const bool f32 = p.dtype == DType::f32;
-  const cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      !f32 ? CUBLAS_COMPUTE_64F : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const cudaDataType type = data_type(p.dtype), operand_type = data_type(p.operands);
+  const cublasComputeType_t compute = compute_type(p);
   const float alpha32 = 1, beta32 = 0;
   const double alpha64 = 1, beta64 = 0;
   const void* alpha = f32 ? static_cast<const void*>(&alpha32) : &alpha64;
@@ -423,16 +456,18 @@ cublasStatus_t cublas_matmul(runtime::cuda::DeviceContext& context, const GemmPr
   cublasHandle_t handle = runtime::cuda::cublas_handle(context);
   // Column-major view: C^T [n x m] = op(B)^T [n x k] * op(A)^T [k x m].
   if (p.batch == 1)
-    return cublasGemmEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, a, type, lda, beta, c, type, n,
-                        compute, CUBLAS_GEMM_DEFAULT);
-  return cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, alpha, b, type, ldb, p.stride_b, a, type,
-                                    lda, p.stride_a, beta, c, type, n, p.stride_c, static_cast<int>(p.batch), compute,
-                                    CUBLAS_GEMM_DEFAULT);
+    return cublasGemmEx(handle, operation_b, operation_a, n, m, k, alpha, b, operand_type, ldb, a, operand_type, lda,
+                        beta, c, type, n, compute, CUBLAS_GEMM_DEFAULT);
+  return cublasGemmStridedBatchedEx(handle, operation_b, operation_a, n, m, k, alpha, b, operand_type, ldb, p.stride_b,
+                                    a, operand_type, lda, p.stride_a, beta, c, type, n, p.stride_c,
+                                    static_cast<int>(p.batch), compute, CUBLAS_GEMM_DEFAULT);
 }
 
 bool lt_matmul(runtime::cuda::DeviceContext& context, const GemmProblem& problem, const void* a, const void* b,
                void* c) {
   if (problem.dtype != DType::f32 && problem.dtype != DType::f64) return false;
+  if (problem.operands != problem.dtype && (problem.dtype != DType::f32 || !is_half_precision(problem.operands)))
+    return false;
   if (problem.epilogue != GemmEpilogue::none) {
     if (problem.dtype != DType::f32 || problem.batch != 1) return false;
     // cuBLASLt has no alignment preference for the bias, and its epilogues

@@ -1,5 +1,5 @@
 #pragma once
-// f32/f64 matmuls through cuBLASLt, with the algorithm chosen by timing.
+// f32/f64 matmuls (and bf16/f16 products summed in f32) through cuBLASLt, with the algorithm chosen by timing.
 //
 // cublasGemmEx runs the first algorithm of cuBLAS's heuristic. For a large
 // product the heuristic's first choice is often a few percent slower than
@@ -38,8 +38,9 @@ struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-  DType dtype = DType::f32;  // f32 or f64
-  bool tf32 = false;         // f32 on the TF32 tensor cores
+  DType dtype = DType::f32;     // C's (and the sums'): f32 or f64
+  DType operands = DType::f32;  // A's and B's: dtype, or bf16 or f16 with dtype f32 (their tensor cores, f32 sums)
+  bool tf32 = false;            // f32 operands on the TF32 tensor cores
   GemmEpilogue epilogue = GemmEpilogue::none;  // f32 single matrices only (batch 1)
   const void* bias = nullptr;                  // f32[n] for the bias epilogues
 };

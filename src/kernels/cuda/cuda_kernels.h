@@ -67,7 +67,8 @@ void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& ou
 
 // ---- matmul (matmul.cu) ---------------------------------------------------------
 // f32/f64 through cuBLAS (strided-batched GEMMs; TF32 for f32 when
-// kiln::config::allow_tf32), i32/i64 through a tiled kernel.
+// kiln::config::allow_tf32), i32/i64 through a tiled kernel. bf16 or f16
+// operands (both the same) with an f32 output: their tensor cores, f32 sums.
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
 

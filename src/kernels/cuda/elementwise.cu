@@ -5,10 +5,13 @@
 // each thread moves 16 bytes per access of the wider type (4 f32, 2 f64, 16
 // bools), and the tail past the last whole pack goes element by element.
 
+#include "core/half_precision_bits.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/scalar_dispatch.h"
+
+#include <type_traits>
 
 namespace kiln::kernels::cuda {
 namespace {
@@ -92,6 +95,71 @@ __global__ void iota_kernel(T* __restrict__ out, std::int64_t count, std::int64_
   for (std::int64_t i = thread_index(); i < count; i += thread_count()) out[i] = static_cast<T>(i / inner % length);
 }
 
+// ---- casts from and to bf16 and f16 -----------------------------------------------------
+// Their elements are bits (uint16_t); every conversion rounds as the CPU's cast kernel does, through the one
+// header both use (core/half_precision_bits.h), so the two devices agree to the bit.
+
+// The exact f32 value of a bf16 (`brain`) or f16 element.
+template <bool brain>
+__host__ __device__ __forceinline__ float widen_half(std::uint16_t bits) {
+  return __builtin_bit_cast(float, brain ? half_bits::f32_from_bf16(bits) : half_bits::f32_from_f16(bits));
+}
+
+// x rounded once to a bf16 (`brain`) or f16: from f32 directly, from f64, integers and bool through their double
+// value (half_bits::bf16_from_f64 rounds that once, as the CPU kernel does).
+template <bool brain>
+struct round_to_half {
+  template <class From>
+  __host__ __device__ std::uint16_t operator()(From x) const {
+    if constexpr (std::is_same_v<From, float>) {
+      // (Not a const variable: nvcc 13 fails on a constant-folding attempt of a bit cast.)
+      std::uint32_t bits = __builtin_bit_cast(std::uint32_t, x);
+      return brain ? half_bits::bf16_from_f32(bits) : half_bits::f16_from_f32(bits);
+    } else {
+      const double value = static_cast<double>(x);
+      return brain ? half_bits::bf16_from_f64(value) : half_bits::f16_from_f64(value);
+    }
+  }
+};
+
+// A bf16 or f16 element widened (exactly) and then given to `then`: a conversion to another dtype.
+template <bool brain, class Then>
+struct from_half {
+  Then then;
+  __host__ __device__ auto operator()(std::uint16_t bits) const { return then(widen_half<brain>(bits)); }
+};
+
+// Calls `function` with std::true_type for bf16 and std::false_type for f16.
+template <class Function>
+void visit_half(DType dtype, Function&& function) {
+  if (dtype == DType::bf16)
+    function(std::true_type{});
+  else
+    function(std::false_type{});
+}
+
+void cast_half_precision(const Array& input, const Array& output) {
+  if (is_half_precision(input.dtype)) {
+    visit_half(input.dtype, [&](auto from_brain) {
+      constexpr bool brain = decltype(from_brain)::value;
+      if (is_half_precision(output.dtype))
+        visit_half(output.dtype, [&](auto to_brain) {
+          using Round = round_to_half<decltype(to_brain)::value>;
+          map<std::uint16_t, std::uint16_t>("cast", input, output, from_half<brain, Round>{Round{}});
+        });
+      else
+        visit_dtype(output.dtype, [&]<class To>() {
+          map<std::uint16_t, To>("cast", input, output, from_half<brain, scalar::convert<To>>{scalar::convert<To>{}});
+        });
+    });
+    return;
+  }
+  visit_half(output.dtype, [&](auto to_brain) {
+    using Round = round_to_half<decltype(to_brain)::value>;
+    visit_dtype(input.dtype, [&]<class From>() { map<From, std::uint16_t>("cast", input, output, Round{}); });
+  });
+}
+
 }  // namespace
 
 void unary(Op op, const Array& input, const Array& output) {
@@ -103,6 +171,10 @@ void unary(Op op, const Array& input, const Array& output) {
 
 void cast(const Array& input, const Array& output) {
   if (!(input.shape == output.shape)) internal_error("cast", "input and output shapes differ");
+  if (is_half_precision(input.dtype) || is_half_precision(output.dtype)) {
+    cast_half_precision(input, output);
+    return;
+  }
   visit_dtype(input.dtype, [&]<class From>() {
     visit_dtype(output.dtype, [&]<class To>() { map<From, To>("cast", input, output, scalar::convert<To>{}); });
   });

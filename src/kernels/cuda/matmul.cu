@@ -7,6 +7,7 @@
 // run is one call.
 //
 // f32/f64 go through cuBLASLt with a timed choice of algorithm (blas_lt.h),
+// as do bf16 and f16 operands (their tensor cores, the sums in f32, an f32 product),
 // or cuBLAS (cublasGemmStridedBatchedEx; cublasGemmEx for a single matrix)
 // for what cuBLASLt does not take. kiln's arrays are row-major and cuBLAS is column-major, so
 // C = A B is computed as C^T = B^T A^T: the row-major buffers read as the
@@ -35,9 +36,10 @@ using std::int64_t;
 
 // ---- f32 / f64 through cuBLAS ------------------------------------------------------------
 
-template <class T>
+// `Operand` is T, or std::uint16_t for bf16 and f16 operands (`operands`) of an f32 product.
+template <class T, class Operand = T>
 void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, bool transpose_a, bool transpose_b,
-                 const T* a, const T* b, T* c) {
+                 const Operand* a, const Operand* b, T* c, DType operands = dtype_of<T>) {
   const int64_t lda = transpose_a ? plan.m : plan.k;
   const int64_t ldb = transpose_b ? plan.k : plan.n;
   for (int64_t size : {plan.m, plan.n, plan.k, lda, ldb})
@@ -53,8 +55,8 @@ void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, 
   for (const BatchRun& run : plan.runs) {
     for (int64_t done = 0; done < run.count;) {
       const int64_t count = std::min<int64_t>(run.count - done, INT_MAX);
-      const T* a_first = a + run.a_offset + done * run.a_stride;
-      const T* b_first = b + run.b_offset + done * run.b_stride;
+      const Operand* a_first = a + run.a_offset + done * run.a_stride;
+      const Operand* b_first = b + run.b_offset + done * run.b_stride;
       T* c_first = c + (run.first + done) * c_size;
       GemmProblem problem{.transpose_a = transpose_a,
                           .transpose_b = transpose_b,
@@ -66,6 +68,7 @@ void blas_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& plan, 
                           .stride_b = run.b_stride,
                           .stride_c = c_size,
                           .dtype = is_f32 ? DType::f32 : DType::f64,
+                          .operands = operands,
                           .tf32 = tf32};
       if (lt_matmul(context, problem, a_first, b_first, c_first)) {
         done += count;
@@ -135,7 +138,9 @@ void integer_matmul(runtime::cuda::DeviceContext& context, const MatmulPlan& pla
 }  // namespace
 
 void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
-  if (a.dtype != b.dtype || a.dtype != output.dtype) internal_error("matmul", "operands differ in dtype");
+  const bool half_operands = is_half_precision(a.dtype) && output.dtype == DType::f32;
+  if (a.dtype != b.dtype || (a.dtype != output.dtype && !half_operands))
+    internal_error("matmul", "operands differ in dtype");
   const MatmulPlan plan = plan_matmul(transpose_a, transpose_b, a.shape, b.shape, output.shape);
   if (plan.batch == 0 || plan.m == 0 || plan.n == 0) return;
   auto& context = context_of(output, "matmul");
@@ -143,6 +148,11 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
     runtime::cuda::DeviceGuard guard(context.index);
     runtime::cuda::check(cudaMemsetAsync(output.mutable_raw(), 0, output.bytes(), context.stream), "cudaMemsetAsync",
                          "matmul");
+    return;
+  }
+  if (half_operands) {
+    blas_matmul(context, plan, transpose_a, transpose_b, a.data<std::uint16_t>(), b.data<std::uint16_t>(),
+                output.mutable_data<float>(), a.dtype);
     return;
   }
   switch (output.dtype) {

@@ -159,17 +159,22 @@ class CudaExecutable final : public exec::Executable {
 
   // cuBLAS (through the standard matmul, which honours config::allow_tf32)
   // writes the product: into its output buffer when the product is an
-  // output, else into a temporary the epilogue reads.
+  // output, else into a temporary the epilogue reads. A 16-bit product
+  // (bf16 or f16 operands on the tensor cores) is f32 sums in a temporary,
+  // which the kernel rounds as it reads them (loop_kernel.cpp), writing the
+  // product where it is an output.
   runtime::Array run_matmul(const FusedKernel& kernel, std::vector<runtime::Array>& values) const {
     ir::ValueId matmul = -1;
     for (ir::ValueId member : kernel.members)
       if (graph_.node(member).op == ir::Op::matmul) matmul = member;
     const ir::Node& node = graph_.node(matmul);
+    const bool sums_only = is_half_precision(node.type.dtype);
     runtime::Array product;
     bool is_output = false;
     for (ir::ValueId output : kernel.outputs) is_output = is_output || output == matmul;
-    product = is_output ? values[static_cast<std::size_t>(matmul)]
-                        : runtime::allocate_array(node.type.dtype, node.type.shape, device_);
+    product = is_output && !sums_only
+                  ? values[static_cast<std::size_t>(matmul)]
+                  : runtime::allocate_array(sums_only ? DType::f32 : node.type.dtype, node.type.shape, device_);
     kernels::cuda::matmul(node.attributes.transpose_a, node.attributes.transpose_b,
                           values[static_cast<std::size_t>(node.operands[0])],
                           values[static_cast<std::size_t>(node.operands[1])], product);

@@ -28,8 +28,11 @@ bool is_row_bias(const ir::Type& type, std::int64_t n) {
 bool fit_library_epilogue(const ir::Graph& graph, const FusedKernel& kernel, KernelLaunch& launch) {
   if (kernel.kind != KernelKind::gemm || kernel.outputs.size() != 1 || kernel.members.size() < 2) return false;
   const ir::Node& product = graph.node(kernel.members.front());
-  // A 2-D product, or rows with leading axes times a matrix (is_generated_gemm): those rows are one product.
-  if (!is_generated_gemm(graph, product) || graph.type(product.operands[0]).shape.rank() < 2) return false;
+  // An f32 product (cuBLASLt's epilogues here are f32's), 2-D or rows with leading axes times a matrix
+  // (is_generated_gemm): those rows are one product.
+  if (product.type.dtype != DType::f32 || !is_generated_gemm(graph, product, BackendCapabilities{}) ||
+      graph.type(product.operands[0]).shape.rank() < 2)
+    return false;
   const std::int64_t n = product.type.shape[product.type.shape.rank() - 1];
   ir::ValueId current = kernel.members.front();
   bool bias = false, relu = false;

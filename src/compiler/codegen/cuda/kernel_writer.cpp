@@ -29,7 +29,7 @@ ReductionInfo reduction_info(const ir::Node& reduction) {
 
 std::string literal(const ir::Node& constant) {
   std::string type = codegen::storage_type(constant.type.dtype);
-  if (is_floating(constant.type.dtype)) {
+  if (is_floating(constant.type.dtype) && !is_half_precision(constant.type.dtype)) {  // 16 bits: their bits
     double value = constant.attributes.float_value;
     if (value != value) return "not_a_number<" + type + ">()";
     if (value > 1.7976931348623157e308) return "infinity<" + type + ">()";
@@ -209,6 +209,9 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
     comment = indent + emitter_.describe(item.value) + ", the scores computed above\n";
   } else if (item.kind == Instance::Kind::tile) {
     value = "product[" + offset(product_address(), layout, inner) + "]";
+    // A 16-bit product: cuBLAS's f32 sums, rounded once here (run_matmul in cuda_executable.cpp).
+    if (node.type.dtype == DType::bf16) value = "round_to_bf16(" + value + ")";
+    if (node.type.dtype == DType::f16) value = "round_to_f16(" + value + ")";
     comment = indent + emitter_.describe(item.value) + ", computed by cuBLAS\n";
   } else if (node.op == ir::Op::iota) {
     value = "static_cast<" + type(id) + ">(" + offset(item.address, layout, inner) + ")";

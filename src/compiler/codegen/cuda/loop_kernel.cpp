@@ -45,9 +45,12 @@ class ElementKernel {
     }
     for (const auto& [value, id] : writer_.outputs()) {
       const Instance& item = writer_.at(id);
-      // cuBLAS writes the product itself; a shape op of it that moves nothing
-      // (a reversed slice of a size-1 axis) is an element output.
-      if (item.kind == Instance::Kind::tile && graph.node(value).op == ir::Op::matmul) continue;
+      // cuBLAS writes an f32 product itself; a shape op of it that moves nothing
+      // (a reversed slice of a size-1 axis) is an element output, and so is a
+      // 16-bit product (cuBLAS's f32 sums, rounded here).
+      if (item.kind == Instance::Kind::tile && graph.node(value).op == ir::Op::matmul &&
+          !is_half_precision(graph.node(value).type.dtype))
+        continue;
       if (item.kind == Instance::Kind::reduction) {
         if (kernel_.kind == KernelKind::loop)
           throw CompileError(std::string(ir::name(graph.node(value).op)), "a reduction in a loop kernel",
@@ -119,7 +122,11 @@ class ElementKernel {
     for (int id : needed_) {
       const Instance& item = writer_.at(id);
       if (!item.bounds.empty()) return 1;  // a padded input read in place: element by element, each checked
-      if (item.kind == Instance::Kind::tile) streams.push_back({writer_.product_address(), DType::f32});
+      if (item.kind == Instance::Kind::tile) {
+        // A 16-bit product is rounded from the f32 sums as it is read: element by element.
+        if (is_half_precision(emitter_.graph().type(item.value).dtype)) return 1;
+        streams.push_back({writer_.product_address(), DType::f32});
+      }
       if (item.kind != Instance::Kind::load || inner_step(item.address) == 0) continue;
       streams.push_back({item.address, emitter_.graph().type(kernel_.inputs[static_cast<std::size_t>(item.buffer)]).dtype});
     }

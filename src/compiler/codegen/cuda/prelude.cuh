@@ -11,6 +11,7 @@
 // Generated kernels are written inside namespace kiln::jit, so the names
 // here (int64_t, add, sin, ...) are found before any global ones.
 
+#include "core/half_precision_bits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/device_traits.cuh"
 #include "kernels/scalar_ops.h"
@@ -23,6 +24,7 @@ using kiln::kernels::cuda::ElementTraits;
 
 // The storage types generated code names (NVRTC has no <cstdint>).
 using uint8_t = unsigned char;
+using uint16_t = unsigned short;  // bf16 and f16: their bits
 using int32_t = int;
 using int64_t = long long;
 
@@ -86,6 +88,26 @@ template <class To, class From>
 __device__ __forceinline__ To cast(From x) {
   return scalar::convert<To>{}(x);
 }
+
+// ---- bf16 and f16 ----------------------------------------------------------------------------
+
+// Their elements are bits, moved as uint16_t; every op on them computes in f32 (compiler/widen_half_precision.h):
+// widened where read, rounded once where its result is stored, with the CPU kernels' bit arithmetic
+// (core/half_precision_bits.h), so generated kernels, the standard CUDA kernels and the CPU agree to the bit.
+__device__ __forceinline__ float widen_bf16(uint16_t bits) { return __uint_as_float(half_bits::f32_from_bf16(bits)); }
+__device__ __forceinline__ float widen_f16(uint16_t bits) { return __uint_as_float(half_bits::f32_from_f16(bits)); }
+__device__ __forceinline__ uint16_t round_to_bf16(float value) {
+  return half_bits::bf16_from_f32(__float_as_uint(value));
+}
+__device__ __forceinline__ uint16_t round_to_f16(float value) {
+  return half_bits::f16_from_f32(__float_as_uint(value));
+}
+// From f64: one rounding (through a round-to-odd f32, as the standard kernels).
+__device__ __forceinline__ uint16_t round_to_bf16(double value) { return half_bits::bf16_from_f64(value); }
+__device__ __forceinline__ uint16_t round_to_f16(double value) { return half_bits::f16_from_f64(value); }
+// An f32 result rounded to 16 bits and read again as f32 by the next op (codegen/kernel_emitter.h's round_through).
+__device__ __forceinline__ float round_through_bf16(float value) { return widen_bf16(round_to_bf16(value)); }
+__device__ __forceinline__ float round_through_f16(float value) { return widen_f16(round_to_f16(value)); }
 
 // ---- 16-byte accesses ------------------------------------------------------------------------
 
