@@ -149,7 +149,7 @@ BackendCapabilities capabilities(Device device) {
           .concats_in_place = true,
           .concat_pieces = true,
           .gathers_in_kernels = true,
-          .bf16_products = kernels::cpu::has_amx_bf16()};
+          .bf16_products = kernels::cpu::has_bf16_products()};
 }
 
 FusionPlan fuse(const ir::Graph& graph, const BackendCapabilities& capabilities) {

@@ -68,9 +68,9 @@ struct BackendCapabilities {
   // take_along_axis in loop and row kernels: an index map whose gathered axis is read from the indices, the
   // values read where they lie in memory (a cross-entropy's picked logit in the logits' row kernel).
   bool gathers_in_kernels = false;
-  // 16-bit products the GEMM kernels take as they are, summing in f32: bf16 in the CPU's AMX tiles
-  // (kernels/cpu/gemm_bf16.h), bf16 and f16 on a GPU's tensor cores (kernels/cuda/matmul.cu). Any other 16-bit
-  // matmul becomes an f32 product of widened operands (widen_half_precision.h).
+  // 16-bit products the GEMM kernels take as they are, summing in f32: bf16 in the CPU's AMX tiles or AVX512_BF16
+  // dot products (kernels/cpu/gemm_bf16.h), bf16 and f16 on a GPU's tensor cores (kernels/cuda/matmul.cu). Any other
+  // 16-bit matmul becomes an f32 product of widened operands (widen_half_precision.h).
   bool bf16_products = false;
   bool f16_products = false;
 

@@ -96,8 +96,8 @@ class Widening {
   }
 
   // A 16-bit matmul the backend multiplies as it is stays one (the GEMM kernel reads the 16-bit operands and
-  // rounds the f32 sums once: AMX tiles, tensor cores), where an f32 product of the widened operands would run at
-  // f32's rate.
+  // rounds the f32 sums once: AMX tiles, AVX512_BF16, tensor cores), where an f32 product of the widened operands would
+  // run at f32's rate.
   bool multiplies_in_tiles(const ir::Node& node) const {
     const DType dtype = node.type.dtype;
     return node.op == ir::Op::matmul && is_half_precision(dtype) && capabilities_.multiplies(dtype) &&

@@ -9,8 +9,8 @@
 // rounds where the standard executor rounds, and the two agree to the bit wherever they agree in f32.
 //
 // A 16-bit matmul stays one where the backend multiplies its dtype as it is (BackendCapabilities::multiplies: bf16
-// in the CPU's AMX tiles, bf16 and f16 on a GPU's tensor cores): its product is summed in f32 and rounded once,
-// what the widened product would give (to the order of the sums).
+// in the CPU's AMX tiles or AVX512_BF16 dot products, bf16 and f16 on a GPU's tensor cores): its product is summed in
+// f32 and rounded once, what the widened product would give (to the order of the sums).
 //
 // Casts that do not fit those are split: a 16-bit value to anything but f32 goes through f32 (exact), an
 // integer or bool to 16 bits through f64 (exact; then one rounding, as the standard kernel rounds), and bf16

@@ -173,11 +173,11 @@ bool touches_half_precision(const ir::Node& node, std::span<const runtime::Array
 }
 
 // Whether a matmul of `a` and `b` on `device` multiplies their 16-bit values as they are: bf16 in the CPU's AMX tiles
-// (kernels/cpu/gemm_bf16.h), bf16 or f16 on a GPU's tensor cores (kernels/cuda/matmul.cu).
+// or AVX512_BF16 dot products (kernels/cpu/gemm_bf16.h), bf16 or f16 on a GPU's tensor cores (kernels/cuda/matmul.cu).
 bool multiplies_half_precision(DType a, DType b, Device device) {
   if (a != b) return false;
   if (device.is_cuda()) return is_half_precision(a);
-  return device.is_cpu() && a == DType::bf16 && cpu::has_amx_bf16();
+  return device.is_cpu() && a == DType::bf16 && cpu::has_bf16_products();
 }
 
 // `array` cast to `dtype` by the cast kernel.
@@ -195,8 +195,8 @@ runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::No
 // Constants and iotas are made in f64, so that their values too are rounded once.
 runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
   if (node.op == ir::Op::matmul && multiplies_half_precision(inputs[0].dtype, inputs[1].dtype, device)) {
-    // The 16-bit operands multiplied as they are (AMX tiles, tensor cores), summed in f32 as the widened
-    // operands' would be.
+    // The 16-bit operands multiplied as they are (AMX tiles, AVX512_BF16, tensor cores), summed in f32 as the
+    // widened operands' would be.
     runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape, device);
 #if KILN_HAVE_CUDA
     if (device.is_cuda())

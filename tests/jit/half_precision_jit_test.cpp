@@ -101,8 +101,9 @@ TEST(HalfPrecisionJit, AChainIsOneKernelReadingAndWritingSixteenBits) {
   EXPECT_TRUE(contains(source, "const uint16_t* input0;")) << source;
 }
 
-TEST(HalfPrecisionJit, ABf16ProductAndItsEpilogueAreOneKernelInAmxTiles) {
-  if (!kernels::cpu::has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 here: bf16 products are widened f32 ones";
+TEST(HalfPrecisionJit, ABf16ProductAndItsEpilogueAreOneGemmKernel) {
+  if (!kernels::cpu::has_bf16_products())
+    GTEST_SKIP() << "neither AMX-BF16 nor AVX512_BF16 here: bf16 products are widened f32 ones";
   const Tensor x = random_tensor(DType::bf16, {70, 96}, 1), w = random_tensor(DType::bf16, {96, 50}, 2);
   const Tensor bias = random_tensor(DType::bf16, {50}, 3);
   // The epilogue rounds the f32 sums to the product's bf16 as the standard executor's matmul does: the same bits.

@@ -31,7 +31,7 @@ std::vector<std::uint16_t> random_bf16(std::int64_t count, std::uint64_t seed) {
 double value(std::uint16_t bits) { return static_cast<double>(to_float(bfloat16{bits})); }
 
 TEST(GemmBf16, MatchesTheExactProductOfTheSameValuesWithinF32Summation) {
-  if (!has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or Linux refused the tile state)";
+  if (!has_bf16_products()) GTEST_SKIP() << "neither AMX-BF16 nor AVX512_BF16 on this CPU";
   struct Case {
     std::int64_t m, n, k;
     bool transpose_a, transpose_b;
@@ -99,8 +99,8 @@ TEST(GemmBf16, MatmulOfBf16TensorsAgreesWithTheWidenedProductInBothExecutors) {
     for (std::size_t i = 0; i < values.size(); ++i)
       ASSERT_NEAR(values[i], reference[i], 0x1p-7 * (std::fabs(reference[i]) + 1)) << name << " at " << i;
   }
-  // With AMX the compiled product is the standard executor's, bit for bit: the same kernel runs it.
-  if (has_amx_bf16()) {
+  // With AMX or AVX512_BF16 the compiled product is the standard executor's, bit for bit: the same kernel runs it.
+  if (has_bf16_products()) {
     EXPECT_EQ(compiled.to_vector<float>(), product.to_vector<float>());
   }
 }

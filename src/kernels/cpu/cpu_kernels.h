@@ -61,7 +61,7 @@ void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& ou
 
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
 // Batched matrix product over the last two axes, batch axes broadcast. bf16 operands give an f32 output, in AMX
-// tiles: only where gemm_bf16.h's has_amx_bf16().
+// tiles or AVX512_BF16 dot products: only where gemm_bf16.h's has_bf16_products().
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
 

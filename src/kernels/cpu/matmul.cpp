@@ -17,7 +17,7 @@
 // no undefined behaviour), multithreaded over batch and rows.
 //
 // bf16 operands with an f32 output (kernels::run's bf16 matmul where the CPU
-// has AMX) go through gemm_bf16.h's tiles.
+// has AMX or AVX512_BF16) go through gemm_bf16.h's blocks.
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -49,7 +49,7 @@ struct Problem {
 Problem make_problem(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
   Problem problem;
   int rank_a = a.shape.rank(), rank_b = b.shape.rank(), rank_out = output.shape.rank();
-  const bool bf16_to_f32 = a.dtype == DType::bf16 && output.dtype == DType::f32;  // in AMX tiles
+  const bool bf16_to_f32 = a.dtype == DType::bf16 && output.dtype == DType::f32;  // gemm_bf16
   if (rank_a < 2 || rank_b < 2 || rank_out < 2 || a.dtype != b.dtype || (a.dtype != output.dtype && !bf16_to_f32))
     throw InternalError("matmul", "kernel called with mismatched operands", std::string());
   problem.transpose_a = transpose_a;
@@ -170,7 +170,7 @@ void integer_matmul(const Problem& problem, const Array& a_array, const Array& b
   });
 }
 
-// ---- bf16 into f32 in AMX tiles -------------------------------------------------
+// ---- bf16 into f32 through gemm_bf16 (AMX tiles, AVX512_BF16) ----------------------
 // One product at a time, each on all of kiln's threads (gemm_bf16 splits it in blocks of 32 x 32).
 void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, float* c) {
   const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
@@ -190,7 +190,7 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
     std::memset(output.mutable_raw(), 0, output.bytes());
     return;
   }
-  if (a.dtype == DType::bf16) {  // into f32, in AMX tiles
+  if (a.dtype == DType::bf16) {  // into f32, through gemm_bf16
     tiled_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(), output.mutable_data<float>());
     return;
   }

@@ -13,8 +13,8 @@ std::string RowKernel::emit_gemm() {
   for (ir::ValueId member : kernel_.members)
     if (graph.node(member).op == ir::Op::matmul) matmul = member;
   const ir::Node& node = graph.node(matmul);
-  // bf16 (where the CPU has AMX): gemm_bf16 hands every block to the epilogue, which rounds the f32 sums to the
-  // product's bf16 and stores the product itself where it is an output.
+  // bf16 (where the CPU has AMX or AVX512_BF16): gemm_bf16 hands every block to the epilogue, which rounds the f32 sums
+  // to the product's bf16 and stores the product itself where it is an output.
   const bool bf16 = !gemm_writes_product(node);
   // sgemm sees all the rows as m; the epilogue recovers each row's coordinates.
   const int rank = kernel_.space.rank();
