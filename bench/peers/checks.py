@@ -48,6 +48,7 @@ TOLERANCE = {
     "stem": 1e-4,  # 147-term dot products of unit-variance terms, as conv's
     "conv": 1e-4,
     "pool": 0.0,  # a maximum of the input's elements: exact
+    "add_one": 0.0,  # x + 1 in f32, correctly rounded everywhere (the `call` workload)
     "depthwise": 1e-5,  # 9-term sums of unit-variance terms, a bias, relu: ~1e-7 apart
     # Training steps: the loss, the updated parameters and Adam's moments. The gradients are products and sums
     # of 256 to 1024 terms (mlp) or the block's chains, as attention's and block's outputs; 1e-4 too. A wrong

@@ -146,7 +146,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("op-by-op", lambda body: body),
             "jit": common.Mode("jax.jit", jax.jit),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+        bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
     )

@@ -189,9 +189,10 @@ def cell(row: dict[str, Any], key: str) -> str:
             return "fell back"
         return "WRONG" if note.startswith("WRONG") else "error"
     jit = row["times"].get("kiln-jit")
+    text = f"{time:.2f}" if time >= 0.01 else milliseconds(time)  # a call of microseconds: its digits
     if key == "kiln-jit" or not jit:
-        return f"{time:.2f}"
-    return f"{time:.2f} ({time / jit:.2f})"
+        return text
+    return f"{text} ({time / jit:.2f})"
 
 
 def say_notes(notes: list[tuple[str, str, str]], say) -> None:

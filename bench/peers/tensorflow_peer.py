@@ -154,7 +154,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "standard": common.Mode("tf.function", lambda body: tf.function(body)),
             "jit": common.Mode("tf.function(jit_compile=True)", lambda body: tf.function(body, jit_compile=True)),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+        bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
     )

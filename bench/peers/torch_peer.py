@@ -218,7 +218,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
             "jit": common.Mode("torch.compile", lambda body: body.make(True) if isinstance(body, Training)
                                else no_grad(torch.compile(body))),
         },
-        bodies=dict(seed=seed, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
+        bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12)),
     )

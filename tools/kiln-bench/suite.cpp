@@ -275,9 +275,20 @@ Result run_workload(const Workload& workload, int runs, const std::string& save_
   // The copy floor is sampled between the timed calls (see BandwidthSampler).
   BandwidthSampler sampler(workload.bytes);
   auto sample = [&] { sampler.sample(); };
-  result.standard = time_calls_between(standard, runs, sample);
+  result.batch = workload.calls_per_run;
+  auto per_call = [&](const std::function<void()>& call) {
+    if (result.batch == 1) return time_calls_between(call, runs, sample);
+    Timing timing = time_calls_between(
+        [&] {
+          for (int i = 0; i < result.batch; ++i) call();
+        },
+        runs, sample);
+    for (double* time : {&timing.median_ms, &timing.min_ms, &timing.max_ms, &timing.mean_ms}) *time /= result.batch;
+    return timing;
+  };
+  result.standard = per_call(standard);
   if (result.jit_note.empty()) {
-    result.jit = time_calls_between(jit, runs, sample);
+    result.jit = per_call(jit);
     measure_first_calls(workload, result);
   }
   measure_floors(workload, runs, result, sampler.bandwidth());
@@ -330,6 +341,12 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
   }
   for (const Result& r : results)
     if (!r.jit_note.empty()) std::printf("\n%s: JIT %s\n", r.id.c_str(), r.jit_note.c_str());
+  for (const Result& r : results)
+    if (r.id == "call")
+      std::printf(
+          "\ncall: what a call costs where the work is nothing (x + 1 on 16 floats, %d calls a run): JIT "
+          "%.2f us, standard executor %.2f us\n",
+          r.batch, r.jit ? r.jit->median_ms * 1e3 : 0.0, r.standard.median_ms * 1e3);
   for (const Result& r : results) {
     if (r.blas_ms <= 0) continue;
     std::string precision = r.bf16 ? "" : r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";

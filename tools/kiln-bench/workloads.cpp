@@ -145,8 +145,8 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
-                         "pool", "depthwise", "mlp-train", "block-train", "seed-2048-bf16", "gelu-bf16", "softmax-bf16",
-                         "layernorm-bf16", "block-bf16"})
+                         "pool", "depthwise", "mlp-train", "block-train", "call", "seed-2048-bf16", "gelu-bf16",
+                         "softmax-bf16", "layernorm-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -252,6 +252,11 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
         id, by_hand ? "logsumexp_by_hand" : "logsumexp", dimensions({options.rows, options.columns}), inputs,
         by_hand ? logsumexp_by_hand : [](Tensor x) { return reduce_logsumexp(x, {-1}); });
     workload.bytes += static_cast<double>(options.rows) * 4;
+  } else if (id == "call") {
+    std::vector<Tensor> inputs{random::normal({16}, {.seed = 70, .device = device})};
+    workload = make<1>(id, "add_one", "16", inputs, [](Tensor x) { return x + 1; });
+    workload.bytes += bytes_of(inputs);
+    workload.calls_per_run = 1000;
   } else if (id == "adam") {
     std::int64_t n = options.elements;
     // The parameter and its gradient in the options' dtype, the moments in f32.

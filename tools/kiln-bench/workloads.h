@@ -43,6 +43,10 @@ struct Workload {
   // for its duration, and the peers' setting): seed-N is full f32, seed-N-tf32
   // TF32. Empty on the CPU, which has no TF32.
   std::optional<bool> tf32;
+  // On the CPU, calls timed back to back as one run, each run's time over this giving a call's (a call of a
+  // microsecond or so, where one clock reading would be a good part of it): the peers time the same (the
+  // manifest's batch).
+  int calls_per_run = 1;
 };
 
 struct WorkloadOptions {
@@ -67,7 +71,7 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, and in bf16 seed-2048-bf16,
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, call, and in bf16 seed-2048-bf16,
 // gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
@@ -88,6 +92,8 @@ std::vector<std::string> family_ids();
 // mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
 // block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
 // CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
+// call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call (signature
+// lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead.
 // seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same
 // with bf16 inputs (and results).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
