@@ -1,6 +1,7 @@
 #include "measure.h"
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
@@ -113,6 +114,15 @@ Timing time_sgemm(const Tensor& a, const Tensor& b, int runs) {
                    n, k, 1.0f, left, k, right, n, 0.0f, out, n);
       },
       runs);
+}
+
+Timing time_gemm_bf16(const Tensor& a, const Tensor& b, int runs) {
+  const std::int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  runtime::Array c = runtime::allocate_array(DType::f32, Shape({m, n}));
+  const auto* left = static_cast<const std::uint16_t*>(a.data());
+  const auto* right = static_cast<const std::uint16_t*>(b.data());
+  float* out = c.mutable_data<float>();
+  return time_calls([&] { kernels::cpu::gemm_bf16(m, n, k, left, k, false, right, n, false, out, n); }, runs);
 }
 
 double peak_sgemm_rate(int runs) {

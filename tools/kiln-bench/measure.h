@@ -58,6 +58,11 @@ Timing time_calls_between(const std::function<void()>& call, int runs, const std
 // Time of one cblas_sgemm of a (m x k) by b (k x n), both row-major f32.
 Timing time_sgemm(const Tensor& a, const Tensor& b, int runs);
 
+// Time of one bf16 product a (m x k) by b (k x n), both bf16 row-major, into an f32 C kept between calls: kiln's
+// own bf16 GEMM alone (kernels/cpu/gemm_bf16.h: AMX tiles, or AVX512_BF16 where it pays), without the rounding
+// pass and the fresh output a matmul adds. Needs kernels::cpu::has_bf16_products().
+Timing time_gemm_bf16(const Tensor& a, const Tensor& b, int runs);
+
 // OpenBLAS's sgemm rate (flops/s) on two 2048 x 2048 matrices, the shape at
 // which it runs near its peak here; measured once per process, then cached.
 double peak_sgemm_rate(int runs);

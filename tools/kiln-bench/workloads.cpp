@@ -1,6 +1,7 @@
 #include "workloads.h"
 
 #include "device_timing.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "workload_making.h"
 
 #include <cmath>
@@ -163,9 +164,13 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
                                   "layernorm, block and adam)");
     Workload workload = make_workload(base, half);
     workload.id = id;
-    // No BLAS on the CPU multiplies bf16: the floor of a workload with products is kiln's own products alone (AMX
-    // tiles where the CPU has them). A GPU's is cuBLAS's bf16 GEMM (seed's, in make_workload).
-    if (!options.device.is_cuda() && workload.kiln_matmuls_alone)
+    // No BLAS on the CPU multiplies bf16: the floor of a workload with products is kiln's own products alone: the
+    // seed's its bf16 GEMM alone where the CPU has one (AMX tiles, AVX512_BF16), the block's its standard
+    // executor's matmuls (each with its rounding pass). A GPU's is cuBLAS's bf16 GEMM (seed's, in make_workload).
+    const std::vector<Tensor>& inputs = workload.inputs;
+    if (!options.device.is_cuda() && base.starts_with("seed-") && kernels::cpu::has_bf16_products())
+      workload.blas_alone = [inputs](int runs) { return time_gemm_bf16(inputs[0], inputs[1], runs); };
+    else if (!options.device.is_cuda() && workload.kiln_matmuls_alone)
       workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
     return workload;
   }
