@@ -331,29 +331,44 @@ double seconds_for(long rounds, Step step) {
   return best;
 }
 
-__attribute__((target("avx512f,avx512bf16"))) void dot_rounds(long rounds) {
-  __m512 sums[16];
-  for (__m512& sum : sums) sum = _mm512_setzero_ps();
-  __m512bh pair = (__m512bh)_mm512_set1_epi32(0x3F803F80);
-  for (long round = 0; round < rounds; ++round) {
-#pragma GCC unroll 16
-    for (__m512& sum : sums) sum = _mm512_dpbf16_ps(sum, pair, pair);
-    asm volatile("" : "+v"(pair));  // not hoisted: every round runs
-  }
-  for (__m512& sum : sums) asm volatile("" ::"v"(sum));
-}
+// `rounds` (> 0) rounds of 16 independent VDPBF16PS, or of 16 independent FMAs, on zeros: written as assembly so
+// that what is timed does not depend on the compiler's flags (at -O0, or under a sanitizer, the accumulators of a
+// loop in C++ live in memory, and the comparison would be of loads and stores).
+// clang-format off
+#define KILN_SIXTEEN(instruction) \
+  instruction " %%zmm16, %%zmm16, %%zmm0\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm1\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm2\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm3\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm4\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm5\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm6\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm7\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm8\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm9\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm10\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm11\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm12\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm13\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm14\n\t" \
+  instruction " %%zmm16, %%zmm16, %%zmm15\n\t"
+#define KILN_ROUNDS(instruction, rounds)                                       \
+  asm volatile("vpxord %%zmm16, %%zmm16, %%zmm16\n\t"                          \
+               "1:\n\t"                                                        \
+               KILN_SIXTEEN(instruction)                                        \
+               "dec %0\n\t"                                                    \
+               "jnz 1b"                                                         \
+               : "+r"(rounds)                                                   \
+               :                                                                \
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
+                 "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",   \
+                 "xmm15", "xmm16", "cc")
+// clang-format on
 
-__attribute__((target("avx512f"))) void fma_rounds(long rounds) {
-  __m512 sums[16];
-  for (__m512& sum : sums) sum = _mm512_setzero_ps();
-  __m512 factor = _mm512_set1_ps(1.0f);
-  for (long round = 0; round < rounds; ++round) {
-#pragma GCC unroll 16
-    for (__m512& sum : sums) sum = _mm512_fmadd_ps(factor, factor, sum);
-    asm volatile("" : "+v"(factor));
-  }
-  for (__m512& sum : sums) asm volatile("" ::"v"(sum));
-}
+__attribute__((target("avx512f,avx512bf16"))) void dot_rounds(long rounds) { KILN_ROUNDS("vdpbf16ps", rounds); }
+__attribute__((target("avx512f"))) void fma_rounds(long rounds) { KILN_ROUNDS("vfmadd231ps", rounds); }
+#undef KILN_ROUNDS
+#undef KILN_SIXTEEN
 
 // Whether VDPBF16PS (32 multiplies an instruction) runs at least 3/4 as many instructions a second as an f32 FMA
 // (16), so that a product of its blocks beats the f32 product of widened operands (OpenBLAS, near the FMA's rate;
