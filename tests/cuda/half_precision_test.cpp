@@ -318,36 +318,20 @@ TEST(CudaHalfPrecisionJit, SoftmaxAndLayerNormAreOneRowKernelEach) {
   }
 }
 
-// Mixed precision on the GPU: f32 master weights, a bf16 forward and backward, the loss in f32, Adam's update in
-// f32 writing the new weights and their bf16 copy, in one compiled function.
+// Mixed precision on the GPU (testing::mixed_precision_step): the whole training step in one compiled function.
 TEST(CudaHalfPrecisionJit, AMixedPrecisionTrainingStepCompiles) {
   KILN_REQUIRE_GPU();
-  auto loss = [](Tensor weights, Tensor x, Tensor labels) {
-    const Tensor logits = matmul(x, cast(weights, DType::bf16));
-    return reduce_mean(nn::sparse_softmax_cross_entropy(cast(logits, DType::f32), labels));
-  };
-  auto step = [loss](Tensor weights, Tensor m, Tensor v, Tensor x, Tensor labels) {
-    auto [value, gradient] = value_and_grad(loss)(weights, x, labels);
-    auto [updated, new_m, new_v] = kiln::testing::adam_step(weights, gradient, m, v);
-    return std::tuple{value, updated, cast(updated, DType::bf16), new_m, new_v};
-  };
   const Tensor weights = random::normal({64, 10}, {.seed = 1, .device = gpu});
   const Tensor m = zeros({64, 10}).to(gpu), v = zeros({64, 10}).to(gpu);
   const Tensor x = cast(random::normal({32, 64}, {.seed = 2}), DType::bf16).to(gpu);
   const Tensor labels = cast(floor(random::uniform({32}, {.seed = 3, .low = 0, .high = 10})), DType::i32).to(gpu);
-  auto standard = function(step);
-  auto jit = function(step, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  auto standard = function(kiln::testing::mixed_precision_step);
+  auto jit = function(kiln::testing::mixed_precision_step, {.jit_compile = true, .on_compile_failure = Fallback::none});
   const auto expected = kiln::testing::flatten_result(standard(weights, m, v, x, labels));
   const auto got = kiln::testing::flatten_result(jit(weights, m, v, x, labels));
   ASSERT_EQ(got.size(), 5u);
   EXPECT_EQ(got[2].dtype(), DType::bf16);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const std::vector<float> a = cast(got[i], DType::f32).to_vector<float>();
-    const std::vector<float> b = cast(expected[i], DType::f32).to_vector<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t j = 0; j < a.size(); ++j)
-      ASSERT_NEAR(a[j], b[j], 0x1p-7 * (std::fabs(b[j]) + 1e-2)) << "output " << i << " at " << j;
-  }
+  kiln::testing::expect_within_bf16_rounding(expected, got);
   expect_same_bits(cast(got[1], DType::bf16), got[2], "the bf16 copy of the new weights");
   EXPECT_EQ(jit.statistics().fallbacks, 0);
 }

@@ -130,37 +130,21 @@ TEST(HalfPrecisionJit, ABf16ProductAndItsEpilogueAreOneGemmKernel) {
       square);
 }
 
-// Mixed precision: f32 master weights, a bf16 forward and backward (the weights cast once per step), the loss in f32,
-// Adam's update in f32 writing the new master weights and their bf16 copy for the next step: one compiled function.
+// Mixed precision (testing::mixed_precision_step): the whole training step in one compiled function.
 TEST(HalfPrecisionJit, AMixedPrecisionTrainingStepCompiles) {
-  auto loss = [](Tensor weights, Tensor x, Tensor labels) {
-    const Tensor logits = matmul(x, cast(weights, DType::bf16));
-    return reduce_mean(nn::sparse_softmax_cross_entropy(cast(logits, DType::f32), labels));
-  };
-  auto step = [loss](Tensor weights, Tensor m, Tensor v, Tensor x, Tensor labels) {
-    auto [value, gradient] = value_and_grad(loss)(weights, x, labels);
-    auto [updated, new_m, new_v] = testing::adam_step(weights, gradient, m, v);
-    return std::tuple{value, updated, cast(updated, DType::bf16), new_m, new_v};
-  };
   const Tensor weights = random_tensor(DType::f32, {64, 10}, 1);
   const Tensor m = zeros({64, 10}), v = zeros({64, 10});
   const Tensor x = random_tensor(DType::bf16, {32, 64}, 2);
   const Tensor labels = cast(floor(random::uniform({32}, {.seed = 3, .low = 0, .high = 10})), DType::i32);
-  auto standard = function(step);
-  auto jit = function(step, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  auto standard = function(testing::mixed_precision_step);
+  auto jit = function(testing::mixed_precision_step, {.jit_compile = true, .on_compile_failure = Fallback::none});
   const auto expected = testing::flatten_result(standard(weights, m, v, x, labels));
   const auto got = testing::flatten_result(jit(weights, m, v, x, labels));
   ASSERT_EQ(got.size(), 5u);
   EXPECT_EQ(got[0].dtype(), DType::f32);
   EXPECT_EQ(got[1].dtype(), DType::f32);
   EXPECT_EQ(got[2].dtype(), DType::bf16);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const std::vector<float> a = cast(got[i], DType::f32).to_vector<float>();
-    const std::vector<float> b = cast(expected[i], DType::f32).to_vector<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t j = 0; j < a.size(); ++j)
-      ASSERT_NEAR(a[j], b[j], 0x1p-7 * (std::fabs(b[j]) + 1e-2)) << "output " << i << " at " << j;
-  }
+  testing::expect_within_bf16_rounding(expected, got);
   // The step moved the weights, and the bf16 copy is the new weights rounded.
   EXPECT_NE(got[1].to_vector<float>(), weights.to_vector<float>());
   EXPECT_TRUE(same_bits(got[2], cast(got[1], DType::bf16)));

@@ -7,6 +7,8 @@
 #include "reference/compare.h"
 #include "reference/reference_evaluator.h"
 
+#include <cmath>
+
 namespace kiln::testing {
 
 void check_outputs(const std::string& label, const std::string& traced_ir, const std::vector<Tensor>& inputs,
@@ -43,6 +45,17 @@ void expect_graph_agreement(const std::string& label, const std::string& ir_text
     check_outputs(label, ir_text, inputs, standard_tensors, jit_tensors);
   } catch (const std::exception& error) {
     ADD_FAILURE() << label << ": " << error.what();
+  }
+}
+
+void expect_within_bf16_rounding(const std::vector<Tensor>& expected, const std::vector<Tensor>& got) {
+  ASSERT_EQ(expected.size(), got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::vector<float> a = cast(got[i], DType::f32).to_vector<float>();
+    const std::vector<float> b = cast(expected[i], DType::f32).to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t j = 0; j < a.size(); ++j)
+      ASSERT_NEAR(a[j], b[j], 0x1p-7 * (std::fabs(b[j]) + 1e-2)) << "output " << i << " at " << j;
   }
 }
 

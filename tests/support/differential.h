@@ -30,6 +30,10 @@ void check_outputs(const std::string& label, const std::string& traced_ir, const
 // like iota): standard executor, JIT and reference on `inputs`.
 void expect_graph_agreement(const std::string& label, const std::string& ir_text, const std::vector<Tensor>& inputs);
 
+// Every output of `got` (any device, any float dtype) within a bf16 rounding of the same output of `expected`:
+// |a - b| <= 2^-7 (|b| + 10^-2), element by element.
+void expect_within_bf16_rounding(const std::vector<Tensor>& expected, const std::vector<Tensor>& got);
+
 template <class Result> std::vector<Tensor> flatten_result(const Result& result) {
   return detail::Outputs<Result>::flatten(result);
 }

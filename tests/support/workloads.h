@@ -26,6 +26,19 @@ inline std::tuple<Tensor, Tensor, Tensor> adam_step(Tensor parameter, Tensor gra
   return {parameter - 1e-3 * step, new_m, new_v};
 }
 
+// Mixed precision: f32 master weights, a bf16 forward and backward (the weights cast once per step), the loss in f32,
+// Adam's update in f32 writing the new master weights and their bf16 copy for the next step. Returns the loss, the
+// new weights, their bf16 copy and the new moments.
+inline auto mixed_precision_step(Tensor weights, Tensor m, Tensor v, Tensor x, Tensor labels) {
+  auto loss = [](Tensor w, Tensor inputs, Tensor classes) {
+    const Tensor logits = matmul(inputs, cast(w, DType::bf16));
+    return reduce_mean(nn::sparse_softmax_cross_entropy(cast(logits, DType::f32), classes));
+  };
+  auto [value, gradient] = value_and_grad(loss)(weights, x, labels);
+  auto [updated, new_m, new_v] = adam_step(weights, gradient, m, v);
+  return std::tuple{value, updated, cast(updated, DType::bf16), new_m, new_v};
+}
+
 // An elementwise chain on two bf16 or f16 tensors (`half`) that rounds every way: arithmetic, transcendentals and a
 // composite, compares and selects, casts to the other 16-bit type, to and from integers, from f64 and bool. The JIT
 // tests of both devices compare it with the standard executor, bit for bit.
