@@ -3,6 +3,7 @@
 // header to get everything.
 
 #include <kiln/autodiff.h>
+#include <kiln/control_flow.h>
 #include <kiln/config.h>
 #include <kiln/creation.h>
 #include <kiln/cuda.h>

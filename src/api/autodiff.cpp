@@ -26,10 +26,10 @@ std::string describe(const Tensor& tensor) { return describe(tensor.dtype(), ten
 ir::ValueId value_in(trace::TraceContext& context, const Tensor& tensor, const std::string& api,
                      const std::string& what, const Location& location) {
   if (!tensor.defined()) throw ValueError(api, what + " is an undefined (default-constructed) Tensor", location);
-  if (!tensor.is_traced()) return capture(context, tensor);
-  if (tensor.impl().context.get() != &context || context.finished())
+  const ir::ValueId value = context.finished() ? -1 : value_in_trace(context, tensor);
+  if (value < 0)
     throw ValueError(api, what + " is a traced tensor of another trace (it escaped its kiln::function)", location);
-  return tensor.impl().value;
+  return value;
 }
 
 Tensor traced(const std::shared_ptr<trace::TraceContext>& context, ir::ValueId value) {
@@ -53,23 +53,6 @@ ir::ValueId fresh_copy(trace::TraceContext& context, ir::ValueId value, const st
   node.operands = {value};
   node.location = location;
   return context.add_node(std::move(node));
-}
-
-// Runs `traced_body` (which differentiates in whatever trace is current) in the trace of the kiln::function being
-// traced, or -- on concrete tensors -- in a trace of its own, whose graph then runs on the standard executor.
-std::vector<Tensor> run_in_trace(const std::vector<Tensor>& arguments, const char* api, const Location& location,
-                                 const TraceBody& traced_body) {
-  if (trace::TraceContext::current()) return traced_body(arguments);
-  const std::string line = to_string(location);
-  const trace::Signature signature = signature_of(api, line, arguments);
-  const std::shared_ptr<trace::ConcreteFunction> concrete = trace_concrete(api, api, line, signature, traced_body);
-  std::vector<runtime::Array> arrays;
-  for (const Tensor& argument : arguments) arrays.push_back(argument.impl().array);
-  for (const runtime::Array& captured : concrete->captures) arrays.push_back(captured);
-  std::vector<Tensor> results;
-  for (runtime::Array& array : exec::run_standard(concrete->traced, arrays))
-    results.push_back(make_tensor(std::move(array)));
-  return results;
 }
 
 // Checks `argnums`, positions among all the call's arguments (the tensor `arguments` and the static values

@@ -25,7 +25,7 @@ Device check_operands(ir::Op op, const std::vector<Tensor>& inputs, trace::Trace
                        location);
     if (input.is_traced()) {
       const TensorImpl& impl = input.impl();
-      if (impl.context.get() != context || impl.context->finished())
+      if (!context || !context->is_within(impl.context.get()) || impl.context->finished())
         throw ValueError(op_name,
                          "operand " + std::to_string(i) +
                              " is a traced tensor of another kiln::function's trace (it escaped its function, e.g. "
@@ -69,7 +69,7 @@ Tensor apply(ir::Op op, const std::vector<Tensor>& inputs, const ir::Attributes&
 
   if (context) {
     for (const Tensor& input : inputs)
-      node.operands.push_back(input.is_traced() ? input.impl().value : capture(*context, input));
+      node.operands.push_back(value_in_trace(*context, input));
     ir::ValueId value = context->add_node(std::move(node));
     return make_traced_tensor(current_context(), value, device);
   }

@@ -184,6 +184,21 @@ std::shared_ptr<trace::ConcreteFunction> trace_concrete(const std::string& name,
   return concrete;
 }
 
+std::vector<Tensor> run_in_trace(const std::vector<Tensor>& arguments, const char* api, const Location& location,
+                                 const TraceBody& traced_body) {
+  if (trace::TraceContext::current()) return traced_body(arguments);
+  const std::string line = to_string(location);
+  const trace::Signature signature = signature_of(api, line, arguments);
+  const std::shared_ptr<trace::ConcreteFunction> concrete = trace_concrete(api, api, line, signature, traced_body);
+  std::vector<runtime::Array> arrays;
+  for (const Tensor& argument : arguments) arrays.push_back(argument.impl().array);
+  for (const runtime::Array& captured : concrete->captures) arrays.push_back(captured);
+  std::vector<Tensor> results;
+  for (runtime::Array& array : exec::run_standard(concrete->traced, arrays))
+    results.push_back(make_tensor(std::move(array)));
+  return results;
+}
+
 std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, Location location) {
   std::string name = options.name.empty() ? default_name(location) : options.name;
   return std::make_shared<FunctionCore>(std::move(options), name, kiln::to_string(location));

@@ -39,8 +39,15 @@ Tensor make_traced_tensor(std::shared_ptr<trace::TraceContext> context, ir::Valu
 
 ir::ValueId capture(trace::TraceContext& context, const Tensor& tensor) {
   const std::shared_ptr<const TensorImpl>& impl = tensor.impl_pointer();
-  if (impl->made_by_trace == &context) return context.capture(impl->array);
+  if (impl->made_by_trace && context.is_within(impl->made_by_trace)) return context.capture(impl->array);
   return context.capture(impl->array, std::shared_ptr<trace::TensorIdentity>(impl, &impl->identity));
+}
+
+ir::ValueId value_in_trace(trace::TraceContext& context, const Tensor& tensor) {
+  if (!tensor.is_traced()) return capture(context, tensor);
+  const TensorImpl& impl = tensor.impl();
+  if (impl.context->finished()) return -1;
+  return context.value_of(impl.context.get(), impl.value);
 }
 
 void note_reassignment(const TensorImpl& impl) noexcept { trace::note_reassignment(impl.identity); }

@@ -34,6 +34,11 @@ Tensor make_traced_tensor(std::shared_ptr<trace::TraceContext> context, ir::Valu
 // parameter standing for its data, guarded unless this trace made the tensor.
 ir::ValueId capture(trace::TraceContext& context, const Tensor& tensor);
 
+// The value standing for `tensor` in `context`'s graph: a traced tensor's own, or imported where it belongs to a
+// trace enclosing this region's; a concrete tensor's capture. -1 for a traced tensor of any other trace (one that
+// escaped its function, or a finished one).
+ir::ValueId value_in_trace(trace::TraceContext& context, const Tensor& tensor);
+
 // The shared_ptr of the active trace context (null outside tracing).
 std::shared_ptr<trace::TraceContext> current_context();
 // Makes `context` current for this thread while alive.

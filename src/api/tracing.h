@@ -24,4 +24,10 @@ std::shared_ptr<trace::ConcreteFunction> trace_concrete(const std::string& name,
                                                         const std::string& location, const trace::Signature& signature,
                                                         const TraceBody& body);
 
+// Runs `traced_body` (which adds to whatever trace is current) in the trace of the kiln::function being traced, or --
+// on concrete tensors -- in a trace of its own named `api`, whose graph then runs on the standard executor: how the
+// transformations (autodiff, control flow) work both inside kiln::function and outside it.
+std::vector<Tensor> run_in_trace(const std::vector<Tensor>& arguments, const char* api, const Location& location,
+                                 const TraceBody& traced_body);
+
 }  // namespace kiln::detail

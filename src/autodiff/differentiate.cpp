@@ -4,6 +4,8 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
+
 namespace kiln::autodiff {
 namespace {
 
@@ -26,6 +28,13 @@ std::vector<bool> needed_nodes(const ir::Graph& graph, const Region& region, std
 }
 
 [[noreturn]] void refuse(const Region& region, const ir::Node& node) {
+  if (ir::is_control(node.op))
+    throw ValueError(region.api,
+                     std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")") +
+                         ": derivatives through control flow (cond, switch_case, while_loop, fori_loop, scan) are not "
+                         "implemented yet. Pass what does not need one through kiln::stop_gradient, or take the "
+                         "derivative inside the branch or loop body",
+                     region.location);
   throw ValueError(region.api,
                    std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")") +
                        " has no derivative: kiln cannot see inside host code. Give it one with kiln::custom_vjp, or "
@@ -80,6 +89,10 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
         continue;
       }
     }
+    // A control node's result 0 may be an integer while another result carries a tangent: checked on the operands.
+    if (ir::has_regions(node.op) &&
+        std::any_of(node.operands.begin(), node.operands.end(), [&](ValueId operand) { return !tangents[at(operand)].is_zero(); }))
+      refuse(region, node);
     if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
     std::vector<Tangent> operand_tangents;
     bool any = false;

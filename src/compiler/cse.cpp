@@ -37,7 +37,8 @@ bool cse(ir::Graph& graph) {
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     rewriter.update_operands(id);
     const ir::Node& node = graph.node(id);
-    if (node.op == ir::Op::parameter || node.op == ir::Op::host_call) continue;
+    // Two control nodes with the same operands may still differ in their regions (not compared here).
+    if (node.op == ir::Op::parameter || node.op == ir::Op::host_call || ir::has_regions(node.op)) continue;
     std::size_t hash = hash_node(node);
     auto [begin, end] = seen.equal_range(hash);
     bool replaced = false;

@@ -411,6 +411,8 @@ std::string Scheduler::library_reason(const ir::Node& node) const {
                                         : "the reduced axes are not the trailing ones";
   }
   if (ir::is_scan(node.op)) return "a scan's standard kernel combines each line in order";
+  if (ir::has_regions(node.op)) return "control flow: its regions run kernels compiled for them";
+  if (node.op == ir::Op::result) return "a control node's result";
   if (is_strided_transpose(node))
     return "it moves the innermost axis: the standard kernel copies it in tiles transposed in registers, which "
            "its consumers read in order, where they would gather a lane per cache line";

@@ -28,8 +28,13 @@ namespace kiln::compiler {
 namespace {
 
 // Graphs the JIT cannot compile, with the op to blame.
-void check_compilable(const ir::Graph& graph) {
+void check_compilable(const ir::Graph& graph, Device device) {
   for (const ir::Node& node : graph.nodes) {
+    if (ir::has_regions(node.op) && !device.is_cpu())
+      throw CompileError(std::string(ir::name(node.op)),
+                         "control flow is compiled for the CPU only so far; on " + device.to_string() +
+                             " the function runs on the standard executor",
+                         node.location);
     if (ir::info(node.op).category == ir::OpCategory::host)
       throw CompileError(
           std::string(ir::name(node.op)),
@@ -62,7 +67,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
         "kiln was built without CUDA support; inputs on " + device.to_string() + " run on the standard executor",
         std::string());
 #endif
-  check_compilable(traced);
+  check_compilable(traced, device);
   Dumper dumper(traced.name);
   Program program = program_for(traced, device);
   dumper.write("0-traced.txt", ir::print(program.graph, {.locations = true}));
@@ -135,6 +140,20 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
   return lowered;
 }
 
+namespace {
+
+// Each control node's regions, compiled as functions of their own (their kernels fused among themselves; a region's
+// own control nodes compile theirs the same way).
+RegionExecutables compile_regions(const ir::Graph& graph, Device device) {
+  RegionExecutables regions(static_cast<std::size_t>(graph.size()));
+  for (ir::ValueId value = 0; value < graph.size(); ++value)
+    for (const ir::Graph& region : graph.node(value).regions)
+      regions[static_cast<std::size_t>(value)].push_back(compile(region, device).executable);
+  return regions;
+}
+
+}  // namespace
+
 CompiledFunction compile(const ir::Graph& traced, Device device) {
   Lowering lowering = lower_graph(traced, device);
   CompiledFunction compiled;
@@ -155,12 +174,17 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   options.split = [&] { return cpu::translation_units(lowering.graph, lowering.plan, runtime::thread_count()); };
   BuildResult built = build_module(lowering.source, options);
   compiled.from_disk_cache = built.from_disk_cache;
+  RegionExecutables regions = compile_regions(lowering.graph, device);
   compiled.executable = make_jit_executable(std::move(lowering.graph), std::move(lowering.plan),
-                                            std::move(lowering.assignment), built.module);
+                                            std::move(lowering.assignment), built.module, std::move(regions));
   return compiled;
 }
 
 ExportedSource export_source(const ir::Graph& traced) {
+  for (const ir::Node& node : traced.nodes)
+    if (ir::has_regions(node.op))
+      throw CompileError(std::string(ir::name(node.op)), "control flow cannot be exported ahead of time yet",
+                         node.location);
   Lowering lowering = lower_graph(traced, Device::cpu());
   ExportedSource exported;
   exported.stages = stage_texts(lowering);

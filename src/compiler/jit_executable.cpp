@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/codegen/cpu/runtime_table.h"
+#include "exec/control_flow.h"
 #include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
@@ -9,18 +10,23 @@
 
 #include <kiln/error.h>
 
+#include <cstring>
+
 namespace kiln::compiler {
 namespace {
 
 class JitExecutable final : public exec::Executable {
  public:
   JitExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, std::vector<kiln_kernel_entry> entries,
-                std::shared_ptr<const void> code_owner)
+                std::shared_ptr<const void> code_owner, RegionExecutables regions)
       : graph_(std::move(graph)),
         plan_(std::move(plan)),
         assignment_(std::move(assignment)),
         code_owner_(std::move(code_owner)),
-        entries_(std::move(entries)) {
+        entries_(std::move(entries)),
+        regions_(std::move(regions)),
+        result_nodes_(ir::result_nodes(graph_)) {
+    regions_.resize(static_cast<std::size_t>(graph_.size()));
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
     placed_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (const FusedKernel& kernel : plan_.kernels)
@@ -54,7 +60,12 @@ class JitExecutable final : public exec::Executable {
         continue;
       }
       if (!has_generated_code(kernel.kind)) {
-        run_standard_node(graph_, kernel.members.front(), values, Device::cpu());
+        const ir::ValueId member = kernel.members.front();
+        const ir::Op op = graph_.node(member).op;
+        if (ir::has_regions(op))
+          run_control_node(member, values, arena.get());
+        else if (op != ir::Op::result)  // a result node's value came with its control node's
+          run_standard_node(graph_, member, values, Device::cpu());
         release(k, values);
         continue;
       }
@@ -95,6 +106,30 @@ class JitExecutable final : public exec::Executable {
     kernels::cpu::concat(concat.attributes.axis, operands, result, in_place);
   }
 
+  // Runs control node `value` through its regions' executables. A result that is a window into this call's arena
+  // (a carry returned as it came in, say) is copied out: the arena's bytes are reused once the values there are
+  // read for the last time, and a result outlives them.
+  void run_control_node(ir::ValueId value, std::vector<runtime::Array>& values, const runtime::Buffer* arena) const {
+    std::vector<runtime::Array> operands;
+    for (ir::ValueId operand : graph_.node(value).operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+    const auto& regions = regions_[static_cast<std::size_t>(value)];
+    const exec::RegionRunner run_region = [&](std::size_t region, std::span<const runtime::Array> inputs) {
+      if (region >= regions.size())
+        throw InternalError("jit", "a control node's region was not compiled", graph_.node(value).location);
+      return regions[region]->run(inputs);
+    };
+    std::vector<runtime::Array> results = exec::run_control(graph_, value, operands, Device::cpu(), run_region);
+    for (runtime::Array& result : results) {
+      const auto* data = static_cast<const char*>(result.raw());
+      const auto* begin = arena ? static_cast<const char*>(arena->data()) : nullptr;
+      if (!arena || data < begin || data >= begin + arena->bytes()) continue;
+      runtime::Array copy = runtime::allocate_array(result.dtype, result.shape, Device::cpu());
+      std::memcpy(copy.mutable_raw(), result.raw(), result.bytes());
+      result = std::move(copy);
+    }
+    exec::store_results(graph_, value, std::move(results), result_nodes_[static_cast<std::size_t>(value)], values);
+  }
+
   // Drops the values kernel `k` read last: a library kernel's result (outside the arena) is freed as soon as the
   // kernels reading it are done, as the standard executor frees each value after its last use, instead of at
   // the end of the call (a training step's attention scores, twice 32 MiB in block-train).
@@ -110,6 +145,8 @@ class JitExecutable final : public exec::Executable {
   bool uses_arena_ = false;
   std::vector<bool> placed_;  // per value: written into another value's buffer (a placement)
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
+  RegionExecutables regions_;                              // per control node, its regions' executables
+  std::vector<std::vector<ir::ValueId>> result_nodes_;     // per control node, the result nodes reading it
 };
 
 }  // namespace
@@ -141,7 +178,8 @@ void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<ru
 }
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
-                                                      std::shared_ptr<const LoadedModule> module) {
+                                                      std::shared_ptr<const LoadedModule> module,
+                                                      RegionExecutables regions) {
   std::vector<kiln_kernel_entry> entries;
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     kiln_kernel_entry entry = nullptr;
@@ -149,15 +187,15 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
       entry = reinterpret_cast<kiln_kernel_entry>(module->symbol(cpu::entry_point(static_cast<int>(k)).c_str()));
     entries.push_back(entry);
   }
-  return make_jit_executable(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                             std::move(module));
+  return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
+                                         std::move(module), std::move(regions));
 }
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::vector<kiln_kernel_entry> entries,
                                                       std::shared_ptr<const void> code_owner) {
   return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                                         std::move(code_owner));
+                                         std::move(code_owner), RegionExecutables{});
 }
 
 }  // namespace kiln::compiler

@@ -23,9 +23,14 @@ void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<ru
 // once that kernel has run.
 std::vector<std::vector<ir::ValueId>> last_reads(const ir::Graph& graph, const FusionPlan& plan);
 
-// The executable running `plan`'s generated kernels from `module` (the JIT's build).
+// Per value, the executables of a control node's regions (compiled on their own), by region; empty elsewhere.
+using RegionExecutables = std::vector<std::vector<std::shared_ptr<const exec::Executable>>>;
+
+// The executable running `plan`'s generated kernels from `module` (the JIT's build), and its control nodes' regions
+// through `regions`.
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
-                                                      std::shared_ptr<const LoadedModule> module);
+                                                      std::shared_ptr<const LoadedModule> module,
+                                                      RegionExecutables regions = {});
 // The same with the generated kernels' entry points given, by plan index (null for kernels without generated
 // code): those a program compiled in (an exported function's), kept alive by `code_owner` if anything must.
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,

@@ -77,8 +77,9 @@ class Widening {
         is_half_precision(result) || std::any_of(node.operands.begin(), node.operands.end(), [&](ir::ValueId operand) {
           return is_half_precision(result_.type(operand).dtype);
         });
+    // A control node passes its values to regions compiled on their own (widened there) as they are.
     if (!any_half || moves_bits(node.op) || node.op == ir::Op::parameter || node.op == ir::Op::constant ||
-        multiplies_in_tiles(node))
+        ir::is_control(node.op) || multiplies_in_tiles(node))
       return add(std::move(node));
     if (node.op == ir::Op::cast) return rewrite_cast(node);
     if (node.op == ir::Op::iota) {

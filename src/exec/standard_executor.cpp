@@ -1,5 +1,7 @@
 #include "exec/standard_executor.h"
 
+#include "exec/control_flow.h"
+
 #include "ir/type_rules.h"
 #include "kernels/kernels.h"
 
@@ -37,7 +39,8 @@ Plan make_plan(const ir::Graph& graph) {
     int step = static_cast<int>(plan.steps.size());
     plan.steps.push_back(static_cast<ir::ValueId>(i));
     for (ir::ValueId operand : node.operands) last_step[static_cast<std::size_t>(operand)] = step;
-    bool moves_data = node.op != ir::Op::reshape && node.op != ir::Op::expand_dims && node.op != ir::Op::squeeze;
+    bool moves_data = node.op != ir::Op::reshape && node.op != ir::Op::expand_dims && node.op != ir::Op::squeeze &&
+                      node.op != ir::Op::result;
     plan.kernels += moves_data ? 1 : 0;
   }
   plan.release.resize(plan.steps.size());
@@ -68,7 +71,13 @@ runtime::Array run_host_call(const ir::Graph& graph, const ir::Node& node, std::
 
 class StandardExecutable final : public Executable {
  public:
-  explicit StandardExecutable(ir::Graph graph) : graph_(std::move(graph)), plan_(make_plan(graph_)) {}
+  explicit StandardExecutable(ir::Graph graph)
+      : graph_(std::move(graph)), plan_(make_plan(graph_)), result_nodes_(ir::result_nodes(graph_)) {
+    regions_.resize(graph_.nodes.size());
+    for (ir::ValueId step : plan_.steps)
+      for (const ir::Graph& region : graph_.node(step).regions)
+        regions_[static_cast<std::size_t>(step)].push_back(std::make_unique<StandardExecutable>(region));
+  }
 
   std::vector<runtime::Array> run(std::span<const runtime::Array> inputs) const override {
     if (inputs.size() != graph_.parameters.size())
@@ -86,10 +95,20 @@ class StandardExecutable final : public Executable {
       const ir::Node& node = graph_.node(id);
       operands.clear();
       for (ir::ValueId operand : node.operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-      runtime::Array result = node.op == ir::Op::host_call
-                                  ? run_host_call(graph_, node, operands)
-                                  : kernels::run(concrete_node(node, operands), operands, device);
-      values[static_cast<std::size_t>(id)] = std::move(result);
+      if (node.op == ir::Op::result) {
+        // Filled in when its control node ran.
+      } else if (ir::has_regions(node.op)) {
+        const auto& regions = regions_[static_cast<std::size_t>(id)];
+        const RegionRunner run_region = [&](std::size_t region, std::span<const runtime::Array> inputs) {
+          return regions.at(region)->run(inputs);
+        };
+        store_results(graph_, id, run_control(graph_, id, operands, device, run_region),
+                      result_nodes_[static_cast<std::size_t>(id)], values);
+      } else {
+        values[static_cast<std::size_t>(id)] = node.op == ir::Op::host_call
+                                                   ? run_host_call(graph_, node, operands)
+                                                   : kernels::run(concrete_node(node, operands), operands, device);
+      }
       for (ir::ValueId released : plan_.release[step]) values[static_cast<std::size_t>(released)] = {};
     }
     std::vector<runtime::Array> outputs;
@@ -103,6 +122,8 @@ class StandardExecutable final : public Executable {
  private:
   ir::Graph graph_;
   Plan plan_;
+  std::vector<std::vector<ir::ValueId>> result_nodes_;  // per control node, the result nodes reading it
+  std::vector<std::vector<std::unique_ptr<Executable>>> regions_;  // per control node, its regions' executables
 };
 
 }  // namespace

@@ -35,6 +35,29 @@ bool Graph::has_dynamic_shapes() const {
   return false;
 }
 
+std::vector<Type> result_types(const Graph& graph, ValueId value) {
+  const Node& node = graph.node(value);
+  std::vector<Type> types;
+  if (!has_regions(node.op) || node.regions.empty()) return types;
+  const Graph& last = node.regions.back();  // a cond's branch, a while_loop's body, a scan_loop's body
+  for (ValueId output : last.outputs) types.push_back(last.type(output));
+  if (node.op == Op::scan_loop)
+    for (std::size_t index = static_cast<std::size_t>(node.attributes.carry_count); index < types.size(); ++index) {
+      std::vector<std::int64_t> dims{node.attributes.length};
+      for (std::int64_t dim : types[index].shape.dims()) dims.push_back(dim);
+      types[index].shape = Shape(dims);
+    }
+  return types;
+}
+
+std::vector<std::vector<ValueId>> result_nodes(const Graph& graph) {
+  std::vector<std::vector<ValueId>> nodes(graph.nodes.size());
+  for (ValueId value = 0; value < graph.size(); ++value)
+    if (graph.node(value).op == Op::result)
+      nodes[static_cast<std::size_t>(graph.node(value).operands.at(0))].push_back(value);
+  return nodes;
+}
+
 void compact(Graph& graph, const std::vector<bool>& keep) {
   std::vector<ValueId> new_id(graph.nodes.size(), -1);
   std::vector<Node> kept;

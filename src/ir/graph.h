@@ -42,15 +42,32 @@ struct Attributes {
   std::int64_t k = 0;                       // top_k: how many of the largest
   std::vector<std::int64_t> start, step;  // slice: first index and stride per axis
   bool transpose_a = false, transpose_b = false;  // matmul
+  // Control flow (below): the region arguments carried from one step to the next (a cond's operands), the
+  // sequences a scan_loop steps over, its step count, and whether it steps from the end.
+  std::int64_t carry_count = 0, sequence_count = 0, length = 0;
   friend bool operator==(const Attributes&, const Attributes&) = default;
 };
 
+class Graph;
+
+// A control node's value is its result 0; `result` nodes (operand: the control node, attributes.index k >= 1)
+// stand for its other results. Each region is a graph of its own, whose parameters are everything it uses: no
+// region reads a value of the graph around it. With n = carry_count and the m values the regions capture last:
+//   cond        operands: index (i32[], clamped to the branches), n arguments, m captures. Regions: the
+//               branches, each of the n + m parameters, all returning the same types: the results.
+//   while_loop  operands: n initial carries, m captures. Regions: condition (n + m parameters -> bool[]) and
+//               body (n + m -> the n carries' types). Results: the carries once the condition is false.
+//   scan_loop   operands: n initial carries, p = sequence_count sequences (leading axis of `length` each), m
+//               captures. Region: body, of the n carries, p elements (a sequence without its leading axis) and m
+//               captures, returning n carries and q per-step outputs. Results: the n final carries, then the q
+//               outputs stacked along a new leading axis of `length`; `reverse` steps from the last element.
 struct Node {
   Op op = Op::constant;
   Type type;
   std::vector<ValueId> operands;
   Attributes attributes;
   std::string location;  // "file:line" of the user's call, if known
+  std::vector<Graph> regions;
 };
 
 // A user callback behind host_call. It receives concrete arrays and must
@@ -81,6 +98,12 @@ class Graph {
   // True if any node has an op of the `host` category or a dynamic shape.
   bool has_dynamic_shapes() const;
 };
+
+// The types of control node `value`'s results (a control node's own type is result 0's), from its regions.
+std::vector<Type> result_types(const Graph& graph, ValueId value);
+// Per value, the result nodes reading it (empty but for control nodes): what an executor fills with the results
+// (each node's attributes.index) when the control node has run.
+std::vector<std::vector<ValueId>> result_nodes(const Graph& graph);
 
 // Puts the parameters first (in parameter order), keeps every other node in
 // its order, and renumbers operands. Tracing records captured inputs as

@@ -18,7 +18,7 @@ inline constexpr int op_count = 0
 #undef KILN_OP
     ;
 
-enum class OpCategory { source, elementwise, reduction, scan, sort, matmul, shape, host };
+enum class OpCategory { source, elementwise, reduction, scan, sort, matmul, shape, host, control };
 
 // Which attributes an op carries; the printer and parser read and write
 // exactly these.
@@ -37,6 +37,8 @@ enum class AttributeKind {
   slice,          // start, step (per axis; the result shape gives the count)
   matmul,         // transpose_a, transpose_b
   callback,       // index: the graph's host callback table
+  control,        // carry_count, sequence_count, length, reverse (cond, while_loop, scan_loop; graph.h)
+  result,         // index: which result of a control node (>= 1)
 };
 
 // Where an elementwise op's meaning on one element is written (the `meaning` column of ops.def).
@@ -91,6 +93,10 @@ inline bool is_arg_reduction(Op op) { return op == Op::argmax || op == Op::argmi
 inline bool is_scan(Op op) { return info(op).category == OpCategory::scan; }
 // sort, argsort, top_k.
 inline bool is_sort(Op op) { return info(op).category == OpCategory::sort; }
+// cond, while_loop, scan_loop and result: control flow, run by the executors themselves (never by a kernel).
+inline bool is_control(Op op) { return info(op).category == OpCategory::control; }
+// cond, while_loop and scan_loop: the nodes owning regions.
+inline bool has_regions(Op op) { return is_control(op) && op != Op::result; }
 
 // The rough cost of one element of `op`, in flops (see Cost): 0 for ops that are not elementwise.
 int flops_per_element(Op op);

@@ -27,13 +27,14 @@ bool is_name_char(char c) { return is_identifier_char(c) || c == '.' || c == '-'
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  explicit Parser(std::string_view text, std::size_t start = 0, int depth = 0)
+      : text_(text), pos_(start), depth_(depth) {}
 
   Graph run() {
     try {
-      parse_header();
-      parse_body();
-      check_graph();
+      parse_function();
+      skip_space();
+      if (!at_end()) fail_expected("end of input after the function");
     } catch (const ParseError&) {
       throw;
     } catch (const Error& error) {
@@ -367,6 +368,31 @@ class Parser {
 
   // ---- Structure ----
 
+  // One function, from `func` to its closing brace: the whole text, or a control node's region.
+  void parse_function() {
+    parse_header();
+    parse_body();
+    check_graph();
+  }
+
+  // A control node's regions: "regions(" function { function } ")", each parsed by a parser of its own (the one
+  // place the parser recurses, as deep as regions nest: at most max_region_depth).
+  void regions(Node& node) {
+    if (!peek_keyword("regions")) return;
+    static constexpr int max_region_depth = 32;
+    if (depth_ >= max_region_depth)
+      fail(pos_, "regions nest deeper than " + std::to_string(max_region_depth) + " levels");
+    pos_ += 7;
+    expect('(', "to open the regions");
+    do {
+      skip_space();
+      Parser region(text_, pos_, depth_ + 1);
+      region.parse_function();
+      node.regions.push_back(std::move(region.graph_));
+      pos_ = region.pos_;
+    } while (!accept(')'));
+  }
+
   void parse_header() {
     if (!peek_keyword("func")) fail_expected("'func' to start a function");
     pos_ += 4;
@@ -444,8 +470,6 @@ class Parser {
       }
     }
     expect('}', "to close the function body");
-    skip_space();
-    if (!at_end()) fail_expected("end of input after the function");
   }
 
   void node() {
@@ -486,6 +510,7 @@ class Parser {
     }
     attributes(node);
     node.location = location_if_any();
+    regions(node);
     if (node.op == Op::host_call && node.attributes.index >= 0)
       host_function_count_ = std::max(host_function_count_, node.attributes.index + 1);
     graph_.add(std::move(node));
@@ -514,6 +539,7 @@ class Parser {
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // how deep in regions this function is
   Graph graph_;
   std::vector<std::size_t> node_offsets_;    // where each node's text starts
   std::vector<Type> output_types_;           // declared in the header

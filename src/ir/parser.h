@@ -11,7 +11,8 @@
 //   graph-name = name-char { name-char } | string .    name-char = [A-Za-z0-9_.-]
 //   parameter  = value ":" type [ location ] .
 //   node       = value "=" type op "(" ( constant | [ value { "," value } ] ) ")"
-//                [ attributes ] [ location ] .
+//                [ attributes ] [ location ] [ regions ] .
+//   regions    = "regions" "(" graph { graph } ")" .     a control node's nested functions
 //   value      = "%" digits .                           no space after "%"
 //   type       = dtype "[" [ dim { "," dim } ] "]" .    at most 8 dims
 //   dtype      = "bool" | "i32" | "i64" | "f32" | "f64" .
@@ -44,9 +45,10 @@
 //   - The result is checked with verify() (verifier.h); its failures become
 //     ParseErrors at the node at fault.
 //
-// Arbitrary bytes give a ParseError, never a crash: the parser does not
-// recurse, checks every integer conversion, and allocates in proportion to
-// the input (plus at most 65536 callback placeholders).
+// Arbitrary bytes give a ParseError, never a crash: the parser recurses only
+// into regions, at most 32 deep, checks every integer conversion, and
+// allocates in proportion to the input (plus at most 65536 callback
+// placeholders per function).
 
 #include "ir/graph.h"
 

@@ -23,6 +23,10 @@ constexpr AttributeField step_field{"step", Form::list, nullptr, nullptr, &Attri
 constexpr AttributeField transpose_a_field{"transpose_a", Form::boolean, nullptr, &Attributes::transpose_a};
 constexpr AttributeField transpose_b_field{"transpose_b", Form::boolean, nullptr, &Attributes::transpose_b};
 constexpr AttributeField callback_field{"callback", Form::integer, &Attributes::index};
+constexpr AttributeField carry_count_field{"carry_count", Form::integer, &Attributes::carry_count};
+constexpr AttributeField sequence_count_field{"sequence_count", Form::integer, &Attributes::sequence_count};
+constexpr AttributeField length_field{"length", Form::integer, &Attributes::length};
+constexpr AttributeField result_field{"index", Form::integer, &Attributes::index};
 
 constexpr std::array<AttributeField, 1> axis_fields{axis_field};
 constexpr std::array<AttributeField, 1> axes_fields{axes_field};
@@ -35,6 +39,9 @@ constexpr std::array<AttributeField, 1> permutation_fields{permutation_field};
 constexpr std::array<AttributeField, 2> slice_fields{start_field, step_field};
 constexpr std::array<AttributeField, 2> matmul_fields{transpose_a_field, transpose_b_field};
 constexpr std::array<AttributeField, 1> callback_fields{callback_field};
+constexpr std::array<AttributeField, 4> control_fields{carry_count_field, sequence_count_field, length_field,
+                                                      reverse_field};
+constexpr std::array<AttributeField, 1> result_fields{result_field};
 
 bool is_plain_name(std::string_view name) {
   if (name.empty()) return false;
@@ -95,6 +102,32 @@ void append_location(std::string& out, const Node& node, const PrintOptions& opt
   out += ')';
 }
 
+// A control node's regions, each a function of its own indented under the node:
+//   %3 = f32[4] while_loop(%1, %2) {...} regions(
+//     func @condition(...) -> (bool[]) {
+//       ...
+//     }
+//     func @body(...) -> (f32[4]) {
+//       ...
+//     }
+//   )
+void append_regions(std::string& out, const Node& node, const PrintOptions& options) {
+  if (node.regions.empty()) return;
+  out += " regions(\n";
+  for (const Graph& region : node.regions) {
+    const std::string text = print(region, options);
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t end = text.find('\n', start);
+      out += "    ";
+      out.append(text, start, end - start);
+      out += '\n';
+      start = end + 1;
+    }
+  }
+  out += "  )";
+}
+
 void append_node(std::string& out, ValueId id, const Node& node, const PrintOptions& options) {
   out += "  ";
   append_value(out, id);
@@ -119,6 +152,7 @@ void append_node(std::string& out, ValueId id, const Node& node, const PrintOpti
   out += ')';
   append_attributes(out, node);
   append_location(out, node, options);
+  append_regions(out, node, options);
 }
 
 }  // namespace
@@ -151,6 +185,10 @@ std::span<const AttributeField> attribute_fields(AttributeKind kind) {
       return matmul_fields;
     case AttributeKind::callback:
       return callback_fields;
+    case AttributeKind::control:
+      return control_fields;
+    case AttributeKind::result:
+      return result_fields;
   }
   return {};
 }

@@ -402,7 +402,11 @@ bool has_declared_type(Op op) {
     case Op::reshape:
     case Op::broadcast_to:
     case Op::slice:
-    case Op::host_call: return true;
+    case Op::host_call:
+    case Op::cond:
+    case Op::while_loop:
+    case Op::scan_loop:
+    case Op::result: return true;
     default: return false;
   }
 }

@@ -6,6 +6,7 @@
 #include <kiln/error.h>
 
 #include <bit>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -69,6 +70,105 @@ class Verifier {
     check_attributes(value, node);
     check_overflow(value, node);
     check_inferred_type(value, node);
+    check_control(value, node);
+  }
+
+  // ---- Control flow (graph.h says what each control node's operands, regions and results are) ----
+
+  void check_control(ValueId value, const Node& node) const {
+    if (!has_regions(node.op)) {
+      if (!node.regions.empty()) fail(value, "has regions, which only cond, while_loop and scan_loop have");
+      if (node.op == Op::result) check_result(value, node);
+      return;
+    }
+    for (std::size_t index = 0; index < node.regions.size(); ++index)
+      if (std::optional<VerifierFailure> failure = find_verifier_failure(node.regions[index]))
+        fail(value, "region " + std::to_string(index) + ": " + failure->detail);
+    const Attributes& attributes = node.attributes;
+    const auto operands = static_cast<std::int64_t>(node.operands.size());
+    const std::int64_t leading = node.op == Op::cond ? 1 : 0;  // a cond's index
+    const std::int64_t carried = attributes.carry_count, sequences = attributes.sequence_count;
+    if (carried < 0 || sequences < 0 || leading + carried + sequences > operands)
+      fail(value, "carry_count " + std::to_string(carried) + " and sequence_count " + std::to_string(sequences) +
+                      " need more than its " + std::to_string(operands) + " operands");
+    if (node.op != Op::scan_loop && (sequences != 0 || attributes.length != 0 || attributes.reverse))
+      fail(value, "sequence_count, length and reverse are scan_loop's; they must be 0 and false");
+    // Every region's parameters: the operands after a cond's index, a scan_loop's sequences less their leading axis.
+    std::vector<Type> parameters;
+    for (std::int64_t operand = leading; operand < operands; ++operand) {
+      Type type = graph_.type(node.operands[static_cast<std::size_t>(operand)]);
+      if (operand >= carried && operand < carried + sequences) type = element_type(value, type, operand);
+      parameters.push_back(std::move(type));
+    }
+    const std::vector<Type> carries(parameters.begin(), parameters.begin() + carried);
+    const std::size_t region_count = node.op == Op::while_loop ? 2 : node.op == Op::scan_loop ? 1 : 0;
+    if (region_count ? node.regions.size() != region_count : node.regions.empty())
+      fail(value, "has " + std::to_string(node.regions.size()) + " regions, needs " +
+                      (region_count ? std::to_string(region_count) : std::string("at least one")));
+    for (std::size_t index = 0; index < node.regions.size(); ++index)
+      check_region_parameters(value, index, node.regions[index], parameters);
+    if (node.op == Op::cond) {
+      if (!(graph_.type(node.operands.at(0)) == Type{DType::i32, Shape()}))
+        fail(value, "its index (operand 0) is " + graph_.type(node.operands[0]).to_string() + ", not i32[]");
+      for (std::size_t index = 1; index < node.regions.size(); ++index)
+        if (region_outputs(node.regions[index]) != region_outputs(node.regions[0]))
+          fail(value, "branch " + std::to_string(index) + " returns (" + describe_types(region_outputs(node.regions[index])) +
+                          "), branch 0 (" + describe_types(region_outputs(node.regions[0])) + ")");
+    } else if (node.op == Op::while_loop) {
+      if (carried < 1) fail(value, "carries nothing (carry_count 0)");
+      if (region_outputs(node.regions[0]) != std::vector<Type>{Type{DType::boolean, Shape()}})
+        fail(value, "its condition returns (" + describe_types(region_outputs(node.regions[0])) + "), not (bool[])");
+      if (region_outputs(node.regions[1]) != carries)
+        fail(value, "its body returns (" + describe_types(region_outputs(node.regions[1])) + ") for carries (" +
+                        describe_types(carries) + ")");
+    } else {
+      if (attributes.length < 0) fail(value, "length " + std::to_string(attributes.length) + " is negative");
+      const std::vector<Type> outputs = region_outputs(node.regions[0]);
+      if (outputs.size() < carries.size() || !std::equal(carries.begin(), carries.end(), outputs.begin()))
+        fail(value, "its body returns (" + describe_types(outputs) + "), which must start with the carries (" +
+                        describe_types(carries) + ")");
+    }
+    const std::vector<Type> results = result_types(graph_, value);
+    if (results.empty()) fail(value, "has no results");
+    if (!(results[0] == node.type))
+      fail(value, "has type " + node.type.to_string() + ", but its result 0 is " + results[0].to_string());
+  }
+
+  // A scan_loop's sequence operand without its leading axis (of `length`).
+  Type element_type(ValueId value, const Type& sequence, std::int64_t operand) const {
+    const Shape& shape = sequence.shape;
+    if (shape.rank() < 1 || shape[0] != graph_.node(value).attributes.length)
+      fail(value, "sequence operand " + std::to_string(operand) + " is " + sequence.to_string() +
+                      ": it needs a leading axis of the length " + std::to_string(graph_.node(value).attributes.length));
+    return Type{sequence.dtype, Shape(shape.dims().subspan(1))};
+  }
+
+  void check_region_parameters(ValueId value, std::size_t index, const Graph& region,
+                               const std::vector<Type>& parameters) const {
+    std::vector<Type> types;
+    for (ValueId parameter : region.parameters) types.push_back(region.type(parameter));
+    if (types != parameters)
+      fail(value, "region " + std::to_string(index) + " (@" + region.name + ") takes (" + describe_types(types) +
+                      "), but the node gives it (" + describe_types(parameters) + ")");
+  }
+
+  static std::vector<Type> region_outputs(const Graph& region) {
+    std::vector<Type> types;
+    for (ValueId output : region.outputs) types.push_back(region.type(output));
+    return types;
+  }
+
+  void check_result(ValueId value, const Node& node) const {
+    const ValueId control = node.operands.at(0);
+    if (!has_regions(graph_.node(control).op)) fail(value, "reads " + value_name(control) + ", not a control node");
+    const std::vector<Type> results = result_types(graph_, control);
+    const std::int64_t index = node.attributes.index;
+    if (index < 1 || index >= static_cast<std::int64_t>(results.size()))
+      fail(value, "index " + std::to_string(index) + " is not among results 1.." +
+                      std::to_string(static_cast<std::int64_t>(results.size()) - 1) + " of " + value_name(control));
+    if (!(results[static_cast<std::size_t>(index)] == node.type))
+      fail(value, "has type " + node.type.to_string() + ", but result " + std::to_string(index) + " of " +
+                      value_name(control) + " is " + results[static_cast<std::size_t>(index)].to_string());
   }
 
   // Valid dtype and dims, and an element count that fits in int64 so that
@@ -110,7 +210,8 @@ class Verifier {
     // The attributes the op's kind uses, everything else at its default.
     Attributes expected;
     AttributeKind kind = info(node.op).attributes;
-    if (kind == AttributeKind::parameter || kind == AttributeKind::callback) expected.index = actual.index;
+    if (kind == AttributeKind::parameter || kind == AttributeKind::callback || kind == AttributeKind::result)
+      expected.index = actual.index;
     if (kind == AttributeKind::constant) {
       if (is_floating(node.type.dtype))
         expected.float_value = actual.float_value;
@@ -179,6 +280,12 @@ class Verifier {
       field = "transpose_a";
     else if (actual.transpose_b != wanted.transpose_b)
       field = "transpose_b";
+    else if (actual.carry_count != wanted.carry_count)
+      field = "carry_count";
+    else if (actual.sequence_count != wanted.sequence_count)
+      field = "sequence_count";
+    else if (actual.length != wanted.length)
+      field = "length";
     fail(value, std::string("sets attributes.") + field + ", which " + std::string(name(node.op)) +
                     " does not use (unused attributes must keep their defaults)");
   }

@@ -20,7 +20,12 @@
 //     the type rules' arithmetic from overflowing); constants and iota have
 //     static shapes;
 //   - every node's type equals infer_type(...) of its operands' types (for
-//     has_declared_type ops, infer_type validates the declared type).
+//     has_declared_type ops, infer_type validates the declared type);
+//   - control nodes (cond, while_loop, scan_loop) have the regions graph.h
+//     describes, each a valid graph whose parameters are what the node gives
+//     it and whose outputs have the types the node needs; their type is their
+//     result 0's; a `result` names a result >= 1 of a control node, with its
+//     type; no other node has regions.
 
 #include "ir/graph.h"
 

@@ -204,6 +204,17 @@ Tolerance graph_tolerance(const ir::Graph& graph, ir::ValueId value) {
     if (!upstream[static_cast<std::size_t>(id)]) continue;
     const ir::Node& node = graph.node(id);
     for (ir::ValueId operand : node.operands) upstream[static_cast<std::size_t>(operand)] = true;
+    if (ir::is_control(node.op)) {
+      // Its results come out of the regions' chains (through every step of a loop): held as a chain, at the
+      // least precise float the regions compute in.
+      inexact += 2;
+      const ir::ValueId control = node.op == Op::result ? node.operands.at(0) : id;
+      for (const ir::Graph& region : graph.node(control).regions)
+        for (const ir::Node& inner : region.nodes)
+          if (is_floating(inner.type.dtype) && precision(inner.type.dtype) < precision(chain_dtype))
+            chain_dtype = inner.type.dtype;
+      continue;
+    }
     if (!is_floating(node.type.dtype)) continue;
     if (node.type.dtype != dtype) one_dtype = false;
     if (!is_exact(float_tolerance(node.op, node.type.dtype))) {

@@ -6,6 +6,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -114,7 +115,7 @@ void finish(Value& value) {
 
 class Evaluator {
  public:
-  Evaluator(const ir::Graph& graph, std::span<const runtime::Array> inputs) : graph_(graph), inputs_(inputs) {}
+  Evaluator(const ir::Graph& graph, std::vector<Value> inputs) : graph_(graph), inputs_(std::move(inputs)) {}
 
   std::vector<Value> run() {
     if (inputs_.size() != graph_.parameters.size())
@@ -238,6 +239,10 @@ class Evaluator {
         break;
       case Op::host_call: value = host_call(node); break;
       case Op::nonzero: value = nonzero(node); break;
+      case Op::cond:
+      case Op::while_loop:
+      case Op::scan_loop: value = control(id, node); break;
+      case Op::result: value = result(node); break;
     }
     finish(value);
     return value;
@@ -247,7 +252,7 @@ class Evaluator {
     auto position = std::find(graph_.parameters.begin(), graph_.parameters.end(), id);
     if (position == graph_.parameters.end())
       internal_error(node, "node %" + std::to_string(id) + " is not in the parameter list");
-    const runtime::Array& input = inputs_[static_cast<std::size_t>(position - graph_.parameters.begin())];
+    const Value& input = inputs_[static_cast<std::size_t>(position - graph_.parameters.begin())];
     bool shape_matches = input.shape.rank() == node.type.shape.rank();
     for (int axis = 0; shape_matches && axis < input.shape.rank(); ++axis)
       shape_matches = node.type.shape[axis] == Shape::dynamic || node.type.shape[axis] == input.shape[axis];
@@ -257,7 +262,7 @@ class Evaluator {
                            ir::Type{input.dtype, input.shape}.to_string() + ", the parameter is " +
                            node.type.to_string(),
                        node.location);
-    return from_array(input);
+    return input;
   }
 
   // Every element is the value; an f32 constant holds the float nearest it.
@@ -921,9 +926,107 @@ class Evaluator {
     return value;
   }
 
+  // ---- Control flow: each region evaluated by an evaluator of its own, on Values (nothing rounded between) ----
+
+  std::vector<Value> run_region(const ir::Node& node, std::size_t region, std::vector<Value> inputs) const {
+    if (region >= node.regions.size()) internal_error(node, "has no region " + std::to_string(region));
+    return Evaluator(node.regions[region], std::move(inputs)).run();
+  }
+
+  static std::int64_t scalar_integer(const ir::Node& node, const Value& scalar) {
+    if (scalar.integers.size() != 1) internal_error(node, "needs an integer or bool scalar");
+    return scalar.integers[0];
+  }
+
+  // Results 1.. are kept for the `result` nodes; result 0 is the node's value.
+  Value control(int id, const ir::Node& node) {
+    std::vector<Value> operands;
+    for (std::size_t i = 0; i < node.operands.size(); ++i) operands.push_back(operand(node, i));
+    std::vector<Value> results;
+    const auto carried = static_cast<std::size_t>(node.attributes.carry_count);
+    if (node.op == Op::cond) {
+      // An index out of range takes the nearest branch (lax.switch clamps).
+      const auto last = static_cast<std::int64_t>(node.regions.size()) - 1;
+      const std::int64_t branch = std::clamp<std::int64_t>(scalar_integer(node, operands.at(0)), 0, last);
+      operands.erase(operands.begin());
+      results = run_region(node, static_cast<std::size_t>(branch), std::move(operands));
+    } else if (node.op == Op::while_loop) {
+      while (scalar_integer(node, run_region(node, 0, operands).at(0)) != 0) {
+        std::vector<Value> carries = run_region(node, 1, operands);
+        std::move(carries.begin(), carries.end(), operands.begin());
+      }
+      operands.resize(carried);
+      results = std::move(operands);
+    } else {
+      results = scan_loop(id, node, std::move(operands));
+    }
+    if (results.empty()) internal_error(node, "has no results");
+    control_results_[id] = results;
+    return results[0];
+  }
+
+  // Steps through the sequences (rows of their leading axis), stacking each step's outputs.
+  std::vector<Value> scan_loop(int id, const ir::Node& node, std::vector<Value> inputs) const {
+    const auto carried = static_cast<std::size_t>(node.attributes.carry_count);
+    const auto sequences = static_cast<std::size_t>(node.attributes.sequence_count);
+    const std::int64_t length = node.attributes.length;
+    const std::vector<ir::Type> types = ir::result_types(graph_, id);
+    const std::vector<Value> whole(inputs.begin() + static_cast<std::ptrdiff_t>(carried),
+                                   inputs.begin() + static_cast<std::ptrdiff_t>(carried + sequences));
+    std::vector<Value> results;
+    for (const ir::Type& type : types) results.push_back(make_value(type.dtype, type.shape));
+    for (std::int64_t count = 0; count < length; ++count) {
+      const std::int64_t step = node.attributes.reverse ? length - 1 - count : count;
+      for (std::size_t sequence = 0; sequence < sequences; ++sequence)
+        inputs[carried + sequence] = row(whole[sequence], step);
+      std::vector<Value> outputs = run_region(node, 0, inputs);
+      for (std::size_t index = carried; index < outputs.size() && index < results.size(); ++index)
+        put_row(results[index], outputs[index], step);
+      std::move(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(carried), inputs.begin());
+    }
+    std::move(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(carried), results.begin());
+    return results;
+  }
+
+  // Row `step` of `value`'s leading axis, as a value of the remaining axes.
+  static Value row(const Value& value, std::int64_t step) {
+    Value element = make_value(value.dtype, Shape(value.shape.dims().subspan(1)));
+    const auto count = static_cast<std::size_t>(element.numel());
+    const std::size_t begin = static_cast<std::size_t>(step) * count;
+    std::copy_n(value.values.begin() + static_cast<std::ptrdiff_t>(begin), count, element.values.begin());
+    if (!value.integers.empty())
+      std::copy_n(value.integers.begin() + static_cast<std::ptrdiff_t>(begin), count, element.integers.begin());
+    if (!value.magnitudes.empty())
+      element.magnitudes.assign(value.magnitudes.begin() + static_cast<std::ptrdiff_t>(begin),
+                                value.magnitudes.begin() + static_cast<std::ptrdiff_t>(begin + count));
+    return element;
+  }
+
+  // Writes `element` as row `step` of `stacked`.
+  static void put_row(Value& stacked, const Value& element, std::int64_t step) {
+    const auto count = static_cast<std::size_t>(element.numel());
+    const std::size_t begin = static_cast<std::size_t>(step) * count;
+    std::copy_n(element.values.begin(), count, stacked.values.begin() + static_cast<std::ptrdiff_t>(begin));
+    if (!element.integers.empty())
+      std::copy_n(element.integers.begin(), count, stacked.integers.begin() + static_cast<std::ptrdiff_t>(begin));
+    if (!element.magnitudes.empty()) {
+      stacked.magnitudes.resize(stacked.values.size(), 0.0);
+      std::copy_n(element.magnitudes.begin(), count, stacked.magnitudes.begin() + static_cast<std::ptrdiff_t>(begin));
+    }
+  }
+
+  Value result(const ir::Node& node) const {
+    const auto found = control_results_.find(node.operands.at(0));
+    if (found == control_results_.end()) internal_error(node, "reads a value that is not a control node's");
+    const auto index = static_cast<std::size_t>(node.attributes.index);
+    if (index >= found->second.size()) internal_error(node, "names a result the control node does not have");
+    return found->second[index];
+  }
+
   const ir::Graph& graph_;
-  std::span<const runtime::Array> inputs_;
+  std::vector<Value> inputs_;
   std::vector<Value> values_;
+  std::map<int, std::vector<Value>> control_results_;
 };
 
 }  // namespace
@@ -997,7 +1100,9 @@ runtime::Array to_array(const Value& value) {
 }
 
 std::vector<Value> evaluate(const ir::Graph& graph, std::span<const runtime::Array> inputs) {
-  return Evaluator(graph, inputs).run();
+  std::vector<Value> values;
+  for (const runtime::Array& input : inputs) values.push_back(from_array(input));
+  return Evaluator(graph, std::move(values)).run();
 }
 
 }  // namespace kiln::reference

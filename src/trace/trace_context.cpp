@@ -9,14 +9,42 @@ thread_local TraceContext* active_context = nullptr;
 
 TraceContext::TraceContext(std::string name, Device device) : device_(device) { graph_.name = std::move(name); }
 
+TraceContext::TraceContext(std::string name, std::shared_ptr<TraceContext> parent)
+    : device_(parent->device()), parent_(std::move(parent)) {
+  graph_.name = std::move(name);
+}
+
+ir::ValueId TraceContext::value_of(const TraceContext* owner, ir::ValueId value) {
+  if (owner == this) return value;
+  if (!parent_) return -1;
+  const ir::ValueId outer = parent_->value_of(owner, value);
+  return outer < 0 ? -1 : import(outer);
+}
+
+bool TraceContext::is_within(const TraceContext* context) const {
+  for (const TraceContext* enclosing = this; enclosing; enclosing = enclosing->parent_.get())
+    if (enclosing == context) return true;
+  return false;
+}
+
+ir::ValueId TraceContext::import(ir::ValueId value) {
+  if (const auto found = imported_.find(value); found != imported_.end()) return found->second;
+  const ir::ValueId parameter = graph_.add_parameter(parent_->graph().type(value));
+  imported_.emplace(value, parameter);
+  outer_values_.push_back(value);
+  return parameter;
+}
+
 ir::ValueId TraceContext::add_argument(const ir::Type& type) {
-  if (!captures_.empty())
+  if (!captures_.empty() || !outer_values_.empty())
     throw InternalError("trace", "arguments must be added before anything is captured", std::string());
   argument_count_ += 1;
   return graph_.add_parameter(type);
 }
 
 ir::ValueId TraceContext::capture(const runtime::Array& array, const std::shared_ptr<TensorIdentity>& identity) {
+  // A region's concrete tensors are the outermost trace's inputs, passed in through each region between.
+  if (parent_) return import(parent_->capture(array, identity));
   if (identity) {
     identity->captured.store(true, std::memory_order_release);
     captured_identities_.insert(identity);

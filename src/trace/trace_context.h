@@ -23,6 +23,10 @@ namespace kiln::trace {
 class TraceContext {
  public:
   TraceContext(std::string name, Device device);
+  // A region's trace (a branch or loop body of cond, while_loop, scan) inside `parent`'s: what it uses of the
+  // traces around it (their values, and concrete tensors, captured by the outermost) becomes its parameters after
+  // its arguments, and outer_values() says which value of `parent` each stands for.
+  TraceContext(std::string name, std::shared_ptr<TraceContext> parent);
 
   ir::Graph& graph() { return graph_; }
   Device device() const { return device_; }
@@ -40,6 +44,15 @@ class TraceContext {
   // of the trace, so that assignments made while tracing do not count.
   std::vector<CaptureGuard> capture_guards() const;
   int argument_count() const { return argument_count_; }
+
+  // The value standing in this trace for `value` of `owner`'s graph: `value` itself if `owner` is this trace, a
+  // parameter importing it if `owner` encloses this region (through every region between), -1 otherwise.
+  ir::ValueId value_of(const TraceContext* owner, ir::ValueId value);
+  // Whether `context` is this trace or one enclosing it.
+  bool is_within(const TraceContext* context) const;
+  const TraceContext* parent() const { return parent_.get(); }
+  // A region's trace: per parameter after the arguments, the value of the parent's graph it stands for.
+  const std::vector<ir::ValueId>& outer_values() const { return outer_values_; }
 
   ir::ValueId add_node(ir::Node node) { return graph_.add(std::move(node)); }
 
@@ -70,8 +83,14 @@ class TraceContext {
   };
 
  private:
+  // A region's parameter for `value` of the parent's graph (one per value).
+  ir::ValueId import(ir::ValueId value);
+
   ir::Graph graph_;
   Device device_;
+  std::shared_ptr<TraceContext> parent_;  // a region's enclosing trace
+  std::vector<ir::ValueId> outer_values_;
+  std::map<ir::ValueId, ir::ValueId> imported_;  // a region's: parent's value -> its parameter
   int argument_count_ = 0;
   std::vector<runtime::Array> captures_;
   std::map<const runtime::Buffer*, std::vector<ir::ValueId>> captured_values_;

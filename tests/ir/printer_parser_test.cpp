@@ -258,6 +258,7 @@ TEST(PrinterParserTest, EveryOpRoundTrips) {
   std::map<Op, std::vector<Sample>> table = samples();
   for (int index = 0; index < op_count; ++index) {
     auto op = static_cast<Op>(index);
+    if (is_control(op)) continue;  // nodes with regions: tests/ir/control_flow_ir_test.cpp
     auto found = table.find(op);
     if (found == table.end() || found->second.empty()) {
       ADD_FAILURE() << "no round-trip sample for op '" << name(op)

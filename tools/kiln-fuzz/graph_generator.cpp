@@ -474,7 +474,12 @@ class Builder {
       case Op::squeeze: return build_squeeze();
       case Op::parameter:
       case Op::host_call:
-      case Op::nonzero: break;
+      case Op::nonzero:
+      // Control flow needs regions: not generated yet.
+      case Op::cond:
+      case Op::while_loop:
+      case Op::scan_loop:
+      case Op::result: break;
     }
     throw Rejected{};
   }

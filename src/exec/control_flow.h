@@ -1,0 +1,30 @@
+#pragma once
+// Running control nodes (cond, while_loop, scan_loop; ir/graph.h) on concrete arrays, for every executor: the
+// caller says how a region runs (the standard executor interprets it, the JIT runs its compiled kernels), this
+// file does the rest -- choosing the branch, looping while the condition holds, stepping through the sequences and
+// stacking the per-step outputs.
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace kiln::exec {
+
+// Runs region `region` of the node on `inputs` (its parameters in order) and returns its outputs.
+using RegionRunner =
+    std::function<std::vector<runtime::Array>(std::size_t region, std::span<const runtime::Array> inputs)>;
+
+// Runs control node `value` of `graph` on `operands` (concrete, on `device`) and returns its results in order.
+std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId value,
+                                        std::span<const runtime::Array> operands, Device device,
+                                        const RegionRunner& run_region);
+
+// Stores the results of control node `value` in `values`: the node's own slot takes result 0, and each of its
+// `result` nodes (`readers`, from ir::result_nodes) the result it names.
+void store_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
+                   const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values);
+
+}  // namespace kiln::exec
