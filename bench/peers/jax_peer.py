@@ -114,6 +114,42 @@ def make_peer(device: str = "cpu") -> common.Peer:
             return (value, *(u[0] for u in updated), *(u[1] for u in updated), *(u[2] for u in updated))
         return step
 
+    def gru_step(h, x, w, u, b):
+        # kiln-bench's gru_step: gates z, r and the candidate from the input's and the state's products.
+        hidden = h.shape[-1]
+        from_input, from_state = x @ w + b, h @ u
+        z = jax.nn.sigmoid(from_input[:, :hidden] + from_state[:, :hidden])
+        r = jax.nn.sigmoid(from_input[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+        candidate = jnp.tanh(from_input[:, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+        return candidate + z * (h - candidate)
+
+    def rnn(xs, h0, w, u, b):
+        # kiln-bench's rnn_body: lax.scan over the steps, every state stacked.
+        def step(h, x):
+            following = gru_step(h, x, w, u, b)
+            return following, following
+        return jax.lax.scan(step, h0, xs)
+
+    def solver(a, b):
+        # kiln-bench's solver_body: conjugate gradients with lax.while_loop until |r| <= 1e-5 |b|.
+        threshold = jnp.dot(b, b) * (1e-5 * 1e-5)
+
+        def condition(state):
+            return (state[3] > threshold) & (state[4] < 1000)
+
+        def body(state):
+            x, r, p, residual, iterations = state
+            ap = a @ p
+            alpha = residual / jnp.dot(p, ap)
+            following = r - alpha * ap
+            following_residual = jnp.dot(following, following)
+            return (x + alpha * p, following, following + (following_residual / residual) * p, following_residual,
+                    iterations + 1)
+
+        x, _, _, _, iterations = jax.lax.while_loop(condition, body, (jnp.zeros_like(b), b, b, jnp.dot(b, b),
+                                                                       jnp.int32(0)))
+        return x, iterations
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -148,7 +184,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         },
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
-                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
+                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
+                    solver=solver),
     )
 
 

@@ -105,6 +105,41 @@ def make_peer(device: str = "cpu") -> common.Peer:
             return (value, *(u[0] for u in updated), *(u[1] for u in updated), *(u[2] for u in updated))
         return step
 
+    def gru_step(h, x, w, u, b):
+        # kiln-bench's gru_step: gates z, r and the candidate from the input's and the state's products.
+        hidden = h.shape[-1]
+        from_input, from_state = tf.matmul(x, w) + b, tf.matmul(h, u)
+        z = tf.sigmoid(from_input[:, :hidden] + from_state[:, :hidden])
+        r = tf.sigmoid(from_input[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+        candidate = tf.tanh(from_input[:, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+        return candidate + z * (h - candidate)
+
+    def rnn(xs, h0, w, u, b):
+        # kiln-bench's rnn_body: tf.scan over the steps (a tf.while_loop), every state stacked.
+        states = tf.scan(lambda h, x: gru_step(h, x, w, u, b), xs, initializer=h0)
+        return states[-1], states
+
+    def solver(a, b):
+        # kiln-bench's solver_body: conjugate gradients with tf.while_loop until |r| <= 1e-5 |b|.
+        def dot(p, q):
+            return tf.reduce_sum(p * q)
+
+        threshold = dot(b, b) * (1e-5 * 1e-5)
+
+        def condition(x, r, p, residual, iterations):
+            return tf.logical_and(residual > threshold, iterations < 1000)
+
+        def body(x, r, p, residual, iterations):
+            ap = tf.linalg.matvec(a, p)
+            alpha = residual / dot(p, ap)
+            following = r - alpha * ap
+            following_residual = dot(following, following)
+            return (x + alpha * p, following, following + (following_residual / residual) * p, following_residual,
+                    iterations + 1)
+
+        x, _, _, _, iterations = tf.while_loop(condition, body, (tf.zeros_like(b), b, b, dot(b, b), tf.constant(0)))
+        return x, iterations
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -156,7 +191,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         },
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
-                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12)),
+                    mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
+                    solver=solver),
     )
 
 

@@ -110,6 +110,38 @@ def make_peer(device: str = "cpu") -> common.Peer:
         # kiln-bench's block-train loss: the mean square of the block's output.
         return torch.mean(torch.square(block(x, *parameters)))
 
+    def gru_step(h, x, w, u, b):
+        # kiln-bench's gru_step: gates z, r and the candidate from the input's and the state's products.
+        hidden = h.shape[-1]
+        from_input, from_state = x @ w + b, h @ u
+        z = torch.sigmoid(from_input[:, :hidden] + from_state[:, :hidden])
+        r = torch.sigmoid(from_input[:, hidden:2 * hidden] + from_state[:, hidden:2 * hidden])
+        candidate = torch.tanh(from_input[:, 2 * hidden:] + r * from_state[:, 2 * hidden:])
+        return candidate + z * (h - candidate)
+
+    def rnn(xs, h0, w, u, b):
+        # kiln-bench's rnn_body as a PyTorch user writes it: a Python loop over the steps (torch.compile traces it
+        # unrolled), the states stacked.
+        states, h = [], h0
+        for x in xs:
+            h = gru_step(h, x, w, u, b)
+            states.append(h)
+        return h, torch.stack(states)
+
+    def solver(a, b):
+        # kiln-bench's solver_body: conjugate gradients in a Python while loop until |r| <= 1e-5 |b| (its test reads
+        # the residual each iteration: torch.compile breaks the graph there).
+        threshold = torch.dot(b, b) * (1e-5 * 1e-5)
+        x, r, p, residual, iterations = torch.zeros_like(b), b, b, torch.dot(b, b), 0
+        while bool(residual > threshold) and iterations < 1000:
+            ap = torch.mv(a, p)
+            alpha = residual / torch.dot(p, ap)
+            following = r - alpha * ap
+            following_residual = torch.dot(following, following)
+            x, r, p = x + alpha * p, following, following + (following_residual / residual) * p
+            residual, iterations = following_residual, iterations + 1
+        return x, torch.tensor(iterations, dtype=torch.int32)
+
     class Training:
         """A training workload as PyTorch users run one: the parameters as leaf tensors, loss.backward() and
         torch.optim.Adam(foreach=True), whose state starts at kiln-bench's inputs (step 9 done, so the call runs
@@ -220,7 +252,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         },
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
-                    mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12)),
+                    mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12), rnn=rnn, solver=solver),
     )
 
 

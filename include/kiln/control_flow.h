@@ -43,7 +43,8 @@ std::vector<Tensor> while_loop(const TraceBody& condition, const TraceBody& body
                                const Location& location);
 // The body takes the carries, then one element of each sequence, and returns the carries, then its outputs.
 std::vector<Tensor> scan(const TraceBody& body, const std::vector<Tensor>& carries,
-                         const std::vector<Tensor>& sequences, const ScanLoopOptions& options, const Location& location);
+                         const std::vector<Tensor>& sequences, const ScanLoopOptions& options,
+                         const Location& location);
 // The body takes the index, then the carries, and returns the carries.
 std::vector<Tensor> fori_loop(std::int64_t lower, std::int64_t upper, const TraceBody& body,
                               const std::vector<Tensor>& init, const Location& location);
@@ -68,18 +69,19 @@ TraceBody branch_body(const Branch& branch) {
   return [&branch](const std::vector<Tensor>& inputs) {
     return [&]<std::size_t... index>(std::index_sequence<index...>) {
       return Outputs<Result>::flatten(branch(inputs.at(index)...));
-    }(std::make_index_sequence<count>{});
+    }
+    (std::make_index_sequence<count>{});
   };
 }
 
 // cond's predicate and switch_case's index are Operands (a tensor and the caller's line): a pack of operands comes
 // after them, where a defaulted Location cannot follow.
 template <class Result, class Operands, class... Branches>
-Result switch_of(const Operand& index, bool is_predicate, const Operands& operands,
-                 const Branches&... branches) {
+Result switch_of(const Operand& index, bool is_predicate, const Operands& operands, const Branches&... branches) {
   constexpr std::size_t count = std::tuple_size_v<Operands>;
   std::vector<TraceBody> bodies{branch_body<Result, Branches, count>(branches)...};
-  std::vector<Tensor> flat = std::apply([](const auto&... tensors) { return std::vector<Tensor>{tensors...}; }, operands);
+  std::vector<Tensor> flat =
+      std::apply([](const auto&... tensors) { return std::vector<Tensor>{tensors...}; }, operands);
   return rebuild<Result>(switch_case(index.tensor, is_predicate, bodies, flat, index.location));
 }
 
@@ -92,9 +94,9 @@ template <class TrueBranch, class FalseBranch, class... Operands>
 auto cond(Operand predicate, const TrueBranch& true_branch, const FalseBranch& false_branch,
           const Operands&... operands) {
   using Result = std::decay_t<std::invoke_result_t<const TrueBranch&, detail::AsTensor<Operands>...>>;
-  static_assert(std::is_same_v<Result, std::decay_t<std::invoke_result_t<const FalseBranch&,
-                                                                          detail::AsTensor<Operands>...>>>,
-                "kiln::cond: both branches must return the same C++ type");
+  static_assert(
+      std::is_same_v<Result, std::decay_t<std::invoke_result_t<const FalseBranch&, detail::AsTensor<Operands>...>>>,
+      "kiln::cond: both branches must return the same C++ type");
   return detail::switch_of<Result>(predicate, true, std::tuple<detail::AsTensor<Operands>...>(operands...),
                                    false_branch, true_branch);
 }
@@ -107,14 +109,13 @@ auto switch_case(Operand index, const std::tuple<Branches...>& branches, const O
   static_assert(sizeof...(Branches) > 0, "kiln::switch_case needs at least one branch");
   using First = std::tuple_element_t<0, std::tuple<Branches...>>;
   using Result = std::decay_t<std::invoke_result_t<const First&, detail::AsTensor<Operands>...>>;
-  static_assert((std::is_same_v<Result, std::decay_t<std::invoke_result_t<const Branches&,
-                                                                           detail::AsTensor<Operands>...>>> &&
-                 ...),
-                "kiln::switch_case: every branch must return the same C++ type");
+  static_assert(
+      (std::is_same_v<Result, std::decay_t<std::invoke_result_t<const Branches&, detail::AsTensor<Operands>...>>> &&
+       ...),
+      "kiln::switch_case: every branch must return the same C++ type");
   return std::apply(
       [&](const auto&... each) {
-        return detail::switch_of<Result>(index, false, std::tuple<detail::AsTensor<Operands>...>(operands...),
-                                         each...);
+        return detail::switch_of<Result>(index, false, std::tuple<detail::AsTensor<Operands>...>(operands...), each...);
       },
       branches);
 }
@@ -159,8 +160,8 @@ Carry fori_loop(const Lower& lower, const Upper& upper, const Body& body, const 
   };
   const std::vector<Tensor> flat = detail::Outputs<Carry>::flatten(init);
   if constexpr (std::is_integral_v<Lower> && std::is_integral_v<Upper>) {
-    return detail::rebuild<Carry>(detail::fori_loop(static_cast<std::int64_t>(lower),
-                                                    static_cast<std::int64_t>(upper), traced_body, flat, location));
+    return detail::rebuild<Carry>(detail::fori_loop(static_cast<std::int64_t>(lower), static_cast<std::int64_t>(upper),
+                                                    traced_body, flat, location));
   } else {
     const auto bound = [&](const auto& value) {
       if constexpr (std::is_integral_v<std::decay_t<decltype(value)>>)

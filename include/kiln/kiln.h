@@ -3,8 +3,8 @@
 // header to get everything.
 
 #include <kiln/autodiff.h>
-#include <kiln/control_flow.h>
 #include <kiln/config.h>
+#include <kiln/control_flow.h>
 #include <kiln/creation.h>
 #include <kiln/cuda.h>
 #include <kiln/device.h>

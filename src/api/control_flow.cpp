@@ -42,8 +42,8 @@ struct Region {
 
 // Traces `body` on fresh arguments of `types` as a region of `parent`'s trace.
 Region trace_region(const std::shared_ptr<trace::TraceContext>& parent, const std::string& name,
-                    const std::vector<ir::Type>& types, const TraceBody& body, const char* api,
-                    const std::string& what, const Location& location) {
+                    const std::vector<ir::Type>& types, const TraceBody& body, const char* api, const std::string& what,
+                    const Location& location) {
   auto context = std::make_shared<trace::TraceContext>(parent->graph().name + "." + name, parent);
   struct FinishOnExit {
     trace::TraceContext& context;
@@ -60,12 +60,12 @@ Region trace_region(const std::shared_ptr<trace::TraceContext>& parent, const st
   for (std::size_t index = 0; index < outputs.size(); ++index) {
     const Tensor& output = outputs[index];
     const std::string name_of_output = what + " output " + std::to_string(index);
-    if (!output.defined()) throw ValueError(api, name_of_output + " is an undefined (default-constructed) Tensor", location);
+    if (!output.defined())
+      throw ValueError(api, name_of_output + " is an undefined (default-constructed) Tensor", location);
     if (!output.is_traced() && output.device() != context->device())
       throw DeviceError(api, name_of_output + " is on " + output.device().to_string(), location);
     const ir::ValueId value = value_in_trace(*context, output);
-    if (value < 0)
-      throw ValueError(api, name_of_output + " is a traced tensor of another function's trace", location);
+    if (value < 0) throw ValueError(api, name_of_output + " is a traced tensor of another function's trace", location);
     context->graph().outputs.push_back(value);
   }
   Region region{std::move(context->graph()), context->outer_values()};
@@ -86,10 +86,10 @@ std::vector<ir::ValueId> share_captures(std::vector<Region>& regions, std::size_
                                         region.graph.parameters.begin() + static_cast<std::ptrdiff_t>(arguments));
     for (ir::ValueId value : shared) {
       const auto found = std::find(region.outer_values.begin(), region.outer_values.end(), value);
-      parameters.push_back(found != region.outer_values.end()
-                               ? region.graph.parameters[arguments + static_cast<std::size_t>(
-                                                                         found - region.outer_values.begin())]
-                               : region.graph.add_parameter(enclosing.type(value)));
+      parameters.push_back(
+          found != region.outer_values.end()
+              ? region.graph.parameters[arguments + static_cast<std::size_t>(found - region.outer_values.begin())]
+              : region.graph.add_parameter(enclosing.type(value)));
     }
     region.graph.parameters = std::move(parameters);
     ir::canonicalize(region.graph);
@@ -200,7 +200,8 @@ std::vector<Tensor> switch_case(const Tensor& index, bool is_predicate, const st
     const std::vector<ir::Type> types = types_of(inputs);
     std::vector<Region> regions;
     for (std::size_t branch = 0; branch < branches.size(); ++branch) {
-      const std::string name = is_predicate ? (branch ? "true_branch" : "false_branch") : "branch" + std::to_string(branch);
+      const std::string name =
+          is_predicate ? (branch ? "true_branch" : "false_branch") : "branch" + std::to_string(branch);
       regions.push_back(trace_region(current_context(), name, types, branches[branch], api, "the " + name, location));
     }
     const std::vector<ir::Type> first = output_types(regions[0].graph);
@@ -208,10 +209,11 @@ std::vector<Tensor> switch_case(const Tensor& index, bool is_predicate, const st
     for (std::size_t branch = 1; branch < regions.size(); ++branch) {
       const std::vector<ir::Type> other = output_types(regions[branch].graph);
       if (other == first) continue;
-      const std::string names = is_predicate ? std::string("the true branch returns (") + ir::describe_types(other) +
-                                                   "), the false branch (" + ir::describe_types(first) + ")"
-                                             : "branch " + std::to_string(branch) + " returns (" +
-                                                   ir::describe_types(other) + "), branch 0 (" + ir::describe_types(first) + ")";
+      const std::string names = is_predicate
+                                    ? std::string("the true branch returns (") + ir::describe_types(other) +
+                                          "), the false branch (" + ir::describe_types(first) + ")"
+                                    : "branch " + std::to_string(branch) + " returns (" + ir::describe_types(other) +
+                                          "), branch 0 (" + ir::describe_types(first) + ")";
       const std::string detail = names + ": every branch must return the same dtypes and shapes";
       bool dtypes_differ = other.size() != first.size();
       for (std::size_t output = 0; !dtypes_differ && output < other.size(); ++output)
@@ -260,15 +262,16 @@ std::vector<Tensor> while_loop(const TraceBody& condition, const TraceBody& body
 }
 
 std::vector<Tensor> scan(const TraceBody& body, const std::vector<Tensor>& carries,
-                         const std::vector<Tensor>& sequences, const ScanLoopOptions& options, const Location& location) {
+                         const std::vector<Tensor>& sequences, const ScanLoopOptions& options,
+                         const Location& location) {
   const char* api = "scan";
   check_defined(carries, api, "initial carry", location);
   check_defined(sequences, api, "sequence", location);
   std::int64_t length = options.length;
   for (std::size_t index = 0; index < sequences.size(); ++index) {
     const Tensor& sequence = sequences[index];
-    const std::string name = "sequence " + std::to_string(index) + " (" +
-                             describe(ir::Type{sequence.dtype(), sequence.shape()}) + ")";
+    const std::string name =
+        "sequence " + std::to_string(index) + " (" + describe(ir::Type{sequence.dtype(), sequence.shape()}) + ")";
     if (sequence.rank() == 0)
       throw ShapeError(api, name + " is a scalar: a sequence is stepped through along its leading axis", location);
     if (length >= 0 && sequence.shape()[0] != length)
@@ -279,8 +282,7 @@ std::vector<Tensor> scan(const TraceBody& body, const std::vector<Tensor>& carri
                        location);
     length = sequence.shape()[0];
   }
-  if (length < 0)
-    throw ValueError(api, "scans no sequences: give the number of steps as options.length", location);
+  if (length < 0) throw ValueError(api, "scans no sequences: give the number of steps as options.length", location);
   std::vector<Tensor> arguments = carries;
   arguments.insert(arguments.end(), sequences.begin(), sequences.end());
   return run_in_trace(arguments, api, location, [&](const std::vector<Tensor>& traced) {
@@ -304,7 +306,8 @@ std::vector<Tensor> scan(const TraceBody& body, const std::vector<Tensor>& carri
 }
 
 Tensor index_bound(std::int64_t bound, const Location& location) {
-  const bool fits = bound >= std::numeric_limits<std::int32_t>::min() && bound <= std::numeric_limits<std::int32_t>::max();
+  const bool fits =
+      bound >= std::numeric_limits<std::int32_t>::min() && bound <= std::numeric_limits<std::int32_t>::max();
   const Device device = trace::TraceContext::current() ? trace::TraceContext::current()->device() : Device::cpu();
   return scalar_constant(bound, fits ? DType::i32 : DType::i64, device, location);
 }
@@ -313,7 +316,8 @@ std::vector<Tensor> fori_loop(std::int64_t lower, std::int64_t upper, const Trac
                               const std::vector<Tensor>& init, const Location& location) {
   check_defined(init, "fori_loop", "initial carry", location);
   // A loop of known length: a scan over no sequences, the index its first carry (as JAX lowers fori_loop).
-  const bool fits = lower >= std::numeric_limits<std::int32_t>::min() && upper <= std::numeric_limits<std::int32_t>::max();
+  const bool fits =
+      lower >= std::numeric_limits<std::int32_t>::min() && upper <= std::numeric_limits<std::int32_t>::max();
   const DType index_dtype = fits ? DType::i32 : DType::i64;
   const Device device = init.empty() ? Device::cpu() : init[0].device();
   std::vector<Tensor> carries{scalar_constant(lower, index_dtype, device, location)};

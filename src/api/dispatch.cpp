@@ -68,8 +68,7 @@ Tensor apply(ir::Op op, const std::vector<Tensor>& inputs, const ir::Attributes&
   node.type = ir::infer_type(op, attributes, types, declared, where);
 
   if (context) {
-    for (const Tensor& input : inputs)
-      node.operands.push_back(value_in_trace(*context, input));
+    for (const Tensor& input : inputs) node.operands.push_back(value_in_trace(*context, input));
     ir::ValueId value = context->add_node(std::move(node));
     return make_traced_tensor(current_context(), value, device);
   }

@@ -90,8 +90,8 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
       }
     }
     // A control node's result 0 may be an integer while another result carries a tangent: checked on the operands.
-    if (ir::has_regions(node.op) &&
-        std::any_of(node.operands.begin(), node.operands.end(), [&](ValueId operand) { return !tangents[at(operand)].is_zero(); }))
+    if (ir::has_regions(node.op) && std::any_of(node.operands.begin(), node.operands.end(),
+                                                [&](ValueId operand) { return !tangents[at(operand)].is_zero(); }))
       refuse(region, node);
     if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
     std::vector<Tangent> operand_tangents;

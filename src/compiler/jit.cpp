@@ -28,13 +28,8 @@ namespace kiln::compiler {
 namespace {
 
 // Graphs the JIT cannot compile, with the op to blame.
-void check_compilable(const ir::Graph& graph, Device device) {
+void check_compilable(const ir::Graph& graph) {
   for (const ir::Node& node : graph.nodes) {
-    if (ir::has_regions(node.op) && !device.is_cpu())
-      throw CompileError(std::string(ir::name(node.op)),
-                         "control flow is compiled for the CPU only so far; on " + device.to_string() +
-                             " the function runs on the standard executor",
-                         node.location);
     if (ir::info(node.op).category == ir::OpCategory::host)
       throw CompileError(
           std::string(ir::name(node.op)),
@@ -67,7 +62,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
         "kiln was built without CUDA support; inputs on " + device.to_string() + " run on the standard executor",
         std::string());
 #endif
-  check_compilable(traced, device);
+  check_compilable(traced);
   Dumper dumper(traced.name);
   Program program = program_for(traced, device);
   dumper.write("0-traced.txt", ir::print(program.graph, {.locations = true}));
@@ -164,8 +159,10 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
     cuda::ModuleImage image =
         cuda::compile_module(lowering.source, cuda::nvrtc_target(properties.major, properties.minor), traced.name);
     compiled.from_disk_cache = image.from_disk_cache;
-    compiled.executable = cuda::make_cuda_executable(std::move(lowering.graph), std::move(lowering.plan),
-                                                     std::move(lowering.assignment), lowering.module, image, device);
+    RegionExecutables regions = compile_regions(lowering.graph, device);
+    compiled.executable =
+        cuda::make_cuda_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
+                                   lowering.module, image, device, std::move(regions));
     return compiled;
   }
 #endif

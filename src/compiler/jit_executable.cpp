@@ -10,8 +10,6 @@
 
 #include <kiln/error.h>
 
-#include <cstring>
-
 namespace kiln::compiler {
 namespace {
 
@@ -63,7 +61,9 @@ class JitExecutable final : public exec::Executable {
         const ir::ValueId member = kernel.members.front();
         const ir::Op op = graph_.node(member).op;
         if (ir::has_regions(op))
-          run_control_node(member, values, arena.get());
+          exec::run_compiled_control(graph_, member, regions_[static_cast<std::size_t>(member)],
+                                     result_nodes_[static_cast<std::size_t>(member)], values, arena.get(),
+                                     Device::cpu());
         else if (op != ir::Op::result)  // a result node's value came with its control node's
           run_standard_node(graph_, member, values, Device::cpu());
         release(k, values);
@@ -106,30 +106,6 @@ class JitExecutable final : public exec::Executable {
     kernels::cpu::concat(concat.attributes.axis, operands, result, in_place);
   }
 
-  // Runs control node `value` through its regions' executables. A result that is a window into this call's arena
-  // (a carry returned as it came in, say) is copied out: the arena's bytes are reused once the values there are
-  // read for the last time, and a result outlives them.
-  void run_control_node(ir::ValueId value, std::vector<runtime::Array>& values, const runtime::Buffer* arena) const {
-    std::vector<runtime::Array> operands;
-    for (ir::ValueId operand : graph_.node(value).operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
-    const auto& regions = regions_[static_cast<std::size_t>(value)];
-    const exec::RegionRunner run_region = [&](std::size_t region, std::span<const runtime::Array> inputs) {
-      if (region >= regions.size())
-        throw InternalError("jit", "a control node's region was not compiled", graph_.node(value).location);
-      return regions[region]->run(inputs);
-    };
-    std::vector<runtime::Array> results = exec::run_control(graph_, value, operands, Device::cpu(), run_region);
-    for (runtime::Array& result : results) {
-      const auto* data = static_cast<const char*>(result.raw());
-      const auto* begin = arena ? static_cast<const char*>(arena->data()) : nullptr;
-      if (!arena || data < begin || data >= begin + arena->bytes()) continue;
-      runtime::Array copy = runtime::allocate_array(result.dtype, result.shape, Device::cpu());
-      std::memcpy(copy.mutable_raw(), result.raw(), result.bytes());
-      result = std::move(copy);
-    }
-    exec::store_results(graph_, value, std::move(results), result_nodes_[static_cast<std::size_t>(value)], values);
-  }
-
   // Drops the values kernel `k` read last: a library kernel's result (outside the arena) is freed as soon as the
   // kernels reading it are done, as the standard executor frees each value after its last use, instead of at
   // the end of the call (a training step's attention scores, twice 32 MiB in block-train).
@@ -145,8 +121,8 @@ class JitExecutable final : public exec::Executable {
   bool uses_arena_ = false;
   std::vector<bool> placed_;  // per value: written into another value's buffer (a placement)
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
-  RegionExecutables regions_;                              // per control node, its regions' executables
-  std::vector<std::vector<ir::ValueId>> result_nodes_;     // per control node, the result nodes reading it
+  RegionExecutables regions_;                             // per control node, its regions' executables
+  std::vector<std::vector<ir::ValueId>> result_nodes_;    // per control node, the result nodes reading it
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
+#include "compiler/matrix_vector.h"
 #include "compiler/simplify.h"
 #include "compiler/widen_half_precision.h"
 #include "ir/printer.h"
@@ -28,6 +29,15 @@ const Value& required(const std::optional<Value>& value, const char* pass, const
 // The code generators move bf16 and f16 bits and compute in f32 (widen_half_precision.h).
 bool widen_half_precision_pass(Program& program) {
   if (!widen_half_precision(program.graph, program.backend)) return false;
+#ifndef NDEBUG
+  ir::verify(program.graph);
+#endif
+  return true;
+}
+
+// Products with one column as row reductions (matrix_vector.h).
+bool matrix_vector_pass(Program& program) {
+  if (!rewrite_matrix_vector_products(program.graph)) return false;
 #ifndef NDEBUG
   ir::verify(program.graph);
 #endif
@@ -68,6 +78,7 @@ const std::array optimization = {
 
 const std::array lowering = {
     Pass{"widen-half-precision", widen_half_precision_pass},
+    Pass{"matrix-vector", matrix_vector_pass},
     Pass{"fuse", fuse_pass},
     Pass{"assign-buffers", assign_buffers_pass},
     Pass{"generate", generate_pass},

@@ -1,5 +1,7 @@
 #include "exec/control_flow.h"
 
+#include "exec/executable.h"
+
 #include <kiln/error.h>
 
 #if KILN_HAVE_CUDA
@@ -29,13 +31,18 @@ void copy_bytes(void* destination, const void* source, std::size_t bytes, Device
 std::int64_t read_scalar(const runtime::Array& scalar, const ir::Node& node) {
   runtime::Array host = scalar;
 #if KILN_HAVE_CUDA
-  if (!scalar.device().is_cpu()) host = runtime::cuda::copy_to(scalar, Device::cpu(), std::string(ir::name(node.op)), node.location);
+  if (!scalar.device().is_cpu())
+    host = runtime::cuda::copy_to(scalar, Device::cpu(), std::string(ir::name(node.op)), node.location);
 #endif
   switch (host.dtype) {
-    case DType::boolean: return *host.data<std::uint8_t>() != 0;
-    case DType::i32: return *host.data<std::int32_t>();
-    case DType::i64: return *host.data<std::int64_t>();
-    default: break;
+    case DType::boolean:
+      return *host.data<std::uint8_t>() != 0;
+    case DType::i32:
+      return *host.data<std::int32_t>();
+    case DType::i64:
+      return *host.data<std::int64_t>();
+    default:
+      break;
   }
   throw InternalError(std::string(ir::name(node.op)), "reads a scalar of " + std::string(to_string(host.dtype)),
                       node.location);
@@ -110,10 +117,14 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
                                         const RegionRunner& run_region) {
   const ir::Node& node = graph.node(value);
   switch (node.op) {
-    case ir::Op::cond: return run_cond(node, operands, run_region);
-    case ir::Op::while_loop: return run_while(node, operands, run_region);
-    case ir::Op::scan_loop: return run_scan(graph, value, operands, device, run_region);
-    default: break;
+    case ir::Op::cond:
+      return run_cond(node, operands, run_region);
+    case ir::Op::while_loop:
+      return run_while(node, operands, run_region);
+    case ir::Op::scan_loop:
+      return run_scan(graph, value, operands, device, run_region);
+    default:
+      break;
   }
   throw InternalError("control flow", std::string(ir::name(node.op)) + " is not a control node", node.location);
 }
@@ -121,8 +132,32 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
 void store_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
                    const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values) {
   for (ir::ValueId reader : readers)
-    values[static_cast<std::size_t>(reader)] = results.at(static_cast<std::size_t>(graph.node(reader).attributes.index));
+    values[static_cast<std::size_t>(reader)] =
+        results.at(static_cast<std::size_t>(graph.node(reader).attributes.index));
   values[static_cast<std::size_t>(value)] = std::move(results.at(0));
+}
+
+void run_compiled_control(const ir::Graph& graph, ir::ValueId value,
+                          const std::vector<std::shared_ptr<const Executable>>& regions,
+                          const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values,
+                          const runtime::Buffer* arena, Device device) {
+  std::vector<runtime::Array> operands;
+  for (ir::ValueId operand : graph.node(value).operands) operands.push_back(values[static_cast<std::size_t>(operand)]);
+  const RegionRunner run_region = [&](std::size_t region, std::span<const runtime::Array> inputs) {
+    if (region >= regions.size())
+      throw InternalError("control flow", "a control node's region was not compiled", graph.node(value).location);
+    return regions[region]->run(inputs);
+  };
+  std::vector<runtime::Array> results = run_control(graph, value, operands, device, run_region);
+  const auto* begin = arena ? static_cast<const char*>(arena->data()) : nullptr;
+  for (runtime::Array& result : results) {
+    const auto* data = static_cast<const char*>(result.raw());
+    if (!arena || data < begin || data >= begin + arena->bytes()) continue;
+    runtime::Array copy = runtime::allocate_array(result.dtype, result.shape, device);
+    copy_bytes(copy.mutable_raw(), result.raw(), result.bytes(), device);
+    result = std::move(copy);
+  }
+  store_results(graph, value, std::move(results), readers, values);
 }
 
 }  // namespace kiln::exec

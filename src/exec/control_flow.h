@@ -8,10 +8,13 @@
 #include "runtime/buffer.h"
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace kiln::exec {
+
+class Executable;
 
 // Runs region `region` of the node on `inputs` (its parameters in order) and returns its outputs.
 using RegionRunner =
@@ -26,5 +29,15 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
 // `result` nodes (`readers`, from ir::result_nodes) the result it names.
 void store_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
                    const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values);
+
+// What a compiled executable (the CPU and CUDA JITs') does for control node `value` of `graph`: runs it with
+// `regions`' executables on its operands from `values`, and stores its results there (store_results). A result that is
+// a window into `arena`, the executable's memory for this call (a carry returned as it came in, say), is copied out
+// first: the arena's bytes are reused once the values there have been read for the last time, and a result outlives
+// them.
+void run_compiled_control(const ir::Graph& graph, ir::ValueId value,
+                          const std::vector<std::shared_ptr<const Executable>>& regions,
+                          const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values,
+                          const runtime::Buffer* arena, Device device);
 
 }  // namespace kiln::exec

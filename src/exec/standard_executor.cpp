@@ -122,7 +122,7 @@ class StandardExecutable final : public Executable {
  private:
   ir::Graph graph_;
   Plan plan_;
-  std::vector<std::vector<ir::ValueId>> result_nodes_;  // per control node, the result nodes reading it
+  std::vector<std::vector<ir::ValueId>> result_nodes_;             // per control node, the result nodes reading it
   std::vector<std::vector<std::unique_ptr<Executable>>> regions_;  // per control node, its regions' executables
 };
 

@@ -40,7 +40,7 @@ constexpr std::array<AttributeField, 2> slice_fields{start_field, step_field};
 constexpr std::array<AttributeField, 2> matmul_fields{transpose_a_field, transpose_b_field};
 constexpr std::array<AttributeField, 1> callback_fields{callback_field};
 constexpr std::array<AttributeField, 4> control_fields{carry_count_field, sequence_count_field, length_field,
-                                                      reverse_field};
+                                                       reverse_field};
 constexpr std::array<AttributeField, 1> result_fields{result_field};
 
 bool is_plain_name(std::string_view name) {

@@ -406,7 +406,8 @@ bool has_declared_type(Op op) {
     case Op::cond:
     case Op::while_loop:
     case Op::scan_loop:
-    case Op::result: return true;
+    case Op::result:
+      return true;
     default: return false;
   }
 }

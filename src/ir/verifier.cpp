@@ -5,8 +5,8 @@
 
 #include <kiln/error.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -112,8 +112,9 @@ class Verifier {
         fail(value, "its index (operand 0) is " + graph_.type(node.operands[0]).to_string() + ", not i32[]");
       for (std::size_t index = 1; index < node.regions.size(); ++index)
         if (region_outputs(node.regions[index]) != region_outputs(node.regions[0]))
-          fail(value, "branch " + std::to_string(index) + " returns (" + describe_types(region_outputs(node.regions[index])) +
-                          "), branch 0 (" + describe_types(region_outputs(node.regions[0])) + ")");
+          fail(value, "branch " + std::to_string(index) + " returns (" +
+                          describe_types(region_outputs(node.regions[index])) + "), branch 0 (" +
+                          describe_types(region_outputs(node.regions[0])) + ")");
     } else if (node.op == Op::while_loop) {
       if (carried < 1) fail(value, "carries nothing (carry_count 0)");
       if (region_outputs(node.regions[0]) != std::vector<Type>{Type{DType::boolean, Shape()}})
@@ -139,7 +140,8 @@ class Verifier {
     const Shape& shape = sequence.shape;
     if (shape.rank() < 1 || shape[0] != graph_.node(value).attributes.length)
       fail(value, "sequence operand " + std::to_string(operand) + " is " + sequence.to_string() +
-                      ": it needs a leading axis of the length " + std::to_string(graph_.node(value).attributes.length));
+                      ": it needs a leading axis of the length " +
+                      std::to_string(graph_.node(value).attributes.length));
     return Type{sequence.dtype, Shape(shape.dims().subspan(1))};
   }
 

@@ -6,9 +6,9 @@
 #include <kiln/error.h>
 
 #include <algorithm>
-#include <map>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 namespace kiln::reference {
@@ -241,8 +241,12 @@ class Evaluator {
       case Op::nonzero: value = nonzero(node); break;
       case Op::cond:
       case Op::while_loop:
-      case Op::scan_loop: value = control(id, node); break;
-      case Op::result: value = result(node); break;
+      case Op::scan_loop:
+        value = control(id, node);
+        break;
+      case Op::result:
+        value = result(node);
+        break;
     }
     finish(value);
     return value;

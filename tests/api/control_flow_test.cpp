@@ -16,7 +16,6 @@ namespace {
 using testing::error_message;
 using testing::random_tensor;
 
-
 void expect_same(const Tensor& expected, const Tensor& got) {
   ASSERT_EQ(expected.dtype(), got.dtype());
   ASSERT_EQ(expected.shape(), got.shape());
@@ -52,8 +51,12 @@ TEST(ControlFlow, CondBranchesReturnTuplesAndCaptureOuterValues) {
     const Tensor shifted = a + 1.0;  // a traced value of the enclosing function, used inside the branches
     return cond(
         reduce_sum(a) > 0.0,
-        [&]() { return std::tuple<Tensor, Tensor>{shifted * weight, reduce_max(a, {0})}; },
-        [&]() { return std::tuple<Tensor, Tensor>{shifted - weight, reduce_min(a, {0})}; });
+        [&]() {
+          return std::tuple<Tensor, Tensor>{shifted * weight, reduce_max(a, {0})};
+        },
+        [&]() {
+          return std::tuple<Tensor, Tensor>{shifted - weight, reduce_min(a, {0})};
+        });
   });
   for (const Tensor& input : {x, -x}) {
     const bool positive = reduce_sum(input).item<float>() > 0;
@@ -71,8 +74,8 @@ TEST(ControlFlow, SwitchCaseClampsTheIndexAsJaxDoes) {
   const std::vector<std::function<Tensor(const Tensor&)>> as_vector{[](const Tensor& v) { return v + 1.0; },
                                                                     [](const Tensor& v) { return v * 2.0; },
                                                                     [](const Tensor& v) { return -v; }};
-  const std::vector<std::pair<std::int64_t, Tensor>> cases{
-      {-5, x + 1.0}, {0, x + 1.0}, {1, x * 2.0}, {2, -x}, {3, -x}, {std::int64_t{1} << 40, -x}};
+  const std::vector<std::pair<std::int64_t, Tensor>> cases{{-5, x + 1.0}, {0, x + 1.0}, {1, x * 2.0},
+                                                           {2, -x},       {3, -x},      {std::int64_t{1} << 40, -x}};
   for (const auto& [index, expected] : cases) {
     const Tensor as_i64 = from_vector(std::vector<std::int64_t>{index}, Shape());
     expect_same(expected, f(as_i64, x));
@@ -118,9 +121,8 @@ TEST(ControlFlow, ForiLoopWithStaticAndTensorBounds) {
   auto fixed = function([&](const Tensor& v) { return fori_loop(2, 9, body, v); });
   expect_same(unrolled(2, 9), fixed(x));
   expect_same(unrolled(3, 3), fori_loop(3, 1, body, x));  // an empty range runs nothing
-  auto dynamic = function([&](const Tensor& lower, const Tensor& upper, const Tensor& v) {
-    return fori_loop(lower, upper, body, v);
-  });
+  auto dynamic = function(
+      [&](const Tensor& lower, const Tensor& upper, const Tensor& v) { return fori_loop(lower, upper, body, v); });
   for (auto [lower, upper] : {std::pair{0, 4}, std::pair{5, 5}, std::pair{7, 2}, std::pair{-2, 3}})
     expect_same(unrolled(lower, upper), dynamic(scalar(lower), scalar(upper), x));
   EXPECT_EQ(dynamic.statistics().traces, 1) << "tensor bounds share one trace";
@@ -181,16 +183,24 @@ TEST(ControlFlow, NestedLoopsAndBranches) {
   // A triangular sum: for i in [0, 4): for j in [0, i]: total += (i odd ? j : -j) * x
   const Tensor x = random_tensor(DType::f64, {3}, 11);
   auto f = function([](const Tensor& v) {
-    return fori_loop(0, 4, [&](const Tensor& i, const Tensor& total) {
-      return fori_loop(scalar(0), i + 1, [&](const Tensor& j, const Tensor& inner) {
-        const Tensor weight = cast(j, DType::f64);
-        return cond(remainder(i, 2) == 1, [&]() { return inner + weight * v; }, [&]() { return inner - weight * v; });
-      }, total);
-    }, zeros(v.shape(), v.dtype()));
+    return fori_loop(
+        0, 4,
+        [&](const Tensor& i, const Tensor& total) {
+          return fori_loop(
+              scalar(0), i + 1,
+              [&](const Tensor& j, const Tensor& inner) {
+                const Tensor weight = cast(j, DType::f64);
+                return cond(
+                    remainder(i, 2) == 1, [&]() { return inner + weight * v; }, [&]() { return inner - weight * v; });
+              },
+              total);
+        },
+        zeros(v.shape(), v.dtype()));
   });
   Tensor expected = zeros(x.shape(), x.dtype());
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j <= i; ++j) expected = i % 2 == 1 ? expected + static_cast<double>(j) * x : expected - static_cast<double>(j) * x;
+    for (int j = 0; j <= i; ++j)
+      expected = i % 2 == 1 ? expected + static_cast<double>(j) * x : expected - static_cast<double>(j) * x;
   const Tensor got = f(x);
   const std::vector<double> want = expected.to_vector<double>(), have = got.to_vector<double>();
   ASSERT_EQ(want.size(), have.size());
@@ -199,7 +209,8 @@ TEST(ControlFlow, NestedLoopsAndBranches) {
 
 TEST(ControlFlow, TheTracedGraphHoldsOneLoopWhateverTheTripCount) {
   auto f = function([](const Tensor& v) {
-    return fori_loop(0, 10000, [](const Tensor&, const Tensor& carry) { return carry * 1.0001; }, v);
+    return fori_loop(
+        0, 10000, [](const Tensor&, const Tensor& carry) { return carry * 1.0001; }, v);
   });
   const std::string ir = f.get_compiler_ir(Stage::traced, ones({4}));
   EXPECT_NE(ir.find("scan_loop("), std::string::npos) << ir;
@@ -210,7 +221,8 @@ TEST(ControlFlow, TheTracedGraphHoldsOneLoopWhateverTheTripCount) {
 TEST(ControlFlow, ErrorsNameTheConstructAndTheCallersLine) {
   const Tensor x = ones({3});
   const std::string mismatched = error_message([&] {
-    cond(flag(true), [&]() { return x; }, [&]() { return ones({4}); });
+    cond(
+        flag(true), [&]() { return x; }, [&]() { return ones({4}); });
   });
   EXPECT_NE(mismatched.find("cond"), std::string::npos) << mismatched;
   EXPECT_NE(mismatched.find("f32[3]"), std::string::npos) << mismatched;
@@ -218,40 +230,54 @@ TEST(ControlFlow, ErrorsNameTheConstructAndTheCallersLine) {
   EXPECT_NE(mismatched.find("control_flow_test.cpp"), std::string::npos) << mismatched;
 
   const std::string dtype = error_message([&] {
-    cond(flag(true), [&]() { return x; }, [&]() { return cast(x, DType::f64); });
+    cond(
+        flag(true), [&]() { return x; }, [&]() { return cast(x, DType::f64); });
   });
   EXPECT_NE(dtype.find("f64[3]"), std::string::npos) << dtype;
 
   const std::string carry = error_message([&] {
-    while_loop([](const Tensor& v) { return reduce_sum(v) < 10.0; }, [](const Tensor& v) { return concat({v, v}, 0); },
+    while_loop([](const Tensor& v) { return reduce_sum(v) < 10.0; },
+               [](const Tensor& v) {
+                 return concat({v, v}, 0);
+               },
                x);
   });
   EXPECT_NE(carry.find("while_loop"), std::string::npos) << carry;
   EXPECT_NE(carry.find("carry 0"), std::string::npos) << carry;
 
-  const std::string predicate = error_message([&] { cond(x, [&]() { return x; }, [&]() { return x; }); });
+  const std::string predicate = error_message([&] {
+    cond(
+        x, [&]() { return x; }, [&]() { return x; });
+  });
   EXPECT_NE(predicate.find("scalar"), std::string::npos) << predicate;
   const std::string float_predicate = error_message([&] {
-    cond(reduce_sum(x), [&]() { return x; }, [&]() { return x; });
+    cond(
+        reduce_sum(x), [&]() { return x; }, [&]() { return x; });
   });
   EXPECT_NE(float_predicate.find("bool or integer"), std::string::npos) << float_predicate;
-  const std::string condition = error_message([&] {
-    while_loop([](const Tensor& v) { return reduce_sum(v); }, [](const Tensor& v) { return v; }, x);
-  });
+  const std::string condition = error_message(
+      [&] { while_loop([](const Tensor& v) { return reduce_sum(v); }, [](const Tensor& v) { return v; }, x); });
   EXPECT_NE(condition.find("bool scalar"), std::string::npos) << condition;
   const std::string lengths = error_message([&] {
-    scan([](const Tensor& c, const std::pair<Tensor, Tensor>&) { return std::pair<Tensor, Tensor>{c, c}; }, x,
-         std::pair<Tensor, Tensor>{ones({3, 2}), ones({4, 2})});
+    scan(
+        [](const Tensor& c, const std::pair<Tensor, Tensor>&) {
+          return std::pair<Tensor, Tensor>{c, c};
+        },
+        x, std::pair<Tensor, Tensor>{ones({3, 2}), ones({4, 2})});
   });
   EXPECT_NE(lengths.find("leading axis"), std::string::npos) << lengths;
   const std::string no_length = error_message([&] {
-    scan([](const Tensor& c, const std::vector<Tensor>&) { return std::pair<Tensor, Tensor>{c, c}; }, x,
-         std::vector<Tensor>{});
+    scan(
+        [](const Tensor& c, const std::vector<Tensor>&) {
+          return std::pair<Tensor, Tensor>{c, c};
+        },
+        x, std::vector<Tensor>{});
   });
   EXPECT_NE(no_length.find("options.length"), std::string::npos) << no_length;
   // The function stays usable after a failed trace.
   auto f = function([](const Tensor& p, const Tensor& v) {
-    return cond(p, [&]() { return v * 2.0; }, [&]() { return v; });
+    return cond(
+        p, [&]() { return v * 2.0; }, [&]() { return v; });
   });
   EXPECT_THROW(f(ones({2}, DType::boolean), x), ShapeError);
   expect_same(x * 2.0, f(flag(true), x));

@@ -98,12 +98,14 @@ void expect_parse_error(const std::string& text, const std::string& expected) {
 
 TEST(ControlFlowIr, TheVerifierChecksRegionSignatures) {
   // The body returns the wrong type for a carry.
-  expect_parse_error(with(with(while_text, "%3 = f32[3] mul(%0, %2)", "%3 = f32[] reduce_sum(%0) {axes=[0], keepdims=false}"),
-                          "-> (f32[3], i32[]) {\n      %3", "-> (f32[], i32[]) {\n      %3"),
-                     "its body returns (f32[], i32[]) for carries (f32[3], i32[])");
+  expect_parse_error(
+      with(with(while_text, "%3 = f32[3] mul(%0, %2)", "%3 = f32[] reduce_sum(%0) {axes=[0], keepdims=false}"),
+           "-> (f32[3], i32[]) {\n      %3", "-> (f32[], i32[]) {\n      %3"),
+      "its body returns (f32[], i32[]) for carries (f32[3], i32[])");
   // The condition is not a bool.
-  expect_parse_error(with(with(while_text, "%4 = bool[] lt(%1, %3)", "%4 = i32[] add(%1, %3)"), "-> (bool[])", "-> (i32[])"),
-                     "its condition returns (i32[]), not (bool[])");
+  expect_parse_error(
+      with(with(while_text, "%4 = bool[] lt(%1, %3)", "%4 = i32[] add(%1, %3)"), "-> (bool[])", "-> (i32[])"),
+      "its condition returns (i32[]), not (bool[])");
   // A region taking other parameters than the node gives it.
   expect_parse_error(with(while_text, "func @condition(%0: f32[3], %1: i32[], %2: f32[])",
                           "func @condition(%0: f32[3], %1: i32[], %2: f64[])"),
@@ -130,8 +132,9 @@ TEST(ControlFlowIr, RegionsNestAtMost32Deep) {
   // A cond inside a cond inside ..., 40 deep: a ParseError, not a stack overflow.
   std::string text = "func @f(%0: i32[]) -> (i32[]) {\n";
   for (int depth = 0; depth < 40; ++depth)
-    text += "%1 = i32[] cond(%0, %0) {carry_count=1, sequence_count=0, length=0, reverse=false} regions(\n"
-            "func @b(%0: i32[]) -> (i32[]) {\n";
+    text +=
+        "%1 = i32[] cond(%0, %0) {carry_count=1, sequence_count=0, length=0, reverse=false} regions(\n"
+        "func @b(%0: i32[]) -> (i32[]) {\n";
   expect_parse_error(text, "regions nest deeper than 32 levels");
 }
 
@@ -156,7 +159,8 @@ TEST(ControlFlowIr, TheReferenceEvaluatorRunsRegions) {
   std::vector<double> carry{10, 20};
   std::vector<double> stacked(8);
   for (int row = 3; row >= 0; --row) {
-    const double a = row_values[static_cast<std::size_t>(2 * row)], b = row_values[static_cast<std::size_t>(2 * row + 1)];
+    const double a = row_values[static_cast<std::size_t>(2 * row)],
+                 b = row_values[static_cast<std::size_t>(2 * row + 1)];
     const bool positive = a + b > 0;
     carry = {positive ? carry[0] + a : carry[0] - a, positive ? carry[1] + b : carry[1] - b};
     stacked[static_cast<std::size_t>(2 * row)] = carry[0];

@@ -21,8 +21,13 @@ TEST(ControlFlowJit, CondOfFusedBranchesAgrees) {
   const auto body = [](const Tensor& a, const Tensor& b) {
     const Tensor scaled = a * 1.5 + b;
     return cond(
-        reduce_sum(a) > 0.0, [&]() { return std::tuple<Tensor, Tensor>{tanh(scaled) * b, reduce_sum(scaled, {1})}; },
-        [&]() { return std::tuple<Tensor, Tensor>{exp(-scaled) - b, reduce_max(scaled, {1})}; });
+        reduce_sum(a) > 0.0,
+        [&]() {
+          return std::tuple<Tensor, Tensor>{tanh(scaled) * b, reduce_sum(scaled, {1})};
+        },
+        [&]() {
+          return std::tuple<Tensor, Tensor>{exp(-scaled) - b, reduce_max(scaled, {1})};
+        });
   };
   const testing::DifferentialResult positive = expect_agreement("cond, true branch", body, abs(x), y);
   expect_agreement("cond, false branch", body, -abs(x), y);
@@ -36,15 +41,16 @@ TEST(ControlFlowJit, WhileLoopWithACounterAndACapturedTensor) {
   // The weight is an argument here (the differential check gives the reference the arguments only); the branch
   // and loop regions still capture it from the enclosing function.
   const auto body = [](const Tensor& start, const Tensor& steps, const Tensor& weight) {
-    auto [value, count] = while_loop([&](const std::pair<Tensor, Tensor>& state) { return state.second < steps; },
-                                     [&](const std::pair<Tensor, Tensor>& state) {
-                                       return std::pair<Tensor, Tensor>{sqrt(state.first * weight) + 0.25,
-                                                                        state.second + 1};
-                                     },
-                                     std::pair<Tensor, Tensor>{start * 2.0, zeros(Shape(), DType::i32)});
+    auto [value, count] =
+        while_loop([&](const std::pair<Tensor, Tensor>& state) { return state.second < steps; },
+                   [&](const std::pair<Tensor, Tensor>& state) {
+                     return std::pair<Tensor, Tensor>{sqrt(state.first * weight) + 0.25, state.second + 1};
+                   },
+                   std::pair<Tensor, Tensor>{start * 2.0, zeros(Shape(), DType::i32)});
     return std::tuple<Tensor, Tensor>{value + 1.0, count};
   };
-  for (std::int32_t steps : {0, 1, 7}) expect_agreement("while_loop of " + std::to_string(steps), body, x, scalar(steps), weight);
+  for (std::int32_t steps : {0, 1, 7})
+    expect_agreement("while_loop of " + std::to_string(steps), body, x, scalar(steps), weight);
 }
 
 TEST(ControlFlowJit, ScanOfARecurrentCell) {
@@ -67,11 +73,17 @@ TEST(ControlFlowJit, ScanOfARecurrentCell) {
 TEST(ControlFlowJit, ForiLoopsNestedWithABranch) {
   const Tensor x = random_tensor(DType::f64, {5, 3}, 10);
   const auto body = [](const Tensor& v) {
-    return fori_loop(0, 5, [&](const Tensor& i, const Tensor& total) {
-      return fori_loop(zeros(Shape(), DType::i32), i, [&](const Tensor& j, const Tensor& inner) {
-        return cond((i + j) % 2 == 0, [&]() { return inner + v * 0.5; }, [&]() { return inner * 0.75 - v; });
-      }, total);
-    }, v * 1.0);
+    return fori_loop(
+        0, 5,
+        [&](const Tensor& i, const Tensor& total) {
+          return fori_loop(
+              zeros(Shape(), DType::i32), i,
+              [&](const Tensor& j, const Tensor& inner) {
+                return cond((i + j) % 2 == 0, [&]() { return inner + v * 0.5; }, [&]() { return inner * 0.75 - v; });
+              },
+              total);
+        },
+        v * 1.0);
   };
   expect_agreement("nested fori_loop", body, x);
 }
@@ -93,7 +105,8 @@ TEST(ControlFlowJit, AResultReturnedAsItCameInOutlivesTheArena) {
 TEST(ControlFlowJit, BranchesOfHalfPrecisionValues) {
   const Tensor x = cast(random_tensor(DType::f32, {40}, 12), DType::bf16);
   const auto body = [](const Tensor& v) {
-    return cond(reduce_sum(cast(v, DType::f32)) > 0.0, [&]() { return nn::gelu(v); }, [&]() { return v * v; });
+    return cond(
+        reduce_sum(cast(v, DType::f32)) > 0.0, [&]() { return nn::gelu(v); }, [&]() { return v * v; });
   };
   auto standard = function(body);
   auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});

@@ -74,5 +74,7 @@ Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w
 
 // The training workloads (training_workloads.cpp): mlp-train and block-train, CPU only.
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options);
+// The loops (loop_workloads.cpp): rnn and solver, CPU only.
+Workload make_loop_workload(const std::string& id, const WorkloadOptions& options);
 
 }  // namespace kiln::bench

@@ -145,9 +145,10 @@ std::vector<std::string> suite_ids(bool big, Device device) {
             "adam",     "mlp-train", "seed-8192-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "adam-bf16"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu", "gelu-erf", "softmax", "layernorm", "adam", "attention", "block", "stem", "conv",
-                         "pool", "depthwise", "mlp-train", "block-train", "call", "seed-2048-bf16", "gelu-bf16",
-                         "softmax-bf16", "layernorm-bf16", "block-bf16"})
+  for (const char* id :
+       {"gelu",   "gelu-erf", "softmax",        "layernorm", "adam",         "attention",      "block",
+        "stem",   "conv",     "pool",           "depthwise", "mlp-train",    "block-train",    "rnn",
+        "solver", "call",     "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -370,6 +371,8 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
   } else if (id == "mlp-train" || id == "block-train") {
     return make_training_workload(id, options);
+  } else if (id == "rnn" || id == "solver") {
+    return make_loop_workload(id, options);
   } else {
     const bool cpu_only = id == "block" || id == "stem" || id == "conv" || id == "pool" || id == "depthwise";
     throw std::invalid_argument("unknown workload '" + id + "'" +

@@ -60,6 +60,10 @@ struct WorkloadOptions {
   std::int64_t images = 8, image_size = 56, image_channels = 64;
   // mlp-train: an MLP of 3 layers `mlp_width` wide on `mlp_batch` examples (its training step)
   std::int64_t mlp_batch = 256, mlp_width = 1024;
+  // rnn: a GRU over `rnn_steps` inputs of `rnn_hidden` features, `rnn_batch` sequences (its state as wide)
+  std::int64_t rnn_steps = 512, rnn_batch = 64, rnn_hidden = 512;
+  // solver: conjugate gradients on a `solver_size`^2 symmetric positive definite system
+  std::int64_t solver_size = 2048;
   Device device = Device::cpu();
   DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax, layernorm and block (their -bf16 ids)
 };
@@ -71,8 +75,8 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, call, and in bf16 seed-2048-bf16,
-// gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, call, and in bf16
+// seed-2048-bf16, gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):
@@ -92,6 +96,9 @@ std::vector<std::string> family_ids();
 // mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
 // block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
 // CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
+// rnn (a GRU layer stepped through its input with scan: the last state and every step's; CPU only) or solver
+// (conjugate gradients with while_loop until the residual is 1e-5 of b's: the solution and the iterations; CPU
+// only).
 // call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call (signature
 // lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead.
 // seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same

@@ -479,7 +479,8 @@ class Builder {
       case Op::cond:
       case Op::while_loop:
       case Op::scan_loop:
-      case Op::result: break;
+      case Op::result:
+        break;
     }
     throw Rejected{};
   }

@@ -3,6 +3,7 @@
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/cuda/driver_api.h"
 #include "compiler/jit_executable.h"
+#include "exec/control_flow.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_context.h"
 
@@ -45,12 +46,15 @@ bool aligned_16(const void* pointer) { return reinterpret_cast<std::uintptr_t>(p
 class CudaExecutable final : public exec::Executable {
  public:
   CudaExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, const ModuleSource& source,
-                 const ModuleImage& image, Device device)
+                 const ModuleImage& image, Device device, RegionExecutables regions)
       : graph_(std::move(graph)),
         plan_(std::move(plan)),
         assignment_(std::move(assignment)),
         device_(device),
-        launches_(source.launches) {
+        launches_(source.launches),
+        regions_(std::move(regions)),
+        result_nodes_(ir::result_nodes(graph_)) {
+    regions_.resize(static_cast<std::size_t>(graph_.size()));
     CUmodule module = load_module(image, device.index, graph_.name);
     for (const KernelLaunch& launch : launches_) {
       functions_.push_back(launch.function.empty() ? nullptr : function_of(module, launch.function, graph_.name));
@@ -69,10 +73,14 @@ class CudaExecutable final : public exec::Executable {
     std::size_t generated = 0;
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
+      const ir::ValueId member = kernel.members.front();
       if (has_generated_code(kernel.kind))
         run_generated(kernel, generated++, arena, values);
-      else
-        run_standard_node(graph_, kernel.members.front(), values, device_);
+      else if (ir::has_regions(graph_.node(member).op))
+        exec::run_compiled_control(graph_, member, regions_[static_cast<std::size_t>(member)],
+                                   result_nodes_[static_cast<std::size_t>(member)], values, arena.get(), device_);
+      else if (graph_.node(member).op != ir::Op::result)  // a result node's value came with its control node's
+        run_standard_node(graph_, member, values, device_);
       // Values read for the last time go back to the caching allocator now, not at the end of the call: all work
       // is on one stream, so a later kernel reusing the block runs after this one.
       for (ir::ValueId value : released_after_[k]) values[static_cast<std::size_t>(value)] = {};
@@ -190,15 +198,17 @@ class CudaExecutable final : public exec::Executable {
   std::vector<CUfunction> vector_functions_;
   bool uses_arena_ = false;
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
+  RegionExecutables regions_;                             // per control node, its regions' executables
+  std::vector<std::vector<ir::ValueId>> result_nodes_;    // per control node, the result nodes reading it
 };
 
 }  // namespace
 
 std::unique_ptr<exec::Executable> make_cuda_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                        const ModuleSource& source, const ModuleImage& image,
-                                                       Device device) {
+                                                       Device device, RegionExecutables regions) {
   return std::make_unique<CudaExecutable>(std::move(graph), std::move(plan), std::move(assignment), source, image,
-                                          device);
+                                          device, std::move(regions));
 }
 
 }  // namespace kiln::compiler::cuda

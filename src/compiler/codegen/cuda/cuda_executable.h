@@ -9,6 +9,7 @@
 #include "compiler/codegen/cuda/cuda_codegen.h"
 #include "compiler/codegen/cuda/nvrtc_build.h"
 #include "compiler/fusion.h"
+#include "compiler/jit_executable.h"
 #include "exec/executable.h"
 
 #include <kiln/device.h>
@@ -23,6 +24,6 @@ namespace kiln::compiler::cuda {
 // the GPU cannot be used.
 std::unique_ptr<exec::Executable> make_cuda_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                        const ModuleSource& source, const ModuleImage& image,
-                                                       Device device);
+                                                       Device device, RegionExecutables regions = {});
 
 }  // namespace kiln::compiler::cuda
