@@ -3,6 +3,7 @@
 #include "compiler/codegen/cpu/cpu_codegen.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
+#include "compiler/hoist_invariants.h"
 #include "compiler/matrix_vector.h"
 #include "compiler/simplify.h"
 #include "compiler/widen_half_precision.h"
@@ -74,6 +75,7 @@ const std::array optimization = {
     Pass{"simplify", [](Program& program) { return simplify(program.graph); }},
     Pass{"cse", [](Program& program) { return cse(program.graph); }},
     Pass{"dce", [](Program& program) { return dce(program.graph); }},
+    Pass{"hoist-loop-invariants", [](Program& program) { return hoist_loop_invariants(program.graph); }},
 };
 
 const std::array lowering = {

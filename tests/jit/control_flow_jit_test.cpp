@@ -102,6 +102,36 @@ TEST(ControlFlowJit, AResultReturnedAsItCameInOutlivesTheArena) {
   expect_agreement("identity loop", body, x);
 }
 
+TEST(ControlFlowJit, WorkOnCapturesAloneMovesOutOfTheLoop) {
+  // exp(w) * 0.5 and the transposed product of the captures are the same at every step: computed once, before
+  // the loops; the step keeps only what reads the carry.
+  const Tensor x = random_tensor(DType::f32, {6, 8}, 13), w = random_tensor(DType::f32, {8, 8}, 14);
+  const auto body = [](const Tensor& v, const Tensor& weight) {
+    const Tensor scanned = std::get<0>(scan(
+        [&](const Tensor& carry, const Tensor& row) {
+          const Tensor scale = exp(weight) * 0.5;
+          const Tensor mixed = matmul(weight, scale, {.transpose_a = true});
+          const Tensor next = tanh(matmul(reshape(carry, {1, 8}), mixed) + row);
+          return std::pair<Tensor, Tensor>{reshape(next, {8}), next};
+        },
+        reduce_mean(v, {0}), v));
+    return fori_loop(
+        0, 3, [&](const Tensor&, const Tensor& carry) { return carry * reduce_sum(weight * weight) * 0.01; }, scanned);
+  };
+  const testing::DifferentialResult result = expect_agreement("invariants", body, x, w);
+  auto jit = function(body, {.jit_compile = true});
+  const std::string optimized = jit.get_compiler_ir(Stage::optimized, x, w);
+  // The exp and the product are in the enclosing function, before the scan_loop; the step has one matmul.
+  const std::size_t loop = optimized.find("scan_loop(");
+  ASSERT_NE(loop, std::string::npos) << optimized;
+  EXPECT_LT(optimized.find(" exp("), loop) << optimized;
+  EXPECT_LT(optimized.find("transpose_a=true"), loop) << optimized;
+  const std::string step = optimized.substr(loop);
+  EXPECT_EQ(step.find(" exp("), std::string::npos) << optimized;
+  EXPECT_EQ(step.find("transpose_a=true"), std::string::npos) << optimized;
+  EXPECT_LT(optimized.rfind("reduce_sum("), optimized.rfind("scan_loop(")) << optimized;
+}
+
 TEST(ControlFlowJit, BranchesOfHalfPrecisionValues) {
   const Tensor x = cast(random_tensor(DType::f32, {40}, 12), DType::bf16);
   const auto body = [](const Tensor& v) {

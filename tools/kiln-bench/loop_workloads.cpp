@@ -5,7 +5,13 @@
 
 #include "workload_making.h"
 
+#include "compiler/cache/module_cache.h"
+
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 
 namespace kiln::bench {
@@ -111,7 +117,65 @@ Workload make_solver(const WorkloadOptions& options) {
   return workload;
 }
 
+// A scan of `steps` steps of an RNN-like cell on small tensors: the run is short beside the compile.
+struct LoopFirstCall {
+  double trace_ms = 0, compile_ms = 0, call_ms = 0;
+};
+
+LoopFirstCall first_call_of_scan(std::int64_t steps, const std::filesystem::path& cache) {
+  ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+  compiler::clear_memory_cache_for_testing();
+  const Tensor xs = random::normal({steps, 8}, {.seed = 130}), h0 = random::normal({8}, {.seed = 131});
+  const Tensor w = random::normal({8, 8}, {.seed = 132, .stddev = 0.3});
+  auto function = kiln::function(
+      [&](Tensor sequence, Tensor start) {
+        return scan(
+            [&](const Tensor& h, const Tensor& x) {
+              const Tensor next = tanh(reshape(matmul(reshape(h, {1, 8}), w), {8}) + x);
+              return std::pair<Tensor, Tensor>{next, reduce_sum(next)};
+            },
+            start, sequence);
+      },
+      {.jit_compile = true, .name = "loop_compile"});
+  const auto start = std::chrono::steady_clock::now();
+  function(xs, h0);
+  LoopFirstCall result;
+  result.call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  result.trace_ms = function.statistics().trace_seconds * 1e3;
+  result.compile_ms = function.statistics().compile_seconds * 1e3;
+  return result;
+}
+
 }  // namespace
+
+int report_loop_compile_times(int runs) {
+  namespace fs = std::filesystem;
+  const char* previous = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = previous ? previous : "";
+  std::printf("a scan's first call, best of %d fresh functions with empty caches each (ms)\n", runs);
+  std::printf("%-8s %10s %12s %16s\n", "steps", "trace", "compile", "first call");
+  std::vector<LoopFirstCall> best;
+  for (std::int64_t steps : {10, 10000}) {
+    LoopFirstCall fastest{1e30, 1e30, 1e30};
+    for (int run = 0; run < runs; ++run) {
+      const fs::path cache = fs::temp_directory_path() / ("kiln-bench-loop-cache-" + std::to_string(::getpid()) + "-" +
+                                                          std::to_string(steps) + "-" + std::to_string(run));
+      const LoopFirstCall call = first_call_of_scan(steps, cache);
+      std::error_code ignored;
+      fs::remove_all(cache, ignored);
+      fastest.trace_ms = std::min(fastest.trace_ms, call.trace_ms);
+      fastest.compile_ms = std::min(fastest.compile_ms, call.compile_ms);
+      fastest.call_ms = std::min(fastest.call_ms, call.call_ms);
+    }
+    std::printf("%-8lld %10.2f %12.1f %16.1f\n", static_cast<long long>(steps), fastest.trace_ms, fastest.compile_ms,
+                fastest.call_ms);
+    best.push_back(fastest);
+  }
+  std::printf("10,000 steps / 10 steps: compile %.2fx, first call %.2fx\n", best[1].compile_ms / best[0].compile_ms,
+              best[1].call_ms / best[0].call_ms);
+  previous ? ::setenv("KILN_CACHE_DIR", saved.c_str(), 1) : ::unsetenv("KILN_CACHE_DIR");
+  return 0;
+}
 
 Workload make_loop_workload(const std::string& id, const WorkloadOptions& options) {
   if (!options.device.is_cpu()) throw std::invalid_argument(id + ": the loop workloads run on the CPU only so far");

@@ -31,6 +31,7 @@ namespace {
 
 struct Options {
   bool seed_experiment = false;
+  bool loop_compile = false;
   SeedOptions seed;
   std::vector<std::string> workloads;
   bool big = false;
@@ -44,6 +45,8 @@ struct Options {
   std::cerr << "kiln-bench: " << problem << "\n"
             << "usage: kiln-bench seed [--size N] [--runs R] [--threads T] [--device cpu|cuda]\n"
             << "         the seed article's experiment, standard vs JIT (default size 8192, 10 runs)\n"
+            << "       kiln-bench loop-compile [--runs R]\n"
+            << "         a scan's first call (trace + compile, empty caches) at 10 and 10,000 steps\n"
             << "       kiln-bench [all | family | WORKLOAD ...] [--big] [--runs R] [--threads T] [--device cpu|cuda]\n"
             << "                  [--json FILE|-] [--save-inputs DIR]\n"
             << "         the workload suite; --big adds seed-8192; --save-inputs writes each workload's inputs\n"
@@ -104,6 +107,8 @@ Options parse_options(int argc, char** argv) {
     else if (argument == "--help" || argument == "-h") usage("help");
     else if (!argument.empty() && argument[0] == '-') usage("unknown option " + argument);
     else if (argument == "seed") options.seed_experiment = true;
+    else if (argument == "loop-compile")
+      options.loop_compile = true;
     else if (argument == "all" || argument == "family")
       options.workloads.push_back(argument);  // expanded once the device is known
     else options.workloads.push_back(argument);
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
   using namespace kiln::bench;
   Options options = parse_options(argc, argv);
   try {
+    if (options.loop_compile) return report_loop_compile_times(options.runs);
     return options.seed_experiment ? run_seed_experiment(options.seed) : run_suite(options);
   } catch (const kiln::DeviceError& error) {
     std::cerr << "kiln-bench: --device " << options.device.to_string() << ": " << error.what() << "\n";

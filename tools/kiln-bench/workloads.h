@@ -105,4 +105,9 @@ std::vector<std::string> family_ids();
 // with bf16 inputs (and results).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
+// `kiln-bench loop-compile`: what a scan's first call costs (trace and compile with empty caches, then the call) at
+// 10 and at 10,000 steps of one body, the best of `runs` fresh functions each, printed as a table; returns the exit
+// status. A loop compiles once whatever its trip count: only the run should grow.
+int report_loop_compile_times(int runs);
+
 }  // namespace kiln::bench
