@@ -218,6 +218,35 @@ TEST(ControlFlow, TheTracedGraphHoldsOneLoopWhateverTheTripCount) {
   EXPECT_LT(std::count(ir.begin(), ir.end(), '\n'), 30) << ir;
 }
 
+TEST(ControlFlow, TheGuidesConjugateGradientsSolveTheSystem) {
+  // docs/guide.md's example, verbatim but for the names.
+  using State = std::tuple<Tensor, Tensor, Tensor, Tensor>;  // x, r, p, |r|^2
+  auto solve = function(
+      [](Tensor a, Tensor b) {
+        const auto dot = [](const Tensor& u, const Tensor& v) { return reduce_sum(u * v); };
+        const Tensor threshold = dot(b, b) * 1e-10;
+        State solved = while_loop([&](const State& s) { return std::get<3>(s) > threshold; },
+                                  [&](const State& s) {
+                                    const auto& [x, r, p, rr] = s;
+                                    const Tensor ap = matmul(a, p);
+                                    const Tensor alpha = rr / dot(p, ap);
+                                    const Tensor next = r - alpha * ap;
+                                    return State{x + alpha * p, next, next + (dot(next, next) / rr) * p,
+                                                 dot(next, next)};
+                                  },
+                                  State{zeros(b.shape(), b.dtype()), b, b, dot(b, b)});
+        return std::get<0>(solved);
+      },
+      {.jit_compile = true});
+  const Tensor m = random_tensor(DType::f64, {40, 40}, 12);
+  const Tensor a = matmul(m, m, {.transpose_b = true}) / 40.0 + eye(40, 40, 0, DType::f64) * 0.5;
+  const Tensor b = random_tensor(DType::f64, {40}, 13);
+  const Tensor x = solve(a, b);
+  const std::vector<double> residual = (matmul(a, x) - b).to_vector<double>();
+  for (double element : residual) EXPECT_LT(std::abs(element), 1e-4);
+  EXPECT_EQ(solve.statistics().fallbacks, 0);
+}
+
 TEST(ControlFlow, ErrorsNameTheConstructAndTheCallersLine) {
   const Tensor x = ones({3});
   const std::string mismatched = error_message([&] {
