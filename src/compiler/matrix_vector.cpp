@@ -8,6 +8,11 @@ namespace {
 bool is_matrix_vector(const ir::Graph& graph, const ir::Node& node) {
   if (node.op != ir::Op::matmul || node.attributes.transpose_a) return false;
   if (node.type.dtype != DType::f32 && node.type.dtype != DType::f64) return false;
+  // A convolution's windows (a concat of shifted slices, maybe reshaped): the GEMM gathers them as it packs
+  // (fusion's gathered GEMM), where a reduction would read them written out.
+  ir::ValueId producer = node.operands[0];
+  while (graph.node(producer).op == ir::Op::reshape) producer = graph.node(producer).operands[0];
+  if (graph.node(producer).op == ir::Op::concat) return false;
   const Shape& left = graph.type(node.operands[0]).shape;
   const Shape& right = graph.type(node.operands[1]).shape;
   if (left.rank() < 1) return false;

@@ -6,7 +6,8 @@
 // library's gemv 1.2 ms, the row kernel 0.6 ms). The reduction also fuses with what produced its operands.
 //
 // f32 and f64 products whose left operand is not transposed (its rows are the reduced lines); batch axes of the left
-// operand stay (the vector broadcasts over them). A lowering pass, after widen-half-precision (a widened bf16 product
+// operand stay (the vector broadcasts over them). Not a convolution's product with one filter (its left operand a
+// concat of the windows): the gathered GEMM reads the windows where they lie, a reduction would need them written. A lowering pass, after widen-half-precision (a widened bf16 product
 // is an f32 one by then) and before fusion.
 
 #include "ir/graph.h"
