@@ -151,6 +151,10 @@ Options parse_options(int argc, char** argv) {
     else usage("unknown argument " + flag);
   }
   options.check = parse_executors(options.executors);
+  // No control flow where it cannot be checked: the CUDA JIT (and so its emulation) refuses it with a
+  // CompileError, and autodiff does not differentiate through it. (Child processes get the same arguments, so
+  // they regenerate the same graphs.)
+  options.generator.control_flow = !options.gradients && !options.check.cuda_emulated && !options.check.cuda;
   return options;
 }
 
@@ -339,7 +343,7 @@ int replay(const Options& options) {
   if (options.gradients)
     for (const Hazard& hazard : find_gradient_hazards(fuzz_case)) hazards.push_back(hazard);
   for (const Hazard& hazard : hazards)
-    std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
+    std::cout << "warning: hazard at " << describe_place(hazard) << ": " << hazard.reason
               << " (a mismatch there may not be a bug)\n";
   if (options.verbose && options.check.cuda_emulated) {
     try {
