@@ -31,6 +31,9 @@
 // mode) are compared with finite differences. Graphs near kinks, poles or
 // overflow have their hazards replaced (gradient_hazards.h), counted by kind.
 // --half-precision generates bf16 and f16 values too.
+// Graphs have control flow (cond, while_loop, scan_loop) but with --gradients
+// or the cuda-emulated or cuda executors, which cannot check it: there the
+// generator makes none.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
