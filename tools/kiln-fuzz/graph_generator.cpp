@@ -1186,8 +1186,9 @@ class Builder {
   // Sometimes a control node in the current region, if that is no more than two deep.
   void maybe_nest() {
     if (scope_->depth >= 2 || !random_.chance(0.2)) return;
+    const std::vector<Motif> motifs = control_motifs();
     try {
-      scope_->last = (this->*random_.pick(control_motifs()))();
+      scope_->last = (this->*random_.pick(motifs))();
       count_node("(nested control flow)");
     } catch (const Rejected&) {
       if (statistics_) statistics_->rejected += 1;
