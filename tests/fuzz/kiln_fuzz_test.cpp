@@ -81,6 +81,41 @@ TEST(KilnFuzzGenerator, GraphsAreValidHazardFreeAndCoverEveryOp) {
   EXPECT_EQ(dtypes.size(), 5u);
   for (int rank = 0; rank <= 4; ++rank) EXPECT_TRUE(ranks.count(rank)) << "rank " << rank;
   EXPECT_TRUE(zero_size);
+  // Control flow in about one graph in 16 (each kind in one in 50), sometimes nested.
+  EXPECT_GT(statistics.ops["(nested control flow)"], 0);
+}
+
+// The number of control nodes in `graph` and its regions, and how deep they nest.
+void count_control(const ir::Graph& graph, int depth, int& count, int& deepest) {
+  for (const ir::Node& node : graph.nodes) {
+    if (node.regions.empty()) continue;
+    ++count;
+    deepest = std::max(deepest, depth + 1);
+    for (const ir::Graph& region : node.regions) count_control(region, depth + 1, count, deepest);
+  }
+}
+
+TEST(KilnFuzzGenerator, ControlFlowIsDeterministicNestedAtMostTwoDeepAndParsesBack) {
+  GeneratorOptions options;
+  int graphs = 0, deepest = 0;
+  for (std::uint64_t index = 0; index < 300; ++index) {
+    FuzzCase fuzz_case = generate_graph(6, index, options);
+    int count = 0, depth = 0;
+    count_control(fuzz_case.graph, 0, count, depth);
+    if (count == 0) continue;
+    ++graphs;
+    deepest = std::max(deepest, depth);
+    // What --replay reads; and the same graph again.
+    const std::string text = ir::print(fuzz_case.graph);
+    EXPECT_EQ(ir::print(ir::parse(text)), text);
+    EXPECT_EQ(describe(generate_graph(6, index, options)), describe(fuzz_case));
+  }
+  EXPECT_GT(graphs, 5);
+  EXPECT_EQ(deepest, 2);
+  // Off: none.
+  options.control_flow = false;
+  for (std::uint64_t index = 0; index < 300; ++index)
+    EXPECT_FALSE(has_control_flow(generate_graph(6, index, options).graph)) << index;
 }
 
 TEST(KilnFuzzHazards, FloorOfAComputedValueNearAnIntegerIsAHazard) {
@@ -220,6 +255,129 @@ TEST(KilnFuzzHazards, RemovingHazardsReplacesThemByParameters) {
   EXPECT_TRUE(find_hazards(fuzz_case).empty());
 }
 
+// Doubles x twice in a loop and carries floor(2x * 30): 0.025f doubled twice is 0.1f (0.10000000149 in float64),
+// and 0.1f * 30 is 3.0000000447 in float64, 3 in f32: at the jump of floor in the second step only.
+constexpr const char* doubling_loop = R"(func @f(%0: f32[], %1: f32[]) -> (f32[]) {
+  %2 = i32[] constant(0)
+  %3 = f32[] constant(0)
+  %4 = i32[] while_loop(%2, %0, %3, %1) {carry_count=3, sequence_count=0, length=0, reverse=false} regions(
+    func @condition(%0: i32[], %1: f32[], %2: f32[], %3: f32[]) -> (bool[]) {
+      %4 = i32[] constant(2)
+      %5 = bool[] lt(%0, %4)
+      return %5
+    }
+    func @body(%0: i32[], %1: f32[], %2: f32[], %3: f32[]) -> (i32[], f32[], f32[]) {
+      %4 = i32[] constant(1)
+      %5 = i32[] add(%0, %4)
+      %6 = f32[] add(%1, %1)
+      %7 = f32[] mul(%6, %3)
+      %8 = f32[] floor(%7)
+      return %5, %6, %8
+    }
+  )
+  %5 = f32[] result(%4) {index=2}
+  return %5
+}
+)";
+
+TEST(KilnFuzzHazards, HazardsInRegionsAreFoundAtEveryStep) {
+  FuzzCase fuzz_case =
+      case_of(doubling_loop, {array_of(DType::f32, Shape(), {0.025}), array_of(DType::f32, Shape(), {30})});
+  std::vector<Hazard> hazards = find_hazards(fuzz_case);
+  ASSERT_EQ(hazards.size(), 1u);
+  EXPECT_EQ(hazards[0].value, 7);
+  EXPECT_EQ(hazards[0].region_path, (std::vector<std::int64_t>{4, 1}));
+  EXPECT_EQ(describe_place(hazards[0]), "%7 in region 1 of %4");
+  // One step only: 2 * 0.025f = 0.05f, and 0.05f * 30 = 1.5000000224 is far from a jump.
+  FuzzCase one_step =
+      case_of(doubling_loop, {array_of(DType::f32, Shape(), {0.025}), array_of(DType::f32, Shape(), {30})});
+  one_step.graph.node(4).regions[0].node(4).attributes.int_value = 1;
+  EXPECT_TRUE(find_hazards(one_step).empty());
+  // Replaced by a new parameter of the case, captured by the loop: floor reads it in the body.
+  RandomSource random(1);
+  EXPECT_EQ(remove_hazards(fuzz_case, random), 1);
+  ASSERT_FALSE(ir::find_verifier_failure(fuzz_case.graph)) << describe(fuzz_case);
+  EXPECT_EQ(ir::print(fuzz_case.graph), R"(func @f(%0: f32[], %1: f32[], %2: f32[]) -> (f32[]) {
+  %3 = i32[] constant(0)
+  %4 = f32[] constant(0)
+  %5 = i32[] while_loop(%3, %0, %4, %1, %2) {carry_count=3, sequence_count=0, length=0, reverse=false} regions(
+    func @condition(%0: i32[], %1: f32[], %2: f32[], %3: f32[], %4: f32[]) -> (bool[]) {
+      %5 = i32[] constant(2)
+      %6 = bool[] lt(%0, %5)
+      return %6
+    }
+    func @body(%0: i32[], %1: f32[], %2: f32[], %3: f32[], %4: f32[]) -> (i32[], f32[], f32[]) {
+      %5 = i32[] constant(1)
+      %6 = i32[] add(%0, %5)
+      %7 = f32[] add(%1, %1)
+      %8 = f32[] floor(%4)
+      return %6, %7, %8
+    }
+  )
+  %6 = f32[] result(%5) {index=2}
+  return %6
+}
+)");
+  EXPECT_EQ(fuzz_case.inputs.size(), 3u);
+  EXPECT_TRUE(find_hazards(fuzz_case).empty());
+}
+
+TEST(KilnFuzzHazards, OnlyTheBranchACondTakesIsJudged) {
+  // floor(x * 30) at x = 0.1f in both branches; the index picks one, and the hazard is there.
+  const std::string text = R"(func @f(%0: i32[], %1: f32[], %2: f32[]) -> (f32[]) {
+  %3 = f32[] cond(%0, %1, %2) {carry_count=2, sequence_count=0, length=0, reverse=false} regions(
+    func @branch_0(%0: f32[], %1: f32[]) -> (f32[]) {
+      %2 = f32[] mul(%0, %1)
+      %3 = f32[] floor(%2)
+      return %3
+    }
+    func @branch_1(%0: f32[], %1: f32[]) -> (f32[]) {
+      %2 = f32[] constant(1)
+      %3 = f32[] mul(%0, %1)
+      %4 = f32[] add(%3, %2)
+      %5 = f32[] floor(%4)
+      return %5
+    }
+  )
+  return %3
+}
+)";
+  for (int index : {-3, 0, 1, 5}) {
+    runtime::Array branch = runtime::allocate_array(DType::i32, Shape());
+    branch.mutable_data<std::int32_t>()[0] = index;
+    std::vector<Hazard> hazards = find_hazards(
+        case_of(text, {branch, array_of(DType::f32, Shape(), {0.1}), array_of(DType::f32, Shape(), {30})}));
+    ASSERT_EQ(hazards.size(), 1u) << "index " << index;
+    EXPECT_EQ(hazards[0].region_path, (std::vector<std::int64_t>{3, index <= 0 ? 0 : 1})) << "index " << index;
+    EXPECT_EQ(hazards[0].value, index <= 0 ? 2 : 4) << "index " << index;
+  }
+}
+
+TEST(KilnFuzzHazards, AScanElementsHazardIsItsSequences) {
+  // floor of each row of x * 30 in a scan's body: the rows are the sequence's values, replaced outside the loop.
+  const std::string text = R"(func @f(%0: f32[3,2], %1: f32[]) -> (f32[3,2]) {
+  %2 = f32[3,2] mul(%0, %1)
+  %3 = f32[3,2] scan_loop(%2) {carry_count=0, sequence_count=1, length=3, reverse=true} regions(
+    func @step(%0: f32[2]) -> (f32[2]) {
+      %1 = f32[2] floor(%0)
+      return %1
+    }
+  )
+  return %3
+}
+)";
+  FuzzCase fuzz_case = case_of(
+      text, {array_of(DType::f32, Shape({3, 2}), {0.5, 0.25, 1, 2, 0.1, 3}), array_of(DType::f32, Shape(), {30})});
+  std::vector<Hazard> hazards = find_hazards(fuzz_case);
+  ASSERT_EQ(hazards.size(), 1u);
+  EXPECT_EQ(hazards[0].value, 2);
+  EXPECT_TRUE(hazards[0].region_path.empty());
+  RandomSource random(1);
+  EXPECT_EQ(remove_hazards(fuzz_case, random), 1);
+  EXPECT_TRUE(find_hazards(fuzz_case).empty());
+  EXPECT_EQ(fuzz_case.graph.node(fuzz_case.graph.outputs[0]).op, ir::Op::scan_loop);
+}
+
 TEST(KilnFuzzEdits, ReshapingASourceRetypesEverythingDownstream) {
   FuzzCase fuzz_case = case_of(
       "func @f(%0: f32[4,6], %1: f32[6]) -> (f32[2,4,6], f32[2,3]) {\n"
@@ -291,6 +449,86 @@ TEST(KilnFuzzShrinker, ShrinksToTheSmallestGraphThatStillFails) {
             "func @f(%0: f32[1,2]) -> (f32[1,2]) {\n  %1 = f32[1,2] sin(%0)\n  return %1\n}\n");
   EXPECT_GT(statistics.accepted, 0);
   EXPECT_LE(statistics.attempts, 40);
+}
+
+TEST(KilnFuzzShrinker, ShrinksInsideRegionsButKeepsLoopsEnding) {
+  // "Fails" while a while_loop carries a floor: the body's ops go but the counter's step (without which the loop
+  // would not end: such candidates are never offered), and the parameters become constants.
+  FuzzCase fuzz_case =
+      case_of(doubling_loop, {array_of(DType::f32, Shape(), {0.5}), array_of(DType::f32, Shape(), {3})});
+  auto still_fails = [](const FuzzCase& candidate) {
+    for (const ir::Node& node : candidate.graph.nodes)
+      if (node.op == ir::Op::while_loop)
+        for (const ir::Node& inner : node.regions[1].nodes)
+          if (inner.op == ir::Op::floor) return true;
+    return false;
+  };
+  FuzzCase smallest = shrink(fuzz_case, still_fails);
+  EXPECT_EQ(ir::print(smallest.graph), R"(func @f() -> (f32[]) {
+  %0 = f32[] constant(0.5)
+  %1 = f32[] constant(3)
+  %2 = i32[] constant(0)
+  %3 = f32[] constant(0)
+  %4 = i32[] while_loop(%2, %0, %3, %1) {carry_count=3, sequence_count=0, length=0, reverse=false} regions(
+    func @condition(%0: i32[], %1: f32[], %2: f32[], %3: f32[]) -> (bool[]) {
+      %4 = i32[] constant(2)
+      %5 = bool[] lt(%0, %4)
+      return %5
+    }
+    func @body(%0: i32[], %1: f32[], %2: f32[], %3: f32[]) -> (i32[], f32[], f32[]) {
+      %4 = i32[] constant(1)
+      %5 = i32[] add(%0, %4)
+      %6 = f32[] floor(%1)
+      return %5, %1, %6
+    }
+  )
+  %5 = f32[] result(%4) {index=2}
+  return %5
+}
+)");
+}
+
+TEST(KilnFuzzShrinker, KeepsOneBranchOfACond) {
+  // "Fails" while some cond's branch computes a sin: one branch, the sin of a constant, is left. (Shapes that
+  // regions take stay: reshape_source does not retype regions.)
+  const std::string text = R"(func @f(%0: i32[], %1: f32[2]) -> (f32[2]) {
+  %2 = f32[2] cond(%0, %1) {carry_count=1, sequence_count=0, length=0, reverse=false} regions(
+    func @branch_0(%0: f32[2]) -> (f32[2]) {
+      %1 = f32[2] exp(%0)
+      return %1
+    }
+    func @branch_1(%0: f32[2]) -> (f32[2]) {
+      %1 = f32[2] exp(%0)
+      %2 = f32[2] sin(%1)
+      return %2
+    }
+  )
+  return %2
+}
+)";
+  FuzzCase fuzz_case =
+      case_of(text, {runtime::allocate_array(DType::i32, Shape()), array_of(DType::f32, Shape({2}), {1, 2})});
+  fuzz_case.inputs[0].mutable_data<std::int32_t>()[0] = 1;
+  auto still_fails = [](const FuzzCase& candidate) {
+    for (const ir::Node& node : candidate.graph.nodes)
+      for (const ir::Graph& region : node.regions)
+        for (const ir::Node& inner : region.nodes)
+          if (inner.op == ir::Op::sin) return true;
+    return false;
+  };
+  FuzzCase smallest = shrink(fuzz_case, still_fails);
+  EXPECT_EQ(ir::print(smallest.graph), R"(func @f() -> (f32[2]) {
+  %0 = i32[] constant(1)
+  %1 = f32[2] constant(1)
+  %2 = f32[2] cond(%0, %1) {carry_count=1, sequence_count=0, length=0, reverse=false} regions(
+    func @branch_1(%0: f32[2]) -> (f32[2]) {
+      %1 = f32[2] sin(%0)
+      return %1
+    }
+  )
+  return %2
+}
+)");
 }
 
 TEST(KilnFuzzShrinker, AValueReplacedByAParameterKeepsItsValue) {

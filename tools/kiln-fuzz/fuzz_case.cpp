@@ -145,9 +145,11 @@ void prune(FuzzCase& fuzz_case) {
 }
 
 void replace_uses(ir::Graph& graph, ir::ValueId from, ir::ValueId to) {
-  for (ir::Node& node : graph.nodes)
+  for (ir::Node& node : graph.nodes) {
+    if (node.op == ir::Op::result) continue;  // it names its control node's result, not a value
     for (ir::ValueId& operand : node.operands)
       if (operand == from) operand = to;
+  }
   for (ir::ValueId& output : graph.outputs)
     if (output == from) output = to;
 }
@@ -164,6 +166,53 @@ FuzzCase replace_with_parameters(const FuzzCase& fuzz_case,
   }
   prune(result);
   return result;
+}
+
+FuzzCase replace_with_parameters(const FuzzCase& fuzz_case, const std::vector<Replacement>& replacements) {
+  FuzzCase result = fuzz_case;
+  // Every node keeps its number until the end (new parameters are appended: after their users until the
+  // canonicalization), so that each replacement's path and value still name what they named.
+  for (const Replacement& replacement : replacements) {
+    const ir::Graph* holder = &result.graph;
+    for (std::size_t step = 0; step + 1 < replacement.region_path.size(); step += 2)
+      holder = &holder->node(static_cast<ir::ValueId>(replacement.region_path[step]))
+                    .regions.at(static_cast<std::size_t>(replacement.region_path[step + 1]));
+    const ir::Type type = holder->type(replacement.value);
+    ir::ValueId current = result.graph.add_parameter(type);
+    result.inputs.push_back(replacement.input);
+    ir::Graph* graph = &result.graph;
+    for (std::size_t step = 0; step + 1 < replacement.region_path.size(); step += 2) {
+      ir::Node& control = graph->node(static_cast<ir::ValueId>(replacement.region_path[step]));
+      const auto into = static_cast<std::size_t>(replacement.region_path[step + 1]);
+      control.operands.push_back(current);  // a capture: the last operands
+      ir::ValueId inside = -1;
+      for (std::size_t region = 0; region < control.regions.size(); ++region) {
+        const ir::ValueId parameter = control.regions[region].add_parameter(type);
+        if (region == into) inside = parameter;
+      }
+      current = inside;
+      graph = &control.regions[into];
+    }
+    replace_uses(*graph, replacement.value, current);
+  }
+  tidy_regions(result.graph);
+  prune(result);
+  return result;
+}
+
+void tidy_regions(ir::Graph& graph) {
+  for (ir::Node& node : graph.nodes)
+    for (ir::Graph& region : node.regions) {
+      tidy_regions(region);
+      ir::canonicalize(region);
+      ir::remove_dead_nodes(region);
+    }
+}
+
+bool has_control_flow(const ir::Graph& graph) {
+  for (const ir::Node& node : graph.nodes)
+    if (!node.regions.empty()) return true;
+  return false;
 }
 
 FuzzCase replace_parameter_with_constant(const FuzzCase& fuzz_case, ir::ValueId parameter, double value) {

@@ -2,7 +2,9 @@
 // A fuzz case: a graph and the inputs it runs on, and the edits the
 // generator, the hazard filter and the shrinker make to it. Every edit keeps
 // the graph verified (ir::verify) and in canonical layout, with one input per
-// parameter in parameter order.
+// parameter in parameter order. Graphs may hold control nodes (cond,
+// while_loop, scan_loop) with regions; the edits here change the case's graph,
+// and reach into regions only where they say so.
 
 #include "ir/graph.h"
 #include "runtime/buffer.h"
@@ -37,7 +39,9 @@ double element(const runtime::Array& array, std::int64_t index);
 void prune(FuzzCase& fuzz_case);
 
 // Redirects every use of `from` (operands and outputs) to `to`, which must
-// have the same type and come before every user.
+// have the same type and come before every user. A `result` node keeps
+// reading its control node: `from` being a control node, only uses of its
+// result 0 move, and the node stays for its other results.
 void replace_uses(ir::Graph& graph, ir::ValueId from, ir::ValueId to);
 
 // Replaces each value by a new parameter fed with the paired input (of the
@@ -45,6 +49,31 @@ void replace_uses(ir::Graph& graph, ir::ValueId from, ir::ValueId to);
 // case.
 FuzzCase replace_with_parameters(const FuzzCase& fuzz_case,
                                  const std::vector<std::pair<ir::ValueId, runtime::Array>>& replacements);
+
+// A value to replace by a new parameter of the case: a value of the case's
+// graph (region_path empty), or of a region, named by the path to it from the
+// case's graph: pairs of a control node and one of its regions, {7, 1} for
+// region 1 of %7, {7, 1, 4, 0} for region 0 of node %4 in there.
+struct Replacement {
+  std::vector<std::int64_t> region_path;
+  ir::ValueId value = -1;
+  runtime::Array input;  // the new parameter's, of the value's type
+};
+
+// replace_with_parameters for values anywhere: a value in a region is
+// replaced by a region parameter receiving the new parameter of the case, as
+// a new capture (last operand) of each control node on its path, which every
+// region of that node then takes as its last parameter. Regions are left
+// canonical and without dead nodes; the case is pruned.
+FuzzCase replace_with_parameters(const FuzzCase& fuzz_case, const std::vector<Replacement>& replacements);
+
+// Canonicalizes every region of `graph`, innermost first, and drops their
+// dead nodes (regions keep all their parameters: their signature is the
+// control node's).
+void tidy_regions(ir::Graph& graph);
+
+// Whether any node of `graph` has regions.
+bool has_control_flow(const ir::Graph& graph);
 
 // Replaces parameter `parameter` by a constant holding `value`.
 FuzzCase replace_parameter_with_constant(const FuzzCase& fuzz_case, ir::ValueId parameter, double value);

@@ -292,7 +292,7 @@ bool remove_gradient_hazards(FuzzCase& primal, RandomSource& random, std::map<st
     std::set<ValueId> replaced;
     std::vector<std::pair<ValueId, runtime::Array>> replacements;
     for (const Hazard& hazard : hazards) {
-      if (hazard.value < 0) {
+      if (hazard.value < 0 || !hazard.region_path.empty()) {  // (autodiff refuses control flow anyway)
         ++counts["skipped: " + hazard.reason];
         return false;
       }

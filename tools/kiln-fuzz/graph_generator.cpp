@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string_view>
 
 namespace kiln::fuzz {
 namespace {
@@ -26,7 +27,8 @@ std::vector<Op> generated_ops() {
   std::vector<Op> ops;
   for (int i = 0; i < ir::op_count; ++i) {
     auto op = static_cast<Op>(i);
-    if (op == Op::parameter || ir::info(op).category == ir::OpCategory::host) continue;
+    // Control nodes come from the control-flow motifs, at their own rate: each region is a JIT compile of its own.
+    if (op == Op::parameter || ir::info(op).category == ir::OpCategory::host || ir::is_control(op)) continue;
     ops.push_back(op);
   }
   return ops;
@@ -35,7 +37,9 @@ std::vector<Op> generated_ops() {
 class Builder {
  public:
   Builder(RandomSource& random, const GeneratorOptions& options, GeneratorStatistics* statistics)
-      : random_(random), options_(options), statistics_(statistics) {}
+      : random_(random), options_(options), statistics_(statistics) {
+    top_.graph = &case_.graph;
+  }
 
   FuzzCase build() {
     static const std::vector<Op> ops = generated_ops();
@@ -61,7 +65,29 @@ class Builder {
         if (statistics_) statistics_->rejected += 1;
       }
     }
+    // Control flow, each kind in one graph in 50 (each region is a JIT compile of its own: 6% of graphs with
+    // control flow make kiln-fuzz about a fifth slower), built among the random ops (whose values its operands
+    // may be).
+    std::vector<std::pair<std::int64_t, Motif>> control;
+    if (options_.control_flow)
+      for (Motif motif : control_motifs())
+        if (random_.chance(0.02)) control.emplace_back(random_.between(0, target - 1), motif);
+    std::stable_sort(control.begin(), control.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::size_t next_control = 0;
+    auto build_control = [&] {
+      try {
+        last_ = (this->*control[next_control].second)();
+        ++computed;
+      } catch (const Rejected&) {
+        if (statistics_) statistics_->rejected += 1;
+      }
+      ++next_control;
+    };
     for (int attempt = 0; computed < target && attempt < 20 * target; ++attempt) {
+      if (next_control < control.size() && control[next_control].first <= computed) {
+        build_control();
+        continue;
+      }
       Op op = random_.pick(ops);
       try {
         ValueId id = build_op(op);
@@ -72,6 +98,7 @@ class Builder {
         if (statistics_) statistics_->rejected += 1;
       }
     }
+    while (next_control < control.size()) build_control();
     if (last_ < 0) last_ = any_value();
     // Outputs: every computed value nothing uses (so that no op built is
     // lost), the newest first; sometimes also an inner value, a source or a
@@ -82,7 +109,7 @@ class Builder {
     for (ValueId id = graph.size() - 1; id >= 0; --id)
       if (id != last_ && uses[static_cast<std::size_t>(id)] == 0 && ir::info(graph.node(id).op).category != ir::OpCategory::source)
         graph.outputs.push_back(id);
-    if (random_.chance(0.2)) graph.outputs.push_back(random_.pick(pool_));
+    if (random_.chance(0.2)) graph.outputs.push_back(random_.pick(top_.pool));
     if (random_.chance(0.05)) graph.outputs.push_back(last_);
     prune(case_);
     ir::verify(case_.graph);
@@ -90,8 +117,44 @@ class Builder {
   }
 
  private:
-  ir::Graph& graph() { return case_.graph; }
-  const ir::Type& type(ValueId value) { return case_.graph.type(value); }
+  // The outer values that a control node's regions capture, in order: every region of the node takes one
+  // parameter per capture after its others (graph.h), so the regions, built one after another, share the list.
+  struct Captures {
+    std::vector<ValueId> values;  // in the graph around the control node
+    std::vector<ir::Type> types;
+  };
+
+  // Where nodes go: the case's graph, or a region being built, whose new parameters capture values of the scope
+  // around it.
+  struct Scope {
+    ir::Graph* graph = nullptr;
+    std::vector<ValueId> pool;                // the values operands are drawn from
+    Scope* outer = nullptr;                   // null for the case's graph
+    Captures* captures = nullptr;             // regions: the control node's
+    std::vector<ValueId> capture_parameters;  // regions: this region's parameter for each capture taken so far
+    int depth = 0;                            // the control nodes around
+    ValueId last = -1;                        // regions: the newest random op's value
+  };
+
+  // Builds in `scope` while it lives.
+  class InScope {
+   public:
+    InScope(Builder& builder, Scope& scope) : builder_(builder), saved_(builder.scope_) { builder.scope_ = &scope; }
+    ~InScope() { builder_.scope_ = saved_; }
+    InScope(const InScope&) = delete;
+    InScope& operator=(const InScope&) = delete;
+
+   private:
+    Builder& builder_;
+    Scope* saved_;
+  };
+
+  ir::Graph& graph() { return *scope_->graph; }
+  const ir::Type& type(ValueId value) { return scope_->graph->type(value); }
+  std::vector<ValueId>& pool() { return scope_->pool; }
+  void count_node(std::string_view name) {
+    if (statistics_) statistics_->ops[std::string(name)] += 1;
+  }
 
   // ---- Adding nodes ----
 
@@ -116,15 +179,24 @@ class Builder {
     node.operands = std::move(operands);
     node.attributes = std::move(attributes);
     ValueId id = graph().add(std::move(node));
-    pool_.push_back(id);
+    pool().push_back(id);
     return id;
   }
 
+  // A new parameter of the case; in a region, captured (through every region around).
   ValueId add_parameter(const ir::Type& type) {
     if (type.shape.numel() > max_elements_) throw Rejected{};
+    if (scope_->outer) {
+      ValueId outer;
+      {
+        InScope around(*this, *scope_->outer);
+        outer = add_parameter(type);
+      }
+      return capture(outer);
+    }
     ValueId id = graph().add_parameter(type);
     case_.inputs.push_back(random_input(type, random_));
-    pool_.push_back(id);
+    pool().push_back(id);
     return id;
   }
 
@@ -243,7 +315,7 @@ class Builder {
   // any.
   std::optional<ValueId> pick(const std::function<bool(const ir::Type&)>& wanted) {
     std::vector<ValueId> candidates;
-    for (ValueId value : pool_)
+    for (ValueId value : pool())
       if (wanted(type(value))) candidates.push_back(value);
     if (candidates.empty()) return std::nullopt;
     if (random_.chance(0.4)) return candidates.back();
@@ -475,7 +547,7 @@ class Builder {
       case Op::parameter:
       case Op::host_call:
       case Op::nonzero:
-      // Control flow needs regions: not generated yet.
+      // Control flow needs regions: the control-flow motifs build it.
       case Op::cond:
       case Op::while_loop:
       case Op::scan_loop:
@@ -1004,6 +1076,466 @@ class Builder {
     }
   }
 
+  // ---- Control flow ----
+  //
+  // cond, while_loop and scan_loop nodes whose regions hold random ops of their own (build_op in the region's
+  // scope: its parameters are the pool, a new parameter of the case is captured), sometimes a control node of
+  // their own (two deep at most), and a result node for every result after the first. Values in them stay small
+  // (a loop runs its body several times, and each region is a JIT compile of its own). Hazards in regions are
+  // found and replaced as in the case's graph (hazards.h). What keeps the control itself exact: a cond's index
+  // is an integer, or a comparison or argmax whose near ties are hazards; a while_loop's trip count is an i32
+  // counter's, against a bound of 0..5; a scan_loop's is its length.
+
+  using Motif = ValueId (Builder::*)();
+  static std::vector<Motif> control_motifs() {
+    return {&Builder::build_cond_motif, &Builder::build_while_motif, &Builder::build_scan_motif};
+  }
+  static constexpr std::int64_t region_elements = 256;  // per value in a control motif
+
+  // Small values while it lives: a control motif's operands and everything in its regions.
+  class SmallValues {
+   public:
+    explicit SmallValues(Builder& builder)
+        : builder_(builder), max_elements_(builder.max_elements_), large_(builder.large_) {
+      builder.max_elements_ = std::min(builder.max_elements_, region_elements);
+      builder.large_ = false;
+    }
+    ~SmallValues() {
+      builder_.max_elements_ = max_elements_;
+      builder_.large_ = large_;
+    }
+    SmallValues(const SmallValues&) = delete;
+    SmallValues& operator=(const SmallValues&) = delete;
+
+   private:
+    Builder& builder_;
+    std::int64_t max_elements_;
+    bool large_;
+  };
+
+  // A region of a control node built in the current scope: parameters of `types`, then the captures so far.
+  Scope region_scope(ir::Graph& region, Captures& captures, const std::vector<ir::Type>& types) {
+    Scope scope;
+    scope.graph = &region;
+    scope.outer = scope_;
+    scope.captures = &captures;
+    scope.depth = scope_->depth + 1;
+    for (const ir::Type& parameter : types) scope.pool.push_back(region.add_parameter(parameter));
+    take_captures(scope);
+    return scope;
+  }
+
+  // Gives `scope`'s region a parameter for each capture it has not yet (in capture order).
+  static void take_captures(Scope& scope) {
+    while (scope.capture_parameters.size() < scope.captures->values.size()) {
+      const ValueId parameter = scope.graph->add_parameter(scope.captures->types[scope.capture_parameters.size()]);
+      scope.capture_parameters.push_back(parameter);
+      scope.pool.push_back(parameter);
+    }
+  }
+
+  // Value `value` of the scope around the current region, as the region's parameter.
+  ValueId capture(ValueId value) {
+    Captures& captures = *scope_->captures;
+    const auto found = std::find(captures.values.begin(), captures.values.end(), value);
+    const auto index = static_cast<std::size_t>(found - captures.values.begin());
+    if (found == captures.values.end()) {
+      captures.values.push_back(value);
+      captures.types.push_back(scope_->outer->graph->type(value));
+    }
+    take_captures(*scope_);
+    return scope_->capture_parameters[index];
+  }
+
+  // Sometimes a value or two of the scope around captured up front, for the region's ops to use.
+  void capture_some() {
+    if (!random_.chance(0.5)) return;
+    for (std::size_t count = random_.weighted({0, 2, 1}); count > 0; --count) {
+      std::optional<ValueId> value;
+      {
+        InScope around(*this, *scope_->outer);
+        value = pick([&](const ir::Type& t) { return t.shape.numel() <= max_elements_; });
+      }
+      if (value) capture(*value);
+    }
+  }
+
+  // The region's parameters for the captures the other regions of its node took after it was built; its dead
+  // nodes dropped, its parameters first. `arguments`: its parameters before the captures.
+  static void finish_region(ir::Graph& region, std::size_t arguments, const Captures& captures) {
+    for (std::size_t index = region.parameters.size() - arguments; index < captures.values.size(); ++index)
+      region.add_parameter(captures.types[index]);
+    ir::remove_dead_nodes(region);
+    ir::canonicalize(region);
+  }
+
+  // `count` random ops in the current scope (a region), drawn as the case's graph draws its own.
+  void build_random_ops(std::int64_t count) {
+    static const std::vector<Op> ops = generated_ops();
+    for (std::int64_t built = 0, attempt = 0; built < count && attempt < 20 * count; ++attempt) {
+      const Op op = random_.pick(ops);
+      try {
+        scope_->last = build_op(op);
+        ++built;
+        count_node(ir::name(op));
+      } catch (const Rejected&) {
+        if (statistics_) statistics_->rejected += 1;
+      }
+    }
+  }
+
+  // Sometimes a control node in the current region, if that is no more than two deep.
+  void maybe_nest() {
+    if (scope_->depth >= 2 || !random_.chance(0.2)) return;
+    const std::vector<Motif> motifs = control_motifs();
+    try {
+      scope_->last = (this->*random_.pick(motifs))();
+      count_node("(nested control flow)");
+    } catch (const Rejected&) {
+      if (statistics_) statistics_->rejected += 1;
+    }
+  }
+
+  // The current region's newest value (mostly), or any.
+  ValueId newest() {
+    if (scope_->last >= 0 && random_.chance(0.8)) return scope_->last;
+    return any_value();
+  }
+
+  // A value of at most max_elements_ elements, of any type.
+  ValueId small_value() {
+    if (auto value = pick([&](const ir::Type& t) { return t.shape.numel() <= max_elements_; });
+        value && random_.chance(0.8))
+      return *value;
+    return fresh_source({random_dtype(), random_shape()});
+  }
+
+  // A loop's initial carry: mostly a small value, sometimes a scalar or an empty value (a zero-size axis).
+  ValueId carry_value() {
+    switch (random_.weighted({6, 1, 1})) {
+      case 0:
+        return small_value();
+      case 1:
+        return fresh_source({random_dtype(), Shape()});
+      default: {
+        Shape shape = random_shape();
+        if (shape.rank() == 0) shape = Shape({0});
+        shape[static_cast<int>(random_.below(shape.rank()))] = 0;
+        return fresh_source({random_dtype(), shape});
+      }
+    }
+  }
+
+  // A control node added to the current scope, with a result node for each result after the first; returns the
+  // newest of them.
+  ValueId add_control(Op op, std::vector<ValueId> operands, ir::Attributes attributes, std::vector<ir::Graph> regions) {
+    ir::Node node;
+    node.op = op;
+    node.operands = std::move(operands);
+    node.attributes = std::move(attributes);
+    node.regions = std::move(regions);
+    const ValueId control = graph().add(std::move(node));
+    const std::vector<ir::Type> results = ir::result_types(graph(), control);
+    graph().node(control).type = results.at(0);
+    pool().push_back(control);
+    count_node(ir::name(op));
+    ValueId newest = control;
+    for (std::size_t index = 1; index < results.size(); ++index) {
+      ir::Node result;
+      result.op = Op::result;
+      result.type = results[index];
+      result.operands = {control};
+      result.attributes.index = static_cast<std::int64_t>(index);
+      newest = graph().add(std::move(result));
+      pool().push_back(newest);
+      count_node(ir::name(Op::result));
+    }
+    return newest;
+  }
+
+  ValueId float_constant(DType dtype, double value) {
+    ir::Attributes attributes;
+    attributes.float_value = value;
+    return add(Op::constant, {}, attributes, {dtype, Shape()});
+  }
+
+  // `x` summed over all its axes (a scalar as it is).
+  ValueId sum_of(ValueId x) {
+    if (type(x).shape.rank() == 0) return x;
+    ir::Attributes all;
+    for (int axis = 0; axis < type(x).shape.rank(); ++axis) all.axes.push_back(axis);
+    return add(Op::reduce_sum, {x}, all);
+  }
+
+  // `value` of `target`'s dtype, and of a shape that broadcasts to target's without changing it: itself, or its sum.
+  ValueId fitted(ValueId value, const ir::Type& target) {
+    Shape both;
+    if (!ir::broadcast_shapes(type(value).shape, target.shape, &both) || !(both == target.shape)) {
+      if (type(value).dtype == DType::boolean) value = convert(value, DType::i32);
+      value = sum_of(value);
+    }
+    return convert(value, target.dtype);
+  }
+
+  // A value of type `wanted` in the current scope: one there, one that broadcasts to it (cast and broadcast), or a
+  // new source.
+  ValueId value_of_type(const ir::Type& wanted) {
+    if (auto same = pick([&](const ir::Type& t) { return t == wanted; }); same && random_.chance(0.9)) return *same;
+    auto broadcasts = [&](const ir::Type& t) {
+      Shape both;
+      return ir::broadcast_shapes(t.shape, wanted.shape, &both) && both == wanted.shape;
+    };
+    if (auto value = pick(broadcasts); value && random_.chance(0.8)) {
+      const ValueId converted = convert(*value, wanted.dtype);
+      if (type(converted).shape == wanted.shape) return converted;
+      return add(Op::broadcast_to, {converted}, {}, wanted);
+    }
+    return fresh_source(wanted);
+  }
+
+  // The next value of loop carry `carry` (a region parameter), of its type, from the region's newest value and
+  // bounded over the steps whatever that holds: floats through tanh, sin or a clamp, or shrunk by a sigmoid;
+  // integers and bools by ops that are exact (integers wrap).
+  ValueId next_carry(ValueId carry) {
+    const ir::Type carry_type = type(carry);  // a copy: adding nodes moves the graph's storage
+    const ValueId update = fitted(newest(), carry_type);
+    const DType dtype = carry_type.dtype;
+    if (is_floating(dtype)) {
+      const ValueId scale = float_constant(dtype, random_.pick(std::vector<double>{0.5, -0.75, 0.25, 0.875}));
+      switch (random_.weighted({3, 2, 2, 1})) {
+        case 0:
+          return add(Op::tanh, {add(Op::add, {add(Op::mul, {carry, scale}), update})});
+        case 1:
+          return add(Op::add, {add(Op::mul, {carry, scale}), add(Op::sin, {update})});
+        case 2: {
+          const ValueId sum = add(Op::add, {carry, update});
+          return add(Op::minimum, {add(Op::maximum, {sum, float_constant(dtype, -4)}), float_constant(dtype, 4)});
+        }
+        default:
+          return add(Op::mul, {carry, add(Op::sigmoid, {update})});
+      }
+    }
+    if (dtype == DType::boolean) {
+      switch (random_.weighted({2, 1, 1})) {
+        case 0:
+          return add(Op::bitwise_xor, {carry, update});
+        case 1:
+          return add(Op::logical_or, {carry, update});
+        default:
+          return add(Op::logical_not, {carry});
+      }
+    }
+    switch (random_.weighted({3, 2, 1})) {
+      case 0:
+        return add(Op::add, {carry, update});
+      case 1:
+        return add(Op::bitwise_xor, {carry, update});
+      default:
+        return add(Op::add, {add(Op::mul, {carry, integer_constant(dtype, 3)}), update});
+    }
+  }
+
+  // A cond's index, i32[], that no rounding decides: a parameter (mostly outside the branches: clamped), a
+  // constant, an integer sum modulo the branch count, or a comparison or argmax of floats (near ties there are
+  // hazards, hazards.h, replaced).
+  ValueId branch_index(std::int64_t branches) {
+    switch (random_.weighted({2, 1, 2, 2, 1})) {
+      case 0:
+        return add_parameter({DType::i32, Shape()});
+      case 1:
+        return integer_constant(DType::i32, random_.between(-1, branches));
+      case 2: {
+        const ValueId sum = convert(sum_of(integer_value()), DType::i32);
+        return add(Op::remainder, {sum, integer_constant(DType::i32, branches)});
+      }
+      case 3: {
+        const ValueId sum = sum_of(float_value());
+        const ValueId limit = float_constant(type(sum).dtype, std::round(random_.normal() * 8) / 4);
+        return convert(add(random_.pick(std::vector<Op>{Op::gt, Op::lt, Op::ge}), {sum, limit}), DType::i32);
+      }
+      default: {
+        const ValueId x = numeric_value();
+        const std::int64_t count = type(x).shape.numel();
+        if (count == 0) throw Rejected{};
+        const ValueId row = add(Op::reshape, {x}, {}, {type(x).dtype, Shape({count})});
+        return convert(add(Op::argmax, {row}, ir::Attributes{}), DType::i32);
+      }
+    }
+  }
+
+  // cond: 1 to 3 branches of 0 to 3 arguments and the captures, each a few random ops; branch 0's newest value
+  // and sometimes others (a parameter passed through included) are the results, which the other branches return
+  // too, made of their own values of those types (cast and broadcast where needed).
+  ValueId build_cond_motif() {
+    SmallValues small(*this);
+    const auto branch_count = static_cast<std::int64_t>(1 + random_.weighted({1, 3, 2}));
+    const ValueId index = branch_index(branch_count);
+    std::vector<ValueId> arguments;
+    std::vector<ir::Type> argument_types;
+    for (std::size_t count = random_.weighted({1, 3, 2, 1}); count > 0; --count) {
+      arguments.push_back(small_value());
+      argument_types.push_back(type(arguments.back()));
+    }
+    Captures captures;
+    std::vector<ir::Graph> branches(static_cast<std::size_t>(branch_count));
+    std::vector<ir::Type> results;
+    for (std::size_t number = 0; number < branches.size(); ++number) {
+      ir::Graph& branch = branches[number];
+      branch.name = "branch_" + std::to_string(number);
+      Scope scope = region_scope(branch, captures, argument_types);
+      InScope inside(*this, scope);
+      capture_some();
+      build_random_ops(random_.between(0, 3));
+      maybe_nest();
+      if (number == 0) {
+        branch.outputs.push_back(newest());
+        for (std::size_t more = random_.weighted({3, 2, 1}); more > 0; --more)
+          branch.outputs.push_back(random_.pick(scope.pool));
+        for (ValueId output : branch.outputs) results.push_back(branch.type(output));
+      } else {
+        for (const ir::Type& result : results) branch.outputs.push_back(value_of_type(result));
+      }
+    }
+    for (ir::Graph& branch : branches) finish_region(branch, arguments.size(), captures);
+    std::vector<ValueId> operands = {index};
+    operands.insert(operands.end(), arguments.begin(), arguments.end());
+    operands.insert(operands.end(), captures.values.begin(), captures.values.end());
+    ir::Attributes attributes;
+    attributes.carry_count = static_cast<std::int64_t>(arguments.size());
+    return add_control(Op::cond, std::move(operands), std::move(attributes), std::move(branches));
+  }
+
+  // while_loop: an i32 counter and 0 to 3 other carries (any dtype, rank 0 and empty values included). The trip
+  // count is the counter's alone: up from 0..2 while below a bound of 0..5 (a constant, or a parameter clamped
+  // to [0, 5]), or down from such a bound while above 0; sometimes also while a bool parameter holds. The body:
+  // a few random ops, the counter stepped, every other carry updated as next_carry says.
+  ValueId build_while_motif() {
+    SmallValues small(*this);
+    const bool down = random_.chance(0.3);
+    const bool constant_bound = random_.chance(0.5);
+    const std::int64_t bound_value = random_.between(0, 5);
+    ValueId bound;
+    if (constant_bound) {
+      bound = integer_constant(DType::i32, bound_value);
+    } else {
+      bound = add(Op::maximum, {add_parameter({DType::i32, Shape()}), integer_constant(DType::i32, 0)});
+      bound = add(Op::minimum, {bound, integer_constant(DType::i32, 5)});
+    }
+    std::vector<ValueId> carries;
+    for (std::size_t count = random_.weighted({1, 3, 2, 1}); count > 0; --count) carries.push_back(carry_value());
+    const auto counter = static_cast<std::size_t>(random_.between(0, static_cast<std::int64_t>(carries.size())));
+    carries.insert(carries.begin() + static_cast<std::ptrdiff_t>(counter),
+                   down ? bound : integer_constant(DType::i32, random_.between(0, 2)));
+    std::vector<ir::Type> types;
+    for (ValueId carry : carries) types.push_back(type(carry));
+    Captures captures;
+    ir::Graph condition, body;
+    condition.name = "condition";
+    body.name = "body";
+    {
+      Scope scope = region_scope(condition, captures, types);
+      InScope inside(*this, scope);
+      const ValueId count = scope.pool[counter];
+      ValueId going_on;
+      if (down) {
+        going_on = add(Op::gt, {count, integer_constant(DType::i32, 0)});
+      } else {
+        const ValueId limit =
+            constant_bound && random_.chance(0.5) ? integer_constant(DType::i32, bound_value) : capture(bound);
+        going_on = add(Op::lt, {count, limit});
+      }
+      if (random_.chance(0.2)) going_on = add(Op::logical_and, {going_on, add_parameter({DType::boolean, Shape()})});
+      condition.outputs = {going_on};
+    }
+    {
+      Scope scope = region_scope(body, captures, types);
+      const std::vector<ValueId> parameters(scope.pool.begin(),
+                                            scope.pool.begin() + static_cast<std::ptrdiff_t>(types.size()));
+      InScope inside(*this, scope);
+      capture_some();
+      build_random_ops(random_.between(0, 3));
+      maybe_nest();
+      for (std::size_t carry = 0; carry < parameters.size(); ++carry)
+        body.outputs.push_back(carry == counter
+                                   ? add(down ? Op::sub : Op::add, {parameters[carry], integer_constant(DType::i32, 1)})
+                                   : next_carry(parameters[carry]));
+    }
+    finish_region(condition, types.size(), captures);
+    finish_region(body, types.size(), captures);
+    std::vector<ValueId> operands = carries;
+    operands.insert(operands.end(), captures.values.begin(), captures.values.end());
+    ir::Attributes attributes;
+    attributes.carry_count = static_cast<std::int64_t>(carries.size());
+    std::vector<ir::Graph> regions;
+    regions.push_back(std::move(condition));
+    regions.push_back(std::move(body));
+    return add_control(Op::while_loop, std::move(operands), std::move(attributes), std::move(regions));
+  }
+
+  // A sequence for a scan_loop of `length` steps: a value with that leading axis, or a new source.
+  ValueId sequence_value(std::int64_t length) {
+    auto fits = [&](const ir::Type& t) {
+      return t.shape.rank() >= 1 && t.shape[0] == length && t.shape.numel() <= max_elements_;
+    };
+    if (auto value = pick(fits); value && random_.chance(0.5)) return *value;
+    std::vector<std::int64_t> dims;
+    for (std::int64_t dim : random_shape(3).dims()) dims.push_back(dim);
+    while (Shape(dims).numel() * std::max<std::int64_t>(length, 1) > max_elements_) {  // (an element of rank >= 1)
+      const auto largest = std::max_element(dims.begin(), dims.end());
+      *largest = (*largest + 1) / 2;
+    }
+    dims.insert(dims.begin(), length);
+    return fresh_source({random_dtype(), Shape(dims)});
+  }
+
+  // scan_loop: 0 to 6 steps (0 included), forwards or reversed, over 0 to 2 sequences, with 0 to 2 carries; the
+  // body a few random ops, the carries updated as next_carry says, and 0 to 2 per-step outputs (at least one
+  // result in all) from its values.
+  ValueId build_scan_motif() {
+    SmallValues small(*this);
+    const auto length = static_cast<std::int64_t>(random_.weighted({1, 2, 2, 2, 1, 1, 1}));
+    std::vector<ValueId> carries, sequences;
+    std::vector<ir::Type> types;
+    for (std::size_t count = random_.weighted({1, 3, 2}); count > 0; --count) {
+      carries.push_back(carry_value());
+      types.push_back(type(carries.back()));
+    }
+    for (std::size_t count = random_.weighted({1, 3, 2}); count > 0; --count) {
+      sequences.push_back(sequence_value(length));
+      const ir::Type& sequence = type(sequences.back());
+      types.push_back({sequence.dtype, Shape(sequence.shape.dims().subspan(1))});
+    }
+    Captures captures;
+    ir::Graph body;
+    body.name = "step";
+    {
+      Scope scope = region_scope(body, captures, types);
+      const std::vector<ValueId> parameters(scope.pool.begin(),
+                                            scope.pool.begin() + static_cast<std::ptrdiff_t>(types.size()));
+      InScope inside(*this, scope);
+      capture_some();
+      build_random_ops(random_.between(0, 3));
+      maybe_nest();
+      for (std::size_t carry = 0; carry < carries.size(); ++carry)
+        body.outputs.push_back(next_carry(parameters[carry]));
+      const std::size_t outputs = (carries.empty() ? 1 : 0) + random_.weighted({2, 2, 1});
+      for (std::size_t output = 0; output < outputs; ++output)
+        body.outputs.push_back(output == 0 ? newest() : random_.pick(scope.pool));
+    }
+    finish_region(body, types.size(), captures);
+    std::vector<ValueId> operands = carries;
+    operands.insert(operands.end(), sequences.begin(), sequences.end());
+    operands.insert(operands.end(), captures.values.begin(), captures.values.end());
+    ir::Attributes attributes;
+    attributes.carry_count = static_cast<std::int64_t>(carries.size());
+    attributes.sequence_count = static_cast<std::int64_t>(sequences.size());
+    attributes.length = length;
+    attributes.reverse = random_.chance(0.5);
+    std::vector<ir::Graph> regions;
+    regions.push_back(std::move(body));
+    return add_control(Op::scan_loop, std::move(operands), std::move(attributes), std::move(regions));
+  }
+
   // A random shape with `count` elements and rank 0..4.
   Shape factorized_shape(std::int64_t count) {
     int rank = static_cast<int>(random_.weighted({0.5, 2, 3, 2, 1}));
@@ -1154,7 +1686,8 @@ class Builder {
   const GeneratorOptions& options_;
   GeneratorStatistics* statistics_;
   FuzzCase case_;
-  std::vector<ValueId> pool_;
+  Scope top_;             // the case's graph
+  Scope* scope_ = &top_;  // where nodes go now
   ValueId last_ = -1;
   bool large_ = false;
   std::int64_t max_elements_ = 0;

@@ -4,7 +4,9 @@
 // keepdims), matmuls (transposed, batched, broadcast batches, every numeric
 // dtype), every shape op (slices with negative and >1 steps), every dtype (bf16 and f16 with --half-precision),
 // rank 0..4, odd and zero-size shapes, and constants with special values
-// (+-0, +-inf, NaN, subnormals, integer extremes).
+// (+-0, +-inf, NaN, subnormals, integer extremes); and control flow (cond,
+// while_loop, scan_loop and their result nodes) whose regions hold random ops
+// of their own, nested up to two deep.
 
 #include "fuzz_case.h"
 #include "random_source.h"
@@ -19,6 +21,9 @@ struct GeneratorOptions {
   int max_nodes = 12;                 // non-source nodes per graph (at least 1)
   std::int64_t max_elements = 4096;   // per value
   bool half_precision = false;        // bf16 and f16 values too (kiln-fuzz --half-precision)
+  // cond, while_loop and scan_loop motifs. Off where the check cannot run control flow (kiln-fuzz's main.cpp):
+  // the CUDA JIT and its emulation refuse it, and autodiff does not differentiate through it.
+  bool control_flow = true;
 };
 
 // Statistics over generated graphs (for --verbose).

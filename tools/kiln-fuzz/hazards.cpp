@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <set>
+#include <span>
 
 namespace kiln::fuzz {
 namespace {
@@ -392,6 +395,232 @@ class HazardFinder {
   std::set<ir::ValueId> reported_;
 };
 
+// ---- Regions inlined (find_hazards) ----
+
+// Where a value of the inlined graph comes from: value `value` of the graph at `region_path` (as
+// Replacement::region_path), the one to replace for a hazard there; or nothing to replace (value -1: the stacking
+// of a scan_loop's outputs, whose elements are values of their own).
+struct Origin {
+  std::vector<std::int64_t> region_path;
+  ir::ValueId value = -1;
+};
+
+// The case's graph with its regions run inlined, and each value's origin. Its parameters are the case's.
+struct Inlined {
+  ir::Graph graph;
+  std::vector<Origin> origins;
+};
+
+// Gives up on cases whose loops run long (a replayed graph, or one the shrinker edited inside a loop, whose loop may
+// never end): inlining is for the generator's few steps.
+struct TooManySteps {};
+
+class Inliner {
+ public:
+  explicit Inliner(std::span<const runtime::Array> inputs) : inputs_(inputs) {}
+
+  Inlined run(const ir::Graph& graph) {
+    std::vector<ir::ValueId> arguments;
+    for (ir::ValueId parameter : graph.parameters) {
+      arguments.push_back(inlined_.graph.add_parameter(graph.type(parameter)));
+      inlined_.origins.push_back({{}, parameter});
+    }
+    inline_graph(graph, arguments, {}, false);
+    return std::move(inlined_);
+  }
+
+ private:
+  using Path = std::vector<std::int64_t>;
+  // (A generated loop takes at most 6 evaluations, 36 for one inside another, a graph a few such loops.)
+  static constexpr int max_nodes = 50000, max_evaluations = 256;
+
+  ir::ValueId add(ir::Node node, Origin origin) {
+    if (inlined_.graph.size() >= max_nodes) throw TooManySteps{};
+    node.regions.clear();
+    inlined_.origins.push_back(std::move(origin));
+    return inlined_.graph.add(std::move(node));
+  }
+
+  // `graph`'s nodes on `arguments` (one per parameter); returns its outputs. In a region only the nodes an
+  // output needs: a dead node's hazard has nothing to replace. (The case's graph keeps all: it has been pruned,
+  // or it is a replayed graph whose every value is to be judged.)
+  std::vector<ir::ValueId> inline_graph(const ir::Graph& graph, const std::vector<ir::ValueId>& arguments,
+                                        const Path& path, bool live_only) {
+    std::vector<ir::ValueId> inlined(graph.nodes.size(), -1);
+    for (std::size_t position = 0; position < graph.parameters.size(); ++position)
+      inlined[static_cast<std::size_t>(graph.parameters[position])] = arguments.at(position);
+    std::vector<bool> live(graph.nodes.size(), !live_only);
+    for (ir::ValueId output : graph.outputs) live[static_cast<std::size_t>(output)] = true;
+    for (std::size_t i = graph.nodes.size(); i-- > 0;)
+      if (live[i])
+        for (ir::ValueId operand : graph.nodes[i].operands) live[static_cast<std::size_t>(operand)] = true;
+    // A value used other than by result nodes: replacing it changes something.
+    std::vector<bool> used(graph.nodes.size(), false);
+    for (ir::ValueId output : graph.outputs) used[static_cast<std::size_t>(output)] = true;
+    for (const ir::Node& node : graph.nodes)
+      if (node.op != ir::Op::result)
+        for (ir::ValueId operand : node.operands) used[static_cast<std::size_t>(operand)] = true;
+    std::map<ir::ValueId, std::vector<ir::ValueId>> results;
+    for (ir::ValueId id = 0; id < graph.size(); ++id) {
+      const ir::Node& node = graph.node(id);
+      const auto index = static_cast<std::size_t>(id);
+      if (node.op == ir::Op::parameter || !live[index]) continue;
+      if (node.op == ir::Op::result) {
+        inlined[index] = results.at(node.operands.at(0)).at(static_cast<std::size_t>(node.attributes.index));
+      } else if (ir::has_regions(node.op)) {
+        std::vector<ir::ValueId> operands;
+        for (ir::ValueId operand : node.operands) operands.push_back(inlined[static_cast<std::size_t>(operand)]);
+        Path inner = path;
+        inner.push_back(id);
+        results[id] = inline_control(node, operands, inner);
+        inlined[index] = results[id].at(0);
+      } else {
+        ir::Node copy = node;
+        for (ir::ValueId& operand : copy.operands) operand = inlined[static_cast<std::size_t>(operand)];
+        inlined[index] = add(std::move(copy), {path, id});
+        continue;
+      }
+      // A control node's or result node's value is a region's: a hazard at it is replaced here, in the graph
+      // that uses it, rather than inside the region (which other results may need).
+      Origin& origin = inlined_.origins[static_cast<std::size_t>(inlined[index])];
+      if (used[index] && (origin.value < 0 || origin.region_path.size() > path.size())) origin = {path, id};
+    }
+    std::vector<ir::ValueId> outputs;
+    for (ir::ValueId output : graph.outputs) outputs.push_back(inlined[static_cast<std::size_t>(output)]);
+    return outputs;
+  }
+
+  // The results of control node `node` (at `path`) on inlined `operands`, as the reference runs it.
+  std::vector<ir::ValueId> inline_control(const ir::Node& node, std::vector<ir::ValueId> operands, const Path& path) {
+    auto region = [&](std::size_t index, const std::vector<ir::ValueId>& arguments) {
+      Path inner = path;
+      inner.push_back(static_cast<std::int64_t>(index));
+      return inline_graph(node.regions.at(index), arguments, inner, true);
+    };
+    const auto carried = static_cast<std::size_t>(node.attributes.carry_count);
+    if (node.op == ir::Op::cond) {
+      const auto last = static_cast<std::int64_t>(node.regions.size()) - 1;
+      const std::int64_t branch = std::clamp<std::int64_t>(scalar(operands.at(0)), 0, last);
+      operands.erase(operands.begin());
+      return region(static_cast<std::size_t>(branch), operands);
+    }
+    if (node.op == ir::Op::while_loop) {
+      while (scalar(region(0, operands).at(0)) != 0) {
+        const std::vector<ir::ValueId> carries = region(1, operands);
+        std::copy(carries.begin(), carries.end(), operands.begin());
+      }
+      operands.resize(carried);
+      return operands;
+    }
+    // scan_loop: each step's elements sliced out of the sequences, the outputs stacked at the end.
+    const auto sequences = static_cast<std::size_t>(node.attributes.sequence_count);
+    const std::int64_t length = node.attributes.length;
+    const ir::Graph& body = node.regions.at(0);
+    const std::vector<ir::ValueId> whole(operands.begin() + static_cast<std::ptrdiff_t>(carried),
+                                         operands.begin() + static_cast<std::ptrdiff_t>(carried + sequences));
+    std::vector<std::vector<ir::ValueId>> outputs(body.outputs.size() - carried,
+                                                  std::vector<ir::ValueId>(static_cast<std::size_t>(length), -1));
+    for (std::int64_t count = 0; count < length; ++count) {
+      const std::int64_t step = node.attributes.reverse ? length - 1 - count : count;
+      for (std::size_t sequence = 0; sequence < sequences; ++sequence)
+        operands[carried + sequence] = row(whole[sequence], step);
+      const std::vector<ir::ValueId> returned = region(0, operands);
+      for (std::size_t output = 0; output < outputs.size(); ++output)
+        outputs[output][static_cast<std::size_t>(step)] = returned[carried + output];
+      std::copy(returned.begin(), returned.begin() + static_cast<std::ptrdiff_t>(carried), operands.begin());
+    }
+    std::vector<ir::ValueId> results(operands.begin(), operands.begin() + static_cast<std::ptrdiff_t>(carried));
+    for (std::size_t output = 0; output < outputs.size(); ++output)
+      results.push_back(stack(outputs[output], body.type(body.outputs[carried + output]), length));
+    return results;
+  }
+
+  // Row `step` of `sequence`'s leading axis: the sequence's data, so a hazard there is the sequence's.
+  ir::ValueId row(ir::ValueId sequence, std::int64_t step) {
+    const ir::Type whole = inlined_.graph.type(sequence);
+    const Origin origin = inlined_.origins[static_cast<std::size_t>(sequence)];
+    ir::Node slice;
+    slice.op = ir::Op::slice;
+    slice.operands = {sequence};
+    slice.attributes.start.assign(static_cast<std::size_t>(whole.shape.rank()), 0);
+    slice.attributes.step.assign(static_cast<std::size_t>(whole.shape.rank()), 1);
+    slice.attributes.start[0] = step;
+    slice.type = whole;
+    slice.type.shape[0] = 1;
+    ir::Node reshape;
+    reshape.op = ir::Op::reshape;
+    reshape.operands = {add(std::move(slice), origin)};
+    reshape.type = {whole.dtype, Shape(whole.shape.dims().subspan(1))};
+    return add(std::move(reshape), origin);
+  }
+
+  // The elements (each of type `element`) stacked along a new leading axis.
+  ir::ValueId stack(const std::vector<ir::ValueId>& elements, const ir::Type& element, std::int64_t length) {
+    std::vector<std::int64_t> dims{length};
+    for (std::int64_t dim : element.shape.dims()) dims.push_back(dim);
+    ir::Node node;
+    node.type = {element.dtype, Shape(dims)};
+    if (length == 0) {
+      node.op = ir::Op::constant;
+      return add(std::move(node), {});
+    }
+    node.op = ir::Op::concat;
+    for (ir::ValueId value : elements) {
+      ir::Node expanded;
+      expanded.op = ir::Op::expand_dims;
+      expanded.operands = {value};
+      expanded.type = node.type;
+      expanded.type.shape[0] = 1;
+      node.operands.push_back(add(std::move(expanded), {}));
+    }
+    return add(std::move(node), {});
+  }
+
+  // An integer or bool scalar's value (a cond's index, a while_loop's condition): the reference on the values
+  // it needs (found from it, not by a pass over everything inlined so far: a loop asks once per step).
+  std::int64_t scalar(ir::ValueId value) {
+    if (++evaluations_ > max_evaluations) throw TooManySteps{};
+    const ir::Graph& graph = inlined_.graph;
+    std::vector<ir::ValueId> cone, pending = {value};
+    std::set<ir::ValueId> seen = {value};
+    while (!pending.empty()) {
+      const ir::ValueId id = pending.back();
+      pending.pop_back();
+      cone.push_back(id);
+      for (ir::ValueId operand : graph.node(id).operands)
+        if (seen.insert(operand).second) pending.push_back(operand);
+    }
+    std::sort(cone.begin(), cone.end());
+    ir::Graph needed;
+    std::map<ir::ValueId, ir::ValueId> renumbered;
+    for (ir::ValueId parameter : graph.parameters) renumbered[parameter] = needed.add_parameter(graph.type(parameter));
+    for (ir::ValueId id : cone) {
+      if (graph.node(id).op == ir::Op::parameter) continue;
+      ir::Node node = graph.node(id);
+      for (ir::ValueId& operand : node.operands) operand = renumbered.at(operand);
+      renumbered[id] = needed.add(std::move(node));
+    }
+    needed.outputs = {renumbered.at(value)};
+    const std::vector<Value> values = reference::evaluate(needed, inputs_);
+    if (values.at(0).integers.size() != 1)
+      throw InternalError("kiln-fuzz", "a cond's index or a while_loop's condition is not a scalar", std::string());
+    return values[0].integers[0];
+  }
+
+  std::span<const runtime::Array> inputs_;
+  Inlined inlined_;
+  int evaluations_ = 0;
+};
+
+// The inlined case, or nullopt past the limits.
+std::optional<Inlined> inline_regions(const FuzzCase& fuzz_case) {
+  try {
+    return Inliner(fuzz_case.inputs).run(fuzz_case.graph);
+  } catch (const TooManySteps&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& result) {
@@ -412,29 +641,70 @@ std::vector<std::int64_t> broadcast_sources(const Shape& operand, const Shape& r
   return sources;
 }
 
+namespace {
+
+// Every value of `graph` as an output, evaluated by the reference, and its hazards.
+std::vector<Hazard> hazards_of_every_value(ir::Graph graph, std::span<const runtime::Array> inputs) {
+  graph.outputs.clear();
+  for (ir::ValueId id = 0; id < graph.size(); ++id) graph.outputs.push_back(id);
+  const std::vector<Value> values = reference::evaluate(graph, inputs);
+  return HazardFinder(graph, values).run();
+}
+
+}  // namespace
+
 std::vector<Hazard> find_hazards(const FuzzCase& fuzz_case) {
-  ir::Graph everything = fuzz_case.graph;
-  everything.outputs.clear();
-  for (ir::ValueId id = 0; id < everything.size(); ++id) everything.outputs.push_back(id);
-  std::vector<Value> values;
   try {
-    values = reference::evaluate(everything, fuzz_case.inputs);
+    if (!has_control_flow(fuzz_case.graph)) return hazards_of_every_value(fuzz_case.graph, fuzz_case.inputs);
+    std::optional<Inlined> inlined = inline_regions(fuzz_case);
+    // (Not the reference on the case either: a loop that never ends would keep it.)
+    if (!inlined) return {{-1, "loops that run too many steps to be judged (or never end)"}};
+    std::vector<Hazard> hazards;
+    std::set<std::pair<std::vector<std::int64_t>, ir::ValueId>> seen;  // a loop body's value at many steps
+    for (Hazard& hazard : hazards_of_every_value(inlined->graph, fuzz_case.inputs)) {
+      const Origin& origin = inlined->origins[static_cast<std::size_t>(hazard.value)];
+      if (origin.value < 0 || !seen.emplace(origin.region_path, origin.value).second) continue;
+      hazards.push_back({origin.value, std::move(hazard.reason), origin.region_path});
+    }
+    return hazards;
   } catch (const Error&) {
     return {};
   }
-  return HazardFinder(everything, values).run();
+}
+
+bool loops_end(const FuzzCase& fuzz_case) {
+  try {
+    return !has_control_flow(fuzz_case.graph) || inline_regions(fuzz_case).has_value();
+  } catch (const Error&) {
+    return true;  // (not for want of steps)
+  }
+}
+
+std::string describe_place(const Hazard& hazard) {
+  if (hazard.value < 0) return "(no value)";
+  std::string text = "%" + std::to_string(hazard.value);
+  for (std::size_t step = hazard.region_path.size(); step >= 2; step -= 2)
+    text += " in region " + std::to_string(hazard.region_path[step - 1]) + " of %" +
+            std::to_string(hazard.region_path[step - 2]);
+  return text;
 }
 
 int remove_hazards(FuzzCase& fuzz_case, RandomSource& random) {
   int replaced = 0;
   for (int round = 0; round < 32; ++round) {
     std::vector<Hazard> hazards = find_hazards(fuzz_case);
-    if (hazards.empty()) break;
-    std::vector<std::pair<ir::ValueId, runtime::Array>> replacements;
-    for (const Hazard& hazard : hazards)
-      replacements.emplace_back(hazard.value, random_input(fuzz_case.graph.type(hazard.value), random));
+    std::vector<Replacement> replacements;
+    for (const Hazard& hazard : hazards) {
+      if (hazard.value < 0) continue;  // nothing to replace
+      const ir::Graph* holder = &fuzz_case.graph;
+      for (std::size_t step = 0; step + 1 < hazard.region_path.size(); step += 2)
+        holder = &holder->node(static_cast<ir::ValueId>(hazard.region_path[step]))
+                      .regions[static_cast<std::size_t>(hazard.region_path[step + 1])];
+      replacements.push_back({hazard.region_path, hazard.value, random_input(holder->type(hazard.value), random)});
+    }
+    if (replacements.empty()) break;
     fuzz_case = replace_with_parameters(fuzz_case, replacements);
-    replaced += static_cast<int>(hazards.size());
+    replaced += static_cast<int>(replacements.size());
   }
   return replaced;
 }

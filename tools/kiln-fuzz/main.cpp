@@ -31,6 +31,9 @@
 // mode) are compared with finite differences. Graphs near kinks, poles or
 // overflow have their hazards replaced (gradient_hazards.h), counted by kind.
 // --half-precision generates bf16 and f16 values too.
+// Graphs have control flow (cond, while_loop, scan_loop) but with --gradients
+// or the cuda-emulated or cuda executors, which cannot check it: there the
+// generator makes none.
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
@@ -151,6 +154,10 @@ Options parse_options(int argc, char** argv) {
     else usage("unknown argument " + flag);
   }
   options.check = parse_executors(options.executors);
+  // No control flow where it cannot be checked: the CUDA JIT (and so its emulation) refuses it with a
+  // CompileError, and autodiff does not differentiate through it. (Child processes get the same arguments, so
+  // they regenerate the same graphs.)
+  options.generator.control_flow = !options.gradients && !options.check.cuda_emulated && !options.check.cuda;
   return options;
 }
 
@@ -339,7 +346,7 @@ int replay(const Options& options) {
   if (options.gradients)
     for (const Hazard& hazard : find_gradient_hazards(fuzz_case)) hazards.push_back(hazard);
   for (const Hazard& hazard : hazards)
-    std::cout << "warning: hazard at %" << hazard.value << ": " << hazard.reason
+    std::cout << "warning: hazard at " << describe_place(hazard) << ": " << hazard.reason
               << " (a mismatch there may not be a bug)\n";
   if (options.verbose && options.check.cuda_emulated) {
     try {

@@ -1,5 +1,6 @@
 #include "shrinker.h"
 
+#include "hazards.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "reference/reference_evaluator.h"
@@ -27,6 +28,7 @@ class Shrinker {
       progress = shrink_nodes() || progress;
       progress = shrink_parameters() || progress;
       progress = shrink_shapes() || progress;
+      progress = shrink_regions() || progress;
     }
     if (statistics) {
       statistics->attempts = attempts_;
@@ -42,7 +44,7 @@ class Shrinker {
   const ir::Graph& graph() const { return current_.graph; }
 
   bool attempt(FuzzCase candidate, const std::string& what) {
-    if (!budget_left() || ir::find_verifier_failure(candidate.graph)) return false;
+    if (!budget_left() || ir::find_verifier_failure(candidate.graph) || !loops_end(candidate)) return false;
     ++attempts_;
     if (!still_fails_(candidate)) return false;
     current_ = std::move(candidate);
@@ -148,6 +150,66 @@ class Shrinker {
       }
     }
     return changed;
+  }
+
+  // Every region of `graph` (as Replacement::region_path), each before those inside it.
+  static void find_regions(const ir::Graph& graph, const std::vector<std::int64_t>& prefix,
+                           std::vector<std::vector<std::int64_t>>& paths) {
+    for (ir::ValueId id = 0; id < graph.size(); ++id)
+      for (std::size_t region = 0; region < graph.node(id).regions.size(); ++region) {
+        std::vector<std::int64_t> path = prefix;
+        path.push_back(id);
+        path.push_back(static_cast<std::int64_t>(region));
+        paths.push_back(path);
+        find_regions(graph.node(id).regions[region], path, paths);
+      }
+  }
+
+  // The control node owning the region at `path` (its last two steps name the node and the region) in `graph`.
+  static ir::Node& control_node(ir::Graph& graph, const std::vector<std::int64_t>& path) {
+    ir::Graph* holder = &graph;
+    for (std::size_t step = 0; step + 2 < path.size(); step += 2)
+      holder = &holder->node(static_cast<ir::ValueId>(path[step])).regions[static_cast<std::size_t>(path[step + 1])];
+    return holder->node(static_cast<ir::ValueId>(path[path.size() - 2]));
+  }
+
+  // Inside regions (the other steps leave them whole): a cond's branches but one dropped (its index then clamped
+  // to that one), and a node bypassed as shrink_nodes does. A candidate renumbers the regions: the first one
+  // accepted ends the pass.
+  bool shrink_regions() {
+    std::vector<std::vector<std::int64_t>> paths;
+    find_regions(graph(), {}, paths);
+    for (const std::vector<std::int64_t>& path : paths) {
+      const std::string where =
+          "region " + std::to_string(path.back()) + " of %" + std::to_string(path[path.size() - 2]);
+      const ir::Node& control = control_node(current_.graph, path);
+      if (control.op == ir::Op::cond && control.regions.size() > 1 && path.back() == 0)
+        for (std::size_t branch = 0; branch < control.regions.size(); ++branch) {
+          FuzzCase candidate = current_;
+          ir::Node& node = control_node(candidate.graph, path);
+          std::vector<ir::Graph> kept = {node.regions[branch]};
+          node.regions = std::move(kept);
+          if (attempt(std::move(candidate),
+                      "keep branch " + std::to_string(branch) + " of %" + std::to_string(path[path.size() - 2])))
+            return true;
+        }
+      const ir::Graph& region = control.regions[static_cast<std::size_t>(path.back())];
+      for (ir::ValueId id = region.size() - 1; id >= 0; --id) {
+        const ir::Node& node = region.node(id);
+        if (node.op == ir::Op::parameter || node.op == ir::Op::constant) continue;
+        for (ir::ValueId operand : node.operands) {
+          if (!(region.type(operand) == node.type)) continue;
+          FuzzCase candidate = current_;
+          replace_uses(control_node(candidate.graph, path).regions[static_cast<std::size_t>(path.back())], id, operand);
+          tidy_regions(candidate.graph);
+          prune(candidate);
+          if (attempt(std::move(candidate),
+                      "bypass %" + std::to_string(id) + " (" + std::string(ir::name(node.op)) + ") in " + where))
+            return true;
+        }
+      }
+    }
+    return false;
   }
 
   FuzzCase current_;

@@ -8,7 +8,9 @@
 //     (which cuts everything upstream and keeps downstream values);
 //   - replace a parameter by a constant (its first input element);
 //   - shrink a dimension of a parameter, constant or iota (to 1, half, one
-//     less), retyping everything downstream (see reshape_source).
+//     less), retyping everything downstream (see reshape_source);
+//   - in regions, which the steps above leave whole: keep one branch of a
+//     cond, or bypass a node.
 
 #include "fuzz_case.h"
 
@@ -17,7 +19,8 @@
 namespace kiln::fuzz {
 
 // True if the candidate still fails the same way. The shrinker only offers
-// verified graphs; the predicate should reject candidates with hazards.
+// verified graphs whose loops end (hazards.h: loops_end); the predicate
+// should reject candidates with hazards.
 using StillFails = std::function<bool(const FuzzCase&)>;
 
 struct ShrinkOptions {
