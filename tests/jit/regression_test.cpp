@@ -438,5 +438,21 @@ TEST(JitRegression, APerColumnCoordinateIsComputedBeforeThePasses) {
                          {});
 }
 
+// kiln-fuzz (control-flow fuzzing, seed 22): a zero-size operand padded by concats to a row of constants is read
+// in place with a window of the row; its load did not move along the row, so the row kernel computed it once per
+// row, outside the loop that defines the window's position (the generated C++ did not compile).
+TEST(JitRegression, PaddingOfAZeroSizeValueReadInPlaceAcrossARow) {
+  expect_graph_agreement("zero-size value padded by two concats", R"(func @f(%0: f32[2,0]) -> (f32[3,1]) {
+  %1 = f32[2,1] constant(9)
+  %2 = f32[2,1] concat(%1, %0) {axis=1}
+  %3 = f32[1,1] constant(9)
+  %4 = f32[3,1] concat(%2, %3) {axis=0}
+  %5 = f32[3,1] exp(%4)
+  return %5
+}
+)",
+                         {zeros({2, 0})});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -270,10 +270,16 @@ void RowKernel::mark_varying() {
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     bool varies = false;
-    if (item.kind == Instance::Kind::load)
+    if (item.kind == Instance::Kind::load) {
       varies =
           emitter_.inner_coefficient(item.address, layout_) != 0 || emitter_.varies_in_middle(item.address, layout_);
-    else if (item.kind == Instance::Kind::gather)
+      // Padding read in place whose window covers part of a row: the padding or the value, element by element,
+      // even where the address does not move along the row (a zero-size operand padded to a row of constants).
+      if (!item.bounds.empty()) {
+        const auto [begin, end] = inner_window(item);
+        varies = varies || (end > begin && (begin > 0 || end < layout_.inner_size));
+      }
+    } else if (item.kind == Instance::Kind::gather)
       varies = emitter_.inner_coefficient(item.address, layout_) != 0 ||
                emitter_.varies_in_middle(item.address, layout_) || varying_[static_cast<std::size_t>(item.operands[0])];
     else if (item.kind == Instance::Kind::compute) {
