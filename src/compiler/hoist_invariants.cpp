@@ -92,14 +92,16 @@ class Hoisting {
       std::map<ir::ValueId, ir::ValueId> outside;
       for (std::size_t position = first_capture; position < region.parameters.size(); ++position)
         outside[region.parameters[position]] = loop.operands[position];
-      for (ir::ValueId value : moved) {
-        const ir::ValueId computed = compute_outside(region, value, outside);
-        loop.operands.push_back(computed);
+      // All of them first: replacing a moved value's uses rewires the region, moved values' operands included.
+      std::vector<ir::ValueId> computed;
+      for (ir::ValueId value : moved) computed.push_back(compute_outside(region, value, outside));
+      for (std::size_t position = 0; position < moved.size(); ++position) {
+        loop.operands.push_back(computed[position]);
         // A new capture of every region; in this one it stands for the moved value.
         for (std::size_t other = 0; other < loop.regions.size(); ++other) {
           ir::Graph& each = loop.regions[other];
-          const ir::ValueId parameter = each.add_parameter(result_.type(computed));
-          if (other == index) replace_uses(each, value, parameter);
+          const ir::ValueId parameter = each.add_parameter(result_.type(computed[position]));
+          if (other == index) replace_uses(each, moved[position], parameter);
         }
       }
     }

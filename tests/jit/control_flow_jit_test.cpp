@@ -132,6 +132,41 @@ TEST(ControlFlowJit, WorkOnCapturesAloneMovesOutOfTheLoop) {
   EXPECT_LT(optimized.rfind("reduce_sum("), optimized.rfind("scan_loop(")) << optimized;
 }
 
+// kiln-fuzz (seed 41, graph 379): moving a chain of invariant values (a cast and two sums of it) out of an inner
+// loop rewired the region before the chain's later links were copied out, so the copy took a region parameter
+// for a value of the enclosing graph (a crash).
+TEST(ControlFlowJit, AChainOfInvariantsMovesOutOfANestedLoopWhole) {
+  testing::expect_graph_agreement("nested scans", R"(func @fuzz_41_379() -> (i32[2,3,5,1,4]) {
+  %0 = i32[3,5,1,4] constant(2)
+  %1 = f32[1] constant(-1.344940423965454)
+  %2 = f32[3,3] constant(-0.05426304414868355)
+  %3 = i32[5,1] constant(-4)
+  %4 = i32[5,1] scan_loop(%3, %0, %1, %2) {carry_count=1, sequence_count=0, length=2, reverse=true} regions(
+    func @step(%0: i32[5,1], %1: i32[3,5,1,4], %2: f32[1], %3: f32[3,3]) -> (i32[5,1], i32[3,3,3], i32[3,5,1,4]) {
+      %4 = i32[3,3] constant(-6)
+      %5 = i32[5,1] scan_loop(%0, %1, %4, %4, %2, %3) {carry_count=2, sequence_count=1, length=3, reverse=true} regions(
+        func @step(%0: i32[5,1], %1: i32[3,5,1,4], %2: i32[3], %3: i32[3,3], %4: f32[1], %5: f32[3,3]) -> (i32[5,1], i32[3,5,1,4], i32[3,3]) {
+          %6 = i32[3,3] cast(%5)
+          %7 = i32[] reduce_sum(%6) {axes=[0,1], keepdims=false}
+          %8 = i32[5,1] bitwise_xor(%0, %7)
+          %9 = i32[] reduce_sum(%6) {axes=[0,1], keepdims=false}
+          %10 = i32[] constant(3)
+          %11 = i32[3,5,1,4] mul(%1, %10)
+          %12 = i32[3,5,1,4] add(%11, %9)
+          return %8, %12, %6
+        }
+      )
+      %6 = i32[3,3,3] result(%5) {index=2}
+      return %0, %6, %1
+    }
+  )
+  %5 = i32[2,3,5,1,4] result(%4) {index=2}
+  return %5
+}
+)",
+                                  {});
+}
+
 TEST(ControlFlowJit, BranchesOfHalfPrecisionValues) {
   const Tensor x = cast(random_tensor(DType::f32, {40}, 12), DType::bf16);
   const auto body = [](const Tensor& v) {
