@@ -38,6 +38,9 @@ void check_defined(const std::vector<Tensor>& tensors, const char* api, const st
 struct Region {
   ir::Graph graph;
   std::vector<ir::ValueId> outer_values;
+  // Whether it was traced with stop_gradient or custom_vjp marks, which the graph does not keep (a derivative
+  // through the node refuses it rather than ignore them).
+  bool marked = false;
 };
 
 // Traces `body` on fresh arguments of `types` as a region of `parent`'s trace.
@@ -68,7 +71,7 @@ Region trace_region(const std::shared_ptr<trace::TraceContext>& parent, const st
     if (value < 0) throw ValueError(api, name_of_output + " is a traced tensor of another function's trace", location);
     context->graph().outputs.push_back(value);
   }
-  Region region{std::move(context->graph()), context->outer_values()};
+  Region region{std::move(context->graph()), context->outer_values(), !context->differentiation_marks().empty()};
   ir::canonicalize(region.graph);
   return region;
 }
@@ -117,8 +120,10 @@ std::vector<Tensor> add_control_node(ir::Op op, std::vector<ir::ValueId> operand
   node.operands = std::move(operands);
   node.attributes = attributes;
   node.location = to_string(location);
+  const bool marked = std::any_of(regions.begin(), regions.end(), [](const Region& region) { return region.marked; });
   for (Region& region : regions) node.regions.push_back(std::move(region.graph));
   const ir::ValueId value = context->add_node(std::move(node));
+  if (marked) context->differentiation_marks().marked_controls.insert(value);
   const std::vector<ir::Type> results = ir::result_types(graph, value);
   graph.node(value).type = results.at(0);
   std::vector<Tensor> tensors{make_traced_tensor(context, value, context->device())};

@@ -1,10 +1,12 @@
 #include "autodiff/differentiate.h"
 
+#include "autodiff/control_rules.h"
 #include "autodiff/rules.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <map>
 
 namespace kiln::autodiff {
 namespace {
@@ -28,13 +30,6 @@ std::vector<bool> needed_nodes(const ir::Graph& graph, const Region& region, std
 }
 
 [[noreturn]] void refuse(const Region& region, const ir::Node& node) {
-  if (ir::is_control(node.op))
-    throw ValueError(region.api,
-                     std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")") +
-                         ": derivatives through control flow (cond, switch_case, while_loop, fori_loop, scan) are not "
-                         "implemented yet. Pass what does not need one through kiln::stop_gradient, or take the "
-                         "derivative inside the branch or loop body",
-                     region.location);
   throw ValueError(region.api,
                    std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")") +
                        " has no derivative: kiln cannot see inside host code. Give it one with kiln::custom_vjp, or "
@@ -66,6 +61,7 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
   }
 
   Emitter emitter(graph);
+  std::map<ValueId, std::vector<Tangent>> result_tangents;  // per control node, per result
   for (ValueId value = region.begin; value < end; ++value) {
     if (is_input[at(value)] || !needed[at(value)]) continue;
     if (region.marks && region.marks->stopped.contains(value)) continue;
@@ -89,11 +85,11 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
         continue;
       }
     }
-    // A control node's result 0 may be an integer while another result carries a tangent: checked on the operands.
-    if (ir::has_regions(node.op) && std::any_of(node.operands.begin(), node.operands.end(),
-                                                [&](ValueId operand) { return !tangents[at(operand)].is_zero(); }))
-      refuse(region, node);
-    if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
+    if (node.op == ir::Op::result) {  // the control node it reads (result 0's tangent may be zero) stored it
+      if (const auto found = result_tangents.find(node.operands[0]); found != result_tangents.end())
+        tangents[at(value)] = found->second.at(at(node.attributes.index));
+      continue;
+    }
     std::vector<Tangent> operand_tangents;
     bool any = false;
     for (ValueId operand : node.operands) {
@@ -101,6 +97,13 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
       any = any || !operand_tangents.back().is_zero();
     }
     if (!any) continue;
+    // Control flow: every result's tangent at once (result 0 may be an integer while another carries one).
+    if (ir::has_regions(node.op)) {
+      result_tangents[value] = linearize_control(graph, program, region, value, operand_tangents);
+      tangents[at(value)] = result_tangents[value].at(0);
+      continue;
+    }
+    if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
     const OpRule* rule = rule_for(node.op);
     if (!rule)
       throw InternalError(region.api, std::string(ir::name(node.op)) + " has no entry in the derivative rules",
@@ -132,14 +135,14 @@ namespace {
 // A custom_vjp call's transpose: its backward function, given the cotangents of all its outputs at once.
 void transpose_custom_call(Emitter& emitter, const Linearization& linearization, const LinearNode& node,
                            std::vector<ValueId>& cotangents) {
-  const trace::CustomDerivative& call = linearization.marks->custom[static_cast<std::size_t>(node.custom_call)];
+  const trace::CustomDerivative& call = linearization.marks->custom[static_cast<std::size_t>(node.call)];
   std::vector<ValueId> output_cotangents;
   for (std::size_t position = 0; position < call.outputs.size(); ++position) {
     ValueId cotangent = -1;
     for (int id = 0; id < linearization.program.size(); ++id) {
       const LinearNode& other = linearization.program.nodes()[static_cast<std::size_t>(id)];
-      if (other.kind == LinearKind::custom_output && other.custom_call == node.custom_call &&
-          other.custom_position == static_cast<int>(position))
+      if (other.kind == LinearKind::custom_output && other.call == node.call &&
+          other.position == static_cast<int>(position))
         cotangent = cotangents[static_cast<std::size_t>(id)];
     }
     output_cotangents.push_back(cotangent >= 0 ? cotangent : emitter.zeros(emitter.type(call.outputs[position])));
@@ -163,15 +166,31 @@ std::vector<ValueId> transpose(ir::Graph& graph, const Linearization& linearizat
       accumulate(emitter, cotangents, linearization.output_tangents[output], output_cotangents[output]);
 
   std::vector<bool> custom_done(linearization.marks ? linearization.marks->custom.size() : 0, false);
+  std::vector<bool> control_done(static_cast<std::size_t>(program.size()),
+                                 false);  // per control call (fewer than the program's nodes)
   for (int id = program.size() - 1; id >= 0; --id) {
     const ValueId cotangent = cotangents[static_cast<std::size_t>(id)];
     const LinearNode& node = program.nodes()[static_cast<std::size_t>(id)];
     if (cotangent < 0 || node.kind == LinearKind::input) continue;
     emitter.set_location(node.location);
+    if (node.kind == LinearKind::control_output) {
+      // As for a custom call: from the last of the node's outputs with a cotangent on, all of theirs are complete.
+      if (control_done[static_cast<std::size_t>(node.call)]) continue;
+      control_done[static_cast<std::size_t>(node.call)] = true;
+      const ControlCall& call = program.control(node.call);
+      std::vector<ValueId> result_cotangents;
+      for (Tangent output : call.outputs) result_cotangents.push_back(cotangents[static_cast<std::size_t>(output.id)]);
+      const std::vector<ValueId> operand_cotangents =
+          control_cotangents(graph, call, linearization.api, linearization.location, result_cotangents);
+      for (std::size_t operand = 0; operand < call.operand_tangents.size(); ++operand)
+        if (!call.operand_tangents[operand].is_zero())
+          accumulate(emitter, cotangents, call.operand_tangents[operand], operand_cotangents[operand]);
+      continue;
+    }
     if (node.kind == LinearKind::custom_output) {
       // The call's outputs are consecutive: from the last of them on, all of their cotangents are complete.
-      if (custom_done[static_cast<std::size_t>(node.custom_call)]) continue;
-      custom_done[static_cast<std::size_t>(node.custom_call)] = true;
+      if (custom_done[static_cast<std::size_t>(node.call)]) continue;
+      custom_done[static_cast<std::size_t>(node.call)] = true;
       emitter.set_location(linearization.location);
       transpose_custom_call(emitter, linearization, node, cotangents);
       continue;
@@ -203,6 +222,7 @@ std::vector<ValueId> apply_tangents(ir::Graph& graph, const Linearization& linea
 
   Emitter emitter(graph);
   std::vector<ValueId> values(size, -1);
+  std::map<int, std::vector<ValueId>> control_values;  // per control call, its tangent results
   for (std::size_t id = 0; id < size; ++id) {
     if (!needed[id]) continue;
     const LinearNode& node = program.nodes()[id];
@@ -215,6 +235,25 @@ std::vector<ValueId> apply_tangents(ir::Graph& graph, const Linearization& linea
                          "a kiln::custom_vjp function is in the way, and it has a reverse-mode derivative only (as "
                          "in JAX): use kiln::vjp or kiln::grad through it",
                          linearization.location);
+      case LinearKind::control_output: {
+        std::vector<ValueId>& results = control_values[node.call];
+        const ControlCall& call = program.control(node.call);
+        if (results.empty()) {
+          std::vector<ValueId> operand_tangents;
+          for (std::size_t operand = 0; operand < call.operand_tangents.size(); ++operand) {
+            const Tangent tangent = call.operand_tangents[operand];
+            const ValueId primal =
+                graph.node(call.node).operands[static_cast<std::size_t>(call.tangent_operands[operand])];
+            operand_tangents.push_back(tangent.is_zero() ? emitter.zeros(graph.type(primal))
+                                                         : values[static_cast<std::size_t>(tangent.id)]);
+          }
+          results = control_tangents(graph, call, linearization.api, operand_tangents);
+        }
+        const auto output = std::find_if(call.outputs.begin(), call.outputs.end(),
+                                         [&](Tangent tangent) { return tangent.id == static_cast<std::int32_t>(id); });
+        values[id] = results.at(static_cast<std::size_t>(output - call.outputs.begin()));
+        break;
+      }
       case LinearKind::op: {
         std::vector<ValueId> operands;
         for (const LinearOperand& operand : node.operands)

@@ -37,10 +37,30 @@ Tangent LinearProgram::custom_output(int call, int position, const ir::Type& typ
   node.kind = LinearKind::custom_output;
   node.type = type;
   node.operands = std::move(inputs);
-  node.custom_call = call;
-  node.custom_position = position;
+  node.call = call;
+  node.position = position;
   node.custom_inputs = std::move(input_positions);
   return push(std::move(node));
+}
+
+const ControlCall& LinearProgram::control_call(ControlCall call, const std::vector<ir::Type>& result_types) {
+  const int index = static_cast<int>(controls_.size());
+  std::vector<LinearOperand> operands;
+  for (Tangent tangent : call.operand_tangents)
+    if (!tangent.is_zero()) operands.push_back(LinearOperand::of(tangent));
+  call.outputs.clear();
+  for (int result : call.tangent_results) {
+    LinearNode node;
+    node.kind = LinearKind::control_output;
+    node.type = result_types.at(static_cast<std::size_t>(result));
+    node.operands = operands;
+    node.call = index;
+    node.position = result;
+    node.location = call.location;
+    call.outputs.push_back(push(std::move(node)));
+  }
+  controls_.push_back(std::move(call));
+  return controls_.back();
 }
 
 }  // namespace kiln::autodiff

@@ -32,9 +32,21 @@ struct LinearOperand {
 };
 
 enum class LinearKind {
-  input,          // the tangent of an input of the differentiated computation
-  op,             // a linear op of the op table
-  custom_output,  // an output of a kiln::custom_vjp call: its transpose is the user's backward function
+  input,           // the tangent of an input of the differentiated computation
+  op,              // a linear op of the op table
+  custom_output,   // an output of a kiln::custom_vjp call: its transpose is the user's backward function
+  control_output,  // a result of a control node (cond, while_loop, scan_loop): derived from its regions
+};
+
+// A control node of the graph being differentiated, as the program sees it (control_rules.h): the operands whose
+// tangents flow into its regions and the results whose tangents flow out, with the program's tangents of each.
+struct ControlCall {
+  ValueId node = -1;                      // the forward control node
+  std::vector<int> tangent_operands;      // operand positions, in order
+  std::vector<Tangent> operand_tangents;  // one per tangent operand; zero where it has none (a loop's carry)
+  std::vector<int> tangent_results;       // result positions, in order
+  std::vector<Tangent> outputs;           // one control_output per tangent result
+  std::string location;
 };
 
 struct LinearNode {
@@ -45,8 +57,10 @@ struct LinearNode {
   std::vector<LinearOperand> operands;  // custom_output: the tangents of the call's inputs (zero ones left out)
   std::string location;                 // the forward op's line
   int input = -1;                       // input: its position among the inputs
-  int custom_call = -1;                 // custom_output: the call (trace::DifferentiationMarks::custom) ...
-  int custom_position = -1;             // ... and which of its outputs
+  // custom_output: the call (trace::DifferentiationMarks::custom); control_output: the ControlCall. Then which
+  // of its outputs (for a control call: which of the node's results).
+  int call = -1;
+  int position = -1;
   std::vector<int> custom_inputs;       // custom_output: the call's input position of each operand
 };
 
@@ -60,6 +74,11 @@ class LinearProgram {
                 ir::Type declared, const std::string& location);
   Tangent custom_output(int call, int position, const ir::Type& type, std::vector<LinearOperand> inputs,
                         std::vector<int> input_positions);
+  // Records `call` (its outputs left empty) and adds a control_output per tangent result, reading the operand
+  // tangents that are not zero.
+  const ControlCall& control_call(ControlCall call, const std::vector<ir::Type>& result_types);
+
+  const ControlCall& control(int call) const { return controls_[static_cast<std::size_t>(call)]; }
 
   const LinearNode& node(Tangent tangent) const { return nodes_[static_cast<std::size_t>(tangent.id)]; }
   const ir::Type& type(Tangent tangent) const { return node(tangent).type; }
@@ -74,6 +93,7 @@ class LinearProgram {
 
   const ir::Graph* graph_;
   std::vector<LinearNode> nodes_;
+  std::vector<ControlCall> controls_;
 };
 
 }  // namespace kiln::autodiff

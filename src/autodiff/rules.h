@@ -94,6 +94,7 @@ enum class Derivative {
   rule,     // the JVP rule gives it (and the transpose rule, for an op that tangents are built from)
   none,     // no derivative flows: sources (parameter, constant, iota), piecewise constant ops (floor, sign,
             // comparisons), integer and bool results (argmax, bitwise ops, argsort, top_k's indices)
+  regions,  // control flow: derived from its regions (control_rules.h), not by a rule of its own
   refused,  // unknown (host_call: code kiln cannot see): differentiating through it is an error
 };
 

@@ -192,11 +192,11 @@ const OpRule rules[] = {
     {Op::squeeze, rule, jvp_linear, transpose_reshape},
     {Op::host_call, Derivative::refused},
     {Op::nonzero, none},
-    // Not yet: control flow's derivatives (the regions' own, transformed).
-    {Op::cond, Derivative::refused},
-    {Op::while_loop, Derivative::refused},
-    {Op::scan_loop, Derivative::refused},
-    {Op::result, Derivative::refused},
+    // Control flow: the derivatives of its regions (control_rules.h).
+    {Op::cond, Derivative::regions},
+    {Op::while_loop, Derivative::regions},
+    {Op::scan_loop, Derivative::regions},
+    {Op::result, Derivative::regions},
 };
 
 }  // namespace

@@ -29,6 +29,10 @@ struct DifferentiationMarks {
   std::set<ir::ValueId> stopped;  // values made by stop_gradient: their derivative is zero
   std::vector<CustomDerivative> custom;
   std::map<ir::ValueId, std::pair<int, int>> custom_outputs;  // an output value -> (its call in `custom`, position)
+  // Control nodes whose regions were traced with marks of their own: a region is a graph apart, which keeps none.
+  std::set<ir::ValueId> marked_controls;
+
+  bool empty() const { return stopped.empty() && custom.empty() && marked_controls.empty(); }
 
   void add_custom(CustomDerivative derivative) {
     const int call = static_cast<int>(custom.size());

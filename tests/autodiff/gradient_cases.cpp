@@ -4,6 +4,8 @@
 
 #include "autodiff/gradient_check.h"
 
+#include <functional>
+
 namespace kiln::testing {
 namespace {
 
@@ -322,6 +324,86 @@ void add_composites(std::vector<GradientCase>& cases) {
                    {input({4, 3}, next())}});
 }
 
+// Control flow: derivatives of regions (src/autodiff/control_rules.h). Predicates sit far from their switching
+// point, so that the differences' steps keep the branch taken. A while_loop has a forward-mode derivative only
+// (tests/autodiff/control_flow_test.cpp).
+void add_control_flow(std::vector<GradientCase>& cases, const std::function<std::uint64_t()>& next) {
+  for (const double side : {1.0, -1.0}) {
+    cases.push_back({side > 0 ? "cond, true branch, tuple and capture" : "cond, false branch, tuple and capture",
+                     {"cond"},
+                     [side](const Tensors& x) {
+                       const Tensor scale = x[2];  // captured by both branches
+                       const auto [first, second] = cond(
+                           reduce_sum(x[0]) * side > -100.0,
+                           [&](const Tensor& a, const Tensor& b) {
+                             return std::tuple{sin(a) * b * scale, reduce_sum(a * b, {0})};
+                           },
+                           [&](const Tensor& a, const Tensor& b) {
+                             return std::tuple{a / (b * b + 1.0), reduce_sum(exp(a), {0}) * scale};
+                           },
+                           x[0] * side + (side < 0 ? 1000.0 : 0.0), x[1]);
+                       return Tensors{first, second};
+                     },
+                     {input({3, 4}, next()), input({4}, next()), input({}, next())}});
+  }
+  cases.push_back({"switch_case, clamped index, rank 0",
+                   {"cond"},
+                   [](const Tensors& x) {
+                     const std::tuple branches{[](const Tensor& a) { return a * a * a; },
+                                               [](const Tensor& a) { return tanh(a); },
+                                               [](const Tensor& a) { return a * (a + 1.0); }};
+                     return Tensors{switch_case(integers(x[1], DType::i32), branches, x[0])};
+                   },
+                   {input({}, next()), from_vector<double>({7}, Shape())}});
+  for (const bool reverse : {false, true}) {
+    cases.push_back({reverse ? "scan reversed, recurrent cell with captured weights" : "scan, recurrent cell",
+                     {"scan_loop", "result"},
+                     [reverse](const Tensors& x) {
+                       const Tensor weights = x[1], bias = x[3];
+                       const auto [last, outputs] = scan(
+                           [&](const Tensor& state, const Tensor& element) {
+                             const Tensor next = tanh(matmul(state, weights) + element + bias);
+                             return std::pair{next, std::tuple{next * state, reduce_sum(element)}};
+                           },
+                           x[0], x[2], {.reverse = reverse});
+                       return Tensors{last, std::get<0>(outputs), std::get<1>(outputs)};
+                     },
+                     {input({2, 3}, next()), input({3, 3}, next()), input({5, 2, 3}, next()), input({3}, next())}});
+  }
+  cases.push_back(
+      {"fori_loop of static bounds: integer and float carries",
+       {"scan_loop"},
+       [](const Tensors& x) {
+         const auto [count, value] = fori_loop(
+             0, 4,
+             [&](const Tensor& i, const std::pair<Tensor, Tensor>& state) {
+               return std::pair{state.first + 1, state.second * cos(state.second) + cast(i, DType::f64) * x[1]};
+             },
+             std::pair{integers(x[2], DType::i32), x[0]});
+         return Tensors{value, cast(count, DType::f64) * x[0]};
+       },
+       {input({4}, next()), input({4}, next()), from_vector<double>({2}, Shape())}});
+  cases.push_back({"scan of length 0, and a cond in a scan",
+                   {"scan_loop", "cond"},
+                   [](const Tensors& x) {
+                     const auto [empty_last, empty_outputs] = scan(
+                         [](const Tensor& state, const Tensor& element) {
+                           return std::pair{state * element, state + element};
+                         },
+                         x[0], x[1]);
+                     const auto [last, outputs] = scan(
+                         [](const Tensor& state, const Tensor& element) {
+                           const Tensor next = cond(
+                               element > 0.0, [](const Tensor& s, const Tensor& e) { return s * e; },
+                               [](const Tensor& s, const Tensor& e) { return s - sin(e); }, state, element);
+                           return std::pair{next, next * next};
+                         },
+                         x[0], x[2]);
+                     return Tensors{empty_last, empty_outputs, last, outputs};
+                   },
+                   {input({}, next()), input({0}, next()), input({6}, next())}});
+}
+
 }  // namespace
 
 std::vector<GradientCase> gradient_cases() {
@@ -331,6 +413,8 @@ std::vector<GradientCase> gradient_cases() {
   add_matmuls(cases);
   add_shape_ops(cases);
   add_composites(cases);
+  std::uint64_t seed = 900;
+  add_control_flow(cases, [&seed] { return ++seed; });
   return cases;
 }
 

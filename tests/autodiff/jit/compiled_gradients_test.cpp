@@ -53,6 +53,10 @@ void expect_compiled_vjp_agrees(const GradientCase& gradient_case) {
       return expect_vjp_agrees<5>(label, gradient_case.function, inputs, arguments);
     case 6:
       return expect_vjp_agrees<6>(label, gradient_case.function, inputs, arguments);
+    case 7:
+      return expect_vjp_agrees<7>(label, gradient_case.function, inputs, arguments);
+    case 8:
+      return expect_vjp_agrees<8>(label, gradient_case.function, inputs, arguments);
     default:
       FAIL() << label << ": " << arguments.size() << " inputs and cotangents";
   }

@@ -1,0 +1,369 @@
+#include "autodiff/control_rules.h"
+
+#include "autodiff/emitter.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::autodiff {
+namespace {
+
+std::size_t at(std::int64_t index) { return static_cast<std::size_t>(index); }
+
+// A region being differentiated: a copy of it, to which the derivative adds parameters (tangents, cotangents) and
+// nodes, finished as a region of the new control node once its parameters are put in the node's operand order.
+class RegionCopy {
+ public:
+  RegionCopy(const ir::Graph& region, const char* suffix)
+      : graph_(region), parameters_(region.parameters), outputs_(region.outputs) {
+    graph_.name += suffix;
+  }
+
+  ir::Graph& graph() { return graph_; }
+  // The original region's parameters and outputs, as values of the copy.
+  ValueId parameter(std::size_t index) const { return parameters_.at(index); }
+  const std::vector<ValueId>& parameters() const { return parameters_; }
+  ValueId output(std::size_t index) const { return outputs_.at(index); }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  const ir::Type& type(ValueId value) const { return graph_.type(value); }
+
+  // A parameter of `type` added at the end of the copy (put in place by finish()).
+  ValueId add_parameter(const ir::Type& type) { return graph_.add_parameter(type); }
+
+  // The region: `parameters` (every parameter of the copy, in the new node's order) returning `outputs`, with what
+  // no output needs removed.
+  ir::Graph finish(std::vector<ValueId> parameters, std::vector<ValueId> outputs) && {
+    if (parameters.size() != graph_.parameters.size())
+      throw InternalError("autodiff", "a differentiated region lost a parameter", std::string());
+    graph_.parameters = std::move(parameters);
+    graph_.outputs = std::move(outputs);
+    ir::canonicalize(graph_);
+    ir::remove_dead_nodes(graph_);
+    return std::move(graph_);
+  }
+
+ private:
+  ir::Graph graph_;
+  std::vector<ValueId> parameters_;
+  std::vector<ValueId> outputs_;
+};
+
+// The derivative of a region's `outputs` with respect to its parameters `inputs`, linearized inside the copy (the
+// same rules as for any graph; a region has no stop_gradient or custom_vjp marks: linearize_control refuses those).
+Linearization linearize_region(RegionCopy& copy, const std::vector<ValueId>& inputs,
+                               const std::vector<ValueId>& outputs, const std::string& api,
+                               const std::string& location) {
+  const Region region{0, nullptr, api, location};
+  return linearize(copy.graph(), region, inputs, outputs);
+}
+
+// Parameters (or operands) `base`, split into consecutive groups ending at `ends` (carries, sequences, captures),
+// with `extra[j]` (a tangent or cotangent of base[positions[j]]) appended to the group of base[positions[j]]: a
+// derivative's node keeps each tangent in the group of its primal, as the node's layout requires.
+std::vector<ValueId> grouped(const std::vector<ValueId>& base, const std::vector<std::size_t>& ends,
+                             const std::vector<int>& positions, const std::vector<ValueId>& extra) {
+  std::vector<ValueId> result;
+  std::size_t begin = 0;
+  for (std::size_t end : ends) {
+    result.insert(result.end(), base.begin() + static_cast<std::ptrdiff_t>(begin),
+                  base.begin() + static_cast<std::ptrdiff_t>(end));
+    for (std::size_t j = 0; j < positions.size(); ++j)
+      if (at(positions[j]) >= begin && at(positions[j]) < end) result.push_back(extra[j]);
+    begin = end;
+  }
+  return result;
+}
+
+// A control node added to `graph`, typed by its regions; its results (the node, then a `result` node per other).
+std::vector<ValueId> add_control(ir::Graph& graph, ir::Op op, std::vector<ValueId> operands,
+                                 const ir::Attributes& attributes, std::vector<ir::Graph> regions,
+                                 const std::string& location) {
+  ir::Node node;
+  node.op = op;
+  node.operands = std::move(operands);
+  node.attributes = attributes;
+  node.location = location;
+  node.regions = std::move(regions);
+  const ValueId value = graph.add(std::move(node));
+  const std::vector<ir::Type> types = ir::result_types(graph, value);
+  graph.node(value).type = types.at(0);
+  std::vector<ValueId> results{value};
+  for (std::size_t index = 1; index < types.size(); ++index) {
+    ir::Node result;
+    result.op = ir::Op::result;
+    result.type = types[index];
+    result.operands = {value};
+    result.attributes.index = static_cast<std::int64_t>(index);
+    result.location = location;
+    results.push_back(graph.add(std::move(result)));
+  }
+  return results;
+}
+
+// The region parameters of a node's operands: a cond's index has none.
+int leading_operands(const ir::Node& node) { return node.op == ir::Op::cond ? 1 : 0; }
+
+// The ends of the operand groups of a node's regions' parameters (carries, sequences, captures; a cond's are one).
+std::vector<std::size_t> parameter_groups(const ir::Node& node, std::size_t parameters) {
+  if (node.op == ir::Op::cond) return {parameters};
+  const auto carries = at(node.attributes.carry_count), sequences = at(node.attributes.sequence_count);
+  if (node.op == ir::Op::while_loop) return {carries, parameters};
+  return {carries, carries + sequences, parameters};
+}
+
+// The call's tangent operands as positions among the regions' parameters.
+std::vector<int> parameter_positions(const ir::Node& node, const ControlCall& call) {
+  std::vector<int> positions;
+  for (int operand : call.tangent_operands) positions.push_back(operand - leading_operands(node));
+  return positions;
+}
+
+// One parameter per value of `of` (in `copy`), of its type: the tangents or cotangents the derivative reads.
+std::vector<ValueId> parameters_like(RegionCopy& copy, const std::vector<ValueId>& of) {
+  std::vector<ValueId> added;
+  for (ValueId value : of) {
+    const ir::Type type = copy.type(value);
+    added.push_back(copy.add_parameter(type));
+  }
+  return added;
+}
+
+std::vector<ValueId> pick(const std::vector<ValueId>& values, const std::vector<int>& positions) {
+  std::vector<ValueId> picked;
+  for (int position : positions) picked.push_back(values.at(at(position)));
+  return picked;
+}
+
+}  // namespace
+
+// ---- Forward mode ----
+
+// The JVP of a control node: the same node over regions that also take the tangents of the tangent operands and
+// return (after what the node's layout needs of the originals: a loop's carries) the tangents of its tangent
+// results. A loop carries each tangent beside its carry; a cond returns the tangents alone.
+std::vector<ValueId> control_tangents(ir::Graph& graph, const ControlCall& call, const std::string& api,
+                                      std::span<const ValueId> operand_tangents) {
+  const ir::Node node = graph.node(call.node);  // a copy: adding nodes moves the list
+  const std::vector<int> positions = parameter_positions(node, call);
+  const std::vector<ValueId> tangents(operand_tangents.begin(), operand_tangents.end());
+  const auto carries = static_cast<std::size_t>(node.attributes.carry_count);
+  const bool loop = node.op != ir::Op::cond;
+
+  std::vector<ir::Graph> regions;
+  for (std::size_t index = 0; index < node.regions.size(); ++index) {
+    RegionCopy copy(node.regions[index], ".jvp");
+    const std::vector<ValueId> inputs = pick(copy.parameters(), positions);
+    const std::vector<ValueId> tangent_parameters = parameters_like(copy, inputs);
+    const std::vector<ValueId> parameters =
+        grouped(copy.parameters(), parameter_groups(node, copy.parameters().size()), positions, tangent_parameters);
+    if (node.op == ir::Op::while_loop && index == 0) {  // the condition: reads the carries only
+      regions.push_back(std::move(copy).finish(parameters, copy.outputs()));
+      continue;
+    }
+    const std::vector<ValueId> outputs = pick(copy.outputs(), call.tangent_results);
+    const Linearization linearization = linearize_region(copy, inputs, outputs, api, call.location);
+    std::vector<ValueId> new_outputs;
+    if (loop) new_outputs.assign(copy.outputs().begin(), copy.outputs().begin() + static_cast<std::ptrdiff_t>(carries));
+    for (ValueId tangent : apply_tangents(copy.graph(), linearization, tangent_parameters))
+      new_outputs.push_back(tangent);
+    regions.push_back(std::move(copy).finish(parameters, new_outputs));
+  }
+
+  std::vector<ValueId> operands(node.operands.begin() + leading_operands(node), node.operands.end());
+  operands = grouped(operands, parameter_groups(node, operands.size()), positions, tangents);
+  if (node.op == ir::Op::cond) operands.insert(operands.begin(), node.operands[0]);
+  ir::Attributes attributes = node.attributes;
+  const auto tangent_count = [&](std::size_t begin, std::size_t end) {
+    return static_cast<std::int64_t>(std::count_if(
+        positions.begin(), positions.end(), [&](int position) { return at(position) >= begin && at(position) < end; }));
+  };
+  if (loop) {
+    attributes.carry_count += tangent_count(0, carries);
+    attributes.sequence_count += tangent_count(carries, carries + at(node.attributes.sequence_count));
+  }
+  const std::vector<ValueId> results =
+      add_control(graph, node.op, std::move(operands), attributes, std::move(regions), call.location);
+  // A loop's results: its carries, the tangent carries, then (a scan's) stacked tangent outputs.
+  return {results.begin() + static_cast<std::ptrdiff_t>(loop ? carries : 0), results.end()};
+}
+
+// ---- Reverse mode ----
+
+namespace {
+
+// The VJP of a cond: a cond of the branches' VJPs, each recomputing its branch from the operands.
+std::vector<ValueId> cond_cotangents(ir::Graph& graph, const ir::Node& node, const ControlCall& call,
+                                     const std::string& api, const std::vector<ValueId>& cotangents) {
+  const std::vector<int> positions = parameter_positions(node, call);
+  std::vector<ir::Graph> branches;
+  for (const ir::Graph& branch : node.regions) {
+    RegionCopy copy(branch, ".vjp");
+    const std::vector<ValueId> outputs = pick(copy.outputs(), call.tangent_results);
+    const std::vector<ValueId> cotangent_parameters = parameters_like(copy, outputs);
+    const Linearization linearization =
+        linearize_region(copy, pick(copy.parameters(), positions), outputs, api, call.location);
+    const std::vector<ValueId> gradients = transpose(copy.graph(), linearization, cotangent_parameters);
+    std::vector<ValueId> parameters = copy.parameters();
+    parameters.insert(parameters.end(), cotangent_parameters.begin(), cotangent_parameters.end());
+    branches.push_back(std::move(copy).finish(std::move(parameters), gradients));
+  }
+  std::vector<ValueId> operands = node.operands;
+  operands.insert(operands.end(), cotangents.begin(), cotangents.end());
+  return add_control(graph, ir::Op::cond, std::move(operands), node.attributes, std::move(branches), call.location);
+}
+
+// The VJP of a scan: a scan that stacks each step's carries (the residuals), then a scan in the other direction
+// whose body recomputes the step from its carries and element and applies the step's VJP. Its carries are the
+// cotangents of the float carries and the sums of the captures' cotangents; it stacks those of the sequences.
+std::vector<ValueId> scan_cotangents(ir::Graph& graph, const ir::Node& node, const ControlCall& call,
+                                     const std::string& api, const std::vector<ValueId>& cotangents) {
+  const ir::Graph& body = node.regions.at(0);
+  const auto carries = at(node.attributes.carry_count), sequences = at(node.attributes.sequence_count);
+  const std::size_t outputs = body.outputs.size();
+
+  // Each step's carries, stacked: what the backward steps recompute from.
+  std::vector<ValueId> stacked_carries;
+  if (carries > 0) {
+    RegionCopy residuals(body, ".residuals");
+    std::vector<ValueId> residual_outputs = residuals.outputs();
+    for (std::size_t index = 0; index < carries; ++index) residual_outputs.push_back(residuals.parameter(index));
+    std::vector<ir::Graph> regions;
+    regions.push_back(std::move(residuals).finish(residuals.parameters(), residual_outputs));
+    const std::vector<ValueId> results =
+        add_control(graph, ir::Op::scan_loop, node.operands, node.attributes, std::move(regions), call.location);
+    stacked_carries.assign(results.begin() + static_cast<std::ptrdiff_t>(outputs), results.end());
+  }
+
+  // The tangent operands by group: float carries (all of them), sequences, captures.
+  std::vector<int> carry_positions, sequence_positions, capture_positions;
+  for (int position : call.tangent_operands)
+    (at(position) < carries               ? carry_positions
+     : at(position) < carries + sequences ? sequence_positions
+                                          : capture_positions)
+        .push_back(position);
+  std::vector<int> carry_results, output_results;  // tangent results: float carries, then stacked outputs
+  std::vector<ValueId> carry_cotangents, output_cotangents;
+  for (std::size_t j = 0; j < call.tangent_results.size(); ++j) {
+    const bool is_carry = at(call.tangent_results[j]) < carries;
+    (is_carry ? carry_results : output_results).push_back(call.tangent_results[j]);
+    (is_carry ? carry_cotangents : output_cotangents).push_back(cotangents[j]);
+  }
+
+  RegionCopy step(body, ".vjp");
+  Emitter emitter(step.graph());
+  emitter.set_location(call.location);
+  const std::vector<ValueId> carry_parameters = parameters_like(step, pick(step.outputs(), carry_results));
+  std::vector<ValueId> sums;  // the captures' cotangents summed over the steps so far
+  for (int position : capture_positions) sums.push_back(step.add_parameter(step.type(step.parameter(at(position)))));
+  const std::vector<ValueId> output_parameters = parameters_like(step, pick(step.outputs(), output_results));
+  std::vector<ValueId> step_cotangents = carry_parameters;
+  step_cotangents.insert(step_cotangents.end(), output_parameters.begin(), output_parameters.end());
+  const Linearization linearization = linearize_region(step, pick(step.parameters(), call.tangent_operands),
+                                                       pick(step.outputs(), call.tangent_results), api, call.location);
+  const std::vector<ValueId> gradients = transpose(step.graph(), linearization, step_cotangents);
+  // gradients: the float carries', the sequences' elements', the captures', as call.tangent_operands.
+  std::vector<ValueId> step_outputs(gradients.begin(),
+                                    gradients.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()));
+  const std::size_t first_capture = carry_positions.size() + sequence_positions.size();
+  for (std::size_t j = 0; j < sums.size(); ++j)
+    step_outputs.push_back(emitter.add(sums[j], gradients[first_capture + j]));
+  step_outputs.insert(step_outputs.end(), gradients.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()),
+                      gradients.begin() + static_cast<std::ptrdiff_t>(first_capture));
+  // Parameters: the carries' cotangents and the sums (the backward carries), this step's carries, element and
+  // outputs' cotangents (the backward sequences), the captures.
+  const std::vector<ValueId>& original = step.parameters();
+  std::vector<ValueId> step_parameters = carry_parameters;
+  step_parameters.insert(step_parameters.end(), sums.begin(), sums.end());
+  step_parameters.insert(step_parameters.end(), original.begin(),
+                         original.begin() + static_cast<std::ptrdiff_t>(carries + sequences));
+  step_parameters.insert(step_parameters.end(), output_parameters.begin(), output_parameters.end());
+  step_parameters.insert(step_parameters.end(), original.begin() + static_cast<std::ptrdiff_t>(carries + sequences),
+                         original.end());
+  std::vector<ir::Graph> regions;
+  regions.push_back(std::move(step).finish(std::move(step_parameters), std::move(step_outputs)));
+
+  Emitter outer(graph);
+  outer.set_location(call.location);
+  std::vector<ValueId> operands = carry_cotangents;
+  for (int position : capture_positions) operands.push_back(outer.zeros(graph.type(node.operands.at(at(position)))));
+  operands.insert(operands.end(), stacked_carries.begin(), stacked_carries.end());
+  operands.insert(operands.end(), node.operands.begin() + static_cast<std::ptrdiff_t>(carries),
+                  node.operands.begin() + static_cast<std::ptrdiff_t>(carries + sequences));
+  operands.insert(operands.end(), output_cotangents.begin(), output_cotangents.end());
+  operands.insert(operands.end(), node.operands.begin() + static_cast<std::ptrdiff_t>(carries + sequences),
+                  node.operands.end());
+  ir::Attributes attributes = node.attributes;
+  attributes.carry_count = static_cast<std::int64_t>(carry_positions.size() + capture_positions.size());
+  attributes.sequence_count = static_cast<std::int64_t>(carries + sequences + output_parameters.size());
+  attributes.reverse = !node.attributes.reverse;
+  const std::vector<ValueId> results =
+      add_control(graph, ir::Op::scan_loop, std::move(operands), attributes, std::move(regions), call.location);
+  // Results: the float carries' cotangents, the captures', the sequences' (stacked); returned as tangent_operands.
+  std::vector<ValueId> operand_cotangents(results.begin(),
+                                          results.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()));
+  const auto after_sums = static_cast<std::ptrdiff_t>(carry_positions.size() + capture_positions.size());
+  operand_cotangents.insert(operand_cotangents.end(), results.begin() + after_sums, results.end());
+  operand_cotangents.insert(operand_cotangents.end(),
+                            results.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()),
+                            results.begin() + after_sums);
+  return operand_cotangents;
+}
+
+}  // namespace
+
+std::vector<Tangent> linearize_control(const ir::Graph& graph, LinearProgram& program, const Region& region,
+                                       ValueId value, std::span<const Tangent> operand_tangents) {
+  const ir::Node& node = graph.node(value);
+  const std::string where =
+      std::string(ir::name(node.op)) + (node.location.empty() ? "" : " (at " + node.location + ")");
+  if (region.marks && region.marks->marked_controls.contains(value))
+    throw ValueError(region.api,
+                     where +
+                         ": its branches or body call kiln::stop_gradient or kiln::custom_vjp, which a derivative "
+                         "through control flow does not see yet: call them outside the construct",
+                     region.location);
+  const std::vector<ir::Type> results = ir::result_types(graph, value);
+  ControlCall call;
+  call.node = value;
+  call.location = node.location;
+  const bool loop = node.op != ir::Op::cond;
+  for (std::size_t operand = at(leading_operands(node)); operand < node.operands.size(); ++operand) {
+    if (!is_floating(graph.type(node.operands[operand]).dtype)) continue;
+    // A loop's float carry may gain a tangent from the body even where its initial value has none.
+    const bool carried = loop && operand < at(node.attributes.carry_count);
+    if (!carried && operand_tangents[operand].is_zero()) continue;
+    call.tangent_operands.push_back(static_cast<int>(operand));
+    call.operand_tangents.push_back(operand_tangents[operand]);
+  }
+  for (std::size_t result = 0; result < results.size(); ++result)
+    if (is_floating(results[result].dtype)) call.tangent_results.push_back(static_cast<int>(result));
+  const ControlCall& recorded = program.control_call(std::move(call), results);
+  std::vector<Tangent> tangents(results.size());
+  for (std::size_t j = 0; j < recorded.tangent_results.size(); ++j)
+    tangents[at(recorded.tangent_results[j])] = recorded.outputs[j];
+  return tangents;
+}
+
+std::vector<ValueId> control_cotangents(ir::Graph& graph, const ControlCall& call, const std::string& api,
+                                        const std::string& location, std::span<const ValueId> result_cotangents) {
+  const ir::Node node = graph.node(call.node);  // a copy: adding nodes moves the list
+  if (node.op == ir::Op::while_loop)
+    throw ValueError(api,
+                     "while_loop" + (node.location.empty() ? std::string() : " (at " + node.location + ")") +
+                         " has no reverse-mode derivative: its trip count is known only once it has run, so the "
+                         "steps to go back through are not stored (as in JAX). Use fori_loop with int bounds or "
+                         "scan for a loop to differentiate, or jvp (forward mode)",
+                     location);
+  const std::vector<ir::Type> types = ir::result_types(graph, call.node);
+  Emitter emitter(graph);
+  emitter.set_location(call.location);
+  std::vector<ValueId> cotangents;
+  for (std::size_t j = 0; j < call.tangent_results.size(); ++j)
+    cotangents.push_back(result_cotangents[j] >= 0 ? result_cotangents[j]
+                                                   : emitter.zeros(types.at(at(call.tangent_results[j]))));
+  if (node.op == ir::Op::cond) return cond_cotangents(graph, node, call, api, cotangents);
+  return scan_cotangents(graph, node, call, api, cotangents);
+}
+
+}  // namespace kiln::autodiff
