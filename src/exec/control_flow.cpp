@@ -1,6 +1,7 @@
 #include "exec/control_flow.h"
 
 #include "exec/executable.h"
+#include "kernels/cpu/gemm_invariant.h"
 
 #include <kiln/error.h>
 
@@ -116,6 +117,14 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
                                         std::span<const runtime::Array> operands, Device device,
                                         const RegionRunner& run_region) {
   const ir::Node& node = graph.node(value);
+  // A loop's captures stay as they are until it ends: products with them as B pack it once (gemm_invariant.h).
+  std::vector<std::span<const std::byte>> captured;
+  if (device.is_cpu() && node.op != ir::Op::cond) {
+    const auto first = static_cast<std::size_t>(node.attributes.carry_count + node.attributes.sequence_count);
+    for (std::size_t operand = first; operand < operands.size(); ++operand)
+      captured.emplace_back(static_cast<const std::byte*>(operands[operand].raw()), operands[operand].bytes());
+  }
+  const kernels::cpu::InvariantOperands invariant(std::move(captured));
   switch (node.op) {
     case ir::Op::cond:
       return run_cond(node, operands, run_region);

@@ -1,6 +1,7 @@
 // kiln's own GEMM (kernels/cpu/gemm.h) against a float64 reference, and the contract of its epilogue.
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_invariant.h"
 
 #include "runtime/parallel.h"
 #include "support/test_support.h"
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -329,6 +331,60 @@ TEST(GemmEpilogue, TilesWithoutCEqualTheWrittenCWholeDepth) {
   EXPECT_TRUE(plan_sgemm(m, n, k).whole_depth);
   EXPECT_TRUE(plan_sgemm(1024, 1024, 512).whole_depth);  // shallow enough for kiln's loops in the JIT
   expect_tiles_without_c_equal_the_written_c(m, n, k);
+}
+
+// Inside an InvariantOperands scope naming B's memory (a loop's captured weight), sgemm packs B once and reads that
+// packing in later calls: the products are bitwise those packed per call, on every path (C written, C-less row
+// panels, C-less whole depth), with B transposed or not, padded, and through several K blocks and column panels.
+TEST(GemmInvariantOperands, PackedOnceTheProductsAreBitwiseThoseOfPackingPerCall) {
+  struct Shape3 {
+    std::int64_t m, n, k;
+  };
+  for (const Shape3 shape :
+       {Shape3{64, 1536, 512}, Shape3{300, 400, 2000}, Shape3{1000, 1500, 300}, Shape3{13, 37, 700}, Shape3{5, 3, 1}}) {
+    for (const bool transpose_b : {false, true}) {
+      const Case test(shape.m, shape.n, shape.k, false, transpose_b, 3);
+      const std::vector<float> packed_per_call = test.run();
+      struct Copy {
+        std::vector<float> c;
+        std::int64_t ldc;
+      } copy{std::vector<float>(packed_per_call.size(), Case::sentinel), test.ldc};
+      const GemmEpilogue to_copy{
+          [](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+             std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
+            auto& self = *static_cast<Copy*>(context);
+            for (std::int64_t i = row_begin; i < row_end; ++i)
+              std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)], tile + (i - row_begin) * ld,
+                          sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
+          },
+          &copy};
+      const InvariantOperands scope({std::as_bytes(std::span(test.b))});
+      for (int call = 0; call < 2; ++call) {  // the first call packs, the second reads the packing
+        EXPECT_EQ(test.run(), packed_per_call) << describe(test) << ", call " << call;
+        std::fill(copy.c.begin(), copy.c.end(), Case::sentinel);
+        sgemm(test.m, test.n, test.k, test.a.data(), test.lda, false, test.b.data(), test.ldb, transpose_b, nullptr, 0,
+              to_copy);
+        EXPECT_EQ(copy.c, packed_per_call) << describe(test) << ", without C, call " << call;
+      }
+    }
+  }
+}
+
+// A B outside the scope's memory, or only partly inside it, is packed per call as usual (its memory may change).
+TEST(GemmInvariantOperands, OnlyOperandsWhollyInsideTheScopeAreKept) {
+  const Case test(16, 40, 24, false, false);
+  const std::vector<float> expected = test.run();
+  const std::span<const float> b(test.b);
+  const InvariantOperands outside({std::as_bytes(b.subspan(0, b.size() / 2))});
+  EXPECT_FALSE(outside.contains(test.b.data(), test.b.size() * sizeof(float)));
+  EXPECT_TRUE(outside.contains(test.b.data(), b.size() / 2 * sizeof(float)));
+  EXPECT_EQ(test.run(), expected);
+  EXPECT_EQ(InvariantOperands::current(), &outside);
+  {
+    const InvariantOperands inner({std::as_bytes(b)});
+    EXPECT_EQ(InvariantOperands::current(), &inner);
+  }
+  EXPECT_EQ(InvariantOperands::current(), &outside);
 }
 
 // The summation order must not depend on the thread count: bitwise identical results.

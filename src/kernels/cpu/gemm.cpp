@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm.h"
 
+#include "kernels/cpu/gemm_invariant.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_packing.h"
 #include "runtime/buffer.h"
@@ -68,6 +69,7 @@ struct Problem {
   std::int64_t panel_row_strips;  // strips per row panel: plan.panel_row_strips with the buffer, else all
   GemmEpilogue epilogue;
   float* b_panels[kBBuffers];  // packed B blocks: K block kb of a region in b_panels[kb % kBBuffers]
+  const float* prepacked;      // or all of op(B) packed already (InvariantOperands), as prepacked_block lays it out
   float* a_strips;             // one kMr x kKcMax strip per piece
 };
 
@@ -131,6 +133,14 @@ std::int64_t step_count(const Problem& problem) {
       __builtin_prefetch(row + rows - 1, 0, 3);
     }
   }
+}
+
+// Where a prepacked B (Problem::prepacked) holds the block of `step`: column panels one after another, each of
+// B's whole depth (K blocks in order) as WholeDepthWork packs one.
+const float* prepacked_block(const Problem& problem, const Step& step) {
+  const GemmPlan& plan = problem.plan;
+  const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
+  return problem.prepacked + step.column_panel * panel_floats + step.depth_begin * round_up(step.columns, kNr);
 }
 
 // Packs micro-panels [first, end) of the B block of `step`: micro-panel p holds op(B)[K block, kNr columns
@@ -228,8 +238,9 @@ void wait_a_little(int& idle) {
 // order. Which thread runs a strip changes nothing in the result.
 class RegionWork {
  public:
+  // `prepacked`: B is packed already (Problem::prepacked): every block is ready.
   RegionWork(std::int64_t first_strip, std::int64_t strips, int pieces, std::int64_t depth_blocks,
-             std::int64_t micro_panels)
+             std::int64_t micro_panels, bool prepacked)
       : first_strip_(first_strip),
         strips_(strips),
         pieces_(pieces),
@@ -239,7 +250,13 @@ class RegionWork {
         progress_(static_cast<std::size_t>(strips)),
         pack_claimed_(static_cast<std::size_t>(depth_blocks)),
         packed_(static_cast<std::size_t>(depth_blocks)),
-        strips_done_(static_cast<std::size_t>(depth_blocks)) {}
+        strips_done_(static_cast<std::size_t>(depth_blocks)) {
+    if (!prepacked) return;
+    for (std::int64_t block = 0; block < depth_blocks; ++block) {
+      pack_claimed_[index(block)].store(micro_panels, std::memory_order_relaxed);
+      packed_[index(block)].store(micro_panels, std::memory_order_relaxed);
+    }
+  }
 
   std::int64_t depth_blocks() const { return depth_blocks_; }
   bool finished_claiming() const { return claimed_all_.load(std::memory_order_acquire); }
@@ -362,7 +379,8 @@ void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWor
     idle = 0;
     const Step step = make_step(problem, first_step + block);
     const NextStrip next = work.next_is_likely(piece, s, block) ? strip_below(problem, step, s) : NextStrip{};
-    run_strip(problem, step, problem.b_panels[block % kBBuffers], s, strip, c_tile_of(problem, step, s), next);
+    const float* b_panel = problem.prepacked ? prepacked_block(problem, step) : problem.b_panels[block % kBBuffers];
+    run_strip(problem, step, b_panel, s, strip, c_tile_of(problem, step, s), next);
     work.strip_done(s, block);
   }
 }
@@ -376,14 +394,19 @@ void run_region_piece(const Problem& problem, std::int64_t first_step, RegionWor
 // micro-panel another piece is packing right now, so pieces run one after another need no one else.
 class WholeDepthWork {
  public:
-  WholeDepthWork(const Problem& problem, std::int64_t column_panel, float* panel, int pieces)
+  // `panel`: where B's whole depth for the column panel is packed, or is already (Problem::prepacked).
+  WholeDepthWork(const Problem& problem, std::int64_t column_panel, const float* panel, int pieces)
       : problem_(problem),
         first_step_(column_panel * depth_blocks_of(problem.plan)),
         depth_blocks_(depth_blocks_of(problem.plan)),
         micro_panels_(ceil_div(make_step(problem, first_step_).columns, kNr)),
-        panel_(panel),
+        panel_(const_cast<float*>(panel)),  // written only when not prepacked
         shares_(static_cast<std::size_t>(pieces)),
         packed_(static_cast<std::size_t>(depth_blocks_)) {
+    if (problem.prepacked) {
+      for (auto& packed : packed_) packed.store(micro_panels_, std::memory_order_relaxed);
+      next_pack_.store(depth_blocks_ * micro_panels_, std::memory_order_relaxed);
+    }
     const std::int64_t strips = problem.plan.row_strips;
     for (int piece = 0; piece < pieces; ++piece) {
       shares_[static_cast<std::size_t>(piece)].next.store(strips * piece / pieces, std::memory_order_relaxed);
@@ -474,7 +497,8 @@ void sgemm_whole_depth(Problem& problem) {
   float* strips = panel + panel_floats;
   const int pieces = static_cast<int>(std::min<std::int64_t>(threads, plan.row_strips));
   for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel) {
-    WholeDepthWork panel_work(problem, column_panel, panel, pieces);
+    const float* packed = problem.prepacked ? problem.prepacked + column_panel * panel_floats : panel;
+    WholeDepthWork panel_work(problem, column_panel, packed, pieces);
     runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
       float* own = strips + piece * (strip_floats + c_strip_floats);
       panel_work.run_piece(static_cast<int>(piece), own, own + strip_floats);
@@ -576,7 +600,8 @@ void run_sgemm(Problem& problem, float* c, std::int64_t ldc) {
     const Step first = make_step(problem, region * depth_blocks);
     const std::int64_t strips = first.end_strip - first.first_strip;
     const int pieces = static_cast<int>(std::min<std::int64_t>(threads, strips));
-    RegionWork work_of_region(first.first_strip, strips, pieces, depth_blocks, ceil_div(first.columns, kNr));
+    RegionWork work_of_region(first.first_strip, strips, pieces, depth_blocks, ceil_div(first.columns, kNr),
+                              problem.prepacked != nullptr);
     runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
       run_region_piece(problem, region * depth_blocks, work_of_region, static_cast<int>(piece),
                        problem.a_strips + piece * strip_floats);
@@ -595,6 +620,31 @@ Problem make_problem(std::int64_t m, std::int64_t n, std::int64_t k, const float
   return problem;
 }
 
+// Points problem.prepacked at a packing of all of op(B) if B lies in memory that the current InvariantOperands scope
+// says stays unchanged (a loop's captured weight), packing it the first time.
+void prepack_invariant_b(Problem& problem) {
+  InvariantOperands* scope = InvariantOperands::current();
+  const GemmPlan& plan = problem.plan;
+  if (!scope || plan.k <= 0) return;
+  const std::int64_t rows = problem.transpose_b ? plan.n : plan.k, columns = problem.transpose_b ? plan.k : plan.n;
+  const auto bytes = static_cast<std::size_t>((rows - 1) * problem.ldb + columns) * sizeof(float);
+  if (!scope->contains(problem.b, bytes)) return;
+  const PackedOperandKey key{problem.b, problem.ldb,        problem.transpose_b, plan.n,
+                             plan.k,    plan.panel_columns, plan.depth_block};
+  const std::int64_t panel_floats = plan.k * round_up(plan.panel_columns, kNr);
+  const std::int64_t depth_blocks = depth_blocks_of(plan);
+  problem.prepacked = scope->packed(key, static_cast<std::size_t>(plan.column_panels * panel_floats), [&](float* out) {
+    Problem packing = problem;
+    packing.prepacked = out;
+    for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel)
+      for (std::int64_t block = 0; block < depth_blocks; ++block) {
+        const Step step = make_step(packing, column_panel * depth_blocks + block);
+        pack_b_panels(packing, step, 0, ceil_div(step.columns, kNr),
+                      const_cast<float*>(prepacked_block(packing, step)));
+      }
+  });
+}
+
 }  // namespace
 
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,
@@ -605,6 +655,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   problem.a = a;
   problem.lda = lda;
   problem.transpose_a = transpose_a;
+  prepack_invariant_b(problem);
   run_sgemm(problem, c, ldc);
 }
 
