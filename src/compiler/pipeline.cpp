@@ -5,6 +5,7 @@
 #include "compiler/dce.h"
 #include "compiler/hoist_invariants.h"
 #include "compiler/matrix_vector.h"
+#include "compiler/merge_loops.h"
 #include "compiler/simplify.h"
 #include "compiler/widen_half_precision.h"
 #include "ir/printer.h"
@@ -75,6 +76,7 @@ const std::array optimization = {
     Pass{"simplify", [](Program& program) { return simplify(program.graph); }},
     Pass{"cse", [](Program& program) { return cse(program.graph); }},
     Pass{"dce", [](Program& program) { return dce(program.graph); }},
+    Pass{"merge-loops", [](Program& program) { return merge_loops(program.graph); }},
     Pass{"hoist-loop-invariants", [](Program& program) { return hoist_loop_invariants(program.graph); }},
 };
 

@@ -132,6 +132,39 @@ TEST(ControlFlowJit, WorkOnCapturesAloneMovesOutOfTheLoop) {
   EXPECT_LT(optimized.rfind("reduce_sum("), optimized.rfind("scan_loop(")) << optimized;
 }
 
+// A scan's reverse-mode derivative adds a second forward scan that also stacks the carries: merge-loops folds the
+// first into it, so the compiled training step runs the forward loop once. The weights are captures whose packing
+// the loop keeps (kernels/cpu/gemm_invariant.h), also where the backward step reads them transposed.
+TEST(ControlFlowJit, TheGradientOfAScanRunsItsForwardLoopOnce) {
+  const Tensor h0 = random_tensor(DType::f32, {16, 40}, 21), xs = random_tensor(DType::f32, {7, 16, 40}, 22);
+  const Tensor w = random_tensor(DType::f32, {40, 40}, 23) * 0.2, u = random_tensor(DType::f32, {40, 40}, 24) * 0.2;
+  const auto body = [](const Tensor& h, const Tensor& sequence, const Tensor& input_weight,
+                       const Tensor& state_weight) {
+    auto loss = [&](const Tensor& p, const Tensor& q) {
+      const auto [last, states] = scan(
+          [&](const Tensor& state, const Tensor& x) {
+            const Tensor next = tanh(matmul(x, p) + matmul(state, q));
+            return std::pair<Tensor, Tensor>{next, next};
+          },
+          h, sequence);
+      return reduce_sum(square(states)) + reduce_sum(last);
+    };
+    auto [value, gradients] = value_and_grad(loss, {.argnums = {0, 1}})(input_weight, state_weight);
+    return std::tuple{value, gradients[0], gradients[1]};
+  };
+  expect_agreement("scan gradients", body, h0, xs, w, u);
+  auto jit = function(body, {.jit_compile = true});
+  const std::string traced = jit.get_compiler_ir(Stage::traced, h0, xs, w, u);
+  const std::string optimized = jit.get_compiler_ir(Stage::optimized, h0, xs, w, u);
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t found = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++found;
+    return found;
+  };
+  EXPECT_EQ(count(traced, "scan_loop("), 3u) << traced;        // forward, forward stacking carries, backward
+  EXPECT_EQ(count(optimized, "scan_loop("), 2u) << optimized;  // forward once, backward
+}
+
 // kiln-fuzz (seed 41, graph 379): moving a chain of invariant values (a cast and two sums of it) out of an inner
 // loop rewired the region before the chain's later links were copied out, so the copy took a region parameter
 // for a value of the enclosing graph (a crash).
