@@ -130,6 +130,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
             return following, following
         return jax.lax.scan(step, h0, xs)
 
+    def rnn_loss(parameters, xs, h0):
+        # kiln-bench's rnn-train loss: the mean square of every step's state of the rnn workload's GRU.
+        return jnp.mean(jnp.square(rnn(xs, h0, *parameters)[1]))
+
     def solver(a, b):
         # kiln-bench's solver_body: conjugate gradients with lax.while_loop until |r| <= 1e-5 |b|.
         threshold = jnp.dot(b, b) * (1e-5 * 1e-5)
@@ -185,7 +189,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    solver=solver),
+                    rnn_train=training_step(rnn_loss, 3), solver=solver),
     )
 
 

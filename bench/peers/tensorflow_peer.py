@@ -119,6 +119,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
         states = tf.scan(lambda h, x: gru_step(h, x, w, u, b), xs, initializer=h0)
         return states[-1], states
 
+    def rnn_loss(parameters, xs, h0):
+        # kiln-bench's rnn-train loss: the mean square of every step's state of the rnn workload's GRU.
+        return tf.reduce_mean(tf.square(rnn(xs, h0, *parameters)[1]))
+
     def solver(a, b):
         # kiln-bench's solver_body: conjugate gradients with tf.while_loop until |r| <= 1e-5 |b|.
         def dot(p, q):
@@ -192,7 +196,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    solver=solver),
+                    rnn_train=training_step(rnn_loss, 3), solver=solver),
     )
 
 

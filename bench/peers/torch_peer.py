@@ -128,6 +128,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
             states.append(h)
         return h, torch.stack(states)
 
+    def rnn_loss(parameters, xs, h0):
+        # kiln-bench's rnn-train loss: the mean square of every step's state of the rnn workload's GRU.
+        return torch.mean(torch.square(rnn(xs, h0, *parameters)[1]))
+
     def solver(a, b):
         # kiln-bench's solver_body: conjugate gradients in a Python while loop until |r| <= 1e-5 |b| (its test reads
         # the residual each iteration: torch.compile breaks the graph there).
@@ -252,7 +256,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         },
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
-                    mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12), rnn=rnn, solver=solver),
+                    mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12), rnn=rnn,
+                    rnn_train=Training(rnn_loss, 3), solver=solver),
     )
 
 

@@ -33,8 +33,8 @@ Tensor gru_step(const Tensor& h, const Tensor& x, const Tensor& w, const Tensor&
   return candidate + z * (h - candidate);
 }
 
-// xs f32[steps, batch, input], h0 f32[batch, hidden], w f32[input, 3 hidden], u f32[hidden, 3 hidden], b f32[3
-// hidden]: the last state and every step's.
+}  // namespace
+
 std::tuple<Tensor, Tensor> rnn_body(Tensor xs, Tensor h0, Tensor w, Tensor u, Tensor b) {
   auto [last, states] = scan(
       [&](const Tensor& h, const Tensor& x) {
@@ -44,6 +44,8 @@ std::tuple<Tensor, Tensor> rnn_body(Tensor xs, Tensor h0, Tensor w, Tensor u, Te
       h0, xs);
   return {last, states};
 }
+
+namespace {
 
 Workload make_rnn(const WorkloadOptions& options) {
   const std::int64_t steps = options.rnn_steps, batch = options.rnn_batch, hidden = options.rnn_hidden;

@@ -174,12 +174,68 @@ Workload make_block_train(const WorkloadOptions& options) {
   return workload;
 }
 
+// ---- rnn-train: the rnn workload's GRU over a shorter sequence, its states' mean square as the loss ---------------
+
+constexpr std::size_t rnn_parameters = 3;  // w, u, b
+
+struct RnnLoss {
+  Tensor operator()(Tensor w, Tensor u, Tensor b, Tensor xs, Tensor h0) const {
+    return reduce_mean(square(std::get<1>(rnn_body(xs, h0, w, u, b))));
+  }
+};
+
+// 11 arguments: w, u, b, their first and second moments, then xs and h0. The gradients flow back through every
+// step of the scan (kiln's reverse-mode scan: the steps' states stacked, then a reversed scan of the step's VJP).
+std::vector<Tensor> rnn_training_step(const std::vector<Tensor>& a) {
+  auto [loss, gradients] = value_and_grad(RnnLoss{}, {.argnums = {0, 1, 2}})(a[0], a[1], a[2], a[9], a[10]);
+  return adam_training_step(rnn_parameters, a, gradients.tensors(), loss);
+}
+
+Workload make_rnn_train(const WorkloadOptions& options) {
+  const std::int64_t steps = options.rnn_train_steps, batch = options.rnn_batch, hidden = options.rnn_hidden;
+  const Device device = options.device;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hidden));
+  std::vector<Tensor> parameters{random::normal({hidden, 3 * hidden}, {.seed = 122, .stddev = scale, .device = device}),
+                                 random::normal({hidden, 3 * hidden}, {.seed = 123, .stddev = scale, .device = device}),
+                                 random::normal({3 * hidden}, {.seed = 124, .stddev = 0.1, .device = device})};
+  std::vector<Tensor> inputs = parameters, second;
+  std::uint64_t seed = 125;
+  for (const Tensor& parameter : parameters) {
+    auto [m, v] = moments(parameter, 1e-4, seed);  // a mean over steps x batch x hidden states: small gradients
+    seed += 2;
+    inputs.push_back(m);
+    second.push_back(v);
+  }
+  inputs.insert(inputs.end(), second.begin(), second.end());
+  inputs.push_back(random::normal({steps, batch, hidden}, {.seed = seed++, .device = device}));
+  inputs.push_back(random::normal({batch, hidden}, {.seed = seed++, .stddev = 0.5, .device = device}));
+  Workload workload = make<11>("rnn-train", "rnn_train", std::to_string(steps) + "x" + dimensions({batch, hidden}),
+                               inputs, [](const auto&... tensors) { return rnn_training_step({tensors...}); });
+  workload.bytes += bytes_of(std::vector<Tensor>(inputs.begin(), inputs.begin() + 3 * rnn_parameters)) + 4;
+  // Per step, the forward's two products ([batch, hidden] x [hidden, 3 hidden]) and the backward's three: the
+  // gradients of w and u ([hidden, batch] x [batch, 3 hidden]) and of the state ([batch, 3 hidden] x [3 hidden,
+  // hidden]). (kiln's backward also recomputes each step's two forward products; they are not counted.)
+  const double products = 5.0 * static_cast<double>(steps);
+  workload.flops = products * 2 * static_cast<double>(batch * hidden) * static_cast<double>(3 * hidden);
+  workload.matmul_output_bytes = static_cast<double>(hidden * 3 * hidden) * 4;  // a weight's gradient
+  const Tensor state = inputs[10], weight = inputs[1];
+  workload.blas_alone = [state, weight, products](int runs) {
+    const Timing one = time_sgemm(state, weight, runs);
+    return Timing{products * one.median_ms, products * one.min_ms, products * one.max_ms, products * one.mean_ms};
+  };
+  workload.kiln_matmuls_alone = [state, weight, products] {
+    for (double product = 0; product < products; ++product) matmul(state, weight);
+  };
+  return workload;
+}
+
 }  // namespace
 
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options) {
   if (id == "mlp-train") return make_mlp_train(options);
   if (options.device.is_cuda()) throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
   if (id == "block-train") return make_block_train(options);
+  if (id == "rnn-train") return make_rnn_train(options);
   throw std::invalid_argument("unknown workload '" + id + "'");
 }
 

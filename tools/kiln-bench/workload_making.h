@@ -76,5 +76,9 @@ Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options);
 // The loops (loop_workloads.cpp): rnn and solver, CPU only.
 Workload make_loop_workload(const std::string& id, const WorkloadOptions& options);
+// The rnn workload's body: a GRU (gates z, r, candidate along the products' columns) stepped with scan over xs
+// f32[steps, batch, input] from h0 f32[batch, hidden], with w f32[input, 3 hidden], u f32[hidden, 3 hidden], b f32[3
+// hidden]; the last state and every step's.
+std::tuple<Tensor, Tensor> rnn_body(Tensor xs, Tensor h0, Tensor w, Tensor u, Tensor b);
 
 }  // namespace kiln::bench

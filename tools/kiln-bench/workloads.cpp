@@ -146,9 +146,9 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id :
-       {"gelu",   "gelu-erf", "softmax",        "layernorm", "adam",         "attention",      "block",
-        "stem",   "conv",     "pool",           "depthwise", "mlp-train",    "block-train",    "rnn",
-        "solver", "call",     "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "block-bf16"})
+       {"gelu", "gelu-erf",       "softmax",   "layernorm",    "adam",           "attention", "block",     "stem",
+        "conv", "pool",           "depthwise", "mlp-train",    "block-train",    "rnn",       "rnn-train", "solver",
+        "call", "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -369,7 +369,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     // element: it moves as much as it computes, and writes what it reads.
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
-  } else if (id == "mlp-train" || id == "block-train") {
+  } else if (id == "mlp-train" || id == "block-train" || id == "rnn-train") {
     return make_training_workload(id, options);
   } else if (id == "rnn" || id == "solver") {
     return make_loop_workload(id, options);

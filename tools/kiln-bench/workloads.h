@@ -62,6 +62,8 @@ struct WorkloadOptions {
   std::int64_t mlp_batch = 256, mlp_width = 1024;
   // rnn: a GRU over `rnn_steps` inputs of `rnn_hidden` features, `rnn_batch` sequences (its state as wide)
   std::int64_t rnn_steps = 512, rnn_batch = 64, rnn_hidden = 512;
+  // rnn-train: the rnn's GRU over `rnn_train_steps` inputs (its batch and width), trained on its states' mean square
+  std::int64_t rnn_train_steps = 128;
   // solver: conjugate gradients on a `solver_size`^2 symmetric positive definite system
   std::int64_t solver_size = 2048;
   Device device = Device::cpu();
