@@ -5,6 +5,8 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <array>
+#include <optional>
 
 namespace kiln::autodiff {
 namespace {
@@ -213,27 +215,113 @@ std::vector<ValueId> cond_cotangents(ir::Graph& graph, const ir::Node& node, con
   return add_control(graph, ir::Op::cond, std::move(operands), node.attributes, std::move(branches), call.location);
 }
 
-// The VJP of a scan: a scan that stacks each step's carries (the residuals), then a scan in the other direction
-// whose body recomputes the step from its carries and element and applies the step's VJP. Its carries are the
+// Residuals: the products a scan's backward step needs from its forward step (matmuls of what varies from step to
+// step) are stacked by the forward scan rather than recomputed going back -- the step's elementwise work is
+// recomputed from them, fused, for nothing. Within this budget for all of them (a 128-step GRU's two products
+// take 100 MiB); beyond it every step is recomputed whole.
+constexpr double residual_budget_bytes = 1024.0 * 1024 * 1024;
+
+// The values of `step` (the backward step, a copy of the forward body with the VJP added) worth stacking in the
+// forward scan: matmuls of the forward body itself (values below `body_size`, which the forward scan computes
+// too) that the backward outputs need, that vary from step to step (they read a carry or an element, not the
+// captures alone, which the hoisting pass moves out of the loop anyway) and read no cotangent.
+std::vector<ValueId> stored_residuals(const ir::Graph& step, ValueId body_size, std::size_t varying_parameters,
+                                      const std::vector<ValueId>& cotangent_parameters,
+                                      const std::vector<ValueId>& outputs, std::int64_t length) {
+  const auto size = static_cast<std::size_t>(step.size());
+  std::vector<bool> reads_cotangent(size, false), varies(size, false), needed(size, false);
+  for (ValueId parameter : cotangent_parameters) reads_cotangent[at(parameter)] = true;
+  for (std::size_t position = 0; position < varying_parameters; ++position)
+    varies[at(step.parameters[position])] = true;
+  for (ValueId value = 0; value < step.size(); ++value)
+    for (ValueId operand : step.node(value).operands) {
+      reads_cotangent[at(value)] = reads_cotangent[at(value)] || reads_cotangent[at(operand)];
+      varies[at(value)] = varies[at(value)] || varies[at(operand)];
+    }
+  for (ValueId output : outputs) needed[at(output)] = true;
+  for (ValueId value = step.size() - 1; value >= 0; --value)
+    if (needed[at(value)])
+      for (ValueId operand : step.node(value).operands) needed[at(operand)] = true;
+  std::vector<ValueId> stored;
+  double bytes = 0;
+  for (ValueId value = 0; value < body_size; ++value) {
+    const ir::Node& node = step.node(value);
+    if (node.op != ir::Op::matmul || !needed[at(value)] || !varies[at(value)] || reads_cotangent[at(value)]) continue;
+    stored.push_back(value);
+    bytes += static_cast<double>(node.type.shape.numel()) * static_cast<double>(size_of(node.type.dtype)) *
+             static_cast<double>(length);
+  }
+  if (bytes > residual_budget_bytes) return {};
+  return stored;
+}
+
+// Where the stacked values of a per-step operand are found: the forward scan's stacked carries or residuals, the
+// scan's own sequence, or an output of the backward scan (index: among each kind).
+struct StackedSource {
+  enum class Kind { carry, sequence, residual, backward_output } kind = Kind::backward_output;
+  std::size_t index = 0;
+};
+
+struct HoistedOperand {
+  ValueId value = -1;  // in the backward step
+  StackedSource source;
+};
+
+// A capture's per-step cotangent op(a_t) op(b_t) (rank 2), summed over the steps after the loop.
+struct HoistedProduct {
+  std::size_t capture = 0;  // among the tangent captures
+  std::array<HoistedOperand, 2> operands;
+  bool transpose_a = false, transpose_b = false;
+};
+
+std::optional<HoistedProduct> hoistable_product(RegionCopy& step, ValueId gradient, std::size_t capture) {
+  const ir::Node& node = step.graph().node(gradient);
+  if (node.op != ir::Op::matmul || node.type.shape.rank() != 2) return std::nullopt;
+  HoistedProduct product;
+  product.capture = capture;
+  for (std::size_t index = 0; index < 2; ++index) {
+    if (step.type(node.operands[index]).shape.rank() != 2) return std::nullopt;
+    product.operands[index].value = node.operands[index];
+  }
+  product.transpose_a = node.attributes.transpose_a;
+  product.transpose_b = node.attributes.transpose_b;
+  return product;
+}
+
+StackedSource stacked_source(const RegionCopy& step, ValueId value, std::size_t carries, std::size_t sequences,
+                             const std::vector<ValueId>& residual_parameters) {
+  for (std::size_t position = 0; position < carries + sequences; ++position)
+    if (step.parameter(position) == value)
+      return position < carries ? StackedSource{StackedSource::Kind::carry, position}
+                                : StackedSource{StackedSource::Kind::sequence, position - carries};
+  for (std::size_t index = 0; index < residual_parameters.size(); ++index)
+    if (residual_parameters[index] == value) return {StackedSource::Kind::residual, index};
+  return {};
+}
+
+// sum over t of op(a_t) op(b_t), from a and b stacked along a leading axis of the steps: one product whose
+// contraction runs through every step (op(a) [m, k] per step is [m, steps * k] side by side).
+ValueId sum_of_products(Emitter& emit, const HoistedProduct& product, ValueId a, ValueId b) {
+  const Shape a_shape = emit.shape(a), b_shape = emit.shape(b);  // [steps, rows, columns]
+  const std::int64_t steps = a_shape[0];
+  // op(a_t) = a_t^T: the steps' a_t one under the other, [steps * k, m], still transposed. Else [m, steps * k].
+  const ValueId left = product.transpose_a
+                           ? emit.reshape(a, Shape({steps * a_shape[1], a_shape[2]}))
+                           : emit.reshape(emit.transpose(a, {1, 0, 2}), Shape({a_shape[1], steps * a_shape[2]}));
+  const ValueId right = product.transpose_b
+                            ? emit.reshape(emit.transpose(b, {1, 0, 2}), Shape({b_shape[1], steps * b_shape[2]}))
+                            : emit.reshape(b, Shape({steps * b_shape[1], b_shape[2]}));
+  return emit.matmul(left, right, product.transpose_a, product.transpose_b);
+}
+
+// The VJP of a scan: a scan that stacks each step's carries and products (the residuals), then a scan in the other
+// direction whose body recomputes the rest of the step from them and applies the step's VJP. Its carries are the
 // cotangents of the float carries and the sums of the captures' cotangents; it stacks those of the sequences.
 std::vector<ValueId> scan_cotangents(ir::Graph& graph, const ir::Node& node, const ControlCall& call,
                                      const std::string& api, const std::vector<ValueId>& cotangents) {
   const ir::Graph& body = node.regions.at(0);
   const auto carries = at(node.attributes.carry_count), sequences = at(node.attributes.sequence_count);
   const std::size_t outputs = body.outputs.size();
-
-  // Each step's carries, stacked: what the backward steps recompute from.
-  std::vector<ValueId> stacked_carries;
-  if (carries > 0) {
-    RegionCopy residuals(body, ".residuals");
-    std::vector<ValueId> residual_outputs = residuals.outputs();
-    for (std::size_t index = 0; index < carries; ++index) residual_outputs.push_back(residuals.parameter(index));
-    std::vector<ir::Graph> regions;
-    regions.push_back(std::move(residuals).finish(residuals.parameters(), residual_outputs));
-    const std::vector<ValueId> results =
-        add_control(graph, ir::Op::scan_loop, node.operands, node.attributes, std::move(regions), call.location);
-    stacked_carries.assign(results.begin() + static_cast<std::ptrdiff_t>(outputs), results.end());
-  }
 
   // The tangent operands by group: float carries (all of them), sequences, captures.
   std::vector<int> carry_positions, sequence_positions, capture_positions;
@@ -250,34 +338,87 @@ std::vector<ValueId> scan_cotangents(ir::Graph& graph, const ir::Node& node, con
     (is_carry ? carry_cotangents : output_cotangents).push_back(cotangents[j]);
   }
 
+  // The backward step: the forward body with its VJP.
   RegionCopy step(body, ".vjp");
   Emitter emitter(step.graph());
   emitter.set_location(call.location);
   const std::vector<ValueId> carry_parameters = parameters_like(step, pick(step.outputs(), carry_results));
-  std::vector<ValueId> sums;  // the captures' cotangents summed over the steps so far
-  for (int position : capture_positions) sums.push_back(step.add_parameter(step.type(step.parameter(at(position)))));
   const std::vector<ValueId> output_parameters = parameters_like(step, pick(step.outputs(), output_results));
   std::vector<ValueId> step_cotangents = carry_parameters;
   step_cotangents.insert(step_cotangents.end(), output_parameters.begin(), output_parameters.end());
   const Linearization linearization = linearize_region(step, pick(step.parameters(), call.tangent_operands),
                                                        pick(step.outputs(), call.tangent_results), api, call.location);
-  const std::vector<ValueId> gradients = transpose(step.graph(), linearization, step_cotangents);
-  // gradients: the float carries', the sequences' elements', the captures', as call.tangent_operands.
-  std::vector<ValueId> step_outputs(gradients.begin(),
-                                    gradients.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()));
+  // The float carries', the sequences' elements', the captures' cotangents, as call.tangent_operands.
+  std::vector<ValueId> gradients = transpose(step.graph(), linearization, step_cotangents);
   const std::size_t first_capture = carry_positions.size() + sequence_positions.size();
-  for (std::size_t j = 0; j < sums.size(); ++j)
-    step_outputs.push_back(emitter.add(sums[j], gradients[first_capture + j]));
+
+  // The residuals stacked by the forward scan; in the backward step, each a parameter in place of its product.
+  const std::vector<ValueId> stored = stored_residuals(step.graph(), body.size(), carries + sequences, step_cotangents,
+                                                       gradients, node.attributes.length);
+  std::vector<ValueId> residual_parameters;
+  for (ValueId value : stored) {
+    const ir::Type type = step.type(value);
+    const ValueId parameter = step.add_parameter(type);
+    for (ir::Node& reader : step.graph().nodes)
+      std::replace(reader.operands.begin(), reader.operands.end(), value, parameter);
+    std::replace(gradients.begin(), gradients.end(), value, parameter);
+    residual_parameters.push_back(parameter);
+  }
+
+  // A capture's cotangent that is one product a_t b_t per step (a weight's: x_t^T g_t) sums over the steps as one
+  // product of the stacked operands after the loop, instead of a carry that each step reads and writes whole.
+  // Operands the loops stack already (this step's carries, elements, residuals) are read from there; others the
+  // backward step stacks.
+  std::vector<HoistedProduct> hoisted;
+  std::vector<ValueId> sums,
+      step_outputs(gradients.begin(), gradients.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()));
+  std::vector<ValueId> stacked_outputs;  // what the backward step stacks for the hoisted products
+  for (std::size_t j = 0; j < capture_positions.size(); ++j) {
+    const ValueId gradient = gradients[first_capture + j];
+    if (std::optional<HoistedProduct> product = hoistable_product(step, gradient, j)) {
+      for (HoistedOperand& operand : product->operands) {
+        operand.source = stacked_source(step, operand.value, carries, sequences, residual_parameters);
+        if (operand.source.kind == StackedSource::Kind::backward_output) {
+          operand.source.index = stacked_outputs.size();
+          stacked_outputs.push_back(operand.value);
+        }
+      }
+      hoisted.push_back(*product);
+      continue;
+    }
+    sums.push_back(step.add_parameter(step.type(step.parameter(at(capture_positions[j])))));
+    step_outputs.push_back(emitter.add(sums.back(), gradient));
+  }
   step_outputs.insert(step_outputs.end(), gradients.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()),
                       gradients.begin() + static_cast<std::ptrdiff_t>(first_capture));
-  // Parameters: the carries' cotangents and the sums (the backward carries), this step's carries, element and
-  // outputs' cotangents (the backward sequences), the captures.
+  step_outputs.insert(step_outputs.end(), stacked_outputs.begin(), stacked_outputs.end());
+
+  // The forward scan again, stacking each step's carries and residuals too (merge-loops folds the traced scan into
+  // it): what the backward steps start from.
+  std::vector<ValueId> stacked_carries, stacked_residuals;
+  if (carries + stored.size() > 0) {
+    RegionCopy forward(body, ".residuals");
+    std::vector<ValueId> forward_outputs = forward.outputs();
+    for (std::size_t index = 0; index < carries; ++index) forward_outputs.push_back(forward.parameter(index));
+    forward_outputs.insert(forward_outputs.end(), stored.begin(), stored.end());  // the copy keeps the body's ids
+    std::vector<ir::Graph> regions;
+    regions.push_back(std::move(forward).finish(forward.parameters(), forward_outputs));
+    const std::vector<ValueId> results =
+        add_control(graph, ir::Op::scan_loop, node.operands, node.attributes, std::move(regions), call.location);
+    const auto carries_begin = results.begin() + static_cast<std::ptrdiff_t>(outputs);
+    stacked_carries.assign(carries_begin, carries_begin + static_cast<std::ptrdiff_t>(carries));
+    stacked_residuals.assign(carries_begin + static_cast<std::ptrdiff_t>(carries), results.end());
+  }
+
+  // Parameters: the carries' cotangents and the sums (the backward carries), this step's carries, element,
+  // outputs' cotangents and residuals (the backward sequences), the captures.
   const std::vector<ValueId>& original = step.parameters();
   std::vector<ValueId> step_parameters = carry_parameters;
   step_parameters.insert(step_parameters.end(), sums.begin(), sums.end());
   step_parameters.insert(step_parameters.end(), original.begin(),
                          original.begin() + static_cast<std::ptrdiff_t>(carries + sequences));
   step_parameters.insert(step_parameters.end(), output_parameters.begin(), output_parameters.end());
+  step_parameters.insert(step_parameters.end(), residual_parameters.begin(), residual_parameters.end());
   step_parameters.insert(step_parameters.end(), original.begin() + static_cast<std::ptrdiff_t>(carries + sequences),
                          original.end());
   std::vector<ir::Graph> regions;
@@ -286,27 +427,60 @@ std::vector<ValueId> scan_cotangents(ir::Graph& graph, const ir::Node& node, con
   Emitter outer(graph);
   outer.set_location(call.location);
   std::vector<ValueId> operands = carry_cotangents;
-  for (int position : capture_positions) operands.push_back(outer.zeros(graph.type(node.operands.at(at(position)))));
+  for (std::size_t j = 0; j < capture_positions.size(); ++j)
+    if (std::none_of(hoisted.begin(), hoisted.end(),
+                     [&](const HoistedProduct& product) { return product.capture == j; }))
+      operands.push_back(outer.zeros(graph.type(node.operands.at(at(capture_positions[j])))));
   operands.insert(operands.end(), stacked_carries.begin(), stacked_carries.end());
   operands.insert(operands.end(), node.operands.begin() + static_cast<std::ptrdiff_t>(carries),
                   node.operands.begin() + static_cast<std::ptrdiff_t>(carries + sequences));
   operands.insert(operands.end(), output_cotangents.begin(), output_cotangents.end());
+  operands.insert(operands.end(), stacked_residuals.begin(), stacked_residuals.end());
   operands.insert(operands.end(), node.operands.begin() + static_cast<std::ptrdiff_t>(carries + sequences),
                   node.operands.end());
   ir::Attributes attributes = node.attributes;
-  attributes.carry_count = static_cast<std::int64_t>(carry_positions.size() + capture_positions.size());
-  attributes.sequence_count = static_cast<std::int64_t>(carries + sequences + output_parameters.size());
+  attributes.carry_count = static_cast<std::int64_t>(carry_positions.size() + sums.size());
+  attributes.sequence_count =
+      static_cast<std::int64_t>(carries + sequences + output_parameters.size() + residual_parameters.size());
   attributes.reverse = !node.attributes.reverse;
   const std::vector<ValueId> results =
       add_control(graph, ir::Op::scan_loop, std::move(operands), attributes, std::move(regions), call.location);
-  // Results: the float carries' cotangents, the captures', the sequences' (stacked); returned as tangent_operands.
+  // Results: the float carries' cotangents, the sums, the sequences' cotangents and the hoisted products' operands
+  // (stacked). Returned as tangent_operands: carries, sequences, captures.
+  const std::size_t after_sums = carry_positions.size() + sums.size();
   std::vector<ValueId> operand_cotangents(results.begin(),
                                           results.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()));
-  const auto after_sums = static_cast<std::ptrdiff_t>(carry_positions.size() + capture_positions.size());
-  operand_cotangents.insert(operand_cotangents.end(), results.begin() + after_sums, results.end());
-  operand_cotangents.insert(operand_cotangents.end(),
-                            results.begin() + static_cast<std::ptrdiff_t>(carry_positions.size()),
-                            results.begin() + after_sums);
+  operand_cotangents.insert(operand_cotangents.end(), results.begin() + static_cast<std::ptrdiff_t>(after_sums),
+                            results.begin() + static_cast<std::ptrdiff_t>(after_sums + sequence_positions.size()));
+  const std::size_t first_stacked_output = after_sums + sequence_positions.size();
+  std::size_t next_sum = carry_positions.size();
+  for (std::size_t j = 0; j < capture_positions.size(); ++j) {
+    const auto product = std::find_if(hoisted.begin(), hoisted.end(),
+                                      [&](const HoistedProduct& candidate) { return candidate.capture == j; });
+    if (product == hoisted.end()) {
+      operand_cotangents.push_back(results.at(next_sum++));
+      continue;
+    }
+    std::vector<ValueId> stacked;
+    for (const HoistedOperand& operand : product->operands) {
+      const StackedSource& source = operand.source;
+      switch (source.kind) {
+        case StackedSource::Kind::carry:
+          stacked.push_back(stacked_carries.at(source.index));
+          break;
+        case StackedSource::Kind::sequence:
+          stacked.push_back(node.operands.at(carries + source.index));
+          break;
+        case StackedSource::Kind::residual:
+          stacked.push_back(stacked_residuals.at(source.index));
+          break;
+        case StackedSource::Kind::backward_output:
+          stacked.push_back(results.at(first_stacked_output + source.index));
+          break;
+      }
+    }
+    operand_cotangents.push_back(sum_of_products(outer, *product, stacked[0], stacked[1]));
+  }
   return operand_cotangents;
 }
 

@@ -131,10 +131,21 @@ DerivativeCase build_derivative_case(const FuzzCase& primal) {
   return result;
 }
 
+namespace {
+
+// Every f32 value of `graph` and of its regions (a control node's parameters and results with them) made f64.
+void promote_values(ir::Graph& graph) {
+  for (ir::Node& node : graph.nodes) {
+    if (node.type.dtype == DType::f32) node.type.dtype = DType::f64;
+    for (ir::Graph& region : node.regions) promote_values(region);
+  }
+}
+
+}  // namespace
+
 FuzzCase promote_to_f64(const FuzzCase& primal) {
   FuzzCase result = primal;
-  for (ir::Node& node : result.graph.nodes)
-    if (node.type.dtype == DType::f32) node.type.dtype = DType::f64;
+  promote_values(result.graph);
   for (runtime::Array& input : result.inputs) {
     if (input.dtype != DType::f32) continue;
     runtime::Array wide = runtime::allocate_array(DType::f64, input.shape);

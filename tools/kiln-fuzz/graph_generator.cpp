@@ -71,7 +71,8 @@ class Builder {
     std::vector<std::pair<std::int64_t, Motif>> control;
     if (options_.control_flow)
       for (Motif motif : control_motifs())
-        if (random_.chance(0.02)) control.emplace_back(random_.between(0, target - 1), motif);
+        if (random_.chance(0.02) && (options_.while_loops || motif != &Builder::build_while_motif))
+          control.emplace_back(random_.between(0, target - 1), motif);
     std::stable_sort(control.begin(), control.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::size_t next_control = 0;
     auto build_control = [&] {
@@ -1188,8 +1189,10 @@ class Builder {
   void maybe_nest() {
     if (scope_->depth >= 2 || !random_.chance(0.2)) return;
     const std::vector<Motif> motifs = control_motifs();
+    const Motif motif = random_.pick(motifs);
+    if (!options_.while_loops && motif == &Builder::build_while_motif) return;
     try {
-      scope_->last = (this->*random_.pick(motifs))();
+      scope_->last = (this->*motif)();
       count_node("(nested control flow)");
     } catch (const Rejected&) {
       if (statistics_) statistics_->rejected += 1;

@@ -22,8 +22,10 @@ struct GeneratorOptions {
   std::int64_t max_elements = 4096;   // per value
   bool half_precision = false;        // bf16 and f16 values too (kiln-fuzz --half-precision)
   // cond, while_loop and scan_loop motifs. Off where the check cannot run control flow (kiln-fuzz's main.cpp):
-  // the CUDA JIT and its emulation refuse it, and autodiff does not differentiate through it.
+  // the CUDA JIT's emulation refuses it.
   bool control_flow = true;
+  // while_loop among them: off in gradient mode, whose reverse-mode derivative a while_loop has not (as in JAX).
+  bool while_loops = true;
 };
 
 // Statistics over generated graphs (for --verbose).

@@ -31,9 +31,9 @@
 // mode) are compared with finite differences. Graphs near kinks, poles or
 // overflow have their hazards replaced (gradient_hazards.h), counted by kind.
 // --half-precision generates bf16 and f16 values too.
-// Graphs have control flow (cond, while_loop, scan_loop) but with --gradients
-// or the cuda-emulated or cuda executors, which cannot check it: there the
-// generator makes none.
+// Graphs have control flow (cond, while_loop, scan_loop) but with the
+// cuda-emulated or cuda executors, which cannot check it: there the generator
+// makes none; with --gradients, no while_loop (it has no reverse mode).
 //
 // Exit status: 0 all agree, 1 a failure, 2 bad usage.
 
@@ -53,16 +53,17 @@
 
 #include <kiln/error.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 namespace kiln::fuzz {
 namespace {
@@ -157,7 +158,8 @@ Options parse_options(int argc, char** argv) {
   // No control flow where it cannot be checked: the CUDA JIT (and so its emulation) refuses it with a
   // CompileError, and autodiff does not differentiate through it. (Child processes get the same arguments, so
   // they regenerate the same graphs.)
-  options.generator.control_flow = !options.gradients && !options.check.cuda_emulated && !options.check.cuda;
+  options.generator.control_flow = !options.check.cuda_emulated && !options.check.cuda;
+  options.generator.while_loops = !options.gradients;
   return options;
 }
 
@@ -518,11 +520,23 @@ int fuzz(const Options& options) {
       for (const std::string& argument : check_arguments(options)) command.push_back(argument);
       set_crash_command(command);
     }
-    std::vector<std::thread> workers;
-    for (std::size_t b = 1; b < batches.size(); ++b)
-      workers.emplace_back([&options, &batch = batches[b]] { run_batch(options, batch); });
-    run_batch(options, batches[0]);
-    for (std::thread& worker : workers) worker.join();
+    // An error in one batch (an internal error of the tool) reaches main once every batch has stopped: a thread
+    // still running when it unwound would end the process without a word (std::terminate).
+    std::vector<std::exception_ptr> errors(batches.size());
+    {
+      std::vector<std::jthread> workers;
+      const auto run = [&options, &batches, &errors](std::size_t b) {
+        try {
+          run_batch(options, batches[b]);
+        } catch (...) {
+          errors[b] = std::current_exception();
+        }
+      };
+      for (std::size_t b = 1; b < batches.size(); ++b) workers.emplace_back(run, b);
+      run(0);
+    }
+    for (const std::exception_ptr& error : errors)
+      if (error) std::rethrow_exception(error);
 
     for (const Batch& batch : batches) {
       std::cout << batch.dump;
