@@ -122,20 +122,10 @@ std::vector<Tensor> add_control_node(ir::Op op, std::vector<ir::ValueId> operand
   node.location = to_string(location);
   const bool marked = std::any_of(regions.begin(), regions.end(), [](const Region& region) { return region.marked; });
   for (Region& region : regions) node.regions.push_back(std::move(region.graph));
-  const ir::ValueId value = context->add_node(std::move(node));
-  if (marked) context->differentiation_marks().marked_controls.insert(value);
-  const std::vector<ir::Type> results = ir::result_types(graph, value);
-  graph.node(value).type = results.at(0);
-  std::vector<Tensor> tensors{make_traced_tensor(context, value, context->device())};
-  for (std::size_t index = 1; index < results.size(); ++index) {
-    ir::Node result;
-    result.op = ir::Op::result;
-    result.type = results[index];
-    result.operands = {value};
-    result.attributes.index = static_cast<std::int64_t>(index);
-    result.location = graph.node(value).location;
-    tensors.push_back(make_traced_tensor(context, context->add_node(std::move(result)), context->device()));
-  }
+  const std::vector<ir::ValueId> results = ir::add_control_node(graph, std::move(node));
+  if (marked) context->differentiation_marks().marked_controls.insert(results.at(0));
+  std::vector<Tensor> tensors;
+  for (ir::ValueId result : results) tensors.push_back(make_traced_tensor(context, result, context->device()));
   return tensors;
 }
 

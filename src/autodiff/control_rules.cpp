@@ -87,20 +87,7 @@ std::vector<ValueId> add_control(ir::Graph& graph, ir::Op op, std::vector<ValueI
   node.attributes = attributes;
   node.location = location;
   node.regions = std::move(regions);
-  const ValueId value = graph.add(std::move(node));
-  const std::vector<ir::Type> types = ir::result_types(graph, value);
-  graph.node(value).type = types.at(0);
-  std::vector<ValueId> results{value};
-  for (std::size_t index = 1; index < types.size(); ++index) {
-    ir::Node result;
-    result.op = ir::Op::result;
-    result.type = types[index];
-    result.operands = {value};
-    result.attributes.index = static_cast<std::int64_t>(index);
-    result.location = location;
-    results.push_back(graph.add(std::move(result)));
-  }
-  return results;
+  return ir::add_control_node(graph, std::move(node));
 }
 
 // The region parameters of a node's operands: a cond's index has none.

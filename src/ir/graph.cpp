@@ -76,6 +76,24 @@ void compact(Graph& graph, const std::vector<bool>& keep) {
   for (ValueId& output : graph.outputs) output = new_id[static_cast<std::size_t>(output)];
 }
 
+std::vector<ValueId> add_control_node(Graph& graph, Node node) {
+  const std::string location = node.location;
+  const ValueId value = graph.add(std::move(node));
+  const std::vector<Type> types = result_types(graph, value);
+  graph.node(value).type = types.at(0);
+  std::vector<ValueId> results{value};
+  for (std::size_t index = 1; index < types.size(); ++index) {
+    Node result;
+    result.op = Op::result;
+    result.type = types[index];
+    result.operands = {value};
+    result.attributes.index = static_cast<std::int64_t>(index);
+    result.location = location;
+    results.push_back(graph.add(std::move(result)));
+  }
+  return results;
+}
+
 void canonicalize(Graph& graph) {
   std::vector<Node> ordered;
   std::vector<ValueId> new_id(graph.nodes.size(), -1);

@@ -101,6 +101,9 @@ class Graph {
 
 // The types of control node `value`'s results (a control node's own type is result 0's), from its regions.
 std::vector<Type> result_types(const Graph& graph, ValueId value);
+// Adds control node `node` (its type left to this: its result 0's), then a `result` node for each of its other
+// results; returns the node's value and the result nodes', in result order.
+std::vector<ValueId> add_control_node(Graph& graph, Node node);
 // Per value, the result nodes reading it (empty but for control nodes): what an executor fills with the results
 // (each node's attributes.index) when the control node has run.
 std::vector<std::vector<ValueId>> result_nodes(const Graph& graph);

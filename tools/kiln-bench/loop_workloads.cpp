@@ -35,6 +35,18 @@ Tensor gru_step(const Tensor& h, const Tensor& x, const Tensor& w, const Tensor&
 
 }  // namespace
 
+void set_repeated_products(Workload& workload, const Tensor& left, const Tensor& right, double products) {
+  workload.flops = products * 2 * static_cast<double>(left.dim(0)) * static_cast<double>(left.dim(1)) *
+                   static_cast<double>(right.dim(1));
+  workload.blas_alone = [left, right, products](int runs) {
+    const Timing one = time_sgemm(left, right, runs);
+    return Timing{products * one.median_ms, products * one.min_ms, products * one.max_ms, products * one.mean_ms};
+  };
+  workload.kiln_matmuls_alone = [left, right, products] {
+    for (double product = 0; product < products; ++product) matmul(left, right);
+  };
+}
+
 std::tuple<Tensor, Tensor> rnn_body(Tensor xs, Tensor h0, Tensor w, Tensor u, Tensor b) {
   auto [last, states] = scan(
       [&](const Tensor& h, const Tensor& x) {
@@ -60,17 +72,8 @@ Workload make_rnn(const WorkloadOptions& options) {
       make<5>("rnn", "rnn", std::to_string(steps) + "x" + dimensions({batch, hidden}), inputs, rnn_body);
   workload.bytes += static_cast<double>(steps + 1) * static_cast<double>(batch * hidden) * 4;  // the states out
   // Two products a step: [batch, hidden] x [hidden, 3 hidden].
-  const double products = 2.0 * static_cast<double>(steps);
-  workload.flops = products * 2 * static_cast<double>(batch * hidden) * static_cast<double>(3 * hidden);
+  set_repeated_products(workload, inputs[1], inputs[3], 2.0 * static_cast<double>(steps));
   workload.matmul_output_bytes = static_cast<double>(batch * 3 * hidden) * 4;
-  const Tensor state = inputs[1], weight = inputs[3];
-  workload.blas_alone = [state, weight, products](int runs) {
-    const Timing one = time_sgemm(state, weight, runs);
-    return Timing{products * one.median_ms, products * one.min_ms, products * one.max_ms, products * one.mean_ms};
-  };
-  workload.kiln_matmuls_alone = [state, weight, products] {
-    for (double product = 0; product < products; ++product) matmul(state, weight);
-  };
   return workload;
 }
 

@@ -214,18 +214,9 @@ Workload make_rnn_train(const WorkloadOptions& options) {
   workload.bytes += bytes_of(std::vector<Tensor>(inputs.begin(), inputs.begin() + 3 * rnn_parameters)) + 4;
   // Per step, the forward's two products ([batch, hidden] x [hidden, 3 hidden]) and the backward's three: the
   // gradients of w and u ([hidden, batch] x [batch, 3 hidden]) and of the state ([batch, 3 hidden] x [3 hidden,
-  // hidden]). (kiln's backward also recomputes each step's two forward products; they are not counted.)
-  const double products = 5.0 * static_cast<double>(steps);
-  workload.flops = products * 2 * static_cast<double>(batch * hidden) * static_cast<double>(3 * hidden);
+  // hidden]), each as many flops as [batch, hidden] x [hidden, 3 hidden].
+  set_repeated_products(workload, inputs[10], inputs[1], 5.0 * static_cast<double>(steps));
   workload.matmul_output_bytes = static_cast<double>(hidden * 3 * hidden) * 4;  // a weight's gradient
-  const Tensor state = inputs[10], weight = inputs[1];
-  workload.blas_alone = [state, weight, products](int runs) {
-    const Timing one = time_sgemm(state, weight, runs);
-    return Timing{products * one.median_ms, products * one.min_ms, products * one.max_ms, products * one.mean_ms};
-  };
-  workload.kiln_matmuls_alone = [state, weight, products] {
-    for (double product = 0; product < products; ++product) matmul(state, weight);
-  };
   return workload;
 }
 

@@ -80,5 +80,8 @@ Workload make_loop_workload(const std::string& id, const WorkloadOptions& option
 // f32[steps, batch, input] from h0 f32[batch, hidden], with w f32[input, 3 hidden], u f32[hidden, 3 hidden], b f32[3
 // hidden]; the last state and every step's.
 std::tuple<Tensor, Tensor> rnn_body(Tensor xs, Tensor h0, Tensor w, Tensor u, Tensor b);
+// A workload whose matmul work is `products` products of left [m, k] x right [k, n] (an RNN's steps): its flops,
+// and OpenBLAS's and kiln's time for that many.
+void set_repeated_products(Workload& workload, const Tensor& left, const Tensor& right, double products);
 
 }  // namespace kiln::bench

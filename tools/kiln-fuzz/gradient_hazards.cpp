@@ -33,6 +33,10 @@ enum class Singularity { kink, pole };
 double zero_distance(double q) { return std::fabs(q); }
 double integer_distance(double q) { return std::fabs(q - std::nearbyint(q)); }
 double half_integer_distance(double q) { return std::fabs(q - std::floor(q) - 0.5); }
+// sin and cos of an argument that moves a sizable part of their period within the step (exp of 20 moves by 1e5)
+// oscillate there: the difference quotients may even agree and still mean nothing. As a kink at this distance,
+// an argument moving 0.1 or more is a hazard.
+double oscillation_room(double) { return kink_reach * 0.1; }
 
 // The elements of `shape` grouped into lines: those whose coordinates agree on every axis but `axes`.
 std::vector<std::vector<std::int64_t>> lines_of(const Shape& shape, const std::vector<std::int64_t>& axes) {
@@ -146,6 +150,10 @@ class GradientHazardFinder {
         return check_elementwise(id, "near 0", Singularity::pole, first, zero_distance, {0});
       case Op::log1p:
         return check_elementwise(id, "near -1", Singularity::pole, past_minus_one, zero_distance, {0});
+      case Op::sin:
+      case Op::cos:
+        return check_elementwise(id, "moving a sizable part of its period", Singularity::kink, first, oscillation_room,
+                                 {0});
       case Op::pow:
         check_elementwise(id, "(its base) near 0", Singularity::pole, first, zero_distance, {0});
         return check_negative_base(id);
