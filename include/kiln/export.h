@@ -52,6 +52,9 @@ struct ExportedFiles {
   std::string c_header;  // <name>_c.h
   std::string source;    // <name>.cpp
   std::string kernels;   // <name>_kernels.cpp
+  // <name>_kernels_<m>.cpp: the kernels of the function's branches and loop bodies (cond, while_loop, scan), a file
+  // each (m from 1); none without control flow.
+  std::vector<std::string> region_kernels;
   std::string cmake;     // <name>.cmake
   int kernel_count = 0;  // kernels per call, as the JIT would run them
 };

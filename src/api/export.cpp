@@ -86,6 +86,11 @@ std::string string_literal(const std::string& text) {
   return literal + "\"";
 }
 
+// The entry points of module `module` (ExportedSource::modules) are named <prefix><k>.
+std::string entry_prefix(const std::string& name, std::size_t module) {
+  return module == 0 ? name + "_kernel_" : name + "_module_" + std::to_string(module) + "_kernel_";
+}
+
 // The parameters and results of the exported function, as the headers describe them.
 struct Interface {
   std::vector<ir::Type> inputs, outputs;
@@ -198,10 +203,11 @@ std::string source_file(const std::string& name, const Interface& interface, con
                      name +
                      ".h\"\n\n#include <kiln/export.h>\n\n#include <array>\n#include <cstdint>\n"
                      "#include <utility>\n#include <vector>\n\n";
-  // The kernels of <name>_kernels.cpp, by plan index.
+  // The kernels of <name>_kernels.cpp (and of the regions' files), in the order load_exported takes them.
   std::string declarations, table;
-  for (std::size_t k = 0; k < exported.generated.size(); ++k) {
-    const std::string entry = name + "_kernel_" + std::to_string(k);
+  for (std::size_t k = 0, local = 0; k < exported.generated.size(); ++k, ++local) {
+    if (k > 0 && exported.module_of_kernel[k] != exported.module_of_kernel[k - 1]) local = 0;
+    const std::string entry = entry_prefix(name, exported.module_of_kernel[k]) + std::to_string(local);
     if (exported.generated[k])
       declarations += "void " + entry + "(const kiln_runtime* runtime, void* const* buffers);\n";
     table += "    " + (exported.generated[k] ? entry : std::string("nullptr")) + ",  // kernel " + std::to_string(k) +
@@ -282,29 +288,42 @@ std::string rename_entry_points(const std::string& source, const std::string& pr
   return renamed + source.substr(done);
 }
 
+// Module `module`'s kernels file: the function's own (0), or a region's.
+std::string kernels_file_name(const std::string& name, std::size_t module) {
+  return name + "_kernels" + (module == 0 ? std::string() : "_" + std::to_string(module)) + ".cpp";
+}
+
 std::string kernels_file(const std::string& name, const std::string& exported_at,
-                         const compiler::ExportedSource& exported) {
+                         const compiler::ExportedSource& exported, std::size_t module) {
   std::string flags;
   for (const std::string& flag : exported.flags) flags += " " + flag;
-  // The JIT's entry points are kiln_kernel_<k> in every module; a program may hold several exported functions.
-  const std::string source = rename_entry_points(exported.source, name + "_kernel_");
-  return "// The kernels of " + name + ", exported by kiln::export_function (" + exported_at +
-         "): the source the JIT compiles\n// (get_compiler_ir(Stage::source)), with its entry points named " + name +
-         "_kernel_<k>. " + name + ".cmake compiles it with the JIT's flags:\n//  " + flags + "\n\n" + source;
+  // The JIT's entry points are kiln_kernel_<k> in every module; a program may hold several exported functions,
+  // and a function with control flow a module per branch and loop body.
+  const std::string prefix = entry_prefix(name, module);
+  const std::string source = rename_entry_points(exported.modules.at(module), prefix);
+  const std::string what =
+      module == 0 ? "The kernels of " + name
+                  : "The kernels of a branch or loop body of " + name + " (module " + std::to_string(module) + ")";
+  return "// " + what + ", exported by kiln::export_function (" + exported_at +
+         "): the source the JIT compiles\n// (get_compiler_ir(Stage::source)), with its entry points named " + prefix +
+         "<k>. " + name + ".cmake compiles it with the JIT's flags:\n//  " + flags + "\n\n" + source;
 }
 
 std::string cmake_file(const std::string& name, const std::string& exported_at,
                        const compiler::ExportedSource& exported) {
   std::string flags;
   for (const std::string& flag : exported.flags) flags += (flags.empty() ? "" : ";") + flag;
+  std::string kernel_files;
+  for (std::size_t module = 0; module < exported.modules.size(); ++module)
+    kernel_files += " ${CMAKE_CURRENT_LIST_DIR}/" + kernels_file_name(name, module);
   return "# " + name + ": a function exported by kiln::export_function (" + exported_at +
          ").\n# include() this file after find_package(kiln) (or add_subdirectory of kiln), then link the static "
          "library\n# target `" +
          name + "`: its header is " + name + ".h (C++) or " + name +
          "_c.h (C).\n"
          "add_library(" +
-         name + " STATIC ${CMAKE_CURRENT_LIST_DIR}/" + name + ".cpp ${CMAKE_CURRENT_LIST_DIR}/" + name +
-         "_kernels.cpp)\n"
+         name + " STATIC ${CMAKE_CURRENT_LIST_DIR}/" + name + ".cpp" + kernel_files +
+         ")\n"
          "target_include_directories(" +
          name +
          " PUBLIC ${CMAKE_CURRENT_LIST_DIR})\n"
@@ -313,8 +332,8 @@ std::string cmake_file(const std::string& name, const std::string& exported_at,
          " PUBLIC cxx_std_20)\n"
          "# The kernels compiled as the JIT compiles them (the same language, ISA and floating-point semantics), "
          "so the\n# program computes what the JIT computes, bit for bit.\n"
-         "set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/" +
-         name + "_kernels.cpp PROPERTIES COMPILE_OPTIONS \"" + flags +
+         "set_source_files_properties(" +
+         kernel_files + " PROPERTIES COMPILE_OPTIONS \"" + flags +
          "\")\n"
          "target_link_libraries(" +
          name + " PUBLIC kiln::kiln m)\n";
@@ -376,13 +395,17 @@ ExportedFiles export_traced(const TraceBody& body, const std::vector<Tensor>& te
   files.header = (directory / (options.name + ".h")).string();
   files.c_header = (directory / (options.name + "_c.h")).string();
   files.source = (directory / (options.name + ".cpp")).string();
-  files.kernels = (directory / (options.name + "_kernels.cpp")).string();
+  files.kernels = (directory / kernels_file_name(options.name, 0)).string();
   files.cmake = (directory / (options.name + ".cmake")).string();
   files.kernel_count = exported.kernels_per_call;
   write_file(files.c_header, c_header(options.name, interface, line), location);
   write_file(files.header, cpp_header(options.name, interface, line), location);
   write_file(files.source, source_file(options.name, interface, line, graph, exported, concrete->captures), location);
-  write_file(files.kernels, kernels_file(options.name, line, exported), location);
+  write_file(files.kernels, kernels_file(options.name, line, exported, 0), location);
+  for (std::size_t module = 1; module < exported.modules.size(); ++module) {
+    files.region_kernels.push_back((directory / kernels_file_name(options.name, module)).string());
+    write_file(files.region_kernels.back(), kernels_file(options.name, line, exported, module), location);
+  }
   write_file(files.cmake, cmake_file(options.name, line, exported), location);
   return files;
 }

@@ -177,43 +177,86 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   return compiled;
 }
 
+namespace {
+
+// `graph`'s lowering and, depth first, those of its control nodes' regions (as compile_regions lowers them): the
+// modules of an exported function, in ExportedSource's order.
+void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules) {
+  modules.push_back(lower_graph(graph, Device::cpu()));
+  const ir::Graph lowered = modules.back().graph;  // a copy: the vector grows below
+  for (const ir::Node& node : lowered.nodes)
+    for (const ir::Graph& region : node.regions) lower_with_regions(region, modules);
+}
+
+std::string digest_of(const std::vector<Lowering>& modules) {
+  if (modules.size() == 1) return to_hex(sha256(modules.front().source));  // as before regions could be exported
+  std::string all;
+  for (const Lowering& module : modules) all += module.source + '\0';
+  return to_hex(sha256(all));
+}
+
+// The executable of modules[next] with its regions', from `entries` (consumed in order); advances `next` and
+// `entry` past what it used.
+std::unique_ptr<exec::Executable> load_module(std::vector<Lowering>& modules, std::size_t& next,
+                                              std::span<const kiln_kernel_entry> entries, std::size_t& entry,
+                                              const std::string& name) {
+  Lowering& lowering = modules.at(next++);
+  std::vector<kiln_kernel_entry> kernels;
+  for (std::size_t k = 0; k < lowering.plan.kernels.size(); ++k, ++entry) {
+    if (entry >= entries.size())
+      throw CompileError(name, "the program has fewer kernel entries than the exported plans", std::string());
+    if (has_generated_code(lowering.plan.kernels[k].kind) != (entries[entry] != nullptr))
+      throw CompileError(name, "kernel " + std::to_string(entry) + "'s entry point does not match the plan",
+                         std::string());
+    kernels.push_back(entries[entry]);
+  }
+  RegionExecutables regions(static_cast<std::size_t>(lowering.graph.size()));
+  for (ir::ValueId value = 0; value < lowering.graph.size(); ++value)
+    for (std::size_t region = 0; region < lowering.graph.node(value).regions.size(); ++region)
+      regions[static_cast<std::size_t>(value)].push_back(load_module(modules, next, entries, entry, name));
+  return make_jit_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
+                             std::move(kernels), nullptr, std::move(regions));
+}
+
+}  // namespace
+
 ExportedSource export_source(const ir::Graph& traced) {
-  for (const ir::Node& node : traced.nodes)
-    if (ir::has_regions(node.op))
-      throw CompileError(std::string(ir::name(node.op)), "control flow cannot be exported ahead of time yet",
-                         node.location);
-  Lowering lowering = lower_graph(traced, Device::cpu());
+  std::vector<Lowering> modules;
+  lower_with_regions(traced, modules);
   ExportedSource exported;
-  exported.stages = stage_texts(lowering);
-  exported.digest = to_hex(sha256(lowering.source));
-  exported.source = std::move(lowering.source);
+  exported.stages = stage_texts(modules.front());
+  exported.digest = digest_of(modules);
   // An object of the program's, not a shared object of its own: it links with the program's C and C++ runtime.
   for (const std::string& flag : cpu::compile_flags())
     if (flag != "-shared" && flag != "-nostdlib") exported.flags.push_back(flag);
-  for (const FusedKernel& kernel : lowering.plan.kernels) exported.generated.push_back(has_generated_code(kernel.kind));
-  exported.kernels_per_call = kernel_count(lowering.plan);
+  for (std::size_t module = 0; module < modules.size(); ++module) {
+    for (const FusedKernel& kernel : modules[module].plan.kernels) {
+      exported.generated.push_back(has_generated_code(kernel.kind));
+      exported.module_of_kernel.push_back(module);
+    }
+    exported.modules.push_back(std::move(modules[module].source));
+  }
+  exported.kernels_per_call = kernel_count(modules.front().plan);
   return exported;
 }
 
 std::unique_ptr<exec::Executable> load_exported(const ir::Graph& traced, std::string_view digest,
                                                 std::span<const kiln_kernel_entry> entries, const std::string& name) {
-  Lowering lowering = lower_graph(traced, Device::cpu());
-  if (to_hex(sha256(lowering.source)) != digest)
+  std::vector<Lowering> modules;
+  lower_with_regions(traced, modules);
+  if (digest_of(modules) != digest)
     throw CompileError(name,
                        "this kiln library lowers the exported function to other kernels than the kiln that exported "
                        "it (the generated sources differ): export it again with the kiln this program links",
                        std::string());
-  if (entries.size() != lowering.plan.kernels.size())
+  std::size_t next = 0, entry = 0;
+  std::unique_ptr<exec::Executable> executable = load_module(modules, next, entries, entry, name);
+  if (entry != entries.size())
     throw CompileError(name,
-                       "the program has " + std::to_string(entries.size()) + " kernel entries for a plan of " +
-                           std::to_string(lowering.plan.kernels.size()) + " kernels",
+                       "the program has " + std::to_string(entries.size()) + " kernel entries for plans of " +
+                           std::to_string(entry) + " kernels",
                        std::string());
-  std::vector<kiln_kernel_entry> kernels(entries.begin(), entries.end());
-  for (std::size_t k = 0; k < kernels.size(); ++k)
-    if (has_generated_code(lowering.plan.kernels[k].kind) != (kernels[k] != nullptr))
-      throw CompileError(name, "kernel " + std::to_string(k) + "'s entry point does not match the plan", std::string());
-  return make_jit_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
-                             std::move(kernels), nullptr);
+  return executable;
 }
 
 }  // namespace kiln::compiler

@@ -52,20 +52,24 @@ CompiledFunction compile(const ir::Graph& graph, Device device = Device::cpu());
 // What a program builds in place of the JIT's module: the CPU source compile() would build for `traced`, the
 // flags it would build it with (less those making a shared object), and what load_exported checks.
 struct ExportedSource {
-  std::string source;
-  std::string digest;                                 // SHA-256 of `source`, 64 hex digits
+  // The generated modules: the function's own, then each control node's regions' (a module each, lowered as
+  // compile() lowers them), depth first: node by node, region by region, each followed by its own regions'.
+  std::vector<std::string> modules;
+  std::string digest;                                 // SHA-256 of the modules, 64 hex digits
   std::vector<std::string> flags;                     // compile_flags() for an object of a static library
-  std::vector<bool> generated;                        // per kernel of the plan: whether it has an entry point
-  int kernels_per_call = 0;                           // as the JIT's executable reports them
-  std::vector<std::pair<Stage, std::string>> stages;  // optimized, fused, source
+  // Per kernel of the modules' plans, module after module: whether it has an entry point, and which module it is in.
+  std::vector<bool> generated;
+  std::vector<std::size_t> module_of_kernel;
+  int kernels_per_call = 0;                           // as the JIT's executable reports them (the function's own)
+  std::vector<std::pair<Stage, std::string>> stages;  // optimized, fused, source (the function's own)
 };
 // Throws as compile() does for a graph that cannot be compiled (kiln::CompileError naming the op and its line).
 ExportedSource export_source(const ir::Graph& traced);
 
-// The executable of an exported function: `traced` lowered again by this library, which must give the source
-// exported (its SHA-256 `digest`), else a kiln::CompileError (op `name`): the program links another kiln than
-// the one that exported it. `entries` are the program's compiled kernels by plan index (null for library
-// kernels). No compiler, disk cache or tracing is involved.
+// The executable of an exported function: `traced` lowered again by this library, which must give the modules
+// exported (their SHA-256 `digest`), else a kiln::CompileError (op `name`): the program links another kiln than
+// the one that exported it. `entries` are the program's compiled kernels in ExportedSource's order (null for
+// library kernels). No compiler, disk cache or tracing is involved.
 std::unique_ptr<exec::Executable> load_exported(const ir::Graph& traced, std::string_view digest,
                                                 std::span<const kiln_kernel_entry> entries, const std::string& name);
 

@@ -169,9 +169,10 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::vector<kiln_kernel_entry> entries,
-                                                      std::shared_ptr<const void> code_owner) {
+                                                      std::shared_ptr<const void> code_owner,
+                                                      RegionExecutables regions) {
   return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                                         std::move(code_owner), RegionExecutables{});
+                                         std::move(code_owner), std::move(regions));
 }
 
 }  // namespace kiln::compiler

@@ -35,6 +35,7 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
 // code): those a program compiled in (an exported function's), kept alive by `code_owner` if anything must.
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::vector<kiln_kernel_entry> entries,
-                                                      std::shared_ptr<const void> code_owner);
+                                                      std::shared_ptr<const void> code_owner,
+                                                      RegionExecutables regions = {});
 
 }  // namespace kiln::compiler

@@ -125,6 +125,37 @@ TEST(Export, NamesMustBeCIdentifiersAndDirectoriesWritable) {
   EXPECT_TRUE(contains(message, "cannot create the directory")) << message;
 }
 
+// Control flow: each branch and loop body is a module of its own (as the JIT compiles them), written to a file of
+// its own with its entry points named apart; the CMake file compiles them all with the JIT's flags. (That the
+// program computes what the JIT does is export_program's check.)
+TEST(Export, ABranchOrLoopBodyIsAModuleOfItsOwn) {
+  TemporaryDirectory directory;
+  auto scanned = [](Tensor h0, Tensor xs) {
+    return std::get<0>(scan(
+        [](const Tensor& h, const Tensor& x) {
+          const Tensor next = cond(
+              reduce_sum(x) > 0.0, [&]() { return tanh(h + x); }, [&]() { return h - x; });
+          return std::pair{next, next};
+        },
+        h0, xs));
+  };
+  const ExportedFiles files = export_function(scanned, std::tuple{random::normal({3, 4}), random::normal({5, 3, 4})},
+                                              {.directory = directory.path().string(), .name = "scanned"});
+  // The scan's step, and the cond's two branches within it.
+  ASSERT_EQ(files.region_kernels.size(), 3u);
+  const std::string cmake = read_file(files.cmake);
+  for (std::size_t module = 1; module <= files.region_kernels.size(); ++module) {
+    const std::string& path = files.region_kernels[module - 1];
+    EXPECT_EQ(path, (directory / ("scanned_kernels_" + std::to_string(module) + ".cpp")).string());
+    const std::string kernels = read_file(path);
+    EXPECT_TRUE(contains(kernels, "scanned_module_" + std::to_string(module) + "_kernel_0")) << kernels;
+    EXPECT_FALSE(contains(kernels, "kiln_kernel_0")) << kernels;
+    EXPECT_TRUE(contains(cmake, "scanned_kernels_" + std::to_string(module) + ".cpp")) << cmake;
+  }
+  const std::string source = read_file(files.source);
+  EXPECT_TRUE(contains(source, "scanned_module_3_kernel_0")) << "the kernel table holds the regions' kernels too";
+}
+
 TEST(Export, AKilnThatLowersTheGraphToOtherKernelsRefusesTheExportedFunction) {
   // What an exported <name>.cpp hands kiln, with the digest of another kiln's source.
   const char graph[] =

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace kiln {
 namespace {
 
@@ -50,6 +53,47 @@ TEST(CudaControlFlow, LoopsAndBranchesCompiledForTheGpuAgreeWithTheCpu) {
       expect_same(want_outputs, outputs, 256, "stacked outputs");
     }
   }
+  EXPECT_EQ(compiled.statistics().fallbacks, 0);
+}
+
+// Within `tolerance` of the largest |expected| element (sums of products, whose near-zero elements cancel: an
+// ulp measure per element would be too strict).
+void expect_close(const Tensor& expected, const Tensor& actual, double tolerance, const std::string& what) {
+  ASSERT_EQ(expected.shape(), actual.shape()) << what;
+  const std::vector<double> want = expected.to_vector<double>(), got = actual.to(Device::cpu()).to_vector<double>();
+  double largest = 0;
+  for (double value : want) largest = std::max(largest, std::fabs(value));
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(want[i], got[i], tolerance * largest) << what << " element " << i;
+}
+
+// A training step through a scan on the GPU: the forward scan stacking carries and products, the reversed scan of
+// the step's VJP, the weights' cotangents summed after the loop as one product each (src/autodiff/control_rules.h).
+TEST(CudaControlFlow, GradientsThroughAScanAgreeWithTheCpu) {
+  KILN_REQUIRE_GPU();
+  const Tensor h0 = random_tensor(DType::f32, {8, 16}, 3), xs = random_tensor(DType::f32, {5, 8, 16}, 4);
+  const Tensor w = random_tensor(DType::f32, {16, 16}, 5) * 0.25, u = random_tensor(DType::f32, {16, 16}, 6) * 0.25;
+  const auto body = [](const Tensor& h, const Tensor& sequence, const Tensor& input_weight,
+                       const Tensor& state_weight) {
+    auto loss = [&](const Tensor& p, const Tensor& q) {
+      const auto [last, states] = scan(
+          [&](const Tensor& state, const Tensor& x) {
+            const Tensor next = tanh(matmul(x, p) + matmul(state, q));
+            return std::pair<Tensor, Tensor>{next, next};
+          },
+          h, sequence);
+      return reduce_sum(square(states)) + reduce_sum(last);
+    };
+    auto [value, gradients] = value_and_grad(loss, {.argnums = {0, 1}})(input_weight, state_weight);
+    return std::tuple{value, gradients[0], gradients[1]};
+  };
+  auto cpu = function(body);
+  auto compiled = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const auto [want_value, want_w, want_u] = cpu(h0, xs, w, u);
+  const auto [value, gradient_w, gradient_u] = compiled(h0.to(gpu), xs.to(gpu), w.to(gpu), u.to(gpu));
+  expect_close(want_value, value, 1e-5, "loss");
+  expect_close(want_w, gradient_w, 1e-5, "gradient of w");
+  expect_close(want_u, gradient_u, 1e-5, "gradient of u");
   EXPECT_EQ(compiled.statistics().fallbacks, 0);
 }
 

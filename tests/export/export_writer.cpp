@@ -72,6 +72,39 @@ int main(int argc, char** argv) {
   save_all(directory, "empty_input", {rows, scale});
   save_all(directory, "empty_output", {scaled, sums});
 
+  // Control flow: a scan whose step branches on the data, and a while_loop; each region a module of its own.
+  auto loops = [](kiln::Tensor h0, kiln::Tensor xs, kiln::Tensor w) {
+    const auto [last, states] = kiln::scan(
+        [&](const kiln::Tensor& h, const kiln::Tensor& x) {
+          const kiln::Tensor next = kiln::cond(
+              kiln::reduce_sum(x) > 0.0, [&]() { return kiln::tanh(kiln::matmul(h, w) + x); },
+              [&]() { return h * 0.5 - x; });
+          return std::pair{next, kiln::reduce_max(next)};
+        },
+        h0, xs);
+    const auto [count, halved] = kiln::while_loop(
+        [](const std::pair<kiln::Tensor, kiln::Tensor>& state) {
+          return kiln::reduce_max(kiln::abs(state.second)) > 0.1;
+        },
+        [](const std::pair<kiln::Tensor, kiln::Tensor>& state) {
+          return std::pair{state.first + 1, state.second * 0.5};
+        },
+        std::pair{kiln::zeros({}, kiln::DType::i32), last});
+    return std::tuple{last, states, count, halved};
+  };
+  const kiln::Tensor h0 = kiln::random::normal({5, 8}, {.seed = 8});
+  const kiln::Tensor xs = kiln::random::normal({6, 5, 8}, {.seed = 9});
+  const kiln::Tensor w = kiln::random::normal({8, 8}, {.seed = 10, .stddev = 0.3});
+  const kiln::ExportedFiles loops_files =
+      kiln::export_function(loops, std::tuple{h0, xs, w}, {.directory = directory.string(), .name = "loops"});
+  const auto [last, states, count, halved] = kiln::function(loops, {.jit_compile = true})(h0, xs, w);
+  save_all(directory, "loops_input", {h0, xs, w});
+  save_all(directory, "loops_output", {last, states, count, halved});
+  if (loops_files.region_kernels.empty()) {
+    std::cerr << "loops: no region kernels were written\n";
+    return 1;
+  }
+
   std::cout << "exported seed (" << seed_files.kernel_count << " kernels) and layer (" << layer_files.kernel_count
             << " kernels) to " << directory.string() << "\n";
   return 0;

@@ -1,9 +1,10 @@
-// Calls three functions exported by kiln::export_function (tests/export/export_writer.cpp) on the inputs the
+// Calls four functions exported by kiln::export_function (tests/export/export_writer.cpp) on the inputs the
 // exporter saved, through their C++ and C entry points, and checks that each output equals the JIT's, bit for
 // bit; then that bad calls are clear errors. Prints "exported functions match the JIT" when all is well.
 
 #include "empty.h"
 #include "layer.h"
+#include "loops.h"
 #include "seed.h"
 
 #include <kiln/kiln.h>
@@ -84,6 +85,13 @@ int main(int argc, char** argv) {
   check(empty_c(nullptr, static_cast<const float*>(scale.data()), nullptr, c_sums.data()) == 0,
         "empty_c takes null pointers for arrays of zero elements");
   check(std::memcmp(c_sums.data(), sums.data(), 7 * sizeof(float)) == 0, "empty_c's sums equal the JIT's");
+
+  // Control flow: the regions' kernels compiled in from their own files, the loops run by kiln.
+  const auto [last, states, count, halved] = loops(load("loops_input0"), load("loops_input1"), load("loops_input2"));
+  check(identical(last, load("loops_output0")), "loops' last state equals the JIT's");
+  check(identical(states, load("loops_output1")), "loops' stacked outputs equal the JIT's");
+  check(identical(count, load("loops_output2")), "loops' while_loop count equals the JIT's");
+  check(identical(halved, load("loops_output3")), "loops' while_loop result equals the JIT's");
 
   // Bad calls: clear errors, and the function stays usable.
   try {
