@@ -51,7 +51,8 @@ class BandwidthSampler {
   std::vector<double> samples_;
 };
 
-// time_calls, with `between` run (untimed) after every timed call.
+// time_calls, with `between` run (untimed) after every timed call, and then an untimed call, so that each timed
+// call finds the caches as the call before it left them (as calls back to back do, and as the peers time them).
 Timing time_calls_between(const std::function<void()>& call, int runs, const std::function<void()>& between,
                           int warmup = 2);
 
