@@ -2,6 +2,7 @@
 // standard CUDA executor), against the CPU's standard executor on the same inputs.
 
 #include "cuda/cuda_test_support.h"
+#include "support/recurrent_gradients.h"
 
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
@@ -80,17 +81,7 @@ TEST(CudaControlFlow, GradientsThroughAScanAgreeWithTheCpu) {
   const Tensor w = random_tensor(DType::f32, {16, 16}, 5) * 0.25, u = random_tensor(DType::f32, {16, 16}, 6) * 0.25;
   const auto body = [](const Tensor& h, const Tensor& sequence, const Tensor& input_weight,
                        const Tensor& state_weight) {
-    auto loss = [&](const Tensor& p, const Tensor& q) {
-      const auto [last, states] = scan(
-          [&](const Tensor& state, const Tensor& x) {
-            const Tensor next = tanh(matmul(x, p) + matmul(state, q));
-            return std::pair<Tensor, Tensor>{next, next};
-          },
-          h, sequence);
-      return reduce_sum(square(states)) + reduce_sum(last);
-    };
-    auto [value, gradients] = value_and_grad(loss, {.argnums = {0, 1}})(input_weight, state_weight);
-    return std::tuple{value, gradients[0], gradients[1]};
+    return testing::recurrent_loss_and_gradients(h, sequence, input_weight, state_weight);
   };
   auto cpu = function(body);
   auto compiled = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});

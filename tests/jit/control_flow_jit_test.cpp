@@ -2,6 +2,7 @@
 // the executable; results against the standard executor and the float64 reference (support/differential.h).
 
 #include "support/differential.h"
+#include "support/recurrent_gradients.h"
 #include "support/test_support.h"
 
 #include <gtest/gtest.h>
@@ -140,17 +141,7 @@ TEST(ControlFlowJit, TheGradientOfAScanRunsItsForwardLoopOnce) {
   const Tensor w = random_tensor(DType::f32, {40, 40}, 23) * 0.2, u = random_tensor(DType::f32, {40, 40}, 24) * 0.2;
   const auto body = [](const Tensor& h, const Tensor& sequence, const Tensor& input_weight,
                        const Tensor& state_weight) {
-    auto loss = [&](const Tensor& p, const Tensor& q) {
-      const auto [last, states] = scan(
-          [&](const Tensor& state, const Tensor& x) {
-            const Tensor next = tanh(matmul(x, p) + matmul(state, q));
-            return std::pair<Tensor, Tensor>{next, next};
-          },
-          h, sequence);
-      return reduce_sum(square(states)) + reduce_sum(last);
-    };
-    auto [value, gradients] = value_and_grad(loss, {.argnums = {0, 1}})(input_weight, state_weight);
-    return std::tuple{value, gradients[0], gradients[1]};
+    return testing::recurrent_loss_and_gradients(h, sequence, input_weight, state_weight);
   };
   expect_agreement("scan gradients", body, h0, xs, w, u);
   auto jit = function(body, {.jit_compile = true});
