@@ -5,12 +5,16 @@
 // so nested control flow and higher orders need nothing more:
 //   forward mode   a cond of the branches' JVPs; a loop that carries each float carry's tangent beside it, its
 //                  body the JVP of the old one.
-//   reverse mode   a cond of the branches' VJPs; for a scan, a scan that stacks each step's carries (the
-//                  residuals), then a scan in the other direction whose body recomputes the step from its carries
-//                  and applies the step's VJP, summing the cotangents of the captures in carries of its own.
-//                  A while_loop has none: its trip count is known only when it has run (JAX refuses it as well).
-// Regions recompute what their derivative needs rather than returning it from the forward node: the forward node
-// stays as the user traced it, and one step's recomputation costs less than storing every intermediate per step.
+//   reverse mode   a cond of the branches' VJPs; for a scan, a scan that stacks each step's carries and the
+//                  products the way back needs (the residuals), then a scan in the other direction whose body
+//                  recomputes the rest of the step from them (elementwise work, fused) and applies the step's
+//                  VJP. Captures' cotangents are summed in carries of the backward scan, except one that is a
+//                  product per step (a weight's x_t^T g_t): that is one product of the stacked operands after the
+//                  loop. A while_loop has none: its trip count is known only when it has run (JAX refuses it as
+//                  well).
+// The forward node stays as the user traced it: the scan stacking the residuals is a second node, which the
+// merge-loops pass folds the first into (compiler/merge_loops.h). docs/design-notes.md ("Control flow") has the
+// measurements behind each choice.
 
 #include "autodiff/differentiate.h"
 
