@@ -166,8 +166,7 @@ std::vector<ValueId> transpose(ir::Graph& graph, const Linearization& linearizat
       accumulate(emitter, cotangents, linearization.output_tangents[output], output_cotangents[output]);
 
   std::vector<bool> custom_done(linearization.marks ? linearization.marks->custom.size() : 0, false);
-  std::vector<bool> control_done(static_cast<std::size_t>(program.size()),
-                                 false);  // per control call (fewer than the program's nodes)
+  std::vector<bool> control_done(program.control_count(), false);
   for (int id = program.size() - 1; id >= 0; --id) {
     const ValueId cotangent = cotangents[static_cast<std::size_t>(id)];
     const LinearNode& node = program.nodes()[static_cast<std::size_t>(id)];

@@ -79,6 +79,7 @@ class LinearProgram {
   const ControlCall& control_call(ControlCall call, const std::vector<ir::Type>& result_types);
 
   const ControlCall& control(int call) const { return controls_[static_cast<std::size_t>(call)]; }
+  std::size_t control_count() const { return controls_.size(); }
 
   const LinearNode& node(Tangent tangent) const { return nodes_[static_cast<std::size_t>(tangent.id)]; }
   const ir::Type& type(Tangent tangent) const { return node(tangent).type; }

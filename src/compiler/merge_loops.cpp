@@ -53,7 +53,6 @@ bool merge_loops(ir::Graph& graph) {
     ir::Node& node = graph.node(later);
     for (ir::ValueId& operand : node.operands)
       if (replaced_by[static_cast<std::size_t>(operand)] >= 0) operand = replaced_by[static_cast<std::size_t>(operand)];
-    if (node.op == ir::Op::result) continue;
     if (!is_loop(node.op)) continue;
     for (ir::ValueId earlier = 0; earlier < later; ++earlier) {
       const ir::Node& twin = graph.node(earlier);

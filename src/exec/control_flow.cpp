@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace kiln::exec {
 namespace {
@@ -117,14 +118,16 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
                                         std::span<const runtime::Array> operands, Device device,
                                         const RegionRunner& run_region) {
   const ir::Node& node = graph.node(value);
-  // A loop's captures stay as they are until it ends: products with them as B pack it once (gemm_invariant.h).
-  std::vector<std::span<const std::byte>> captured;
+  // A loop's captures stay as they are until it ends: products with them as B pack it once (gemm_invariant.h). A
+  // cond runs once and opens none, leaving an enclosing loop's scope in force for its branches.
+  std::optional<kernels::cpu::InvariantOperands> invariant;
   if (device.is_cpu() && node.op != ir::Op::cond) {
+    std::vector<std::span<const std::byte>> captured;
     const auto first = static_cast<std::size_t>(node.attributes.carry_count + node.attributes.sequence_count);
     for (std::size_t operand = first; operand < operands.size(); ++operand)
       captured.emplace_back(static_cast<const std::byte*>(operands[operand].raw()), operands[operand].bytes());
+    invariant.emplace(std::move(captured));
   }
-  const kernels::cpu::InvariantOperands invariant(std::move(captured));
   switch (node.op) {
     case ir::Op::cond:
       return run_cond(node, operands, run_region);

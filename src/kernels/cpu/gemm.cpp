@@ -137,10 +137,12 @@ std::int64_t step_count(const Problem& problem) {
 
 // Where a prepacked B (Problem::prepacked) holds the block of `step`: column panels one after another, each of
 // B's whole depth (K blocks in order) as WholeDepthWork packs one.
-const float* prepacked_block(const Problem& problem, const Step& step) {
-  const GemmPlan& plan = problem.plan;
+std::int64_t prepacked_offset(const GemmPlan& plan, const Step& step) {
   const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
-  return problem.prepacked + step.column_panel * panel_floats + step.depth_begin * round_up(step.columns, kNr);
+  return step.column_panel * panel_floats + step.depth_begin * round_up(step.columns, kNr);
+}
+const float* prepacked_block(const Problem& problem, const Step& step) {
+  return problem.prepacked + prepacked_offset(problem.plan, step);
 }
 
 // Packs micro-panels [first, end) of the B block of `step`: micro-panel p holds op(B)[K block, kNr columns
@@ -633,16 +635,18 @@ void prepack_invariant_b(Problem& problem) {
                              plan.k,    plan.panel_columns, plan.depth_block};
   const std::int64_t panel_floats = plan.k * round_up(plan.panel_columns, kNr);
   const std::int64_t depth_blocks = depth_blocks_of(plan);
-  problem.prepacked = scope->packed(key, static_cast<std::size_t>(plan.column_panels * panel_floats), [&](float* out) {
-    Problem packing = problem;
-    packing.prepacked = out;
-    for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel)
-      for (std::int64_t block = 0; block < depth_blocks; ++block) {
-        const Step step = make_step(packing, column_panel * depth_blocks + block);
-        pack_b_panels(packing, step, 0, ceil_div(step.columns, kNr),
-                      const_cast<float*>(prepacked_block(packing, step)));
-      }
-  });
+  if (const float* found = scope->find(key)) {
+    problem.prepacked = found;
+    return;
+  }
+  float* out = scope->add(key, static_cast<std::size_t>(plan.column_panels * panel_floats));
+  if (!out) return;
+  problem.prepacked = out;
+  for (std::int64_t column_panel = 0; column_panel < plan.column_panels; ++column_panel)
+    for (std::int64_t block = 0; block < depth_blocks; ++block) {
+      const Step step = make_step(problem, column_panel * depth_blocks + block);
+      pack_b_panels(problem, step, 0, ceil_div(step.columns, kNr), out + prepacked_offset(plan, step));
+    }
 }
 
 }  // namespace

@@ -30,16 +30,16 @@ bool InvariantOperands::contains(const void* begin, std::size_t bytes) const {
   });
 }
 
-const float* InvariantOperands::packed(const PackedOperandKey& key, std::size_t floats,
-                                       const std::function<void(float*)>& pack) {
-  if (!packings_.contains(key) && packings_.size() >= kMaxPackings) return nullptr;
+const float* InvariantOperands::find(const PackedOperandKey& key) const {
+  const auto found = packings_.find(key);
+  return found == packings_.end() ? nullptr : static_cast<const float*>(found->second->data());
+}
+
+float* InvariantOperands::add(const PackedOperandKey& key, std::size_t floats) {
+  if (packings_.size() >= kMaxPackings) return nullptr;
   std::shared_ptr<runtime::Buffer>& buffer = packings_[key];
-  if (!buffer) {
-    auto made = runtime::allocate(Device::cpu(), std::max<std::size_t>(1, floats) * sizeof(float));
-    pack(static_cast<float*>(made->data()));
-    buffer = std::move(made);  // only once packed: a pack that throws leaves no half-made entry behind
-  }
-  return static_cast<const float*>(buffer->data());
+  buffer = runtime::allocate(Device::cpu(), std::max<std::size_t>(1, floats) * sizeof(float));
+  return static_cast<float*>(buffer->data());
 }
 
 }  // namespace kiln::kernels::cpu

@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -45,11 +44,13 @@ class InvariantOperands {
   // Whether [begin, begin + bytes) lies within one of the ranges.
   bool contains(const void* begin, std::size_t bytes) const;
 
-  // The packing stored under `key`; made the first time by `pack` into `floats` floats. Null once the scope
-  // holds kMaxPackings others (B read in place from memory that only looks invariant, such as a sequence a
-  // capture also holds, would otherwise take a packing per step): the caller then packs as usual.
+  // The packing stored under `key`, or null.
+  const float* find(const PackedOperandKey& key) const;
+  // Room for the packing of `key`, `floats` floats that the caller fills before anything reads them. Null once the
+  // scope holds kMaxPackings (B read in place from memory that only looks invariant, such as a sequence a capture
+  // also holds, would otherwise take a packing per step): the caller then packs as usual.
   static constexpr std::size_t kMaxPackings = 16;
-  const float* packed(const PackedOperandKey& key, std::size_t floats, const std::function<void(float*)>& pack);
+  float* add(const PackedOperandKey& key, std::size_t floats);
 
  private:
   std::vector<std::span<const std::byte>> ranges_;
