@@ -4,6 +4,7 @@
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/cpu/compile_command.h"
 #include "compiler/codegen/cpu/cpu_codegen.h"
+#include "compiler/codegen/cpu/loop_driver.h"
 #if KILN_HAVE_CUDA
 #include "compiler/codegen/cuda/cuda_codegen.h"
 #include "compiler/codegen/cuda/cuda_executable.h"
@@ -12,6 +13,8 @@
 #endif
 #include "compiler/dump.h"
 #include "compiler/jit_executable.h"
+#include "compiler/loop_layout.h"
+#include "compiler/loop_step.h"
 #include "compiler/pipeline.h"
 #include "ir/printer.h"
 #include "runtime/log.h"
@@ -52,9 +55,36 @@ struct Lowering {
 #if KILN_HAVE_CUDA
   cuda::ModuleSource module;  // on CUDA: source is module.text
 #endif
+  // A loop's step (loop_step.h): how its driver runs it, and the driver's source (also at the end of `source`).
+  std::optional<LoopLayout> loop;
+  std::string loop_driver;
 };
 
-Lowering lower_graph(const ir::Graph& traced, Device device) {
+// The loop node a step is lowered for: its layout and driver go into the step's module.
+struct LoopOfStep {
+  const ir::Graph& graph;
+  ir::ValueId value;
+};
+
+// Appends the driver of `loop` to the lowered step's source, and its layout (or why there is none) to its fused stage.
+void add_loop_driver(Lowering& lowering, const LoopOfStep& loop) {
+  std::string why_not;
+  lowering.loop = layout_loop(loop.graph, loop.value, lowering.graph, lowering.plan, lowering.assignment, why_not);
+  if (!lowering.loop) {
+    lowering.fused += "compiled loop: none, the host runs the loop's regions step by step: " + why_not + "\n";
+    return;
+  }
+  const ir::Node& node = loop.graph.node(loop.value);
+  lowering.loop_driver =
+      cpu::loop_driver_source(*lowering.loop, "%" + std::to_string(loop.value) + " " + std::string(ir::name(node.op)) +
+                                                  " of @" + loop.graph.name);
+  lowering.source += lowering.loop_driver;
+  lowering.fused += "compiled loop: " + std::string(cpu::loop_entry_point) +
+                    " (in the source) runs the kernels above in a loop of its own, no dispatch per iteration\n" +
+                    describe(*lowering.loop);
+}
+
+Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* loop = nullptr) {
 #if !KILN_HAVE_CUDA
   if (!device.is_cpu())
     throw CompileError(
@@ -100,6 +130,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device) {
           "scores per warp or block in shared memory\n";
   }
 #endif
+  if (loop) add_loop_driver(lowering, *loop);
   dumper.write("2-optimized.txt", lowering.optimized);
   dumper.write("3-fused.txt", lowering.fused);
   if (device.is_cpu()) {
@@ -138,13 +169,53 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
 namespace {
 
 // Each control node's regions, compiled as functions of their own (their kernels fused among themselves; a region's
-// own control nodes compile theirs the same way).
-RegionExecutables compile_regions(const ir::Graph& graph, Device device) {
+// own control nodes compile theirs the same way), but for the loops in `loops`.
+RegionExecutables compile_regions(const ir::Graph& graph, Device device, const CompiledLoops& loops = {}) {
   RegionExecutables regions(static_cast<std::size_t>(graph.size()));
-  for (ir::ValueId value = 0; value < graph.size(); ++value)
+  for (ir::ValueId value = 0; value < graph.size(); ++value) {
+    if (static_cast<std::size_t>(value) < loops.size() && loops[static_cast<std::size_t>(value)]) continue;
     for (const ir::Graph& region : graph.node(value).regions)
       regions[static_cast<std::size_t>(value)].push_back(compile(region, device).executable);
+  }
   return regions;
+}
+
+// Loop node `value` of `graph` compiled whole on the CPU: its step's kernels and the driver running them in one
+// module (compiled_loop.h). Null where the driver cannot run the step alone; the loop's regions then compile on their
+// own and the host runs them.
+std::shared_ptr<const CompiledLoop> compile_loop(const ir::Graph& graph, ir::ValueId value) {
+  const LoopOfStep loop{graph, value};
+  Lowering lowering = lower_graph(loop_step(graph, value), Device::cpu(), &loop);
+  if (!lowering.loop) return nullptr;
+  BuildOptions options = cpu::build_options(lowering.graph.name);
+  options.split = [&] {
+    std::vector<std::string> units = cpu::translation_units(lowering.graph, lowering.plan, runtime::thread_count());
+    units.front() += lowering.loop_driver;  // it declares the kernels it calls, wherever they are compiled
+    return units;
+  };
+  BuildResult built = build_module(lowering.source, options);
+  const auto driver = reinterpret_cast<kiln_kernel_entry>(built.module->symbol(cpu::loop_entry_point));
+  const ir::Node& node = graph.node(value);
+  std::shared_ptr<const exec::Executable> condition;
+  if (node.op == ir::Op::while_loop) condition = compile(node.regions.front(), Device::cpu()).executable;
+  return std::make_shared<const CompiledLoop>(graph, value, std::move(*lowering.loop), driver, built.module,
+                                              std::move(condition));
+}
+
+// The loops of `graph` that compile whole, by value (null elsewhere), each noted in `fused`.
+CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused) {
+  CompiledLoops loops(static_cast<std::size_t>(graph.size()));
+  for (ir::ValueId value = 0; value < graph.size(); ++value) {
+    const ir::Op op = graph.node(value).op;
+    if (op != ir::Op::while_loop && op != ir::Op::scan_loop) continue;
+    const std::shared_ptr<const CompiledLoop> loop = compile_loop(graph, value);
+    fused += "%" + std::to_string(value) + " " + std::string(ir::name(op)) + ": ";
+    fused += loop ? "compiled whole, its iterations run by generated code (its step: @" + graph.name + ".loop_" +
+                        std::to_string(value) + ")\n" + describe(loop->layout())
+                  : "its regions run one at a time by the host (its step's fused stage says why)\n";
+    loops[static_cast<std::size_t>(value)] = loop;
+  }
+  return loops;
 }
 
 }  // namespace
@@ -171,9 +242,14 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   options.split = [&] { return cpu::translation_units(lowering.graph, lowering.plan, runtime::thread_count()); };
   BuildResult built = build_module(lowering.source, options);
   compiled.from_disk_cache = built.from_disk_cache;
-  RegionExecutables regions = compile_regions(lowering.graph, device);
-  compiled.executable = make_jit_executable(std::move(lowering.graph), std::move(lowering.plan),
-                                            std::move(lowering.assignment), built.module, std::move(regions));
+  std::string& fused = std::find_if(compiled.stages.begin(), compiled.stages.end(), [](const auto& stage) {
+                         return stage.first == Stage::fused;
+                       })->second;
+  CompiledLoops loops = compile_loops(lowering.graph, fused);
+  RegionExecutables regions = compile_regions(lowering.graph, device, loops);
+  compiled.executable =
+      make_jit_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
+                          built.module, std::move(regions), std::move(loops));
   return compiled;
 }
 

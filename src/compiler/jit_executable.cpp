@@ -16,15 +16,17 @@ namespace {
 class JitExecutable final : public exec::Executable {
  public:
   JitExecutable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment, std::vector<kiln_kernel_entry> entries,
-                std::shared_ptr<const void> code_owner, RegionExecutables regions)
+                std::shared_ptr<const void> code_owner, RegionExecutables regions, CompiledLoops loops)
       : graph_(std::move(graph)),
         plan_(std::move(plan)),
         assignment_(std::move(assignment)),
         code_owner_(std::move(code_owner)),
         entries_(std::move(entries)),
         regions_(std::move(regions)),
+        loops_(std::move(loops)),
         result_nodes_(ir::result_nodes(graph_)) {
     regions_.resize(static_cast<std::size_t>(graph_.size()));
+    loops_.resize(static_cast<std::size_t>(graph_.size()));
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
     placed_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (const FusedKernel& kernel : plan_.kernels)
@@ -60,7 +62,9 @@ class JitExecutable final : public exec::Executable {
       if (!has_generated_code(kernel.kind)) {
         const ir::ValueId member = kernel.members.front();
         const ir::Op op = graph_.node(member).op;
-        if (ir::has_regions(op))
+        if (const CompiledLoop* loop = loops_[static_cast<std::size_t>(member)].get())
+          run_loop(member, *loop, table, state, values, arena.get());
+        else if (ir::has_regions(op))
           exec::run_compiled_control(graph_, member, regions_[static_cast<std::size_t>(member)],
                                      result_nodes_[static_cast<std::size_t>(member)], values, arena.get(),
                                      Device::cpu());
@@ -76,8 +80,7 @@ class JitExecutable final : public exec::Executable {
         buffers.push_back(written(placement ? placement->into : output).mutable_raw());
       }
       entries_[k](&table, buffers.data());
-      if (const std::optional<cpu::IndexOutOfRange> bad = state.take())
-        throw ir::gather_index_error(graph_.node(bad->node), bad->index, bad->position, bad->extent);
+      check_indices(state);
       release(k, values);
     }
     std::vector<runtime::Array> outputs;
@@ -88,6 +91,24 @@ class JitExecutable final : public exec::Executable {
   int kernels_per_call() const override { return kernel_count(plan_); }
 
  private:
+  // Raises the first index out of range the call's kernels reported.
+  void check_indices(cpu::CallState& state) const {
+    if (const std::optional<cpu::IndexOutOfRange> bad = state.take())
+      throw ir::gather_index_error(graph_.node(bad->node), bad->index, bad->position, bad->extent);
+  }
+
+  // Loop node `value`, compiled whole: its driver runs every iteration with this call's table.
+  void run_loop(ir::ValueId value, const CompiledLoop& loop, const kiln_runtime& table, cpu::CallState& state,
+                std::vector<runtime::Array>& values, const runtime::Buffer* arena) const {
+    std::vector<runtime::Array> operands;
+    for (ir::ValueId operand : graph_.node(value).operands)
+      operands.push_back(values[static_cast<std::size_t>(operand)]);
+    std::vector<runtime::Array> results = loop.run(operands, table);
+    check_indices(state);
+    exec::store_compiled_results(graph_, value, std::move(results), result_nodes_[static_cast<std::size_t>(value)],
+                                 values, arena, Device::cpu());
+  }
+
   // An assembled concat (fusion_placement.cpp): the kernels before it wrote its placed operands into `result`; the
   // others are copied now.
   void copy_operands_not_in_place(const FusedKernel& kernel, const std::vector<runtime::Array>& values,
@@ -122,6 +143,7 @@ class JitExecutable final : public exec::Executable {
   std::vector<bool> placed_;  // per value: written into another value's buffer (a placement)
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
   RegionExecutables regions_;                             // per control node, its regions' executables
+  CompiledLoops loops_;                                   // per loop node compiled whole, its compiled loop
   std::vector<std::vector<ir::ValueId>> result_nodes_;    // per control node, the result nodes reading it
 };
 
@@ -155,7 +177,7 @@ void run_standard_node(const ir::Graph& graph, ir::ValueId value, std::vector<ru
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module,
-                                                      RegionExecutables regions) {
+                                                      RegionExecutables regions, CompiledLoops loops) {
   std::vector<kiln_kernel_entry> entries;
   for (std::size_t k = 0; k < plan.kernels.size(); ++k) {
     kiln_kernel_entry entry = nullptr;
@@ -164,7 +186,7 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
     entries.push_back(entry);
   }
   return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                                         std::move(module), std::move(regions));
+                                         std::move(module), std::move(regions), std::move(loops));
 }
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
@@ -172,7 +194,7 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
                                                       std::shared_ptr<const void> code_owner,
                                                       RegionExecutables regions) {
   return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                                         std::move(code_owner), std::move(regions));
+                                         std::move(code_owner), std::move(regions), CompiledLoops{});
 }
 
 }  // namespace kiln::compiler

@@ -6,6 +6,7 @@
 #include "compiler/buffer_assignment.h"
 #include "compiler/cache/module_cache.h"
 #include "compiler/codegen/cpu/runtime_abi.h"
+#include "compiler/compiled_loop.h"
 #include "compiler/fusion.h"
 #include "exec/executable.h"
 
@@ -26,11 +27,11 @@ std::vector<std::vector<ir::ValueId>> last_reads(const ir::Graph& graph, const F
 // Per value, the executables of a control node's regions (compiled on their own), by region; empty elsewhere.
 using RegionExecutables = std::vector<std::vector<std::shared_ptr<const exec::Executable>>>;
 
-// The executable running `plan`'s generated kernels from `module` (the JIT's build), and its control nodes' regions
-// through `regions`.
+// The executable running `plan`'s generated kernels from `module` (the JIT's build), and its control nodes through
+// `loops` (a loop compiled whole) or else `regions`.
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::shared_ptr<const LoadedModule> module,
-                                                      RegionExecutables regions = {});
+                                                      RegionExecutables regions = {}, CompiledLoops loops = {});
 // The same with the generated kernels' entry points given, by plan index (null for kernels without generated
 // code): those a program compiled in (an exported function's), kept alive by `code_owner` if anything must.
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,

@@ -29,32 +29,12 @@ void copy_bytes(void* destination, const void* source, std::size_t bytes, Device
 #endif
 }
 
-// The one element of an integer or bool scalar, read on the host (a GPU's copied back first).
-std::int64_t read_scalar(const runtime::Array& scalar, const ir::Node& node) {
-  runtime::Array host = scalar;
-#if KILN_HAVE_CUDA
-  if (!scalar.device().is_cpu())
-    host = runtime::cuda::copy_to(scalar, Device::cpu(), std::string(ir::name(node.op)), node.location);
-#endif
-  switch (host.dtype) {
-    case DType::boolean:
-      return *host.data<std::uint8_t>() != 0;
-    case DType::i32:
-      return *host.data<std::int32_t>();
-    case DType::i64:
-      return *host.data<std::int64_t>();
-    default:
-      break;
-  }
-  throw InternalError(std::string(ir::name(node.op)), "reads a scalar of " + std::string(to_string(host.dtype)),
-                      node.location);
-}
-
 std::vector<runtime::Array> run_cond(const ir::Node& node, std::span<const runtime::Array> operands,
                                      const RegionRunner& run_region) {
   // Out of range picks the nearest branch, as JAX's lax.switch clamps.
   const auto last = static_cast<std::int64_t>(node.regions.size()) - 1;
-  const std::int64_t branch = std::clamp<std::int64_t>(read_scalar(operands[0], node), 0, last);
+  const std::int64_t branch =
+      std::clamp<std::int64_t>(read_scalar(operands[0], std::string(ir::name(node.op)), node.location), 0, last);
   return run_region(static_cast<std::size_t>(branch), operands.subspan(1));
 }
 
@@ -62,7 +42,7 @@ std::vector<runtime::Array> run_while(const ir::Node& node, std::span<const runt
                                       const RegionRunner& run_region) {
   const auto carried = static_cast<std::size_t>(node.attributes.carry_count);
   std::vector<runtime::Array> inputs(operands.begin(), operands.end());
-  while (read_scalar(run_region(0, inputs).at(0), node) != 0) {
+  while (read_scalar(run_region(0, inputs).at(0), std::string(ir::name(node.op)), node.location) != 0) {
     std::vector<runtime::Array> carries = run_region(1, inputs);
     std::move(carries.begin(), carries.end(), inputs.begin());
   }
@@ -114,6 +94,31 @@ std::vector<runtime::Array> run_scan(const ir::Graph& graph, ir::ValueId value,
 
 }  // namespace
 
+std::int64_t read_scalar(const runtime::Array& scalar, const std::string& op, const std::string& location) {
+  runtime::Array host = scalar;
+#if KILN_HAVE_CUDA
+  if (!scalar.device().is_cpu()) host = runtime::cuda::copy_to(scalar, Device::cpu(), op, location);
+#endif
+  switch (host.dtype) {
+    case DType::boolean:
+      return *host.data<std::uint8_t>() != 0;
+    case DType::i32:
+      return *host.data<std::int32_t>();
+    case DType::i64:
+      return *host.data<std::int64_t>();
+    default:
+      break;
+  }
+  throw InternalError(op, "reads a scalar of " + std::string(to_string(host.dtype)), location);
+}
+
+std::vector<std::span<const std::byte>> captured_ranges(std::span<const runtime::Array> captures) {
+  std::vector<std::span<const std::byte>> ranges;
+  for (const runtime::Array& capture : captures)
+    ranges.emplace_back(static_cast<const std::byte*>(capture.raw()), capture.bytes());
+  return ranges;
+}
+
 std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId value,
                                         std::span<const runtime::Array> operands, Device device,
                                         const RegionRunner& run_region) {
@@ -121,13 +126,9 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
   // A loop's captures stay as they are until it ends: products with them as B pack it once (gemm_invariant.h). A
   // cond runs once and opens none, leaving an enclosing loop's scope in force for its branches.
   std::optional<kernels::cpu::InvariantOperands> invariant;
-  if (device.is_cpu() && node.op != ir::Op::cond) {
-    std::vector<std::span<const std::byte>> captured;
-    const auto first = static_cast<std::size_t>(node.attributes.carry_count + node.attributes.sequence_count);
-    for (std::size_t operand = first; operand < operands.size(); ++operand)
-      captured.emplace_back(static_cast<const std::byte*>(operands[operand].raw()), operands[operand].bytes());
-    invariant.emplace(std::move(captured));
-  }
+  if (device.is_cpu() && node.op != ir::Op::cond)
+    invariant.emplace(captured_ranges(
+        operands.subspan(static_cast<std::size_t>(node.attributes.carry_count + node.attributes.sequence_count))));
   switch (node.op) {
     case ir::Op::cond:
       return run_cond(node, operands, run_region);
@@ -160,7 +161,13 @@ void run_compiled_control(const ir::Graph& graph, ir::ValueId value,
       throw InternalError("control flow", "a control node's region was not compiled", graph.node(value).location);
     return regions[region]->run(inputs);
   };
-  std::vector<runtime::Array> results = run_control(graph, value, operands, device, run_region);
+  store_compiled_results(graph, value, run_control(graph, value, operands, device, run_region), readers, values, arena,
+                         device);
+}
+
+void store_compiled_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
+                            const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values,
+                            const runtime::Buffer* arena, Device device) {
   const auto* begin = arena ? static_cast<const char*>(arena->data()) : nullptr;
   for (runtime::Array& result : results) {
     const auto* data = static_cast<const char*>(result.raw());

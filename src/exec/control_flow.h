@@ -7,9 +7,12 @@
 #include "ir/graph.h"
 #include "runtime/buffer.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace kiln::exec {
@@ -29,6 +32,19 @@ std::vector<runtime::Array> run_control(const ir::Graph& graph, ir::ValueId valu
 // `result` nodes (`readers`, from ir::result_nodes) the result it names.
 void store_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
                    const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values);
+
+// The one element of an integer or bool scalar (a while_loop's flag, a cond's index), read on the host (a GPU's copied
+// back first); `op` and `location` name the node in errors.
+std::int64_t read_scalar(const runtime::Array& scalar, const std::string& op, const std::string& location);
+
+// The memory `captures` (a loop's captured operands) occupy: what nothing writes while the loop runs, for the scope
+// of kernels::cpu::InvariantOperands.
+std::vector<std::span<const std::byte>> captured_ranges(std::span<const runtime::Array> captures);
+
+// Stores `results` of control node `value` as run_compiled_control does, copying out of `arena` first.
+void store_compiled_results(const ir::Graph& graph, ir::ValueId value, std::vector<runtime::Array> results,
+                            const std::vector<ir::ValueId>& readers, std::vector<runtime::Array>& values,
+                            const runtime::Buffer* arena, Device device);
 
 // What a compiled executable (the CPU and CUDA JITs') does for control node `value` of `graph`: runs it with
 // `regions`' executables on its operands from `values`, and stores its results there (store_results). A result that is
