@@ -1,17 +1,42 @@
 #include "compiler/compiled_loop.h"
 
 #include "exec/control_flow.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_invariant.h"
+#include "kernels/kernels.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <cstring>
+#include <exception>
 
 namespace kiln::compiler {
 
-CompiledLoop::CompiledLoop(const ir::Graph& graph, ir::ValueId loop, LoopLayout layout, kiln_kernel_entry driver,
-                           std::shared_ptr<const void> code_owner, std::shared_ptr<const exec::Executable> condition)
-    : layout_(std::move(layout)),
+namespace {
+
+// What one run of a loop's driver gives kiln_runtime::host_kernel: the loop, and the first error of a host's kernel.
+struct HostCall {
+  const CompiledLoop* loop = nullptr;
+  std::exception_ptr error;
+};
+
+// Memory the driver owns, as an array kiln's kernels read or write.
+runtime::Array array_at(void* data, const ir::Type& type) {
+  return runtime::Array{
+      runtime::Buffer::external(Device::cpu(), data, static_cast<std::size_t>(type.shape.numel()) * size_of(type.dtype),
+                                nullptr),
+      type.dtype, type.shape};
+}
+
+}  // namespace
+
+CompiledLoop::CompiledLoop(const ir::Graph& graph, ir::ValueId loop, ir::Graph step, FusionPlan plan, LoopLayout layout,
+                           kiln_kernel_entry driver, std::shared_ptr<const void> code_owner,
+                           std::shared_ptr<const exec::Executable> condition)
+    : step_(std::move(step)),
+      plan_(std::move(plan)),
+      layout_(std::move(layout)),
       result_types_(ir::result_types(graph, loop)),
       location_(graph.node(loop).location),
       driver_(driver),
@@ -49,10 +74,48 @@ std::vector<runtime::Array> CompiledLoop::run(std::span<const runtime::Array> op
   buffers.push_back(workspace->data());
   std::vector<std::int64_t> where(carries, 0);
   buffers.push_back(where.data());
-  driver_(&runtime, buffers.data());
+  HostCall call{.loop = this, .error = nullptr};
+  kiln_runtime table = runtime;
+  table.host_kernel = host_kernel;
+  table.host_context = &call;
+  driver_(&table, buffers.data());
+  if (call.error) std::rethrow_exception(call.error);
   for (std::size_t carry = 0; carry < carries; ++carry)
     if (where[carry] != 0) results[carry] = where[carry] == 1 ? first[carry] : second[carry];
   return results;
+}
+
+int CompiledLoop::host_kernel(const kiln_runtime* runtime, std::int64_t kernel, void* const* buffers) {
+  auto& call = *static_cast<HostCall*>(runtime->host_context);
+  try {
+    call.loop->run_host_kernel(kernel, buffers);
+    return 0;
+  } catch (...) {  // nothing may unwind through generated code
+    call.error = std::current_exception();
+    return 1;
+  }
+}
+
+void CompiledLoop::run_host_kernel(std::int64_t kernel, void* const* buffers) const {
+  const FusedKernel& planned = plan_.kernels.at(static_cast<std::size_t>(kernel));
+  const ir::ValueId value = planned.members.front();
+  const ir::Node& node = step_.node(value);
+  std::vector<runtime::Array> operands;
+  std::vector<bool> in_place;
+  for (std::size_t operand = 0; operand < node.operands.size(); ++operand) {
+    const ir::Type& type = step_.type(node.operands[operand]);
+    in_place.push_back(buffers[operand] == nullptr);
+    operands.push_back(buffers[operand] ? array_at(buffers[operand], type)
+                                        : runtime::Array{nullptr, type.dtype, type.shape});
+  }
+  const runtime::Array result = array_at(buffers[node.operands.size()], node.type);
+  if (planned.kind == KernelKind::assembled) {
+    kernels::cpu::concat(node.attributes.axis, operands, result, in_place);
+    return;
+  }
+  const runtime::Array computed = kernels::run(node, operands, Device::cpu());
+  if (computed.bytes() > 0 && computed.raw() != result.raw())
+    std::memcpy(result.mutable_raw(), computed.raw(), result.bytes());
 }
 
 }  // namespace kiln::compiler

@@ -18,10 +18,12 @@ namespace kiln::compiler {
 
 class CompiledLoop {
  public:
-  // Loop node `loop` of `graph`, run by `driver` (kept loaded by `code_owner`) with `layout`; a while_loop's
-  // `condition` is its condition region's executable, for the check before the first iteration.
-  CompiledLoop(const ir::Graph& graph, ir::ValueId loop, LoopLayout layout, kiln_kernel_entry driver,
-               std::shared_ptr<const void> code_owner, std::shared_ptr<const exec::Executable> condition);
+  // Loop node `loop` of `graph`, run by `driver` (kept loaded by `code_owner`) with `layout` over `step` and its
+  // `plan` (whose kernels without generated code kiln runs when the driver asks); a while_loop's `condition` is its
+  // condition region's executable, for the check before the first iteration.
+  CompiledLoop(const ir::Graph& graph, ir::ValueId loop, ir::Graph step, FusionPlan plan, LoopLayout layout,
+               kiln_kernel_entry driver, std::shared_ptr<const void> code_owner,
+               std::shared_ptr<const exec::Executable> condition);
 
   // The loop's results on `operands` (concrete, on the CPU): its final carries, then a scan's stacked outputs. The
   // kernels use `runtime`, the calling executable's table for this call.
@@ -30,6 +32,12 @@ class CompiledLoop {
   const LoopLayout& layout() const { return layout_; }
 
  private:
+  // Kernel `kernel` of the step, one without generated code, on `buffers` (kiln_runtime::host_kernel's).
+  void run_host_kernel(std::int64_t kernel, void* const* buffers) const;
+  static int host_kernel(const kiln_runtime* runtime, std::int64_t kernel, void* const* buffers);
+
+  ir::Graph step_;
+  FusionPlan plan_;
   LoopLayout layout_;
   std::vector<ir::Type> result_types_;
   std::string location_;

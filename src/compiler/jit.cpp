@@ -198,8 +198,8 @@ std::shared_ptr<const CompiledLoop> compile_loop(const ir::Graph& graph, ir::Val
   const ir::Node& node = graph.node(value);
   std::shared_ptr<const exec::Executable> condition;
   if (node.op == ir::Op::while_loop) condition = compile(node.regions.front(), Device::cpu()).executable;
-  return std::make_shared<const CompiledLoop>(graph, value, std::move(*lowering.loop), driver, built.module,
-                                              std::move(condition));
+  return std::make_shared<const CompiledLoop>(graph, value, std::move(lowering.graph), std::move(lowering.plan),
+                                              std::move(*lowering.loop), driver, built.module, std::move(condition));
 }
 
 // The loops of `graph` that compile whole, by value (null elsewhere), each noted in `fused`.

@@ -25,23 +25,36 @@ class LayoutBuilder {
     for (std::size_t position = 0; position < step.parameters.size(); ++position)
       position_[index(step.parameters[position])] = static_cast<std::int64_t>(position);
     primary_slot_.assign(static_cast<std::size_t>(step.size()), -1);
+    workspace_offset_.assign(static_cast<std::size_t>(step.size()), -1);
+    workspace_end_ = aligned(assignment.arena_bytes);
   }
 
   // Everything but the workspace; false with the reason in `why_not` where the driver cannot run the step.
   bool build(std::string& why_not) {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      const FusedKernel& kernel = plan_.kernels[k];
-      if (has_generated_code(kernel.kind) || kernel.kind == KernelKind::view) continue;
-      if (kernel.kind == KernelKind::assembled && !launches(kernel)) continue;
-      why_not = "kernel " + std::to_string(k) + " (" + std::string(ir::name(step_.node(kernel.members.front()).op)) +
-                ") runs its standard kernel";
+      const ir::Op op = step_.node(plan_.kernels[k].members.front()).op;
+      if (!ir::has_regions(op) && op != ir::Op::result) continue;
+      why_not = "kernel " + std::to_string(k) + " is a " + std::string(ir::name(op)) + " of the step's own";
       return false;
     }
     if (!place_slots(why_not)) return false;
+    // What the host's kernels write lives in the workspace, unless it is an output.
+    for (const FusedKernel& kernel : plan_.kernels) {
+      if (has_generated_code(kernel.kind) || kernel.kind == KernelKind::view) continue;
+      const ir::ValueId value = kernel.members.front();
+      if (primary_slot_[index(value)] >= 0) continue;
+      const ir::Type& type = step_.type(value);
+      workspace_offset_[index(value)] = workspace_end_;
+      workspace_end_ += aligned(type.shape.numel() * static_cast<std::int64_t>(size_of(type.dtype)));
+    }
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
-      if (!has_generated_code(kernel.kind)) continue;
-      LoopKernelCall call{.kernel = static_cast<int>(k), .buffers = {}};
+      if (kernel.kind == KernelKind::view || !launches(kernel)) continue;
+      if (!has_generated_code(kernel.kind)) {
+        if (!add_host_call(static_cast<int>(k), why_not)) return false;
+        continue;
+      }
+      LoopKernelCall call{.kernel = static_cast<int>(k), .host = false, .buffers = {}};
       for (ir::ValueId input : kernel.inputs) {
         const std::optional<LoopLocation> location = locate(input);
         if (!location) return unplaced(input, why_not);
@@ -60,6 +73,8 @@ class LayoutBuilder {
   }
 
   const std::vector<std::string>& carry_notes() const { return carry_notes_; }
+  // Where the driver's own scratch may begin in the workspace.
+  std::int64_t workspace_end() const { return workspace_end_; }
 
  private:
   static std::size_t index(ir::ValueId value) { return static_cast<std::size_t>(value); }
@@ -90,9 +105,38 @@ class LayoutBuilder {
     return true;
   }
 
+  // A kernel run by kiln: its node's operands (an assembled concat's already in place: none), then its result.
+  bool add_host_call(int k, std::string& why_not) {
+    const ir::ValueId value = plan_.kernels[static_cast<std::size_t>(k)].members.front();
+    LoopKernelCall call{.kernel = k, .host = true, .buffers = {}};
+    for (ir::ValueId operand : step_.node(value).operands) {
+      if (placed(operand)) {
+        call.buffers.push_back({LoopLocation::Kind::none, 0});
+        continue;
+      }
+      const std::optional<LoopLocation> location = locate(operand);
+      if (!location) return unplaced(operand, why_not);
+      call.buffers.push_back(*location);
+    }
+    const std::optional<LoopLocation> location = locate(value);
+    if (!location) return unplaced(value, why_not);
+    call.buffers.push_back(*location);
+    layout_.calls.push_back(std::move(call));
+    return true;
+  }
+
+  bool placed(ir::ValueId value) const {
+    for (const FusedKernel& kernel : plan_.kernels)
+      if (placement_of(kernel, value)) return true;
+    return false;
+  }
+
   bool written(ir::ValueId value) const {
     for (const FusedKernel& kernel : plan_.kernels) {
-      if (!has_generated_code(kernel.kind)) continue;
+      if (!has_generated_code(kernel.kind)) {
+        if (kernel.kind != KernelKind::view && kernel.members.front() == value) return true;
+        continue;
+      }
       if (std::find(kernel.outputs.begin(), kernel.outputs.end(), value) != kernel.outputs.end() &&
           !placement_of(kernel, value))
         return true;
@@ -114,6 +158,7 @@ class LayoutBuilder {
     if (const std::int64_t slot = primary_slot_[index(at)]; slot >= 0) return LoopLocation{Kind::slot, slot};
     if (const std::int64_t offset = assignment_.arena_offset[index(at)]; offset >= 0)
       return LoopLocation{Kind::arena, offset};
+    if (const std::int64_t offset = workspace_offset_[index(at)]; offset >= 0) return LoopLocation{Kind::arena, offset};
     return std::nullopt;
   }
 
@@ -147,8 +192,9 @@ class LayoutBuilder {
     const ir::ValueId value = owner(step_.outputs[static_cast<std::size_t>(carry)]);
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
-      if (!has_generated_code(kernel.kind)) continue;
-      if (std::find(kernel.outputs.begin(), kernel.outputs.end(), value) != kernel.outputs.end())
+      if (kernel.kind == KernelKind::view) continue;
+      if (std::find(kernel.outputs.begin(), kernel.outputs.end(), value) != kernel.outputs.end() ||
+          (!has_generated_code(kernel.kind) && kernel.members.front() == value))
         return static_cast<int>(k);
     }
     return -1;
@@ -198,6 +244,8 @@ class LayoutBuilder {
   std::vector<ir::ValueId> owner_;          // per value: whose buffer it is (a view's operand's)
   std::vector<std::int64_t> position_;      // per value: its parameter position, or -1
   std::vector<std::int64_t> primary_slot_;  // per value: the slot its kernel writes it into, or -1
+  std::vector<std::int64_t> workspace_offset_;  // per value a host's kernel writes: where in the workspace, or -1
+  std::int64_t workspace_end_ = 0;
   std::vector<std::string> carry_notes_;
 };
 
@@ -220,7 +268,7 @@ std::optional<LoopLayout> layout_loop(const ir::Graph& graph, ir::ValueId loop, 
     layout.elements.push_back(step.type(step.parameters[static_cast<std::size_t>(layout.carries + sequence)]));
   LayoutBuilder builder(step, plan, assignment, layout);
   if (!builder.build(why_not)) return std::nullopt;
-  std::int64_t offset = aligned(assignment.arena_bytes);
+  std::int64_t offset = builder.workspace_end();
   layout.arena_bytes = assignment.arena_bytes;
   layout.flag_offset = offset;
   if (layout.op == ir::Op::while_loop) offset += alignment;

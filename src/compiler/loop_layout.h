@@ -2,8 +2,10 @@
 // How a compiled loop's generated driver (codegen/cpu/loop_driver.h) runs the kernels of its step (loop_step.h): where
 // each value the step's kernels read or write lives, which carries are double-buffered and which are updated in place,
 // and what the host passes it (compiled_loop.h). Decided from the step's plan and buffer assignment; a step the driver
-// cannot run alone (a library kernel, a control node of its own, a value returned through a view) gets no layout and
-// its loop runs on the host, region by region (exec/control_flow.h).
+// cannot run (a control node of its own, a value it has no buffer for) gets no layout and its loop runs on the host,
+// region by region (exec/control_flow.h). Kernels without generated code (a library kernel, an assembled concat) are
+// run by kiln when the driver reaches them; a control node of the step's own (a nested loop or branch) keeps the loop
+// on the host.
 
 #include "compiler/buffer_assignment.h"
 #include "compiler/fusion.h"
@@ -24,6 +26,7 @@ struct LoopLocation {
     captured,  // capture `index` (the loop's operands after its carries and sequences)
     arena,     // the step's arena, at offset `index`
     slot,      // output slot `index`'s buffer for this step
+    none,      // nothing: a concat's operand a kernel already wrote into it
   };
   Kind kind = Kind::arena;
   std::int64_t index = 0;
@@ -46,9 +49,12 @@ struct LoopSlot {
   std::int64_t bytes() const { return type.shape.numel() * static_cast<std::int64_t>(size_of(type.dtype)); }
 };
 
-// One kernel of the step: its plan index and where its buffers are (inputs, then outputs, as the plan lists them).
+// One kernel of the step: its plan index and where its buffers are. A generated kernel's are its inputs, then its
+// outputs, as the plan lists them; a kernel without generated code (`host`: a library kernel, an assembled concat's
+// copies) is run by kiln through kiln_runtime::host_kernel, its buffers its node's operands, then its result.
 struct LoopKernelCall {
   int kernel = 0;
+  bool host = false;
   std::vector<LoopLocation> buffers;
 };
 
@@ -60,9 +66,10 @@ struct LoopLayout {
   std::vector<ir::Type> elements;  // per sequence, the type of one step's element
   std::vector<LoopSlot> slots;
   std::vector<LoopKernelCall> calls;
-  // The workspace the host allocates per call: the step's arena first, then (64-byte aligned) the flag of a
-  // while_loop, a copy of each sequence's element (used where its step's element is not 64-byte aligned) and of each
-  // per-step output (written there and copied where its row is not).
+  // The workspace the host allocates per call: the step's arena first, then (64-byte aligned) the results of kernels
+  // without generated code (the JIT's executable allocates those as it goes), the flag of a while_loop, a copy of each
+  // sequence's element (used where its step's element is not 64-byte aligned) and of each per-step output (written
+  // there and copied where its row is not).
   std::int64_t arena_bytes = 0;
   std::int64_t flag_offset = 0;
   std::vector<std::int64_t> element_offsets, row_offsets;

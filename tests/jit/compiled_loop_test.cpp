@@ -130,17 +130,65 @@ TEST(CompiledLoop, ACarryReadThroughATransposeIsNotUpdatedInPlace) {
   expect_repeatable("symmetrizing loop", body, x);
 }
 
-// A step with an op that has only a standard kernel (argsort) cannot run in the driver alone: the host runs the
-// loop's regions, as before loops compiled whole.
-TEST(CompiledLoop, AStepWithALibraryKernelRunsOnTheHost) {
+// An op with only a standard kernel (argsort) in the step: the driver asks kiln to run it, the rest stays generated.
+// A branch in the step keeps the loop on the host, its regions compiled on their own.
+TEST(CompiledLoop, LibraryKernelsRunFromTheDriverAndBranchesOnTheHost) {
   const Tensor x = random_tensor(DType::f32, {4, 7}, 10);
-  const auto body = [](const Tensor& x) {
+  const auto sorting = [](const Tensor& x) {
     return fori_loop(
         0, 3, [](const Tensor&, const Tensor& v) { return v * 0.5 + cast(argsort(v, 1), DType::f32) * 0.25; }, x);
   };
-  const testing::DifferentialResult result = expect_agreement("argsort in a loop", body, x);
-  EXPECT_NE(result.fused.find("its regions run one at a time by the host"), std::string::npos) << result.fused;
-  expect_repeatable("argsort in a loop", body, x);
+  const testing::DifferentialResult sorted = expect_agreement("argsort in a loop", sorting, x);
+  EXPECT_NE(sorted.fused.find("scan_loop: compiled whole"), std::string::npos) << sorted.fused;
+  expect_repeatable("argsort in a loop", sorting, x);
+  const auto branching = [](const Tensor& x) {
+    return fori_loop(
+        0, 4,
+        [](const Tensor& i, const Tensor& v) {
+          return cond(
+              i % 2 == 0, [&]() { return v * 0.5; }, [&]() { return exp(v) - 1.0; });
+        },
+        x);
+  };
+  const testing::DifferentialResult branched = expect_agreement("cond in a loop", branching, x);
+  EXPECT_NE(branched.fused.find("its regions run one at a time by the host"), std::string::npos) << branched.fused;
+}
+
+// A library kernel's error inside the driver (gather's index out of range at step 2) is the error the standard
+// executor raises, naming the op and the user's line; the function then runs again with good indices.
+TEST(CompiledLoop, AnErrorInTheDriverNamesTheOpAndTheFunctionStaysUsable) {
+  const Tensor table = random_tensor(DType::f32, {5, 3}, 11);
+  auto gathering = function(
+      [](const Tensor& table, const Tensor& rows) {
+        return scan(
+            [&](const Tensor& total, const Tensor& row) {
+              const Tensor picked = gather(table, row);
+              return std::pair<Tensor, Tensor>{total + reduce_sum(picked, {0}), picked};
+            },
+            zeros({3}), rows);
+      },
+      {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const Tensor bad = from_vector(std::vector<std::int32_t>{0, 4, 1, 2, 7, 3}, {3, 2});
+  try {
+    gathering(table, bad);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("gather"), std::string::npos) << message;
+    EXPECT_NE(message.find("compiled_loop_test.cpp"), std::string::npos) << message;
+  }
+  const Tensor good = from_vector(std::vector<std::int32_t>{0, 4, 1, 2, 3, 3}, {3, 2});
+  const auto [total, picked] = gathering(table, good);
+  std::vector<float> expected(3, 0.0f);
+  const std::vector<float> values = table.to_vector<float>();
+  for (int row : {0, 4, 1, 2, 3, 3})
+    for (int column = 0; column < 3; ++column)
+      expected[static_cast<std::size_t>(column)] += values[static_cast<std::size_t>(row * 3 + column)];
+  const std::vector<float> got = total.to_vector<float>();
+  for (int column = 0; column < 3; ++column)
+    EXPECT_NEAR(got[static_cast<std::size_t>(column)], expected[static_cast<std::size_t>(column)], 1e-5);
+  EXPECT_EQ(picked.shape(), Shape({3, 2, 3}));
+  EXPECT_NE(gathering.get_compiler_ir(Stage::fused, table, good).find("scan_loop: compiled whole"), std::string::npos);
 }
 
 }  // namespace

@@ -26,6 +26,8 @@ std::string pointer(const LoopLocation& location) {
       return location.index == 0 ? "arena" : "arena + " + number(location.index);
     case LoopLocation::Kind::slot:
       return slot_name(static_cast<std::size_t>(location.index));
+    case LoopLocation::Kind::none:
+      break;
   }
   return "nullptr";
 }
@@ -57,8 +59,9 @@ std::string slot_value(const LoopLayout& layout, std::size_t slot) {
 std::string declarations(const LoopLayout& layout) {
   std::string text;
   for (const LoopKernelCall& call : layout.calls)
-    text += "extern \"C\" __attribute__((visibility(\"default\"))) void " + entry_point(call.kernel) +
-            "(const kiln_runtime*, void* const*);\n";
+    if (!call.host)
+      text += "extern \"C\" __attribute__((visibility(\"default\"))) void " + entry_point(call.kernel) +
+              "(const kiln_runtime*, void* const*);\n";
   return text;
 }
 
@@ -145,8 +148,14 @@ std::string calls_text(const LoopLayout& layout) {
   for (const LoopKernelCall& call : layout.calls) {
     std::string list;
     for (const LoopLocation& location : call.buffers) list += (list.empty() ? "" : ", ") + pointer(location);
-    text += "    {\n      void* const kernel_buffers[] = {" + list + "};\n      " + entry_point(call.kernel) +
-            "(runtime, kernel_buffers);\n    }\n";
+    text += "    {\n      void* const kernel_buffers[] = {" + list + "};\n";
+    if (call.host)
+      text += "      // kernel " + number(call.kernel) +
+              " has no generated code: kiln runs it (its operands, then its result)\n      if "
+              "(runtime->host_kernel(runtime, " +
+              number(call.kernel) + ", kernel_buffers) != 0) return;  // it failed: kiln raises the error\n    }\n";
+    else
+      text += "      " + entry_point(call.kernel) + "(runtime, kernel_buffers);\n    }\n";
   }
   return text;
 }

@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 5
+#define KILN_JIT_ABI_VERSION 6
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -91,6 +91,11 @@ struct kiln_runtime {
   void (*gemm_bf16)(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, int transpose_a,
                     const uint16_t* b, int64_t ldb, int transpose_b, kiln_gemm_epilogue epilogue,
                     void* epilogue_context);
+  // A compiled loop's driver runs kernel `kernel` of its step that has no generated code (a library kernel, an
+  // assembled concat's copies) through kiln: `buffers` are the kernel node's operands (null for a concat's operand
+  // already in place) and its result. Nonzero when it failed: the driver returns at once, and kiln raises the error.
+  int (*host_kernel)(const struct kiln_runtime* runtime, int64_t kernel, void* const* buffers);
+  void* host_context;  // kiln's, for host_kernel: the loop running
 };
 
 // Every generated kernel is an entry point of this type: `buffers` holds the
