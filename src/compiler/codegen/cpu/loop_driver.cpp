@@ -152,10 +152,10 @@ std::string calls_text(const LoopLayout& layout) {
     if (call.host)
       text += "      // kernel " + number(call.kernel) +
               " has no generated code: kiln runs it (its operands, then its result)\n      if "
-              "(runtime->host_kernel(runtime, " +
+              "(runtime->host_kernel(&for_the_step, " +
               number(call.kernel) + ", kernel_buffers) != 0) return;  // it failed: kiln raises the error\n    }\n";
     else
-      text += "      " + entry_point(call.kernel) + "(runtime, kernel_buffers);\n    }\n";
+      text += "      " + entry_point(call.kernel) + "(&for_the_step, kernel_buffers);\n    }\n";
   }
   return text;
 }
@@ -241,13 +241,15 @@ std::string loop_driver_source(const LoopLayout& layout, const std::string& loop
   text += "extern \"C\" __attribute__((visibility(\"default\"))) void " + std::string(loop_entry_point) +
           "(const kiln_runtime* runtime, void* const* buffers) {\n";
   text += buffers_text(layout);
+  text += "  kiln_runtime for_the_step = *runtime;  // its `step` tells row kernels which way to walk\n";
   if (scan) {
     text += "  for (int64_t count = 0; count < " + number(layout.length) + "; ++count) {\n";
     text += "    const int64_t step = " + (layout.reverse ? number(layout.length - 1) + " - count" : "count") + ";\n";
     text += elements_text(layout);
   } else {
-    text += "  for (;;) {\n";
+    text += "  for (int64_t count = 0;; ++count) {\n";
   }
+  text += "    for_the_step.step = count;\n";
   text += slots_text(layout) + calls_text(layout) + copies_text(layout);
   if (!scan) text += flag_text(layout);
   text += advance_text(layout);

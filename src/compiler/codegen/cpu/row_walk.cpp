@@ -342,7 +342,11 @@ std::string RowKernel::emit_kernel() {
   text += "void " + prefix + "_items(void* context, int64_t begin, int64_t end) {\n";
   text += state_from_context();
   text += allocate_row_caches();
-  text += "  for (int64_t item = begin; item < end; ++item) {\n";
+  text +=
+      "  const bool backward = (state.runtime->step & 1) != 0;  // an odd iteration of a loop: the rows last "
+      "read come first\n";
+  text += "  for (int64_t walked = begin; walked < end; ++walked) {\n";
+  text += "    const int64_t item = backward ? begin + end - 1 - walked : walked;\n";
   std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
   bool has_rows = !layout_.outer_sizes.empty();
   if (chunks > 1) {
