@@ -33,9 +33,10 @@ runtime::Array array_at(void* data, const ir::Type& type) {
 
 CompiledLoop::CompiledLoop(const ir::Graph& graph, ir::ValueId loop, ir::Graph step, FusionPlan plan, LoopLayout layout,
                            kiln_kernel_entry driver, std::shared_ptr<const void> code_owner,
-                           std::shared_ptr<const exec::Executable> condition)
+                           std::shared_ptr<const exec::Executable> condition, StepControl control)
     : step_(std::move(step)),
       plan_(std::move(plan)),
+      control_(std::move(control)),
       layout_(std::move(layout)),
       result_types_(ir::result_types(graph, loop)),
       location_(graph.node(loop).location),
@@ -88,7 +89,7 @@ std::vector<runtime::Array> CompiledLoop::run(std::span<const runtime::Array> op
 int CompiledLoop::host_kernel(const kiln_runtime* runtime, std::int64_t kernel, void* const* buffers) {
   auto& call = *static_cast<HostCall*>(runtime->host_context);
   try {
-    call.loop->run_host_kernel(kernel, buffers);
+    call.loop->run_host_kernel(*runtime, kernel, buffers);
     return 0;
   } catch (...) {  // nothing may unwind through generated code
     call.error = std::current_exception();
@@ -96,7 +97,7 @@ int CompiledLoop::host_kernel(const kiln_runtime* runtime, std::int64_t kernel, 
   }
 }
 
-void CompiledLoop::run_host_kernel(std::int64_t kernel, void* const* buffers) const {
+void CompiledLoop::run_host_kernel(const kiln_runtime& runtime, std::int64_t kernel, void* const* buffers) const {
   const FusedKernel& planned = plan_.kernels.at(static_cast<std::size_t>(kernel));
   const ir::ValueId value = planned.members.front();
   const ir::Node& node = step_.node(value);
@@ -108,6 +109,13 @@ void CompiledLoop::run_host_kernel(std::int64_t kernel, void* const* buffers) co
     operands.push_back(buffers[operand] ? array_at(buffers[operand], type)
                                         : runtime::Array{nullptr, type.dtype, type.shape});
   }
+  if (ir::has_regions(node.op)) {
+    const std::vector<runtime::Array> results = run_control(value, operands, runtime);
+    for (std::size_t result = 0; result < results.size(); ++result)
+      if (void* into = buffers[node.operands.size() + result]; into && results[result].bytes() > 0)
+        std::memcpy(into, results[result].raw(), results[result].bytes());
+    return;
+  }
   const runtime::Array result = array_at(buffers[node.operands.size()], node.type);
   if (planned.kind == KernelKind::assembled) {
     kernels::cpu::concat(node.attributes.axis, operands, result, in_place);
@@ -116,6 +124,15 @@ void CompiledLoop::run_host_kernel(std::int64_t kernel, void* const* buffers) co
   const runtime::Array computed = kernels::run(node, operands, Device::cpu());
   if (computed.bytes() > 0 && computed.raw() != result.raw())
     std::memcpy(result.mutable_raw(), computed.raw(), result.bytes());
+}
+
+std::vector<runtime::Array> CompiledLoop::run_control(ir::ValueId value, std::span<const runtime::Array> operands,
+                                                      const kiln_runtime& runtime) const {
+  if (const auto& loop = control_.loops.at(static_cast<std::size_t>(value))) return loop->run(operands, runtime);
+  const auto& regions = control_.regions.at(static_cast<std::size_t>(value));
+  return exec::run_control(
+      step_, value, operands, Device::cpu(),
+      [&](std::size_t region, std::span<const runtime::Array> inputs) { return regions.at(region)->run(inputs); });
 }
 
 }  // namespace kiln::compiler

@@ -180,6 +180,8 @@ RegionExecutables compile_regions(const ir::Graph& graph, Device device, const C
   return regions;
 }
 
+CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused);
+
 // Loop node `value` of `graph` compiled whole on the CPU: its step's kernels and the driver running them in one
 // module (compiled_loop.h). Null where the driver cannot run the step alone; the loop's regions then compile on their
 // own and the host runs them.
@@ -198,8 +200,14 @@ std::shared_ptr<const CompiledLoop> compile_loop(const ir::Graph& graph, ir::Val
   const ir::Node& node = graph.node(value);
   std::shared_ptr<const exec::Executable> condition;
   if (node.op == ir::Op::while_loop) condition = compile(node.regions.front(), Device::cpu()).executable;
+  // The step's own loops and branches, which the driver asks kiln to run.
+  std::string nested_notes;
+  StepControl control;
+  control.loops = compile_loops(lowering.graph, nested_notes);
+  control.regions = compile_regions(lowering.graph, Device::cpu(), control.loops);
   return std::make_shared<const CompiledLoop>(graph, value, std::move(lowering.graph), std::move(lowering.plan),
-                                              std::move(*lowering.loop), driver, built.module, std::move(condition));
+                                              std::move(*lowering.loop), driver, built.module, std::move(condition),
+                                              std::move(control));
 }
 
 // The loops of `graph` that compile whole, by value (null elsewhere), each noted in `fused`.

@@ -27,16 +27,11 @@ class LayoutBuilder {
     primary_slot_.assign(static_cast<std::size_t>(step.size()), -1);
     workspace_offset_.assign(static_cast<std::size_t>(step.size()), -1);
     workspace_end_ = aligned(assignment.arena_bytes);
+    result_nodes_ = ir::result_nodes(step);
   }
 
   // Everything but the workspace; false with the reason in `why_not` where the driver cannot run the step.
   bool build(std::string& why_not) {
-    for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
-      const ir::Op op = step_.node(plan_.kernels[k].members.front()).op;
-      if (!ir::has_regions(op) && op != ir::Op::result) continue;
-      why_not = "kernel " + std::to_string(k) + " is a " + std::string(ir::name(op)) + " of the step's own";
-      return false;
-    }
     if (!place_slots(why_not)) return false;
     // What the host's kernels write lives in the workspace, unless it is an output.
     for (const FusedKernel& kernel : plan_.kernels) {
@@ -50,6 +45,8 @@ class LayoutBuilder {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
       if (kernel.kind == KernelKind::view || !launches(kernel)) continue;
+      // A control node's results are written by its own call.
+      if (step_.node(kernel.members.front()).op == ir::Op::result) continue;
       if (!has_generated_code(kernel.kind)) {
         if (!add_host_call(static_cast<int>(k), why_not)) return false;
         continue;
@@ -105,11 +102,13 @@ class LayoutBuilder {
     return true;
   }
 
-  // A kernel run by kiln: its node's operands (an assembled concat's already in place: none), then its result.
+  // A kernel run by kiln: its node's operands (an assembled concat's already in place: none), then its result; a
+  // control node's results, in order (none for one nothing reads).
   bool add_host_call(int k, std::string& why_not) {
     const ir::ValueId value = plan_.kernels[static_cast<std::size_t>(k)].members.front();
+    const ir::Node& node = step_.node(value);
     LoopKernelCall call{.kernel = k, .host = true, .buffers = {}};
-    for (ir::ValueId operand : step_.node(value).operands) {
+    for (ir::ValueId operand : node.operands) {
       if (placed(operand)) {
         call.buffers.push_back({LoopLocation::Kind::none, 0});
         continue;
@@ -118,9 +117,21 @@ class LayoutBuilder {
       if (!location) return unplaced(operand, why_not);
       call.buffers.push_back(*location);
     }
-    const std::optional<LoopLocation> location = locate(value);
-    if (!location) return unplaced(value, why_not);
-    call.buffers.push_back(*location);
+    std::vector<ir::ValueId> results{value};
+    if (ir::has_regions(node.op)) {
+      results.resize(ir::result_types(step_, value).size(), -1);
+      for (ir::ValueId reader : result_nodes_[index(value)])
+        results.at(static_cast<std::size_t>(step_.node(reader).attributes.index)) = reader;
+    }
+    for (ir::ValueId result : results) {
+      if (result < 0) {
+        call.buffers.push_back({LoopLocation::Kind::none, 0});
+        continue;
+      }
+      const std::optional<LoopLocation> location = locate(result);
+      if (!location) return unplaced(result, why_not);
+      call.buffers.push_back(*location);
+    }
     layout_.calls.push_back(std::move(call));
     return true;
   }
@@ -246,6 +257,7 @@ class LayoutBuilder {
   std::vector<std::int64_t> primary_slot_;  // per value: the slot its kernel writes it into, or -1
   std::vector<std::int64_t> workspace_offset_;  // per value a host's kernel writes: where in the workspace, or -1
   std::int64_t workspace_end_ = 0;
+  std::vector<std::vector<ir::ValueId>> result_nodes_;  // per control node of the step, the result nodes reading it
   std::vector<std::string> carry_notes_;
 };
 

@@ -2,10 +2,9 @@
 // How a compiled loop's generated driver (codegen/cpu/loop_driver.h) runs the kernels of its step (loop_step.h): where
 // each value the step's kernels read or write lives, which carries are double-buffered and which are updated in place,
 // and what the host passes it (compiled_loop.h). Decided from the step's plan and buffer assignment; a step the driver
-// cannot run (a control node of its own, a value it has no buffer for) gets no layout and its loop runs on the host,
-// region by region (exec/control_flow.h). Kernels without generated code (a library kernel, an assembled concat) are
-// run by kiln when the driver reaches them; a control node of the step's own (a nested loop or branch) keeps the loop
-// on the host.
+// cannot run (a value it has no buffer for) gets no layout and its loop runs on the host, region by region
+// (exec/control_flow.h). Kernels without generated code (a library kernel, an assembled concat, a loop or branch of
+// the step's own) are run by kiln when the driver reaches them.
 
 #include "compiler/buffer_assignment.h"
 #include "compiler/fusion.h"
@@ -51,7 +50,8 @@ struct LoopSlot {
 
 // One kernel of the step: its plan index and where its buffers are. A generated kernel's are its inputs, then its
 // outputs, as the plan lists them; a kernel without generated code (`host`: a library kernel, an assembled concat's
-// copies) is run by kiln through kiln_runtime::host_kernel, its buffers its node's operands, then its result.
+// copies, a control node of the step's own) is run by kiln through kiln_runtime::host_kernel, its buffers its node's
+// operands, then its result (a control node's: all of them, in order).
 struct LoopKernelCall {
   int kernel = 0;
   bool host = false;

@@ -130,9 +130,10 @@ TEST(CompiledLoop, ACarryReadThroughATransposeIsNotUpdatedInPlace) {
   expect_repeatable("symmetrizing loop", body, x);
 }
 
-// An op with only a standard kernel (argsort) in the step: the driver asks kiln to run it, the rest stays generated.
-// A branch in the step keeps the loop on the host, its regions compiled on their own.
-TEST(CompiledLoop, LibraryKernelsRunFromTheDriverAndBranchesOnTheHost) {
+// An op with only a standard kernel (argsort) in the step, a branch, a loop in a loop whose bound is the outer's
+// index: the driver asks kiln to run each (the branch's regions and the inner loop compiled on their own), the rest
+// of the step stays generated.
+TEST(CompiledLoop, LibraryKernelsBranchesAndInnerLoopsRunFromTheDriver) {
   const Tensor x = random_tensor(DType::f32, {4, 7}, 10);
   const auto sorting = [](const Tensor& x) {
     return fori_loop(
@@ -151,7 +152,21 @@ TEST(CompiledLoop, LibraryKernelsRunFromTheDriverAndBranchesOnTheHost) {
         x);
   };
   const testing::DifferentialResult branched = expect_agreement("cond in a loop", branching, x);
-  EXPECT_NE(branched.fused.find("its regions run one at a time by the host"), std::string::npos) << branched.fused;
+  EXPECT_NE(branched.fused.find("scan_loop: compiled whole"), std::string::npos) << branched.fused;
+  expect_repeatable("cond in a loop", branching, x);
+  const auto nested = [](const Tensor& x) {
+    return fori_loop(
+        0, 4,
+        [](const Tensor& i, const Tensor& v) {
+          return fori_loop(
+              zeros(Shape(), DType::i32), i + 1,
+              [&](const Tensor& j, const Tensor& inner) { return inner * 0.75 + cast(i - j, DType::f32) * 0.125; }, v);
+        },
+        x);
+  };
+  const testing::DifferentialResult looped = expect_agreement("a loop in a loop", nested, x);
+  EXPECT_NE(looped.fused.find("scan_loop: compiled whole"), std::string::npos) << looped.fused;
+  expect_repeatable("a loop in a loop", nested, x);
 }
 
 // A library kernel's error inside the driver (gather's index out of range at step 2) is the error the standard

@@ -92,8 +92,9 @@ struct kiln_runtime {
                     const uint16_t* b, int64_t ldb, int transpose_b, kiln_gemm_epilogue epilogue,
                     void* epilogue_context);
   // A compiled loop's driver runs kernel `kernel` of its step that has no generated code (a library kernel, an
-  // assembled concat's copies) through kiln: `buffers` are the kernel node's operands (null for a concat's operand
-  // already in place) and its result. Nonzero when it failed: the driver returns at once, and kiln raises the error.
+  // assembled concat's copies, a loop or branch of the step's own) through kiln: `buffers` are the kernel node's
+  // operands (null for a concat's operand already in place), then its results (a control node's in order, null for
+  // one nothing reads). Nonzero when it failed: the driver returns at once, and kiln raises the error.
   int (*host_kernel)(const struct kiln_runtime* runtime, int64_t kernel, void* const* buffers);
   void* host_context;  // kiln's, for host_kernel: the loop running
   // Which iteration of a compiled loop the kernels run for (0 outside loops). A row kernel walks its rows backward
