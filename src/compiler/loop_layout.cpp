@@ -108,8 +108,9 @@ class LayoutBuilder {
     const ir::ValueId value = plan_.kernels[static_cast<std::size_t>(k)].members.front();
     const ir::Node& node = step_.node(value);
     LoopKernelCall call{.kernel = k, .host = true, .buffers = {}};
+    const bool assembled = plan_.kernels[static_cast<std::size_t>(k)].kind == KernelKind::assembled;
     for (ir::ValueId operand : node.operands) {
-      if (placed(operand)) {
+      if (assembled && placed(operand)) {
         call.buffers.push_back({LoopLocation::Kind::none, 0});
         continue;
       }

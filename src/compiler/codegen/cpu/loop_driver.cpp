@@ -74,7 +74,8 @@ std::string buffers_text(const LoopLayout& layout) {
     const std::string name = "carry_" + number(carry);
     text += "  // carry " + number(carry) + ", " + slot.type.to_string() + ": " +
             layout.carry_notes.at(static_cast<std::size_t>(carry)) + "\n";
-    text += "  char* " + name + " = " + buffer(carry) + ";  // as it came in; never written\n";
+    text += "  char* " + name + " = " + buffer(carry) +
+            ";  // where this iteration reads it: first the operand (never written)\n";
     if (slot.source == LoopSlot::Source::unchanged) continue;
     text += "  char* const " + name + "_first = " + buffer(layout.carry_buffer(carry, 0)) + ";\n";
     if (!slot.in_place) text += "  char* const " + name + "_second = " + buffer(layout.carry_buffer(carry, 1)) + ";\n";
@@ -232,11 +233,12 @@ std::string where_text(const LoopLayout& layout) {
 
 std::string loop_driver_source(const LoopLayout& layout, const std::string& loop) {
   const bool scan = layout.op == ir::Op::scan_loop;
-  std::string text = "\n// ==== the loop: " + loop + " ====\n// kiln_loop runs the kernels above in order once per " +
-                     (scan ? "step, " + number(layout.length) + " steps" + (layout.reverse ? " from the last" : "")
-                           : std::string("iteration, as long as the condition the last of them computes holds (the "
-                                         "host has checked it before the first)")) +
-                     ". The carries move on by pointer: each is read where the step before wrote it.\n";
+  std::string text =
+      "\n// ==== the loop: " + loop + " ====\n// kiln_loop runs the kernels above in order once per " +
+      (scan ? "step, " + number(layout.length) + " steps" + (layout.reverse ? " from the last" : "") + "."
+            : std::string("iteration, as long as the\n// condition the last of them computes holds "
+                          "(the host has checked it before the first).")) +
+      "\n// The carries move on by pointer: each is read where the iteration before wrote it.\n";
   text += declarations(layout);
   text += "extern \"C\" __attribute__((visibility(\"default\"))) void " + std::string(loop_entry_point) +
           "(const kiln_runtime* runtime, void* const* buffers) {\n";
