@@ -207,11 +207,16 @@ std::string source_file(const std::string& name, const Interface& interface, con
   std::string declarations, table;
   for (std::size_t k = 0, local = 0; k < exported.generated.size(); ++k, ++local) {
     if (k > 0 && exported.module_of_kernel[k] != exported.module_of_kernel[k - 1]) local = 0;
-    const std::string entry = entry_prefix(name, exported.module_of_kernel[k]) + std::to_string(local);
+    const bool driver = exported.driver[k];
+    const std::string entry =
+        entry_prefix(name, exported.module_of_kernel[k]) + (driver ? std::string("loop") : std::to_string(local));
     if (exported.generated[k])
       declarations += "void " + entry + "(const kiln_runtime* runtime, void* const* buffers);\n";
-    table += "    " + (exported.generated[k] ? entry : std::string("nullptr")) + ",  // kernel " + std::to_string(k) +
-             (exported.generated[k] ? "" : " (a library kernel: kiln runs it)") + "\n";
+    table +=
+        "    " + (exported.generated[k] ? entry : std::string("nullptr")) + ",  // " +
+        (driver ? "the loop of module " + std::to_string(exported.module_of_kernel[k]) + ": its driver"
+                : "kernel " + std::to_string(k) + (exported.generated[k] ? "" : " (a library kernel: kiln runs it)")) +
+        "\n";
   }
   if (!declarations.empty()) text += "extern \"C\" {\n" + declarations + "}\n\n";
   text +=
@@ -269,23 +274,28 @@ std::string source_file(const std::string& name, const Interface& interface, con
   return text;
 }
 
-// `source` with each entry point kiln_kernel_<digits> (not the kiln_kernel_entry type) named <prefix><digits>.
+// `source` with each entry point kiln_kernel_<digits> (not the kiln_kernel_entry type) named <prefix><digits>, and a
+// loop's driver, kiln_loop, <prefix>loop.
 std::string rename_entry_points(const std::string& source, const std::string& prefix) {
-  const std::string entry = "kiln_kernel_";
   auto identifier = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  std::string renamed;
-  std::size_t done = 0;
-  for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + entry.size())) {
-    const std::size_t digits = at + entry.size();
-    std::size_t end = digits;
-    while (end < source.size() && std::isdigit(static_cast<unsigned char>(source[end]))) ++end;
-    const bool whole =
-        (at == 0 || !identifier(source[at - 1])) && end > digits && (end == source.size() || !identifier(source[end]));
-    if (!whole) continue;
-    renamed += source.substr(done, at - done) + prefix + source.substr(digits, end - digits);
-    done = end;
-  }
-  return renamed + source.substr(done);
+  // `name` followed by digits (`numbered`) or standing alone, as a whole identifier, replaced by `replacement`
+  // (followed by the digits).
+  auto rename = [&](const std::string& text, const std::string& name, bool numbered, const std::string& replacement) {
+    std::string renamed;
+    std::size_t done = 0;
+    for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + name.size())) {
+      const std::size_t digits = at + name.size();
+      std::size_t end = digits;
+      while (numbered && end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+      const bool whole = (at == 0 || !identifier(text[at - 1])) && (!numbered || end > digits) &&
+                         (end == text.size() || !identifier(text[end]));
+      if (!whole) continue;
+      renamed += text.substr(done, at - done) + replacement + text.substr(digits, end - digits);
+      done = end;
+    }
+    return renamed + text.substr(done);
+  };
+  return rename(rename(source, "kiln_kernel_", true, prefix), "kiln_loop", false, prefix + "loop");
 }
 
 // Module `module`'s kernels file: the function's own (0), or a region's.

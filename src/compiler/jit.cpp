@@ -263,13 +263,29 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
 
 namespace {
 
-// `graph`'s lowering and, depth first, those of its control nodes' regions (as compile_regions lowers them): the
+bool is_loop(ir::Op op) { return op == ir::Op::while_loop || op == ir::Op::scan_loop; }
+
+// `graph`'s lowering (a loop's step's, with its driver, when `loop` says which) and, depth first, what compile()
+// builds for its control nodes: for a loop, its step's module followed by those of the step's own control nodes and,
+// for a while_loop, its condition's; for a branch (or a loop whose step the driver cannot run), its regions'. The
 // modules of an exported function, in ExportedSource's order.
-void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules) {
-  modules.push_back(lower_graph(graph, Device::cpu()));
+void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules, const LoopOfStep* loop = nullptr) {
+  modules.push_back(lower_graph(graph, Device::cpu(), loop));
   const ir::Graph lowered = modules.back().graph;  // a copy: the vector grows below
-  for (const ir::Node& node : lowered.nodes)
+  for (ir::ValueId value = 0; value < lowered.size(); ++value) {
+    const ir::Node& node = lowered.node(value);
+    if (is_loop(node.op)) {
+      const std::size_t step = modules.size();
+      const LoopOfStep of{lowered, value};
+      lower_with_regions(loop_step(lowered, value), modules, &of);
+      if (modules[step].loop) {
+        if (node.op == ir::Op::while_loop) lower_with_regions(node.regions.front(), modules);
+        continue;
+      }
+      modules.resize(step);
+    }
     for (const ir::Graph& region : node.regions) lower_with_regions(region, modules);
+  }
 }
 
 std::string digest_of(const std::vector<Lowering>& modules) {
@@ -279,12 +295,9 @@ std::string digest_of(const std::vector<Lowering>& modules) {
   return to_hex(sha256(all));
 }
 
-// The executable of modules[next] with its regions', from `entries` (consumed in order); advances `next` and
-// `entry` past what it used.
-std::unique_ptr<exec::Executable> load_module(std::vector<Lowering>& modules, std::size_t& next,
-                                              std::span<const kiln_kernel_entry> entries, std::size_t& entry,
-                                              const std::string& name) {
-  Lowering& lowering = modules.at(next++);
+// The entry points of `lowering`'s kernels from `entries` (consumed from `entry`), checked against its plan.
+std::vector<kiln_kernel_entry> take_entries(const Lowering& lowering, std::span<const kiln_kernel_entry> entries,
+                                            std::size_t& entry, const std::string& name) {
   std::vector<kiln_kernel_entry> kernels;
   for (std::size_t k = 0; k < lowering.plan.kernels.size(); ++k, ++entry) {
     if (entry >= entries.size())
@@ -294,12 +307,53 @@ std::unique_ptr<exec::Executable> load_module(std::vector<Lowering>& modules, st
                          std::string());
     kernels.push_back(entries[entry]);
   }
-  RegionExecutables regions(static_cast<std::size_t>(lowering.graph.size()));
-  for (ir::ValueId value = 0; value < lowering.graph.size(); ++value)
-    for (std::size_t region = 0; region < lowering.graph.node(value).regions.size(); ++region)
-      regions[static_cast<std::size_t>(value)].push_back(load_module(modules, next, entries, entry, name));
+  return kernels;
+}
+
+std::unique_ptr<exec::Executable> load_module(std::vector<Lowering>& modules, std::size_t& next,
+                                              std::span<const kiln_kernel_entry> entries, std::size_t& entry,
+                                              const std::string& name);
+
+// How `graph`'s control nodes run, from the modules lower_with_regions lowered after `graph`'s (consumed from `next`,
+// their entries from `entry`).
+StepControl load_control(const ir::Graph& graph, std::vector<Lowering>& modules, std::size_t& next,
+                         std::span<const kiln_kernel_entry> entries, std::size_t& entry, const std::string& name) {
+  StepControl control;
+  control.loops.resize(static_cast<std::size_t>(graph.size()));
+  control.regions.resize(static_cast<std::size_t>(graph.size()));
+  for (ir::ValueId value = 0; value < graph.size(); ++value) {
+    const ir::Node& node = graph.node(value);
+    if (is_loop(node.op) && next < modules.size() && modules[next].loop) {
+      // The loop's step, with its driver after its kernels in the table.
+      Lowering& step = modules.at(next++);
+      take_entries(step, entries, entry, name);  // the driver calls them itself
+      if (entry >= entries.size() || !entries[entry])
+        throw CompileError(name, "the program has no driver for the loop of module " + std::to_string(next - 1),
+                           std::string());
+      const kiln_kernel_entry driver = entries[entry++];
+      StepControl own = load_control(step.graph, modules, next, entries, entry, name);
+      std::shared_ptr<const exec::Executable> condition;
+      if (node.op == ir::Op::while_loop) condition = load_module(modules, next, entries, entry, name);
+      control.loops[static_cast<std::size_t>(value)] = std::make_shared<const CompiledLoop>(
+          graph, value, step.graph, step.plan, *step.loop, driver, nullptr, std::move(condition), std::move(own));
+      continue;
+    }
+    for (std::size_t region = 0; region < node.regions.size(); ++region)
+      control.regions[static_cast<std::size_t>(value)].push_back(load_module(modules, next, entries, entry, name));
+  }
+  return control;
+}
+
+// The executable of modules[next] with its control nodes', from `entries` (consumed in order); advances `next` and
+// `entry` past what it used.
+std::unique_ptr<exec::Executable> load_module(std::vector<Lowering>& modules, std::size_t& next,
+                                              std::span<const kiln_kernel_entry> entries, std::size_t& entry,
+                                              const std::string& name) {
+  Lowering& lowering = modules.at(next++);
+  std::vector<kiln_kernel_entry> kernels = take_entries(lowering, entries, entry, name);
+  StepControl control = load_control(lowering.graph, modules, next, entries, entry, name);
   return make_jit_executable(std::move(lowering.graph), std::move(lowering.plan), std::move(lowering.assignment),
-                             std::move(kernels), nullptr, std::move(regions));
+                             std::move(kernels), nullptr, std::move(control.regions), std::move(control.loops));
 }
 
 }  // namespace
@@ -317,6 +371,12 @@ ExportedSource export_source(const ir::Graph& traced) {
     for (const FusedKernel& kernel : modules[module].plan.kernels) {
       exported.generated.push_back(has_generated_code(kernel.kind));
       exported.module_of_kernel.push_back(module);
+      exported.driver.push_back(false);
+    }
+    if (modules[module].loop) {  // a loop's step: its driver follows its kernels
+      exported.generated.push_back(true);
+      exported.module_of_kernel.push_back(module);
+      exported.driver.push_back(true);
     }
     exported.modules.push_back(std::move(modules[module].source));
   }

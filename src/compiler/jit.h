@@ -52,14 +52,17 @@ CompiledFunction compile(const ir::Graph& graph, Device device = Device::cpu());
 // What a program builds in place of the JIT's module: the CPU source compile() would build for `traced`, the
 // flags it would build it with (less those making a shared object), and what load_exported checks.
 struct ExportedSource {
-  // The generated modules: the function's own, then each control node's regions' (a module each, lowered as
-  // compile() lowers them), depth first: node by node, region by region, each followed by its own regions'.
+  // The generated modules: the function's own, then, depth first and node by node, each control node's (lowered as
+  // compile() lowers them): a loop's step with its driver, then the step's own control nodes' and a while_loop's
+  // condition; a branch's regions, each followed by its own control nodes'.
   std::vector<std::string> modules;
   std::string digest;                                 // SHA-256 of the modules, 64 hex digits
   std::vector<std::string> flags;                     // compile_flags() for an object of a static library
-  // Per kernel of the modules' plans, module after module: whether it has an entry point, and which module it is in.
+  // Per kernel of the modules' plans, module after module: whether it has an entry point, and which module it is in;
+  // a loop's step (a module whose loop runs whole, compiled_loop.h) adds its driver after its kernels (`driver`).
   std::vector<bool> generated;
   std::vector<std::size_t> module_of_kernel;
+  std::vector<bool> driver;
   int kernels_per_call = 0;                           // as the JIT's executable reports them (the function's own)
   std::vector<std::pair<Stage, std::string>> stages;  // optimized, fused, source (the function's own)
 };

@@ -191,10 +191,10 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
 
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::vector<kiln_kernel_entry> entries,
-                                                      std::shared_ptr<const void> code_owner,
-                                                      RegionExecutables regions) {
+                                                      std::shared_ptr<const void> code_owner, RegionExecutables regions,
+                                                      CompiledLoops loops) {
   return std::make_unique<JitExecutable>(std::move(graph), std::move(plan), std::move(assignment), std::move(entries),
-                                         std::move(code_owner), std::move(regions), CompiledLoops{});
+                                         std::move(code_owner), std::move(regions), std::move(loops));
 }
 
 }  // namespace kiln::compiler

@@ -37,6 +37,6 @@ std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPla
 std::unique_ptr<exec::Executable> make_jit_executable(ir::Graph graph, FusionPlan plan, BufferAssignment assignment,
                                                       std::vector<kiln_kernel_entry> entries,
                                                       std::shared_ptr<const void> code_owner,
-                                                      RegionExecutables regions = {});
+                                                      RegionExecutables regions = {}, CompiledLoops loops = {});
 
 }  // namespace kiln::compiler

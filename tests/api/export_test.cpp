@@ -128,7 +128,7 @@ TEST(Export, NamesMustBeCIdentifiersAndDirectoriesWritable) {
 // Control flow: each branch and loop body is a module of its own (as the JIT compiles them), written to a file of
 // its own with its entry points named apart; the CMake file compiles them all with the JIT's flags. (That the
 // program computes what the JIT does is export_program's check.)
-TEST(Export, ABranchOrLoopBodyIsAModuleOfItsOwn) {
+TEST(Export, ABranchOrLoopStepIsAModuleOfItsOwn) {
   TemporaryDirectory directory;
   auto scanned = [](Tensor h0, Tensor xs) {
     return std::get<0>(scan(
@@ -154,6 +154,11 @@ TEST(Export, ABranchOrLoopBodyIsAModuleOfItsOwn) {
   }
   const std::string source = read_file(files.source);
   EXPECT_TRUE(contains(source, "scanned_module_3_kernel_0")) << "the kernel table holds the regions' kernels too";
+  // The scan runs whole as the JIT runs it: its step's module holds the loop's driver, named apart and in the table.
+  const std::string step = read_file(files.region_kernels[0]);
+  EXPECT_TRUE(contains(step, "void scanned_module_1_kernel_loop(const kiln_runtime* runtime")) << step;
+  EXPECT_FALSE(contains(step, "kiln_loop(")) << step;
+  EXPECT_TRUE(contains(source, "scanned_module_1_kernel_loop,  // the loop of module 1: its driver")) << source;
 }
 
 TEST(Export, AKilnThatLowersTheGraphToOtherKernelsRefusesTheExportedFunction) {
