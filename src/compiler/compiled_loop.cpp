@@ -1,6 +1,8 @@
 #include "compiler/compiled_loop.h"
 
+#include "compiler/codegen/cpu/runtime_table.h"
 #include "exec/control_flow.h"
+#include "ir/type_rules.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_invariant.h"
 #include "kernels/kernels.h"
@@ -76,11 +78,16 @@ std::vector<runtime::Array> CompiledLoop::run(std::span<const runtime::Array> op
   std::vector<std::int64_t> where(carries, 0);
   buffers.push_back(where.data());
   HostCall call{.loop = this, .error = nullptr};
+  // The step's kernels report indices out of range here: their node numbers are the step's.
+  cpu::CallState state;
   kiln_runtime table = runtime;
   table.host_kernel = host_kernel;
   table.host_context = &call;
+  table.call_state = &state;
   driver_(&table, buffers.data());
   if (call.error) std::rethrow_exception(call.error);
+  if (const std::optional<cpu::IndexOutOfRange> bad = state.take())
+    throw ir::gather_index_error(step_.node(bad->node), bad->index, bad->position, bad->extent);
   for (std::size_t carry = 0; carry < carries; ++carry)
     if (where[carry] != 0) results[carry] = where[carry] == 1 ? first[carry] : second[carry];
   return results;
