@@ -210,16 +210,15 @@ TEST(CompiledLoop, AnErrorInTheDriverNamesTheOpAndTheFunctionStaysUsable) {
 // once the driver returns, naming the op, the bad element and the user's line, as outside a loop.
 TEST(CompiledLoop, AGeneratedKernelsIndexOutOfRangeInTheStepIsRaised) {
   const Tensor values = random_tensor(DType::f32, {4, 6}, 12);
-  auto picking = function(
-      [](const Tensor& values, const Tensor& labels) {
-        return scan(
-            [&](const Tensor& total, const Tensor& label) {
-              const Tensor picked = squeeze(take_along_axis(values, expand_dims(label, -1), -1), {-1}) * 2.0;
-              return std::pair<Tensor, Tensor>{total + picked, picked};
-            },
-            zeros({4}), labels);
-      },
-      {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const auto body = [](const Tensor& values, const Tensor& labels) {
+    return scan(
+        [&](const Tensor& total, const Tensor& label) {
+          const Tensor picked = squeeze(take_along_axis(values, expand_dims(label, -1), -1), {-1}) * 2.0;
+          return std::pair<Tensor, Tensor>{total + picked, picked};
+        },
+        zeros({4}), labels);
+  };
+  auto picking = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
   const Tensor bad = from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 5, 4, 6, 0, 1, 2, 3, 4}, {3, 4});
   try {
     picking(values, bad);
@@ -230,17 +229,7 @@ TEST(CompiledLoop, AGeneratedKernelsIndexOutOfRangeInTheStepIsRaised) {
     EXPECT_NE(message.find("compiled_loop_test.cpp"), std::string::npos) << message;
   }
   const Tensor good = from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 5, 4, -6, 0, 1, 2, 3, 4}, {3, 4});
-  expect_agreement(
-      "picks in a loop",
-      [](const Tensor& values, const Tensor& labels) {
-        return scan(
-            [&](const Tensor& total, const Tensor& label) {
-              const Tensor picked = squeeze(take_along_axis(values, expand_dims(label, -1), -1), {-1}) * 2.0;
-              return std::pair<Tensor, Tensor>{total + picked, picked};
-            },
-            zeros({4}), labels);
-      },
-      values, good);
+  expect_agreement("picks in a loop", body, values, good);
   EXPECT_NE(picking.get_compiler_ir(Stage::fused, values, good).find("scan_loop: compiled whole"), std::string::npos);
 }
 
