@@ -233,5 +233,33 @@ TEST(CompiledLoop, AGeneratedKernelsIndexOutOfRangeInTheStepIsRaised) {
   EXPECT_NE(picking.get_compiler_ir(Stage::fused, values, good).find("scan_loop: compiled whole"), std::string::npos);
 }
 
+// A while_loop that would never end once its index goes out of range: the driver stops at the iteration whose kernel
+// reported it, and the call raises take_along_axis's error (without the check this test hangs until ctest's timeout).
+TEST(CompiledLoop, AnIndexOutOfRangeStopsAWhileLoopThatWouldNotEnd) {
+  const Tensor values = random_uniform(DType::f32, {6}, 1.0, 2.0, 13);
+  auto endless = function(
+      [](const Tensor& values) {
+        using State = std::pair<Tensor, Tensor>;  // an index, a running sum
+        return while_loop(
+                   [](const State& state) { return state.second >= 0.0; },
+                   [&](const State& state) {
+                     const Tensor next = state.first + 1;
+                     return State{next, state.second + reduce_sum(take_along_axis(values, reshape(next, {1}), 0))};
+                   },
+                   State{zeros(Shape({}), DType::i64), zeros(Shape({}))})
+            .second;
+      },
+      {.jit_compile = true, .on_compile_failure = Fallback::none});
+  try {
+    endless(values);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("take_along_axis: index 6"), std::string::npos) << message;
+    EXPECT_NE(message.find("compiled_loop_test.cpp"), std::string::npos) << message;
+  }
+  EXPECT_NE(endless.get_compiler_ir(Stage::fused, values).find("while_loop: compiled whole"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

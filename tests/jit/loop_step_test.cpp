@@ -93,6 +93,7 @@ extern "C" __attribute__((visibility("default"))) void kiln_loop(const kiln_runt
       void* const kernel_buffers[] = {carry_1, slot_1, slot_2};
       kiln_kernel_1(&for_the_step, kernel_buffers);
     }
+    if (runtime->failed(&for_the_step) != 0) return;  // an index out of range: kiln raises it
     const bool go_on = *reinterpret_cast<const uint8_t*>(slot_2) != 0;
     carry_0 = slot_0;
     carry_1 = slot_1;

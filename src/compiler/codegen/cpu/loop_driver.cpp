@@ -252,7 +252,9 @@ std::string loop_driver_source(const LoopLayout& layout, const std::string& loop
     text += "  for (int64_t count = 0;; ++count) {\n";
   }
   text += "    for_the_step.step = count;\n";
-  text += slots_text(layout) + calls_text(layout) + copies_text(layout);
+  text += slots_text(layout) + calls_text(layout);
+  text += "    if (runtime->failed(&for_the_step) != 0) return;  // an index out of range: kiln raises it\n";
+  text += copies_text(layout);
   if (!scan) text += flag_text(layout);
   text += advance_text(layout);
   if (!scan) text += "    if (!go_on) break;\n";

@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 6
+#define KILN_JIT_ABI_VERSION 7
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -102,6 +102,9 @@ struct kiln_runtime {
   // matrix-vector product re-reading a matrix larger than the cache: 13% faster), and no row's result depends on
   // the order rows are visited.
   int64_t step;
+  // Nonzero once a kernel of this call has reported an index out of range: a loop's driver stops there rather than
+  // run on with the values such a kernel left (a while_loop might never end), and kiln raises the error.
+  int (*failed)(const struct kiln_runtime* runtime);
 };
 
 // Every generated kernel is an entry point of this type: `buffers` holds the

@@ -107,16 +107,20 @@ void index_out_of_range(const kiln_runtime* runtime, int64_t node, int64_t posit
   static_cast<CallState*>(runtime->call_state)->report({node, position, index, extent});
 }
 
+int failed(const kiln_runtime* runtime) { return static_cast<const CallState*>(runtime->call_state)->reported(); }
+
 }  // namespace
 
 void CallState::report(const IndexOutOfRange& found) {
   const std::lock_guard lock(mutex_);
+  reported_.store(true, std::memory_order_relaxed);
   if (!first_ || found.node < first_->node || (found.node == first_->node && found.position < first_->position))
     first_ = found;
 }
 
 std::optional<IndexOutOfRange> CallState::take() {
   const std::lock_guard lock(mutex_);
+  reported_.store(false, std::memory_order_relaxed);
   return std::exchange(first_, std::nullopt);
 }
 
@@ -136,6 +140,7 @@ kiln_runtime runtime_table(CallState& state) {
     runtime.index_out_of_range = index_out_of_range;
     runtime.gemm_bf16_block_count = gemm_bf16_block_count;
     runtime.gemm_bf16 = gemm_bf16;
+    runtime.failed = failed;
     return runtime;
   }();
   kiln_runtime for_this_call = table;

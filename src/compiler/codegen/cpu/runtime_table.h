@@ -4,6 +4,7 @@
 
 #include "compiler/codegen/cpu/runtime_abi.h"
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -20,10 +21,13 @@ class CallState {
  public:
   void report(const IndexOutOfRange& found);
   std::optional<IndexOutOfRange> take();
+  // Whether anything was reported (a cheap read, for a loop's driver after each iteration).
+  bool reported() const { return reported_.load(std::memory_order_relaxed); }
 
  private:
   std::mutex mutex_;
   std::optional<IndexOutOfRange> first_;
+  std::atomic<bool> reported_{false};
 };
 
 // The table for one call (the current thread count filled in), reporting into `state`.
