@@ -180,6 +180,8 @@ RegionExecutables compile_regions(const ir::Graph& graph, Device device, const C
   return regions;
 }
 
+bool is_loop(ir::Op op) { return op == ir::Op::while_loop || op == ir::Op::scan_loop; }
+
 CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused);
 
 // Loop node `value` of `graph` compiled whole on the CPU: its step's kernels and the driver running them in one
@@ -215,7 +217,7 @@ CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused) {
   CompiledLoops loops(static_cast<std::size_t>(graph.size()));
   for (ir::ValueId value = 0; value < graph.size(); ++value) {
     const ir::Op op = graph.node(value).op;
-    if (op != ir::Op::while_loop && op != ir::Op::scan_loop) continue;
+    if (!is_loop(op)) continue;
     const std::shared_ptr<const CompiledLoop> loop = compile_loop(graph, value);
     fused += "%" + std::to_string(value) + " " + std::string(ir::name(op)) + ": ";
     fused += loop ? "compiled whole, its iterations run by generated code (its step: @" + graph.name + ".loop_" +
@@ -262,8 +264,6 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
 }
 
 namespace {
-
-bool is_loop(ir::Op op) { return op == ir::Op::while_loop || op == ir::Op::scan_loop; }
 
 // `graph`'s lowering (a loop's step's, with its driver, when `loop` says which) and, depth first, what compile()
 // builds for its control nodes: for a loop, its step's module followed by those of the step's own control nodes and,

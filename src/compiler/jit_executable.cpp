@@ -63,7 +63,7 @@ class JitExecutable final : public exec::Executable {
         const ir::ValueId member = kernel.members.front();
         const ir::Op op = graph_.node(member).op;
         if (const CompiledLoop* loop = loops_[static_cast<std::size_t>(member)].get())
-          run_loop(member, *loop, table, state, values, arena.get());
+          run_loop(member, *loop, table, values, arena.get());
         else if (ir::has_regions(op))
           exec::run_compiled_control(graph_, member, regions_[static_cast<std::size_t>(member)],
                                      result_nodes_[static_cast<std::size_t>(member)], values, arena.get(),
@@ -97,14 +97,14 @@ class JitExecutable final : public exec::Executable {
       throw ir::gather_index_error(graph_.node(bad->node), bad->index, bad->position, bad->extent);
   }
 
-  // Loop node `value`, compiled whole: its driver runs every iteration with this call's table.
-  void run_loop(ir::ValueId value, const CompiledLoop& loop, const kiln_runtime& table, cpu::CallState& state,
+  // Loop node `value`, compiled whole: its driver runs every iteration with this call's table (the loop raises its
+  // kernels' index errors itself: their node numbers are its step's).
+  void run_loop(ir::ValueId value, const CompiledLoop& loop, const kiln_runtime& table,
                 std::vector<runtime::Array>& values, const runtime::Buffer* arena) const {
     std::vector<runtime::Array> operands;
     for (ir::ValueId operand : graph_.node(value).operands)
       operands.push_back(values[static_cast<std::size_t>(operand)]);
     std::vector<runtime::Array> results = loop.run(operands, table);
-    check_indices(state);
     exec::store_compiled_results(graph_, value, std::move(results), result_nodes_[static_cast<std::size_t>(value)],
                                  values, arena, Device::cpu());
   }

@@ -161,12 +161,7 @@ class LayoutBuilder {
   std::optional<LoopLocation> locate(ir::ValueId value) const {
     const ir::ValueId at = owner(value);
     using Kind = LoopLocation::Kind;
-    if (const std::int64_t position = position_[index(at)]; position >= 0) {
-      if (position < layout_.carries) return LoopLocation{Kind::carry, position};
-      if (position < layout_.carries + layout_.sequences)
-        return LoopLocation{Kind::element, position - layout_.carries};
-      return LoopLocation{Kind::captured, position - layout_.carries - layout_.sequences};
-    }
+    if (const std::int64_t position = position_[index(at)]; position >= 0) return layout_.parameter(position);
     if (const std::int64_t slot = primary_slot_[index(at)]; slot >= 0) return LoopLocation{Kind::slot, slot};
     if (const std::int64_t offset = assignment_.arena_offset[index(at)]; offset >= 0)
       return LoopLocation{Kind::arena, offset};

@@ -80,12 +80,19 @@ struct LoopLayout {
   // scan's stacked outputs, the workspace, and an int64 per carry where the driver says where the final carry is
   // (0: the operand as it came in, 1: its first buffer, 2: its second).
   std::int64_t operand_count() const { return carries + sequences + captures; }
+  // A scan's per-step outputs (a while_loop's slots past its carries are its flag alone).
+  std::int64_t stacked_outputs() const {
+    return op == ir::Op::scan_loop ? static_cast<std::int64_t>(slots.size()) - carries : 0;
+  }
+  // Where parameter `position` of the step is: a carry, an element of a sequence, or a capture.
+  LoopLocation parameter(std::int64_t position) const {
+    if (position < carries) return {LoopLocation::Kind::carry, position};
+    if (position < carries + sequences) return {LoopLocation::Kind::element, position - carries};
+    return {LoopLocation::Kind::captured, position - carries - sequences};
+  }
   std::int64_t carry_buffer(std::int64_t carry, int which) const { return operand_count() + 2 * carry + which; }
   std::int64_t stacked_buffer(std::int64_t output) const { return operand_count() + 2 * carries + output; }
-  std::int64_t workspace_buffer() const {
-    return operand_count() + 2 * carries + static_cast<std::int64_t>(slots.size()) - carries -
-           (op == ir::Op::while_loop ? 1 : 0);
-  }
+  std::int64_t workspace_buffer() const { return operand_count() + 2 * carries + stacked_outputs(); }
   std::int64_t where_buffer() const { return workspace_buffer() + 1; }
 };
 

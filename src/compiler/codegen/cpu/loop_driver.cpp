@@ -34,10 +34,7 @@ std::string pointer(const LoopLocation& location) {
 
 // Where parameter `position` of the step is this iteration.
 std::string parameter_pointer(const LoopLayout& layout, std::int64_t position) {
-  if (position < layout.carries) return pointer({LoopLocation::Kind::carry, position});
-  if (position < layout.carries + layout.sequences)
-    return pointer({LoopLocation::Kind::element, position - layout.carries});
-  return pointer({LoopLocation::Kind::captured, position - layout.carries - layout.sequences});
+  return pointer(layout.parameter(position));
 }
 
 bool is_flag(const LoopLayout& layout, std::size_t slot) {
