@@ -1,7 +1,7 @@
 // gemm_bf16 (kernels/cpu/gemm_bf16.h): bf16 products in AMX tiles against the float64 product of the same bf16
-// values, on sizes that fill no tile exactly, both transposes, one and two threads; and the public matmul of bf16
-// tensors (AMX where the CPU has it, the widened f32 product elsewhere) against the widened product, batched and
-// broadcast, in both executors.
+// values, on sizes that fill no tile exactly, both transposes, k long enough to take B's panels in runs, one and two
+// threads; and the public matmul of bf16 tensors (AMX where the CPU has it, the widened f32 product elsewhere)
+// against the widened product, batched and broadcast, in both executors.
 
 #include "kernels/cpu/gemm_bf16.h"
 
@@ -37,9 +37,18 @@ TEST(GemmBf16, MatchesTheExactProductOfTheSameValuesWithinF32Summation) {
     bool transpose_a, transpose_b;
   };
   const std::vector<Case> cases = {
-      {1, 1, 1, false, false},       {33, 17, 45, false, false}, {64, 64, 64, false, false},
-      {5, 70, 3, true, false},       {40, 31, 100, false, true}, {97, 65, 33, true, true},
-      {128, 160, 300, false, false}, {40, 64, 33, false, false}, {2, 3, 0, false, false}};
+      {1, 1, 1, false, false},
+      {33, 17, 45, false, false},
+      {64, 64, 64, false, false},
+      {5, 70, 3, true, false},
+      {40, 31, 100, false, true},
+      {97, 65, 33, true, true},
+      {128, 160, 300, false, false},
+      {40, 64, 33, false, false},
+      {2, 3, 0, false, false},
+      // Long k: B's panels taken in runs that each row block sweeps (the last run shorter, the last panel partial).
+      {70, 300, 2100, false, false},
+      {33, 1000, 1100, false, true}};
   const int original_threads = runtime::thread_count();
   for (const int threads : {1, 2}) {
     runtime::set_thread_count(threads);
