@@ -219,13 +219,57 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
   return packed;
 }
 
-// The 32 x 32 block of C at row block `row_block` and column panel `panel`, written to `out` (ld floats a row).
-void block_product(const Packed& packed, std::int64_t row_block, std::int64_t panel, float* out, std::int64_t ld) {
+// Rows of a block per call of the epilogue. A block's epilogue runs in pieces between the next block's tile
+// products: the tile unit works through them while the vector units run the epilogue (run after each block, the
+// seed's sin, relu and sum had left the tiles idle for a sixth of its time).
+constexpr std::int64_t piece_rows = 8;
+constexpr std::int64_t pieces_per_block = block / piece_rows;
+
+// A finished block whose epilogue has pieces left to run. Every piece is called, an empty one (past an edge
+// block's rows) with no rows, so that each piece's number is seen once.
+class PendingEpilogue {
+ public:
+  explicit PendingEpilogue(const GemmEpilogue& epilogue) : epilogue_(epilogue) {}
+  void start(const float* tile, std::int64_t ld, std::int64_t row, std::int64_t rows, std::int64_t column,
+             std::int64_t columns, std::int64_t block_number) {
+    tile_ = tile;
+    ld_ = ld;
+    row_ = row;
+    rows_ = rows;
+    column_ = column;
+    columns_ = columns;
+    block_number_ = block_number;
+    next_ = epilogue_.function ? 0 : pieces_per_block;
+  }
+  bool waiting() const { return next_ < pieces_per_block; }
+  void run_piece() {
+    const std::int64_t first = std::min(rows_, next_ * piece_rows), last = std::min(rows_, first + piece_rows);
+    epilogue_.function(epilogue_.context, tile_ + first * ld_, ld_, row_ + first, row_ + last, column_,
+                       column_ + columns_, block_number_ * pieces_per_block + next_);
+    ++next_;
+  }
+  void finish() {
+    while (waiting()) run_piece();
+  }
+
+ private:
+  const GemmEpilogue& epilogue_;
+  const float* tile_ = nullptr;
+  std::int64_t ld_ = 0, row_ = 0, rows_ = 0, column_ = 0, columns_ = 0, block_number_ = 0;
+  std::int64_t next_ = pieces_per_block;
+};
+
+// The 32 x 32 block of C at row block `row_block` and column panel `panel`, written to `out` (ld floats a row),
+// running pieces of the previous block's epilogue between its steps along k.
+void block_product(const Packed& packed, std::int64_t row_block, std::int64_t panel, float* out, std::int64_t ld,
+                   PendingEpilogue& pending) {
   const std::int64_t chunks = packed.k_padded / block;
   const std::uint16_t* a0 = packed.a + row_block * 2 * chunks * tile_elements;
   const std::uint16_t* a1 = a0 + chunks * tile_elements;
   const std::uint16_t* b = packed.b + panel * chunks * 2 * tile_elements;
   constexpr long tile_stride = 64;
+  // The pieces spread over k, a piece every `interval` steps; what a short k leaves runs after the block.
+  const std::int64_t interval = std::max<std::int64_t>(1, chunks / (pieces_per_block + 1));
   KILN_TILE_ZERO(0);
   KILN_TILE_ZERO(1);
   KILN_TILE_ZERO(2);
@@ -249,6 +293,7 @@ void block_product(const Packed& packed, std::int64_t row_block, std::int64_t pa
     KILN_TILE_DOT(1, 4, 7);
     KILN_TILE_DOT(2, 5, 6);
     KILN_TILE_DOT(3, 5, 7);
+    if ((chunk + 1) % interval == 0 && pending.waiting()) pending.run_piece();
   }
   const std::int64_t stride = ld * 4;
   KILN_TILE_STORE(0, out, stride);
@@ -263,8 +308,10 @@ void block_product(const Packed& packed, std::int64_t row_block, std::int64_t pa
 // 4 bytes to broadcast. Eight rows at a time (16 accumulators, two of B, one of A: 19 of the 32 registers), the
 // whole of k in registers; the rows' A pairs come from L1 (8 rows of k = 2048: 32 KiB), B's panel from L2.
 // Like AMX, the instruction treats subnormal inputs and results as zero.
+// The previous block's epilogue runs after it (the vector units are this kernel's).
 __attribute__((target("avx512f,avx512bf16"))) void block_product_dot(const Packed& packed, std::int64_t row_block,
-                                                                     std::int64_t panel, float* out, std::int64_t ld) {
+                                                                     std::int64_t panel, float* out, std::int64_t ld,
+                                                                     PendingEpilogue&) {
   constexpr int rows = 8;
   const std::int64_t chunks = packed.k_padded / block;
   const std::uint16_t* b = packed.b + panel * chunks * 2 * tile_elements;
@@ -409,7 +456,7 @@ bool has_avx512_bf16() {
 bool has_bf16_products() { return has_amx_bf16() || has_avx512_bf16(); }
 
 std::int64_t gemm_bf16_block_count(std::int64_t m, std::int64_t n) {
-  return m <= 0 || n <= 0 ? 0 : round_up(m, block) / block * (round_up(n, block) / block);
+  return m <= 0 || n <= 0 ? 0 : round_up(m, block) / block * (round_up(n, block) / block) * pieces_per_block;
 }
 
 void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda,
@@ -437,29 +484,34 @@ void gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16
   runtime::parallel_for(runs * row_blocks, 1, [&](std::int64_t begin, std::int64_t end) {
     std::optional<TileScope> scope;
     if (tiles) scope.emplace();
-    alignas(64) float edge[block * block];
+    // Two buffers: a block's epilogue reads one while the next block is computed into the other.
+    alignas(64) float edges[2][block * block];
+    int next_edge = 0;
+    PendingEpilogue pending(epilogue);
     for (std::int64_t item = begin; item < end; ++item) {
       const std::int64_t first_panel = item / row_blocks * run, row_block = item % row_blocks;
       const std::int64_t row = row_block * block, rows = std::min(block, m - row);
       for (std::int64_t panel = first_panel; panel < std::min(panels, first_panel + run); ++panel) {
         const std::int64_t column = panel * block, columns = std::min(block, n - column);
+        float* edge = edges[next_edge];
         const float* tile = edge;
         std::int64_t ld = block;
         if (c && rows == block && columns == block) {
-          product(packed, row_block, panel, c + row * ldc + column, ldc);
+          product(packed, row_block, panel, c + row * ldc + column, ldc, pending);
           tile = c + row * ldc + column;
           ld = ldc;
         } else {
-          product(packed, row_block, panel, edge, block);  // C's edge, or no C: the block in a buffer
+          product(packed, row_block, panel, edge, block, pending);  // C's edge, or no C: the block in a buffer
+          next_edge ^= 1;
           if (c)
             for (std::int64_t i = 0; i < rows; ++i)
               std::memcpy(c + (row + i) * ldc + column, edge + i * block, static_cast<std::size_t>(columns) * 4);
         }
-        if (epilogue.function)
-          epilogue.function(epilogue.context, tile, ld, row, row + rows, column, column + columns,
-                            row_block * panels + panel);
+        pending.finish();
+        pending.start(tile, ld, row, rows, column, columns, row_block * panels + panel);
       }
     }
+    pending.finish();
   });
   a_space.release_once();
   b_space.release_once();

@@ -24,7 +24,8 @@ bool has_avx512_bf16();
 // Whether gemm_bf16 can run here: AMX tiles, or else AVX512_BF16's dot products.
 bool has_bf16_products();
 
-// The blocks gemm_bf16 hands its epilogue: 32 x 32 of C each (fewer at the edges), numbered row block by row block.
+// The pieces gemm_bf16 hands its epilogue, numbered in a fixed order: each 32 x 32 block of C (fewer at the edges)
+// in four pieces of 8 rows, called in order, a piece past an edge block's last row with no rows.
 std::int64_t gemm_bf16_block_count(std::int64_t m, std::int64_t n);
 
 // c[m x n] (row-major, ldc) = op(a) op(b), a and b bf16 bit patterns, row-major: op(a) is m x k (a k x m when
