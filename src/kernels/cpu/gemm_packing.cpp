@@ -219,10 +219,24 @@ GatheredInterior find_interior(const GatheredRows& a) {
       interior.lower[t] = std::max(interior.lower[t], part.lower[t]);
       interior.upper[t] = std::min(interior.upper[t], part.upper[t]);
     }
-    if (!interior.groups.empty() && interior.groups.back().offset + interior.groups.back().width == part.offset)
-      interior.groups.back().width += part.width;
-    else
-      interior.groups.push_back({column, part.width, part.offset});
+    if (!interior.groups.empty() && interior.groups.back().offset + interior.groups.back().width == part.offset) {
+      GatheredInterior::Group& group = interior.groups.back();
+      group.width += part.width;
+      ++group.part_count;
+      for (int t = 0; t < a.axes; ++t) {
+        group.lower[t] = std::max(group.lower[t], part.lower[t]);
+        group.upper[t] = std::min(group.upper[t], part.upper[t]);
+        group.reach_lower[t] = std::min(group.reach_lower[t], part.lower[t]);
+        group.reach_upper[t] = std::max(group.reach_upper[t], part.upper[t]);
+      }
+    } else {
+      GatheredInterior::Group group{column, part.width, part.offset, p, 1, {}, {}, {}, {}};
+      for (int t = 0; t < a.axes; ++t) {
+        group.lower[t] = group.reach_lower[t] = part.lower[t];
+        group.upper[t] = group.reach_upper[t] = part.upper[t];
+      }
+      interior.groups.push_back(group);
+    }
   }
   interior.usable = true;
   return interior;
@@ -306,16 +320,51 @@ void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std
     gather_a_strip(a, row_begin, rows, depth_begin, depth, strip);
     return;
   }
-  // A strip that wraps to the next line or meets the padding, row by row: the rows inside take the short cut, and
-  // only the others walk the parts (a walk per strip cost a 7x7 stem's 18% of strips as much as the other 82%).
+  // A strip that wraps to the next line or meets the padding, row by row and group by group (walked part by part,
+  // such strips had cost a 7x7 stem's 18% of strips as much as the other 82%; then, the rows inside taking the short
+  // cut and the others walking every part, still 60% of its gather). The rows' coordinates move along the last axis
+  // from the first row's, without a division per row.
+  const int last = a.axes - 1;
+  std::int64_t coordinates[kGatherMaxAxes] = {};
+  for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
+    coordinates[t] = rest % a.extents[t];
+    rest /= a.extents[t];
+  }
+  const std::int64_t depth_end = depth_begin + depth;
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = strip + r * kKcMax;
-    if (interior_row_offset(a, interior, row_begin + r, 1, row_offset))
-      for_each_interior_run(
-          interior, row_offset, depth_begin, depth,
-          [&](std::int64_t column, std::int64_t count, const float* source) { copy_run(row + column, source, count); });
-    else
-      gather_a_strip(a, row_begin + r, 1, depth_begin, depth, row);
+    std::int64_t offset = 0;
+    for (int t = 0; t <= last; ++t) offset += coordinates[t] * interior.strides[t];
+    auto inside = [&](const std::int64_t* lower, const std::int64_t* upper) {
+      bool all = true;
+      for (int t = 0; t <= last; ++t) all &= within(coordinates[t], lower[t], upper[t]);
+      return all;
+    };
+    for (const GatheredInterior::Group& group : interior.groups) {
+      if (group.column >= depth_end) break;
+      const std::int64_t begin = std::max(group.column, depth_begin);
+      const std::int64_t end = std::min(group.column + group.width, depth_end);
+      if (begin >= end) continue;
+      if (inside(group.lower, group.upper)) {
+        copy_run(row + (begin - depth_begin), interior.source + (group.offset + (begin - group.column) + offset),
+                 end - begin);
+      } else if (!inside(group.reach_lower, group.reach_upper)) {
+        std::fill(row + (begin - depth_begin), row + (end - depth_begin), 0.0f);
+      } else {
+        std::int64_t first = group.column;  // the part's first column in A
+        for (int p = group.first_part; p < group.first_part + group.part_count; first += a.parts[p].width, ++p) {
+          const GatheredPart& part = a.parts[p];
+          const std::int64_t part_begin = std::max(first, begin), part_end = std::min(first + part.width, end);
+          if (part_begin >= part_end) continue;
+          float* target = row + (part_begin - depth_begin);
+          if (inside(part.lower, part.upper))
+            copy_run(target, interior.source + (part.offset + (part_begin - first) + offset), part_end - part_begin);
+          else
+            std::fill(target, target + (part_end - part_begin), 0.0f);
+        }
+      }
+    }
+    for (int t = last; t >= 0 && ++coordinates[t] == a.extents[t]; --t) coordinates[t] = 0;
   }
 }
 

@@ -33,6 +33,11 @@ void pack_a_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64
 struct GatheredInterior {
   struct Group {  // parts adjacent in memory: columns [column, column + width) of A, at source + offset
     std::int64_t column, width, offset;
+    int first_part, part_count;  // a's parts [first_part, first_part + part_count)
+    // A row inside `lower` and `upper` along every axis is inside all of the group's parts (reads the group as one
+    // run); one outside `reach_lower` or `reach_upper` along some axis is outside all of them (reads zeros).
+    std::int64_t lower[kGatherMaxAxes], upper[kGatherMaxAxes];
+    std::int64_t reach_lower[kGatherMaxAxes], reach_upper[kGatherMaxAxes];
   };
   bool usable = false;  // the parts share a source and strides (and A has at least one axis)
   const float* source = nullptr;
@@ -48,7 +53,8 @@ GatheredInterior find_interior(const GatheredRows& a);
 void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                     std::int64_t depth, float* strip);
 // The same, with a's interior (find_interior): a strip whose rows are all inside copies each group's columns; one
-// that wraps to the next line or meets the padding goes row by row, its rows inside copying groups too.
+// that wraps to the next line or meets the padding goes row by row, group by group: a group the row is inside is one
+// run, one it is outside along some axis zeros, and only the others part by part.
 void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                     std::int64_t depth_begin, std::int64_t depth, float* strip);
 
