@@ -208,10 +208,18 @@ TEST(GemmGathered, PartsSpanningKBlocksAndManyRows) {
   ASSERT_TRUE(plan_sgemm(wide.m(), 64, wide.k()).whole_depth);
   expect_same_as_written(wide, 64);
   // An image net's first layer, smaller: 7x7 taps of 3 channels, stride 2, whole-depth. Parts too narrow to read
-  // in place: the strips are copied, a filter row (21 floats) at a time in the interior.
+  // in place through row pointers: the strips are copied, a filter row (21 floats) at a time in the interior, or,
+  // on AVX-512, read where they lie by the strided microkernel (gemm_strided.h), rows 6 floats apart.
   const Windows stem(2, 64, 80, 3, 7, 2, 3);
   ASSERT_TRUE(plan_sgemm(stem.m(), 64, stem.k()).whole_depth);
   expect_same_as_written(stem, 64);
+}
+
+// Lines wide enough for 14-row strips inside the padding (the strided microkernel's, on AVX-512) beside strips
+// that meet it or wrap to the next line; a last micro-panel of 13 columns; 5 channels, a filter row's taps one run.
+TEST(GemmGathered, InteriorStripsOfLongLinesAndAPartialPanel) {
+  expect_same_as_written(Windows(2, 20, 33, 5, 3, 1, 1), 45);
+  expect_same_as_written(Windows(1, 9, 47, 2, 5, 2, 2), 13);
 }
 
 // At most four columns (kNarrowColumns), each element is a dot product along K instead of the microkernel's sum:

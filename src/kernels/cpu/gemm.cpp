@@ -173,6 +173,27 @@ float* c_tile_of(const Problem& problem, const Step& step, std::int64_t s) {
   return problem.c + c_row * problem.ldc + (problem.c_is_buffer ? 0 : step.column_begin);
 }
 
+// On AVX-512, a full strip of a gathered A inside a convolution's interior, read where it lies (gemm_strided.h)
+// instead of copied: the product of every micro-panel into c_tile. False where the strip is not such a strip.
+bool strided_in_place(const Problem& problem, const Step& step, const float* b_panel, std::int64_t row_begin,
+                      std::int64_t rows, float* c_tile) {
+  if constexpr (gemm_detail::kStridedMicrokernel) {
+    if (!problem.gathered || rows != kMr) return false;
+    constexpr int capacity = 64;
+    gemm_detail::StridedRun runs[capacity];
+    std::int64_t row_stride = 0;
+    const int run_count = gemm_detail::interior_strided_runs(*problem.gathered, *problem.interior, row_begin, rows,
+                                                             step.depth_begin, step.depth, runs, capacity, row_stride);
+    if (run_count <= 0) return false;
+    for (std::int64_t p = 0; p * kNr < step.columns; ++p)
+      gemm_detail::strided_microkernel(
+          runs, run_count, row_stride, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc,
+          static_cast<int>(std::min<std::int64_t>(kNr, step.columns - p * kNr)), !step.first_depth);
+    return true;
+  }
+  return false;
+}
+
 // One row strip of `step`: copy its A rows into the piece's strip buffer, run the microkernel across the
 // column panel into `c_tile` (prefetching the A rows of `next`), and after the last K block hand the
 // finished tile to the epilogue.
@@ -193,7 +214,7 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
     for (std::int64_t p = 0; p < micro_panels; ++p)
       kernel(runs, run_count, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
              !step.first_depth);
-  } else {
+  } else if (!strided_in_place(problem, step, b_panel, row_begin, rows, c_tile)) {
     if (problem.gathered)
       gemm_detail::gather_a_strip(*problem.gathered, *problem.interior, row_begin, rows, step.depth_begin, step.depth,
                                   strip);

@@ -297,6 +297,21 @@ int interior_runs(const GatheredRows& a, const GatheredInterior& interior, std::
   return run_count;
 }
 
+int interior_strided_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
+                          std::int64_t rows, std::int64_t depth_begin, std::int64_t depth, StridedRun* runs,
+                          int capacity, std::int64_t& row_stride) {
+  std::int64_t row_offset = 0;
+  if (depth <= 0 || !interior_row_offset(a, interior, row_begin, rows, row_offset)) return -1;
+  row_stride = interior.strides[a.axes - 1];
+  int run_count = 0;
+  for_each_interior_run(interior, row_offset, depth_begin, depth,
+                        [&](std::int64_t, std::int64_t count, const float* first_row) {
+                          if (run_count < capacity) runs[run_count] = {first_row, count};
+                          ++run_count;
+                        });
+  return run_count <= capacity ? run_count : -1;
+}
+
 int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs) {
   const int run_count = interior_runs(a, interior, row_begin, rows, depth_begin, depth, runs);

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_strided.h"
 
 #include <cstdint>
 #include <vector>
@@ -68,6 +69,11 @@ int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t ro
 // strip.
 int interior_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs);
+// The runs of a strip whose rows are all inside a's interior, a run per group as one pointer each (row r at
+// first_row + r * row_stride; gemm_strided.h); -1 for any other strip, or one with more than `capacity` runs.
+int interior_strided_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
+                          std::int64_t rows, std::int64_t depth_begin, std::int64_t depth, StridedRun* runs,
+                          int capacity, std::int64_t& row_stride);
 // gathered_runs with a's interior: interior_runs where the strip is inside, else the walk through the parts.
 int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs);
