@@ -263,6 +263,37 @@ TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
   }
 }
 
+// Parts whose bounds disagree with the memory they read: the middle tap reads zeros from output column 35 on, where
+// its neighbours read the image at the same addresses. Its filter row has no edges (Group::edges), so the strips at
+// the padding (the last of each line, 28-41) are copied part by part, not read through the line's memory; the
+// product is still the one of A written out from the parts themselves.
+TEST(GemmGathered, PartsThatDisagreeOnTheirEdgesAreCopied) {
+  Windows windows(1, 6, 42, 3, 3, 1, 1);
+  windows.parts[4].upper[2] = 35;
+  const std::int64_t m = windows.m(), k = windows.k(), n = 16;
+  std::vector<float> a(static_cast<std::size_t>(m * k), 0.0f);
+  for (std::int64_t row = 0; row < m; ++row) {
+    const std::int64_t coordinates[3] = {row / (6 * 42), row / 42 % 6, row % 42};
+    std::int64_t column = 0;
+    for (const GatheredPart& part : windows.parts) {
+      bool inside = true;
+      std::int64_t offset = part.offset;
+      for (int t = 0; t < 3; ++t) {
+        inside &= part.lower[t] <= coordinates[t] && coordinates[t] < part.upper[t];
+        offset += coordinates[t] * part.strides[t];
+      }
+      for (std::int64_t j = 0; inside && j < part.width; ++j)
+        a[static_cast<std::size_t>(row * k + column + j)] = part.source[offset + j];
+      column += part.width;
+    }
+  }
+  const std::vector<float> b = testing::random_floats(k * n, 13);
+  std::vector<float> expected(static_cast<std::size_t>(m * n)), c(static_cast<std::size_t>(m * n));
+  sgemm(m, n, k, a.data(), k, false, b.data(), n, false, expected.data(), n, {});
+  sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, c.data(), n, {});
+  EXPECT_TRUE(same_bits(c, expected));
+}
+
 TEST(GemmGathered, RowsOutsideEveryPartReadZeros) {
   // A padding wider than the window: the outer outputs see only zeros.
   Windows windows(1, 3, 3, 4, 2, 1, 3);

@@ -174,16 +174,23 @@ float* c_tile_of(const Problem& problem, const Step& step, std::int64_t s) {
 }
 
 // On AVX-512, a full strip of a gathered A inside a convolution's interior, read where it lies (gemm_strided.h)
-// instead of copied: the product of every micro-panel into c_tile. False where the strip is not such a strip.
+// instead of copied, or one at the padding through its line's memory with the padding's zeros: the product of every
+// micro-panel into c_tile. False where the strip is neither.
 bool strided_in_place(const Problem& problem, const Step& step, const float* b_panel, std::int64_t row_begin,
-                      std::int64_t rows, float* c_tile) {
+                      std::int64_t rows, float* strip, float* c_tile) {
   if constexpr (gemm_detail::kStridedMicrokernel) {
     if (!problem.gathered || rows != kMr) return false;
     constexpr int capacity = 64;
     gemm_detail::StridedRun runs[capacity];
     std::int64_t row_stride = 0;
-    const int run_count = gemm_detail::interior_strided_runs(*problem.gathered, *problem.interior, row_begin, rows,
-                                                             step.depth_begin, step.depth, runs, capacity, row_stride);
+    int run_count = gemm_detail::interior_strided_runs(*problem.gathered, *problem.interior, row_begin, rows,
+                                                       step.depth_begin, step.depth, runs, capacity, row_stride);
+    // A strip at the padding: its line's memory with zeros where the padding is, written once into the strip
+    // buffer, read as the interior is (the copy wrote each of 14 rows' windows, overlapping).
+    if (run_count <= 0)
+      run_count =
+          gemm_detail::edge_strided_runs(*problem.gathered, *problem.interior, row_begin, rows, step.depth_begin,
+                                         step.depth, strip, kMr * gemm_detail::kKcMax, runs, capacity, row_stride);
     if (run_count <= 0) return false;
     for (std::int64_t p = 0; p * kNr < step.columns; ++p)
       gemm_detail::strided_microkernel(
@@ -214,7 +221,7 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
     for (std::int64_t p = 0; p < micro_panels; ++p)
       kernel(runs, run_count, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
              !step.first_depth);
-  } else if (!strided_in_place(problem, step, b_panel, row_begin, rows, c_tile)) {
+  } else if (!strided_in_place(problem, step, b_panel, row_begin, rows, strip, c_tile)) {
     if (problem.gathered)
       gemm_detail::gather_a_strip(*problem.gathered, *problem.interior, row_begin, rows, step.depth_begin, step.depth,
                                   strip);

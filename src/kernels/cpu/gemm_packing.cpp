@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace kiln::kernels::cpu::gemm_detail {
 namespace {
@@ -200,6 +201,42 @@ int gathered_runs(const GatheredRows& a, std::int64_t row_begin, std::int64_t ro
   return run_count == 0 ? 0 : merged + 1;
 }
 
+namespace {
+
+// Group::edges, lowest and highest: part p (columns from `column` within the group, `width` wide, rows inside along
+// the last axis from lower to upper) puts its elements inside at u in [column + lower * s, column + (upper - 1) * s
+// + width) and outside below column + (lower - 1) * s + width and from column + upper * s on. The group has edges
+// when one pair of bounds separates every part's inside elements from every part's outside ones.
+void find_edges(const GatheredRows& a, const GatheredInterior& interior, GatheredInterior::Group& group) {
+  const int last = a.axes - 1;
+  const std::int64_t s = interior.strides[last], extent = a.extents[last];
+  group.edges = false;
+  if (s <= 0 || extent <= 0) return;
+  std::int64_t lowest = std::numeric_limits<std::int64_t>::max(), highest = std::numeric_limits<std::int64_t>::min();
+  std::int64_t column = 0;
+  for (int p = group.first_part; p < group.first_part + group.part_count; column += a.parts[p].width, ++p) {
+    const GatheredPart& part = a.parts[p];
+    const std::int64_t lower = std::max<std::int64_t>(part.lower[last], 0);
+    const std::int64_t upper = std::min(part.upper[last], extent);
+    if (lower >= upper || part.width <= 0) return;
+    lowest = std::min(lowest, column + lower * s);
+    highest = std::max(highest, column + (upper - 1) * s + part.width);
+  }
+  column = 0;
+  for (int p = group.first_part; p < group.first_part + group.part_count; column += a.parts[p].width, ++p) {
+    const GatheredPart& part = a.parts[p];
+    const std::int64_t lower = std::max<std::int64_t>(part.lower[last], 0);
+    const std::int64_t upper = std::min(part.upper[last], extent);
+    if (lower > 0 && column + (lower - 1) * s + part.width > lowest) return;
+    if (upper < extent && column + upper * s < highest) return;
+  }
+  group.edges = true;
+  group.lowest = lowest;
+  group.highest = highest;
+}
+
+}  // namespace
+
 GatheredInterior find_interior(const GatheredRows& a) {
   GatheredInterior interior;
   if (a.axes < 1 || a.part_count < 1) return interior;
@@ -230,7 +267,7 @@ GatheredInterior find_interior(const GatheredRows& a) {
         group.reach_upper[t] = std::max(group.reach_upper[t], part.upper[t]);
       }
     } else {
-      GatheredInterior::Group group{column, part.width, part.offset, p, 1, {}, {}, {}, {}};
+      GatheredInterior::Group group{column, part.width, part.offset, p, 1, {}, {}, {}, {}, false, 0, 0};
       for (int t = 0; t < a.axes; ++t) {
         group.lower[t] = group.reach_lower[t] = part.lower[t];
         group.upper[t] = group.reach_upper[t] = part.upper[t];
@@ -239,6 +276,7 @@ GatheredInterior find_interior(const GatheredRows& a) {
     }
   }
   interior.usable = true;
+  for (GatheredInterior::Group& group : interior.groups) find_edges(a, interior, group);
   return interior;
 }
 
@@ -310,6 +348,57 @@ int interior_strided_runs(const GatheredRows& a, const GatheredInterior& interio
                           ++run_count;
                         });
   return run_count <= capacity ? run_count : -1;
+}
+
+int edge_strided_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
+                      std::int64_t rows, std::int64_t depth_begin, std::int64_t depth, float* space,
+                      std::int64_t space_floats, StridedRun* runs, int capacity, std::int64_t& row_stride) {
+  if (!interior.usable || depth <= 0 || rows <= 0) return -1;
+  const int last = a.axes - 1;
+  std::int64_t coordinates[kGatherMaxAxes] = {};
+  for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
+    coordinates[t] = rest % a.extents[t];
+    rest /= a.extents[t];
+  }
+  const std::int64_t first_x = coordinates[last];
+  if (first_x + rows > a.extents[last]) return -1;  // wraps to the next line
+  const std::int64_t s = interior.strides[last];
+  std::int64_t line_offset = 0;  // the line's start (x = 0) in the source, from its other coordinates
+  for (int t = 0; t < last; ++t) line_offset += coordinates[t] * interior.strides[t];
+  const std::int64_t depth_end = depth_begin + depth;
+  int count = 0;
+  std::int64_t used = 0;
+  for (const GatheredInterior::Group& group : interior.groups) {
+    if (group.column >= depth_end) break;
+    const std::int64_t begin = std::max(group.column, depth_begin);
+    const std::int64_t end = std::min(group.column + group.width, depth_end);
+    if (begin >= end) continue;
+    if (!group.edges || count == capacity) return -1;
+    // The line's other coordinates: inside every part of the group, or outside every one (zeros).
+    bool any_inside = false, any_outside = false;
+    for (int p = group.first_part; p < group.first_part + group.part_count; ++p) {
+      bool inside = true;
+      for (int t = 0; t < last; ++t) inside &= within(coordinates[t], a.parts[p].lower[t], a.parts[p].upper[t]);
+      (inside ? any_inside : any_outside) = true;
+    }
+    if (any_inside && any_outside) return -1;
+    const std::int64_t length = (rows - 1) * s + (end - begin);
+    if (used + length > space_floats) return -1;
+    float* patch = space + used;
+    used += length;
+    // Patch element q is the line's element u = first + q: inside from lowest to highest.
+    const std::int64_t first = first_x * s + (begin - group.column);
+    const std::int64_t inside_begin = any_inside ? std::clamp(group.lowest - first, std::int64_t{0}, length) : 0;
+    const std::int64_t inside_end = any_inside ? std::clamp(group.highest - first, inside_begin, length) : 0;
+    std::fill(patch, patch + inside_begin, 0.0f);
+    if (inside_end > inside_begin)
+      std::memcpy(patch + inside_begin, interior.source + (group.offset + line_offset + first + inside_begin),
+                  static_cast<std::size_t>(inside_end - inside_begin) * sizeof(float));
+    std::fill(patch + inside_end, patch + length, 0.0f);
+    runs[count++] = {patch, end - begin};
+  }
+  row_stride = s;
+  return count;
 }
 
 int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,

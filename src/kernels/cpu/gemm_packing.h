@@ -39,6 +39,12 @@ struct GatheredInterior {
     // run); one outside `reach_lower` or `reach_upper` along some axis is outside all of them (reads zeros).
     std::int64_t lower[kGatherMaxAxes], upper[kGatherMaxAxes];
     std::int64_t reach_lower[kGatherMaxAxes], reach_upper[kGatherMaxAxes];
+    // Along a line (rows that differ only in the last coordinate x), element (x, j) of the group -- column j from
+    // the group's first -- lies at u = x * the last stride + j from the line's start. Where `edges`, the parts'
+    // bounds along the last axis agree on the memory: an element is inside its part exactly when
+    // lowest <= u < highest, whichever rows and parts read it (a convolution's taps: the input column decides).
+    bool edges;
+    std::int64_t lowest, highest;
   };
   bool usable = false;  // the parts share a source and strides (and A has at least one axis)
   const float* source = nullptr;
@@ -74,6 +80,14 @@ int interior_runs(const GatheredRows& a, const GatheredInterior& interior, std::
 int interior_strided_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
                           std::int64_t rows, std::int64_t depth_begin, std::int64_t depth, StridedRun* runs,
                           int capacity, std::int64_t& row_stride);
+// The runs of a strip of one line that meets the padding, as interior_strided_runs gives them: each group's columns
+// for the strip's rows written once into `space` (the line's memory from the first row's first element to the last
+// row's last, zeros where outside the parts: Group::edges), so that row r reads it at r * row_stride. -1 where a
+// group has no `edges`, its parts disagree on the line's other coordinates, the strip wraps to the next line, or
+// the runs need more than `space_floats` floats or `capacity` runs.
+int edge_strided_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin,
+                      std::int64_t rows, std::int64_t depth_begin, std::int64_t depth, float* space,
+                      std::int64_t space_floats, StridedRun* runs, int capacity, std::int64_t& row_stride);
 // gathered_runs with a's interior: interior_runs where the strip is inside, else the walk through the parts.
 int gathered_runs(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                   std::int64_t depth_begin, std::int64_t depth, ARun* runs);
