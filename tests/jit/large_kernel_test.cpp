@@ -56,6 +56,23 @@ TEST(LargeKernels, ElementwiseF64AndBooleanOutputs) {
   EXPECT_NE(source.find("__builtin_prefetch(row_x0 + j + 1024, 0, 2)"), std::string::npos);
 }
 
+TEST(LargeKernels, AGemmEpilogueStreamsItsLargeOutputs) {
+  // A 1027 x 4099 product (16.8 MB of f32) through its epilogue: the f32 output streamed, rows at every offset
+  // modulo 64 (some take the plain fallback), the boolean one not.
+  Tensor a = random_tensor(DType::f32, {1027, 67}, 27), b = random_tensor(DType::f32, {67, 4099}, 28);
+  auto body = [](Tensor a, Tensor b) {
+    Tensor product = matmul(a, b);
+    return std::vector<Tensor>{nn::relu(product + 1.0), product > 0.5};
+  };
+  expect_agreement("matmul epilogue 1027x67x4099", body, a, b);
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const std::string source = jit.get_compiler_ir(Stage::source, a, b);
+  EXPECT_NE(source.find("_epilogue("), std::string::npos) << source;
+  EXPECT_NE(source.find("store_streaming<float>(row_"), std::string::npos) << source;
+  EXPECT_NE(source.find("store<uint8_t>(row_"), std::string::npos) << source;
+  EXPECT_NE(source.find("end_streaming();"), std::string::npos) << source;
+}
+
 TEST(LargeKernels, SmallOutputsUsePlainStores) {
   Tensor x = random_tensor(DType::f32, {64, 301}, 26);
   std::string source = source_of([](Tensor x) { return nn::softmax(x); }, x);
