@@ -451,9 +451,8 @@ class WholeDepthWork {
   void run_piece(int piece, float* a_strip, float* c_strip) {
     const GemmPlan& plan = problem_.plan;
     std::int64_t claimed = 0, claimed_end = 0;  // strips claimed and not yet run
-    for (std::int64_t s;;) {
-      if (claimed == claimed_end && !claim(piece, claimed, claimed_end)) break;
-      s = claimed++;
+    while (claimed < claimed_end || claim(piece, claimed, claimed_end)) {
+      const std::int64_t s = claimed++;
       for (std::int64_t block = 0; block < depth_blocks_; ++block) {
         const Step& step = steps_[static_cast<std::size_t>(block)];
         wait_until_packed(block);
