@@ -383,6 +383,50 @@ TEST(JitRegression, APerColumnValueIsComputedBeforeThePassesReadIt) {
                          {random_tensor(DType::f64, {2}, 60)});
 }
 
+// A column kernel read another kernel's reduce_min result per column and wrote it out again (a reshape of it, also
+// an output): its per-column value was spelled as the op that made it, `reduce_min()` with nothing to reduce, and
+// the module did not compile (graph 5434, the derivative graph of a reduce_min's expand_dims).
+TEST(JitRegression, AColumnKernelLoadsAPerColumnInputWhateverMadeIt) {
+  expect_graph_agreement(
+      "per-column input written out again",
+      "func @column_input(%0: f32[1,1,2,2], %1: f32[1,1,1,1,2], %2: f32[1,1,2,2]) -> (f64[], f64[], f32[1,1,2,2]) {\n"
+      "  %3 = f32[1,1,1,2] reduce_min(%0) {axes=[0,1,2], keepdims=true}\n"
+      "  %4 = f32[1,1,1,1,2] reshape(%3)\n"
+      "  %5 = f32[1,1,1,1,2] maximum(%4, %4)\n"
+      "  %6 = f32[1,1,1,1,2] mul(%5, %1)\n"
+      "  %7 = f32[] reduce_sum(%6) {axes=[0,1,2,3,4], keepdims=false}\n"
+      "  %8 = f64[] cast(%7)\n"
+      "  %9 = bool[1,1,2,2] eq(%0, %3)\n"
+      "  %10 = f32[1,1,2,2] cast(%9)\n"
+      "  %11 = f32[1,1,1,2] reduce_sum(%10) {axes=[0,1,2], keepdims=true}\n"
+      "  %12 = bool[1,1,1,1,2] eq(%4, %4)\n"
+      "  %13 = f32[1,1,1,1,2] cast(%12)\n"
+      "  %14 = f32[] constant(0.5)\n"
+      "  %15 = f32[1,1,1,1,2] mul(%13, %14)\n"
+      "  %16 = bool[1,1,1,1,2] gt(%4, %4)\n"
+      "  %17 = f32[1,1,1,1,2] cast(%16)\n"
+      "  %18 = f32[1,1,1,1,2] add(%17, %15)\n"
+      "  %19 = f32[1,1,1,1,2] mul(%1, %18)\n"
+      "  %20 = f32[1,1,1,1,2] add(%19, %19)\n"
+      "  %21 = f32[1,1,1,2] reshape(%20)\n"
+      "  %22 = f32[1,1,1,2] div(%21, %11)\n"
+      "  %23 = f32[1,1,2,2] broadcast_to(%22)\n"
+      "  %24 = f32[1,1,2,2] mul(%23, %10)\n"
+      "  %25 = f32[1,1,2,2] mul(%2, %10)\n"
+      "  %26 = f32[1,1,1,2] reduce_sum(%25) {axes=[0,1,2], keepdims=true}\n"
+      "  %27 = f32[1,1,1,2] div(%26, %11)\n"
+      "  %28 = f32[1,1,1,1,2] reshape(%27)\n"
+      "  %29 = f32[1,1,1,1,2] mul(%28, %18)\n"
+      "  %30 = f32[1,1,1,1,2] add(%29, %29)\n"
+      "  %31 = f32[1,1,1,1,2] mul(%30, %1)\n"
+      "  %32 = f32[] reduce_sum(%31) {axes=[0,1,2,3,4], keepdims=false}\n"
+      "  %33 = f64[] cast(%32)\n"
+      "  return %8, %33, %24\n"
+      "}\n",
+      {random_tensor(DType::f32, {1, 1, 2, 2}, 61), random_tensor(DType::f32, {1, 1, 1, 1, 2}, 62),
+       random_tensor(DType::f32, {1, 1, 2, 2}, 63)});
+}
+
 // A constant read by an attention kernel's row code and by another matmul joined the attention kernel as a second
 // output, which the attention kernel never writes: the other product read garbage, inf or 6.7e36 (graph 164).
 TEST(JitRegression, AnAttentionKernelWritesNothingButItsProduct) {

@@ -249,8 +249,11 @@ std::string RowKernel::emit_column_passes() {
     for (int id : ids) {
       std::set<int> elements, read_per_column;
       // An iota has no operands: its value is its coordinate, which element_values writes (kiln-fuzz seed 3:
-      // iota / a column sum, per column, spelled iota() with nothing to call).
-      const bool coordinate = emitter_.graph().node(at(id).value).op == ir::Op::iota;
+      // iota / a column sum, per column, spelled iota() with nothing to call). An input is loaded, whatever op made
+      // it in its own kernel (kiln-fuzz --gradients seed 2, graph 5434: a reduce_min's result read per column and
+      // written out again as a reshape, spelled reduce_min() with nothing to reduce).
+      const bool coordinate =
+          emitter_.graph().node(at(id).value).op == ir::Op::iota || at(id).kind == Instance::Kind::load;
       if (coordinate) elements.insert(id);
       for (int operand : at(id).operands) collect_column_elements(operand, elements, read_per_column);
       body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) +
