@@ -75,6 +75,14 @@ inline bool within(std::int64_t value, std::int64_t lower, std::int64_t upper) {
          static_cast<std::uint64_t>(std::max<std::int64_t>(upper - lower, 0));
 }
 
+// Row `row`'s coordinates along a's axes (row-major in a.extents).
+void row_coordinates(const GatheredRows& a, std::int64_t row, std::int64_t* coordinates) {
+  for (std::int64_t rest = row, t = a.axes - 1; t >= 0; --t) {
+    coordinates[t] = rest % a.extents[t];
+    rest /= a.extents[t];
+  }
+}
+
 // Calls visit(r, run, column, count, source) for each row r < rows of the strip at row_begin and each part that
 // overlaps K block [depth_begin, depth_begin + depth): the part's `count` columns from `column` (relative to the
 // block) start at `source`, or are zeros where source is null (the row falls outside the part's bounds). `run`
@@ -85,10 +93,7 @@ template <class Visit>
 int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
                           std::int64_t depth, Visit visit) {
   std::int64_t first_coordinates[kGatherMaxAxes] = {};
-  for (std::int64_t rest = row_begin, t = a.axes - 1; t >= 0; --t) {
-    first_coordinates[t] = rest % a.extents[t];
-    rest /= a.extents[t];
-  }
+  row_coordinates(a, row_begin, first_coordinates);
   const int last = a.axes - 1;  // the axis that moves from row to row; -1: A has one row
   const std::int64_t depth_end = depth_begin + depth;
   int run = 0;
@@ -212,12 +217,14 @@ void find_edges(const GatheredRows& a, const GatheredInterior& interior, Gathere
   const std::int64_t s = interior.strides[last], extent = a.extents[last];
   group.edges = false;
   if (s <= 0 || extent <= 0) return;
+  // Part p's rows inside along the last axis, within the line.
+  auto lower_of = [&](const GatheredPart& part) { return std::max<std::int64_t>(part.lower[last], 0); };
+  auto upper_of = [&](const GatheredPart& part) { return std::min(part.upper[last], extent); };
   std::int64_t lowest = std::numeric_limits<std::int64_t>::max(), highest = std::numeric_limits<std::int64_t>::min();
   std::int64_t column = 0;
   for (int p = group.first_part; p < group.first_part + group.part_count; column += a.parts[p].width, ++p) {
     const GatheredPart& part = a.parts[p];
-    const std::int64_t lower = std::max<std::int64_t>(part.lower[last], 0);
-    const std::int64_t upper = std::min(part.upper[last], extent);
+    const std::int64_t lower = lower_of(part), upper = upper_of(part);
     if (lower >= upper || part.width <= 0) return;
     lowest = std::min(lowest, column + lower * s);
     highest = std::max(highest, column + (upper - 1) * s + part.width);
@@ -225,8 +232,7 @@ void find_edges(const GatheredRows& a, const GatheredInterior& interior, Gathere
   column = 0;
   for (int p = group.first_part; p < group.first_part + group.part_count; column += a.parts[p].width, ++p) {
     const GatheredPart& part = a.parts[p];
-    const std::int64_t lower = std::max<std::int64_t>(part.lower[last], 0);
-    const std::int64_t upper = std::min(part.upper[last], extent);
+    const std::int64_t lower = lower_of(part), upper = upper_of(part);
     if (lower > 0 && column + (lower - 1) * s + part.width > lowest) return;
     if (upper < extent && column + upper * s < highest) return;
   }
@@ -356,10 +362,7 @@ int edge_strided_runs(const GatheredRows& a, const GatheredInterior& interior, s
   if (!interior.usable || depth <= 0 || rows <= 0) return -1;
   const int last = a.axes - 1;
   std::int64_t coordinates[kGatherMaxAxes] = {};
-  for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
-    coordinates[t] = rest % a.extents[t];
-    rest /= a.extents[t];
-  }
+  row_coordinates(a, row_begin, coordinates);
   const std::int64_t first_x = coordinates[last];
   if (first_x + rows > a.extents[last]) return -1;  // wraps to the next line
   const std::int64_t s = interior.strides[last];
@@ -430,10 +433,7 @@ void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std
   // from the first row's, without a division per row.
   const int last = a.axes - 1;
   std::int64_t coordinates[kGatherMaxAxes] = {};
-  for (std::int64_t rest = row_begin, t = last; t >= 0; --t) {
-    coordinates[t] = rest % a.extents[t];
-    rest /= a.extents[t];
-  }
+  row_coordinates(a, row_begin, coordinates);
   const std::int64_t depth_end = depth_begin + depth;
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = strip + r * kKcMax;
