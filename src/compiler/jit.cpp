@@ -84,7 +84,9 @@ void add_loop_driver(Lowering& lowering, const LoopOfStep& loop) {
                     describe(*lowering.loop);
 }
 
-Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* loop = nullptr) {
+// `nested`: the graph is a region of another (a branch, a loop's body or condition), its results read by the graph
+// around it; a loop's step (`loop`) is nested too.
+Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* loop = nullptr, bool nested = false) {
 #if !KILN_HAVE_CUDA
   if (!device.is_cpu())
     throw CompileError(
@@ -95,6 +97,7 @@ Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* l
   check_compilable(traced);
   Dumper dumper(traced.name);
   Program program = program_for(traced, device);
+  program.results_leave = !nested && !loop;
   dumper.write("0-traced.txt", ir::print(program.graph, {.locations = true}));
   // Every pass that changed the program, as far as it took it (pass.h's print): the graph after each
   // optimization, then the plan, the plan with its arena, and the source.
@@ -168,6 +171,9 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
 
 namespace {
 
+// compile() of a graph that is a region of another when `nested` (lower_graph).
+CompiledFunction compile_graph(const ir::Graph& traced, Device device, bool nested);
+
 // Each control node's regions, compiled as functions of their own (their kernels fused among themselves; a region's
 // own control nodes compile theirs the same way), but for the loops in `loops`.
 RegionExecutables compile_regions(const ir::Graph& graph, Device device, const CompiledLoops& loops = {}) {
@@ -175,7 +181,7 @@ RegionExecutables compile_regions(const ir::Graph& graph, Device device, const C
   for (ir::ValueId value = 0; value < graph.size(); ++value) {
     if (static_cast<std::size_t>(value) < loops.size() && loops[static_cast<std::size_t>(value)]) continue;
     for (const ir::Graph& region : graph.node(value).regions)
-      regions[static_cast<std::size_t>(value)].push_back(compile(region, device).executable);
+      regions[static_cast<std::size_t>(value)].push_back(compile_graph(region, device, true).executable);
   }
   return regions;
 }
@@ -201,7 +207,7 @@ std::shared_ptr<const CompiledLoop> compile_loop(const ir::Graph& graph, ir::Val
   const auto driver = reinterpret_cast<kiln_kernel_entry>(built.module->symbol(cpu::loop_entry_point));
   const ir::Node& node = graph.node(value);
   std::shared_ptr<const exec::Executable> condition;
-  if (node.op == ir::Op::while_loop) condition = compile(node.regions.front(), Device::cpu()).executable;
+  if (node.op == ir::Op::while_loop) condition = compile_graph(node.regions.front(), Device::cpu(), true).executable;
   // The step's own loops and branches, which the driver asks kiln to run.
   std::string nested_notes;
   StepControl control;
@@ -230,8 +236,12 @@ CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused) {
 
 }  // namespace
 
-CompiledFunction compile(const ir::Graph& traced, Device device) {
-  Lowering lowering = lower_graph(traced, device);
+CompiledFunction compile(const ir::Graph& traced, Device device) { return compile_graph(traced, device, false); }
+
+namespace {
+
+CompiledFunction compile_graph(const ir::Graph& traced, Device device, bool nested) {
+  Lowering lowering = lower_graph(traced, device, nullptr, nested);
   CompiledFunction compiled;
   compiled.stages = stage_texts(lowering);
 #if KILN_HAVE_CUDA
@@ -263,14 +273,17 @@ CompiledFunction compile(const ir::Graph& traced, Device device) {
   return compiled;
 }
 
+}  // namespace
+
 namespace {
 
 // `graph`'s lowering (a loop's step's, with its driver, when `loop` says which) and, depth first, what compile()
 // builds for its control nodes: for a loop, its step's module followed by those of the step's own control nodes and,
 // for a while_loop, its condition's; for a branch (or a loop whose step the driver cannot run), its regions'. The
 // modules of an exported function, in ExportedSource's order.
-void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules, const LoopOfStep* loop = nullptr) {
-  modules.push_back(lower_graph(graph, Device::cpu(), loop));
+void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules, const LoopOfStep* loop = nullptr,
+                        bool nested = false) {
+  modules.push_back(lower_graph(graph, Device::cpu(), loop, nested));
   const ir::Graph lowered = modules.back().graph;  // a copy: the vector grows below
   for (ir::ValueId value = 0; value < lowered.size(); ++value) {
     const ir::Node& node = lowered.node(value);
@@ -279,12 +292,12 @@ void lower_with_regions(const ir::Graph& graph, std::vector<Lowering>& modules, 
       const LoopOfStep of{lowered, value};
       lower_with_regions(loop_step(lowered, value), modules, &of);
       if (modules[step].loop) {
-        if (node.op == ir::Op::while_loop) lower_with_regions(node.regions.front(), modules);
+        if (node.op == ir::Op::while_loop) lower_with_regions(node.regions.front(), modules, nullptr, true);
         continue;
       }
       modules.resize(step);
     }
-    for (const ir::Graph& region : node.regions) lower_with_regions(region, modules);
+    for (const ir::Graph& region : node.regions) lower_with_regions(region, modules, nullptr, true);
   }
 }
 

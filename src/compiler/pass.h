@@ -27,6 +27,9 @@ struct Program {
   ir::Graph graph;
   Device device = Device::cpu();
   BackendCapabilities backend;                       // what the device's generators run: fuse plans for it
+  // The graph is a function's, its results returned to the user's code, not a region's or a loop step's (whose
+  // results the enclosing graph or the next iteration reads at once): large results may bypass the caches.
+  bool results_leave = true;
   std::optional<FusionPlan> plan;                    // fuse
   std::optional<BufferAssignment> assignment;        // assign-buffers
   std::string source;                                // generate: C++ for the CPU, CUDA C++ for a GPU

@@ -48,6 +48,7 @@ bool matrix_vector_pass(Program& program) {
 
 bool fuse_pass(Program& program) {
   program.plan = fuse(program.graph, program.backend);
+  program.plan->results_leave = program.results_leave;
   return true;
 }
 

@@ -111,6 +111,9 @@ const Placement* placement_of(const FusedKernel& kernel, ir::ValueId value);
 struct FusionPlan {
   std::vector<FusedKernel> kernels;       // in execution order
   std::vector<FusionDecision> not_fused;  // decisions not to fuse, with reasons
+  // Whether the graph's results leave the call for the user's code (a function's), rather than feeding what runs
+  // next in the same call (a branch's results, a loop step's carries): Program::results_leave.
+  bool results_leave = false;
 };
 
 // Library kernels, views and assembled concats have none: the executor runs their node's standard kernel (a

@@ -69,11 +69,13 @@ std::string literal(const ir::Node& constant) {
   return std::to_string(value) + "LL";
 }
 
-KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece)
+KernelEmitter::KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece,
+                             bool results_leave)
     : graph_(graph),
       kernel_(kernel),
       index_(index),
       piece_(piece),
+      results_leave_(results_leave),
       member_(static_cast<std::size_t>(graph.size()), false) {
   for (ir::ValueId member : kernel.members) member_[static_cast<std::size_t>(member)] = true;
 }

@@ -84,7 +84,9 @@ struct Layout {
 class KernelEmitter {
  public:
   // `piece`: which box of a kernel that reads concats piecewise `kernel` is (FusedKernel::piece), or -1.
-  KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece = -1);
+  // `results_leave`: FusionPlan::results_leave of the kernel's plan.
+  KernelEmitter(const ir::Graph& graph, const FusedKernel& kernel, int index, int piece = -1,
+                bool results_leave = false);
 
   const ir::Graph& graph() const { return graph_; }
   const FusedKernel& kernel() const { return kernel_; }
@@ -93,6 +95,7 @@ class KernelEmitter {
     return "kernel_" + std::to_string(index_) + (piece_ < 0 ? "" : "_piece_" + std::to_string(piece_));
   }
   int piece() const { return piece_; }
+  bool results_leave() const { return results_leave_; }
 
   // The instance of `value` read at `map` (created on first use).
   int instance(ir::ValueId value, const IndexMap& map);
@@ -167,6 +170,7 @@ class KernelEmitter {
   const FusedKernel& kernel_;
   int index_;
   int piece_;
+  bool results_leave_;
   std::vector<Instance> instances_;
   std::vector<bool> member_;
 };

@@ -55,7 +55,7 @@ std::string RowKernel::emit_column() {
       if (instance == id) folded.back().outputs.push_back(value);
     collect_elements(reduction.operands[0], {}, needed);
   }
-  streaming_ = element_output_bytes() >= streaming_bytes;
+  choose_streamed(element_outputs());
   std::string stores;  // the element outputs, at each element of the block
   for (const auto& [value, id] : outputs_) {
     if (is_row_output(value)) continue;
@@ -151,7 +151,7 @@ std::string RowKernel::emit_column() {
               finished(f.accumulators + "[" + group + "]", *f.node, storage) + ", " + count + ");\n";
   }
   text += "  }\n";
-  if (streaming_) text += "  end_streaming();\n";
+  if (!streamed_.empty()) text += "  end_streaming();\n";
   text += "}\n\n" + entry_opening();
   const std::int64_t items = outer * column_blocks * row_blocks;
   if (row_blocks == 1) {

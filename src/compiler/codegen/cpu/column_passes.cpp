@@ -174,7 +174,7 @@ std::string RowKernel::emit_column_passes() {
       if (cached_.count(id) && written.insert(id).second)
         first_write_[static_cast<std::size_t>(id)] = static_cast<int>(pass);
   }
-  streaming_ = element_output_bytes() >= streaming_bytes;
+  choose_streamed(element_outputs());
   std::string stores;
   for (const auto& [value, id] : outputs_) {
     if (is_row_output(value)) continue;
@@ -325,7 +325,7 @@ std::string RowKernel::emit_column_passes() {
             "block_end - j < lanes ? static_cast<int>(block_end - j) : lanes);\n";
   }
   text += "  }\n";
-  if (streaming_) text += "  end_streaming();\n";
+  if (!streamed_.empty()) text += "  end_streaming();\n";
   text += release_row_caches() + "}\n\n" + entry_opening();
   text +=
       "  runtime->parallel_for(" + std::to_string(outer * column_blocks) + ", 1, " + prefix + "_items, &state);\n}\n";

@@ -90,7 +90,7 @@ std::vector<std::string> kernel_code(const ir::Graph& graph, const FusionPlan& p
   std::vector<std::string> code(plan.kernels.size());
   for (int index : generated_kernels(plan)) {
     const FusedKernel& kernel = plan.kernels[static_cast<std::size_t>(index)];
-    KernelEmitter whole(graph, kernel, index);
+    KernelEmitter whole(graph, kernel, index, -1, plan.results_leave);
     std::string& text = code[static_cast<std::size_t>(index)];
     const bool writes_nothing = std::all_of(kernel.outputs.begin(), kernel.outputs.end(),
                                             [&](ir::ValueId output) { return graph.type(output).shape.numel() == 0; });
@@ -110,7 +110,7 @@ std::vector<std::string> kernel_code(const ir::Graph& graph, const FusionPlan& p
     std::vector<PieceCode> boxes;
     for (std::size_t box = 0; box < kernel.pieces.size(); ++box) {
       const FusedKernel piece = kernel.piece(box);
-      KernelEmitter emitter(graph, piece, index, static_cast<int>(box));
+      KernelEmitter emitter(graph, piece, index, static_cast<int>(box), plan.results_leave);
       boxes.push_back(emit_piece(emitter));
       text += "\n// box " + std::to_string(box) + " of " + std::to_string(kernel.pieces.size()) + ": coordinates " +
               box_text(kernel.pieces[box]) + "\nnamespace {\n\n" + boxes.back().text;

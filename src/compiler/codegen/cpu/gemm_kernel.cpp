@@ -114,28 +114,26 @@ std::string RowKernel::epilogue(const std::string& prefix, bool writes_product, 
     body += "        accumulator" + std::to_string(k) + " = " + info.combine + "(accumulator" + std::to_string(k) +
             ", first_lanes(" + at(reduction.operands[0]).name + ", " + info.identity + ", count));\n";
   }
-  // Outputs far larger than the caches go straight to memory (store_streaming: no read of each line before it is
-  // written), each call ending with a fence. A 7x7 stem writing 25.7 MB: 7.4-7.7 -> 6.5-6.8 ms in kiln-bench (the
-  // caches cleared before each warm-up call); called in a tight loop, no different.
-  auto stored = [&](ir::ValueId value, int id) {
-    const bool written_by_gemm = value == matmul && gemm_writes_product(emitter_.graph().node(matmul));
-    return !written_by_gemm && at(id).kind != Instance::Kind::reduction;
-  };
-  std::int64_t stored_bytes = 0;
-  for (const auto& [value, id] : outputs_)
-    if (stored(value, id))
-      stored_bytes += emitter_.graph().type(value).shape.numel() *
-                      static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
-  const bool streaming = stored_bytes >= streaming_bytes;
+  // Outputs far larger than the caches, or large results of the function, go straight to memory (choose_streamed;
+  // store_streaming: no read of each line before it is written), each call ending with a fence. A 7x7 stem writing
+  // 25.7 MB: 7.4-7.7 -> 6.5-6.8 ms in kiln-bench (the caches cleared before each warm-up call); called in a tight
+  // loop, no different.
+  std::vector<std::pair<ir::ValueId, int>> stored;
   for (const auto& [value, id] : outputs_) {
-    if (!stored(value, id)) continue;
-    const bool stream = streaming && emitter_.graph().type(value).dtype != DType::boolean;
+    const bool written_by_gemm = value == matmul && gemm_writes_product(emitter_.graph().node(matmul));
+    if (!written_by_gemm && at(id).kind != Instance::Kind::reduction) stored.emplace_back(value, id);
+  }
+  std::vector<ir::ValueId> stored_values;
+  for (const auto& [value, id] : stored) stored_values.push_back(value);
+  choose_streamed(stored_values);
+  for (const auto& [value, id] : stored) {
+    const bool stream = streamed_.count(value) > 0;
     body += std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) +
             ">(row_" + emitter_.output_name(value) + " + j, " + at(id).name + ", count);\n";
   }
   (void)writes_product;
   text += "    {\n" + vector_loop("column_begin", "column_end", body) + "    }\n  }\n";
-  if (streaming) text += "  end_streaming();\n";
+  if (!streamed_.empty()) text += "  end_streaming();\n";
   for (std::size_t k = 0; k < reductions_.size(); ++k) {
     const ir::Node& node = emitter_.graph().node(at(reductions_[k]).value);
     text += "  state.partials" + std::to_string(k) + "[block] = " + reduction_info(node.op, node.type.dtype).finish +

@@ -105,7 +105,8 @@ std::string RowKernel::emit() {
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;  // every row, and so every chunk (chunk_size)
   split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
                      layout_.middle_sizes.empty() && only_reduction_outputs();
-  streaming_ = !across_lanes_ && element_output_bytes() >= streaming_bytes;
+  streamed_.clear();
+  if (!across_lanes_) choose_streamed(element_outputs());
   return emit_kernel();
 }
 
@@ -169,12 +170,54 @@ Linear RowKernel::output_address(ir::ValueId value) const {
   return emitter_.linear_address(shape, emitter_.output_map(value));
 }
 
+std::vector<ir::ValueId> RowKernel::element_outputs() const {
+  std::vector<ir::ValueId> values;
+  for (const auto& [value, id] : outputs_)
+    if (!is_row_output(value)) values.push_back(value);
+  return values;
+}
+
 std::int64_t RowKernel::element_output_bytes() const {
   std::int64_t bytes = 0;
-  for (const auto& [value, id] : outputs_)
-    if (!is_row_output(value))
-      bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
+  for (ir::ValueId value : element_outputs())
+    bytes += kernel_.space.numel() * static_cast<std::int64_t>(size_of(emitter_.graph().type(value).dtype));
   return bytes;
+}
+
+bool RowKernel::returned_only(ir::ValueId value) const {
+  const ir::Graph& graph = emitter_.graph();
+  if (!emitter_.results_leave() || std::find(graph.outputs.begin(), graph.outputs.end(), value) == graph.outputs.end())
+    return false;
+  for (ir::ValueId reader = 0; reader < graph.size(); ++reader) {
+    if (emitter_.is_member(reader)) continue;
+    const std::vector<ir::ValueId>& operands = graph.node(reader).operands;
+    if (std::find(operands.begin(), operands.end(), value) != operands.end()) return false;
+  }
+  return true;
+}
+
+void RowKernel::choose_streamed(const std::vector<ir::ValueId>& outputs) {
+  streamed_.clear();
+  const ir::Graph& graph = emitter_.graph();
+  auto bytes = [&](ir::ValueId value) {
+    return kernel_.space.numel() * static_cast<std::int64_t>(size_of(graph.type(value).dtype));
+  };
+  std::int64_t all = 0, returned = 0;
+  for (ir::ValueId value : outputs) {
+    all += bytes(value);
+    if (returned_only(value)) returned += bytes(value);
+  }
+  // What the whole function returns: its distinct results computed here (an argument returned is not written).
+  std::int64_t function_results = 0;
+  const std::set<ir::ValueId> results(graph.outputs.begin(), graph.outputs.end());
+  for (ir::ValueId value : results)
+    if (graph.node(value).op != ir::Op::parameter)
+      function_results += graph.type(value).shape.numel() * static_cast<std::int64_t>(size_of(graph.type(value).dtype));
+  const bool stream_returned = returned >= returned_streaming_bytes && function_results >= streaming_bytes;
+  for (ir::ValueId value : outputs)
+    if (graph.type(value).dtype != DType::boolean &&
+        (all >= streaming_bytes || (stream_returned && returned_only(value))))
+      streamed_.insert(value);
 }
 
 std::vector<int> RowKernel::next_row_loads() const {

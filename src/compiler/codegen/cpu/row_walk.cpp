@@ -370,7 +370,7 @@ std::string RowKernel::emit_kernel() {
   text += reduction_passes(range_begin, range_end);
   if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
   text += "  }\n";
-  if (streaming_) text += "  end_streaming();\n";
+  if (!streamed_.empty()) text += "  end_streaming();\n";
   text += release_row_caches() + "}\n\n";
   text += entry(chunks);
   return text;
@@ -453,7 +453,7 @@ std::string RowKernel::element_store(ir::ValueId value, int id) const {
   if (step != 1)  // a placed output whose inner axis is not the innermost of the value it is placed into
     return "        scatter<" + emitter_.storage_type(value) + ">(" + base + " + j * " + std::to_string(step) + ", " +
            std::to_string(step) + ", " + at(id).name + ", count);\n";
-  const bool stream = streaming_ && emitter_.graph().type(value).dtype != DType::boolean;
+  const bool stream = streamed_.count(value) > 0;
   return std::string("        ") + (stream ? "store_streaming<" : "store<") + emitter_.storage_type(value) + ">(" +
          base + " + j, " + at(id).name + ", count);\n";
 }

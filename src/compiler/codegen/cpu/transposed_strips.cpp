@@ -96,7 +96,7 @@ std::string RowKernel::strip_items() const {
   text += "    for (int64_t row = first_row; row < first_row + group_rows; ++row) {\n";
   text += indented(row_setup() + row_values(0) + element_pass("column_begin", "column_end") + row_outputs());
   text += "    }\n  }\n";
-  if (streaming_) text += "  end_streaming();\n";
+  if (!streamed_.empty()) text += "  end_streaming();\n";
   return text + release_row_caches() + "}\n\n";
 }
 
