@@ -2,7 +2,10 @@
 #   make demo      install missing Debian packages (as root), build, run the seed experiment
 #   make test      build and run the test suite (everything but the `slow` label)
 #   make test-all  the whole suite, `slow` tests included
-#   make bench     the full kiln-bench workload suite
+#   make bench     the full kiln-bench workload suite (with oneMKL: see `make blas`)
+#   make blas      Intel's oneMKL from PyPI into .venv-blas, the BLAS that `make bench` and `make bench-peers`
+#                  (and `make demo`, once it is there) give kiln on an Intel CPU (KILN_BLAS); kiln builds and
+#                  tests without it
 #   make test-asan the suite under AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included)
 #   make test-tsan the suite under ThreadSanitizer
 #   make test-cuda the suite built with CUDA (needs the toolkit, not a GPU): without a GPU the
@@ -18,7 +21,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: all deps configure build test test-all test-asan test-tsan test-cuda test-cuda-simulated demo bench clean kiln-bench peers-venv \
-	bench-peers
+	bench-peers blas
 
 all: build
 
@@ -39,11 +42,22 @@ test: build
 test-all: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-demo: build
-	$(BUILD)/tools/kiln-bench seed --size 2048 --runs 10
+# oneMKL for the benchmarks (src/kernels/cpu/blas.h): the user's KILN_BLAS if set, else .venv-blas's oneMKL where
+# scripts/blas-venv installed it, else none (kiln finds its BLAS itself: OpenBLAS here).
+BLAS_VENV ?= .venv-blas
+MKL_LIBRARY = $(abspath $(BLAS_VENV))/lib/libmkl_rt.so.3
+WITH_BLAS = KILN_BLAS="$${KILN_BLAS:-$$(test -f $(MKL_LIBRARY) && echo $(MKL_LIBRARY))}"
 
-bench: build
-	$(BUILD)/tools/kiln-bench all
+$(BLAS_VENV)/installed: scripts/blas-venv
+	scripts/blas-venv $(BLAS_VENV)
+
+blas: $(BLAS_VENV)/installed
+
+demo: build
+	$(WITH_BLAS) $(BUILD)/tools/kiln-bench seed --size 2048 --runs 10
+
+bench: build blas
+	$(WITH_BLAS) $(BUILD)/tools/kiln-bench all
 
 # Peers: see bench/peers/__main__.py. BENCH_PEERS_FLAGS takes e.g. --big, --peers jax.
 PEERS_VENV ?= .venv-peers
@@ -60,8 +74,8 @@ $(PEERS_VENV)/installed: scripts/bench-peers-venv
 
 peers-venv: $(PEERS_VENV)/installed
 
-bench-peers: kiln-bench peers-venv
-	$(PEERS_VENV)/bin/python -m bench.peers --kiln-bench $(BUILD)/tools/kiln-bench --out $(BENCH_OUT) \
+bench-peers: kiln-bench peers-venv blas
+	$(WITH_BLAS) $(PEERS_VENV)/bin/python -m bench.peers --kiln-bench $(BUILD)/tools/kiln-bench --out $(BENCH_OUT) \
 	  --threads $(BENCH_THREADS) --runs $(BENCH_RUNS) $(BENCH_PEERS_FLAGS)
 
 # Sanitizer builds live in their own build directories.

@@ -261,8 +261,9 @@ def print_report(combined: dict[str, Any], file=None) -> None:
         say(f"load average (1, 5, 15 min) before the run: {combined['load_average']['before']}, "
             f"after: {combined['load_average']['after']}")
     say("time in ms; (ratio) = time / kiln JIT time: above 1 kiln's JIT is faster, below 1 kiln loses")
+    blas_name = "oneMKL" if str(combined.get("blas", "")).startswith("oneMKL") else "OpenBLAS"
     say("floor (kiln-bench): max(bytes that must move / copy bandwidth at the same footprint, "
-        "matmul flops / best OpenBLAS sgemm rate in the run)")
+        f"matmul flops / best {blas_name} sgemm rate in the run)")
     say()
     shape_width = max([12] + [len(row["shape"]) for row in combined["rows"]])
     widths = [10, shape_width, 8] + [max(14, len(s["heading"]) + 1) for s in systems]

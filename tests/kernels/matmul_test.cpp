@@ -240,7 +240,7 @@ TEST(MatmulKernel, RejectsBool) {
   EXPECT_THROW(run_matmul(a, b, false, false), kiln::DTypeError);
 }
 
-// ---- the OpenBLAS wrapper -------------------------------------------------------
+// ---- the BLAS wrapper -------------------------------------------------------
 
 TEST(Blas, LoadsAndReportsItsCore) {
   const blas::Functions& functions = blas::functions();
@@ -248,6 +248,11 @@ TEST(Blas, LoadsAndReportsItsCore) {
   ASSERT_NE(functions.dgemm, nullptr);
   EXPECT_FALSE(blas::core_name().empty());
   std::string description = blas::describe();
+  if (blas::name() == "oneMKL") {  // KILN_BLAS, or found by the loader on an Intel CPU
+    EXPECT_NE(description.find("KMP_BLOCKTIME"), std::string::npos) << description;
+    return;
+  }
+  ASSERT_EQ(blas::name(), "OpenBLAS");
   EXPECT_NE(description.find("OPENBLAS_CORETYPE"), std::string::npos) << description;
   EXPECT_NE(description.find("OPENBLAS_THREAD_TIMEOUT"), std::string::npos) << description;
   // When kiln chose the core type (the user did not), OpenBLAS must run it,
@@ -258,6 +263,31 @@ TEST(Blas, LoadsAndReportsItsCore) {
   if (description.find("OPENBLAS_CORETYPE=Haswell (set by kiln)") != std::string::npos) {
     EXPECT_EQ(blas::core_name(), "Haswell") << description;
   }
+}
+
+TEST(Blas, KilnBlasNamesTheLibraryAndItsErrors) {
+  EXPECT_EQ(blas::probe_library("libopenblas.so.0"), "OpenBLAS");
+  // Unset: oneMKL where the loader finds it on an Intel CPU, else OpenBLAS.
+  const std::string chosen = blas::probe_library(nullptr);
+  EXPECT_TRUE(chosen == "OpenBLAS" || chosen == "oneMKL") << chosen;
+  try {
+    blas::probe_library("/nonexistent/libblas-kiln-test.so", "matmul");
+    ADD_FAILURE() << "no error for a library that does not exist";
+  } catch (const kiln::DeviceError& error) {
+    EXPECT_NE(std::string(error.what()).find("KILN_BLAS=/nonexistent/libblas-kiln-test.so cannot be loaded"),
+              std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("matmul"), std::string::npos) << error.what();
+  }
+  try {
+    blas::probe_library("libz.so.1");  // loads, but is no BLAS
+    ADD_FAILURE() << "no error for a library without cblas_sgemm";
+  } catch (const kiln::DeviceError& error) {
+    EXPECT_NE(std::string(error.what()).find("KILN_BLAS=libz.so.1 has no cblas_sgemm"), std::string::npos)
+        << error.what();
+  }
+  // The process's BLAS is still the one it loaded first, and works.
+  EXPECT_NE(blas::functions().sgemm, nullptr);
 }
 
 TEST(Blas, FunctionPointersComputeAGemm) {

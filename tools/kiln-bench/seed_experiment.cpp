@@ -1,5 +1,6 @@
 #include "seed_experiment.h"
 
+#include "kernels/cpu/blas.h"
 #include "runtime/parallel.h"
 #include "suite.h"
 #include "workloads.h"
@@ -68,16 +69,18 @@ int run_seed_experiment(const SeedOptions& options) {
               jit.max_ms, standard.median_ms / jit.median_ms);
 
   measure_floors(workload, options.runs, result);
-  std::printf("floor: %.3f ms = max(compute floor %.3f ms: flops / %.0f GFLOP/s, the best OpenBLAS sgemm rate in this\n"
-              "  run; memory floor %.3f ms: bytes / %.1f GB/s copy bandwidth at the same footprint)\n",
-              result.floor_ms, result.compute_floor_ms, result.sgemm_rate * 1e-9, result.memory_floor_ms,
-              result.bandwidth / 1e9);
+  const std::string blas = options.device.is_cuda() ? "cuBLAS" : kernels::cpu::blas::name();
+  std::printf(
+      "floor: %.3f ms = max(compute floor %.3f ms: flops / %.0f GFLOP/s, the best %s sgemm rate in this\n"
+      "  run; memory floor %.3f ms: bytes / %.1f GB/s copy bandwidth at the same footprint)\n",
+      result.floor_ms, result.compute_floor_ms, result.sgemm_rate * 1e-9, blas.c_str(), result.memory_floor_ms,
+      result.bandwidth / 1e9);
   std::printf("floor ratio (median / floor): standard %.3f, JIT %.3f\n", standard.median_ms / result.floor_ms,
               jit.median_ms / result.floor_ms);
 
-  std::printf("\n%s: OpenBLAS sgemm alone %.2f ms (%.0f GFLOP/s); kiln standard matmul %.2f ms = %.1f%% of the sgemm rate\n",
-              workload.shape.c_str(), result.blas_ms, result.flops / result.blas_ms * 1e-6, result.matmul_ms,
-              100 * result.blas_ms / result.matmul_ms);
+  std::printf("\n%s: %s sgemm alone %.2f ms (%.0f GFLOP/s); kiln standard matmul %.2f ms = %.1f%% of the sgemm rate\n",
+              workload.shape.c_str(), blas.c_str(), result.blas_ms, result.flops / result.blas_ms * 1e-6,
+              result.matmul_ms, 100 * result.blas_ms / result.matmul_ms);
   if (result.jit_note.empty()) {
     measure_first_calls(workload, result);
     std::printf("%s: JIT %.2f ms = %.3fx the time of sgemm alone; peak temporary memory %.1f%% of the matmul output "

@@ -307,7 +307,7 @@ std::string cpu_model() {
 
 void print_table(const std::vector<Result>& results, int runs, Device device) {
   const bool gpu = device.is_cuda();
-  const char* blas = gpu ? "cuBLAS" : "OpenBLAS";
+  const std::string blas = gpu ? "cuBLAS" : kernels::cpu::blas::name();
   if (gpu) {
     std::printf("kiln-bench on %s: %s; host %s; %d timed runs each\n", device.to_string().c_str(),
                 device_description(device).c_str(), cpu_model().c_str(), runs);
@@ -318,8 +318,10 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
     std::printf("kiln-bench: %s, %u cores, %d threads, %d timed runs each (median ms, after warm-up)\n",
                 cpu_model().c_str(), std::thread::hardware_concurrency(), runtime::thread_count(), runs);
     std::printf("BLAS: %s\n", kernels::cpu::blas::describe().c_str());
-    std::printf("floor: max(bytes that must move / copy bandwidth at the same footprint, matmul flops / best OpenBLAS\n"
-                "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n");
+    std::printf(
+        "floor: max(bytes that must move / copy bandwidth at the same footprint, matmul flops / best %s\n"
+        "       sgemm rate in this run: on the workload's own shapes, or at 2048^2 if that is faster)\n",
+        blas.c_str());
   }
   std::printf("std/op-floors: standard time over the sum of its ops' own floors; kernels: launched per call (standard/JIT)\n\n");
   int shape_width = 12;  // the widest shape's
@@ -352,7 +354,7 @@ void print_table(const std::vector<Result>& results, int runs, Device device) {
     std::string precision = r.bf16 ? "" : r.tf32 ? (*r.tf32 ? " (TF32)" : " (full f32)") : "";
     // bf16 workloads' floor on the CPU is kiln's own bf16 product (workloads.cpp): no BLAS there multiplies bf16.
     // On a GPU it is cuBLAS's.
-    const char* gemm = !r.bf16 ? blas : gpu ? "cuBLAS's bf16 GEMM" : "kiln's bf16 GEMM";
+    const char* gemm = !r.bf16 ? blas.c_str() : gpu ? "cuBLAS's bf16 GEMM" : "kiln's bf16 GEMM";
     std::printf("\n%s %s: %s alone on the same shapes%s %.3f ms (%.0f GFLOP/s; rate of the floor %.0f GFLOP/s);\n"
                 "  kiln standard matmuls %.3f ms = %.1f%% of %s's rate on these shapes\n",
                 r.id.c_str(), r.shape.c_str(), gemm, precision.c_str(), r.blas_ms, r.flops / r.blas_ms * 1e-6,

@@ -25,6 +25,10 @@
 //     wake-up cost). A row reduction right after a GEMM was not measurably
 //     slower with 28 (the spinning threads yield), so the gain is the core
 //     the spinning leaves to everything else.
+//   KMP_BLOCKTIME (oneMKL 2026.2, 2026-12-06), CPU time burnt in the 100 ms
+//     after a 256^3 sgemm: 200 (Intel's default) 100 ms, 1: 1.0-1.1 ms,
+//     0: 0-0.1 ms; the next 256^3 sgemm after 0.3 s idle took 350-525 us
+//     whichever (its wake-up is slow in any case).
 
 namespace kiln::kernels::cpu::blas {
 namespace {
@@ -33,14 +37,18 @@ using SetThreadsFunction = void (*)(int);
 using GetThreadsFunction = int (*)();
 using NameFunction = char* (*)();
 
+using VersionFunction = void (*)(char* buffer, int length);
+
 struct Library {
+  std::string name;  // "OpenBLAS", "oneMKL"
+  std::string file;  // what dlopen loaded
   Functions functions;
   SetThreadsFunction set_num_threads = nullptr;
   GetThreadsFunction get_num_threads = nullptr;
-  NameFunction get_corename = nullptr;
-  NameFunction get_config = nullptr;
-  std::string coretype_note;  // "OPENBLAS_CORETYPE=SkylakeX (set by kiln)"
-  std::string timeout_note;
+  NameFunction get_corename = nullptr;    // OpenBLAS
+  NameFunction get_config = nullptr;      // OpenBLAS
+  VersionFunction get_version = nullptr;  // oneMKL
+  std::string notes;  // the environment kiln set for it: "OPENBLAS_CORETYPE=SkylakeX (set by kiln) | ..."
 };
 
 std::atomic<const Library*> loaded{nullptr};
@@ -86,55 +94,102 @@ std::string default_environment(const char* name, const char* value) {
 // (getenv, or posix_spawn starting the JIT's compiler) is a data race
 // (ThreadSanitizer found one when the first matmul and a JIT compile ran at
 // once).
-struct OpenBlasEnvironment {
-  std::string coretype_note, timeout_note;
-  OpenBlasEnvironment() {
-    coretype_note = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu());
-    timeout_note = default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
-    // OpenBLAS starts its threads when loaded: no more than kiln will use (the
-    // pool's default, KILN_NUM_THREADS or every core; its count follows
-    // runtime::thread_count() afterwards in any case).
+// oneMKL's OpenMP threads spin this many milliseconds after a GEMM before sleeping (Intel's default: 200).
+constexpr const char* default_block_time = "1";
+
+struct BlasEnvironment {
+  std::string openblas_notes, mkl_notes;
+  BlasEnvironment() {
+    openblas_notes = default_environment("OPENBLAS_CORETYPE", coretype_for_this_cpu()) + " | " +
+                     default_environment("OPENBLAS_THREAD_TIMEOUT", default_thread_timeout);
+    mkl_notes = default_environment("KMP_BLOCKTIME", default_block_time);
+    // The BLAS starts its threads when loaded: no more than kiln will use (the pool's default, KILN_NUM_THREADS or
+    // every core; its count follows runtime::thread_count() afterwards in any case).
     const char* kiln_threads = std::getenv("KILN_NUM_THREADS");
     const std::string threads =
         kiln_threads ? kiln_threads : std::to_string(std::max(1u, std::thread::hardware_concurrency()));
     if (!std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+    if (!std::getenv("MKL_NUM_THREADS")) setenv("MKL_NUM_THREADS", threads.c_str(), 0);
   }
 };
-const OpenBlasEnvironment openblas_environment;
+const BlasEnvironment blas_environment;
 
 template <class Pointer>
 Pointer symbol(void* handle, const char* name) {
   return reinterpret_cast<Pointer>(dlsym(handle, name));
 }
 
-const Library& load(const char* op) {
-  if (const Library* library = loaded.load(std::memory_order_acquire)) return *library;
-  std::lock_guard lock(load_mutex);
-  if (const Library* library = loaded.load(std::memory_order_relaxed)) return *library;
+bool is_intel_cpu() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+}
 
+// The library's entry points from `handle`, or null where it lacks cblas_sgemm or cblas_dgemm.
+Library* library_from(void* handle, const std::string& file) {
   auto* library = new Library();  // lives until exit: JIT code holds its pointers
-  library->coretype_note = openblas_environment.coretype_note;
-  library->timeout_note = openblas_environment.timeout_note;
+  library->file = file;
+  library->functions.sgemm = symbol<SgemmFunction>(handle, "cblas_sgemm");
+  library->functions.dgemm = symbol<DgemmFunction>(handle, "cblas_dgemm");
+  if (!library->functions.sgemm || !library->functions.dgemm) {
+    delete library;  // the handle stays open: unloading a BLAS that started threads is not safe
+    return nullptr;
+  }
+  library->get_version = symbol<VersionFunction>(handle, "MKL_Get_Version_String");
+  if (library->get_version) {
+    library->name = "oneMKL";
+    library->set_num_threads = symbol<SetThreadsFunction>(handle, "MKL_Set_Num_Threads");
+    library->get_num_threads = symbol<GetThreadsFunction>(handle, "MKL_Get_Max_Threads");
+    library->notes = blas_environment.mkl_notes;
+  } else {
+    library->name = "OpenBLAS";
+    library->set_num_threads = symbol<SetThreadsFunction>(handle, "openblas_set_num_threads");
+    library->get_num_threads = symbol<GetThreadsFunction>(handle, "openblas_get_num_threads");
+    library->get_corename = symbol<NameFunction>(handle, "openblas_get_corename");
+    library->get_config = symbol<NameFunction>(handle, "openblas_get_config");
+    library->notes = blas_environment.openblas_notes;
+  }
+  return library;
+}
+
+Library* open_library(const std::string& file) {
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  return handle ? library_from(handle, file) : nullptr;
+}
+
+// The library `chosen` names (KILN_BLAS's value; null or empty: unset), else oneMKL on an Intel CPU where the loader
+// finds it, else OpenBLAS.
+Library* open_blas(const char* chosen, const char* op) {
+  if (chosen && *chosen) {
+    void* handle = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* reason = dlerror();
+      throw DeviceError(
+          op, std::string("KILN_BLAS=") + chosen + " cannot be loaded (" + (reason ? reason : "dlopen failed") + ")",
+          std::string());
+    }
+    if (Library* library = library_from(handle, chosen)) return library;
+    throw DeviceError(op, std::string("KILN_BLAS=") + chosen + " has no cblas_sgemm/cblas_dgemm", std::string());
+  }
+  if (is_intel_cpu())
+    for (const char* mkl : {"libmkl_rt.so.3", "libmkl_rt.so.2"})
+      if (Library* library = open_library(mkl)) return library;
   void* handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* reason = dlerror();
-    delete library;
     throw DeviceError(op,
                       std::string("OpenBLAS (libopenblas.so.0) not found; install libopenblas0-pthread (") +
                           (reason ? reason : "dlopen failed") + ")",
                       std::string());
   }
-  library->functions.sgemm = symbol<SgemmFunction>(handle, "cblas_sgemm");
-  library->functions.dgemm = symbol<DgemmFunction>(handle, "cblas_dgemm");
-  library->set_num_threads = symbol<SetThreadsFunction>(handle, "openblas_set_num_threads");
-  library->get_num_threads = symbol<GetThreadsFunction>(handle, "openblas_get_num_threads");
-  library->get_corename = symbol<NameFunction>(handle, "openblas_get_corename");
-  library->get_config = symbol<NameFunction>(handle, "openblas_get_config");
-  if (!library->functions.sgemm || !library->functions.dgemm) {
-    delete library;  // the handle stays open: unloading a BLAS that started threads is not safe
-    throw DeviceError(op, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm; install libopenblas0-pthread",
-                      std::string());
-  }
+  if (Library* library = library_from(handle, "libopenblas.so.0")) return library;
+  throw DeviceError(op, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm; install libopenblas0-pthread", std::string());
+}
+
+const Library& load(const char* op) {
+  if (const Library* library = loaded.load(std::memory_order_acquire)) return *library;
+  std::lock_guard lock(load_mutex);
+  if (const Library* library = loaded.load(std::memory_order_relaxed)) return *library;
+  Library* library = open_blas(std::getenv("KILN_BLAS"), op);
   {
     std::lock_guard count_lock(count_mutex);
     apply_thread_count(*library, runtime::thread_count());
@@ -166,17 +221,29 @@ SingleThreadedScope::~SingleThreadedScope() {
   if (--single_threaded_scopes == 0) apply_thread_count(library, runtime::thread_count());
 }
 
+std::string name() { return load("matmul").name; }
+
+std::string probe_library(const char* chosen, const char* op) {
+  const Library* library = open_blas(chosen, op);  // kept: a BLAS may have started threads
+  return library->name;
+}
+
 std::string core_name() {
   const Library& library = load("matmul");
+  if (library.get_version) {
+    char version[256] = {};
+    library.get_version(version, sizeof version - 1);
+    return version;
+  }
   return library.get_corename ? library.get_corename() : "unknown";
 }
 
 std::string describe() {
   const Library& library = load("matmul");
-  std::string text = library.get_config ? library.get_config() : "libopenblas.so.0";
+  std::string text = library.get_config ? library.get_config() : library.name + " (" + library.file + ")";
   text += " | core " + core_name();
   if (library.get_num_threads) text += " | " + std::to_string(library.get_num_threads()) + " threads";
-  text += " | " + library.coretype_note + " | " + library.timeout_note;
+  text += " | " + library.notes;
   return text;
 }
 

@@ -1,6 +1,16 @@
 #pragma once
-// OpenBLAS, loaded at first use with dlopen("libopenblas.so.0"), so that kiln
-// links and runs without it until a float matmul is asked for.
+// The BLAS that kiln's float matmuls call, loaded at first use with dlopen, so
+// that kiln links and runs without one until a float matmul is asked for:
+//   KILN_BLAS set        that library (a path or a file name the dynamic
+//                        loader finds), which must export cblas_sgemm and
+//                        cblas_dgemm; a DeviceError names it if it does not.
+//   else, on Intel CPUs  Intel's oneMKL (libmkl_rt.so.3, .so.2) where the
+//                        dynamic loader finds it: its sgemm measured 1.08-1.24x
+//                        OpenBLAS's rate here (docs/design-notes.md, "BLAS").
+//   else                 OpenBLAS (libopenblas.so.0), which the project
+//                        installs.
+// (The names below say OpenBLAS where the code is OpenBLAS's; blas::name()
+// says which library was loaded.)
 //
 // Before loading, kiln fills in two OpenBLAS environment variables that the
 // user has not set (a user's own setting always wins):
@@ -20,12 +30,15 @@
 //                            sets N = 16 (~30 us: back-to-back calls still
 //                            find the threads awake; no measurable wake-up
 //                            cost). OpenBLAS clamps N to [4, 30].
-// OpenBLAS's thread count follows runtime::thread_count() (KILN_NUM_THREADS):
-// OPENBLAS_NUM_THREADS, if unset, is set to it before loading so that
-// OpenBLAS starts no more threads than kiln uses, and sync_thread_count()
-// keeps the two equal afterwards. Setting these variables happens once, at
-// the first float matmul; like any setenv it must not race with getenv
-// calls on other threads of the program.
+// For oneMKL, which runs its threads with Intel's OpenMP runtime:
+//   KMP_BLOCKTIME            how long (ms) idle OpenMP threads spin before
+//                            sleeping; the default 200 ms takes a core from
+//                            kiln's pool after every GEMM. kiln sets 1.
+// The BLAS's thread count follows runtime::thread_count() (KILN_NUM_THREADS):
+// OPENBLAS_NUM_THREADS and MKL_NUM_THREADS, if unset, are set to it before
+// loading so that the BLAS starts no more threads than kiln uses, and
+// sync_thread_count() keeps the two equal afterwards. These variables are
+// set once, during static initialization (see blas.cpp).
 // The measurements behind these choices: tools/reduction_bandwidth.cpp and
 // the notes in blas.cpp.
 
@@ -51,20 +64,20 @@ struct Functions {
   DgemmFunction dgemm = nullptr;
 };
 
-// Loads OpenBLAS on the first call (thread-safe; later calls cost one atomic
+// Loads the BLAS on the first call (thread-safe; later calls cost one atomic
 // load) and returns its entry points. Throws kiln::DeviceError naming `op`
-// and the package to install if libopenblas.so.0 cannot be loaded; a later
-// call tries again.
+// and the package to install (or the KILN_BLAS library) if none can be
+// loaded; a later call tries again.
 const Functions& functions(const char* op = "matmul");
 
-// Makes OpenBLAS's thread count equal runtime::thread_count() (a cheap check
+// Makes the BLAS's thread count equal runtime::thread_count() (a cheap check
 // when it already does), unless a SingleThreadedScope is alive. Kernels call
 // it before each multithreaded GEMM, so runtime::set_thread_count is followed.
 void sync_thread_count();
 
-// While any scope is alive, OpenBLAS runs single-threaded: for callers that
+// While any scope is alive, the BLAS runs single-threaded: for callers that
 // run many GEMMs at once from runtime::parallel_for (a batch, JIT tiles).
-// OpenBLAS's count is process-wide, so a GEMM that another thread starts
+// Its count is process-wide, so a GEMM that another thread starts
 // meanwhile also runs single-threaded (slower, never wrong). The last scope
 // to end restores runtime::thread_count().
 class SingleThreadedScope {
@@ -75,15 +88,22 @@ class SingleThreadedScope {
   SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
 };
 
-// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott", ...);
-// loads OpenBLAS. For benchmark headers.
+// "OpenBLAS" or "oneMKL": which library functions() calls. Loads it.
+std::string name();
+
+// The name of the library functions() would load were KILN_BLAS `chosen` (null: unset), without making it the
+// process's BLAS; throws as functions() does. For tests.
+std::string probe_library(const char* chosen, const char* op = "matmul");
+
+// The kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Prescott", ...), or
+// oneMKL's version; loads the BLAS. For benchmark headers.
 std::string core_name();
 
-// One line for benchmark headers: OpenBLAS's build configuration, its core,
-// its thread count, and the two environment variables with who set them,
-// e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... | core SkylakeX | 2 threads |
-// OPENBLAS_CORETYPE=SkylakeX (set by kiln) | OPENBLAS_THREAD_TIMEOUT=16 (set
-// by kiln)". Loads OpenBLAS.
+// One line for benchmark headers: the library's build configuration (or
+// version), its core, its thread count, and the environment variables kiln
+// sets for it, with who set them, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... |
+// core SkylakeX | 2 threads | OPENBLAS_CORETYPE=SkylakeX (set by kiln) |
+// OPENBLAS_THREAD_TIMEOUT=16 (set by kiln)". Loads the BLAS.
 std::string describe();
 
 }  // namespace kiln::kernels::cpu::blas
