@@ -93,6 +93,45 @@ TEST(ColumnReduction, ResultsReadAgainAreLaterPassesOfOneKernel) {
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
 }
 
+// A bias's gradient and its update, as a training step has them: the gradient is an element output that reads no
+// pass's results, stored by the pass that sums it (no last pass reading the inputs again); beside it, an element
+// output that reads the column mean is stored after the passes.
+TEST(ColumnReduction, ElementOutputsThatReadNoResultsAreStoredByTheFirstPass) {
+  auto update = [](Tensor x, Tensor dy, Tensor bias) {
+    const Tensor gradient = where(x > 0.0, dy, 0.0) * x;
+    const Tensor sum = reduce_sum(gradient, {0});
+    return std::make_tuple(gradient, bias - 0.01 * sum / (sqrt(square(sum)) + 1e-3));
+  };
+  auto centered_too = [](Tensor x, Tensor dy, Tensor bias) {
+    const Tensor gradient = where(x > 0.0, dy, 0.0) * x;
+    const Tensor mean = reduce_mean(gradient, {0});
+    return std::make_tuple(gradient, gradient - mean, bias - 0.01 * mean / (sqrt(square(mean)) + 1e-3));
+  };
+  for (const Shape& shape : {Shape({37, 45}), Shape({1030, 130}), Shape({2, 33}), Shape({0, 6})}) {
+    for (const DType dtype : {DType::f32, DType::f64}) {
+      const Shape columns({shape[shape.rank() - 1]});
+      const Tensor x = random_tensor(dtype, shape, 41), dy = random_tensor(dtype, shape, 42),
+                   bias = random_tensor(dtype, columns, 43);
+      const std::string name = shape.to_string() + " " + std::string(to_string(dtype));
+      auto result = expect_agreement("bias gradient and update " + name, update, x, dy, bias);
+      EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+      EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+      result = expect_agreement("and the centered gradient " + name, centered_too, x, dy, bias);
+      EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+    }
+  }
+  const Tensor x = random_tensor(DType::f32, {300, 70}, 44), dy = random_tensor(DType::f32, {300, 70}, 45),
+               bias = random_tensor(DType::f32, {70}, 46);
+  const std::string source = function(update, {.jit_compile = true, .on_compile_failure = Fallback::none})
+                                 .get_compiler_ir(Stage::source, x, dy, bias);
+  EXPECT_NE(source.find("storing the element outputs that read no pass's results"), std::string::npos) << source;
+  EXPECT_EQ(source.find("in a last pass"), std::string::npos) << source;
+  const std::string both = function(centered_too, {.jit_compile = true, .on_compile_failure = Fallback::none})
+                               .get_compiler_ir(Stage::source, x, dy, bias);
+  EXPECT_NE(both.find("storing the element outputs that read no pass's results"), std::string::npos) << both;
+  EXPECT_NE(both.find("in a last pass"), std::string::npos) << both;
+}
+
 // Independent reductions over one nest share one pass over the rows, even when the user computed them apart:
 // the gradients of a layer norm's scale and shift, sum(dy * xhat) and sum(dy) over the batch.
 TEST(ColumnReduction, SiblingReductionsShareOnePass) {
