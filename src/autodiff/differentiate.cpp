@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace kiln::autodiff {
 namespace {
@@ -35,6 +36,28 @@ std::vector<bool> needed_nodes(const ir::Graph& graph, const Region& region, std
                        " has no derivative: kiln cannot see inside host code. Give it one with kiln::custom_vjp, or "
                        "pass its inputs through kiln::stop_gradient if no derivative flows through it",
                    region.location);
+}
+
+// A softmax as nn::softmax spells it, y = e / reduce_sum(e, axes, keepdims) with e = exp(z): z, else nothing.
+std::optional<ValueId> softmax_exponent(const ir::Graph& graph, const ir::Node& node) {
+  if (node.op != ir::Op::div) return std::nullopt;
+  const ValueId exponential = node.operands[0];
+  const ir::Node& sum = graph.node(node.operands[1]);
+  if (graph.node(exponential).op != ir::Op::exp || sum.op != ir::Op::reduce_sum || sum.operands[0] != exponential ||
+      !sum.attributes.keepdims)
+    return std::nullopt;
+  return graph.node(exponential).operands[0];
+}
+
+// The softmax's own derivative, dy = y (dz - sum(y dz)), in terms of y alone: its backward, y (g - sum(g y)), reads
+// the probabilities and the cotangent, where the chain rule through the division, the sum and exp also read the
+// exponentials (recomputed from z) and divided by the sum twice (block-train's attention: its backward read the
+// scores, the probabilities and the cotangent, 8 x 1024 x 1024 each).
+Tangent softmax_tangent(JvpContext& context, Tangent exponent_tangent, ir::Attributes sum_attributes) {
+  const ValueId probabilities = context.result();
+  const Tangent weighted = context.scale(exponent_tangent, probabilities);
+  const Tangent total = context.linear(ir::Op::reduce_sum, {LinearOperand::of(weighted)}, sum_attributes);
+  return context.subtract(weighted, context.scale(total, probabilities));
 }
 
 }  // namespace
@@ -104,6 +127,14 @@ Linearization linearize(ir::Graph& graph, const Region& region, std::span<const 
       continue;
     }
     if (!is_floating(node.type.dtype)) continue;  // integers and bools carry no tangent
+    if (const std::optional<ValueId> exponent = softmax_exponent(graph, node)) {
+      if (tangents[at(*exponent)].is_zero()) continue;
+      const ir::Attributes sum_attributes = graph.node(node.operands[1]).attributes;  // a copy: nodes are added
+      emitter.set_location(node.location);
+      JvpContext context(emitter, program, node, value, {});
+      tangents[at(value)] = softmax_tangent(context, tangents[at(*exponent)], sum_attributes);
+      continue;
+    }
     const OpRule* rule = rule_for(node.op);
     if (!rule)
       throw InternalError(region.api, std::string(ir::name(node.op)) + " has no entry in the derivative rules",
