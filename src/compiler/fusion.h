@@ -39,6 +39,9 @@ struct AttentionMemory {
   // The bytes a kernel takes for a first product of n columns (keys) and contraction k, and a second of width d.
   std::int64_t (*bytes)(std::int64_t n, std::int64_t k, std::int64_t d) = nullptr;
   std::int64_t limit_bytes = 0;
+  // Whether the kernel also writes the row kernel's result (the probabilities) to memory where other kernels read
+  // it (a training step's backward reads them), instead of refusing: the scores still never reach memory.
+  bool writes_probabilities = false;
 };
 
 // What a backend's code generators can run: the scheduler plans for these instead of asking which device it is.

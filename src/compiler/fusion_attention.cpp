@@ -39,12 +39,30 @@ std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::
   if (!capabilities_.attention || product.op != ir::Op::matmul || product.type.dtype != DType::f32 ||
       rows.kind != KernelKind::reduction || rows.nest.reduced_count() != 1 || rows.nest.space.rank() < 2)
     return std::nullopt;
-  // The row kernel's one output, read by a second matmul alone.
+  // The row kernel's one output, read by a second matmul (alone, unless the backend writes the probabilities to
+  // memory for their other readers too: the kernel then writes them, never the scores).
   std::vector<ir::ValueId> written;
   for (ir::ValueId member : rows.members)
     if (escapes(member, row_group)) written.push_back(member);
-  if (written.size() != 1 || users_[index(written.front())].size() != 1) return std::nullopt;
-  const ir::ValueId second = users_[index(written.front())].front();
+  if (written.size() != 1) return std::nullopt;
+  const std::vector<ir::ValueId>& readers = users_[index(written.front())];
+  if (readers.size() != 1 && !capabilities_.attention->writes_probabilities) return std::nullopt;
+  const auto is_product_of = [&](ir::ValueId reader, bool transposed) {
+    const ir::Node& node = graph_.node(reader);
+    return node.op == ir::Op::matmul && node.operands[0] == written.front() &&
+           node.attributes.transpose_a == transposed && group_of_[index(reader)] != row_group;
+  };
+  // The second product: the first reader in the graph's order that takes the probabilities as its left operand,
+  // untransposed (the forward's, before a backward's products); else a transposed one, or a lone reader, which
+  // attention_refusal refuses with its reason.
+  auto found =
+      std::find_if(readers.begin(), readers.end(), [&](ir::ValueId reader) { return is_product_of(reader, false); });
+  if (found == readers.end())
+    found =
+        std::find_if(readers.begin(), readers.end(), [&](ir::ValueId reader) { return is_product_of(reader, true); });
+  if (found == readers.end() && readers.size() == 1) found = readers.begin();
+  if (found == readers.end()) return std::nullopt;
+  const ir::ValueId second = *found;
   const int second_group = group_of_[index(second)];
   if (graph_.node(second).op != ir::Op::matmul || second_group < 0 || second_group == row_group) return std::nullopt;
   // The second matmul alone in its kernel, or a 2-D product's gemm kernel with an elementwise epilogue (which then

@@ -138,6 +138,38 @@ TEST(AttentionFusion, ZeroSizes) {
   }
 }
 
+// Where other kernels read the probabilities too (a training step's backward), the attention kernel writes them
+// to memory as it goes; the scores still never are. Forward and backward of an attention, each an attention kernel
+// (the backward's: dP = dO V^T, the softmax's backward row by row, dS K), agree with the standard executor and
+// the float64 reference at odd sizes.
+TEST(AttentionFusion, ProbabilitiesOtherKernelsReadAreWrittenByTheKernel) {
+  Tensor q = random_tensor(DType::f32, {2, 37, 16}, 70), k = random_tensor(DType::f32, {2, 45, 16}, 71);
+  Tensor v = random_tensor(DType::f32, {2, 45, 35}, 72), w = random_tensor(DType::f32, {2, 37, 20}, 73);
+  auto also_read = [](Tensor q, Tensor k, Tensor v, Tensor w) {  // the second: P^T W, as a backward's dV = P^T dO
+    Tensor probabilities = nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.25, -1);
+    return std::vector<Tensor>{matmul(probabilities, v), matmul(probabilities, w, {.transpose_a = true})};
+  };
+  auto result = expect_agreement("probabilities read by another kernel", also_read, q, k, v, w);
+  EXPECT_NE(result.fused.find("(attention over"), std::string::npos) << result.fused;
+  const std::string source = function(also_read, {.jit_compile = true, .on_compile_failure = Fallback::none})
+                                 .get_compiler_ir(Stage::source, q, k, v, w);
+  EXPECT_NE(source.find("also to memory, for the kernels after this one that read it"), std::string::npos) << source;
+
+  auto loss = [](Tensor q, Tensor k, Tensor v) { return reduce_sum(square(scaled_dot_product(q, k, v))); };
+  auto gradients = [&](Tensor q, Tensor k, Tensor v) {
+    auto [value, all] = value_and_grad(loss, {.argnums = {0, 1, 2}})(q, k, v);
+    std::vector<Tensor> results{value};
+    for (const Tensor& gradient : all.tensors()) results.push_back(gradient);
+    return results;
+  };
+  auto trained = expect_agreement("attention's value and gradients", gradients, q, k, v);
+  std::size_t attention_kernels = 0;
+  for (std::size_t at = trained.fused.find("(attention over"); at != std::string::npos;
+       at = trained.fused.find("(attention over", at + 1))
+    ++attention_kernels;
+  EXPECT_EQ(attention_kernels, 2u) << trained.fused;
+}
+
 TEST(AttentionFusion, RefusalsKeepThreeKernelsAndSayWhy) {
   Tensor q = random_tensor(DType::f32, {2, 29, 16}, 50), k = random_tensor(DType::f32, {2, 45, 16}, 51);
   Tensor v = random_tensor(DType::f32, {2, 45, 33}, 52);

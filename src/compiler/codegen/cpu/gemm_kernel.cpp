@@ -223,7 +223,27 @@ std::string RowKernel::emit_attention() {
   std::int64_t row_scratch_bytes = 0;
   text += row_caches_in_scratch(row_scratch_bytes) + "  for (int64_t row = row_begin; row < row_end; ++row) {\n";
   text += "    const float* row_tile = scores + (row - row_begin) * ld;\n" + row_setup() + row_values(0);
-  text += reduction_passes("0", row_end) + element_pass("0", row_end) + "  }\n}\n\n";
+  text += reduction_passes("0", row_end) + element_pass("0", row_end);
+  // Where later kernels read the probabilities too (a training step's backward), each row also goes to memory
+  // (BackendCapabilities: AttentionMemory::writes_probabilities); the scores still do not.
+  const bool written =
+      std::find(kernel_.outputs.begin(), kernel_.outputs.end(), probabilities) != kernel_.outputs.end();
+  if (written) {
+    choose_streamed({probabilities});
+    const std::string store = streamed_.empty() ? "store<float>" : "store_streaming<float>";
+    text +=
+        "    // %" + std::to_string(probabilities) + " also to memory, for the kernels after this one that read it\n";
+    text +=
+        "    {\n      const float* strip_row = probabilities + (row - row_begin) * ld;\n      float* memory_row = "
+        "state." +
+        emitter_.output_name(probabilities) + " + row * " + row_end + ";\n";
+    text += "      for (int64_t j = 0; j < " + row_end + "; j += lanes) {\n        const int count = " + row_end +
+            " - j < lanes ? static_cast<int>(" + row_end + " - j) : lanes;\n        " + store +
+            "(memory_row + j, load<float>(strip_row + j, count), count);\n      }\n    }\n";
+  }
+  text += "  }\n";
+  if (written && !streamed_.empty()) text += "  end_streaming();\n";
+  text += "}\n\n";
 
   text += entry_opening();
   text += "  " + emitter_.describe(matmuls.front()) + "\n  " + emitter_.describe(matmuls.back()) + "\n";
