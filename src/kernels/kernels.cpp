@@ -196,7 +196,12 @@ runtime::Array cast_array(const runtime::Array& array, DType dtype, const ir::No
 runtime::Array run_through_f32(const ir::Node& node, std::span<const runtime::Array> inputs, Device device) {
   if (node.op == ir::Op::matmul && multiplies_half_precision(inputs[0].dtype, inputs[1].dtype, device)) {
     // The 16-bit operands multiplied as they are (AMX tiles, AVX512_BF16, tensor cores), summed in f32 as the
-    // widened operands' would be.
+    // widened operands' would be. On the CPU a bf16 product is rounded block by block as gemm_bf16 finishes it.
+    if (device.is_cpu() && node.type.dtype == DType::bf16) {
+      runtime::Array product = runtime::allocate_array(DType::bf16, node.type.shape, device);
+      cpu::matmul(node.attributes.transpose_a, node.attributes.transpose_b, inputs[0], inputs[1], product);
+      return product;
+    }
     runtime::Array product = runtime::allocate_array(DType::f32, node.type.shape, device);
 #if KILN_HAVE_CUDA
     if (device.is_cuda())

@@ -5,14 +5,19 @@
 
 #include "kernels/cpu/gemm_bf16.h"
 
+#include "core/half_precision_bits.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/buffer.h"
 #include "runtime/parallel.h"
 #include "support/test_support.h"
 
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -112,6 +117,39 @@ TEST(GemmBf16, MatmulOfBf16TensorsAgreesWithTheWidenedProductInBothExecutors) {
   if (has_bf16_products()) {
     EXPECT_EQ(compiled.to_vector<float>(), product.to_vector<float>());
   }
+}
+
+// A batched bf16 product into a bf16 output (the standard executor's, attention's scores in block-bf16) is rounded
+// block by block in gemm_bf16's epilogue: bitwise the f32 product's cast, for both transposes, a broadcast operand,
+// odd sizes, infinities and a NaN among the operands.
+TEST(GemmBf16, ABf16OutputIsTheF32ProductRoundedOnce) {
+  if (!has_bf16_products()) GTEST_SKIP() << "no AMX or AVX512_BF16 here";
+  for (const bool transpose_a : {false, true})
+    for (const bool transpose_b : {false, true}) {
+      const std::int64_t batch = 3, m = 37, n = 45, k = 70;
+      std::vector<std::uint16_t> a_bits = random_bf16(batch * m * k, 11), b_bits = random_bf16(k * n, 12);
+      a_bits[5] = 0x7F80;   // +inf
+      a_bits[77] = 0x7FC1;  // a NaN
+      b_bits[9] = 0xFF80;   // -inf
+      auto array = [](DType dtype, Shape shape, const void* data) {
+        runtime::Array result = runtime::allocate_array(dtype, shape, Device::cpu());
+        if (data) std::memcpy(result.mutable_raw(), data, result.bytes());
+        return result;
+      };
+      const Shape a_shape = transpose_a ? Shape({batch, k, m}) : Shape({batch, m, k});
+      const Shape b_shape = transpose_b ? Shape({n, k}) : Shape({k, n});
+      const runtime::Array a = array(DType::bf16, a_shape, a_bits.data()),
+                           b = array(DType::bf16, b_shape, b_bits.data());
+      const runtime::Array wide = array(DType::f32, Shape({batch, m, n}), nullptr);
+      const runtime::Array rounded = array(DType::bf16, Shape({batch, m, n}), nullptr);
+      matmul(transpose_a, transpose_b, a, b, wide);
+      matmul(transpose_a, transpose_b, a, b, rounded);
+      const float* sums = wide.data<float>();
+      const std::uint16_t* got = rounded.data<std::uint16_t>();
+      for (std::int64_t i = 0; i < batch * m * n; ++i)
+        ASSERT_EQ(got[i], half_bits::bf16_from_f32(std::bit_cast<std::uint32_t>(sums[i])))
+            << "transpose_a " << transpose_a << ", transpose_b " << transpose_b << ", element " << i;
+    }
 }
 
 }  // namespace

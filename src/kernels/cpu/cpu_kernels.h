@@ -60,8 +60,9 @@ void sort(ir::Op op, const ir::Attributes& attributes, const runtime::Array& inp
 void top_k(std::int64_t k, const runtime::Array& input, const runtime::Array& output);
 
 // ---- matmul (matmul.cpp, blas.cpp) -------------------------------------------
-// Batched matrix product over the last two axes, batch axes broadcast. bf16 operands give an f32 output, in AMX
-// tiles or AVX512_BF16 dot products: only where gemm_bf16.h's has_bf16_products().
+// Batched matrix product over the last two axes, batch axes broadcast. bf16 operands give an f32 output, or a bf16 one
+// (the f32 sums rounded once, as a cast rounds them), in AMX tiles or AVX512_BF16 dot products: only where
+// gemm_bf16.h's has_bf16_products().
 void matmul(bool transpose_a, bool transpose_b, const runtime::Array& a, const runtime::Array& b,
             const runtime::Array& output);
 

@@ -19,6 +19,7 @@
 // bf16 operands with an f32 output (kernels::run's bf16 matmul where the CPU
 // has AMX or AVX512_BF16) go through gemm_bf16.h's blocks.
 
+#include "core/half_precision_bits.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -28,6 +29,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <type_traits>
@@ -181,6 +183,36 @@ void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std
               c + item * problem.m * problem.n, problem.n);
 }
 
+// ---- bf16 into bf16 through gemm_bf16, each block rounded as it is finished ---------------------------------------
+// The f32 sums rounded once to bf16 in gemm_bf16's epilogue (as the cast kernel rounds), so no f32 product is written
+// and read back: attention's 8 x 1024 x 1024 scores in bf16 (block-bf16) were a 32 MiB f32 product and a cast pass.
+struct RoundedOutput {
+  std::uint16_t* out;
+  std::int64_t n;
+};
+
+void round_block(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                 std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
+  const RoundedOutput& output = *static_cast<const RoundedOutput*>(context);
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    const float* sums = tile + (row - row_begin) * ld - column_begin;
+    std::uint16_t* rounded = output.out + row * output.n;
+    for (std::int64_t column = column_begin; column < column_end; ++column)
+      rounded[column] = half_bits::bf16_from_f32(std::bit_cast<std::uint32_t>(sums[column]));
+  }
+}
+
+void rounded_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* c) {
+  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
+  const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
+  for (std::int64_t item = 0; item < problem.batch; ++item) {
+    RoundedOutput output{c + item * problem.m * problem.n, problem.n};
+    gemm_bf16(problem.m, problem.n, problem.k, a + problem.a_offsets[static_cast<std::size_t>(item)], lda,
+              problem.transpose_a, b + problem.b_offsets[static_cast<std::size_t>(item)], ldb, problem.transpose_b,
+              nullptr, 0, GemmEpilogue{.function = round_block, .context = &output});
+  }
+}
+
 }  // namespace
 
 void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, const Array& output) {
@@ -188,6 +220,11 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
   if (problem.batch == 0 || problem.m == 0 || problem.n == 0) return;
   if (problem.k == 0) {  // an empty sum: zeros
     std::memset(output.mutable_raw(), 0, output.bytes());
+    return;
+  }
+  if (a.dtype == DType::bf16 && output.dtype == DType::bf16) {  // through gemm_bf16, rounded block by block
+    rounded_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(),
+                        output.mutable_data<std::uint16_t>());
     return;
   }
   if (a.dtype == DType::bf16) {  // into f32, through gemm_bf16
