@@ -137,6 +137,7 @@ Library* library_from(void* handle, const std::string& file) {
   library->get_version = symbol<VersionFunction>(handle, "MKL_Get_Version_String");
   if (library->get_version) {
     library->name = "oneMKL";
+    library->functions.narrow_transposed_left_slow = true;
     library->set_num_threads = symbol<SetThreadsFunction>(handle, "MKL_Set_Num_Threads");
     library->get_num_threads = symbol<GetThreadsFunction>(handle, "MKL_Get_Max_Threads");
     library->notes = blas_environment.mkl_notes;

@@ -62,6 +62,10 @@ using DgemmFunction = void (*)(int layout, int transpose_a, int transpose_b, int
 struct Functions {
   SgemmFunction sgemm = nullptr;
   DgemmFunction dgemm = nullptr;
+  // oneMKL runs a narrow product of a transposed left operand (op(A) = A^T, n <= 64) slowly on one thread: an
+  // attention backward's dV = P^T dO, 8 heads of 1024 x 64 x 1024 from two threads, 8.6 ms against OpenBLAS's 6.2;
+  // computed as C^T = B^T A and moved into C, 6.3 ms (matmul.cpp).
+  bool narrow_transposed_left_slow = false;
 };
 
 // Loads the BLAS on the first call (thread-safe; later calls cost one atomic

@@ -82,10 +82,32 @@ void blas_matmul(const Problem& problem, const T* a, const T* b, T* c) {
   int transpose_b = problem.transpose_b ? blas::transpose : blas::no_transpose;
   auto m = static_cast<int>(problem.m), n = static_cast<int>(problem.n), k = static_cast<int>(problem.k);
   std::int64_t c_size = problem.m * problem.n;
-  auto gemm = [&](std::int64_t item) {
+  // Where the BLAS runs A^T B slowly on one thread for a narrow B (blas::Functions), the batch's single-threaded
+  // products go as C^T = B^T A, an untransposed A, into a buffer of the thread's own, then moved into C (n x m into
+  // m x n: a few hundred KiB).
+  const bool through_transpose = functions.narrow_transposed_left_slow && problem.transpose_a && problem.n <= 64;
+  auto transposed_gemm = [&](const T* a_item, const T* b_item, T* c_item) {
+    thread_local std::vector<T> transposed;
+    transposed.resize(static_cast<std::size_t>(c_size));
+    const int b_transpose = problem.transpose_b ? blas::no_transpose : blas::transpose;
+    if constexpr (std::is_same_v<T, float>)
+      functions.sgemm(blas::row_major, b_transpose, blas::no_transpose, n, m, k, 1.0f, b_item, static_cast<int>(ldb),
+                      a_item, static_cast<int>(lda), 0.0f, transposed.data(), m);
+    else
+      functions.dgemm(blas::row_major, b_transpose, blas::no_transpose, n, m, k, 1.0, b_item, static_cast<int>(ldb),
+                      a_item, static_cast<int>(lda), 0.0, transposed.data(), m);
+    for (std::int64_t row = 0; row < problem.m; ++row)
+      for (std::int64_t column = 0; column < problem.n; ++column)
+        c_item[row * problem.n + column] = transposed[static_cast<std::size_t>(column * problem.m + row)];
+  };
+  auto gemm = [&](std::int64_t item, bool single_threaded) {
     const T* a_item = a + problem.a_offsets[static_cast<std::size_t>(item)];
     const T* b_item = b + problem.b_offsets[static_cast<std::size_t>(item)];
     T* c_item = c + item * c_size;
+    if (through_transpose && single_threaded) {
+      transposed_gemm(a_item, b_item, c_item);
+      return;
+    }
     if constexpr (std::is_same_v<T, float>)
       functions.sgemm(blas::row_major, transpose_a, transpose_b, m, n, k, 1.0f, a_item, static_cast<int>(lda), b_item,
                       static_cast<int>(ldb), 0.0f, c_item, n);
@@ -99,12 +121,12 @@ void blas_matmul(const Problem& problem, const T* a, const T* b, T* c) {
   if (even > 0) {
     blas::SingleThreadedScope single_threaded;
     runtime::parallel_for(even, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t item = begin; item < end; ++item) gemm(item);
+      for (std::int64_t item = begin; item < end; ++item) gemm(item, true);
     });
   }
   if (even < problem.batch) {
     blas::sync_thread_count();
-    for (std::int64_t item = even; item < problem.batch; ++item) gemm(item);
+    for (std::int64_t item = even; item < problem.batch; ++item) gemm(item, false);
   }
 }
 
