@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -225,7 +226,8 @@ SingleThreadedScope::~SingleThreadedScope() {
 std::string name() { return load("matmul").name; }
 
 std::string probe_library(const char* chosen, const char* op) {
-  const Library* library = open_blas(chosen, op);  // kept: a BLAS may have started threads
+  // The entry points are dropped, the library stays loaded: unloading a BLAS that started threads is not safe.
+  const std::unique_ptr<Library> library(open_blas(chosen, op));
   return library->name;
 }
 
