@@ -234,12 +234,6 @@ CompiledLoops compile_loops(const ir::Graph& graph, std::string& fused) {
   return loops;
 }
 
-}  // namespace
-
-CompiledFunction compile(const ir::Graph& traced, Device device) { return compile_graph(traced, device, false); }
-
-namespace {
-
 CompiledFunction compile_graph(const ir::Graph& traced, Device device, bool nested) {
   Lowering lowering = lower_graph(traced, device, nullptr, nested);
   CompiledFunction compiled;
@@ -274,6 +268,8 @@ CompiledFunction compile_graph(const ir::Graph& traced, Device device, bool nest
 }
 
 }  // namespace
+
+CompiledFunction compile(const ir::Graph& traced, Device device) { return compile_graph(traced, device, false); }
 
 namespace {
 

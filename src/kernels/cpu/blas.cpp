@@ -127,7 +127,7 @@ bool is_intel_cpu() {
 
 // The library's entry points from `handle`, or null where it lacks cblas_sgemm or cblas_dgemm.
 Library* library_from(void* handle, const std::string& file) {
-  auto* library = new Library();  // lives until exit: JIT code holds its pointers
+  auto* library = new Library();  // the process's BLAS lives until exit: JIT code holds its pointers
   library->file = file;
   library->functions.sgemm = symbol<SgemmFunction>(handle, "cblas_sgemm");
   library->functions.dgemm = symbol<DgemmFunction>(handle, "cblas_dgemm");
@@ -158,33 +158,30 @@ Library* open_library(const std::string& file) {
   return handle ? library_from(handle, file) : nullptr;
 }
 
+// `file`'s library, which must load: else a DeviceError naming `op`, `missing` followed by dlerror's reason in
+// brackets, or `not_blas`.
+Library* open_required(const std::string& file, const char* op, const std::string& missing,
+                       const std::string& not_blas) {
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* reason = dlerror();
+    throw DeviceError(op, missing + " (" + (reason ? reason : "dlopen failed") + ")", std::string());
+  }
+  if (Library* library = library_from(handle, file)) return library;
+  throw DeviceError(op, not_blas, std::string());
+}
+
 // The library `chosen` names (KILN_BLAS's value; null or empty: unset), else oneMKL on an Intel CPU where the loader
 // finds it, else OpenBLAS.
 Library* open_blas(const char* chosen, const char* op) {
-  if (chosen && *chosen) {
-    void* handle = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* reason = dlerror();
-      throw DeviceError(
-          op, std::string("KILN_BLAS=") + chosen + " cannot be loaded (" + (reason ? reason : "dlopen failed") + ")",
-          std::string());
-    }
-    if (Library* library = library_from(handle, chosen)) return library;
-    throw DeviceError(op, std::string("KILN_BLAS=") + chosen + " has no cblas_sgemm/cblas_dgemm", std::string());
-  }
+  if (chosen && *chosen)
+    return open_required(chosen, op, std::string("KILN_BLAS=") + chosen + " cannot be loaded",
+                         std::string("KILN_BLAS=") + chosen + " has no cblas_sgemm/cblas_dgemm");
   if (is_intel_cpu())
     for (const char* mkl : {"libmkl_rt.so.3", "libmkl_rt.so.2"})
       if (Library* library = open_library(mkl)) return library;
-  void* handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* reason = dlerror();
-    throw DeviceError(op,
-                      std::string("OpenBLAS (libopenblas.so.0) not found; install libopenblas0-pthread (") +
-                          (reason ? reason : "dlopen failed") + ")",
-                      std::string());
-  }
-  if (Library* library = library_from(handle, "libopenblas.so.0")) return library;
-  throw DeviceError(op, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm; install libopenblas0-pthread", std::string());
+  return open_required("libopenblas.so.0", op, "OpenBLAS (libopenblas.so.0) not found; install libopenblas0-pthread",
+                       "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm; install libopenblas0-pthread");
 }
 
 const Library& load(const char* op) {

@@ -16,8 +16,8 @@
 // i32/i64 use a plain blocked i-k-j loop in unsigned arithmetic (wraparound,
 // no undefined behaviour), multithreaded over batch and rows.
 //
-// bf16 operands with an f32 output (kernels::run's bf16 matmul where the CPU
-// has AMX or AVX512_BF16) go through gemm_bf16.h's blocks.
+// bf16 operands with an f32 or bf16 output (kernels::run's bf16 matmul where
+// the CPU has AMX or AVX512_BF16) go through gemm_bf16.h's blocks.
 
 #include "core/half_precision_bits.h"
 #include "kernels/cpu/blas.h"
@@ -194,20 +194,10 @@ void integer_matmul(const Problem& problem, const Array& a_array, const Array& b
   });
 }
 
-// ---- bf16 into f32 through gemm_bf16 (AMX tiles, AVX512_BF16) ----------------------
-// One product at a time, each on all of kiln's threads (gemm_bf16 splits it in blocks of 32 x 32).
-void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, float* c) {
-  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
-  const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
-  for (std::int64_t item = 0; item < problem.batch; ++item)
-    gemm_bf16(problem.m, problem.n, problem.k, a + problem.a_offsets[static_cast<std::size_t>(item)], lda,
-              problem.transpose_a, b + problem.b_offsets[static_cast<std::size_t>(item)], ldb, problem.transpose_b,
-              c + item * problem.m * problem.n, problem.n);
-}
-
-// ---- bf16 into bf16 through gemm_bf16, each block rounded as it is finished ---------------------------------------
-// The f32 sums rounded once to bf16 in gemm_bf16's epilogue (as the cast kernel rounds), so no f32 product is written
-// and read back: attention's 8 x 1024 x 1024 scores in bf16 (block-bf16) were a 32 MiB f32 product and a cast pass.
+// ---- bf16 through gemm_bf16 (AMX tiles, AVX512_BF16) ----------------------------------------------------------------
+// A bf16 output is the f32 sums rounded once in gemm_bf16's epilogue (as the cast kernel rounds), so no f32 product is
+// written and read back: attention's 8 x 1024 x 1024 scores in bf16 (block-bf16) were a 32 MiB f32 product and a cast
+// pass.
 struct RoundedOutput {
   std::uint16_t* out;
   std::int64_t n;
@@ -224,14 +214,19 @@ void round_block(void* context, const float* tile, std::int64_t ld, std::int64_t
   }
 }
 
-void rounded_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* c) {
+// One product at a time, each on all of kiln's threads (gemm_bf16 splits it in blocks of 32 x 32), into `c` (f32) or,
+// when `c` is null, rounded into `rounded` (bf16).
+void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std::uint16_t* b, float* c,
+                       std::uint16_t* rounded) {
   const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
   const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
   for (std::int64_t item = 0; item < problem.batch; ++item) {
-    RoundedOutput output{c + item * problem.m * problem.n, problem.n};
+    const std::int64_t offset = item * problem.m * problem.n;
+    RoundedOutput output{rounded + offset, problem.n};
     gemm_bf16(problem.m, problem.n, problem.k, a + problem.a_offsets[static_cast<std::size_t>(item)], lda,
               problem.transpose_a, b + problem.b_offsets[static_cast<std::size_t>(item)], ldb, problem.transpose_b,
-              nullptr, 0, GemmEpilogue{.function = round_block, .context = &output});
+              c ? c + offset : nullptr, problem.n,
+              c ? GemmEpilogue{} : GemmEpilogue{.function = round_block, .context = &output});
   }
 }
 
@@ -244,13 +239,11 @@ void matmul(bool transpose_a, bool transpose_b, const Array& a, const Array& b, 
     std::memset(output.mutable_raw(), 0, output.bytes());
     return;
   }
-  if (a.dtype == DType::bf16 && output.dtype == DType::bf16) {  // through gemm_bf16, rounded block by block
-    rounded_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(),
-                        output.mutable_data<std::uint16_t>());
-    return;
-  }
-  if (a.dtype == DType::bf16) {  // into f32, through gemm_bf16
-    tiled_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(), output.mutable_data<float>());
+  if (a.dtype == DType::bf16) {  // into f32, or rounded block by block into bf16, through gemm_bf16
+    const bool rounded = output.dtype == DType::bf16;
+    tiled_bf16_matmul(problem, a.data<std::uint16_t>(), b.data<std::uint16_t>(),
+                      rounded ? nullptr : output.mutable_data<float>(),
+                      rounded ? output.mutable_data<std::uint16_t>() : nullptr);
     return;
   }
   switch (output.dtype) {

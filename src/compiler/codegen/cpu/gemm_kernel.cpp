@@ -237,9 +237,10 @@ std::string RowKernel::emit_attention() {
         "    {\n      const float* strip_row = probabilities + (row - row_begin) * ld;\n      float* memory_row = "
         "state." +
         emitter_.output_name(probabilities) + " + row * " + row_end + ";\n";
-    text += "      for (int64_t j = 0; j < " + row_end + "; j += lanes) {\n        const int count = " + row_end +
-            " - j < lanes ? static_cast<int>(" + row_end + " - j) : lanes;\n        " + store +
-            "(memory_row + j, load<float>(strip_row + j, count), count);\n      }\n    }\n";
+    text +=
+        inner_vector_loop("0", row_end,
+                          "        " + store + "(memory_row + j, load<float>(strip_row + j, count), count);\n", "", 1) +
+        "    }\n";
   }
   text += "  }\n";
   if (written && !streamed_.empty()) text += "  end_streaming();\n";

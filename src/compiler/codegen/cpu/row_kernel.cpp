@@ -203,9 +203,13 @@ void RowKernel::choose_streamed(const std::vector<ir::ValueId>& outputs) {
     return kernel_.space.numel() * static_cast<std::int64_t>(size_of(graph.type(value).dtype));
   };
   std::int64_t all = 0, returned = 0;
+  std::set<ir::ValueId> returned_values;
   for (ir::ValueId value : outputs) {
     all += bytes(value);
-    if (returned_only(value)) returned += bytes(value);
+    if (returned_only(value)) {
+      returned += bytes(value);
+      returned_values.insert(value);
+    }
   }
   // What the whole function returns: its distinct results computed here (an argument returned is not written).
   std::int64_t function_results = 0;
@@ -216,7 +220,7 @@ void RowKernel::choose_streamed(const std::vector<ir::ValueId>& outputs) {
   const bool stream_returned = returned >= returned_streaming_bytes && function_results >= streaming_bytes;
   for (ir::ValueId value : outputs)
     if (graph.type(value).dtype != DType::boolean &&
-        (all >= streaming_bytes || (stream_returned && returned_only(value))))
+        (all >= streaming_bytes || (stream_returned && returned_values.count(value))))
       streamed_.insert(value);
 }
 
