@@ -99,8 +99,9 @@ std::string RowKernel::emit() {
   if (kernel_.kind == KernelKind::loop) step_values_ = per_middle_step(layout_);
   mark_varying();
   across_lanes_ = rows_across_lanes();
-  plan_phases();
   strips_ = strip_loads();
+  choose_hoisted();
+  plan_phases();
   chunked_ = reductions_.empty() && layout_.inner_size > chunk_size && strips_.empty();
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;  // every row, and so every chunk (chunk_size)
   split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
@@ -344,7 +345,7 @@ void RowKernel::mark_varying() {
 void RowKernel::collect_elements(int root, const std::set<int>& cached, std::set<int>& needed) const {
   if (!varying(root) || needed.count(root)) return;
   needed.insert(root);
-  if (cached.count(root)) return;
+  if (cached.count(root) || hoisted_.count(root)) return;
   for (int operand : at(root).operands) collect_elements(operand, cached, needed);
 }
 
@@ -366,7 +367,7 @@ void RowKernel::plan_phases() {
     for (int id : phase) uses[static_cast<std::size_t>(id)] += 1;
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
-    if (uses[static_cast<std::size_t>(id)] < 2) continue;
+    if (uses[static_cast<std::size_t>(id)] < 2 || hoisted_.count(id)) continue;
     if (item.kind == Instance::Kind::compute && ir::is_transcendental_op(emitter_.graph().node(item.value).op))
       cached_.insert(id);
     // Across lanes, an input read by a gather is gathered once into its cache, a vector per element (softmax
@@ -404,8 +405,55 @@ void RowKernel::plan_phases() {
 void RowKernel::collect_with_cache(int root, const std::set<int>& written, std::set<int>& needed) const {
   if (!varying(root) || needed.count(root)) return;
   needed.insert(root);
-  if (written.count(root)) return;  // read back from the row cache
+  if (written.count(root) || hoisted_.count(root)) return;  // read back from the row cache or the hoisted buffer
   for (int operand : at(root).operands) collect_with_cache(operand, written, needed);
+}
+
+void RowKernel::choose_hoisted() {
+  hoisted_.clear();
+  const bool plain_rows = (kernel_.kind == KernelKind::loop || kernel_.kind == KernelKind::reduction) &&
+                          emitter_.piece() < 0 && !across_lanes_ && strips_.empty() && layout_.middle_sizes.empty() &&
+                          layout_.rows() >= hoist_min_rows && layout_.inner_size <= chunk_size;
+  if (!plain_rows) return;
+  const auto moves_with_rows = [&](const Linear& linear) {
+    if (linear.coefficients.empty()) return false;
+    for (int axis : layout_.outer_axes)
+      if (linear.coefficients[static_cast<std::size_t>(axis)] != 0) return true;
+    return emitter_.varies_in_middle(linear, layout_);
+  };
+  // Whether each instance is the same at every row: a load at an address without row terms, a constant, or a value
+  // computed from such (operands come before the values computed from them); reductions, tiles and gathers are not.
+  const int count = emitter_.instance_count();
+  std::vector<bool> every_row(static_cast<std::size_t>(count)), same(every_row);
+  for (int id = 0; id < count; ++id) {
+    const Instance& item = at(id);
+    bool alike = false;
+    if (item.kind == Instance::Kind::load) alike = item.bounds.empty() && !moves_with_rows(item.address);
+    if (item.kind == Instance::Kind::compute) {
+      alike = !moves_with_rows(item.address);  // an iota along a row axis is not
+      for (int operand : item.operands) alike = alike && every_row[static_cast<std::size_t>(operand)];
+    }
+    every_row[static_cast<std::size_t>(id)] = alike;
+    same[static_cast<std::size_t>(id)] = alike && varying(id);  // and varies along the row
+  }
+  // Candidates: computed float values the same at every row that a value that is not, or an output, reads.
+  std::set<int> candidates;
+  auto consider = [&](int id) {
+    const Instance& item = at(id);
+    if (same[static_cast<std::size_t>(id)] && item.kind == Instance::Kind::compute &&
+        is_floating(emitter_.graph().type(item.value).dtype))
+      candidates.insert(id);
+  };
+  for (int id = 0; id < count; ++id)
+    if (!same[static_cast<std::size_t>(id)])
+      for (int operand : at(id).operands) consider(operand);
+  for (const auto& [value, id] : outputs_) consider(id);
+  std::int64_t bytes = 0;
+  for (int id : candidates) {
+    bytes += layout_.inner_size * static_cast<std::int64_t>(size_of(emitter_.graph().type(at(id).value).dtype));
+    if (bytes > hoist_max_bytes) break;
+    hoisted_.insert(id);
+  }
 }
 
 int RowKernel::ready_phase(int id) const {

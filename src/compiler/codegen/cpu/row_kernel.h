@@ -53,6 +53,10 @@ inline constexpr std::int64_t streaming_bytes = std::int64_t{16} << 20;
 // 2.8-3.0 -> 2.3 ms a kernel, the step 10% faster. A function whose one result the next call reads at once (y =
 // f(y), an elementwise f): 4 MiB 0.144 -> 0.192 ms streamed, 8 MiB 0.37 either way, 12 MiB 0.59 -> 0.54.
 inline constexpr std::int64_t returned_streaming_bytes = std::int64_t{4} << 20;
+// Hoisted values (RowKernel::choose_hoisted): the rows a kernel needs so that each thread's range has several, and
+// the most bytes their buffers take together (of a work range's L2; a 4096-wide row of f32 is 16 KiB).
+inline constexpr std::int64_t hoist_min_rows = 16;
+inline constexpr std::int64_t hoist_max_bytes = std::int64_t{64} << 10;
 
 // A generated reduction (codegen/reduction.h) in the prelude's names.
 struct ReductionInfo {
@@ -138,6 +142,18 @@ class RowKernel {
 
   void plan_phases();
 
+  // ---- values every row computes alike (hoisted) ------------------------------------------------------------
+  // A value that varies along the inner loop but is computed from inputs that every row reads at the same elements
+  // (a layer_norm's bf16 scale and offset widened to f32, the exp of a bias broadcast over rows) is computed once per
+  // work range, at its first row, into a buffer one row long, which every row then loads: a bf16 layer_norm spent a
+  // sixth of its instructions widening its scale and offset again for each row. Chosen for loop and reduction
+  // kernels whose rows are walked one at a time without middle loops or chunks, with at least hoist_min_rows rows,
+  // where the buffers fit hoist_max_bytes: the computed values (not loads) that a value depending on the row, or an
+  // output, reads.
+  void choose_hoisted();
+  // The block that fills the hoisted buffers, at the first row of a work range.
+  std::string fill_hoisted() const;
+
   void collect_with_cache(int root, const std::set<int>& written, std::set<int>& needed) const;
 
   // The phase after which a row value can be computed (0: at the row's start).
@@ -178,8 +194,9 @@ class RowKernel {
   // the row's one element with `inner` empty, else the vector of elements `inner`, `inner` + 1, ...
   std::string pick(const Instance& item, const std::string& base, const std::string& inner) const;
 
-  // The body of one vector step at element `j` with `count` lanes.
-  std::string element_values(const std::set<int>& needed, int phase) const;
+  // The body of one vector step at element `j` with `count` lanes. Hoisted values (choose_hoisted) are loaded from
+  // their buffers, except `filling_hoisted`, where they are computed and stored there.
+  std::string element_values(const std::set<int>& needed, int phase, bool filling_hoisted = false) const;
 
   // Where element `j` at the current middle-loop position lies in a row cache (across lanes: a vector each).
   std::string cache_offset() const;
@@ -376,6 +393,7 @@ class RowKernel {
   std::vector<int> reductions_;
   std::vector<std::set<int>> phase_elements_;
   std::set<int> cached_;
+  std::set<int> hoisted_;  // values computed once per work range (choose_hoisted)
   std::vector<int> first_write_;
   bool chunked_ = false;
   bool split_reduction_ = false;

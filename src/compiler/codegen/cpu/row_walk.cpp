@@ -122,13 +122,16 @@ std::string RowKernel::row_value(int id) const {
   return emitter_.expression(id);
 }
 
-std::string RowKernel::element_values(const std::set<int>& needed, int phase) const {
+std::string RowKernel::element_values(const std::set<int>& needed, int phase, bool filling_hoisted) const {
   std::string text;
   for (int id : needed) {
     const Instance& item = at(id);
     std::string type = emitter_.storage_type(item.value);
     std::string value;
-    if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
+    const bool hoisted = hoisted_.count(id) > 0;
+    if (hoisted && !filling_hoisted) {
+      value = "load<" + type + ">(hoisted_" + item.name + " + j, count)";
+    } else if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] < phase) {
       value = "load<" + type + ">(cache_" + item.name + cache_offset() + (across_lanes_ ? "" : ", count") + ")";
     } else if (across_lanes_ && item.kind == Instance::Kind::load) {
       value = read_across_lanes(type, pointer(item) + element_offset(item.address), row_stride(item.address));
@@ -165,8 +168,26 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase) co
     if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
       text += "        store<" + type + ">(cache_" + item.name + cache_offset() + ", " + item.name +
               (across_lanes_ ? "" : ", count") + ");\n";
+    if (hoisted && filling_hoisted)
+      text += "        store<" + type + ">(hoisted_" + item.name + " + j, " + item.name + ", count);\n";
   }
   return text;
+}
+
+std::string RowKernel::fill_hoisted() const {
+  if (hoisted_.empty()) return "";
+  std::set<int> needed;
+  // Every varying value the hoisted ones are computed from (all of them the same at every row).
+  std::vector<int> pending(hoisted_.begin(), hoisted_.end());
+  while (!pending.empty()) {
+    const int id = pending.back();
+    pending.pop_back();
+    if (!varying(id) || !needed.insert(id).second) continue;
+    for (int operand : at(id).operands) pending.push_back(operand);
+  }
+  const std::string body = element_values(needed, -1, true);
+  return "    if (walked == begin) {  // values every row computes alike, once per work range\n" +
+         inner_vector_loop("0", std::to_string(layout_.inner_size), body, "", 1) + "    }\n";
 }
 
 std::string RowKernel::pick(const Instance& item, const std::string& base, const std::string& inner) const {
@@ -367,6 +388,7 @@ std::string RowKernel::emit_kernel() {
   }
   text += row_setup();
   text += row_values(0);
+  text += fill_hoisted();
   text += reduction_passes(range_begin, range_end);
   if (!split_reduction_) text += element_pass(range_begin, range_end) + row_outputs();
   text += "  }\n";
@@ -383,6 +405,11 @@ std::string RowKernel::allocate_row_caches() const {
             emitter_.storage_type(at(id).value) + "*>(state.runtime->allocate(" +
             std::to_string(layout_.inner_size * layout_.middle_count()) + (across_lanes_ ? " * lanes" : "") +
             " * sizeof(" + emitter_.storage_type(at(id).value) + ")));\n";
+  for (int id : hoisted_) {
+    const std::string type = emitter_.storage_type(at(id).value);
+    text += "  " + type + "* hoisted_" + at(id).name + " = static_cast<" + type + "*>(state.runtime->allocate(" +
+            std::to_string(layout_.inner_size) + " * sizeof(" + type + ")));\n";
+  }
   return text;
 }
 
@@ -402,6 +429,7 @@ std::string RowKernel::row_caches_in_scratch(std::int64_t& bytes) const {
 std::string RowKernel::release_row_caches() const {
   std::string text;
   for (int id : cached_) text += "  state.runtime->deallocate(cache_" + at(id).name + ");\n";
+  for (int id : hoisted_) text += "  state.runtime->deallocate(hoisted_" + at(id).name + ");\n";
   return text;
 }
 
