@@ -66,7 +66,8 @@ struct Value {
   //   reduce_sum   sum |t| + sum E(t)          reduce_mean  that / count
   //   matmul       sum (|a| + E(a)) (|b| + E(b))
   //   reduce_prod  prod (|t| + E(t))           mul          (|a| + E(a)) (|b| + E(b))
-  //   square       (|x| + E(x))^2              add, sub     |r| + E(a) + E(b)
+  //   square       (|x| + E(x))^2              add, sub     |r| + E(a) + E(b); 0 for an infinite r
+  //                                                         of an exact infinite operand
   //   div          |r| + E(a)/|b| + |a| E(b)/b^2
   //   pow          |r| + |(|x| + E(x))^y - |x|^y| + |r log|x|| E(y)
   //   exp          |r| + e^x E(x)              log          |r| + E(x)/|x|

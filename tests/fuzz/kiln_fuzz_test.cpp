@@ -139,6 +139,23 @@ TEST(KilnFuzzHazards, FloorOfAComputedValueNearAnIntegerIsAHazard) {
   EXPECT_TRUE(find_hazards(exact).empty());
 }
 
+TEST(KilnFuzzHazards, AValueAgainstItsOwnMaximumTiesOnlyWithItsNeighbours) {
+  // eq(x, max(x)) (reduce_max's derivative marks the maximum so): the largest element equals the maximum in every
+  // executor, however x rounds; another element within rounding reach of it is a tie.
+  const std::string text =
+      "func @f(%0: f32[2,3]) -> (bool[2,3]) {\n"
+      "  %1 = f32[2,3] exp(%0)\n"
+      "  %2 = f32[2,1] reduce_max(%1) {axes=[1], keepdims=true}\n"
+      "  %3 = bool[2,3] eq(%1, %2)\n"
+      "  return %3\n"
+      "}\n";
+  EXPECT_TRUE(find_hazards(case_of(text, {array_of(DType::f32, Shape({2, 3}), {0.5, -1, 2, 1, 0.25, -3})})).empty());
+  const std::vector<Hazard> hazards =
+      find_hazards(case_of(text, {array_of(DType::f32, Shape({2, 3}), {0.5, -1, 2, 1, 0.25, 1.0000001})}));
+  ASSERT_EQ(hazards.size(), 2u);  // x and its maximum, both inexact
+  EXPECT_EQ(hazards[0].value, 1);
+}
+
 TEST(KilnFuzzHazards, F32ErrorCarriedIntoF64IsJudgedAtF32Precision) {
   // kiln-fuzz seed 2, graph 384: tanh(-9) is -0.99999994 in f32 (a 4-ulp-accurate tanh may say -1), and
   // ceil of its f64 cast jumps from -0 to -1 there; the f64 separation (1e-10) missed it.

@@ -69,6 +69,7 @@ class GradientHazardFinder {
       : derivative_(derivative), graph_(graph), points_(points) {}
 
   std::vector<Hazard> run() {
+    on_path_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (ValueId id = 0; id < derivative_.primal_end; ++id)
       if (derivative_.primal_value(id) >= 0 && check_finite(id)) check_op(id);
     return std::move(hazards_);
@@ -83,22 +84,140 @@ class GradientHazardFinder {
     if (reported_.insert(primal).second) hazards_.push_back({primal, reason});
   }
 
-  bool out_of_range(ValueId id) const {
+  // Whether a value has an element that is NaN, finite beyond largest_value, or not finite at one point and not the
+  // same at the others: difference quotients through it mean nothing.
+  bool unsettled(ValueId id) const {
     if (!is_float(id)) return false;
+    const std::vector<double>& here = at(0, id).values;
     for (std::size_t point = 0; point < points_.size(); ++point)
-      for (double x : at(point, id).values)
-        if (!std::isfinite(x) || std::fabs(x) > largest_value) return true;
+      for (std::size_t k = 0; k < here.size(); ++k) {
+        const double x = at(point, id).values[k];
+        if (std::isnan(x) || (std::isfinite(x) && std::fabs(x) > largest_value)) return true;
+        if (!std::isfinite(x) || !std::isfinite(here[k]))
+          if (x != here[k]) return true;
+      }
     return false;
   }
 
-  // Reports the op that makes a value out of range from operands in range; false if the value is out of range
-  // (its op's kinks are then moot).
-  bool check_finite(ValueId id) {
-    if (!out_of_range(id)) return true;
-    for (ValueId operand : graph_.node(id).operands)
-      if (out_of_range(operand)) return false;
-    report(id, name(id) + " makes a value that is not finite or beyond 1e150");
+  // Whether a settled value holds an infinity (the same at every point, a masked score's -inf).
+  bool has_infinity(ValueId id) const {
+    if (!is_float(id)) return false;
+    for (double x : at(0, id).values)
+      if (!std::isfinite(x)) return true;
     return false;
+  }
+  // Whether it holds +inf (sign > 0) or -inf (sign < 0).
+  bool has_infinity_of_sign(ValueId id, double sign) const {
+    for (double x : at(0, id).values)
+      if (std::isinf(x) && (x > 0) == (sign > 0)) return true;
+    return false;
+  }
+
+  // Whether an element of a value differs between the points: it depends on the differentiated inputs.
+  bool moves(ValueId id) const {
+    if (!is_float(id)) return false;
+    for (std::size_t k = 0; k < at(0, id).values.size(); ++k)
+      if (at(1, id).values[k] != at(0, id).values[k] || at(2, id).values[k] != at(0, id).values[k]) return true;
+    return false;
+  }
+
+  // Whether op `node`'s partial derivatives stay finite at the infinities its operands hold, so that a tangent or
+  // cotangent through it stays finite: selections (where, maximum, reduce_max, sorting, data movement), sums,
+  // and functions flat at the infinity they meet (exp at -inf, tanh at either, log at +inf). Elsewhere a derivative
+  // at an infinity is inf or 0 * inf, NaN even where finite differences see a function that does not move (exp of
+  // -square(a masked -inf)): JAX and PyTorch give NaN there too, so it is a hazard, not a failure.
+  bool derivative_finite_at_infinities(const ir::Node& node) const {
+    const auto operand_has = [&](std::size_t index, double sign) {
+      return index < node.operands.size() && has_infinity_of_sign(node.operands[index], sign);
+    };
+    switch (node.op) {
+      case Op::add:
+      case Op::sub:
+      case Op::neg:
+      case Op::maximum:
+      case Op::minimum:
+      case Op::where:
+      case Op::eq:
+      case Op::ne:
+      case Op::lt:
+      case Op::le:
+      case Op::gt:
+      case Op::ge:
+      case Op::cast:
+      case Op::abs:
+      case Op::relu:
+      case Op::sign:
+      case Op::floor:
+      case Op::ceil:
+      case Op::round:
+      case Op::tanh:
+      case Op::sigmoid:
+      case Op::atan:
+      case Op::erf:
+      case Op::erfc:
+      case Op::reshape:
+      case Op::transpose:
+      case Op::broadcast_to:
+      case Op::slice:
+      case Op::expand_dims:
+      case Op::squeeze:
+      case Op::concat:
+      case Op::gather:
+      case Op::take_along_axis:
+      case Op::reduce_sum:
+      case Op::reduce_mean:
+      case Op::reduce_max:
+      case Op::reduce_min:
+      case Op::argmax:
+      case Op::argmin:
+      case Op::cumsum:
+      case Op::cummax:
+      case Op::cummin:
+      case Op::sort:
+      case Op::argsort:
+      case Op::top_k:
+        return true;
+      case Op::exp:
+      case Op::expm1:
+        return !operand_has(0, 1);
+      case Op::log:
+      case Op::log1p:
+      case Op::sqrt:
+      case Op::rsqrt:
+        return !operand_has(0, -1);
+      case Op::div:  // x / +-inf: both partials 0
+        return !operand_has(0, 1) && !operand_has(0, -1);
+      default:
+        return false;
+    }
+  }
+
+  // Reports the op that makes an unsettled value from settled operands, and an op on the differentiated inputs' path
+  // that makes an infinity of finite operands or whose derivative at the infinities its operands hold is not
+  // finite; false if the value is unsettled (its op's kinks are then moot) or reported.
+  bool check_finite(ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    bool on_path = moves(id), infinity = false;
+    for (ValueId operand : node.operands) {
+      on_path = on_path || on_path_[static_cast<std::size_t>(operand)];
+      infinity = infinity || has_infinity(operand);
+    }
+    on_path_[static_cast<std::size_t>(id)] = on_path;
+    if (unsettled(id)) {
+      for (ValueId operand : node.operands)
+        if (unsettled(operand)) return false;
+      report(id, name(id) + " makes a value that is NaN, beyond 1e150, or infinite at some points only");
+      return false;
+    }
+    if (on_path && !infinity && has_infinity(id)) {  // an overflow or a pole: the derivative is infinite there
+      report(id, name(id) + " makes an infinity of finite values on the differentiated inputs' path");
+      return false;
+    }
+    if (on_path && infinity && !derivative_finite_at_infinities(node)) {
+      report(id, name(id) + " of an infinity on the differentiated inputs' path (its derivative there is not finite)");
+      return false;
+    }
+    return true;
   }
 
   void check_op(ValueId id) {
@@ -259,6 +378,7 @@ class GradientHazardFinder {
   const Points& points_;
   std::vector<Hazard> hazards_;
   std::set<ValueId> reported_;
+  std::vector<bool> on_path_;  // whether a value depends on the differentiated inputs (check_finite)
 };
 
 }  // namespace

@@ -1065,7 +1065,10 @@ class Builder {
       case 0: return softmax(x);
       case 1: {
         const Shape& shape = type(x).shape;
-        const ValueId mask = add_parameter({DType::f32, Shape({shape[rank - 2], shape[rank - 1]})});
+        ValueId mask = add_parameter({DType::f32, Shape({shape[rank - 2], shape[rank - 1]})});
+        if (random_.chance(0.5))  // 0 where the parameter is positive, -inf elsewhere: the masks attention adds
+          mask = add(Op::where, {add(Op::gt, {mask, f32_constant(0)}), f32_constant(0),
+                                 f32_constant(-std::numeric_limits<double>::infinity())});
         return softmax(add(Op::add, {add(Op::mul, {x, f32_constant(0.25)}), mask}));
       }
       case 2: {

@@ -272,9 +272,20 @@ class HazardFinder {
   }
 
   void check_comparison(ir::ValueId id) {
-    check_inexact_pairs(id, "nearly equal", [](double x, double y, double mx, double my, double separation) {
-      return std::fabs(x - y) <= separation * std::max({std::fabs(x), std::fabs(y), mx, my});
-    });
+    // x against its own maximum or minimum along some axes (the derivative of reduce_max marks where x is its max): the
+    // extreme element equals it in every executor, however x rounds, so only the others are within reach of a tie.
+    const ir::Node& node = graph_.node(id);
+    const auto extreme_of = [&](ir::ValueId reduced, ir::ValueId operand) {
+      const ir::Node& reduction = graph_.node(reduced);
+      return (reduction.op == Op::reduce_max || reduction.op == Op::reduce_min) && reduction.operands[0] == operand;
+    };
+    const bool against_extreme =
+        extreme_of(node.operands[1], node.operands[0]) || extreme_of(node.operands[0], node.operands[1]);
+    check_inexact_pairs(id, "nearly equal",
+                        [against_extreme](double x, double y, double mx, double my, double separation) {
+                          if (against_extreme && x == y) return false;
+                          return std::fabs(x - y) <= separation * std::max({std::fabs(x), std::fabs(y), mx, my});
+                        });
   }
 
   // Reports the inexact operands of binary node `id` at the first element where `near_jump(x, y, mx, my,
