@@ -130,6 +130,10 @@ class GradientHazardFinder {
     const auto operand_has = [&](std::size_t index, double sign) {
       return index < node.operands.size() && has_infinity_of_sign(node.operands[index], sign);
     };
+    // Booleans carry no derivative; data movement and orderings select.
+    if (node.type.dtype == DType::boolean || ir::info(node.op).category == ir::OpCategory::shape ||
+        ir::is_sort(node.op) || ir::is_arg_reduction(node.op))
+      return true;
     switch (node.op) {
       case Op::add:
       case Op::sub:
@@ -137,12 +141,6 @@ class GradientHazardFinder {
       case Op::maximum:
       case Op::minimum:
       case Op::where:
-      case Op::eq:
-      case Op::ne:
-      case Op::lt:
-      case Op::le:
-      case Op::gt:
-      case Op::ge:
       case Op::cast:
       case Op::abs:
       case Op::relu:
@@ -155,27 +153,13 @@ class GradientHazardFinder {
       case Op::atan:
       case Op::erf:
       case Op::erfc:
-      case Op::reshape:
-      case Op::transpose:
-      case Op::broadcast_to:
-      case Op::slice:
-      case Op::expand_dims:
-      case Op::squeeze:
-      case Op::concat:
-      case Op::gather:
-      case Op::take_along_axis:
       case Op::reduce_sum:
       case Op::reduce_mean:
       case Op::reduce_max:
       case Op::reduce_min:
-      case Op::argmax:
-      case Op::argmin:
       case Op::cumsum:
       case Op::cummax:
       case Op::cummin:
-      case Op::sort:
-      case Op::argsort:
-      case Op::top_k:
         return true;
       case Op::exp:
       case Op::expm1:
