@@ -17,11 +17,15 @@ using ir::Op;
 
 Tangent jvp_linear_reduction(JvpContext& context) { return context.same_op(context.tangent(0)); }
 
-// The tangents of the elements equal to the extreme, averaged: d max = sum(dx [x = max]) / count(x = max).
+// The tangents of the elements equal to the extreme, averaged: d max = sum(dx [x = max]) / count(x = max). Over
+// reduced axes of no elements the extreme is the identity (-inf for max), which nothing moves: tangent zero, where
+// the average would be 0 / 0 (NaN in JAX; kiln-fuzz --gradients seed 2 graph 1436: erfc of an empty max).
 Tangent jvp_extreme_reduction(JvpContext& context) {
   Emitter& emit = context.emitter();
   const ir::Attributes& attributes = context.attributes();
   const ValueId x = context.operand(0);
+  for (std::int64_t axis : attributes.axes)
+    if (emit.shape(x)[static_cast<int>(axis)] == 0) return Tangent{};
   const ValueId extreme = emit.keep_reduced_axes(context.result(), emit.shape(x), attributes.axes, attributes.keepdims);
   const ValueId chosen = emit.indicator(Op::eq, x, extreme, context.dtype());
   const ValueId count = emit.reduce_sum(chosen, attributes.axes, attributes.keepdims);

@@ -274,6 +274,16 @@ TEST(Grad, ThroughEmptyTensorsAndScalars) {
   Tensor gradient = grad([](Tensor x) { return reduce_sum(exp(x)); })(empty);
   EXPECT_EQ(gradient.shape(), Shape({0, 3}));
   expect_near(grad([](Tensor x) { return x * x; })(full({}, 3.0, DType::f64)), {6});
+  // The maximum over an axis of no elements is -inf, which nothing moves: its tangent is 0 (an average over the
+  // elements equal to the maximum would be 0 / 0), and erfc there is flat (kiln-fuzz --gradients seed 2).
+  auto flat_max = [](Tensor x) { return erfc(reduce_max(x, {1}, true)) + reduce_sum(x, {1}, true); };
+  Tensor rows = zeros({2, 0}, DType::f64);
+  auto [value, tangent] = jvp(flat_max, {rows}, {rows});
+  expect_near(value, {2, 2});
+  expect_near(tangent, {0, 0});
+  auto compiled = function([&](Tensor x, Tensor dx) { return jvp(flat_max, {x}, {dx}).second; }, {.jit_compile = true});
+  expect_near(compiled(rows, rows), {0, 0});
+  EXPECT_EQ(grad([&](Tensor x) { return reduce_sum(flat_max(x)); })(rows).shape(), Shape({2, 0}));
 }
 
 TEST(Grad, TheSameTensorAsTwoArgumentsGetsTwoGradients) {
