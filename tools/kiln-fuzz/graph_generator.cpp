@@ -637,15 +637,15 @@ class Builder {
   // them (take_along_axis).
   ValueId build_top_k() {
     ValueId x = any_value();
-    const Shape& shape = type(x).shape;
-    if (shape.rank() == 0) throw Rejected{};
-    const std::int64_t size = shape[shape.rank() - 1];
+    const int rank = type(x).shape.rank();  // not a reference into the nodes: add() may move them
+    if (rank == 0) throw Rejected{};
+    const std::int64_t size = type(x).shape[rank - 1];
     ir::Attributes attributes;
     attributes.k = random_.chance(0.7) ? std::min<std::int64_t>(size, random_.between(0, 3)) : random_.between(0, size);
     ValueId indices = add(Op::top_k, {x}, attributes);
     if (random_.chance(0.5)) return indices;
     ir::Attributes along;
-    along.axis = shape.rank() - 1;
+    along.axis = rank - 1;
     return add(Op::take_along_axis, {x, indices}, along);
   }
 
@@ -1486,8 +1486,8 @@ class Builder {
       return t.shape.rank() >= 1 && t.shape[0] == length && t.shape.numel() <= max_elements_;
     };
     if (auto value = pick(fits); value && random_.chance(0.5)) return *value;
-    std::vector<std::int64_t> dims;
-    for (std::int64_t dim : random_shape(3).dims()) dims.push_back(dim);
+    const Shape element = random_shape(3);  // named: a range-for over a temporary's dims() reads a freed span
+    std::vector<std::int64_t> dims(element.dims().begin(), element.dims().end());
     while (Shape(dims).numel() * std::max<std::int64_t>(length, 1) > max_elements_) {  // (an element of rank >= 1)
       const auto largest = std::max_element(dims.begin(), dims.end());
       *largest = (*largest + 1) / 2;
