@@ -244,5 +244,28 @@ TEST(KilnFuzzGradientHazards, InfinitiesTheDerivativesPassAreChecked) {
                 "%13 square of an infinity on the differentiated inputs' path (its derivative there is not finite)"});
 }
 
+TEST(KilnFuzzGradientHazards, TheIdentitiesOfExtremesAreNoOverflow) {
+  // An exclusive running max starts at -inf, which nothing moves: erfc there is flat and the case is checked; exp of
+  // an exclusive running min from the back ends at exp(+inf), whose derivative is infinite.
+  const std::string text =
+      "func @f(%0: f64[2,3]) -> (f64[2,3]) {\n"
+      "  %1 = f64[2,3] cummax(%0) {axis=1, exclusive=true, reverse=false}\n"
+      "  %2 = f64[2,3] erfc(%1)\n"
+      "  %3 = f64[2,3] cummin(%0) {axis=1, exclusive=true, reverse=true}\n"
+      "  %4 = f64[2,3] OP(%3)\n"
+      "  %5 = f64[2,3] add(%2, %4)\n"
+      "  return %5\n}\n";
+  const auto with = [&](const std::string& op) {
+    std::string graph = text;
+    graph.replace(graph.find("OP"), 2, op);
+    return case_of(graph, {array_of(DType::f64, Shape({2, 3}), {0.3, -0.7, 1.1, 0.45, -1.3, 0.8})});
+  };
+  EXPECT_EQ(hazard_reasons(with("tanh")), std::vector<std::string>{});
+  EXPECT_EQ(signatures(check_gradients(with("tanh"), standard_only())), std::vector<std::string>{});
+  EXPECT_EQ(hazard_reasons(with("exp")),
+            std::vector<std::string>{
+                "%4 exp of an infinity on the differentiated inputs' path (its derivative there is not finite)"});
+}
+
 }  // namespace
 }  // namespace kiln::fuzz

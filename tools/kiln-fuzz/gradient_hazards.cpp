@@ -193,7 +193,12 @@ class GradientHazardFinder {
       report(id, name(id) + " makes a value that is NaN, beyond 1e150, or infinite at some points only");
       return false;
     }
-    if (on_path && !infinity && has_infinity(id)) {  // an overflow or a pole: the derivative is infinite there
+    // An infinity of finite operands is an overflow or a pole (the derivative is infinite there), except from the
+    // extremes, which select: theirs is the identity of an empty line or of an exclusive scan's first element, which
+    // nothing moves.
+    const bool selects =
+        node.op == Op::reduce_max || node.op == Op::reduce_min || node.op == Op::cummax || node.op == Op::cummin;
+    if (on_path && !infinity && has_infinity(id) && !selects) {
       report(id, name(id) + " makes an infinity of finite values on the differentiated inputs' path");
       return false;
     }
