@@ -285,8 +285,8 @@ double binary_magnitude(Op op, double a, double b, double result, double error_a
     case Op::sub:
       // An exact infinity makes the result that infinity (or NaN), exactly: nothing rounds, and the other operand's
       // error is absorbed (a masked score: x + -inf, whose exp is 0 exactly).
-      if (std::isinf(result) && ((std::isinf(a) && error_a == 0) || (std::isinf(b) && error_b == 0)) &&
-          !(std::isinf(a) && error_a > 0) && !(std::isinf(b) && error_b > 0))
+      if (std::isinf(result) && (std::isinf(a) || std::isinf(b)) && (!std::isinf(a) || error_a == 0) &&
+          (!std::isinf(b) || error_b == 0))
         return 0;
       return own + error_a + error_b;
     case Op::mul: return (std::fabs(a) + error_a) * (std::fabs(b) + error_b);

@@ -222,7 +222,7 @@ void tiled_bf16_matmul(const Problem& problem, const std::uint16_t* a, const std
   const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
   for (std::int64_t item = 0; item < problem.batch; ++item) {
     const std::int64_t offset = item * problem.m * problem.n;
-    RoundedOutput output{rounded + offset, problem.n};
+    RoundedOutput output{c ? nullptr : rounded + offset, problem.n};  // (no offset added to a null `rounded`)
     gemm_bf16(problem.m, problem.n, problem.k, a + problem.a_offsets[static_cast<std::size_t>(item)], lda,
               problem.transpose_a, b + problem.b_offsets[static_cast<std::size_t>(item)], ldb, problem.transpose_b,
               c ? c + offset : nullptr, problem.n,

@@ -144,12 +144,12 @@ class RowKernel {
 
   // ---- values every row computes alike (hoisted) ------------------------------------------------------------
   // A value that varies along the inner loop but is computed from inputs that every row reads at the same elements
-  // (a layer_norm's bf16 scale and offset widened to f32, the exp of a bias broadcast over rows) is computed once per
-  // work range, at its first row, into a buffer one row long, which every row then loads: a bf16 layer_norm spent a
-  // sixth of its instructions widening its scale and offset again for each row. Chosen for loop and reduction
-  // kernels whose rows are walked one at a time without middle loops or chunks, with at least hoist_min_rows rows,
-  // where the buffers fit hoist_max_bytes: the computed values (not loads) that a value depending on the row, or an
-  // output, reads.
+  // (a layer_norm's bf16 scale and offset widened to f32, a bias scaled) is computed once per work range, at its
+  // first row, into a buffer one row long, which every row then loads: a bf16 layer_norm spent a sixth of its
+  // instructions widening its scale and offset again for each row. (The planner fuses only cheap values of such
+  // inputs; an exp of a bias has a kernel of its own.) Chosen for loop and reduction kernels whose rows are walked
+  // one at a time without middle loops or chunks, with at least hoist_min_rows rows, where the buffers fit
+  // hoist_max_bytes: the computed values (not loads) that a value depending on the row, or an output, reads.
   void choose_hoisted();
   // The block that fills the hoisted buffers, at the first row of a work range.
   std::string fill_hoisted() const;
