@@ -28,6 +28,14 @@ int threads_from_environment() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// Orders the piece's weakly ordered (non-temporal) stores before the count of finished pieces says it is done,
+// so a kernel may stream its results without fencing each call of its own (parallel.h).
+void store_fence() {
+#if defined(__SSE__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 // One job at a time. Its pieces are claimed by the workers and the caller
 // through one atomic word holding (job number, piece count, next piece), so a
 // worker that wakes late for a job that has already ended cannot claim a
@@ -127,6 +135,7 @@ class ThreadPool {
         // whose piece was just claimed, since the next job cannot start before this piece is finished.
         const ScopedFloatControl environment(control_);
         (*body_)(static_cast<std::int64_t>(next), static_cast<std::int64_t>(next + 1));
+        store_fence();
       } catch (...) {
         std::lock_guard lock(error_mutex_);
         if (!error_) error_ = std::current_exception();

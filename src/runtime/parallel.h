@@ -38,7 +38,9 @@ class RangeFunction {
 // thread. The calling thread takes part; it returns when all pieces are done.
 // A call from inside a body, or while another thread holds the pool, runs
 // serially in the caller (never deadlocks). Exceptions thrown by a body are
-// rethrown in the caller.
+// rethrown in the caller. Stores a body makes, weakly ordered ones (non-temporal
+// stores) included, are visible to the caller when it returns: a pool thread
+// fences after each piece.
 void parallel_for(std::int64_t count, std::int64_t grain, RangeFunction body);
 
 // The same with the pieces chosen by the caller: body(piece) for piece in

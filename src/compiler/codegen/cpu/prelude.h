@@ -203,8 +203,9 @@ template <class T> [[gnu::always_inline]] inline void store(T* destination, vec<
 // aligned to the register width goes straight to memory (non-temporal stores),
 // skipping the read of the destination line that a plain store costs and
 // leaving the caches to the inputs (consecutive vectors fill whole lines).
-// Anything else is a plain store. A kernel that streams ends each work item
-// with end_streaming(): the stores are weakly ordered.
+// Anything else is a plain store. The stores are weakly ordered: a kernel that
+// streams ends each work item with end_streaming(), or leaves it to the pool,
+// which fences after every piece (a GEMM's epilogue, called for every tile).
 template <class T> [[gnu::always_inline]] inline void store_streaming(T* destination, vec<T> value, int count = lanes) {
 #if defined(__AVX__)
   constexpr unsigned width = vector_math::kRegisterBytes;
