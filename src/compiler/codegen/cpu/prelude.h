@@ -469,6 +469,11 @@ template <class Operation, class V, class... Rest>
 #undef KILN_DOUBLE_MATH
 #undef KILN_FLOAT_MATH
 
+#if !defined(KILN_JIT_FLOAT_MATH) || KILN_JIT_FLOAT_MATH
+// exp of x <= 0 (RowKernel::exponent_is_nonpositive): exp's bits without its upper clamp.
+[[gnu::always_inline]] inline f32v exp_of_nonpositive(f32v x) { return vector_math::exp_of_nonpositive(x); }
+#endif
+
 // f32 pow is vector_math's, computed in double (vector_math_f64.h), as in the standard kernel (scalar_ops.h).
 #if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
 [[gnu::always_inline]] inline f32v pow(f32v base, f32v exponent) { return vector_math::pow(base, exponent); }

@@ -182,6 +182,9 @@ class RowKernel {
   // roundings of x / s, and PyTorch's softmax and layer_norm do the same. Divisions by constants and inputs
   // stay divisions.
   bool divides_by_reciprocal(int id) const;
+  // Whether compute instance `id` is an f32 exp of x minus a maximum of x kept along the reduced axes (softmax's,
+  // logsumexp's): its argument is <= 0 or NaN, and exp_of_nonpositive gives exp's bits with one instruction fewer.
+  bool exponent_is_nonpositive(int id) const;
 
   // The reciprocal of row value `id` if a division uses it (see divides_by_reciprocal); emitted with the value.
   std::string reciprocal(int id) const;

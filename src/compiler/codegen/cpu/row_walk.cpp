@@ -70,6 +70,41 @@ std::string RowKernel::row_values(int phase) const {
   return text;
 }
 
+bool RowKernel::exponent_is_nonpositive(int id) const {
+  const Instance& item = at(id);
+  const ir::Graph& graph = emitter_.graph();
+  if (item.kind != Instance::Kind::compute || graph.node(item.value).op != ir::Op::exp ||
+      graph.type(item.value).dtype != DType::f32)
+    return false;
+  // x - m <= 0 rounds to <= 0 wherever m >= x, which a maximum of x over some axes, kept and broadcast back along
+  // them, is at every element of x; NaN where either is NaN (an infinite maximum of an infinite x too). Ops on
+  // bf16 or f16 round each result (widen_half_precision: a cast to the 16-bit type and back), which keeps a
+  // difference <= 0; a maximum of values widened from that type is one of them, so its rounding is exact.
+  auto rounded_from = [&](ir::ValueId value) {  // the f32 value that `value` rounds to 16 bits and back, or -1
+    const ir::Node& widened = graph.node(value);
+    if (widened.op != ir::Op::cast || !is_half_precision(graph.type(widened.operands[0]).dtype)) return ir::ValueId{-1};
+    const ir::Node& narrowed = graph.node(widened.operands[0]);
+    return narrowed.op == ir::Op::cast && graph.type(narrowed.operands[0]).dtype == DType::f32 ? narrowed.operands[0]
+                                                                                               : ir::ValueId{-1};
+  };
+  ir::ValueId argument = graph.node(item.value).operands[0];
+  if (rounded_from(argument) >= 0) argument = rounded_from(argument);
+  const ir::Node& difference = graph.node(argument);
+  if (difference.op != ir::Op::sub) return false;
+  ir::ValueId subtracted = difference.operands[1];
+  if (const ir::ValueId unrounded = rounded_from(subtracted); unrounded >= 0) {
+    const ir::Node& maximum = graph.node(unrounded);
+    if (maximum.op != ir::Op::reduce_max) return false;
+    const ir::Node& source = graph.node(maximum.operands[0]);
+    const DType rounded_to = graph.type(graph.node(subtracted).operands[0]).dtype;
+    if (source.op != ir::Op::cast || graph.type(source.operands[0]).dtype != rounded_to) return false;
+    subtracted = unrounded;
+  }
+  const ir::Node& maximum = graph.node(subtracted);
+  return maximum.op == ir::Op::reduce_max && maximum.attributes.keepdims &&
+         maximum.operands[0] == difference.operands[0];
+}
+
 bool RowKernel::divides_by_reciprocal(int id) const {
   const Instance& item = at(id);
   if (kernel_.kind == KernelKind::column)  // a divisor per column, its reciprocal kept beside it (column_passes.cpp)
@@ -162,7 +197,9 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase, bo
                               std::to_string(step) + ")";
     } else {
       text += "        " + emitter_.describe(item.value) + "\n";
-      value = divides_by_reciprocal(id) ? divide_by_row_value(item) : emitter_.expression(id);
+      value = divides_by_reciprocal(id)     ? divide_by_row_value(item)
+              : exponent_is_nonpositive(id) ? "exp_of_nonpositive(" + at(item.operands[0]).name + ")"
+                                            : emitter_.expression(id);
     }
     text += "        const " + vector_type(emitter_, item.value) + " " + item.name + " = " + value + ";\n";
     if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
