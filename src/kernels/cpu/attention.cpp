@@ -70,13 +70,26 @@ class PackedOperand {
   const float* target_ = nullptr;
 };
 
-// C[0:rows, 0:columns of `packed`] = op(A)[rows of the strip] * packed, A strips copied K block by K block.
+// C[0:rows, 0:columns of `packed`] = op(A)[rows of the strip] * packed, K block by K block.
 void multiply_strip(const float* a, std::int64_t lda, bool transpose_a, std::int64_t row_begin, std::int64_t rows,
                     const PackedOperand& packed, float* a_strip, float* c, std::int64_t ldc) {
   const auto kernel = transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                   : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
   const DepthBlocks& blocks = packed.blocks();
+  // A full strip of rows lda apart in K blocks at least 128 deep (the probabilities' strip) is read where it lies,
+  // with the same sums in the same order: copying it into a_strip first had been 7% of an attention kernel's time
+  // (memmove), and kiln-bench's attention (4x16x512x64) ran in 0.93x the time (best of 100 calls, five alternating
+  // rounds). The queries' strip (64 deep) is still copied: read in place too, it ran in 0.96x, the strided kernel's
+  // tile passing through the stack weighing more against 64 steps.
+  const bool in_place = gemm_detail::kStridedMicrokernel && !transpose_a && rows == kMr && blocks.depth(0) >= 128;
   for (std::int64_t block = 0; block < blocks.count; ++block) {
+    if (in_place) {
+      const gemm_detail::StridedRun run{a + row_begin * lda + blocks.begin(block), blocks.depth(block)};
+      for (std::int64_t p = 0; p < packed.micro_panels(); ++p)
+        gemm_detail::strided_microkernel(&run, 1, lda, packed.micro_panel(block, p), c + p * kNr, ldc,
+                                         packed.columns_of(p), block > 0);
+      continue;
+    }
     gemm_detail::pack_a_strip(a, lda, transpose_a, row_begin, rows, blocks.begin(block), blocks.depth(block), a_strip);
     for (std::int64_t p = 0; p < packed.micro_panels(); ++p)
       kernel(blocks.depth(block), a_strip, packed.micro_panel(block, p), c + p * kNr, ldc, packed.columns_of(p),
