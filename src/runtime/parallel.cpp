@@ -54,35 +54,47 @@ int current_cpu() {
 // computes its pieces while the worker waits for a time slice, and a call of ~0.1 ms (a 256^2 product) ran at the
 // speed of one thread until the scheduler's load balancing moved one of them, some milliseconds and many calls
 // later (kiln-bench seed-256 after its standard-executor runs: half of the processes 0.20 ms instead of 0.12, the
-// two threads last seen on the same CPU). Such a worker moves itself off that CPU for the job, if its affinity
-// allows another, and is free again after it.
-class MovedOff {
+// two threads last seen on the same CPU). Such a worker moves itself off that CPU, if its affinity allows another,
+// and keeps away from it while jobs follow one another (the standard executor's kernels of a few microseconds
+// each would otherwise pay two system calls and a migration apiece); it takes its own affinity back before it
+// sleeps.
+class CpuAvoidance {
  public:
-  explicit MovedOff(int submitter_cpu) {
+  CpuAvoidance() = default;
+  CpuAvoidance(const CpuAvoidance&) = delete;
+  CpuAvoidance& operator=(const CpuAvoidance&) = delete;
+  ~CpuAvoidance() { release(); }
+
+  // Before a job submitted from `cpu` (-1: unknown).
+  void avoid(int cpu) {
 #if defined(__linux__)
-    if (submitter_cpu < 0 || current_cpu() != submitter_cpu) return;
-    if (pthread_getaffinity_np(pthread_self(), sizeof(allowed_), &allowed_) != 0) return;
-    if (!CPU_ISSET(submitter_cpu, &allowed_) || CPU_COUNT(&allowed_) < 2) return;
+    if (cpu < 0 || (moved_ && cpu == avoided_) || sched_getcpu() != cpu) return;
+    if (!moved_ && pthread_getaffinity_np(pthread_self(), sizeof(allowed_), &allowed_) != 0) return;
     cpu_set_t others = allowed_;
-    CPU_CLR(submitter_cpu, &others);
-    moved_ = pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0) return;
+    if (pthread_setaffinity_np(pthread_self(), sizeof(others), &others) != 0) return;
+    moved_ = true;
+    avoided_ = cpu;
 #else
-    (void)submitter_cpu;
+    (void)cpu;
 #endif
   }
-  ~MovedOff() {
+
+  // The thread's own affinity again.
+  void release() {
 #if defined(__linux__)
     if (moved_) pthread_setaffinity_np(pthread_self(), sizeof(allowed_), &allowed_);
 #endif
+    moved_ = false;
   }
-  MovedOff(const MovedOff&) = delete;
-  MovedOff& operator=(const MovedOff&) = delete;
 
  private:
 #if defined(__linux__)
   cpu_set_t allowed_{};
 #endif
   bool moved_ = false;
+  int avoided_ = -1;
 };
 
 // One job at a time. Its pieces are claimed by the workers and the caller
@@ -154,17 +166,19 @@ class ThreadPool {
 
   void worker_loop(std::uint64_t seen) {
     inside_pool_work = true;
+    CpuAvoidance avoidance;
     while (true) {
       // Spin briefly, then sleep until the next job.
       for (int spin = 0; spin < 2000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
         std::this_thread::yield();
       if (generation_.load(std::memory_order_acquire) == seen) {
+        avoidance.release();
         std::unique_lock lock(wake_mutex_);
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       }
       seen = generation_.load(std::memory_order_acquire);
       if (stopping_.load(std::memory_order_acquire)) return;
-      const MovedOff moved(submitter_cpu_.load(std::memory_order_relaxed));
+      avoidance.avoid(submitter_cpu_.load(std::memory_order_relaxed));
       work_on_pieces();
     }
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -58,8 +59,8 @@ std::map<std::string, std::string> allowed_cpus_of_threads() {
 }
 
 TEST(Parallel, WorkersOnTheCallersCpuLeaveItForTheJobOnly) {
-  // The caller pinned to one CPU: a worker woken there moves to another for the job (parallel.cpp, MovedOff) and
-  // gets its own affinity back after it; every index is covered either way.
+  // The caller pinned to one CPU: a worker woken there moves to another while jobs follow (parallel.cpp,
+  // CpuAvoidance) and gets its own affinity back when it sleeps; every index is covered either way.
   cpu_set_t original;
   ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(original), &original), 0);
   int first = 0;
@@ -82,6 +83,7 @@ TEST(Parallel, WorkersOnTheCallersCpuLeaveItForTheJobOnly) {
     for (const auto& hit : hits) ASSERT_EQ(hit, 1);
   }
   ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(original), &original), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the workers' spin (~1 ms) ends: they sleep
   auto after = allowed_cpus_of_threads();
   for (const auto& [thread, cpus] : before) {
     if (after.count(thread) == 0) continue;  // a thread that has ended
