@@ -248,6 +248,7 @@ void parallel_pieces(int pieces, RangeFunction body) {
     throw ValueError("parallel_pieces", "too many pieces: " + std::to_string(pieces), std::string());
   if (pieces == 1 || inside_pool_work || !pool().run(pieces, body)) {
     for (int piece = 0; piece < pieces; ++piece) body(piece, piece + 1);
+    store_fence();  // as the pool's pieces: the caller may hand the results to another thread
   }
 }
 
@@ -257,6 +258,7 @@ void parallel_for(std::int64_t count, std::int64_t grain, RangeFunction body) {
   std::int64_t pieces = std::min<std::int64_t>(thread_count(), (count + grain - 1) / grain);
   if (pieces <= 1) {
     body(0, count);
+    store_fence();
     return;
   }
   parallel_pieces(static_cast<int>(pieces), [&](std::int64_t piece, std::int64_t) {

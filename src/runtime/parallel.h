@@ -39,8 +39,9 @@ class RangeFunction {
 // A call from inside a body, or while another thread holds the pool, runs
 // serially in the caller (never deadlocks). Exceptions thrown by a body are
 // rethrown in the caller. Stores a body makes, weakly ordered ones (non-temporal
-// stores) included, are visible to the caller when it returns: a pool thread
-// fences after each piece.
+// stores) included, are ordered before the return, for the caller and for any
+// thread it hands the results to: a fence after each piece, run by the pool or
+// serially.
 void parallel_for(std::int64_t count, std::int64_t grain, RangeFunction body);
 
 // The same with the pieces chosen by the caller: body(piece) for piece in
