@@ -800,16 +800,12 @@ struct ExpReduction {
 // For x in [-104, 104] or NaN.
 [[gnu::always_inline]] inline ExpParts exp_parts(f32v x) { return exp_parts(exp_reduction(x)); }
 
-[[gnu::always_inline]] inline f32v exp(f32v x) {
-  x = max_keep_nan(min_keep_nan(x, kExpLimit), -kExpLimit);
-  const ExpParts parts = exp_parts(x);
-  return scalef(parts.m, parts.k);
-}
-// exp for x <= 0 or NaN: without the upper clamp, which changes nothing there.
+// exp for x <= kExpLimit or NaN (softmax's x - max x <= 0): without the upper clamp, which changes nothing there.
 [[gnu::always_inline]] inline f32v exp_of_nonpositive(f32v x) {
   const ExpParts parts = exp_parts(max_keep_nan(x, -kExpLimit));
   return scalef(parts.m, parts.k);
 }
+[[gnu::always_inline]] inline f32v exp(f32v x) { return exp_of_nonpositive(min_keep_nan(x, kExpLimit)); }
 
 // sigmoid: e = e^-|x| in (0, 1] (never overflows), d = 1 + e, 1/d from the 14-bit
 // estimate y0 and one Newton step folded into the last FMA:

@@ -88,7 +88,7 @@ bool RowKernel::exponent_is_nonpositive(int id) const {
                                                                                                : ir::ValueId{-1};
   };
   ir::ValueId argument = graph.node(item.value).operands[0];
-  if (rounded_from(argument) >= 0) argument = rounded_from(argument);
+  if (const ir::ValueId unrounded = rounded_from(argument); unrounded >= 0) argument = unrounded;
   const ir::Node& difference = graph.node(argument);
   if (difference.op != ir::Op::sub) return false;
   ir::ValueId subtracted = difference.operands[1];
