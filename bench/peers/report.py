@@ -466,7 +466,9 @@ DONE_WHEN = {
     "gelu-bf16": "JIT <= 1.15x memory floor",
     "softmax-bf16": "JIT <= 1.15x memory floor",
     "layernorm-bf16": "JIT <= 1.15x memory floor",
+    "attention": "JIT <= 0.6 ms (TF32), faster than jax.jit and torch.compile",
 }
+ATTENTION_LIMIT_MS = 0.6
 FLOOR_LIMITS = {"gelu": 1.2, "softmax": 1.2, "layernorm": 1.2, "adam": 1.15,
                 "gelu-bf16": 1.15, "softmax-bf16": 1.15, "layernorm-bf16": 1.15}
 
@@ -491,6 +493,11 @@ def done_when(combined: dict[str, Any]) -> list[dict[str, Any]]:
             check.update(cublas_check(row, 1.03))
         elif workload == "seed-8192-tf32":
             check.update(peer_check(row, ["jax-jit"], strictly=True))
+        elif workload == "attention":
+            jit = row["times"]["kiln-jit"]
+            within = {"verdict": "PASS" if jit <= ATTENTION_LIMIT_MS else "FAIL",
+                      "detail": f"JIT {milliseconds(jit)} ms (limit {ATTENTION_LIMIT_MS} ms)"}
+            check.update(all_of(within, peer_check(row, ["jax-jit", "torch-jit"], strictly=True)))
         elif workload == "seed-8192-bf16":
             check.update(all_of(cublas_check(row, 1.05), peer_check(row, ["jax-jit", "torch-jit"], strictly=True)))
         else:

@@ -348,7 +348,8 @@ class GpuReportTest(unittest.TestCase):
                                     "seed-8192": "PASS", "seed-8192-tf32": "PASS", "seed-256": "FAIL",
                                     # not in the fake run
                                     "seed-8192-bf16": "NOT CHECKED", "gelu-bf16": "NOT CHECKED",
-                                    "softmax-bf16": "NOT CHECKED", "layernorm-bf16": "NOT CHECKED"})
+                                    "softmax-bf16": "NOT CHECKED", "layernorm-bf16": "NOT CHECKED",
+                                    "attention": "NOT CHECKED"})
 
     def test_table_last_with_the_gpu_columns(self):
         with tempfile.TemporaryDirectory() as directory:

@@ -130,7 +130,8 @@ Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* l
     if (has_kind(KernelKind::attention))
       lowering.fused +=
           "on CUDA: each attention kernel computes both products itself, in f32 without TF32, a row of "
-          "scores per warp or block in shared memory\n";
+          "scores per warp or block in shared memory; where its row code is a softmax, a flash-style variant "
+          "runs instead while TF32 is allowed (tensor cores, tiles of keys, the softmax online)\n";
   }
 #endif
   if (loop) add_loop_driver(lowering, *loop);

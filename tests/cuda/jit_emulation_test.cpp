@@ -488,6 +488,98 @@ TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
                                random_tensor(DType::f32, {2, sizes.n, sizes.d}, 138));
 }
 
+// The flash-style TF32 variant of an attention kernel (codegen/cuda/flash_attention_kernel.cpp), run emulated as
+// the executable runs it while config::allow_tf32 holds: the tensor cores' products (mma.sync, emulated lane by
+// lane with the PTX layouts) of TF32-rounded operands, tiles of 64 or 32 keys with the softmax online. Against the
+// standard executor in f32: TF32 keeps 11 of 24 bits, so within 1% of the output's largest magnitude (a wrong
+// fragment layout or rescaling is off by the output's own size), with NaN exactly where the standard's is.
+template <class Body, class... Inputs>
+void expect_flash_attention(const std::string& label, Body body, const Inputs&... inputs) {
+  const std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
+  fuzz::EmulatedCudaModule module(ir::parse(traced));
+  ASSERT_TRUE(module.has_tf32_variants()) << label << "\n" << fuzz::generated_cuda_source(ir::parse(traced));
+  std::vector<runtime::Array> values;
+  for (const Tensor& argument : std::vector<Tensor>{inputs...}) values.push_back(argument.impl().array);
+  const std::vector<float> flash = detail::make_tensor(module.run(values, false, 3, true).front()).to_vector<float>();
+  const Tensor standard = function(body)(inputs...);
+  const std::vector<float> expected = standard.to_vector<float>();
+  ASSERT_EQ(flash.size(), expected.size()) << label;
+  double largest = 0, error = 0;
+  for (float value : expected)
+    if (std::isfinite(value)) largest = std::max(largest, std::abs(double(value)));
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(std::isnan(flash[i]), std::isnan(expected[i]))
+        << label << ": element " << i << " is " << flash[i] << ", the standard executor's " << expected[i];
+    if (!std::isnan(expected[i])) error = std::max(error, std::abs(double(flash[i]) - double(expected[i])));
+  }
+  EXPECT_LE(error, 1e-2 * largest) << label << ": largest |output| " << largest;
+  EXPECT_GT(largest, 0) << label;
+}
+
+TEST(CudaEmulatedKernels, FlashAttentionOnTheTensorCores) {
+  // 37 queries (a block's strip of 128 only partly full), 200 keys (4 tiles, the last partial), depth 24.
+  Tensor q = random_tensor(DType::f32, {2, 3, 37, 24}, 140), k = random_tensor(DType::f32, {2, 3, 200, 24}, 141);
+  Tensor v = random_tensor(DType::f32, {2, 3, 200, 16}, 142);
+  expect_flash_attention("attention", scaled_dot_product, q, k, v);
+  // A mask read per element, with one row masked whole (-inf: the standard's NaN row) and one mostly.
+  std::vector<float> mask_values(37 * 200);
+  for (std::size_t i = 0; i < mask_values.size(); ++i) mask_values[i] = float(std::sin(double(i))) * 2;
+  for (int key = 0; key < 200; ++key) mask_values[5 * 200 + key] = -INFINITY;
+  for (int key = 0; key < 190; ++key) mask_values[6 * 200 + key] = -INFINITY;
+  expect_flash_attention(
+      "masked attention",
+      [](Tensor q, Tensor k, Tensor v, Tensor mask) {
+        return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2 + mask), v);
+      },
+      q, k, v, from_vector(mask_values, {37, 200}));
+  // Causal, from iotas compared per element: the rows' first keys alone, then more.
+  expect_flash_attention(
+      "causal attention",
+      [](Tensor q, Tensor k, Tensor v) {
+        const std::int64_t queries = q.dim(-2), keys = k.dim(-2);
+        Tensor rows = reshape(arange(queries), {queries, 1}), columns = reshape(arange(keys), {1, keys});
+        return matmul(nn::softmax(where(columns <= rows, matmul(q, k, {.transpose_b = true}) * 0.2, -INFINITY)), v);
+      },
+      q, k, v);
+  // Keys and values shared by every batch item; one query; the 32-key tiles of wide operands (depth + width >
+  // 128); 130 queries (two strips of 128).
+  expect_flash_attention("shared keys and values", scaled_dot_product, random_tensor(DType::f32, {4, 37, 8}, 143),
+                         random_tensor(DType::f32, {70, 8}, 144), random_tensor(DType::f32, {70, 24}, 145));
+  expect_flash_attention("one query", scaled_dot_product, random_tensor(DType::f32, {3, 1, 16}, 146),
+                         random_tensor(DType::f32, {3, 9, 16}, 147), random_tensor(DType::f32, {3, 9, 8}, 148));
+  expect_flash_attention("wide operands", scaled_dot_product, random_tensor(DType::f32, {1, 20, 64}, 149),
+                         random_tensor(DType::f32, {1, 75, 64}, 150), random_tensor(DType::f32, {1, 75, 72}, 151));
+  expect_flash_attention("two strips", scaled_dot_product, random_tensor(DType::f32, {1, 130, 8}, 152),
+                         random_tensor(DType::f32, {1, 33, 8}, 153), random_tensor(DType::f32, {1, 33, 8}, 154));
+  // A NaN score makes its row NaN, as the standard softmax does.
+  std::vector<float> with_nan = random_tensor(DType::f32, {1, 9, 8}, 155).to_vector<float>();
+  with_nan[3 * 8 + 2] = NAN;
+  expect_flash_attention("a NaN query", scaled_dot_product, from_vector(with_nan, {1, 9, 8}),
+                         random_tensor(DType::f32, {1, 40, 8}, 156), random_tensor(DType::f32, {1, 40, 8}, 157));
+}
+
+// Where the row code is no softmax, or an operand is stored transposed, or a depth is no multiple of 8, the module
+// has the exact kernel alone.
+TEST(CudaEmulatedKernels, FlashAttentionOnlyWhereItApplies) {
+  auto tf32_variants = [](auto body, auto... inputs) {
+    return fuzz::EmulatedCudaModule(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)))
+        .has_tf32_variants();
+  };
+  Tensor q = random_tensor(DType::f32, {2, 37, 24}, 160), k = random_tensor(DType::f32, {2, 53, 24}, 161);
+  Tensor v = random_tensor(DType::f32, {2, 53, 16}, 162);
+  EXPECT_TRUE(tf32_variants(scaled_dot_product, q, k, v));
+  EXPECT_FALSE(tf32_variants(
+      [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q, k,
+      v));
+  EXPECT_FALSE(tf32_variants(
+      [](Tensor q, Tensor k, Tensor v) {
+        return matmul(nn::softmax(matmul(q, k, {.transpose_b = true})), v, {.transpose_b = true});
+      },
+      q, k, random_tensor(DType::f32, {2, 16, 53}, 163)));
+  EXPECT_FALSE(tf32_variants(scaled_dot_product, random_tensor(DType::f32, {2, 37, 20}, 164),
+                             random_tensor(DType::f32, {2, 53, 20}, 165), v));
+}
+
 // A compiled training step on the CUDA backend: value_and_grad of a relu MLP's softmax cross-entropy and the Adam
 // update of its 4 parameters, one graph. Its backward kernels -- the products' epilogues with relu's mask and the
 // updates, the loss's row kernel recomputing the exponentials, the column sums of the bias gradients -- are the

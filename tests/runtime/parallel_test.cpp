@@ -67,6 +67,8 @@ TEST(Parallel, WorkersOnTheCallersCpuLeaveItForTheJobOnly) {
   while (first < CPU_SETSIZE && !CPU_ISSET(first, &original)) ++first;
   ASSERT_LT(first, CPU_SETSIZE);
   expect_each_index_once(1000, 1);  // the workers exist
+  // Asleep, with their own affinity: a worker still spinning after that job may be moved off the caller's CPU.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto before = allowed_cpus_of_threads();
   cpu_set_t one;
   CPU_ZERO(&one);

@@ -172,11 +172,15 @@ struct Thread {
 // fiber touches cost memory.
 inline constexpr std::size_t stack_bytes = 256 * 1024;
 
+// The operand words one lane gives a warp's mma: 4 of A, 2 of B.
+inline constexpr unsigned kFragmentWords = 6;
+
 struct State {
   std::vector<Thread> threads;
   std::vector<unsigned> barrier_arrivals;         // per barrier
   std::vector<unsigned> barrier_sizes;            // threads that must arrive
   std::vector<unsigned long long> shuffle_slots;  // one per thread
+  std::vector<unsigned> fragment_slots;           // kFragmentWords per thread: mma operands (tensor_core_mma)
   std::vector<unsigned> order;                    // the running block's order of threads
   Context scheduler;                              // the host thread's, while a block runs
   const std::function<void()>* kernel = nullptr;
@@ -237,6 +241,47 @@ T exchange(T value, unsigned mask, Source source) {
     std::memcpy(&result, &state.shuffle_slots[first + static_cast<unsigned>(from)], sizeof(T));
   wait_at_barrier(barrier);
   return result;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for the running lane (prelude.cuh's mma_tf32 has the
+// layout): the lanes post their A and B words, meet, and each sums its four elements of D in order along K, in
+// f32 from exact products (TF32 times TF32 fits an f32), as the tensor cores do up to their unspecified order of
+// addition. The words are read as TF32: their 13 low mantissa bits are ignored.
+inline void tensor_core_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  if (warp_lanes() != 32) fail("mma.sync in a partial warp");
+  const unsigned lane = state.running % 32, first = state.running - lane;
+  const int barrier = 1 + static_cast<int>(state.running / 32);
+  unsigned* mine = &state.fragment_slots[static_cast<std::size_t>(state.running) * kFragmentWords];
+  for (int k = 0; k < 4; ++k) mine[k] = a[k];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  wait_at_barrier(barrier);
+  auto word = [&](unsigned source_lane, int index) {
+    unsigned bits = state.fragment_slots[static_cast<std::size_t>(first + source_lane) * kFragmentWords + index];
+    bits &= 0xFFFFE000u;
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+  };
+  // A(row, k) lies in lane 4 (row % 8) + k % 4, word (row / 8) + 2 (k / 4); B(k, column) in lane 4 column + k % 4,
+  // word 4 + k / 4.
+  auto a_at = [&](unsigned row, unsigned k) {
+    return word(4 * (row % 8) + k % 4, static_cast<int>(row / 8 + 2 * (k / 4)));
+  };
+  auto b_at = [&](unsigned k, unsigned column) { return word(4 * column + k % 4, static_cast<int>(4 + k / 4)); };
+  const unsigned group = lane / 4, pair = 2 * (lane % 4);
+  const unsigned rows[4] = {group, group, group + 8, group + 8}, columns[4] = {pair, pair + 1, pair, pair + 1};
+  for (int element = 0; element < 4; ++element)
+    for (unsigned k = 0; k < 8; ++k) d[element] += a_at(rows[element], k) * b_at(k, columns[element]);
+  wait_at_barrier(barrier);
+}
+
+// cvt.rna.tf32.f32: the nearest TF32, ties away from zero; NaN and infinities unchanged.
+inline unsigned round_to_tf32(float x) {
+  unsigned bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7F800000u) == 0x7F800000u) return bits;
+  return (bits + 0x1000u) & 0xFFFFE000u;
 }
 
 // A fiber's entry: the kernel, then back to the scheduler for good.
@@ -305,6 +350,7 @@ inline void run_grid(const std::function<void()>& kernel, kiln_simulated_dim3 gr
   state.barrier_sizes[0] = count;
   for (unsigned warp = 0; warp < warps; ++warp) state.barrier_sizes[1 + warp] = std::min(32u, count - 32 * warp);
   state.shuffle_slots.assign(count, 0);
+  state.fragment_slots.assign(static_cast<std::size_t>(count) * kFragmentWords, 0);
   unsigned block_index = 0;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
@@ -380,6 +426,11 @@ T atomicMin(T* address, T value) {
   T old = *address;
   *address = value < old ? value : old;
   return old;
+}
+
+inline unsigned kiln_simulated_to_tf32(float x) { return kiln_simulated_device::round_to_tf32(x); }
+inline void kiln_simulated_mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  kiln_simulated_device::tensor_core_mma(d, a, b);
 }
 
 template <class To, class From>

@@ -65,7 +65,8 @@ struct Options {
   for (const std::string& id : suite_ids(false)) std::cerr << id << " ";
   std::cerr << "(+ seed-8192 with --big)\nsuite on a GPU: ";
   for (const std::string& id : suite_ids(false, Device::cuda())) std::cerr << id << " ";
-  std::cerr << "(gelu, gelu-erf, softmax, layernorm 8192x8192; adam 64M; in f32 and bf16)\n";
+  std::cerr << "(gelu, gelu-erf, softmax, layernorm 8192x8192; adam 64M; in f32 and bf16; attention 4x16x2048x64 "
+               "with TF32)\n";
   std::exit(problem == "help" ? 0 : 2);
 }
 

@@ -79,7 +79,8 @@ WorkloadOptions options_for(Device device);
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
 // adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, call, and in bf16
 // seed-2048-bf16, gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
-// On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam.
+// On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam, attention
+// (4x16x2048x64, TF32).
 std::vector<std::string> suite_ids(bool big, Device device = Device::cpu());
 // The composites a user may spell by hand, each named one before its spelling with primitives (`kiln-bench family`):
 // xent (sparse_softmax_cross_entropy) and xent-hand (reduce_max, exp, reduce_sum, log, take_along_axis),

@@ -61,9 +61,14 @@ class EmulatedCudaModule {
   // its `_vector` variant where `vector`, it has one and all its buffers are
   // 16-byte aligned (as the executable decides), else its scalar kernel.
   // Grids whose size does not change the result are cut to at most
-  // `max_blocks` blocks, so that grid-stride loops wrap.
+  // `max_blocks` blocks, so that grid-stride loops wrap. With `tf32`, a
+  // kernel with a TF32 variant (an attention kernel's flash-style one) runs
+  // that instead, as the executable does while config::allow_tf32 holds.
   // One call at a time per module (the emulation's state is the module's).
-  std::vector<runtime::Array> run(const std::vector<runtime::Array>& inputs, bool vector, int max_blocks = 3) const;
+  std::vector<runtime::Array> run(const std::vector<runtime::Array>& inputs, bool vector, int max_blocks = 3,
+                                  bool tf32 = false) const;
+  // Whether some kernel has a TF32 variant.
+  bool has_tf32_variants() const;
 
  private:
   struct State;

@@ -8,8 +8,9 @@
 //   2. runs the row code, which reads the scores there and leaves its result (the probabilities) in their place;
 //   3. multiplies that row by op(C), an output column per thread at a time, and writes the output row.
 // Neither the scores nor the probabilities reach memory. Both products sum their contraction in order with f32
-// fused multiply-adds: no TF32 whatever config::allow_tf32 says, and no tensor cores. This is the straightforward
-// kernel; a flash-style one (tiles of keys, an online softmax, tensor cores) is left to the performance work.
+// fused multiply-adds: no TF32 whatever config::allow_tf32 says, and no tensor cores. Where the row code is a
+// softmax, the module also holds a flash-style variant on the tensor cores (flash_attention_kernel.cpp), which the
+// executable launches instead while config::allow_tf32 holds.
 // Shared memory holds a row of scores per row of the block (row_threads.h), which the scheduler keeps within
 // attention_shared_limit_bytes: longer rows stay three kernels.
 
@@ -138,7 +139,9 @@ std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   }
   frame.after += "    }\n";
   if (n > 0) frame.after += "    " + barrier + "  // the row's scores read by every thread before the next row's\n";
-  return emit_reduction_kernel(writer, launch, frame);
+  std::string text = emit_reduction_kernel(writer, launch, frame);
+  emit_flash_attention_kernel(writer, launch, text);
+  return text;
 }
 
 }  // namespace kiln::compiler::cuda

@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_context.h"
 
+#include <kiln/config.h>
 #include <kiln/error.h>
 
 #include <map>
@@ -60,6 +61,8 @@ class CudaExecutable final : public exec::Executable {
       functions_.push_back(launch.function.empty() ? nullptr : function_of(module, launch.function, graph_.name));
       vector_functions_.push_back(
           launch.vector_function.empty() ? nullptr : function_of(module, launch.vector_function, graph_.name));
+      tf32_functions_.push_back(launch.tf32_function.empty() ? nullptr
+                                                             : function_of(module, launch.tf32_function, graph_.name));
     }
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
     released_after_ = last_reads(graph_, plan_);
@@ -119,20 +122,25 @@ class CudaExecutable final : public exec::Executable {
     if (!functions_[position]) return;
     bool vector = vector_functions_[position] != nullptr;
     for (void* pointer : pointers) vector = vector && aligned_16(pointer);
+    // TF32 as cuBLAS takes it: read at each call, so the setting applies to compiled functions too.
+    const bool tf32 = tf32_functions_[position] != nullptr && config::allow_tf32;
     std::vector<void*> parameters;
     for (void*& pointer : pointers) parameters.push_back(&pointer);
     runtime::cuda::DeviceContext& context = runtime::cuda::context(device_, graph_.name);
-    std::int64_t blocks = vector ? launch.vector_blocks : launch.blocks;
+    std::int64_t blocks = tf32 ? launch.tf32_blocks : vector ? launch.vector_blocks : launch.blocks;
+    const int threads = tf32 ? launch.tf32_threads : launch.threads;
     if (!launch.fixed_grid) {
       // A few waves of resident blocks; the kernels stride over the rest.
       std::int64_t resident = static_cast<std::int64_t>(context.properties.multiProcessorCount) *
-                              (context.properties.maxThreadsPerMultiProcessor / launch.threads);
+                              (context.properties.maxThreadsPerMultiProcessor / threads);
       blocks = std::min(blocks, std::max<std::int64_t>(1, 4 * resident));
     }
     runtime::cuda::DeviceGuard guard(device_.index);
     CUresult status =
-        driver_api().launch_kernel(vector ? vector_functions_[position] : functions_[position],
-                                   static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(launch.threads), 1, 1, 0,
+        driver_api().launch_kernel(tf32     ? tf32_functions_[position]
+                                   : vector ? vector_functions_[position]
+                                            : functions_[position],
+                                   static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), 1, 1, 0,
                                    reinterpret_cast<CUstream>(context.stream), parameters.data(), nullptr);
     if (status != CUDA_SUCCESS)
       throw DeviceError(graph_.name, driver_error(status, "cuLaunchKernel") + " (" + launch.function + ")",
@@ -196,6 +204,7 @@ class CudaExecutable final : public exec::Executable {
   std::vector<KernelLaunch> launches_;
   std::vector<CUfunction> functions_;
   std::vector<CUfunction> vector_functions_;
+  std::vector<CUfunction> tf32_functions_;
   bool uses_arena_ = false;
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
   RegionExecutables regions_;                             // per control node, its regions' executables

@@ -205,7 +205,7 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
     const std::string condition = emitter_.inside_condition(item, layout, inner);
     if (!condition.empty()) value = condition + " ? " + value + " : " + literal(emitter_.graph().node(item.padding));
   } else if (item.kind == Instance::Kind::tile && kernel().kind == KernelKind::attention) {
-    value = scores_row_ + "[" + inner + "]";
+    value = score_value_.empty() ? scores_row_ + "[" + inner + "]" : score_value_;
     comment = indent + emitter_.describe(item.value) + ", the scores computed above\n";
   } else if (item.kind == Instance::Kind::tile) {
     value = "product[" + offset(product_address(), layout, inner) + "]";

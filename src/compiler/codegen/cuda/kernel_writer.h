@@ -73,6 +73,9 @@ class KernelWriter {
   // memory ("scores[warp]"); attention_kernel.cpp sets it.
   const std::string& scores_row() const { return scores_row_; }
   void set_scores_row(std::string array) { scores_row_ = std::move(array); }
+  // Where non-empty, the expression the scores' declarations read instead (flash_attention_kernel.cpp: a variable
+  // holding one score).
+  void set_score_value(std::string expression) { score_value_ = std::move(expression); }
 
   // "const float* __restrict__ input0, float* __restrict__ output5"
   // (plus ", const float* __restrict__ product" for gemm kernels).
@@ -106,6 +109,7 @@ class KernelWriter {
   std::vector<std::pair<ir::ValueId, int>> outputs_;
   std::vector<bool> varying_;
   std::string scores_row_;
+  std::string score_value_;
 };
 
 // True for a reduction kernel that reduces its whole space into scalars
@@ -133,5 +137,8 @@ std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);  // lo
 // reduction; and an attention kernel's rows, inside `frame`
 std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame = {});
 std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch);  // attention
+// The TF32 flash-style variant of an attention kernel whose row code is a softmax, appended to `text` with its
+// launch (KernelLaunch::tf32_function); false, and nothing emitted, where it does not apply.
+bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std::string& text);
 
 }  // namespace kiln::compiler::cuda

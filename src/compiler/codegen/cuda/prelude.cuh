@@ -156,4 +156,36 @@ __device__ __forceinline__ T block_reduce(T value, T identity, T* shared, Combin
   return value;
 }
 
+// ---- tensor cores (flash attention kernels: attention_kernel.cpp) -------------------------
+
+// x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero: cvt.rna), as an f32's bits: what the
+// tensor cores multiply. NaN and infinities pass through.
+__device__ __forceinline__ unsigned to_tf32(float x) {
+#if defined(__CUDA_ARCH__)
+  unsigned bits;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+  return bits;
+#else
+  return kiln_simulated_to_tf32(x);
+#endif
+}
+
+// One warp's d += a b on the tensor cores (mma.sync m16n8k8, TF32 operands, f32 sums): a is 16 x 8, b 8 x 8, d
+// 16 x 8, spread over the lanes as the PTX ISA lays them out. With g = lane / 4 and t = lane % 4:
+//   a[0] = A(g, t), a[1] = A(g + 8, t), a[2] = A(g, t + 4), a[3] = A(g + 8, t + 4);
+//   b[0] = B(t, g), b[1] = B(t + 4, g);
+//   d[0] = D(g, 2t), d[1] = D(g, 2t + 1), d[2] = D(g + 8, 2t), d[3] = D(g + 8, 2t + 1).
+// Every lane of the warp must call it together.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  kiln_simulated_mma_m16n8k8_tf32(d, a, b);
+#endif
+}
+
 }  // namespace kiln::jit
