@@ -467,6 +467,10 @@ DONE_WHEN = {
     "softmax-bf16": "JIT <= 1.15x memory floor",
     "layernorm-bf16": "JIT <= 1.15x memory floor",
     "attention": "JIT <= 0.6 ms (TF32), faster than jax.jit and torch.compile",
+    # The model workloads (scripts/gpu-check with KILN_GPU_CHECK_WORKLOADS naming them): issue 43's "every GPU
+    # workload faster than jax.jit and torch.compile", issue 39's training steps.
+    **{workload: "JIT faster than jax.jit and torch.compile"
+       for workload in ("block", "stem", "conv", "pool", "depthwise", "mlp-train", "block-train")},
 }
 ATTENTION_LIMIT_MS = 0.6
 FLOOR_LIMITS = {"gelu": 1.2, "softmax": 1.2, "layernorm": 1.2, "adam": 1.15,
@@ -500,6 +504,8 @@ def done_when(combined: dict[str, Any]) -> list[dict[str, Any]]:
             check.update(all_of(within, peer_check(row, ["jax-jit", "torch-jit"], strictly=True)))
         elif workload == "seed-8192-bf16":
             check.update(all_of(cublas_check(row, 1.05), peer_check(row, ["jax-jit", "torch-jit"], strictly=True)))
+        elif DONE_WHEN[workload] == "JIT faster than jax.jit and torch.compile":
+            check.update(peer_check(row, ["jax-jit", "torch-jit"], strictly=True))
         else:
             peers = [system["key"] for system in combined["systems"] if system["system"] != "kiln" and system["ran"]]
             check.update(peer_check(row, peers, strictly=False))

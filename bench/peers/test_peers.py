@@ -349,7 +349,9 @@ class GpuReportTest(unittest.TestCase):
                                     # not in the fake run
                                     "seed-8192-bf16": "NOT CHECKED", "gelu-bf16": "NOT CHECKED",
                                     "softmax-bf16": "NOT CHECKED", "layernorm-bf16": "NOT CHECKED",
-                                    "attention": "NOT CHECKED"})
+                                    "attention": "NOT CHECKED", "block": "NOT CHECKED", "stem": "NOT CHECKED",
+                                    "conv": "NOT CHECKED", "pool": "NOT CHECKED", "depthwise": "NOT CHECKED",
+                                    "mlp-train": "NOT CHECKED", "block-train": "NOT CHECKED"})
 
     def test_table_last_with_the_gpu_columns(self):
         with tempfile.TemporaryDirectory() as directory:

@@ -552,6 +552,44 @@ TEST(CudaJit, AttentionIsOneKernel) {
             1);
 }
 
+// While TF32 is allowed (the default), a softmax attention runs as its flash-style variant on the tensor cores
+// (codegen/cuda/flash_attention_kernel.cpp): within TF32's error of the CPU's f32 result, and not equal to it (the
+// products are TF32's); the same compiled function runs the exact kernel once TF32 is off.
+TEST(CudaJit, AttentionOnTheTensorCoresWhileTf32IsAllowed) {
+  KILN_REQUIRE_GPU();
+  auto relative_difference = [](const Tensor& result, const Tensor& expected) {
+    const std::vector<float> got = result.to_vector<float>(), want = expected.to_vector<float>();
+    double largest = 0, difference = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      largest = std::max(largest, std::abs(double(want[i])));
+      difference = std::max(difference, std::abs(double(got[i]) - double(want[i])));
+    }
+    return difference / largest;
+  };
+  auto causal = [](Tensor q, Tensor k, Tensor v) {
+    const std::int64_t queries = q.dim(-2), keys = k.dim(-2);
+    Tensor rows = reshape(arange(queries), {queries, 1}), columns = reshape(arange(keys), {1, keys});
+    return matmul(nn::softmax(where(columns <= rows, matmul(q, k, {.transpose_b = true}) * 0.125, -1e9)), v);
+  };
+  Tensor q = random_tensor(DType::f32, {2, 3, 150, 64}, 53), k = random_tensor(DType::f32, {2, 3, 300, 64}, 54);
+  Tensor v = random_tensor(DType::f32, {2, 3, 300, 64}, 55);
+  auto check = [&](const std::string& label, auto body) {
+    auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
+    const Tensor expected = body(q, k, v);  // the CPU's standard executor, in f32
+    {
+      const Tf32Setting tf32(true);
+      const double difference = relative_difference(jit(q.to(gpu), k.to(gpu), v.to(gpu)).to(Device::cpu()), expected);
+      EXPECT_LE(difference, 1e-2) << label;
+      EXPECT_GT(difference, 1e-6) << label << ": TF32 products should differ from f32's";
+      EXPECT_EQ(jit.statistics().kernels_per_call, 1) << label;
+    }
+    const Tf32Setting full_f32(false);
+    EXPECT_LE(relative_difference(jit(q.to(gpu), k.to(gpu), v.to(gpu)).to(Device::cpu()), expected), 1e-5) << label;
+  };
+  check("attention", scaled_dot_product);
+  check("causal attention", causal);
+}
+
 // Scores that would take more than 32 KiB of shared memory per block (8200 keys, one block's row) stay three
 // kernels -- cuBLAS, the row kernel, cuBLAS -- and the `fused` stage says why.
 TEST(CudaJit, AttentionBeyondSharedMemoryStaysThreeKernels) {

@@ -118,6 +118,7 @@ Workload make_mlp_train(const WorkloadOptions& options) {
     for (std::size_t i = 0; i < mlp_layers; ++i) matmul(activations_transposed, activations);
   };
   if (device.is_cuda()) {
+    workload.tf32 = true;  // as the block's: TF32 products for kiln and its peers alike
     // kiln's CUDA matmuls are one cuBLAS call each: its 8 products alone are cuBLAS alone on them.
     workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
       return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
@@ -159,6 +160,7 @@ Workload make_block_train(const WorkloadOptions& options) {
   inputs.push_back(block.inputs[0]);
   Workload workload = make<37>("block-train", "block_train", block.shape, inputs,
                                [](const auto&... tensors) { return block_training_step({tensors...}); });
+  workload.tf32 = block.tf32;
   workload.bytes += bytes_of(std::vector<Tensor>(inputs.begin(), inputs.begin() + 3 * block_parameters)) + 4;
   // Every product of the block has two gradients of its own size (the input's gradient is wanted too: the layer
   // norm's gamma and beta need it): three times the forward's products, and OpenBLAS's time for them.
@@ -223,11 +225,20 @@ Workload make_rnn_train(const WorkloadOptions& options) {
 }  // namespace
 
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options) {
-  if (id == "mlp-train") return make_mlp_train(options);
-  if (options.device.is_cuda()) throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
-  if (id == "block-train") return make_block_train(options);
-  if (id == "rnn-train") return make_rnn_train(options);
-  throw std::invalid_argument("unknown workload '" + id + "'");
+  Workload workload;
+  if (id == "mlp-train")
+    workload = make_mlp_train(options);
+  else if (id == "block-train")
+    workload = make_block_train(options);
+  else if (options.device.is_cuda())
+    throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
+  else if (id == "rnn-train")
+    workload = make_rnn_train(options);
+  else
+    throw std::invalid_argument("unknown workload '" + id + "'");
+  // Where the calls run, and so how they are timed (a GPU's: each batch waited for).
+  workload.device = options.device;
+  return workload;
 }
 
 }  // namespace kiln::bench

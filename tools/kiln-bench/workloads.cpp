@@ -37,10 +37,16 @@ void add_im2col_product(Workload& workload, std::int64_t positions, const Tensor
   const std::int64_t depth = filters.dim(0) * filters.dim(1) * filters.dim(2), outputs = filters.dim(3);
   workload.flops = 2.0 * static_cast<double>(positions * depth) * static_cast<double>(outputs);
   workload.matmul_output_bytes = static_cast<double>(positions * outputs) * 4;
-  const Tensor windows = random::normal({positions, depth}, {.seed = seed});
+  const Device device = filters.device();
+  const Tensor windows = random::normal({positions, depth}, {.seed = seed, .device = device});
   const Tensor matrix = reshape(filters, {depth, outputs});
-  workload.blas_alone = [windows, matrix](int runs) { return time_sgemm(windows, matrix, runs); };
   workload.kiln_matmuls_alone = [windows, matrix] { matmul(windows, matrix); };
+  if (device.is_cuda())  // kiln's CUDA matmul is one cuBLAS call: cuBLAS alone
+    workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
+      return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+    };
+  else
+    workload.blas_alone = [windows, matrix](int runs) { return time_sgemm(windows, matrix, runs); };
 }
 
 // A ResNet stem's convolution: 7x7, stride 2, same padding, from 3 channels (an image), a bias and relu. Its im2col
@@ -136,6 +142,12 @@ WorkloadOptions options_for(Device device) {
     options.rows = options.columns = 8192;
     options.elements = std::int64_t{64} << 20;
     options.sequence = 2048;  // attention b4 h16 s2048 d64: the flash-style kernel's workload
+    // The model workloads (not in the GPU suite: name them, as scripts/gpu-check's KILN_GPU_CHECK_WORKLOADS
+    // does): a block of 2048 tokens 1024 wide in 16 heads (69 GFLOP), and 32 images where the CPU takes 8.
+    options.tokens = 2048;
+    options.width = 1024;
+    options.block_heads = 16;
+    options.images = 32;
   }
   return options;
 }
@@ -298,29 +310,20 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     } else {
       workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
     }
-  } else if (id == "block" && !device.is_cuda()) {
+  } else if (id == "block") {
     const std::int64_t t = options.tokens, d = options.width, hidden = 4 * options.width;
     std::uint64_t seed = 20;
     // Weights scaled by 1/sqrt(fan-in), as initializers do, so activations stay of order 1.
     auto weight = [&](std::int64_t rows, std::int64_t columns) {
-      return random::normal({rows, columns}, {.seed = seed++, .stddev = 1 / std::sqrt(double(rows))});
+      return random::normal({rows, columns}, {.seed = seed++, .stddev = 1 / std::sqrt(double(rows)), .device = device});
     };
     auto vector = [&](std::int64_t size, double mean) {
-      return random::normal({size}, {.seed = seed++, .mean = mean, .stddev = 0.1});
+      return random::normal({size}, {.seed = seed++, .mean = mean, .stddev = 0.1, .device = device});
     };
-    std::vector<Tensor> inputs = in_dtype({random::normal({t, d}, {.seed = seed++}),
-                                           weight(d, d),
-                                           weight(d, d),
-                                           weight(d, d),
-                                           weight(d, d),
-                                           weight(d, hidden),
-                                           vector(hidden, 0),
-                                           weight(hidden, d),
-                                           vector(d, 0),
-                                           vector(d, 1),
-                                           vector(d, 0),
-                                           vector(d, 1),
-                                           vector(d, 0)});
+    std::vector<Tensor> inputs =
+        in_dtype({random::normal({t, d}, {.seed = seed++, .device = device}), weight(d, d), weight(d, d), weight(d, d),
+                  weight(d, d), weight(d, hidden), vector(hidden, 0), weight(hidden, d), vector(d, 0), vector(d, 1),
+                  vector(d, 0), vector(d, 1), vector(d, 0)});
     workload =
         make<13>(id, id, dimensions({t, d}) + "x" + std::to_string(options.block_heads) + "h", inputs, block_body);
     workload.bytes += static_cast<double>(t * d * size_of(options.dtype));
@@ -328,9 +331,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload.flops =
         4 * 2 * tokens * width * width + 2 * 2 * tokens * tokens * width + 2 * 2 * tokens * width * 4 * width;
     workload.matmul_output_bytes = static_cast<double>(options.block_heads) * tokens * tokens * 4;
-    workload.blas_alone = [options](int runs) {
-      return time_block_sgemms(options.tokens, options.width, options.block_heads, 4 * options.width, runs);
-    };
+    if (!device.is_cuda())
+      workload.blas_alone = [options](int runs) {
+        return time_block_sgemms(options.tokens, options.width, options.block_heads, 4 * options.width, runs);
+      };
     workload.kiln_matmuls_alone = [inputs] {
       // The same products through kiln's standard matmuls (the heads as one batched product each way).
       const std::int64_t t = inputs[0].dim(0), d = inputs[0].dim(1), heads = d / 64;
@@ -340,34 +344,46 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       for (int i = 0; i < 3; ++i) matmul(inputs[0], inputs[1]);
       matmul(matmul(inputs[0], inputs[5]), inputs[7]);
     };
-  } else if (id == "conv" && !device.is_cuda()) {
+    if (device.is_cuda()) {
+      // TF32, as the peers run it (PyTorch's convolutions and JAX's products take TF32 by default on a GPU); the
+      // floor is kiln's products alone, each one cuBLAS call.
+      workload.tf32 = true;
+      workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
+        return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+      };
+    }
+  } else if (id == "conv") {
     const std::int64_t n = options.images, size = options.image_size, c = options.image_channels;
-    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 40}),
-                               random::normal({3, 3, c, c}, {.seed = 41, .stddev = 1 / std::sqrt(9.0 * c)}),
-                               random::normal({c}, {.seed = 42, .stddev = 0.1})};
+    std::vector<Tensor> inputs{
+        random::normal({n, size, size, c}, {.seed = 40, .device = device}),
+        random::normal({3, 3, c, c}, {.seed = 41, .stddev = 1 / std::sqrt(9.0 * c), .device = device}),
+        random::normal({c}, {.seed = 42, .stddev = 0.1, .device = device})};
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
     add_im2col_product(workload, n * size * size, inputs[1], 43);
-  } else if (id == "stem" && !device.is_cuda()) {
+    if (device.is_cuda()) workload.tf32 = true;  // as block's
+  } else if (id == "stem") {
     // The images whose stem leaves `pool`'s input: four times conv's size, 3 channels, to conv's channels.
     const std::int64_t n = options.images, size = 4 * options.image_size, c = options.image_channels;
-    std::vector<Tensor> inputs{random::normal({n, size, size, 3}, {.seed = 48}),
-                               random::normal({7, 7, 3, c}, {.seed = 49, .stddev = 1 / std::sqrt(147.0)}),
-                               random::normal({c}, {.seed = 50, .stddev = 0.1})};
+    std::vector<Tensor> inputs{
+        random::normal({n, size, size, 3}, {.seed = 48, .device = device}),
+        random::normal({7, 7, 3, c}, {.seed = 49, .stddev = 1 / std::sqrt(147.0), .device = device}),
+        random::normal({c}, {.seed = 50, .stddev = 0.1, .device = device})};
     workload = make<3>(id, id, dimensions({n, size, size, 3}) + "*7x7s2", inputs, stem_body);
     const std::int64_t positions = n * (size / 2) * (size / 2);
     workload.bytes += static_cast<double>(positions * c) * 4;  // the output
     add_im2col_product(workload, positions, inputs[1], 51);
-  } else if (id == "pool" && !device.is_cuda()) {
+    if (device.is_cuda()) workload.tf32 = true;  // as block's
+  } else if (id == "pool") {
     const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels;
-    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44})};
+    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 44, .device = device})};
     workload = make<1>(id, id, dimensions({n, size, size, c}) + "/3x3s2", inputs, pool_body);
     workload.bytes += bytes_of(inputs) / 4;  // the output: a quarter of the positions
-  } else if (id == "depthwise" && !device.is_cuda()) {
+  } else if (id == "depthwise") {
     const std::int64_t n = options.images, size = 2 * options.image_size, c = options.image_channels / 2;
-    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 45}),
-                               random::normal({3, 3, 1, c}, {.seed = 46, .stddev = 1 / 3.0}),
-                               random::normal({c}, {.seed = 47, .stddev = 0.1})};
+    std::vector<Tensor> inputs{random::normal({n, size, size, c}, {.seed = 45, .device = device}),
+                               random::normal({3, 3, 1, c}, {.seed = 46, .stddev = 1 / 3.0, .device = device}),
+                               random::normal({c}, {.seed = 47, .stddev = 0.1, .device = device})};
     // A MobileNet depthwise layer: conv_body with one 3x3 filter per channel ([3, 3, 1, c]), over images twice
     // conv's size with half its channels (MobileNet v1's first such layer is 112x112x32). Nine multiply-adds an
     // element: it moves as much as it computes, and writes what it reads.
@@ -378,9 +394,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
   } else if (id == "rnn" || id == "solver") {
     return make_loop_workload(id, options);
   } else {
-    const bool cpu_only = id == "block" || id == "stem" || id == "conv" || id == "pool" || id == "depthwise";
-    throw std::invalid_argument("unknown workload '" + id + "'" +
-                                (cpu_only ? std::string(": it runs on the CPU only") : ""));
+    throw std::invalid_argument("unknown workload '" + id + "'");
   }
   workload.device = device;
   return workload;
