@@ -95,6 +95,12 @@ int input_position(const KernelWriter& writer, ir::ValueId value) {
 
 std::string text_of(std::int64_t value) { return std::to_string(value); }
 
+// "#pragma unroll" and the head of a loop of `variable` over [0, count), at `indent`.
+std::string unrolled(const std::string& variable, std::int64_t count, const std::string& indent) {
+  return "#pragma unroll\n" + indent + "for (int " + variable + " = 0; " + variable + " < " + text_of(count) + "; ++" +
+         variable + ")";
+}
+
 }  // namespace
 
 bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std::string& text) {
@@ -180,9 +186,9 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "    // Q's tile as mma A operands, depth step by step. Depth is summed in any order, so the lane's columns t\n";
   s += "    // and t + 4 of A are depths 2t and 2t + 1 of the step, the order K's tile is read in below.\n";
   s += "    unsigned query_words[" + text_of(depth / 8) + "][4];\n";
-  s += "#pragma unroll\n    for (int step = 0; step < " + text_of(depth / 8) + "; ++step) {\n";
+  s += unrolled("step", depth / 8, "    ") + " {\n";
   s += "      const int64_t column = step * 8 + 2 * quad;\n";
-  s += "#pragma unroll\n      for (int half = 0; half < 2; ++half) {\n";
+  s += unrolled("half", 2, "      ") + " {\n";
   s += "        const float* query_row = " + q + " + " + q_item + " * item + " + D + " * rows[half];\n";
   s += "        query_words[step][half] = to_tf32(query_row[column]);\n";
   s += "        query_words[step][half + 2] = to_tf32(query_row[column + 1]);\n";
@@ -208,8 +214,8 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "      __syncthreads();\n";
   s += "      " + emitter.describe(first_value) + ": 16 x " + BN + " scores, 8 keys per mma\n";
   s += "      float scores[" + text_of(tile_keys / 8) + "][4] = {};\n";
-  s += "#pragma unroll\n      for (int keys8 = 0; keys8 < " + text_of(tile_keys / 8) + "; ++keys8)\n";
-  s += "#pragma unroll\n        for (int step = 0; step < " + text_of(depth / 8) + "; ++step) {\n";
+  s += unrolled("keys8", tile_keys / 8, "      ") + "\n";
+  s += unrolled("step", depth / 8, "        ") + " {\n";
   s += "          const float* key_row = &key_tile[keys8 * 8 + group][step * 8 + 2 * quad];\n";
   s += "          const unsigned key_words[2] = {__float_as_uint(key_row[0]), __float_as_uint(key_row[1])};\n";
   s += "          mma_tf32(scores[keys8], query_words[step], key_words);\n";
@@ -217,8 +223,8 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "      // The row code before its reductions, at each score: element e of keys8 is row rows[e / 2], key\n";
   s += "      // key0 + 8 keys8 + 2 quad + e % 2. Keys past the end are -inf: exp gives them no weight.\n";
   s += "      float tile_max[2] = {-infinity<float>(), -infinity<float>()};\n";
-  s += "#pragma unroll\n      for (int keys8 = 0; keys8 < " + text_of(tile_keys / 8) + "; ++keys8)\n";
-  s += "#pragma unroll\n        for (int e = 0; e < 4; ++e) {\n";
+  s += unrolled("keys8", tile_keys / 8, "      ") + "\n";
+  s += unrolled("e", 4, "        ") + " {\n";
   s += "          const int64_t key = key0 + keys8 * 8 + 2 * quad + e % 2;\n";
   s += "          float t;  // f at this score\n";
   s += "          {\n" + element + "          }\n";
@@ -226,7 +232,7 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "          tile_max[e / 2] = maximum(tile_max[e / 2], scores[keys8][e]);\n";
   s += "        }\n";
   s += "      // The online softmax: each row's maximum over its four lanes, the rescaling of what came before.\n";
-  s += "#pragma unroll\n      for (int half = 0; half < 2; ++half) {\n";
+  s += unrolled("half", 2, "      ") + " {\n";
   s += "        tile_max[half] = maximum(tile_max[half], shuffle_xor(tile_max[half], 1));\n";
   s += "        tile_max[half] = maximum(tile_max[half], shuffle_xor(tile_max[half], 2));\n";
   s += "        const float new_max = maximum(running_max[half], tile_max[half]);\n";
@@ -236,22 +242,22 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "        // Subtracted from the scores: the maximum, or 0 while every score so far is -inf (their exp is 0).\n";
   s += "        tile_max[half] = new_max == -infinity<float>() ? 0.0f : new_max;\n";
   s += "        running_sum[half] = mul(running_sum[half], rescale);\n";
-  s += "#pragma unroll\n        for (int columns8 = 0; columns8 < " + text_of(width / 8) + "; ++columns8) {\n";
+  s += unrolled("columns8", width / 8, "        ") + " {\n";
   s += "          output[columns8][2 * half] = mul(output[columns8][2 * half], rescale);\n";
   s += "          output[columns8][2 * half + 1] = mul(output[columns8][2 * half + 1], rescale);\n";
   s += "        }\n      }\n";
-  s += "#pragma unroll\n      for (int keys8 = 0; keys8 < " + text_of(tile_keys / 8) + "; ++keys8)\n";
-  s += "#pragma unroll\n        for (int e = 0; e < 4; ++e) {\n";
+  s += unrolled("keys8", tile_keys / 8, "      ") + "\n";
+  s += unrolled("e", 4, "        ") + " {\n";
   s += "          scores[keys8][e] = exp(sub(scores[keys8][e], tile_max[e / 2]));\n";
   s += "          running_sum[e / 2] = add(running_sum[e / 2], scores[keys8][e]);\n";
   s += "        }\n";
   s += "      " + emitter.describe(second_value) + ": o += exp(t - m) V, 8 keys per mma.\n";
   s += "      // The lane's scores are A's elements as they lie (keys 2t and 2t + 1 of the 8 as A's columns t and\n";
   s += "      // t + 4), so V's rows are read in that order.\n";
-  s += "#pragma unroll\n      for (int keys8 = 0; keys8 < " + text_of(tile_keys / 8) + "; ++keys8) {\n";
+  s += unrolled("keys8", tile_keys / 8, "      ") + " {\n";
   s += "        const unsigned weights[4] = {to_tf32(scores[keys8][0]), to_tf32(scores[keys8][2]), "
        "to_tf32(scores[keys8][1]), to_tf32(scores[keys8][3])};\n";
-  s += "#pragma unroll\n        for (int columns8 = 0; columns8 < " + text_of(width / 8) + "; ++columns8) {\n";
+  s += unrolled("columns8", width / 8, "        ") + " {\n";
   s += "          const int key = keys8 * 8 + 2 * quad, column = columns8 * 8 + group;\n";
   s += "          const unsigned value_words[2] = {__float_as_uint(value_tile[key][column]),\n";
   s += "                                           __float_as_uint(value_tile[key + 1][column])};\n";
@@ -259,13 +265,13 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "        }\n      }\n";
   s += "    }\n";
   s += "    // l: the four lanes' parts of each row; the output o / l.\n";
-  s += "#pragma unroll\n    for (int half = 0; half < 2; ++half) {\n";
+  s += unrolled("half", 2, "    ") + " {\n";
   s += "      running_sum[half] = add(running_sum[half], shuffle_xor(running_sum[half], 1));\n";
   s += "      running_sum[half] = add(running_sum[half], shuffle_xor(running_sum[half], 2));\n";
   s += "      const int64_t query = query0 + group + 8 * half;\n";
   s += "      if (query >= " + M + ") continue;\n";
   s += "      float* output_row = " + out + " + " + W + " * (" + M + " * item + query);\n";
-  s += "#pragma unroll\n      for (int columns8 = 0; columns8 < " + text_of(width / 8) + "; ++columns8) {\n";
+  s += unrolled("columns8", width / 8, "      ") + " {\n";
   s += "        output_row[columns8 * 8 + 2 * quad] = div(output[columns8][2 * half], running_sum[half]);\n";
   s += "        output_row[columns8 * 8 + 2 * quad + 1] = div(output[columns8][2 * half + 1], running_sum[half]);\n";
   s += "      }\n    }\n";
