@@ -105,5 +105,67 @@ TEST(NonpositiveExponent, OtherDifferencesKeepTheClamp) {
   EXPECT_FALSE(takes_nonpositive_exp(source_of(rounded_maximum, x)));
 }
 
+// A softmax's maximum needs no NaN of its own: a NaN element makes its exponential, the row's sum and so every
+// output NaN, whatever the maximum is. The CPU JIT lets such a maximum pass over NaN (RowKernel::maximum_may_skip_nan,
+// max_skipping_nan: one vmaxps); the outputs are the standard executor's, bit for bit, NaN where it has NaN.
+bool skips_nan(const std::string& source) { return source.find("max_skipping_nan(") != std::string::npos; }
+
+template <class Body>
+void expect_same_bits(const std::string& label, Body body, const Tensor& x) {
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  const Tensor standard = function(body)(x), compiled = jit(x);
+  const std::vector<float> expected = standard.to_vector<float>(), got = compiled.to_vector<float>();
+  ASSERT_EQ(expected.size(), got.size()) << label;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(expected[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << label << ": element " << i << " is " << got[i];
+    else
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(expected[i]), std::bit_cast<std::uint32_t>(got[i]))
+          << label << ": element " << i << ": " << expected[i] << " against " << got[i];
+  }
+}
+
+TEST(MaximumSkippingNan, SoftmaxAndLogSoftmaxRowsWithNanAndInfinities) {
+  const Tensor x = rows_with_extremes();
+  auto softmax = [](Tensor x) { return nn::softmax(x, -1); };
+  auto log_softmax = [](Tensor x) { return nn::log_softmax(x, -1); };
+  expect_same_bits("softmax", softmax, x);
+  expect_same_bits("log_softmax", log_softmax, x);
+  EXPECT_TRUE(skips_nan(source_of(softmax, x)));
+  EXPECT_TRUE(skips_nan(source_of(log_softmax, x)));
+  // bf16 rows (softmax computes in f32 and rounds once), NaN in one.
+  std::vector<float> values = random_tensor(DType::f32, {5, 40}, 15).to_vector<float>();
+  values[2 * 40 + 17] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor half = cast(from_vector(values, Shape({5, 40})), DType::bf16);
+  auto softmax_to_f32 = [](Tensor x) { return cast(nn::softmax(x, -1), DType::f32); };
+  expect_same_bits("softmax of bf16", softmax_to_f32, half);
+  EXPECT_TRUE(skips_nan(source_of(softmax_to_f32, half)));
+}
+
+TEST(MaximumSkippingNan, MaximaReadOtherwiseKeepTheirNan) {
+  const Tensor x = rows_with_extremes();
+  // exp(x - max) alone: with the maximum of the other elements a NaN row's finite elements would not be NaN.
+  auto shifted = [](Tensor x) { return exp(x - reduce_max(x, {1}, true)); };
+  // logsumexp: log(sum) + max (NaN either way, but the maximum is read beside the sum).
+  auto logsumexp = [](Tensor x) { return reduce_logsumexp(x, {1}); };
+  // The maximum returned, and an exponential divided by another row's sum.
+  auto returned = [](Tensor x) {
+    const Tensor maximum = reduce_max(x, {1}, true);
+    return std::vector<Tensor>{exp(x - maximum) / reduce_sum(exp(x - maximum), {1}, true), maximum};
+  };
+  auto other_sum = [](Tensor x) {
+    const Tensor e = exp(x - reduce_max(x, {1}, true));
+    return e / reduce_sum(e, {0}, true) + reduce_sum(e, {1}, true);
+  };
+  expect_same_bits("exp of x minus its maximum", shifted, x);
+  EXPECT_FALSE(skips_nan(source_of(shifted, x)));
+  expect_agreement("logsumexp", logsumexp, x);
+  EXPECT_FALSE(skips_nan(source_of(logsumexp, x)));
+  expect_agreement("softmax beside its maximum", returned, x);
+  EXPECT_FALSE(skips_nan(source_of(returned, x)));
+  expect_agreement("divided by the column sums", other_sum, x);
+  EXPECT_FALSE(skips_nan(source_of(other_sum, x)));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -474,6 +474,14 @@ template <class Operation, class V, class... Rest>
 [[gnu::always_inline]] inline f32v exp_of_nonpositive(f32v x) { return vector_math::exp_of_nonpositive(x); }
 #endif
 
+// A running maximum that passes over NaN elements (RowKernel::maximum_may_skip_nan: a softmax's, whose NaN its sum
+// carries to every output): one vmaxps, which gives its second operand where the first is NaN, where `maximum` keeps
+// the NaN with two compares and a masked move.
+template <class V>
+[[gnu::always_inline]] inline V max_skipping_nan(V accumulator, V x) {
+  return x > accumulator ? x : accumulator;
+}
+
 // f32 pow is vector_math's, computed in double (vector_math_f64.h), as in the standard kernel (scalar_ops.h).
 #if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
 [[gnu::always_inline]] inline f32v pow(f32v base, f32v exponent) { return vector_math::pow(base, exponent); }

@@ -185,6 +185,10 @@ class RowKernel {
   // Whether compute instance `id` is an f32 exp of x minus a maximum of x kept along the reduced axes (softmax's,
   // logsumexp's): its argument is <= 0 or NaN, and exp_of_nonpositive gives exp's bits with one instruction fewer.
   bool exponent_is_nonpositive(int id) const;
+  // Whether reduction instance `id` is an f32 maximum whose NaN reaches every output through the exponentials'
+  // sum anyway (softmax, log_softmax): it may skip NaN elements (max_skipping_nan, one vmaxps instead of two
+  // compares and a masked move), and every output is as it was, bit for bit where the row holds no NaN.
+  bool maximum_may_skip_nan(int id) const;
 
   // The reciprocal of row value `id` if a division uses it (see divides_by_reciprocal); emitted with the value.
   std::string reciprocal(int id) const;

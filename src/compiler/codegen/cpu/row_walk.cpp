@@ -4,6 +4,7 @@
 #include "compiler/codegen/cpu/row_kernel.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace kiln::compiler::cpu {
 
@@ -103,6 +104,84 @@ bool RowKernel::exponent_is_nonpositive(int id) const {
   const ir::Node& maximum = graph.node(subtracted);
   return maximum.op == ir::Op::reduce_max && maximum.attributes.keepdims &&
          maximum.operands[0] == difference.operands[0];
+}
+
+bool RowKernel::maximum_may_skip_nan(int id) const {
+  const ir::Graph& graph = emitter_.graph();
+  const ir::ValueId maximum = at(id).value;
+  const ir::Node& node = graph.node(maximum);
+  if (node.op != ir::Op::reduce_max || node.type.dtype != DType::f32) return false;
+  const ir::ValueId x = node.operands[0];
+  // Each value's readers, and whether it is returned: a returned or otherwise read maximum keeps its NaN.
+  std::vector<std::vector<ir::ValueId>> readers(static_cast<std::size_t>(graph.size()));
+  for (ir::ValueId value = 0; value < graph.size(); ++value)
+    for (ir::ValueId operand : graph.node(value).operands) readers[static_cast<std::size_t>(operand)].push_back(value);
+  for (ir::ValueId output : graph.outputs) readers[static_cast<std::size_t>(output)].push_back(-1);
+  auto readers_of = [&](ir::ValueId value) -> const std::vector<ir::ValueId>& {
+    return readers[static_cast<std::size_t>(value)];
+  };
+  auto op_of = [&](ir::ValueId value) { return value < 0 ? ir::Op::result : graph.node(value).op; };
+  auto is_view = [&](ir::ValueId value) {
+    const ir::Op op = op_of(value);
+    return op == ir::Op::reshape || op == ir::Op::expand_dims || op == ir::Op::squeeze || op == ir::Op::broadcast_to;
+  };
+  // `value` itself or a view of it, as read by `reader` at operand `index`.
+  std::function<bool(ir::ValueId, ir::ValueId)> views = [&](ir::ValueId operand, ir::ValueId value) {
+    return operand == value || (is_view(operand) && views(graph.node(operand).operands[0], value));
+  };
+  // The readers of `value` through views (a returned view reads as -1).
+  std::function<void(ir::ValueId, std::vector<ir::ValueId>&)> through_views = [&](ir::ValueId value,
+                                                                                  std::vector<ir::ValueId>& found) {
+    for (ir::ValueId reader : readers_of(value))
+      if (is_view(reader))
+        through_views(reader, found);
+      else
+        found.push_back(reader);
+  };
+  auto is_sum_of = [&](ir::ValueId value, ir::ValueId exponential) {
+    const ir::Node& sum = graph.node(value);
+    return sum.op == ir::Op::reduce_sum && sum.operands[0] == exponential &&
+           sum.attributes.axes == node.attributes.axes;
+  };
+  // x - maximum, read only by exp(x - maximum) and by (x - maximum) - log(sum of such exp): log_softmax; each exp
+  // read only by its sum along the same axes and by exp / sum: softmax. A NaN in x makes that sum NaN, and so every
+  // such output, whatever the maximum is.
+  std::vector<ir::ValueId> differences, exponentials;
+  through_views(maximum, differences);
+  bool summed = false;
+  for (ir::ValueId difference : differences) {
+    if (op_of(difference) != ir::Op::sub || graph.node(difference).operands[0] != x ||
+        !views(graph.node(difference).operands[1], maximum))
+      return false;
+    for (ir::ValueId reader : readers_of(difference)) {
+      if (op_of(reader) == ir::Op::exp) {
+        exponentials.push_back(reader);
+        continue;
+      }
+      if (op_of(reader) != ir::Op::sub || graph.node(reader).operands[0] != difference) return false;
+      ir::ValueId logarithm = graph.node(reader).operands[1];
+      while (is_view(logarithm)) logarithm = graph.node(logarithm).operands[0];
+      if (op_of(logarithm) != ir::Op::log) return false;
+      ir::ValueId sum = graph.node(logarithm).operands[0];
+      while (is_view(sum)) sum = graph.node(sum).operands[0];
+      const ir::Node& summed_node = graph.node(sum);
+      if (op_of(sum) != ir::Op::reduce_sum || op_of(summed_node.operands[0]) != ir::Op::exp ||
+          graph.node(summed_node.operands[0]).operands[0] != difference || !is_sum_of(sum, summed_node.operands[0]))
+        return false;
+    }
+  }
+  for (ir::ValueId exponential : exponentials)
+    for (ir::ValueId reader : readers_of(exponential)) {
+      if (reader >= 0 && is_sum_of(reader, exponential)) {
+        summed = true;
+        continue;
+      }
+      if (op_of(reader) != ir::Op::div || graph.node(reader).operands[0] != exponential) return false;
+      ir::ValueId sum = graph.node(reader).operands[1];
+      while (is_view(sum)) sum = graph.node(sum).operands[0];
+      if (!is_sum_of(sum, exponential)) return false;
+    }
+  return summed;
 }
 
 bool RowKernel::divides_by_reciprocal(int id) const {
@@ -310,6 +389,7 @@ std::string RowKernel::reduction_pass(std::size_t k, const std::string& begin, c
   const Instance& operand = at(reduction.operands[0]);
   const std::string type = vector_type(emitter_, reduction.value);
   const std::string accumulator = "accumulator" + std::to_string(k);
+  if (maximum_may_skip_nan(reductions_[k])) info.combine = "max_skipping_nan";
   if (across_lanes_) {  // each lane its own row's accumulator: no partial lanes, no tree at the end
     std::string body = element_values(phase_elements_[k], static_cast<int>(k));
     body += "        " + accumulator + " = " + info.combine + "(" + accumulator + ", " + operand.name + ");\n";
