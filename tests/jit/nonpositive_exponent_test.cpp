@@ -140,6 +140,16 @@ TEST(MaximumSkippingNan, SoftmaxAndLogSoftmaxRowsWithNanAndInfinities) {
   auto softmax_to_f32 = [](Tensor x) { return cast(nn::softmax(x, -1), DType::f32); };
   expect_same_bits("softmax of bf16", softmax_to_f32, half);
   EXPECT_TRUE(skips_nan(source_of(softmax_to_f32, half)));
+  // Rows of 6 (a row in each lane, RowsAcrossLanes, which multiply by the sum's reciprocal: within two roundings of
+  // the standard's quotient, not its bits): NaN, +inf and -inf rows among them.
+  std::vector<float> short_rows = random_tensor(DType::f32, {40, 6}, 16).to_vector<float>();
+  short_rows[3 * 6 + 2] = std::numeric_limits<float>::quiet_NaN();
+  short_rows[9 * 6 + 5] = std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 6; ++j)
+    short_rows[static_cast<std::size_t>(17 * 6 + j)] = -std::numeric_limits<float>::infinity();
+  const Tensor narrow = from_vector(short_rows, Shape({40, 6}));
+  expect_agreement("softmax of short rows", softmax, narrow);
+  EXPECT_TRUE(skips_nan(source_of(softmax, narrow)));
 }
 
 TEST(MaximumSkippingNan, MaximaReadOtherwiseKeepTheirNan) {
