@@ -144,8 +144,13 @@ double peak_temporary_bytes(Device device, const Call& call, const std::vector<T
 
 // How far a JIT result may be from the standard one, relative: 1e-3 (reassociated f32 sums and the like); bf16 and
 // f16 outputs, four units of their rounding (an f32 sum rounded to 16 bits may land on the other neighbour).
-double difference_allowed(const std::vector<Tensor>& outputs) {
+double difference_allowed(const Workload& workload, const std::vector<Tensor>& outputs) {
   double allowed = 1e-3;
+  // TF32 products (a GPU workload run with TF32): the JIT's kernels round their operands to TF32 (the flash-style
+  // attention kernel: cvt.rna) where cuBLAS, in the standard executor, truncates them; the results differ by up to
+  // ~1e-3 of their magnitude from that alone. 2e-2, as the peers are held to (bench/peers/checks.py), still fails a
+  // wrong product, which is off by O(1).
+  if (workload.tf32.value_or(false)) allowed = std::max(allowed, 2e-2);
   for (const Tensor& output : outputs) {
     if (output.dtype() == DType::bf16) allowed = std::max(allowed, 0x1p-6);
     if (output.dtype() == DType::f16) allowed = std::max(allowed, 0x1p-9);
@@ -170,7 +175,7 @@ void judge_jit(const Workload& workload, const std::vector<Tensor>& reference, c
     }
     while (!note.empty() && note.back() == '\n') note.pop_back();
     result.jit_note = note;
-  } else if (result.jit_difference > difference_allowed(compiled)) {
+  } else if (result.jit_difference > difference_allowed(workload, compiled)) {
     result.jit_note = "WRONG: differs from the standard executor by " + format(result.jit_difference, 6);
   }
 }
