@@ -327,6 +327,13 @@ class Bf16WorkloadTest(unittest.TestCase):
             for mode in ("standard", "jit"):
                 self.assertIn("runs no bf16", result[mode]["error"])
 
+    def test_tf32_tolerance(self):
+        # TF32 products (GPU workloads with "tf32": true) against other systems' TF32: 2e-2, full f32 as before.
+        for name in ("seed", "attention", "block", "block_train", "mlp_train", "stem", "conv"):
+            self.assertEqual(checks.tolerance(name, True), 2e-2)
+        self.assertEqual(checks.tolerance("block", False), checks.TOLERANCE["block"])
+        self.assertEqual(checks.tolerance("pool", True), checks.TOLERANCE["pool"])
+
     def test_bf16_tolerance(self):
         self.assertEqual(checks.tolerance("seed", None, "bf16"), 2.0 ** -6)
         self.assertEqual(checks.tolerance("seed", None), checks.TOLERANCE["seed"])
