@@ -52,6 +52,10 @@ double single_call_ms(Device device, const std::function<void()>& call) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+Timing time_device_calls(Device device, const std::function<void()>& call, int runs) {
+  return time_device_calls(device, call, runs, batch_for(single_call_ms(device, call)));
+}
+
 #if KILN_HAVE_CUDA
 
 double device_copy_bandwidth(Device device, double footprint_bytes, int runs) {

@@ -43,6 +43,9 @@ int batch_for(double single_call_ms);
 // The time of one call waited for alone (after one untimed call).
 double single_call_ms(Device device, const std::function<void()>& call);
 
+// time_device_calls in batches of batch_for(single_call_ms(device, call)).
+Timing time_device_calls(Device device, const std::function<void()>& call, int runs);
+
 // Device-to-device copy bandwidth of `device` in bytes/s (read + write
 // counted) for a footprint of `footprint_bytes` (half source, half
 // destination): cudaMemcpyAsync on kiln's stream, timed as above. Throws

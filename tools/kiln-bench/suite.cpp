@@ -112,7 +112,7 @@ std::string utc_now() {
 // back-to-back calls on a GPU (device_timing.h).
 Timing time_on(Device device, const std::function<void()>& call, int runs) {
   if (device.is_cpu()) return time_calls(call, runs);
-  return time_device_calls(device, call, runs, batch_for(single_call_ms(device, call)));
+  return time_device_calls(device, call, runs);
 }
 
 // Sets kiln::config::allow_tf32 while alive when `tf32` holds a value.

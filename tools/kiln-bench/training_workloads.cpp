@@ -121,7 +121,7 @@ Workload make_mlp_train(const WorkloadOptions& options) {
     workload.tf32 = true;  // as the block's: TF32 products for kiln and its peers alike
     // kiln's CUDA matmuls are one cuBLAS call each: its 8 products alone are cuBLAS alone on them.
     workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
-      return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+      return time_device_calls(device, matmuls, runs);
     };
   }
   return workload;

@@ -43,7 +43,7 @@ void add_im2col_product(Workload& workload, std::int64_t positions, const Tensor
   workload.kiln_matmuls_alone = [windows, matrix] { matmul(windows, matrix); };
   if (device.is_cuda())  // kiln's CUDA matmul is one cuBLAS call: cuBLAS alone
     workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
-      return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+      return time_device_calls(device, matmuls, runs);
     };
   else
     workload.blas_alone = [windows, matrix](int runs) { return time_sgemm(windows, matrix, runs); };
@@ -305,7 +305,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       workload.tf32 = true;
       // kiln's CUDA matmuls are one cublasGemmStridedBatchedEx each: cuBLAS alone.
       workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
-        return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+        return time_device_calls(device, matmuls, runs);
       };
     } else {
       workload.blas_alone = [inputs](int runs) { return time_attention_sgemms(inputs[0], inputs[1], inputs[2], runs); };
@@ -349,7 +349,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       // floor is kiln's products alone, each one cuBLAS call.
       workload.tf32 = true;
       workload.blas_alone = [device, matmuls = workload.kiln_matmuls_alone](int runs) {
-        return time_device_calls(device, matmuls, runs, batch_for(single_call_ms(device, matmuls)));
+        return time_device_calls(device, matmuls, runs);
       };
     }
   } else if (id == "conv") {

@@ -125,9 +125,10 @@ bool RowKernel::maximum_may_skip_nan(int id) const {
     const ir::Op op = op_of(value);
     return op == ir::Op::reshape || op == ir::Op::expand_dims || op == ir::Op::squeeze || op == ir::Op::broadcast_to;
   };
-  // `value` itself or a view of it, as read by `reader` at operand `index`.
-  std::function<bool(ir::ValueId, ir::ValueId)> views = [&](ir::ValueId operand, ir::ValueId value) {
-    return operand == value || (is_view(operand) && views(graph.node(operand).operands[0], value));
+  // What `value` is a view of (through any number of views), or `value` itself.
+  auto unviewed = [&](ir::ValueId value) {
+    while (is_view(value)) value = graph.node(value).operands[0];
+    return value;
   };
   // The readers of `value` through views (a returned view reads as -1).
   std::function<void(ir::ValueId, std::vector<ir::ValueId>&)> through_views = [&](ir::ValueId value,
@@ -151,7 +152,7 @@ bool RowKernel::maximum_may_skip_nan(int id) const {
   bool summed = false;
   for (ir::ValueId difference : differences) {
     if (op_of(difference) != ir::Op::sub || graph.node(difference).operands[0] != x ||
-        !views(graph.node(difference).operands[1], maximum))
+        unviewed(graph.node(difference).operands[1]) != maximum)
       return false;
     for (ir::ValueId reader : readers_of(difference)) {
       if (op_of(reader) == ir::Op::exp) {
@@ -159,14 +160,13 @@ bool RowKernel::maximum_may_skip_nan(int id) const {
         continue;
       }
       if (op_of(reader) != ir::Op::sub || graph.node(reader).operands[0] != difference) return false;
-      ir::ValueId logarithm = graph.node(reader).operands[1];
-      while (is_view(logarithm)) logarithm = graph.node(logarithm).operands[0];
+      const ir::ValueId logarithm = unviewed(graph.node(reader).operands[1]);
       if (op_of(logarithm) != ir::Op::log) return false;
-      ir::ValueId sum = graph.node(logarithm).operands[0];
-      while (is_view(sum)) sum = graph.node(sum).operands[0];
-      const ir::Node& summed_node = graph.node(sum);
-      if (op_of(sum) != ir::Op::reduce_sum || op_of(summed_node.operands[0]) != ir::Op::exp ||
-          graph.node(summed_node.operands[0]).operands[0] != difference || !is_sum_of(sum, summed_node.operands[0]))
+      const ir::ValueId sum = unviewed(graph.node(logarithm).operands[0]);
+      if (op_of(sum) != ir::Op::reduce_sum) return false;
+      const ir::ValueId exponential = graph.node(sum).operands[0];
+      if (op_of(exponential) != ir::Op::exp || graph.node(exponential).operands[0] != difference ||
+          !is_sum_of(sum, exponential))
         return false;
     }
   }
@@ -177,9 +177,7 @@ bool RowKernel::maximum_may_skip_nan(int id) const {
         continue;
       }
       if (op_of(reader) != ir::Op::div || graph.node(reader).operands[0] != exponential) return false;
-      ir::ValueId sum = graph.node(reader).operands[1];
-      while (is_view(sum)) sum = graph.node(sum).operands[0];
-      if (!is_sum_of(sum, exponential)) return false;
+      if (!is_sum_of(unviewed(graph.node(reader).operands[1]), exponential)) return false;
     }
   return summed;
 }

@@ -24,33 +24,6 @@
 namespace kiln::compiler::cuda {
 namespace {
 
-// A matmul operand as op(X), a matrix per batch item: its kernel input and where its elements lie.
-struct Operand {
-  std::string input;             // input<b>
-  std::int64_t item_stride = 0;  // elements from one batch item's matrix to the next; 0: one shared by all
-  std::int64_t rows = 0, columns = 0;  // of op(X)
-  bool transposed = false;             // stored as columns x rows
-};
-
-Operand operand_of(const KernelWriter& writer, ir::ValueId value, bool transposed, std::int64_t batch) {
-  const std::vector<ir::ValueId>& inputs = writer.kernel().inputs;
-  const auto position = std::find(inputs.begin(), inputs.end(), value) - inputs.begin();
-  if (position == static_cast<std::ptrdiff_t>(inputs.size()))
-    throw InternalError("matmul", "an attention kernel's operand %" + std::to_string(value) + " is not in memory",
-                        std::string());
-  const Shape& shape = writer.emitter().graph().type(value).shape;
-  const int rank = shape.rank();
-  Operand operand;
-  operand.input = writer.emitter().input_name(static_cast<int>(position));
-  // The scheduler admits operands with the product's batch axes or none (fusion_attention.cpp); with one item,
-  // the item's index is always 0.
-  operand.item_stride = rank == 2 || batch == 1 ? 0 : shape[rank - 2] * shape[rank - 1];
-  operand.rows = shape[transposed ? rank - 1 : rank - 2];
-  operand.columns = shape[transposed ? rank - 2 : rank - 1];
-  operand.transposed = transposed;
-  return operand;
-}
-
 // "888 * item + 24 * query + depth": the terms whose coefficient is not 0, "0" for none.
 std::string sum_of(const std::vector<std::pair<std::int64_t, std::string>>& terms) {
   std::string text;
@@ -62,7 +35,8 @@ std::string sum_of(const std::vector<std::pair<std::int64_t, std::string>>& term
 }
 
 // Element (row, column) of op(X) for this row's batch item; `row_is_zero` drops the row's term (it is always 0).
-std::string element(const Operand& operand, const std::string& row, bool row_is_zero, const std::string& column) {
+std::string element(const AttentionOperand& operand, const std::string& row, bool row_is_zero,
+                    const std::string& column) {
   const std::int64_t row_stride = row_is_zero ? 0 : operand.transposed ? 1 : operand.columns;
   const std::int64_t column_stride = operand.transposed ? operand.rows : 1;
   // The outer stride first, as the matrix is stored.
@@ -74,6 +48,25 @@ std::string element(const Operand& operand, const std::string& row, bool row_is_
 }
 
 }  // namespace
+
+AttentionOperand attention_operand(const KernelWriter& writer, ir::ValueId value, bool transposed, std::int64_t batch) {
+  const std::vector<ir::ValueId>& inputs = writer.kernel().inputs;
+  const auto position = std::find(inputs.begin(), inputs.end(), value) - inputs.begin();
+  if (position == static_cast<std::ptrdiff_t>(inputs.size()))
+    throw InternalError("matmul", "an attention kernel's operand %" + std::to_string(value) + " is not in memory",
+                        std::string());
+  const Shape& shape = writer.emitter().graph().type(value).shape;
+  const int rank = shape.rank();
+  AttentionOperand operand;
+  operand.input = writer.emitter().input_name(static_cast<int>(position));
+  // The scheduler admits operands with the product's batch axes or none (fusion_attention.cpp); with one item,
+  // the item's index is always 0.
+  operand.item_stride = rank == 2 || batch == 1 ? 0 : shape[rank - 2] * shape[rank - 1];
+  operand.rows = shape[transposed ? rank - 1 : rank - 2];
+  operand.columns = shape[transposed ? rank - 2 : rank - 1];
+  operand.transposed = transposed;
+  return operand;
+}
 
 std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   const KernelEmitter& emitter = writer.emitter();
@@ -87,9 +80,9 @@ std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   for (int axis = 0; axis + 2 < rank; ++axis) batch *= scores[axis];
   const std::int64_t m = scores[rank - 2], n = scores[rank - 1];
   const std::int64_t width = second.type.shape[rank - 1];
-  const Operand queries = operand_of(writer, first.operands[0], first.attributes.transpose_a, batch);
-  const Operand keys = operand_of(writer, first.operands[1], first.attributes.transpose_b, batch);
-  const Operand values = operand_of(writer, second.operands[1], second.attributes.transpose_b, batch);
+  const AttentionOperand queries = attention_operand(writer, first.operands[0], first.attributes.transpose_a, batch);
+  const AttentionOperand keys = attention_operand(writer, first.operands[1], first.attributes.transpose_b, batch);
+  const AttentionOperand values = attention_operand(writer, second.operands[1], second.attributes.transpose_b, batch);
   const std::int64_t depth = queries.columns;
   if (attention_shared_bytes(n) > attention_shared_limit_bytes)
     throw InternalError("matmul", "an attention kernel's scores exceed its shared memory (the scheduler's limit)",
@@ -140,8 +133,7 @@ std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   frame.after += "    }\n";
   if (n > 0) frame.after += "    " + barrier + "  // the row's scores read by every thread before the next row's\n";
   std::string text = emit_reduction_kernel(writer, launch, frame);
-  emit_flash_attention_kernel(writer, launch, text);
-  return text;
+  return text + emit_flash_attention_kernel(writer, launch);  // after: it names its kernel after launch.function
 }
 
 }  // namespace kiln::compiler::cuda

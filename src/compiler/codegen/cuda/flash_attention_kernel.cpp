@@ -81,18 +81,6 @@ std::optional<SoftmaxRows> softmax_rows(const KernelWriter& writer) {
   return rows;
 }
 
-// A kernel input's element offset of an operand's matrix for batch item `item` (0 when one matrix serves all).
-std::int64_t item_stride(const Shape& shape, std::int64_t batch) {
-  const int rank = shape.rank();
-  return rank == 2 || batch == 1 ? 0 : shape[rank - 2] * shape[rank - 1];
-}
-
-int input_position(const KernelWriter& writer, ir::ValueId value) {
-  const std::vector<ir::ValueId>& inputs = writer.kernel().inputs;
-  const auto position = std::find(inputs.begin(), inputs.end(), value) - inputs.begin();
-  return position == static_cast<std::ptrdiff_t>(inputs.size()) ? -1 : static_cast<int>(position);
-}
-
 std::string text_of(std::int64_t value) { return std::to_string(value); }
 
 // "#pragma unroll" and the head of a loop of `variable` over [0, count), at `indent`.
@@ -103,7 +91,7 @@ std::string unrolled(const std::string& variable, std::int64_t count, const std:
 
 }  // namespace
 
-bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std::string& text) {
+std::string emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   const KernelEmitter& emitter = writer.emitter();
   const ir::Graph& graph = emitter.graph();
   const auto [first_value, second_value] = writer.attention_products();
@@ -111,40 +99,36 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   const ir::Node& second = graph.node(second_value);
   if (first.attributes.transpose_a || !first.attributes.transpose_b || second.attributes.transpose_a ||
       second.attributes.transpose_b)
-    return false;
-  const ir::ValueId queries = first.operands[0], keys = first.operands[1], values = second.operands[1];
-  for (ir::ValueId operand : {queries, keys, values, second_value})
-    if (graph.type(operand).dtype != DType::f32) return false;
-  const int query_input = input_position(writer, queries), key_input = input_position(writer, keys),
-            value_input = input_position(writer, values);
-  if (query_input < 0 || key_input < 0 || value_input < 0) return false;
+    return "";
+  for (ir::ValueId operand : {first.operands[0], first.operands[1], second.operands[1], second_value})
+    if (graph.type(operand).dtype != DType::f32) return "";
   const Shape& scores = first.type.shape;
   const int rank = scores.rank();
   std::int64_t batch = 1;
   for (int axis = 0; axis + 2 < rank; ++axis) batch *= scores[axis];
+  const AttentionOperand queries = attention_operand(writer, first.operands[0], false, batch);
+  const AttentionOperand keys = attention_operand(writer, first.operands[1], true, batch);
+  const AttentionOperand values = attention_operand(writer, second.operands[1], false, batch);
   const std::int64_t m = scores[rank - 2], n = scores[rank - 1];
-  const std::int64_t depth = graph.type(queries).shape[graph.type(queries).shape.rank() - 1];
-  const std::int64_t width = second.type.shape[rank - 1];
-  if (m == 0 || n == 0 || batch == 0 || depth == 0 || width == 0) return false;  // the exact kernel's cases
-  if (depth % 8 != 0 || width % 8 != 0 || depth > widest_operand || width > widest_operand) return false;
-  if (writer.kernel().reduced_axes != 1) return false;
+  const std::int64_t depth = queries.columns, width = values.columns;
+  if (m == 0 || n == 0 || batch == 0 || depth == 0 || width == 0) return "";  // the exact kernel's cases
+  if (depth % 8 != 0 || width % 8 != 0 || depth > widest_operand || width > widest_operand) return "";
+  if (writer.kernel().reduced_axes != 1) return "";
   const Layout layout =
       emitter.layout(writer.kernel().space.rank() - 1, {writer.output_address(writer.outputs().front().first)});
-  if (!layout.middle_sizes.empty() || layout.inner_size != n || layout.rows() != batch * m) return false;
+  if (!layout.middle_sizes.empty() || layout.inner_size != n || layout.rows() != batch * m) return "";
   writer.mark_varying(layout);
   const std::optional<SoftmaxRows> rows = softmax_rows(writer);
-  if (!rows) return false;
+  if (!rows) return "";
 
   // Keys per tile: 64, or 32 where Q and o take 256 of a thread's registers between them.
   const std::int64_t tile_keys = depth + width <= 128 ? 64 : 32;
   const std::int64_t key_stride = depth + 8;    // K's rows in shared memory: 8-byte pairs free of bank conflicts
   const std::int64_t value_stride = width + 4;  // V's rows: the lanes' 4-byte reads free of bank conflicts
   const std::int64_t strips_per_item = (m + block_rows - 1) / block_rows;
-  const std::string q = emitter.input_name(query_input), k = emitter.input_name(key_input),
-                    v = emitter.input_name(value_input), out = emitter.output_name(second_value);
-  const std::string q_item = text_of(item_stride(graph.type(queries).shape, batch)),
-                    k_item = text_of(item_stride(graph.type(keys).shape, batch)),
-                    v_item = text_of(item_stride(graph.type(values).shape, batch));
+  const std::string &q = queries.input, &k = keys.input, &v = values.input, out = emitter.output_name(second_value);
+  const std::string q_item = text_of(queries.item_stride), k_item = text_of(keys.item_stride),
+                    v_item = text_of(values.item_stride);
   const std::string D = text_of(depth), W = text_of(width), N = text_of(n), M = text_of(m), BN = text_of(tile_keys);
 
   // f at one of the thread's scores: `score` at row `row` (batch item and query) and key `j`, into `t`.
@@ -276,8 +260,7 @@ bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std
   s += "        output_row[columns8 * 8 + 2 * quad + 1] = div(output[columns8][2 * half + 1], running_sum[half]);\n";
   s += "      }\n    }\n";
   s += "  }\n}\n";
-  text += s;
-  return true;
+  return s;
 }
 
 }  // namespace kiln::compiler::cuda

@@ -132,13 +132,23 @@ struct RowFrame {
   std::vector<IndexVariable> variables;
 };
 
+// A matmul operand of an attention kernel as op(X), a matrix per batch item: its kernel input and where its elements
+// lie. Throws InternalError where `value` is not one of the kernel's inputs (the scheduler admits only those).
+struct AttentionOperand {
+  std::string input;                   // input<b>
+  std::int64_t item_stride = 0;        // elements from one batch item's matrix to the next; 0: one shared by all
+  std::int64_t rows = 0, columns = 0;  // of op(X)
+  bool transposed = false;             // stored as columns x rows
+};
+AttentionOperand attention_operand(const KernelWriter& writer, ir::ValueId value, bool transposed, std::int64_t batch);
+
 // The generators of each kind: the kernel's text, and its launch filled in.
 std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);  // loop, gemm, grid reductions
 // reduction; and an attention kernel's rows, inside `frame`
 std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame = {});
 std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch);  // attention
-// The TF32 flash-style variant of an attention kernel whose row code is a softmax, appended to `text` with its
-// launch (KernelLaunch::tf32_function); false, and nothing emitted, where it does not apply.
-bool emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch, std::string& text);
+// The TF32 flash-style variant of an attention kernel whose row code is a softmax, with its launch
+// (KernelLaunch::tf32_function); empty, and the launch untouched, where it does not apply.
+std::string emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch);
 
 }  // namespace kiln::compiler::cuda
