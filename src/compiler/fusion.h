@@ -42,6 +42,9 @@ struct AttentionMemory {
   // Whether the kernel also writes the row kernel's result (the probabilities) to memory where other kernels read
   // it (a training step's backward reads them), instead of refusing: the scores still never reach memory.
   bool writes_probabilities = false;
+  // Whether the kernel also runs a bf16 attention: both products' operands, their products and the row kernel's
+  // result in bf16 (the CPU's AMX tiles).
+  bool bf16 = false;
 };
 
 // What a backend's code generators can run: the scheduler plans for these instead of asking which device it is.

@@ -33,10 +33,19 @@ std::string byte_size(std::int64_t bytes) {
 
 }  // namespace
 
+// A product the attention kernels take: f32, or bf16 of bf16 operands where the backend multiplies them (the CPU's
+// AMX tiles).
+bool Scheduler::attention_dtype(const ir::Node& product) const {
+  const DType dtype = product.type.dtype;
+  if (dtype == DType::bf16 && !(capabilities_.attention && capabilities_.attention->bf16)) return false;
+  return (dtype == DType::f32 || dtype == DType::bf16) && graph_.type(product.operands[0]).dtype == dtype &&
+         graph_.type(product.operands[1]).dtype == dtype;
+}
+
 std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::ValueId first, int row_group) const {
   const ir::Node& product = graph_.node(first);
   const Group& rows = group(row_group);
-  if (!capabilities_.attention || product.op != ir::Op::matmul || product.type.dtype != DType::f32 ||
+  if (!capabilities_.attention || product.op != ir::Op::matmul || !attention_dtype(product) ||
       rows.kind != KernelKind::reduction || rows.nest.reduced_count() != 1 || rows.nest.space.rank() < 2)
     return std::nullopt;
   // The row kernel's one output, read by a second matmul (alone, unless the backend writes the probabilities to
@@ -70,12 +79,16 @@ std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::
   // m x n scores it saves). An epilogue with reductions keeps its kernel.
   const Group& consumer = group(second_group);
   const bool alone = (consumer.kind == KernelKind::library || consumer.kind == KernelKind::gemm) &&
-                     consumer.members.size() == 1 && graph_.node(second).type.dtype == DType::f32;
+                     consumer.members.size() == 1 && attention_dtype(graph_.node(second));
   const bool epilogue = consumer.kind == KernelKind::gemm &&
                         std::none_of(consumer.members.begin(), consumer.members.end(), [&](ir::ValueId member) {
                           return ir::is_reduction(graph_.node(member).op);
                         });
   if (!alone && !epilogue) return std::nullopt;
+  // The probabilities in the products' type: a bf16 kernel multiplies bf16 probabilities.
+  if (graph_.type(written.front()).dtype != product.type.dtype || !attention_dtype(graph_.node(second)) ||
+      graph_.node(second).type.dtype != product.type.dtype)
+    return std::nullopt;
   return AttentionCandidate{first, second, written.front(), second_group};
 }
 

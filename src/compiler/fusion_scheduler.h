@@ -117,6 +117,7 @@ class Scheduler {
     int second_group = -1;
   };
   std::optional<AttentionCandidate> attention_candidate(ir::ValueId first, int row_group) const;
+  bool attention_dtype(const ir::Node& product) const;
   // Why the candidate cannot be one kernel, or "" if it can.
   std::string attention_refusal(const AttentionCandidate& candidate, int row_group) const;
   // Makes matmul `first`, row kernel `row_group` and the second matmul one attention kernel if they can be; true

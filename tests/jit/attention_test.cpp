@@ -216,7 +216,7 @@ TEST(AttentionFusion, GeneratedSourceCallsTheDriverWithItsRowFunction) {
   auto jit = function(scaled_dot_product, {.jit_compile = true, .on_compile_failure = Fallback::none});
   const std::string source = jit.get_compiler_ir(Stage::source, q, k, v);
   for (const char* expected :
-       {"void kernel_0_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, float* "
+       {"void kernel_0_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, void* "
         "probabilities, int64_t ld, void* scratch)",
         "const float* row_tile = scores + (row - row_begin) * ld;", "problem.batch = 2;", "problem.m = 5;",
         "problem.n = 6;", "problem.k = 4;", "problem.d = 3;", "problem.transpose_b = 1;",

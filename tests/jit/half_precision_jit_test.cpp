@@ -25,25 +25,8 @@ using testing::random_tensor;
 
 bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
 
-// Bitwise equality of two tensors of one dtype and shape.
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * size_of(a.dtype())) == 0;
-}
-
-// `body` on the standard executor and compiled (a fallback is a failure): the same bits in every output.
-template <class Body, class... Inputs>
-void expect_same_bits(const std::string& label, Body body, const Inputs&... inputs) {
-  auto standard = function(body, {.name = "standard"});
-  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
-  const std::vector<Tensor> expected = testing::flatten_result(standard(inputs...));
-  const std::vector<Tensor> got = testing::flatten_result(jit(inputs...));
-  ASSERT_EQ(expected.size(), got.size()) << label;
-  for (std::size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(same_bits(expected[i], got[i]))
-        << label << ", output " << i << ": " << got[i].to_string() << "\nexpected " << expected[i].to_string() << "\n"
-        << jit.get_compiler_ir(Stage::fused, inputs...);
-}
+using testing::expect_same_bits;
+using testing::same_bits;
 
 // A mix of ordinary values and every special one (NaN, infinities, zeros of both signs, subnormals of the
 // 16-bit format, values past its range that round to infinity), in `dtype`.

@@ -21,9 +21,10 @@ constexpr double kEpsilon = 0x1p-24;
 
 // The row function under test: p = s / 2 + (row % 7) / 8 -- exact in f32 up to the halving, and it shows a
 // row numbered wrongly across the batch. `context` points to n, the row length.
-void halve_and_mark(void* context, std::int64_t row_begin, std::int64_t row_end, const float* scores,
-                    float* probabilities, std::int64_t ld, void*) {
+void halve_and_mark(void* context, std::int64_t row_begin, std::int64_t row_end, const float* scores, void* strip,
+                    std::int64_t ld, void*) {
   const std::int64_t n = *static_cast<const std::int64_t*>(context);
+  float* probabilities = static_cast<float*>(strip);
   for (std::int64_t row = row_begin; row < row_end; ++row)
     for (std::int64_t j = 0; j < n; ++j)
       probabilities[(row - row_begin) * ld + j] =

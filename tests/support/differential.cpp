@@ -7,7 +7,9 @@
 #include "reference/compare.h"
 #include "reference/reference_evaluator.h"
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 
 namespace kiln::testing {
 
@@ -46,6 +48,18 @@ void expect_graph_agreement(const std::string& label, const std::string& ir_text
   } catch (const std::exception& error) {
     ADD_FAILURE() << label << ": " << error.what();
   }
+}
+
+bool same_bits(const Tensor& a, const Tensor& b, bool any_nan) {
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
+  if (std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.numel()) * size_of(a.dtype())) == 0) return true;
+  if (!any_nan || !is_floating(a.dtype())) return false;
+  const std::vector<double> x = cast(a, DType::f64).to_vector<double>(), y = cast(b, DType::f64).to_vector<double>();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (std::bit_cast<std::uint64_t>(x[i]) != std::bit_cast<std::uint64_t>(y[i])) return false;
+  }
+  return true;
 }
 
 void expect_within_bf16_rounding(const std::vector<Tensor>& expected, const std::vector<Tensor>& got) {

@@ -38,6 +38,33 @@ template <class Result> std::vector<Tensor> flatten_result(const Result& result)
   return detail::Outputs<Result>::flatten(result);
 }
 
+// Bitwise equality of two tensors of one dtype and shape; with `any_nan`, a NaN of a float dtype equals any other
+// NaN (IEEE 754 leaves a NaN result's sign and payload open: a product of a NaN carries whichever the hardware
+// picks).
+bool same_bits(const Tensor& a, const Tensor& b, bool any_nan = false);
+
+// `body` on the standard executor and compiled (a fallback is a failure): the same bits in every output (NaNs
+// alike, with `any_nan`).
+template <class Body, class... Inputs>
+DifferentialResult expect_same_bits_where(const std::string& label, bool any_nan, Body body, const Inputs&... inputs) {
+  auto standard = function(body, {.name = "standard"});
+  auto jit = function(body, {.jit_compile = true, .on_compile_failure = Fallback::none, .name = "jit"});
+  const std::vector<Tensor> expected = flatten_result(standard(inputs...));
+  const std::vector<Tensor> got = flatten_result(jit(inputs...));
+  DifferentialResult result{jit.statistics(), jit.get_compiler_ir(Stage::fused, inputs...)};
+  EXPECT_EQ(expected.size(), got.size()) << label;
+  for (std::size_t i = 0; i < got.size() && i < expected.size(); ++i)
+    EXPECT_TRUE(same_bits(expected[i], got[i], any_nan))
+        << label << ", output " << i << ": " << got[i].to_string() << "\nexpected " << expected[i].to_string() << "\n"
+        << result.fused;
+  return result;
+}
+
+template <class Body, class... Inputs>
+DifferentialResult expect_same_bits(const std::string& label, Body body, const Inputs&... inputs) {
+  return expect_same_bits_where(label, false, body, inputs...);
+}
+
 template <class Body, class... Inputs>
 DifferentialResult expect_named_agreement(const std::string& label, const std::vector<std::string>& output_names,
                                           Body body, const Inputs&... inputs) {

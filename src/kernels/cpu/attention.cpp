@@ -22,9 +22,6 @@ using gemm_detail::round_up;
 // Score rows are padded to a multiple of 16 floats (64-byte aligned rows for the generated row code) and by 16
 // more, so that the rows of a tile do not share L1 sets when n is a multiple of 256.
 constexpr std::int64_t kRowPadding = 16;
-// Units of work per thread when the batch is small: a unit packs its item's B and C, so it should be many
-// strips long, but there should be enough units for a thread that the OS preempts to be covered by others.
-constexpr std::int64_t kUnitsPerThread = 4;
 
 std::int64_t row_stride(std::int64_t n) { return round_up(n, 16) + kRowPadding; }
 
@@ -129,9 +126,9 @@ struct Scratch {
 
 void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,
                 AttentionRows rows_function, void* context, Scratch& scratch) {
-  const float* a = problem.a + item * problem.a_batch_stride;
-  const float* b = problem.b + item * problem.b_batch_stride;
-  const float* c = problem.c + item * problem.c_batch_stride;
+  const float* a = static_cast<const float*>(problem.a) + item * problem.a_batch_stride;
+  const float* b = static_cast<const float*>(problem.b) + item * problem.b_batch_stride;
+  const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
   if (scratch.packed_b_source != b) {
     scratch.packed_b.pack(b, problem.transpose_b ? problem.k : problem.n, problem.transpose_b, scratch.b_memory);
     scratch.packed_b_source = b;
@@ -141,7 +138,7 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
     scratch.packed_c_source = c;
   }
   const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
-  float* out = problem.out + item * problem.m * problem.d;
+  float* out = static_cast<float*>(problem.out) + item * problem.m * problem.d;
   for (std::int64_t strip = strip_begin; strip < strip_end; ++strip) {
     const std::int64_t row_begin = strip * kMr, rows = std::min<std::int64_t>(kMr, problem.m - row_begin);
     multiply_strip(a, lda, problem.transpose_a, row_begin, rows, scratch.packed_b, scratch.a_strip, scratch.scores,
@@ -154,7 +151,27 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
   }
 }
 
+// Units of work per thread when the batch is small: a unit packs its item's B and C, so it should be many
+// strips long, but there should be enough units for a thread that the OS preempts to be covered by others.
+constexpr std::int64_t kUnitsPerThread = 4;
+
 }  // namespace
+
+StripUnits::StripUnits(std::int64_t batch, std::int64_t strips) : strips_(strips) {
+  const int threads = runtime::thread_count();
+  // Each item's strips in `groups` contiguous runs; whole items when the batch alone keeps every thread busy.
+  groups_ = std::clamp<std::int64_t>(ceil_div(kUnitsPerThread * threads, batch), 1, std::max<std::int64_t>(strips, 1));
+  units_ = batch * groups_;
+  pieces_ = static_cast<int>(std::min<std::int64_t>(threads, units_));
+}
+
+bool StripUnits::next(Unit& unit) {
+  const std::int64_t claimed = next_.fetch_add(1, std::memory_order_relaxed);
+  if (claimed >= units_) return false;
+  const std::int64_t group = claimed % groups_;
+  unit = {claimed / groups_, strips_ * group / groups_, strips_ * (group + 1) / groups_};
+  return true;
+}
 
 std::int64_t attention_scratch_bytes(std::int64_t n, std::int64_t k, std::int64_t d) {
   return Scratch::floats(n, k, d) * static_cast<std::int64_t>(sizeof(float));
@@ -162,23 +179,18 @@ std::int64_t attention_scratch_bytes(std::int64_t n, std::int64_t k, std::int64_
 
 void attention(const AttentionProblem& problem, AttentionRows rows_function, void* context) {
   if (problem.batch <= 0 || problem.m <= 0) return;
-  const std::int64_t strips = ceil_div(problem.m, kMr);
-  const int threads = runtime::thread_count();
-  // Units: each item's strips in `groups` contiguous runs; whole items when the batch alone keeps every
-  // thread busy.
-  const std::int64_t groups = std::clamp<std::int64_t>(ceil_div(kUnitsPerThread * threads, problem.batch), 1, strips);
-  const std::int64_t units = problem.batch * groups;
-  const int pieces = static_cast<int>(std::min<std::int64_t>(threads, units));
+  if (problem.bf16) {
+    attention_bf16(problem, rows_function, context);
+    return;
+  }
+  StripUnits units(problem.batch, ceil_div(problem.m, kMr));
   const std::int64_t scratch_floats = Scratch::floats(problem.n, problem.k, problem.d) + Scratch::row_floats(problem);
-  auto memory = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(pieces * scratch_floats));
-  std::atomic<std::int64_t> next_unit{0};
-  runtime::parallel_pieces(pieces, [&](std::int64_t piece, std::int64_t) {
+  auto memory =
+      runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(units.pieces() * scratch_floats));
+  runtime::parallel_pieces(units.pieces(), [&](std::int64_t piece, std::int64_t) {
     Scratch scratch(problem, static_cast<float*>(memory->data()) + piece * scratch_floats);
-    for (std::int64_t unit; (unit = next_unit.fetch_add(1, std::memory_order_relaxed)) < units;) {
-      const std::int64_t item = unit / groups, group = unit % groups;
-      run_strips(problem, item, strips * group / groups, strips * (group + 1) / groups, rows_function, context,
-                 scratch);
-    }
+    for (StripUnits::Unit unit; units.next(unit);)
+      run_strips(problem, unit.item, unit.strip_begin, unit.strip_end, rows_function, context, scratch);
   });
 }
 

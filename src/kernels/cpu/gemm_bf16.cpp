@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm_bf16.h"
 
+#include "kernels/cpu/bf16_tiles.h"
 #include "runtime/parallel.h"
 
 #include <kiln/error.h>
@@ -10,7 +11,7 @@
 #include <memory>
 #include <new>
 
-#if defined(__x86_64__) && defined(__linux__)
+#if KILN_AMX_POSSIBLE
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -18,9 +19,6 @@
 
 #include <chrono>
 #include <optional>
-#define KILN_AMX_POSSIBLE 1
-#else
-#define KILN_AMX_POSSIBLE 0
 #endif
 
 namespace kiln::kernels::cpu {
@@ -28,18 +26,8 @@ namespace kiln::kernels::cpu {
 #if KILN_AMX_POSSIBLE
 namespace {
 
-// The tile instructions as the assembler spells them (AT&T order: sources first), so that no compiler flag is
-// needed: they run only where has_amx_bf16() said yes. Loads and stores touch memory the compiler cannot see.
-#define KILN_TILE_LOAD(tile, base, stride) \
-  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
-#define KILN_TILE_STORE(tile, base, stride) \
-  asm volatile("tilestored %%tmm" #tile ", (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
-#define KILN_TILE_ZERO(tile) asm volatile("tilezero %%tmm" #tile ::)
-// c += a b: a 16 x 32 bf16 of A's rows, b 16 pairs of B's rows interleaved (VNNI), c 16 x 16 f32.
-#define KILN_TILE_DOT(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+using namespace bf16_tiles;
 
-// Palette 1 with tiles 0-7 all 16 rows of 64 bytes: 0-3 the accumulators of a 32 x 32 block of C, 4-5 two 16-row
-// strips of A, 6-7 two 16-column strips of B.
 struct alignas(64) TileConfig {
   std::uint8_t palette = 1;
   std::uint8_t start_row = 0;
@@ -57,27 +45,9 @@ TileConfig tile_config() {
   return config;
 }
 
-// Per thread: the tile state lives while a range of work items runs, released after (a thread holding tile state
-// makes the kernel save it on every context switch).
-class TileScope {
- public:
-  TileScope() {
-    static const TileConfig config = tile_config();
-    asm volatile("ldtilecfg %0" ::"m"(config));
-  }
-  ~TileScope() { asm volatile("tilerelease" ::); }
-  TileScope(const TileScope&) = delete;
-  TileScope& operator=(const TileScope&) = delete;
-};
-
-constexpr std::int64_t block = 32;  // rows and columns of C per micro-kernel call; K's step
 // Bytes of packed B a run of panels may hold: the panels a thread sweeps every row block of A over, kept in its L2
 // (2 MiB a core on Sapphire and Emerald Rapids) beside the strip of A that each row block reads.
 constexpr std::int64_t panel_run_bytes = std::int64_t{1} << 20;
-
-std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
 
 // Both operands packed tile by tile: each 16 x 32 piece of A (16 rows, 32 of k) and each 16 x 16 piece of B (32
 // of k as 16 interleaved pairs, 16 columns) is 1 KiB in a row, in the order the micro-kernel reads them, so a tile
@@ -88,8 +58,6 @@ struct Packed {
   std::uint16_t* a;  // per 16-row strip, per 32 of k: 16 rows of 32 (zeros past m and k)
   std::uint16_t* b;  // per 32-column panel, per 32 of k, per 16 columns: 16 pairs of k x 16 columns (zeros past)
 };
-
-constexpr std::int64_t tile_elements = 16 * 32;  // bf16 in a 1 KiB tile
 
 // Packing space kept by each calling thread between calls up to 64 MiB an operand (larger is allocated per call):
 // fresh pages for 2 x 8 MiB at 2048^2 cost 5% of the product in page faults, zeroing them more. Aligned to a page:
@@ -176,45 +144,9 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
     }
   });
   std::uint16_t* pb = packed.b;
-  const std::int64_t panels = packed.n_padded / block;
-  runtime::parallel_for(panels, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t panel = begin; panel < end; ++panel) {
-      std::uint16_t* out = pb + panel * chunks * 2 * tile_elements;
-      const std::int64_t first = panel * block, columns = std::min(block, n - first);
-      if (columns < block || kp != k)
-        std::memset(out, 0, static_cast<std::size_t>(chunks * 2 * tile_elements) * sizeof(std::uint16_t));
-      if (!transpose_b && columns == block) {
-        // Rows p and p + 1 interleaved, 16 columns to a tile row.
-        static const bool permutes = has_avx512bw();
-        for (std::int64_t p = 0; p + 1 < k; p += 2) {
-          const std::uint16_t* even = b + p * ldb + first;
-          const std::uint16_t* odd = even + ldb;
-          std::uint16_t* pairs = out + (p / block) * 2 * tile_elements + (p % block / 2) * block;
-          if (permutes) {
-            interleave_rows(even, odd, pairs);
-            continue;
-          }
-          for (int half = 0; half < 2; ++half)
-            for (int j = 0; j < 16; ++j) {
-              pairs[half * tile_elements + 2 * j] = even[half * 16 + j];
-              pairs[half * tile_elements + 2 * j + 1] = odd[half * 16 + j];
-            }
-        }
-        if (k % 2 != 0) {  // the last row, its pair's second half zero (set above: kp != k)
-          const std::int64_t p = k - 1;
-          std::uint16_t* pairs = out + (p / block) * 2 * tile_elements + (p % block / 2) * block;
-          for (std::int64_t j = 0; j < block; ++j)
-            pairs[(j / 16) * tile_elements + (j % 16) * 2] = b[p * ldb + first + j];
-        }
-        continue;
-      }
-      for (std::int64_t p = 0; p < k; ++p) {
-        std::uint16_t* chunk = out + (p / block) * 2 * tile_elements + (p % block / 2) * block + p % 2;
-        for (std::int64_t j = 0; j < columns; ++j)
-          chunk[(j / 16) * tile_elements + (j % 16) * 2] =
-              transpose_b ? b[(first + j) * ldb + p] : b[p * ldb + first + j];
-      }
-    }
+  runtime::parallel_for(packed.n_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t panel = begin; panel < end; ++panel)
+      pack_b_panel(b, ldb, transpose_b, k, n, panel, pb + panel * chunks * 2 * tile_elements);
   });
   return packed;
 }
@@ -437,6 +369,60 @@ bool dot_products_pay() {
 }
 
 }  // namespace
+
+namespace bf16_tiles {
+
+TileScope::TileScope() {
+  static const TileConfig config = tile_config();
+  asm volatile("ldtilecfg %0" ::"m"(config));
+}
+
+std::int64_t panel_elements(std::int64_t k) { return round_up(std::max<std::int64_t>(k, 1), block) * block; }
+
+void pack_b_panel(const std::uint16_t* b, std::int64_t ldb, bool transpose_b, std::int64_t k, std::int64_t n,
+                  std::int64_t panel, std::uint16_t* out) {
+  const std::int64_t first = panel * block, columns = std::min(block, n - first);
+  const std::int64_t kp = round_up(std::max<std::int64_t>(k, 1), block);
+  if (columns < block || kp != k)
+    std::memset(out, 0, static_cast<std::size_t>(panel_elements(k)) * sizeof(std::uint16_t));
+  // Where the pair of k for a column lies at (p, j) of the packed panel: its chunk of 32, its half (16 columns).
+  const auto pair_at = [&](std::int64_t p, std::int64_t j) {
+    return out + (p / block) * 2 * tile_elements + (j / 16) * tile_elements + (p % block / 2) * block + (j % 16) * 2;
+  };
+  if (!transpose_b && columns == block) {
+    // Rows p and p + 1 interleaved, 16 columns to a tile row.
+    static const bool permutes = has_avx512bw();
+    for (std::int64_t p = 0; p + 1 < k; p += 2) {
+      const std::uint16_t* even = b + p * ldb + first;
+      const std::uint16_t* odd = even + ldb;
+      if (permutes) {
+        interleave_rows(even, odd, pair_at(p, 0));
+        continue;
+      }
+      for (std::int64_t j = 0; j < block; ++j) {
+        pair_at(p, j)[0] = even[j];
+        pair_at(p, j)[1] = odd[j];
+      }
+    }
+    if (k % 2 != 0)  // the last row, its pair's second half zero (set above: kp != k)
+      for (std::int64_t j = 0; j < block; ++j) pair_at(k - 1, j)[0] = b[(k - 1) * ldb + first + j];
+    return;
+  }
+  if (transpose_b) {
+    // Column j of op(B) is row first + j of b: a pair of k is one 4-byte word there (attention's keys, K^T, at
+    // k = 64: moved two bf16 at a time the panels took 6% of block-bf16's time).
+    for (std::int64_t j = 0; j < columns; ++j) {
+      const std::uint16_t* column = b + (first + j) * ldb;
+      for (std::int64_t p = 0; p + 1 < k; p += 2) std::memcpy(pair_at(p, j), column + p, 2 * sizeof(std::uint16_t));
+      if (k % 2 != 0) pair_at(k - 1, j)[0] = column[k - 1];
+    }
+    return;
+  }
+  for (std::int64_t p = 0; p < k; ++p)
+    for (std::int64_t j = 0; j < columns; ++j) pair_at(p, j)[p % 2] = b[p * ldb + first + j];
+}
+
+}  // namespace bf16_tiles
 
 bool has_amx_bf16() {
   static const bool available = !refused("KILN_NO_AMX") && request_tile_state();

@@ -216,10 +216,13 @@ std::string RowKernel::emit_attention() {
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;
   const std::string prefix = emitter_.prefix(), row_end = std::to_string(layout_.inner_size);
   std::string text = "struct " + prefix + "_state {\n" + state_fields(emitter_) + "};\n\n";
-  text += "// Rows [row_begin, row_end) of the scores, numbered across the batch, to the same rows of %" +
-          std::to_string(probabilities) + ";\n// both strips hold just these rows, ld floats apart.\n";
+  const std::string type = emitter_.storage_type(probabilities);
+  text +=
+      "// Rows [row_begin, row_end) of the scores (the first product's f32 sums), numbered across the batch, to the "
+      "same\n// rows of %" +
+      std::to_string(probabilities) + " (" + type + "); both strips hold just these rows, ld elements apart.\n";
   text += "void " + prefix +
-          "_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, float* probabilities, "
+          "_rows(void* context, int64_t row_begin, int64_t row_end, const float* scores, void* probabilities, "
           "int64_t ld, void* scratch) {\n";
   text += state_from_context();
   std::int64_t row_scratch_bytes = 0;
@@ -232,17 +235,16 @@ std::string RowKernel::emit_attention() {
       std::find(kernel_.outputs.begin(), kernel_.outputs.end(), probabilities) != kernel_.outputs.end();
   if (written) {
     choose_streamed({probabilities});
-    const std::string store = streamed_.empty() ? "store<float>" : "store_streaming<float>";
+    const std::string store = (streamed_.empty() ? "store<" : "store_streaming<") + type + ">";
     text +=
         "    // %" + std::to_string(probabilities) + " also to memory, for the kernels after this one that read it\n";
-    text +=
-        "    {\n      const float* strip_row = probabilities + (row - row_begin) * ld;\n      float* memory_row = "
-        "state." +
-        emitter_.output_name(probabilities) + " + row * " + row_end + ";\n";
-    text +=
-        inner_vector_loop("0", row_end,
-                          "        " + store + "(memory_row + j, load<float>(strip_row + j, count), count);\n", "", 1) +
-        "    }\n";
+    text += "    {\n      const " + type + "* strip_row = static_cast<const " + type +
+            "*>(probabilities) + (row - row_begin) * ld;\n      " + type + "* memory_row = state." +
+            emitter_.output_name(probabilities) + " + row * " + row_end + ";\n";
+    text += inner_vector_loop(
+                "0", row_end,
+                "        " + store + "(memory_row + j, load<" + type + ">(strip_row + j, count), count);\n", "", 1) +
+            "    }\n";
   }
   text += "  }\n}\n\n";
 
@@ -255,6 +257,7 @@ std::string RowKernel::emit_attention() {
   const Shape& left = graph.type(first.operands[0]).shape;
   const std::int64_t k = first.attributes.transpose_a ? left[left.rank() - 2] : left[left.rank() - 1];
   text += "  kiln_attention_problem problem = {};\n";
+  if (first.type.dtype == DType::bf16) text += "  problem.bf16 = 1;  // operands, probabilities and output in bf16\n";
   text += "  problem.batch = " + std::to_string(batch) + ";\n  problem.m = " + std::to_string(scores[rank - 2]) +
           ";\n  problem.n = " + std::to_string(scores[rank - 1]) + ";\n  problem.k = " + std::to_string(k) +
           ";\n  problem.d = " + std::to_string(second.type.shape[rank - 1]) + ";\n";

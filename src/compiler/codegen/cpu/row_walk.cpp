@@ -48,8 +48,9 @@ std::string RowKernel::row_setup_pointers() const {
     const bool gemm_or_column = kernel_.kind == KernelKind::gemm || kernel_.kind == KernelKind::column;
     if (product || (gemm_or_column && at(id).kind == Instance::Kind::reduction)) continue;
     if (kernel_.kind == KernelKind::attention) {  // the driver's strip of P (see emit_attention)
-      text += "    " + emitter_.storage_type(value) + "* row_" + emitter_.output_name(value) +
-              " = probabilities + (row - row_begin) * ld;\n";
+      const std::string type = emitter_.storage_type(value);
+      text += "    " + type + "* row_" + emitter_.output_name(value) + " = static_cast<" + type +
+              "*>(probabilities) + (row - row_begin) * ld;\n";
       continue;
     }
     Linear address = output_address(value);

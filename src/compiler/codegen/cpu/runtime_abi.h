@@ -12,32 +12,34 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 7
+#define KILN_JIT_ABI_VERSION 8
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
                                    int64_t column_begin, int64_t column_end, int64_t block);
 
 // Called on rows [row_begin, row_end) of an attention kernel's first product (numbered across the batch): maps
-// `scores` to `probabilities`, both holding just these rows, `ld` floats apart; `scratch` is the calling
-// thread's row_scratch_bytes (see kernels/cpu/attention.h).
+// `scores` (the product's f32 sums) to `probabilities` (of the problem's type), both holding just these rows, `ld`
+// elements apart; `scratch` is the calling thread's row_scratch_bytes (see kernels/cpu/attention.h).
 typedef void (*kiln_attention_rows)(void* context, int64_t row_begin, int64_t row_end, const float* scores,
-                                    float* probabilities, int64_t ld, void* scratch);
+                                    void* probabilities, int64_t ld, void* scratch);
 
 // out[i] = rows(op(a[i]) op(b[i])) op(c[i]) for i < batch: op(a) is m x k, op(b) k x n, op(c) n x d, each stored
-// densely (transposed: as its transpose), items *_batch_stride floats apart (0: shared by every item).
+// densely (transposed: as its transpose), items *_batch_stride elements apart (0: shared by every item); all f32,
+// or all bf16 where bf16 is set.
 struct kiln_attention_problem {
   int64_t batch, m, n, k, d;
-  const float* a;
+  int bf16;
+  const void* a;
   int64_t a_batch_stride;
   int transpose_a;
-  const float* b;
+  const void* b;
   int64_t b_batch_stride;
   int transpose_b;
-  const float* c;
+  const void* c;
   int64_t c_batch_stride;
   int transpose_c;
-  float* out;
+  void* out;
   int64_t row_scratch_bytes;  // what the row function needs for itself (its row caches), 64-byte aligned
 };
 

@@ -89,6 +89,7 @@ void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, 
   unpacked.n = problem->n;
   unpacked.k = problem->k;
   unpacked.d = problem->d;
+  unpacked.bf16 = problem->bf16 != 0;
   unpacked.a = problem->a;
   unpacked.a_batch_stride = problem->a_batch_stride;
   unpacked.transpose_a = problem->transpose_a != 0;

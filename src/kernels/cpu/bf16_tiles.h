@@ -1,0 +1,54 @@
+#pragma once
+// The AMX tile machinery that gemm_bf16.cpp's products and attention_bf16.cpp's attention driver share: the tile
+// instructions, the per-thread tile state, and B's packing into the pairs TDPBF16PS reads. Private to
+// kernels/cpu; only on x86-64 Linux (KILN_AMX_POSSIBLE), and only run where has_amx_bf16() said yes.
+
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(__linux__)
+#define KILN_AMX_POSSIBLE 1
+#else
+#define KILN_AMX_POSSIBLE 0
+#endif
+
+#if KILN_AMX_POSSIBLE
+
+// The tile instructions as the assembler spells them (AT&T order: sources first), so that no compiler flag is
+// needed. Loads and stores touch memory the compiler cannot see.
+#define KILN_TILE_LOAD(tile, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
+#define KILN_TILE_STORE(tile, base, stride) \
+  asm volatile("tilestored %%tmm" #tile ", (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
+#define KILN_TILE_ZERO(tile) asm volatile("tilezero %%tmm" #tile ::)
+// c += a b: a 16 x 32 bf16 of A's rows, b 16 pairs of B's rows interleaved (VNNI), c 16 x 16 f32.
+#define KILN_TILE_DOT(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+namespace kiln::kernels::cpu::bf16_tiles {
+
+constexpr std::int64_t block = 32;               // rows and columns of C per block product; K's step
+constexpr std::int64_t tile_elements = 16 * 32;  // bf16 in a 1 KiB tile
+
+inline std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Per thread: the tile state lives while a range of work items runs, released after (a thread holding tile state
+// makes the kernel save it on every context switch). Palette 1 with tiles 0-7 all 16 rows of 64 bytes: 0-3 the
+// accumulators of a 32 x 32 block of C, 4-5 two 16-row strips of A, 6-7 two 16-column strips of B.
+class TileScope {
+ public:
+  TileScope();
+  ~TileScope() { asm volatile("tilerelease" ::); }
+  TileScope(const TileScope&) = delete;
+  TileScope& operator=(const TileScope&) = delete;
+};
+
+// Bf16 of one 32-column panel of op(B) (k x n; stored n x k when transpose_b) packed: per 32 of k, per 16
+// columns, 16 pairs of k interleaved (a tile of TDPBF16PS's B), zeros past k and n.
+std::int64_t panel_elements(std::int64_t k);
+void pack_b_panel(const std::uint16_t* b, std::int64_t ldb, bool transpose_b, std::int64_t k, std::int64_t n,
+                  std::int64_t panel, std::uint16_t* out);
+
+}  // namespace kiln::kernels::cpu::bf16_tiles
+
+#endif
