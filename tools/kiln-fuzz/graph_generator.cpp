@@ -758,10 +758,12 @@ class Builder {
     return add(Op::matmul, {a, b}, attributes);
   }
 
-  // matmul -> row-wise ops -> matmul in f32, the pattern of the attention fusion (compiler/fusion_attention.cpp),
+  // matmul -> row-wise ops -> matmul, the pattern of the attention fusion (compiler/fusion_attention.cpp),
   // which random ops almost never form: softmax(Q K^T), with a scale and a mask or not, a layer norm, or
-  // another row normalization, between the products; operands transposed or not, batched or shared.
+  // another row normalization, between the products; operands transposed or not, batched or shared. In f32, or
+  // with half_precision half the time in bf16 (the row function in f32 between casts, as bf16 softmax traces).
   ValueId build_attention_motif() {
+    const DType dtype = options_.half_precision && random_.chance(0.5) ? DType::bf16 : DType::f32;
     std::vector<std::int64_t> batch;
     for (std::int64_t axes = static_cast<std::int64_t>(random_.weighted({3, 2, 1})); axes > 0; --axes)
       batch.push_back(random_.between(1, 3));
@@ -772,7 +774,7 @@ class Builder {
       if (!may_share || random_.chance(0.8)) dims = batch;
       dims.push_back(transposed ? columns : rows);
       dims.push_back(transposed ? rows : columns);
-      return add_parameter({DType::f32, Shape(dims)});
+      return add_parameter({dtype, Shape(dims)});
     };
     ir::Attributes first, second;
     first.transpose_a = random_.chance(0.2);
@@ -782,7 +784,8 @@ class Builder {
     const ValueId keys = operand(k, n, first.transpose_b, true);
     const ValueId values = operand(n, d, second.transpose_b, true);
     const ValueId scores = add(Op::matmul, {queries, keys}, first);
-    return add(Op::matmul, {row_normalization(scores), values}, second);
+    const ValueId probabilities = convert(row_normalization(convert(scores, DType::f32)), dtype);
+    return add(Op::matmul, {probabilities, values}, second);
   }
 
   // An f32 matrix product and a chain of consumers of its shape: the GEMM
