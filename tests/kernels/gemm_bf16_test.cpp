@@ -1,7 +1,7 @@
 // gemm_bf16 (kernels/cpu/gemm_bf16.h): bf16 products in AMX tiles against the float64 product of the same bf16
-// values, on sizes that fill no tile exactly, both transposes, k long enough to take B's panels in runs, one and two
-// threads; and the public matmul of bf16 tensors (AMX where the CPU has it, the widened f32 product elsewhere)
-// against the widened product, batched and broadcast, in both executors.
+// values, on sizes that fill no tile exactly and sizes that fill some, both transposes, k long enough to take B's
+// panels in runs, one and two threads; and the public matmul of bf16 tensors (AMX where the CPU has it, the widened f32
+// product elsewhere) against the widened product, batched and broadcast, in both executors.
 
 #include "kernels/cpu/gemm_bf16.h"
 
@@ -51,6 +51,11 @@ TEST(GemmBf16, MatchesTheExactProductOfTheSameValuesWithinF32Summation) {
       {128, 160, 300, false, false},
       {40, 64, 33, false, false},
       {2, 3, 0, false, false},
+      // Transposed operands in whole 32 x 32 blocks (transposed in registers) beside partial ones (element by
+      // element): m and n past a multiple of 32, k of three whole chunks and one of 4.
+      {64, 64, 64, true, false},
+      {100, 70, 100, true, true},
+      {128, 96, 96, false, true},
       // Long k: B's panels taken in runs that each row block sweeps (the last run shorter, the last panel partial).
       {70, 300, 2100, false, false},
       {33, 1000, 1100, false, true}};

@@ -88,12 +88,11 @@ class PackingSpace {
   std::size_t capacity_ = 0;
 };
 
-// Rows `even` and `odd` of a 32-column panel of B interleaved into two tile rows (`pairs`: columns 0-15;
-// pairs + tile_elements: 16-31), each 16 columns' pairs: two permutes of two 64-byte rows. Every CPU with AMX or
-// AVX512_BF16 (where gemm_bf16 runs) has AVX512BW; GCC had left the scalar form element by element, a third of the
-// product's time at 2048^2 with the strided reads.
-__attribute__((target("avx512f,avx512bw"))) void interleave_rows(const std::uint16_t* even, const std::uint16_t* odd,
-                                                                 std::uint16_t* pairs) {
+// Rows `even` and `odd` of 32 columns interleaved into words (each column's pair): columns 0-15 in `low`, 16-31 in
+// `high`, two permutes of two 64-byte rows.
+__attribute__((target("avx512f,avx512bw"))) inline void interleave_pairs(const std::uint16_t* even,
+                                                                         const std::uint16_t* odd, __m512i& low,
+                                                                         __m512i& high) {
   // Lane 2j takes column j of `even` (index j), lane 2j + 1 column j of `odd` (index 32 + j); the second half the
   // same from column 16.
   alignas(64) static constexpr std::uint16_t low_order[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
@@ -103,13 +102,115 @@ __attribute__((target("avx512f,avx512bw"))) void interleave_rows(const std::uint
                                                                53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
                                                                27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i first = _mm512_loadu_si512(even), second = _mm512_loadu_si512(odd);
-  _mm512_storeu_si512(pairs, _mm512_permutex2var_epi16(first, _mm512_load_si512(low_order), second));
-  _mm512_storeu_si512(pairs + tile_elements, _mm512_permutex2var_epi16(first, _mm512_load_si512(high_order), second));
+  low = _mm512_permutex2var_epi16(first, _mm512_load_si512(low_order), second);
+  high = _mm512_permutex2var_epi16(first, _mm512_load_si512(high_order), second);
+}
+
+// Rows `even` and `odd` of a 32-column panel of B interleaved into two tile rows (`pairs`: columns 0-15;
+// pairs + tile_elements: 16-31). Every CPU with AMX or AVX512_BF16 (where gemm_bf16 runs) has AVX512BW; GCC had left
+// the scalar form element by element, a third of the product's time at 2048^2 with the strided reads.
+__attribute__((target("avx512f,avx512bw"))) void interleave_rows(const std::uint16_t* even, const std::uint16_t* odd,
+                                                                 std::uint16_t* pairs) {
+  __m512i low, high;
+  interleave_pairs(even, odd, low, high);
+  _mm512_storeu_si512(pairs, low);
+  _mm512_storeu_si512(pairs + tile_elements, high);
 }
 
 bool has_avx512bw() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && ((ebx >> 30) & 1u);
+}
+
+// The 16 x 16 matrix of 4-byte words in `rows` transposed in place: pairs of words, then of pairs, interleaved
+// within 128-bit lanes, then the lanes gathered in two rounds (as vpunpck*dq and vshufi32x4 do; written as
+// shuffles of GCC's vectors, whose intrinsics GCC 12 warns about).
+using Words = std::int32_t __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) void transpose_words(__m512i rows_in[16]) {
+  Words rows[16], pairs[16], quads[16], halves[16];
+  for (int i = 0; i < 16; ++i) rows[i] = reinterpret_cast<Words>(rows_in[i]);
+  for (int i = 0; i < 16; i += 2) {
+    pairs[i] = __builtin_shufflevector(rows[i], rows[i + 1], 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
+    pairs[i + 1] =
+        __builtin_shufflevector(rows[i], rows[i + 1], 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+  }
+  // quads[4g + c] holds, in 128-bit lane l, column c + 4l of rows 4g to 4g + 3.
+  for (int g = 0; g < 4; ++g) {
+    const Words &x = pairs[4 * g], &y = pairs[4 * g + 2], &z = pairs[4 * g + 1], &w = pairs[4 * g + 3];
+    quads[4 * g] = __builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    quads[4 * g + 1] = __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    quads[4 * g + 2] = __builtin_shufflevector(z, w, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+    quads[4 * g + 3] = __builtin_shufflevector(z, w, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  }
+  // Lanes 0 and 2, or 1 and 3, of two registers: columns c and c + 8 (then c + 4 and c + 12) of 8 rows.
+  const auto even_lanes = [](const Words& x, const Words& y) {
+    return __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  };
+  const auto odd_lanes = [](const Words& x, const Words& y) {
+    return __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  };
+  for (int c = 0; c < 4; ++c)
+    for (int h = 0; h < 2; ++h) {
+      halves[c + 8 * h] = even_lanes(quads[c + 8 * h], quads[c + 8 * h + 4]);
+      halves[c + 4 + 8 * h] = odd_lanes(quads[c + 8 * h], quads[c + 8 * h + 4]);
+    }
+  for (int c = 0; c < 8; ++c) {
+    rows_in[c] = reinterpret_cast<__m512i>(even_lanes(halves[c], halves[c + 8]));
+    rows_in[c + 8] = reinterpret_cast<__m512i>(odd_lanes(halves[c], halves[c + 8]));
+  }
+}
+
+// Rows [row, row + 32) of a transposed A (stored k x m, lda apart) into their two strips of tiles, one full chunk
+// of k (32 x 32, inside m and k): pairs of k interleaved into words (as B's panels are), then each 16 x 16 block of
+// words transposed, so that a tile row holds its row's 32 of k. Element by element, the strided reads had made a
+// weight gradient's X^T dY in bf16 2.6x slower than the same product untransposed.
+__attribute__((target("avx512f,avx512bw"))) void pack_transposed_a_chunk(const std::uint16_t* a, std::int64_t lda,
+                                                                         std::int64_t row, std::int64_t chunk,
+                                                                         std::uint16_t* first, std::uint16_t* second) {
+  __m512i low[16], high[16];  // words (k = 2q, 2q + 1) of columns 0-15 and 16-31 of the block
+  for (int q = 0; q < 16; ++q) {
+    const std::uint16_t* even = a + (chunk * block + 2 * q) * lda + row;
+    interleave_pairs(even, even + lda, low[q], high[q]);
+  }
+  transpose_words(low);
+  transpose_words(high);
+  for (int r = 0; r < 16; ++r) {
+    _mm512_storeu_si512(first + r * block, low[r]);
+    _mm512_storeu_si512(second + r * block, high[r]);
+  }
+}
+
+// Columns [column, column + 32) of a transposed B (stored n x k, ldb apart) for one full chunk of k into the panel's
+// two tiles of that chunk: a column's 32 of k are 16 words (its pairs) in a row of b, so each 16 x 16 block of
+// words transposed is a tile, a row per pair.
+__attribute__((target("avx512f,avx512bw"))) void pack_transposed_b_chunk(const std::uint16_t* b, std::int64_t ldb,
+                                                                         std::int64_t column, std::int64_t chunk,
+                                                                         std::uint16_t* tiles) {
+  for (int half = 0; half < 2; ++half) {
+    __m512i words[16];
+    for (int j = 0; j < 16; ++j) words[j] = _mm512_loadu_si512(b + (column + 16 * half + j) * ldb + chunk * block);
+    transpose_words(words);
+    for (int q = 0; q < 16; ++q) _mm512_storeu_si512(tiles + half * tile_elements + q * block, words[q]);
+  }
+}
+
+// Rows [row, row + 32) of a transposed A into their two strips of tiles (zeros past m and k).
+void pack_transposed_a(const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t row,
+                       std::int64_t chunks, std::uint16_t* strips) {
+  static const bool permutes = has_avx512bw();
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    std::uint16_t* first = strips + chunk * tile_elements;  // rows 0-15 of the block; rows 16-31 a strip later
+    std::uint16_t* second = first + chunks * tile_elements;
+    if (permutes && row + block <= m && (chunk + 1) * block <= k) {
+      pack_transposed_a_chunk(a, lda, row, chunk, first, second);
+      continue;
+    }
+    for (std::int64_t p = 0; p < block; ++p) {
+      const std::int64_t depth = chunk * block + p;
+      for (std::int64_t r = 0; r < block; ++r)
+        (r < 16 ? first : second)[(r % 16) * block + p] = row + r < m && depth < k ? a[depth * lda + row + r] : 0;
+    }
+  }
 }
 
 Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t lda, bool transpose_a,
@@ -122,27 +223,30 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
   packed.a = a_space.get(static_cast<std::size_t>(packed.m_padded * kp));
   packed.b = b_space.get(static_cast<std::size_t>(packed.n_padded * kp));
   std::uint16_t* pa = packed.a;
-  runtime::parallel_for(packed.m_padded, 16, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      std::uint16_t* strip_row = pa + (i / 16) * chunks * tile_elements + (i % 16) * block;
-      if (i >= m) {  // padding rows
-        for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
-          std::memset(strip_row + chunk * tile_elements, 0, block * sizeof(std::uint16_t));
-        continue;
-      }
-      if (k % block != 0 || k == 0) {  // the last chunk's tail
-        std::uint16_t* last = strip_row + (chunks - 1) * tile_elements;
-        std::memset(last, 0, block * sizeof(std::uint16_t));
-      }
-      if (!transpose_a) {
+  if (transpose_a) {
+    runtime::parallel_for(packed.m_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t row_block = begin; row_block < end; ++row_block)
+        pack_transposed_a(a, lda, m, k, row_block * block, chunks, pa + row_block * 2 * chunks * tile_elements);
+    });
+  }
+  if (!transpose_a)
+    runtime::parallel_for(packed.m_padded, 16, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        std::uint16_t* strip_row = pa + (i / 16) * chunks * tile_elements + (i % 16) * block;
+        if (i >= m) {  // padding rows
+          for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+            std::memset(strip_row + chunk * tile_elements, 0, block * sizeof(std::uint16_t));
+          continue;
+        }
+        if (k % block != 0 || k == 0) {  // the last chunk's tail
+          std::uint16_t* last = strip_row + (chunks - 1) * tile_elements;
+          std::memset(last, 0, block * sizeof(std::uint16_t));
+        }
         for (std::int64_t chunk = 0; chunk * block < k; ++chunk)
           std::memcpy(strip_row + chunk * tile_elements, a + i * lda + chunk * block,
                       static_cast<std::size_t>(std::min(block, k - chunk * block)) * sizeof(std::uint16_t));
-        continue;
       }
-      for (std::int64_t p = 0; p < k; ++p) strip_row[(p / block) * tile_elements + p % block] = a[p * lda + i];
-    }
-  });
+    });
   std::uint16_t* pb = packed.b;
   runtime::parallel_for(packed.n_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t panel = begin; panel < end; ++panel)
@@ -409,11 +513,16 @@ void pack_b_panel(const std::uint16_t* b, std::int64_t ldb, bool transpose_b, st
     return;
   }
   if (transpose_b) {
-    // Column j of op(B) is row first + j of b: a pair of k is one 4-byte word there (attention's keys, K^T, at
-    // k = 64: moved two bf16 at a time the panels took 6% of block-bf16's time).
-    for (std::int64_t j = 0; j < columns; ++j) {
+    // Whole chunks of a whole panel transposed in registers (has_avx512bw: every CPU gemm_bf16 runs on).
+    static const bool permutes = has_avx512bw();
+    const std::int64_t whole = permutes && columns == block ? k / block : 0;
+    for (std::int64_t chunk = 0; chunk < whole; ++chunk)
+      pack_transposed_b_chunk(b, ldb, first, chunk, out + chunk * 2 * tile_elements);
+    // The rest a word at a time: column j of op(B) is row first + j of b, and a pair of k one 4-byte word there.
+    for (std::int64_t j = 0; j < columns && whole * block < k; ++j) {
       const std::uint16_t* column = b + (first + j) * ldb;
-      for (std::int64_t p = 0; p + 1 < k; p += 2) std::memcpy(pair_at(p, j), column + p, 2 * sizeof(std::uint16_t));
+      for (std::int64_t p = whole * block; p + 1 < k; p += 2)
+        std::memcpy(pair_at(p, j), column + p, 2 * sizeof(std::uint16_t));
       if (k % 2 != 0) pair_at(k - 1, j)[0] = column[k - 1];
     }
     return;
