@@ -173,10 +173,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     half.dtype = DType::bf16;
     const std::string base = id.substr(0, id.size() - 5);
     if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" &&
-        base != "layernorm" && base != "block" && base != "adam")
+        base != "layernorm" && base != "block" && base != "adam" && base != "block-train")
       throw std::invalid_argument("unknown workload '" + id +
                                   "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax, "
-                                  "layernorm, block and adam)");
+                                  "layernorm, block, block-train and adam)");
     Workload workload = make_workload(base, half);
     workload.id = id;
     // No BLAS on the CPU multiplies bf16: the floor of a workload with products is kiln's own products alone: the
