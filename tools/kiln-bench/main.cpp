@@ -57,8 +57,8 @@ struct Options {
   const std::vector<std::string> suite = suite_ids(false);
   for (const std::string& id : family_ids())
     if (std::find(suite.begin(), suite.end(), id) == suite.end()) std::cerr << ", " << id;
-  std::cerr << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm, block, adam with -bf16 (bf16 inputs; adam: "
-               "bf16 parameters and gradients, f32 moments)";
+  std::cerr << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm, block, adam, block-train with -bf16 (bf16 "
+               "inputs; adam and block-train: bf16 parameters and gradients, f32 moments)";
   std::cerr << "\nfamily: ";
   for (const std::string& id : family_ids()) std::cerr << id << " ";
   std::cerr << "(named composites beside their spelling with primitives)\nsuite: ";
