@@ -8,6 +8,7 @@
 #include "core/half_precision_bits.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "runtime/parallel.h"
+#include "support/test_support.h"
 
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
@@ -15,20 +16,13 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
 
-std::vector<std::uint16_t> random_bf16(std::int64_t count, std::uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<std::uint16_t> values(static_cast<std::size_t>(count));
-  for (std::uint16_t& value : values) value = to_bfloat16(normal(generator)).bits;
-  return values;
-}
+using testing::random_bf16_bits;
 
 std::uint16_t round_bf16(float x) { return half_bits::bf16_from_f32(std::bit_cast<std::uint32_t>(x)); }
 
@@ -64,9 +58,9 @@ struct Case {
     return *this;
   }
   Case& fill() {
-    a = random_bf16(batch * m * k, 21 + static_cast<std::uint64_t>(m + k));
-    b = random_bf16((shared_b ? 1 : batch) * k * n, 22 + static_cast<std::uint64_t>(n + k));
-    c = random_bf16((shared_c ? 1 : batch) * n * d, 23 + static_cast<std::uint64_t>(n + d));
+    a = random_bf16_bits(batch * m * k, 21 + static_cast<std::uint64_t>(m + k));
+    b = random_bf16_bits((shared_b ? 1 : batch) * k * n, 22 + static_cast<std::uint64_t>(n + k));
+    c = random_bf16_bits((shared_c ? 1 : batch) * n * d, 23 + static_cast<std::uint64_t>(n + d));
     return *this;
   }
 

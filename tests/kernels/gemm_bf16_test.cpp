@@ -18,20 +18,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
 
-std::vector<std::uint16_t> random_bf16(std::int64_t count, std::uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<std::uint16_t> values(static_cast<std::size_t>(count));
-  for (std::uint16_t& value : values) value = to_bfloat16(normal(generator)).bits;
-  return values;
-}
+using testing::random_bf16_bits;
 
 double value(std::uint16_t bits) { return static_cast<double>(to_float(bfloat16{bits})); }
 
@@ -66,7 +59,8 @@ TEST(GemmBf16, MatchesTheExactProductOfTheSameValuesWithinF32Summation) {
       const std::string label = std::to_string(test.m) + "x" + std::to_string(test.n) + "x" + std::to_string(test.k) +
                                 (test.transpose_a ? " A^T" : "") + (test.transpose_b ? " B^T" : "") + ", threads " +
                                 std::to_string(threads);
-      const std::vector<std::uint16_t> a = random_bf16(test.m * test.k, 1), b = random_bf16(test.k * test.n, 2);
+      const std::vector<std::uint16_t> a = random_bf16_bits(test.m * test.k, 1),
+                                       b = random_bf16_bits(test.k * test.n, 2);
       const std::int64_t lda = test.transpose_a ? test.m : test.k, ldb = test.transpose_b ? test.k : test.n;
       const std::int64_t ldc = test.n + 3;  // C's rows wider than the product: nothing past n is written
       std::vector<float> c(static_cast<std::size_t>(test.m * ldc), -7.0f);
@@ -132,7 +126,7 @@ TEST(GemmBf16, ABf16OutputIsTheF32ProductRoundedOnce) {
   for (const bool transpose_a : {false, true})
     for (const bool transpose_b : {false, true}) {
       const std::int64_t batch = 3, m = 37, n = 45, k = 70;
-      std::vector<std::uint16_t> a_bits = random_bf16(batch * m * k, 11), b_bits = random_bf16(k * n, 12);
+      std::vector<std::uint16_t> a_bits = random_bf16_bits(batch * m * k, 11), b_bits = random_bf16_bits(k * n, 12);
       a_bits[5] = 0x7F80;   // +inf
       a_bits[77] = 0x7FC1;  // a NaN
       b_bits[9] = 0xFF80;   // -inf

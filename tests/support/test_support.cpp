@@ -54,6 +54,14 @@ std::vector<float> random_floats(std::int64_t count, std::uint64_t seed) {
   return values;
 }
 
+std::vector<std::uint16_t> random_bf16_bits(std::int64_t count, std::uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<std::uint16_t> values(static_cast<std::size_t>(count));
+  for (std::uint16_t& value : values) value = to_bfloat16(normal(generator)).bits;
+  return values;
+}
+
 std::pair<std::vector<float>, std::vector<float>> floats_with_two_threads_and_one(
     const std::function<Tensor()>& compute) {
   const int original = runtime::thread_count();

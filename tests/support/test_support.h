@@ -23,6 +23,10 @@ Tensor random_uniform(DType dtype, const Shape& shape, double low, double high, 
 // doubled term always shows.
 std::vector<float> random_floats(std::int64_t count, std::uint64_t seed);
 
+// `count` bf16 bit patterns of normally distributed values (rounded to nearest even), for kernel tests on raw
+// bf16 buffers.
+std::vector<std::uint16_t> random_bf16_bits(std::int64_t count, std::uint64_t seed);
+
 // The float results of `compute` run with two threads and then with one (the thread count is restored): a kernel
 // whose results must not depend on how its work is split gives the same bits both times.
 std::pair<std::vector<float>, std::vector<float>> floats_with_two_threads_and_one(

@@ -101,27 +101,17 @@ void pack_queries(const std::uint16_t* a, std::int64_t lda, bool transpose_a, st
 // `a0` and `a1` + chunk * a_step, each row a_stride bytes apart. Stored to `out`, ld floats a row.
 void block_sums(const std::uint16_t* a0, const std::uint16_t* a1, std::int64_t a_step, long a_stride,
                 const std::uint16_t* panel, std::int64_t chunks, float* out, std::int64_t ld) {
-  constexpr long tile_stride = 64;
-  KILN_TILE_ZERO(0);
-  KILN_TILE_ZERO(1);
-  KILN_TILE_ZERO(2);
-  KILN_TILE_ZERO(3);
-  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const std::uint16_t* b0 = panel + chunk * 2 * tile_elements;
-    KILN_TILE_LOAD(4, a0 + chunk * a_step, a_stride);
-    KILN_TILE_LOAD(5, a1 + chunk * a_step, a_stride);
-    KILN_TILE_LOAD(6, b0, tile_stride);
-    KILN_TILE_LOAD(7, b0 + tile_elements, tile_stride);
-    KILN_TILE_DOT(0, 4, 6);
-    KILN_TILE_DOT(1, 4, 7);
-    KILN_TILE_DOT(2, 5, 6);
-    KILN_TILE_DOT(3, 5, 7);
-  }
-  const long stride = static_cast<long>(ld) * 4;
-  KILN_TILE_STORE(0, out, stride);
-  KILN_TILE_STORE(1, out + 16, stride);
-  KILN_TILE_STORE(2, out + 16 * ld, stride);
-  KILN_TILE_STORE(3, out + 16 * ld + 16, stride);
+  zero_accumulators();
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+    multiply_chunk(a0 + chunk * a_step, a1 + chunk * a_step, a_stride, panel + chunk * 2 * tile_elements);
+  store_accumulators(out, ld);
+}
+
+// An item's op(X) (depth x columns; stored columns x depth when transposed, ld apart) into `panels` packed panels.
+void pack_panels(const std::uint16_t* x, std::int64_t ld, bool transposed, std::int64_t depth, std::int64_t columns,
+                 std::int64_t panels, std::int64_t panel_size, std::uint16_t* target) {
+  for (std::int64_t panel = 0; panel < panels; ++panel)
+    pack_b_panel(x, ld, transposed, depth, columns, panel, target + panel * panel_size);
 }
 
 void run_strips(const AttentionProblem& problem, const StripUnits::Unit& unit, AttentionRows rows_function,
@@ -129,20 +119,14 @@ void run_strips(const AttentionProblem& problem, const StripUnits::Unit& unit, A
   const auto* a = static_cast<const std::uint16_t*>(problem.a) + unit.item * problem.a_batch_stride;
   const auto* b = static_cast<const std::uint16_t*>(problem.b) + unit.item * problem.b_batch_stride;
   const auto* c = static_cast<const std::uint16_t*>(problem.c) + unit.item * problem.c_batch_stride;
-  if (!scratch.packed || scratch.packed_b_source != b) {
-    const std::int64_t ldb = problem.transpose_b ? problem.k : problem.n;
-    for (std::int64_t panel = 0; panel < scratch.b_panels; ++panel)
-      pack_b_panel(b, ldb, problem.transpose_b, problem.k, problem.n, panel,
-                   scratch.packed_b + panel * scratch.b_panel_elements);
-    scratch.packed_b_source = b;
-  }
-  if (!scratch.packed || scratch.packed_c_source != c) {
-    const std::int64_t ldc = problem.transpose_c ? problem.n : problem.d;
-    for (std::int64_t panel = 0; panel < scratch.c_panels; ++panel)
-      pack_b_panel(c, ldc, problem.transpose_c, problem.n, problem.d, panel,
-                   scratch.packed_c + panel * scratch.c_panel_elements);
-    scratch.packed_c_source = c;
-  }
+  if (!scratch.packed || scratch.packed_b_source != b)
+    pack_panels(b, problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k, problem.n,
+                scratch.b_panels, scratch.b_panel_elements, scratch.packed_b);
+  if (!scratch.packed || scratch.packed_c_source != c)
+    pack_panels(c, problem.transpose_c ? problem.n : problem.d, problem.transpose_c, problem.n, problem.d,
+                scratch.c_panels, scratch.c_panel_elements, scratch.packed_c);
+  scratch.packed_b_source = b;
+  scratch.packed_c_source = c;
   scratch.packed = true;
   const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
   auto* out = static_cast<std::uint16_t*>(problem.out) + unit.item * problem.m * problem.d;

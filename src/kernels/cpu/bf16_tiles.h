@@ -43,6 +43,37 @@ class TileScope {
   TileScope& operator=(const TileScope&) = delete;
 };
 
+// One chunk of k of a 32 x 32 block: A's two 16-row tiles (rows a_stride bytes apart) and a packed panel's two tiles
+// of the chunk into tiles 4-7, multiplied into accumulators 0-3.
+inline void multiply_chunk(const std::uint16_t* a0, const std::uint16_t* a1, long a_stride,
+                           const std::uint16_t* panel_chunk) {
+  constexpr long tile_stride = 64;
+  KILN_TILE_LOAD(4, a0, a_stride);
+  KILN_TILE_LOAD(5, a1, a_stride);
+  KILN_TILE_LOAD(6, panel_chunk, tile_stride);
+  KILN_TILE_LOAD(7, panel_chunk + tile_elements, tile_stride);
+  KILN_TILE_DOT(0, 4, 6);
+  KILN_TILE_DOT(1, 4, 7);
+  KILN_TILE_DOT(2, 5, 6);
+  KILN_TILE_DOT(3, 5, 7);
+}
+
+inline void zero_accumulators() {
+  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(1);
+  KILN_TILE_ZERO(2);
+  KILN_TILE_ZERO(3);
+}
+
+// Accumulators 0-3 to a 32 x 32 block of f32 at `out`, rows ld floats apart.
+inline void store_accumulators(float* out, std::int64_t ld) {
+  const long stride = static_cast<long>(ld) * 4;
+  KILN_TILE_STORE(0, out, stride);
+  KILN_TILE_STORE(1, out + 16, stride);
+  KILN_TILE_STORE(2, out + 16 * ld, stride);
+  KILN_TILE_STORE(3, out + 16 * ld + 16, stride);
+}
+
 // Bf16 of one 32-column panel of op(B) (k x n; stored n x k when transpose_b) packed: per 32 of k, per 16
 // columns, 16 pairs of k interleaved (a tile of TDPBF16PS's B), zeros past k and n.
 std::int64_t panel_elements(std::int64_t k);

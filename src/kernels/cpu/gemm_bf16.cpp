@@ -317,10 +317,7 @@ void block_product(const Packed& packed, std::int64_t row_block, std::int64_t pa
   constexpr long tile_stride = 64;
   // The pieces spread over k, a piece every `interval` steps; what a short k leaves runs after the block.
   const std::int64_t interval = std::max<std::int64_t>(1, chunks / (pieces_per_block + 1));
-  KILN_TILE_ZERO(0);
-  KILN_TILE_ZERO(1);
-  KILN_TILE_ZERO(2);
-  KILN_TILE_ZERO(3);
+  zero_accumulators();
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
     const std::uint16_t* b0 = b + chunk * 2 * tile_elements;
     // The tiles two steps ahead into L1 while this step's products run: a tile load waits for its lines, and
@@ -332,21 +329,10 @@ void block_product(const Packed& packed, std::int64_t row_block, std::int64_t pa
         __builtin_prefetch(b0 + 4 * tile_elements + line * 32, 0, 3);
         __builtin_prefetch(b0 + 5 * tile_elements + line * 32, 0, 3);
       }
-    KILN_TILE_LOAD(4, a0 + chunk * tile_elements, tile_stride);
-    KILN_TILE_LOAD(5, a1 + chunk * tile_elements, tile_stride);
-    KILN_TILE_LOAD(6, b0, tile_stride);
-    KILN_TILE_LOAD(7, b0 + tile_elements, tile_stride);
-    KILN_TILE_DOT(0, 4, 6);
-    KILN_TILE_DOT(1, 4, 7);
-    KILN_TILE_DOT(2, 5, 6);
-    KILN_TILE_DOT(3, 5, 7);
+    multiply_chunk(a0 + chunk * tile_elements, a1 + chunk * tile_elements, tile_stride, b0);
     if ((chunk + 1) % interval == 0 && pending.waiting()) pending.run_piece();
   }
-  const std::int64_t stride = ld * 4;
-  KILN_TILE_STORE(0, out, stride);
-  KILN_TILE_STORE(1, out + 16, stride);
-  KILN_TILE_STORE(2, out + 16 * ld, stride);
-  KILN_TILE_STORE(3, out + 16 * ld + 16, stride);
+  store_accumulators(out, ld);
 }
 
 // The same block with AVX512_BF16's dot products, for CPUs that have them and no AMX (Cooper Lake, AMD's Zen 4 and
