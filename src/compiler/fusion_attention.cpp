@@ -78,8 +78,8 @@ std::optional<Scheduler::AttentionCandidate> Scheduler::attention_candidate(ir::
   // runs as a loop kernel of its own after the attention kernel: writing the m x d product costs less than the
   // m x n scores it saves). An epilogue with reductions keeps its kernel.
   const Group& consumer = group(second_group);
-  const bool alone = (consumer.kind == KernelKind::library || consumer.kind == KernelKind::gemm) &&
-                     consumer.members.size() == 1 && attention_dtype(graph_.node(second));
+  const bool alone =
+      (consumer.kind == KernelKind::library || consumer.kind == KernelKind::gemm) && consumer.members.size() == 1;
   const bool epilogue = consumer.kind == KernelKind::gemm &&
                         std::none_of(consumer.members.begin(), consumer.members.end(), [&](ir::ValueId member) {
                           return ir::is_reduction(graph_.node(member).op);

@@ -3,8 +3,8 @@
 // probabilities reach memory. Unfused, block-bf16's attention wrote and read back 8 x 1024 x 1024 scores and
 // probabilities (16 MiB each in bf16) around two library products.
 //
-// Both products are gemm_bf16's: op(B) and op(C) packed by bf16_tiles::pack_b_panel, the queries' strip in the
-// same tiles gemm_bf16 packs A into, and every 32 x 32 block of sums accumulated chunk of k by chunk from zero
+// Both products are gemm_bf16's: op(B) and op(C) packed by bf16_tiles::pack_b_panel, the queries' strip by
+// bf16_tiles::pack_a_block, and every 32 x 32 block of sums accumulated chunk of k by chunk from zero
 // tiles. So the scores are, bit for bit, the sums the standard executor's bf16 matmul rounds, and the output is
 // its second matmul's: the fused kernel and the standard executor agree exactly wherever the row code does.
 
@@ -77,26 +77,6 @@ struct Scratch {
   bool packed = false;
 };
 
-// op(A)'s rows [row_begin, row_begin + rows) into the strip's tiles as gemm_bf16 packs A: per 16 rows, per 32 of k,
-// 16 rows of 32 (zeros past k and past the strip's rows).
-void pack_queries(const std::uint16_t* a, std::int64_t lda, bool transpose_a, std::int64_t k, std::int64_t row_begin,
-                  std::int64_t rows, std::int64_t chunks, std::uint16_t* strip) {
-  std::memset(strip, 0, static_cast<std::size_t>(strip_rows * chunks * block) * sizeof(std::uint16_t));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::uint16_t* tile_row = strip + (r / 16) * chunks * tile_elements + (r % 16) * block;
-    const std::int64_t i = row_begin + r;
-    for (std::int64_t chunk = 0; chunk * block < k; ++chunk) {
-      std::uint16_t* target = tile_row + chunk * tile_elements;
-      const std::int64_t count = std::min(block, k - chunk * block);
-      if (!transpose_a) {
-        std::memcpy(target, a + i * lda + chunk * block, static_cast<std::size_t>(count) * sizeof(std::uint16_t));
-        continue;
-      }
-      for (std::int64_t p = 0; p < count; ++p) target[p] = a[(chunk * block + p) * lda + i];
-    }
-  }
-}
-
 // The 32 x 32 block of sums of 32 rows of A against one packed panel, chunk by chunk: A's two tiles of a chunk at
 // `a0` and `a1` + chunk * a_step, each row a_stride bytes apart. Stored to `out`, ld floats a row.
 void block_sums(const std::uint16_t* a0, const std::uint16_t* a1, std::int64_t a_step, long a_stride,
@@ -133,7 +113,8 @@ void run_strips(const AttentionProblem& problem, const StripUnits::Unit& unit, A
   const std::int64_t ld = scratch.ld, value_chunks = round_up(std::max<std::int64_t>(problem.n, 1), block) / block;
   for (std::int64_t strip = unit.strip_begin; strip < unit.strip_end; ++strip) {
     const std::int64_t row_begin = strip * strip_rows, rows = std::min(strip_rows, problem.m - row_begin);
-    pack_queries(a, lda, problem.transpose_a, problem.k, row_begin, rows, scratch.chunks, scratch.queries);
+    // The strip's queries as gemm_bf16 packs A (rows past the strip's zeros).
+    pack_a_block(a, lda, problem.transpose_a, row_begin + rows, problem.k, row_begin, scratch.chunks, scratch.queries);
     const std::uint16_t* second_half = scratch.queries + scratch.chunks * tile_elements;
     for (std::int64_t panel = 0; panel < scratch.b_panels; ++panel)
       block_sums(scratch.queries, second_half, tile_elements, 64, scratch.packed_b + panel * scratch.b_panel_elements,
@@ -162,7 +143,7 @@ void attention_bf16(const AttentionProblem& problem, AttentionRows rows_function
   if (problem.batch <= 0 || problem.m <= 0) return;
   StripUnits units(problem.batch, (problem.m + strip_rows - 1) / strip_rows);
   const std::int64_t piece_bytes =
-      round_up(Scratch::bytes(problem.n, problem.k, problem.d) + problem.row_scratch_bytes, 64) + 64;
+      round_up(Scratch::bytes(problem.n, problem.k, problem.d) + problem.row_scratch_bytes, 64);
   auto memory = runtime::allocate(Device::cpu(), static_cast<std::size_t>(units.pieces() * piece_bytes));
   runtime::parallel_pieces(units.pieces(), [&](std::int64_t piece, std::int64_t) {
     char* base = static_cast<char*>(memory->data()) + piece * piece_bytes;

@@ -74,6 +74,12 @@ inline void store_accumulators(float* out, std::int64_t ld) {
   KILN_TILE_STORE(3, out + 16 * ld + 16, stride);
 }
 
+// Rows [row, row + 32) of op(A) (m x k; stored k x m when transpose_a, lda apart) packed into a block's two strips
+// of tiles: per 16 rows, per 32 of k, 16 rows of 32 (a tile of TDPBF16PS's A), the second strip `chunks` tiles
+// after the first; zeros past m and k.
+void pack_a_block(const std::uint16_t* a, std::int64_t lda, bool transpose_a, std::int64_t m, std::int64_t k,
+                  std::int64_t row, std::int64_t chunks, std::uint16_t* strips);
+
 // Bf16 of one 32-column panel of op(B) (k x n; stored n x k when transpose_b) packed: per 32 of k, per 16
 // columns, 16 pairs of k interleaved (a tile of TDPBF16PS's B), zeros past k and n.
 std::int64_t panel_elements(std::int64_t k);

@@ -198,30 +198,34 @@ __attribute__((target("avx512f,avx512bw"))) void pack_transposed_b_chunk(const s
   }
 }
 
-// Row blocks [begin, end) (32 rows each) of a transposed A into their strips of tiles (zeros past m and k), chunk of
-// k by chunk, so that each of a chunk's 32 rows of A is read along the blocks' whole width: block by block, a
-// block's 64 bytes of each of k rows, lda apart, left the prefetchers behind (a third of a bf16 training step's
-// packing time).
+// One chunk of k of rows [row, row + 32) of a transposed A into its two tiles (`first`: rows 0-15, `second`:
+// 16-31), zeros past m and k: transposed in registers where the chunk is whole, element by element at m's and k's
+// ends.
+void pack_transposed_a_block_chunk(const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64_t k,
+                                   std::int64_t row, std::int64_t chunk, std::uint16_t* first, std::uint16_t* second) {
+  static const bool permutes = has_avx512bw();
+  if (permutes && row + block <= m && (chunk + 1) * block <= k) {
+    pack_transposed_a_chunk(a, lda, row, chunk, first, second);
+    return;
+  }
+  for (std::int64_t r = 0; r < block; ++r) {
+    std::uint16_t* target = (r < 16 ? first : second) + (r % 16) * block;
+    for (std::int64_t p = 0; p < block; ++p) {
+      const std::int64_t depth = chunk * block + p;
+      target[p] = row + r < m && depth < k ? a[depth * lda + row + r] : std::uint16_t{0};
+    }
+  }
+}
+
+// Row blocks [begin, end) (32 rows each) of a transposed A into their strips of tiles, chunk of k by chunk, so that
+// each of a chunk's 32 rows of A is read along the blocks' whole width: block by block, a block's 64 bytes of each
+// of k rows, lda apart, left the prefetchers behind (a third of a bf16 training step's packing time).
 void pack_transposed_a(const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t begin,
                        std::int64_t end, std::int64_t chunks, std::uint16_t* packed) {
-  static const bool permutes = has_avx512bw();
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
     for (std::int64_t row_block = begin; row_block < end; ++row_block) {
-      const std::int64_t row = row_block * block;
-      // Rows 0-15 of the block; rows 16-31 a strip later.
       std::uint16_t* first = packed + row_block * 2 * chunks * tile_elements + chunk * tile_elements;
-      std::uint16_t* second = first + chunks * tile_elements;
-      if (permutes && row + block <= m && (chunk + 1) * block <= k) {
-        pack_transposed_a_chunk(a, lda, row, chunk, first, second);
-        continue;
-      }
-      for (std::int64_t r = 0; r < block; ++r) {
-        std::uint16_t* target = (r < 16 ? first : second) + (r % 16) * block;
-        for (std::int64_t p = 0; p < block; ++p) {
-          const std::int64_t depth = chunk * block + p;
-          target[p] = row + r < m && depth < k ? a[depth * lda + row + r] : std::uint16_t{0};
-        }
-      }
+      pack_transposed_a_block_chunk(a, lda, m, k, row_block * block, chunk, first, first + chunks * tile_elements);
     }
 }
 
@@ -235,29 +239,14 @@ Packed pack(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t*
   packed.a = a_space.get(static_cast<std::size_t>(packed.m_padded * kp));
   packed.b = b_space.get(static_cast<std::size_t>(packed.n_padded * kp));
   std::uint16_t* pa = packed.a;
-  if (transpose_a) {
-    runtime::parallel_for(packed.m_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
+  runtime::parallel_for(packed.m_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
+    if (transpose_a) {
       pack_transposed_a(a, lda, m, k, begin, end, chunks, pa);
-    });
-  }
-  if (!transpose_a)
-    runtime::parallel_for(packed.m_padded, 16, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        std::uint16_t* strip_row = pa + (i / 16) * chunks * tile_elements + (i % 16) * block;
-        if (i >= m) {  // padding rows
-          for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
-            std::memset(strip_row + chunk * tile_elements, 0, block * sizeof(std::uint16_t));
-          continue;
-        }
-        if (k % block != 0 || k == 0) {  // the last chunk's tail
-          std::uint16_t* last = strip_row + (chunks - 1) * tile_elements;
-          std::memset(last, 0, block * sizeof(std::uint16_t));
-        }
-        for (std::int64_t chunk = 0; chunk * block < k; ++chunk)
-          std::memcpy(strip_row + chunk * tile_elements, a + i * lda + chunk * block,
-                      static_cast<std::size_t>(std::min(block, k - chunk * block)) * sizeof(std::uint16_t));
-      }
-    });
+      return;
+    }
+    for (std::int64_t row_block = begin; row_block < end; ++row_block)
+      pack_a_block(a, lda, false, m, k, row_block * block, chunks, pa + row_block * 2 * chunks * tile_elements);
+  });
   std::uint16_t* pb = packed.b;
   runtime::parallel_for(packed.n_padded / block, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t panel = begin; panel < end; ++panel)
@@ -476,6 +465,30 @@ namespace bf16_tiles {
 TileScope::TileScope() {
   static const TileConfig config = tile_config();
   asm volatile("ldtilecfg %0" ::"m"(config));
+}
+
+void pack_a_block(const std::uint16_t* a, std::int64_t lda, bool transpose_a, std::int64_t m, std::int64_t k,
+                  std::int64_t row, std::int64_t chunks, std::uint16_t* strips) {
+  if (transpose_a) {
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+      pack_transposed_a_block_chunk(a, lda, m, k, row, chunk, strips + chunk * tile_elements,
+                                    strips + (chunks + chunk) * tile_elements);
+    return;
+  }
+  for (std::int64_t r = 0; r < block; ++r) {
+    std::uint16_t* strip_row = strips + (r / 16) * chunks * tile_elements + (r % 16) * block;
+    const std::int64_t i = row + r;
+    if (i >= m) {  // padding rows
+      for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+        std::memset(strip_row + chunk * tile_elements, 0, block * sizeof(std::uint16_t));
+      continue;
+    }
+    if (k % block != 0 || k == 0)  // the last chunk's tail
+      std::memset(strip_row + (chunks - 1) * tile_elements, 0, block * sizeof(std::uint16_t));
+    for (std::int64_t chunk = 0; chunk * block < k; ++chunk)
+      std::memcpy(strip_row + chunk * tile_elements, a + i * lda + chunk * block,
+                  static_cast<std::size_t>(std::min(block, k - chunk * block)) * sizeof(std::uint16_t));
+  }
 }
 
 std::int64_t panel_elements(std::int64_t k) { return round_up(std::max<std::int64_t>(k, 1), block) * block; }
