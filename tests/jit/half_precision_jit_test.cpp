@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -167,6 +168,35 @@ TEST(HalfPrecisionJit, ReductionsMatmulAndCompositesAgreeWithTheReference) {
         },
         a);
   }
+}
+
+// Every bf16 value widened, and f32 values at each bf16 boundary rounded: the upper 16 bits take all 65536 patterns
+// (every sign, exponent, NaN payload, quiet or signaling, and infinity), the lower ones each case of round to
+// nearest even (zero, just above, just below half, half itself with an even or odd bf16, just above half, all ones).
+// The generated code rounds with the target's own instructions (AVX-512 BF16, or AVX2's integer arithmetic and
+// pack), the standard executor with half_bits::bf16_rounded: the same bits, NaNs included.
+TEST(HalfPrecisionJit, EveryBf16PatternWidensAndEveryRoundingCaseRoundsAsTheStandardExecutor) {
+  std::vector<bfloat16> halves(65536);
+  for (std::uint32_t high = 0; high < 65536; ++high) halves[high] = bfloat16{static_cast<std::uint16_t>(high)};
+  const Tensor every_bf16 = from_vector(halves, {65536});
+  expect_same_bits(
+      "widening",
+      [](Tensor x) {
+        return std::tuple{cast(x, DType::f32), cast(x, DType::f32) * 3};
+      },
+      every_bf16);
+
+  const std::uint32_t lows[] = {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu};
+  std::vector<float> values;
+  for (std::uint32_t high = 0; high < 65536; ++high)
+    for (std::uint32_t low : lows) values.push_back(std::bit_cast<float>(high << 16 | low));
+  const Tensor boundaries = from_vector(values, {static_cast<std::int64_t>(values.size())});
+  expect_same_bits(
+      "rounding",
+      [](Tensor x) {
+        return std::tuple{cast(x, DType::bf16), cast(x * 1, DType::bf16)};
+      },
+      boundaries);
 }
 
 }  // namespace
