@@ -73,11 +73,7 @@ class CpuAllocator final : public Allocator {
       order_.push_back({capacity, data});
       cache_.emplace(capacity, std::prev(order_.end()));
       cached_bytes_ += capacity;
-      while (cached_bytes_ > cache_limit) {
-        const Cached oldest = order_.front();
-        forget(oldest);
-        evicted.push_back(oldest);
-      }
+      while (cached_bytes_ > cache_limit) evicted.push_back(forget(entry_of(order_.front())));
     }
     for (const Cached& block : evicted) munmap(block.data, block.size);
   }
@@ -124,21 +120,24 @@ class CpuAllocator final : public Allocator {
     auto [first, last] = cache_.equal_range(size);
     if (first == last) return nullptr;
     // Equal keys stay in the order they were inserted: the last is the newest.
-    const Cached newest = *std::prev(last)->second;
-    forget(newest);
-    return newest.data;
+    return forget(std::prev(last)).data;
   }
 
-  // Drops a cached block from the index and the order (the caller holds the mutex).
-  void forget(const Cached& block) {
+  using Index = std::multimap<std::size_t, std::list<Cached>::iterator>;
+
+  // The index entry of a cached block (the caller holds the mutex).
+  Index::iterator entry_of(const Cached& block) {
     auto [first, last] = cache_.equal_range(block.size);
-    for (auto it = first; it != last; ++it)
-      if (it->second->data == block.data) {
-        order_.erase(it->second);
-        cache_.erase(it);
-        break;
-      }
+    return std::find_if(first, last, [&](const auto& entry) { return entry.second->data == block.data; });
+  }
+
+  // Drops a cached block from the index and the order, and returns it (the caller holds the mutex).
+  Cached forget(Index::iterator entry) {
+    const Cached block = *entry->second;
+    order_.erase(entry->second);
+    cache_.erase(entry);
     cached_bytes_ -= block.size;
+    return block;
   }
 
   static void* map(std::size_t size) {
@@ -152,7 +151,7 @@ class CpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   MemoryStatistics statistics_;
   std::list<Cached> order_;                                        // oldest first
-  std::multimap<std::size_t, std::list<Cached>::iterator> cache_;  // by size
+  Index cache_;                                                    // by size
   std::size_t cached_bytes_ = 0;
 };
 

@@ -443,7 +443,7 @@ inline constexpr bool kExpTable = KILN_VECTOR_MATH_EXP_TABLE;
 // of 2^-28 and |r| < 2^-4); e^x = 2^floor(k) 2^(j/8) e^r with e^r - 1 ~ r + r^2/2 + r^3/6 + r^4/24 (Taylor's
 // error r^5/120 is 1.3e-9 = 0.02 u there). m = T + T p is rounded once. `vpermps` reads the index from the low
 // three bits of each lane. Two FMAs fewer on the dependency chain than the degree-6 polynomial: every
-// elementwise kernel with an exponential (softmax, sigmoid, gelu, tanh, erf) waits on that chain.
+// elementwise kernel with an exponential (softmax, sigmoid, gelu, erf) waits on that chain.
 inline constexpr float kExpEighthsMagic = 0x1.8p20f;
 alignas(32) inline constexpr float kExp2Eighths[8] = {1.0f,        1.09050775f, 1.18920708f, 1.29683959f,
                                                       1.41421354f, 1.54221082f, 1.68179286f, 1.8340081f};
