@@ -124,14 +124,15 @@ std::optional<ReductionNest> reduction_nest(const ir::Graph& graph, const ir::No
 BackendCapabilities capabilities(Device device) {
   if (!device.is_cpu()) {
     // CUDA: an attention kernel keeps each of its block's rows of scores in shared memory (codegen/cuda/
-    // row_threads.h), a reduction over leading axes is the standard kernel after its producers' loop kernel,
-    // cuBLAS reads a GEMM's operands from memory, and a concat copies its operands (so an op sunk into them would
-    // add kernels). Transposes stay index maps (not measured on a GPU).
+    // row_threads.h), of f32 or bf16 products (the flash-style variant of a softmax's multiplies bf16 on the tensor
+    // cores: flash_attention_kernel.cpp), a reduction over leading axes is the standard kernel after its producers'
+    // loop kernel, cuBLAS reads a GEMM's operands from memory, and a concat copies its operands (so an op sunk into
+    // them would add kernels). Transposes stay index maps (not measured on a GPU).
     return {.attention = AttentionMemory{.name = "shared memory per block",
-                                         .bytes = [](std::int64_t n, std::int64_t, std::int64_t) {
-                                           return cuda::attention_shared_bytes(n);
-                                         },
-                                         .limit_bytes = cuda::attention_shared_limit_bytes},
+                                         .bytes = [](std::int64_t n, std::int64_t,
+                                                     std::int64_t) { return cuda::attention_shared_bytes(n); },
+                                         .limit_bytes = cuda::attention_shared_limit_bytes,
+                                         .bf16 = true},
             .bf16_products = true,
             .f16_products = true};
   }

@@ -43,7 +43,7 @@ struct AttentionMemory {
   // it (a training step's backward reads them), instead of refusing: the scores still never reach memory.
   bool writes_probabilities = false;
   // Whether the kernel also runs a bf16 attention: both products' operands, their products and the row kernel's
-  // result in bf16 (the CPU's AMX tiles).
+  // result in bf16 (the CPU's AMX tiles, CUDA's tensor cores).
   bool bf16 = false;
 };
 

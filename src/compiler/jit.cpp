@@ -131,7 +131,8 @@ Lowering lower_graph(const ir::Graph& traced, Device device, const LoopOfStep* l
       lowering.fused +=
           "on CUDA: each attention kernel computes both products itself, in f32 without TF32, a row of "
           "scores per warp or block in shared memory; where its row code is a softmax, a flash-style variant "
-          "runs instead while TF32 is allowed (tensor cores, tiles of keys, the softmax online)\n";
+          "runs instead, of f32 operands while TF32 is allowed, of bf16 ones always (tensor cores, tiles of keys, "
+          "the softmax online)\n";
   }
 #endif
   if (loop) add_loop_driver(lowering, *loop);
@@ -165,6 +166,8 @@ LoweredFunction lower(const ir::Graph& traced, Device device) {
   for (const cuda::KernelLaunch& launch : lowering.module.launches) {
     if (!launch.function.empty()) lowered.cuda_kernels.push_back({launch.function, launch.threads});
     if (!launch.vector_function.empty()) lowered.cuda_kernels.push_back({launch.vector_function, launch.threads});
+    if (!launch.tensor_core_function.empty())
+      lowered.cuda_kernels.push_back({launch.tensor_core_function, launch.tensor_core_threads});
   }
 #endif
   return lowered;

@@ -488,6 +488,30 @@ TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
                                random_tensor(DType::f32, {2, sizes.n, sizes.d}, 138));
 }
 
+// The module's output (run as the executable runs it with TF32 allowed) against the standard executor's: NaN
+// exactly where it has NaN, elsewhere within `bound` times the output's largest finite magnitude.
+template <class Body, class... Inputs>
+void expect_near_standard(const std::string& label, double bound, Body body, const Inputs&... inputs) {
+  const std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
+  fuzz::EmulatedCudaModule module(ir::parse(traced));
+  std::vector<runtime::Array> values;
+  for (const Tensor& argument : std::vector<Tensor>{inputs...}) values.push_back(argument.impl().array);
+  const std::vector<float> result = detail::make_tensor(module.run(values, false, 3, true).front()).to_vector<float>();
+  const Tensor standard = function(body)(inputs...);
+  const std::vector<float> expected = standard.to_vector<float>();
+  ASSERT_EQ(result.size(), expected.size()) << label;
+  double largest = 0, error = 0;
+  for (float value : expected)
+    if (std::isfinite(value)) largest = std::max(largest, std::abs(double(value)));
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(std::isnan(result[i]), std::isnan(expected[i]))
+        << label << ": element " << i << " is " << result[i] << ", the standard executor's " << expected[i];
+    if (!std::isnan(expected[i])) error = std::max(error, std::abs(double(result[i]) - double(expected[i])));
+  }
+  EXPECT_LE(error, bound * largest) << label << ": largest |output| " << largest;
+  EXPECT_GT(largest, 0) << label;
+}
+
 // The flash-style TF32 variant of an attention kernel (codegen/cuda/flash_attention_kernel.cpp), run emulated as
 // the executable runs it while config::allow_tf32 holds: the tensor cores' products (mma.sync, emulated lane by
 // lane with the PTX layouts) of TF32-rounded operands, tiles of 64 or 32 keys with the softmax online. Against the
@@ -496,24 +520,10 @@ TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
 template <class Body, class... Inputs>
 void expect_flash_attention(const std::string& label, Body body, const Inputs&... inputs) {
   const std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
-  fuzz::EmulatedCudaModule module(ir::parse(traced));
-  ASSERT_TRUE(module.has_tf32_variants()) << label << "\n" << fuzz::generated_cuda_source(ir::parse(traced));
-  std::vector<runtime::Array> values;
-  for (const Tensor& argument : std::vector<Tensor>{inputs...}) values.push_back(argument.impl().array);
-  const std::vector<float> flash = detail::make_tensor(module.run(values, false, 3, true).front()).to_vector<float>();
-  const Tensor standard = function(body)(inputs...);
-  const std::vector<float> expected = standard.to_vector<float>();
-  ASSERT_EQ(flash.size(), expected.size()) << label;
-  double largest = 0, error = 0;
-  for (float value : expected)
-    if (std::isfinite(value)) largest = std::max(largest, std::abs(double(value)));
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(std::isnan(flash[i]), std::isnan(expected[i]))
-        << label << ": element " << i << " is " << flash[i] << ", the standard executor's " << expected[i];
-    if (!std::isnan(expected[i])) error = std::max(error, std::abs(double(flash[i]) - double(expected[i])));
-  }
-  EXPECT_LE(error, 1e-2 * largest) << label << ": largest |output| " << largest;
-  EXPECT_GT(largest, 0) << label;
+  ASSERT_TRUE(fuzz::EmulatedCudaModule(ir::parse(traced)).has_tensor_core_variants())
+      << label << "\n"
+      << fuzz::generated_cuda_source(ir::parse(traced));
+  expect_near_standard(label, 1e-2, body, inputs...);
 }
 
 TEST(CudaEmulatedKernels, FlashAttentionOnTheTensorCores) {
@@ -561,23 +571,103 @@ TEST(CudaEmulatedKernels, FlashAttentionOnTheTensorCores) {
 // Where the row code is no softmax, or an operand is stored transposed, or a depth is no multiple of 8, the module
 // has the exact kernel alone.
 TEST(CudaEmulatedKernels, FlashAttentionOnlyWhereItApplies) {
-  auto tf32_variants = [](auto body, auto... inputs) {
+  auto tensor_core_variants = [](auto body, auto... inputs) {
     return fuzz::EmulatedCudaModule(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)))
-        .has_tf32_variants();
+        .has_tensor_core_variants();
   };
   Tensor q = random_tensor(DType::f32, {2, 37, 24}, 160), k = random_tensor(DType::f32, {2, 53, 24}, 161);
   Tensor v = random_tensor(DType::f32, {2, 53, 16}, 162);
-  EXPECT_TRUE(tf32_variants(scaled_dot_product, q, k, v));
-  EXPECT_FALSE(tf32_variants(
+  EXPECT_TRUE(tensor_core_variants(scaled_dot_product, q, k, v));
+  EXPECT_FALSE(tensor_core_variants(
       [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q, k,
       v));
-  EXPECT_FALSE(tf32_variants(
+  EXPECT_FALSE(tensor_core_variants(
       [](Tensor q, Tensor k, Tensor v) {
         return matmul(nn::softmax(matmul(q, k, {.transpose_b = true})), v, {.transpose_b = true});
       },
       q, k, random_tensor(DType::f32, {2, 16, 53}, 163)));
-  EXPECT_FALSE(tf32_variants(scaled_dot_product, random_tensor(DType::f32, {2, 37, 20}, 164),
-                             random_tensor(DType::f32, {2, 53, 20}, 165), v));
+  EXPECT_FALSE(tensor_core_variants(scaled_dot_product, random_tensor(DType::f32, {2, 37, 20}, 164),
+                                    random_tensor(DType::f32, {2, 53, 20}, 165), v));
+}
+
+// Attention of bf16 tensors: one kernel too, its products' operands read widened and their f32 sums rounded to bf16
+// once, as the standard executor's bf16 matmul rounds them. Where the row code is a softmax and the depth a
+// multiple of 16, the flash-style variant multiplies bf16 on the tensor cores (mma.sync m16n8k16, emulated lane by
+// lane) and the executable always runs it; elsewhere the exact kernel runs. Both against the standard executor and
+// the float64 reference (rounding where the executors round), and the flash variant within 1% of the output's
+// largest magnitude as for TF32 above.
+Tensor bf16(const Shape& shape, std::uint64_t seed) { return random_tensor(DType::bf16, shape, seed); }
+
+bool has_tensor_core_variant(const std::string& traced) {
+  return fuzz::EmulatedCudaModule(ir::parse(traced)).has_tensor_core_variants();
+}
+
+TEST(CudaEmulatedKernels, Bf16AttentionOnTheTensorCores) {
+  // 37 queries, 200 keys (4 tiles of 64, the last partial), depth 32 (two mma steps), 24 output columns.
+  Tensor q = bf16({2, 3, 37, 32}, 170), k = bf16({2, 3, 200, 32}, 171), v = bf16({2, 3, 200, 24}, 172);
+  expect_flash_attention("bf16 attention", scaled_dot_product, q, k, v);
+  expect_attention_agreement("bf16 attention", scaled_dot_product, q, k, v);
+  // A bf16 mask with a row masked whole (NaN, as the standard softmax gives) and one mostly; a causal one.
+  std::vector<float> mask_values(37 * 200);
+  for (std::size_t i = 0; i < mask_values.size(); ++i) mask_values[i] = float(std::sin(double(i))) * 2;
+  for (int key = 0; key < 200; ++key) mask_values[5 * 200 + key] = -INFINITY;
+  for (int key = 0; key < 190; ++key) mask_values[6 * 200 + key] = -INFINITY;
+  const Tensor mask = cast(from_vector(mask_values, {37, 200}), DType::bf16);
+  auto masked = [](Tensor q, Tensor k, Tensor v, Tensor mask) {
+    return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2 + mask), v);
+  };
+  expect_flash_attention("masked bf16 attention", masked, q, k, v, mask);
+  expect_attention_agreement("masked bf16 attention", masked, q, k, v, mask);
+  auto causal = [](Tensor q, Tensor k, Tensor v) {
+    const std::int64_t queries = q.dim(-2), keys = k.dim(-2);
+    Tensor rows = reshape(arange(queries), {queries, 1}), columns = reshape(arange(keys), {1, keys});
+    return matmul(nn::softmax(where(columns <= rows, matmul(q, k, {.transpose_b = true}) * 0.2, -INFINITY)), v);
+  };
+  expect_flash_attention("causal bf16 attention", causal, q, k, v);
+  expect_attention_agreement("causal bf16 attention", causal, q, k, v);
+  // Keys and values shared by the batch; one query; the widest operands (depth and width 128); 130 queries (two
+  // strips of 128); depth 16 (one mma step).
+  for (const auto& [label, queries, keys, values] :
+       {std::tuple{"shared keys and values", bf16({4, 37, 16}, 173), bf16({70, 16}, 174), bf16({70, 24}, 175)},
+        std::tuple{"one query", bf16({3, 1, 16}, 176), bf16({3, 9, 16}, 177), bf16({3, 9, 8}, 178)},
+        std::tuple{"widest operands", bf16({1, 20, 128}, 179), bf16({1, 75, 128}, 180), bf16({1, 75, 128}, 181)},
+        std::tuple{"two strips", bf16({1, 130, 16}, 182), bf16({1, 33, 16}, 183), bf16({1, 33, 8}, 184)}}) {
+    expect_flash_attention(label, scaled_dot_product, queries, keys, values);
+    expect_attention_agreement(label, scaled_dot_product, queries, keys, values);
+  }
+  // A NaN among the queries: its row NaN, as the standard executor's.
+  std::vector<float> with_nan = bf16({1, 9, 16}, 185).to_vector<float>();
+  with_nan[3 * 16 + 2] = NAN;
+  const Tensor nan_queries = cast(from_vector(with_nan, {1, 9, 16}), DType::bf16);
+  expect_flash_attention("a NaN query", scaled_dot_product, nan_queries, bf16({1, 40, 16}, 186), bf16({1, 40, 8}, 187));
+}
+
+TEST(CudaEmulatedKernels, Bf16AttentionWithoutTheTensorCores) {
+  // The exact kernel alone: a depth of no multiple of 16, a layer norm between the products, V stored transposed;
+  // and zero sizes.
+  Tensor q = bf16({2, 37, 20}, 190), k = bf16({2, 53, 20}, 191), v = bf16({2, 53, 24}, 192);
+  auto layer_norm_between = [](Tensor q, Tensor k, Tensor v) {
+    return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v);
+  };
+  auto transposed_values = [](Tensor q, Tensor k, Tensor v_t) {
+    return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2), v_t, {.transpose_b = true});
+  };
+  const Tensor q16 = bf16({2, 37, 16}, 193), k16 = bf16({2, 53, 16}, 194), v_t = bf16({2, 24, 53}, 195);
+  EXPECT_FALSE(has_tensor_core_variant(function(scaled_dot_product).get_compiler_ir(Stage::traced, q, k, v)));
+  EXPECT_FALSE(has_tensor_core_variant(function(layer_norm_between).get_compiler_ir(Stage::traced, q16, k16, v)));
+  EXPECT_FALSE(has_tensor_core_variant(function(transposed_values).get_compiler_ir(Stage::traced, q16, k16, v_t)));
+  expect_attention_agreement("bf16 depth 20", scaled_dot_product, q, k, v);
+  expect_attention_agreement("bf16 layer norm between", layer_norm_between, q16, k16, v);
+  expect_attention_agreement("bf16 transposed values", transposed_values, q16, k16, v_t);
+  // The standard executor's roundings in another order of summation: a bf16 rounding or two of the largest output
+  // (the float64 reference's bf16 chain tolerance above is 2^-6 of each element's terms).
+  expect_near_standard("bf16 depth 20", 0x1p-7, scaled_dot_product, q, k, v);
+  expect_near_standard("bf16 layer norm between", 0x1p-7, layer_norm_between, q16, k16, v);
+  expect_near_standard("bf16 transposed values", 0x1p-7, transposed_values, q16, k16, v_t);
+  for (const auto& [m, n, depth, width] :
+       {std::array<std::int64_t, 4>{0, 9, 16, 8}, {5, 0, 16, 8}, {5, 9, 0, 8}, {5, 9, 16, 0}})
+    expect_attention_agreement("bf16 zero sizes", scaled_dot_product, bf16({2, m, depth}, 196),
+                               bf16({2, n, depth}, 197), bf16({2, n, width}, 198));
 }
 
 // A compiled training step on the CUDA backend: value_and_grad of a relu MLP's softmax cross-entropy and the Adam

@@ -590,6 +590,34 @@ TEST(CudaJit, AttentionOnTheTensorCoresWhileTf32IsAllowed) {
   check("causal attention", causal);
 }
 
+// bf16 attention is one kernel too: its flash-style variant multiplies bf16 on the tensor cores whatever
+// config::allow_tf32 says (bf16 products are exact in their f32 sums), and agrees with the standard executor on the
+// GPU (cuBLASLt's bf16 GEMMs around the row kernel) and with the float64 reference within bf16's roundings; a depth of
+// no multiple of 16 runs the exact kernel, which agrees as well.
+TEST(CudaJit, Bf16AttentionIsOneKernelOnTheTensorCores) {
+  KILN_REQUIRE_GPU();
+  auto causal = [](Tensor q, Tensor k, Tensor v) {
+    const std::int64_t queries = q.dim(-2), keys = k.dim(-2);
+    Tensor rows = reshape(arange(queries), {queries, 1}), columns = reshape(arange(keys), {1, keys});
+    return matmul(nn::softmax(where(columns <= rows, matmul(q, k, {.transpose_b = true}) * 0.125, -INFINITY)), v);
+  };
+  Tensor q = random_tensor(DType::bf16, {2, 3, 150, 64}, 56), k = random_tensor(DType::bf16, {2, 3, 300, 64}, 57);
+  Tensor v = random_tensor(DType::bf16, {2, 3, 300, 40}, 58);
+  for (bool tf32 : {false, true}) {
+    const Tf32Setting setting(tf32);
+    EXPECT_EQ(expect_gpu_agreement("bf16 attention", scaled_dot_product, q, k, v).kernels_per_call, 1);
+    EXPECT_EQ(expect_gpu_agreement("causal bf16 attention", causal, q, k, v).kernels_per_call, 1);
+  }
+  EXPECT_EQ(expect_gpu_agreement(
+                "bf16 attention of depth 24", scaled_dot_product, random_tensor(DType::bf16, {2, 37, 24}, 59),
+                random_tensor(DType::bf16, {2, 53, 24}, 60), random_tensor(DType::bf16, {2, 53, 20}, 61))
+                .kernels_per_call,
+            1);
+  const std::string fused = fused_on_gpu(scaled_dot_product, q, k, v);
+  EXPECT_NE(fused.find("(attention over [2,3,150,300],"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("of bf16 ones always"), std::string::npos) << fused;
+}
+
 // Scores that would take more than 32 KiB of shared memory per block (8200 keys, one block's row) stay three
 // kernels -- cuBLAS, the row kernel, cuBLAS -- and the `fused` stage says why.
 TEST(CudaJit, AttentionBeyondSharedMemoryStaysThreeKernels) {

@@ -243,11 +243,14 @@ T exchange(T value, unsigned mask, Source source) {
   return result;
 }
 
-// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for the running lane (prelude.cuh's mma_tf32 has the
-// layout): the lanes post their A and B words, meet, and each sums its four elements of D in order along K, in
-// f32 from exact products (TF32 times TF32 fits an f32), as the tensor cores do up to their unspecified order of
-// addition. The words are read as TF32: their 13 low mantissa bits are ignored.
-inline void tensor_core_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+// One warp's d += a b for the running lane: the lanes post their operand words (4 of A, 2 of B) and meet; each
+// sums its four elements of D in order along K (`depth` products, each exact in f32), as the tensor cores do up to
+// their unspecified order of addition, reading A(row, k) and B(k, column) through a_at(word, row, k) and
+// b_at(word, k, column), where word(lane, index) is a lane's posted word; the lanes meet again before any posts
+// the next. D's layout is the same for every shape (prelude.cuh, mma_tf32).
+template <class ElementOfA, class ElementOfB>
+void warp_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], unsigned depth, ElementOfA a_at,
+              ElementOfB b_at) {
   if (warp_lanes() != 32) fail("mma.sync in a partial warp");
   const unsigned lane = state.running % 32, first = state.running - lane;
   const int barrier = 1 + static_cast<int>(state.running / 32);
@@ -256,24 +259,44 @@ inline void tensor_core_mma(float (&d)[4], const unsigned (&a)[4], const unsigne
   mine[4] = b[0];
   mine[5] = b[1];
   wait_at_barrier(barrier);
-  auto word = [&](unsigned source_lane, int index) {
-    unsigned bits = state.fragment_slots[static_cast<std::size_t>(first + source_lane) * kFragmentWords + index];
-    bits &= 0xFFFFE000u;
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
+  auto word = [&](unsigned source_lane, unsigned index) {
+    return state.fragment_slots[static_cast<std::size_t>(first + source_lane) * kFragmentWords + index];
   };
-  // A(row, k) lies in lane 4 (row % 8) + k % 4, word (row / 8) + 2 (k / 4); B(k, column) in lane 4 column + k % 4,
-  // word 4 + k / 4.
-  auto a_at = [&](unsigned row, unsigned k) {
-    return word(4 * (row % 8) + k % 4, static_cast<int>(row / 8 + 2 * (k / 4)));
-  };
-  auto b_at = [&](unsigned k, unsigned column) { return word(4 * column + k % 4, static_cast<int>(4 + k / 4)); };
   const unsigned group = lane / 4, pair = 2 * (lane % 4);
   const unsigned rows[4] = {group, group, group + 8, group + 8}, columns[4] = {pair, pair + 1, pair, pair + 1};
   for (int element = 0; element < 4; ++element)
-    for (unsigned k = 0; k < 8; ++k) d[element] += a_at(rows[element], k) * b_at(k, columns[element]);
+    for (unsigned k = 0; k < depth; ++k) d[element] += a_at(word, rows[element], k) * b_at(word, k, columns[element]);
   wait_at_barrier(barrier);
+}
+
+inline float float_of_bits(unsigned bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (prelude.cuh's mma_tf32 has the layout). The words are read
+// as TF32: their 13 low mantissa bits are ignored. A(row, k) lies in lane 4 (row % 8) + k % 4, word (row / 8) +
+// 2 (k / 4); B(k, column) in lane 4 column + k % 4, word 4 + k / 4.
+inline void tensor_core_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const auto tf32 = [](unsigned bits) { return float_of_bits(bits & 0xFFFFE000u); };
+  warp_mma(
+      d, a, b, 8,
+      [&](auto word, unsigned row, unsigned k) { return tf32(word(4 * (row % 8) + k % 4, row / 8 + 2 * (k / 4))); },
+      [&](auto word, unsigned k, unsigned column) { return tf32(word(4 * column + k % 4, 4 + k / 4)); });
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (prelude.cuh's mma_bf16 has the layout): two bf16 to a
+// word, the lower-numbered k in the low half. A(row, k) lies in lane 4 (row % 8) + (k % 8) / 2, word (row / 8) +
+// 2 (k / 8); B(k, column) in lane 4 column + (k % 8) / 2, word 4 + k / 8.
+inline void tensor_core_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const auto bf16 = [](unsigned bits, unsigned k) { return float_of_bits(bits >> (16 * (k % 2)) << 16); };
+  warp_mma(
+      d, a, b, 16,
+      [&](auto word, unsigned row, unsigned k) {
+        return bf16(word(4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8)), k);
+      },
+      [&](auto word, unsigned k, unsigned column) { return bf16(word(4 * column + (k % 8) / 2, 4 + k / 8), k); });
 }
 
 // cvt.rna.tf32.f32: the nearest TF32, ties away from zero; NaN and infinities unchanged.
@@ -431,6 +454,9 @@ T atomicMin(T* address, T value) {
 inline unsigned kiln_simulated_to_tf32(float x) { return kiln_simulated_device::round_to_tf32(x); }
 inline void kiln_simulated_mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   kiln_simulated_device::tensor_core_mma(d, a, b);
+}
+inline void kiln_simulated_mma_m16n8k16_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  kiln_simulated_device::tensor_core_mma_bf16(d, a, b);
 }
 
 template <class To, class From>

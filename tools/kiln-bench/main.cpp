@@ -57,8 +57,9 @@ struct Options {
   const std::vector<std::string> suite = suite_ids(false);
   for (const std::string& id : family_ids())
     if (std::find(suite.begin(), suite.end(), id) == suite.end()) std::cerr << ", " << id;
-  std::cerr << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm, block, adam, block-train with -bf16 (bf16 "
-               "inputs; adam and block-train: bf16 parameters and gradients, f32 moments)";
+  std::cerr
+      << "; any of seed-<N>, gelu, gelu-erf, softmax, layernorm, attention, block, adam, block-train with -bf16 (bf16 "
+         "inputs; adam and block-train: bf16 parameters and gradients, f32 moments)";
   std::cerr << "\nfamily: ";
   for (const std::string& id : family_ids()) std::cerr << id << " ";
   std::cerr << "(named composites beside their spelling with primitives)\nsuite: ";
@@ -66,7 +67,7 @@ struct Options {
   std::cerr << "(+ seed-8192 with --big)\nsuite on a GPU: ";
   for (const std::string& id : suite_ids(false, Device::cuda())) std::cerr << id << " ";
   std::cerr << "(gelu, gelu-erf, softmax, layernorm 8192x8192; adam 64M; in f32 and bf16; attention 4x16x2048x64 "
-               "with TF32)\n";
+               "with TF32 and in bf16)\n";
   std::exit(problem == "help" ? 0 : 2);
 }
 

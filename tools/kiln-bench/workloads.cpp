@@ -154,15 +154,16 @@ WorkloadOptions options_for(Device device) {
 
 std::vector<std::string> suite_ids(bool big, Device device) {
   if (device.is_cuda())
-    return {"seed-256",       "seed-8192", "seed-8192-tf32", "gelu",           "gelu-erf",
-            "softmax",        "layernorm", "adam",           "attention",      "mlp-train",
-            "seed-8192-bf16", "gelu-bf16", "softmax-bf16",   "layernorm-bf16", "adam-bf16"};
+    return {"seed-256",     "seed-8192",      "seed-8192-tf32", "gelu",          "gelu-erf",       "softmax",
+            "layernorm",    "adam",           "attention",      "mlp-train",     "seed-8192-bf16", "gelu-bf16",
+            "softmax-bf16", "layernorm-bf16", "adam-bf16",      "attention-bf16"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id :
-       {"gelu", "gelu-erf",       "softmax",   "layernorm",    "adam",           "attention", "block",     "stem",
-        "conv", "pool",           "depthwise", "mlp-train",    "block-train",    "rnn",       "rnn-train", "solver",
-        "call", "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "block-bf16"})
+       {"gelu",        "gelu-erf",     "softmax",        "layernorm",      "adam",      "attention",
+        "block",       "stem",         "conv",           "pool",           "depthwise", "mlp-train",
+        "block-train", "rnn",          "rnn-train",      "solver",         "call",      "seed-2048-bf16",
+        "gelu-bf16",   "softmax-bf16", "layernorm-bf16", "attention-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -173,10 +174,10 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     half.dtype = DType::bf16;
     const std::string base = id.substr(0, id.size() - 5);
     if (!base.starts_with("seed-") && base != "gelu" && base != "gelu-erf" && base != "softmax" &&
-        base != "layernorm" && base != "block" && base != "adam" && base != "block-train")
+        base != "layernorm" && base != "attention" && base != "block" && base != "adam" && base != "block-train")
       throw std::invalid_argument("unknown workload '" + id +
                                   "' (-bf16: of seed-<N>, gelu, gelu-erf, softmax, "
-                                  "layernorm, block, block-train and adam)");
+                                  "layernorm, attention, block, block-train and adam)");
     Workload workload = make_workload(base, half);
     workload.id = id;
     // No BLAS on the CPU multiplies bf16: the floor of a workload with products is kiln's own products alone: the
@@ -289,16 +290,16 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     workload.bytes += bytes_of({inputs[0], inputs[2], inputs[3]});  // the outputs
   } else if (id == "attention") {
     Shape shape({options.batch, options.heads, options.sequence, options.head_size});
-    std::vector<Tensor> inputs{random::normal(shape, {.seed = 12, .device = device}),
-                               random::normal(shape, {.seed = 13, .device = device}),
-                               random::normal(shape, {.seed = 14, .device = device})};
+    std::vector<Tensor> inputs = in_dtype({random::normal(shape, {.seed = 12, .device = device}),
+                                           random::normal(shape, {.seed = 13, .device = device}),
+                                           random::normal(shape, {.seed = 14, .device = device})});
     workload = make<3>(id, id, dimensions({options.batch, options.heads, options.sequence, options.head_size}), inputs,
                        attention_body);
     workload.bytes += bytes_of({inputs[0]});
     double slices = static_cast<double>(options.batch * options.heads);
     double s = static_cast<double>(options.sequence), d = static_cast<double>(options.head_size);
     workload.flops = slices * 2 * (2 * s * s * d);
-    workload.matmul_output_bytes = slices * s * s * 4;
+    workload.matmul_output_bytes = slices * s * s * static_cast<double>(size_of(options.dtype));
     workload.kiln_matmuls_alone = [inputs] { matmul(matmul(inputs[0], inputs[1], {.transpose_b = true}), inputs[2]); };
     if (device.is_cuda()) {
       // TF32, as the peers' anchors (jax.jit, torch.compile with TF32 allowed): the JIT's flash-style kernel.

@@ -111,9 +111,9 @@ EmulatedCudaModule::EmulatedCudaModule(const ir::Graph& graph) : state_(std::mak
     if (launch.function.empty()) continue;  // cuBLAS alone, or cuBLASLt with its epilogue
     check_launch(state_->module.text, launch.function, launch.threads);
     source += runner(launch.function);
-    if (!launch.tf32_function.empty()) {
-      check_launch(state_->module.text, launch.tf32_function, launch.tf32_threads);
-      source += runner(launch.tf32_function);
+    if (!launch.tensor_core_function.empty()) {
+      check_launch(state_->module.text, launch.tensor_core_function, launch.tensor_core_threads);
+      source += runner(launch.tensor_core_function);
     }
     if (launch.vector_function.empty()) continue;
     check_launch(state_->module.text, launch.vector_function, launch.threads);
@@ -138,13 +138,13 @@ bool EmulatedCudaModule::has_vector_variants() const {
                      [](const compiler::cuda::KernelLaunch& launch) { return !launch.vector_function.empty(); });
 }
 
-bool EmulatedCudaModule::has_tf32_variants() const {
+bool EmulatedCudaModule::has_tensor_core_variants() const {
   return std::any_of(state_->module.launches.begin(), state_->module.launches.end(),
-                     [](const compiler::cuda::KernelLaunch& launch) { return !launch.tf32_function.empty(); });
+                     [](const compiler::cuda::KernelLaunch& launch) { return !launch.tensor_core_function.empty(); });
 }
 
 std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::Array>& inputs, bool vector,
-                                                    int max_blocks, bool tf32) const {
+                                                    int max_blocks, bool allow_tf32) const {
   // As CudaExecutable::run (codegen/cuda/cuda_executable.cpp) does, buffers
   // included: intermediate values in one arena at their assigned offsets.
   const ir::Graph& graph = state_->graph;
@@ -198,17 +198,17 @@ std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::A
     // The `_vector` variant needs every buffer 16-byte aligned (the arena's offsets may not be).
     bool use_vector = vector && !launch.vector_function.empty();
     for (void* pointer : parameters) use_vector = use_vector && reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
-    const bool use_tf32 = tf32 && !launch.tf32_function.empty();
-    const std::string& function = use_tf32     ? launch.tf32_function
+    const bool tensor_cores = !launch.tensor_core_function.empty() && (!launch.tensor_core_needs_tf32 || allow_tf32);
+    const std::string& function = tensor_cores ? launch.tensor_core_function
                                   : use_vector ? launch.vector_function
                                                : launch.function;
     auto emulate = reinterpret_cast<Emulated>(state_->loaded->symbol(("emulate_" + function).c_str()));
     std::vector<void*> arguments;
     for (void*& pointer : parameters) arguments.push_back(&pointer);
-    std::int64_t blocks = use_tf32 ? launch.tf32_blocks : use_vector ? launch.vector_blocks : launch.blocks;
+    std::int64_t blocks = tensor_cores ? launch.tensor_core_blocks : use_vector ? launch.vector_blocks : launch.blocks;
     if (!launch.fixed_grid) blocks = std::min<std::int64_t>(blocks, max_blocks);
     emulate(arguments.data(), static_cast<unsigned>(blocks),
-            static_cast<unsigned>(use_tf32 ? launch.tf32_threads : launch.threads));
+            static_cast<unsigned>(tensor_cores ? launch.tensor_core_threads : launch.threads));
   }
   std::vector<runtime::Array> outputs;
   for (ir::ValueId output : graph.outputs) outputs.push_back(values[slot(output)]);
@@ -236,7 +236,7 @@ EmulatedCudaModule::~EmulatedCudaModule() = default;
 EmulatedCudaModule::EmulatedCudaModule(EmulatedCudaModule&&) noexcept = default;
 EmulatedCudaModule& EmulatedCudaModule::operator=(EmulatedCudaModule&&) noexcept = default;
 bool EmulatedCudaModule::has_vector_variants() const { return false; }
-bool EmulatedCudaModule::has_tf32_variants() const { return false; }
+bool EmulatedCudaModule::has_tensor_core_variants() const { return false; }
 std::vector<runtime::Array> EmulatedCudaModule::run(const std::vector<runtime::Array>&, bool, int, bool) const {
   return {};
 }

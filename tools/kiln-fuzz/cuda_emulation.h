@@ -61,14 +61,15 @@ class EmulatedCudaModule {
   // its `_vector` variant where `vector`, it has one and all its buffers are
   // 16-byte aligned (as the executable decides), else its scalar kernel.
   // Grids whose size does not change the result are cut to at most
-  // `max_blocks` blocks, so that grid-stride loops wrap. With `tf32`, a
-  // kernel with a TF32 variant (an attention kernel's flash-style one) runs
-  // that instead, as the executable does while config::allow_tf32 holds.
+  // `max_blocks` blocks, so that grid-stride loops wrap. A kernel with a
+  // variant on the tensor cores (an attention kernel's flash-style one) runs
+  // that instead where the executable would with config::allow_tf32 set to
+  // `allow_tf32`: always for bf16 operands, for f32 ones only with TF32.
   // One call at a time per module (the emulation's state is the module's).
   std::vector<runtime::Array> run(const std::vector<runtime::Array>& inputs, bool vector, int max_blocks = 3,
-                                  bool tf32 = false) const;
-  // Whether some kernel has a TF32 variant.
-  bool has_tf32_variants() const;
+                                  bool allow_tf32 = false) const;
+  // Whether some kernel has a variant on the tensor cores.
+  bool has_tensor_core_variants() const;
 
  private:
   struct State;

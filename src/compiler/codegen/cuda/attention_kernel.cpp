@@ -8,9 +8,11 @@
 //   2. runs the row code, which reads the scores there and leaves its result (the probabilities) in their place;
 //   3. multiplies that row by op(C), an output column per thread at a time, and writes the output row.
 // Neither the scores nor the probabilities reach memory. Both products sum their contraction in order with f32
-// fused multiply-adds: no TF32 whatever config::allow_tf32 says, and no tensor cores. Where the row code is a
-// softmax, the module also holds a flash-style variant on the tensor cores (flash_attention_kernel.cpp), which the
-// executable launches instead while config::allow_tf32 holds.
+// fused multiply-adds: no TF32 whatever config::allow_tf32 says, and no tensor cores. bf16 products (operands,
+// scores, probabilities and output in bf16) read their operands widened and round the f32 sums once, as the
+// standard executor's bf16 matmul does. Where the row code is a softmax, the module also holds a flash-style variant
+// on the tensor cores (flash_attention_kernel.cpp), which the executable launches instead: for bf16 always, for
+// f32 while config::allow_tf32 holds.
 // Shared memory holds a row of scores per row of the block (row_threads.h), which the scheduler keeps within
 // attention_shared_limit_bytes: longer rows stay three kernels.
 
@@ -34,17 +36,18 @@ std::string sum_of(const std::vector<std::pair<std::int64_t, std::string>>& term
   return text.empty() ? "0" : text;
 }
 
-// Element (row, column) of op(X) for this row's batch item; `row_is_zero` drops the row's term (it is always 0).
+// Element (row, column) of op(X) for this row's batch item, as f32 (a bf16 element widened); `row_is_zero` drops
+// the row's term (it is always 0).
 std::string element(const AttentionOperand& operand, const std::string& row, bool row_is_zero,
                     const std::string& column) {
   const std::int64_t row_stride = row_is_zero ? 0 : operand.transposed ? 1 : operand.columns;
   const std::int64_t column_stride = operand.transposed ? operand.rows : 1;
   // The outer stride first, as the matrix is stored.
-  if (operand.transposed)
-    return operand.input + "[" + sum_of({{operand.item_stride, "item"}, {column_stride, column}, {row_stride, row}}) +
-           "]";
-  return operand.input + "[" + sum_of({{operand.item_stride, "item"}, {row_stride, row}, {column_stride, column}}) +
-         "]";
+  const std::string index = operand.transposed
+                                ? sum_of({{operand.item_stride, "item"}, {column_stride, column}, {row_stride, row}})
+                                : sum_of({{operand.item_stride, "item"}, {row_stride, row}, {column_stride, column}});
+  const std::string value = operand.input + "[" + index + "]";
+  return operand.bf16 ? "widen_bf16(" + value + ")" : value;
 }
 
 }  // namespace
@@ -65,6 +68,7 @@ AttentionOperand attention_operand(const KernelWriter& writer, ir::ValueId value
   operand.rows = shape[transposed ? rank - 1 : rank - 2];
   operand.columns = shape[transposed ? rank - 2 : rank - 1];
   operand.transposed = transposed;
+  operand.bf16 = writer.emitter().graph().type(value).dtype == DType::bf16;
   return operand;
 }
 
@@ -122,13 +126,15 @@ std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
   frame.after += "    for (int64_t column = lane; column < " + std::to_string(width) + "; column += " + stride + ") {\n";
   if (n == 0) {
     frame.after += "      " + emitter.output_name(second_value) + "[" + sum_of({{width, "row"}, {1, "column"}}) +
-                   "] = 0.0f;  // a sum over no keys\n";
+                   "] = " + (second.type.dtype == DType::bf16 ? "round_to_bf16(0.0f)" : "0.0f") +
+                   ";  // a sum over no keys\n";
   } else {
     frame.after += "      float sum = 0.0f;\n";
     frame.after += "      for (int64_t key = 0; key < " + keys_text + "; ++key)\n";
     frame.after += "        sum = fmaf(" + row_scores + "[key], " + element(values, "key", false, "column") + ", sum);\n";
+    // A bf16 product's f32 sum rounded once, as the standard executor's matmul rounds it.
     frame.after += "      " + emitter.output_name(second_value) + "[" + sum_of({{width, "row"}, {1, "column"}}) +
-                   "] = sum;\n";
+                   "] = " + (second.type.dtype == DType::bf16 ? "round_to_bf16(sum)" : "sum") + ";\n";
   }
   frame.after += "    }\n";
   if (n > 0) frame.after += "    " + barrier + "  // the row's scores read by every thread before the next row's\n";

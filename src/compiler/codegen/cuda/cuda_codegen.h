@@ -33,9 +33,10 @@
 //              memory, runs the row kernel's code on them there, and
 //              multiplies the result by V into the output: both products
 //              in the kernel, plain f32 (attention_kernel.cpp). Where the row
-//              code is a softmax, a second variant kiln_kernel_<k>_tf32 runs
-//              while config::allow_tf32 holds: flash-style, both products on
-//              the tensor cores (flash_attention_kernel.cpp).
+//              code is a softmax, a second variant runs instead, flash-style,
+//              both products on the tensor cores (flash_attention_kernel.cpp):
+//              kiln_kernel_<k>_tf32 of f32 operands while config::allow_tf32
+//              holds, kiln_kernel_<k>_bf16 of bf16 operands always.
 
 #include "compiler/fusion.h"
 #include "ir/graph.h"
@@ -55,11 +56,14 @@ struct KernelLaunch {
   int threads = 256;             // per block
   std::int64_t blocks = 1;       // enough to give every thread (or warp, or row block) one work item
   std::int64_t vector_blocks = 1;
-  // An attention kernel's variant on the tensor cores (flash_attention_kernel.cpp), launched instead of `function`
-  // while config::allow_tf32 holds; empty where there is none.
-  std::string tf32_function;
-  int tf32_threads = 256;
-  std::int64_t tf32_blocks = 1;
+  // An attention kernel's variant on the tensor cores (flash_attention_kernel.cpp), launched instead of `function`:
+  // where its operands are bf16 always (bf16 products are exact in its f32 sums, as in the standard executor's),
+  // where they are f32 only while config::allow_tf32 holds (TF32 keeps 11 of their 24 bits); empty where there is
+  // none.
+  std::string tensor_core_function;
+  bool tensor_core_needs_tf32 = false;
+  int tensor_core_threads = 256;
+  std::int64_t tensor_core_blocks = 1;
   bool fixed_grid = false;       // launch exactly `blocks` (gemm reductions); else at most a few waves
   int parameter_count = 0;       // pointers the kernel takes
   // A gemm kernel that cuBLASLt computes whole (no function): its epilogue,

@@ -61,8 +61,9 @@ class CudaExecutable final : public exec::Executable {
       functions_.push_back(launch.function.empty() ? nullptr : function_of(module, launch.function, graph_.name));
       vector_functions_.push_back(
           launch.vector_function.empty() ? nullptr : function_of(module, launch.vector_function, graph_.name));
-      tf32_functions_.push_back(launch.tf32_function.empty() ? nullptr
-                                                             : function_of(module, launch.tf32_function, graph_.name));
+      tensor_core_functions_.push_back(launch.tensor_core_function.empty()
+                                           ? nullptr
+                                           : function_of(module, launch.tensor_core_function, graph_.name));
     }
     for (std::int64_t offset : assignment_.arena_offset) uses_arena_ = uses_arena_ || offset >= 0;
     released_after_ = last_reads(graph_, plan_);
@@ -123,12 +124,13 @@ class CudaExecutable final : public exec::Executable {
     bool vector = vector_functions_[position] != nullptr;
     for (void* pointer : pointers) vector = vector && aligned_16(pointer);
     // TF32 as cuBLAS takes it: read at each call, so the setting applies to compiled functions too.
-    const bool tf32 = tf32_functions_[position] != nullptr && config::allow_tf32;
+    const bool tensor_cores =
+        tensor_core_functions_[position] != nullptr && (!launch.tensor_core_needs_tf32 || config::allow_tf32);
     std::vector<void*> parameters;
     for (void*& pointer : pointers) parameters.push_back(&pointer);
     runtime::cuda::DeviceContext& context = runtime::cuda::context(device_, graph_.name);
-    std::int64_t blocks = tf32 ? launch.tf32_blocks : vector ? launch.vector_blocks : launch.blocks;
-    const int threads = tf32 ? launch.tf32_threads : launch.threads;
+    std::int64_t blocks = tensor_cores ? launch.tensor_core_blocks : vector ? launch.vector_blocks : launch.blocks;
+    const int threads = tensor_cores ? launch.tensor_core_threads : launch.threads;
     if (!launch.fixed_grid) {
       // A few waves of resident blocks; the kernels stride over the rest.
       std::int64_t resident = static_cast<std::int64_t>(context.properties.multiProcessorCount) *
@@ -137,9 +139,9 @@ class CudaExecutable final : public exec::Executable {
     }
     runtime::cuda::DeviceGuard guard(device_.index);
     CUresult status =
-        driver_api().launch_kernel(tf32     ? tf32_functions_[position]
-                                   : vector ? vector_functions_[position]
-                                            : functions_[position],
+        driver_api().launch_kernel(tensor_cores ? tensor_core_functions_[position]
+                                   : vector     ? vector_functions_[position]
+                                                : functions_[position],
                                    static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads), 1, 1, 0,
                                    reinterpret_cast<CUstream>(context.stream), parameters.data(), nullptr);
     if (status != CUDA_SUCCESS)
@@ -204,7 +206,7 @@ class CudaExecutable final : public exec::Executable {
   std::vector<KernelLaunch> launches_;
   std::vector<CUfunction> functions_;
   std::vector<CUfunction> vector_functions_;
-  std::vector<CUfunction> tf32_functions_;
+  std::vector<CUfunction> tensor_core_functions_;
   bool uses_arena_ = false;
   std::vector<std::vector<ir::ValueId>> released_after_;  // per kernel: the values it reads last (last_reads)
   RegionExecutables regions_;                             // per control node, its regions' executables

@@ -204,15 +204,18 @@ std::string KernelWriter::declaration(int id, const Layout& layout, const std::s
     // A padded input read in place: the padding's constant where the element falls outside the source.
     const std::string condition = emitter_.inside_condition(item, layout, inner);
     if (!condition.empty()) value = condition + " ? " + value + " : " + literal(emitter_.graph().node(item.padding));
-  } else if (item.kind == Instance::Kind::tile && kernel().kind == KernelKind::attention) {
-    value = score_value_.empty() ? scores_row_ + "[" + inner + "]" : score_value_;
-    comment = indent + emitter_.describe(item.value) + ", the scores computed above\n";
   } else if (item.kind == Instance::Kind::tile) {
-    value = "product[" + offset(product_address(), layout, inner) + "]";
-    // A 16-bit product: cuBLAS's f32 sums, rounded once here (run_matmul in cuda_executable.cpp).
+    const bool attention = kernel().kind == KernelKind::attention;
+    if (attention)
+      value = score_value_.empty() ? scores_row_ + "[" + inner + "]" : score_value_;
+    else
+      value = "product[" + offset(product_address(), layout, inner) + "]";
+    // A 16-bit product: f32 sums (the scores above, or cuBLAS's: run_matmul in cuda_executable.cpp), rounded once
+    // here, as the standard executor's matmul rounds its output.
     if (node.type.dtype == DType::bf16) value = "round_to_bf16(" + value + ")";
     if (node.type.dtype == DType::f16) value = "round_to_f16(" + value + ")";
-    comment = indent + emitter_.describe(item.value) + ", computed by cuBLAS\n";
+    comment = indent + emitter_.describe(item.value) +
+              (attention ? ", the scores computed above\n" : ", computed by cuBLAS\n");
   } else if (node.op == ir::Op::iota) {
     value = "static_cast<" + type(id) + ">(" + offset(item.address, layout, inner) + ")";
   } else if (node.op == ir::Op::constant) {

@@ -139,6 +139,7 @@ struct AttentionOperand {
   std::int64_t item_stride = 0;        // elements from one batch item's matrix to the next; 0: one shared by all
   std::int64_t rows = 0, columns = 0;  // of op(X)
   bool transposed = false;             // stored as columns x rows
+  bool bf16 = false;                   // bf16 elements (read widened to f32)
 };
 AttentionOperand attention_operand(const KernelWriter& writer, ir::ValueId value, bool transposed, std::int64_t batch);
 
@@ -148,7 +149,7 @@ std::string emit_loop_kernel(KernelWriter& writer, KernelLaunch& launch);  // lo
 std::string emit_reduction_kernel(KernelWriter& writer, KernelLaunch& launch, const RowFrame& frame = {});
 std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch);  // attention
 // The TF32 flash-style variant of an attention kernel whose row code is a softmax, with its launch
-// (KernelLaunch::tf32_function); empty, and the launch untouched, where it does not apply.
+// (KernelLaunch::tensor_core_function); empty, and the launch untouched, where it does not apply.
 std::string emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& launch);
 
 }  // namespace kiln::compiler::cuda

@@ -188,4 +188,27 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 #endif
 }
 
+// Two bf16 as one operand word of mma_bf16: `low` the lower-numbered element of the pair.
+__device__ __forceinline__ unsigned pack_bf16(uint16_t low, uint16_t high) {
+  return static_cast<unsigned>(low) | static_cast<unsigned>(high) << 16;
+}
+
+// One warp's d += a b on the tensor cores (mma.sync m16n8k16, bf16 operands, f32 sums): a is 16 x 16, b 16 x 8, d
+// 16 x 8, two bf16 to a word (pack_bf16). With g = lane / 4 and t = lane % 4, each word holds columns (of a) or
+// rows (of b) 2t and 2t + 1 of its eight:
+//   a[0] = A(g, 2t..2t+1), a[1] = A(g + 8, 2t..2t+1), a[2] = A(g, 8+2t..8+2t+1), a[3] = A(g + 8, 8+2t..8+2t+1);
+//   b[0] = B(2t..2t+1, g), b[1] = B(8+2t..8+2t+1, g);
+//   d as mma_tf32's. Every lane of the warp must call it together.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  kiln_simulated_mma_m16n8k16_bf16(d, a, b);
+#endif
+}
+
 }  // namespace kiln::jit

@@ -306,12 +306,16 @@ class RowReductionKernel {
                                       : element_value(id, pass, "      ");
     if (tail.empty())
       for (const auto& [value, id] : element_outputs()) {
-        // An attention kernel's row result stays in shared memory, where the second product reads it.
-        const std::string target = kernel_.kind == KernelKind::attention
-                                       ? writer_.scores_row() + "[j]"
-                                       : emitter_.output_name(value) + "[" +
-                                             writer_.offset(writer_.output_address(value), layout_, "j") + "]";
-        body += "      " + target + " = " + writer_.at(id).name + ";\n";
+        // An attention kernel's row result stays in shared memory, where the second product reads it: as f32,
+        // a bf16 result widened (exactly).
+        if (kernel_.kind == KernelKind::attention) {
+          const bool bf16 = emitter_.graph().type(value).dtype == DType::bf16;
+          const std::string& name = writer_.at(id).name;
+          body += "      " + writer_.scores_row() + "[j] = " + (bf16 ? "widen_bf16(" + name + ")" : name) + ";\n";
+          continue;
+        }
+        body += "      " + emitter_.output_name(value) + "[" +
+                writer_.offset(writer_.output_address(value), layout_, "j") + "] = " + writer_.at(id).name + ";\n";
       }
     return thread_loop(item_coordinates(), body + tail);
   }
