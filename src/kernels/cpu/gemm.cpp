@@ -173,9 +173,9 @@ float* c_tile_of(const Problem& problem, const Step& step, std::int64_t s) {
   return problem.c + c_row * problem.ldc + (problem.c_is_buffer ? 0 : step.column_begin);
 }
 
-// On AVX-512, a full strip of a gathered A inside a convolution's interior, read where it lies (gemm_strided.h)
-// instead of copied, or one at the padding through its line's memory with the padding's zeros: the product of every
-// micro-panel into c_tile. False where the strip is neither.
+// On AVX-512 and AVX2 with FMA, a full strip of a gathered A inside a convolution's interior, read where it lies
+// (gemm_strided.h) instead of copied, or one at the padding through its line's memory with the padding's zeros: the
+// product of every micro-panel into c_tile. False where the strip is neither.
 bool strided_in_place(const Problem& problem, const Step& step, const float* b_panel, std::int64_t row_begin,
                       std::int64_t rows, float* strip, float* c_tile) {
   if constexpr (gemm_detail::kStridedMicrokernel) {

@@ -95,10 +95,80 @@ void strided_microkernel(const StridedRun* runs, int run_count, std::int64_t row
 #undef KILN_CLEAR
 #undef KILN_SAVE
 
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__x86_64__)
+
+// One row of a step: broadcast A's element at `address` and add its products with the two B vectors (ymm12,
+// ymm13) to the row's two accumulators.
+// clang-format off
+#define KILN_STRIDED_ROW(address, low, high)                 \
+  "vbroadcastss " address ", %%ymm14\n\t"                    \
+  "vfmadd231ps %%ymm12, %%ymm14, %%ymm" #low "\n\t"          \
+  "vfmadd231ps %%ymm13, %%ymm14, %%ymm" #high "\n\t"
+#define KILN_CLEAR(i) "vxorps %%ymm" #i ", %%ymm" #i ", %%ymm" #i "\n\t"
+#define KILN_SAVE(i) "vmovups %%ymm" #i ", " #i "*32(%[tile])\n\t"
+// clang-format on
+
+void strided_microkernel(const StridedRun* runs, int run_count, std::int64_t row_stride, const float* b, float* c,
+                         std::int64_t ldc, int columns, bool accumulate) {
+  static_assert(kStridedMicrokernel);
+  if (run_count < 1) throw InternalError("matmul", "strided_microkernel called without runs", std::string());
+  alignas(32) float tile[kMr * kNr];
+  const std::int64_t stride = row_stride * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t stride3 = 3 * stride, stride5 = 5 * stride;
+  long remaining_runs = run_count;
+  const StridedRun* run = runs;
+  const float* b_row = b;
+  const float* row0 = nullptr;
+  long depth = 0;
+  // Registers: ymm0-11 the tile's sums (row r in ymm 2r and 2r + 1), ymm12-13 B's row, ymm14 the broadcast.
+  asm volatile(
+      KILN_CLEAR(0) KILN_CLEAR(1) KILN_CLEAR(2) KILN_CLEAR(3) KILN_CLEAR(4) KILN_CLEAR(5) KILN_CLEAR(6)
+      KILN_CLEAR(7) KILN_CLEAR(8) KILN_CLEAR(9) KILN_CLEAR(10) KILN_CLEAR(11)
+      "1:\n\t"
+      "mov (%[run]), %[row0]\n\t"
+      "mov 8(%[run]), %[depth]\n\t"
+      "test %[depth], %[depth]\n\t"
+      "jz 3f\n\t"
+      "2:\n\t"
+      "vmovups (%[b_row]), %%ymm12\n\t"
+      "vmovups 32(%[b_row]), %%ymm13\n\t"
+      // B streams from L2: its row 8 steps ahead (one cache line), as the microkernel asks.
+      "prefetcht0 512(%[b_row])\n\t"
+      KILN_STRIDED_ROW("(%[row0])", 0, 1)
+      KILN_STRIDED_ROW("(%[row0],%[stride],1)", 2, 3)
+      KILN_STRIDED_ROW("(%[row0],%[stride],2)", 4, 5)
+      KILN_STRIDED_ROW("(%[row0],%[stride3],1)", 6, 7)
+      KILN_STRIDED_ROW("(%[row0],%[stride],4)", 8, 9)
+      KILN_STRIDED_ROW("(%[row0],%[stride5],1)", 10, 11)
+      "add $4, %[row0]\n\t"
+      "add $64, %[b_row]\n\t"
+      "dec %[depth]\n\t"
+      "jnz 2b\n\t"
+      "3:\n\t"
+      "add $16, %[run]\n\t"
+      "dec %[remaining_runs]\n\t"
+      "jnz 1b\n\t"
+      KILN_SAVE(0) KILN_SAVE(1) KILN_SAVE(2) KILN_SAVE(3) KILN_SAVE(4) KILN_SAVE(5) KILN_SAVE(6) KILN_SAVE(7)
+      KILN_SAVE(8) KILN_SAVE(9) KILN_SAVE(10) KILN_SAVE(11)
+      : [run] "+r"(run), [remaining_runs] "+r"(remaining_runs), [b_row] "+r"(b_row), [row0] "=&r"(row0),
+        [depth] "=&r"(depth)
+      : [stride] "r"(stride), [stride3] "r"(stride3), [stride5] "r"(stride5), [tile] "r"(tile)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "cc", "memory");
+  TileSums<kMr> sums;
+  for (int r = 0; r < kMr; ++r)
+    for (int v = 0; v < kVectorsPerRow; ++v) sums[r][v] = load_vector(tile + r * kNr + v * kLanes);
+  store_tile<kMr>(sums, c, ldc, columns, accumulate);
+}
+
+#undef KILN_STRIDED_ROW
+#undef KILN_CLEAR
+#undef KILN_SAVE
+
 #else
 
 void strided_microkernel(const StridedRun*, int, std::int64_t, const float*, float*, std::int64_t, int, bool) {
-  throw InternalError("matmul", "strided_microkernel needs AVX-512", std::string());
+  throw InternalError("matmul", "strided_microkernel needs AVX-512, or AVX2 with FMA", std::string());
 }
 
 #endif
