@@ -488,6 +488,13 @@ TEST(CudaEmulatedKernels, AttentionOfZeroSizes) {
                                random_tensor(DType::f32, {2, sizes.n, sizes.d}, 138));
 }
 
+// Whether `body`'s CUDA module has a kernel with a variant on the tensor cores.
+template <class Body, class... Inputs>
+bool has_tensor_core_variant(Body body, const Inputs&... inputs) {
+  return fuzz::EmulatedCudaModule(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)))
+      .has_tensor_core_variants();
+}
+
 // The module's output (run as the executable runs it with TF32 allowed) against the standard executor's: NaN
 // exactly where it has NaN, elsewhere within `bound` times the output's largest finite magnitude.
 template <class Body, class... Inputs>
@@ -519,10 +526,9 @@ void expect_near_standard(const std::string& label, double bound, Body body, con
 // fragment layout or rescaling is off by the output's own size), with NaN exactly where the standard's is.
 template <class Body, class... Inputs>
 void expect_flash_attention(const std::string& label, Body body, const Inputs&... inputs) {
-  const std::string traced = function(body).get_compiler_ir(Stage::traced, inputs...);
-  ASSERT_TRUE(fuzz::EmulatedCudaModule(ir::parse(traced)).has_tensor_core_variants())
+  ASSERT_TRUE(has_tensor_core_variant(body, inputs...))
       << label << "\n"
-      << fuzz::generated_cuda_source(ir::parse(traced));
+      << fuzz::generated_cuda_source(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)));
   expect_near_standard(label, 1e-2, body, inputs...);
 }
 
@@ -571,23 +577,19 @@ TEST(CudaEmulatedKernels, FlashAttentionOnTheTensorCores) {
 // Where the row code is no softmax, or an operand is stored transposed, or a depth is no multiple of 8, the module
 // has the exact kernel alone.
 TEST(CudaEmulatedKernels, FlashAttentionOnlyWhereItApplies) {
-  auto tensor_core_variants = [](auto body, auto... inputs) {
-    return fuzz::EmulatedCudaModule(ir::parse(function(body).get_compiler_ir(Stage::traced, inputs...)))
-        .has_tensor_core_variants();
-  };
   Tensor q = random_tensor(DType::f32, {2, 37, 24}, 160), k = random_tensor(DType::f32, {2, 53, 24}, 161);
   Tensor v = random_tensor(DType::f32, {2, 53, 16}, 162);
-  EXPECT_TRUE(tensor_core_variants(scaled_dot_product, q, k, v));
-  EXPECT_FALSE(tensor_core_variants(
+  EXPECT_TRUE(has_tensor_core_variant(scaled_dot_product, q, k, v));
+  EXPECT_FALSE(has_tensor_core_variant(
       [](Tensor q, Tensor k, Tensor v) { return matmul(nn::layer_norm(matmul(q, k, {.transpose_b = true})), v); }, q, k,
       v));
-  EXPECT_FALSE(tensor_core_variants(
+  EXPECT_FALSE(has_tensor_core_variant(
       [](Tensor q, Tensor k, Tensor v) {
         return matmul(nn::softmax(matmul(q, k, {.transpose_b = true})), v, {.transpose_b = true});
       },
       q, k, random_tensor(DType::f32, {2, 16, 53}, 163)));
-  EXPECT_FALSE(tensor_core_variants(scaled_dot_product, random_tensor(DType::f32, {2, 37, 20}, 164),
-                                    random_tensor(DType::f32, {2, 53, 20}, 165), v));
+  EXPECT_FALSE(has_tensor_core_variant(scaled_dot_product, random_tensor(DType::f32, {2, 37, 20}, 164),
+                                       random_tensor(DType::f32, {2, 53, 20}, 165), v));
 }
 
 // Attention of bf16 tensors: one kernel too, its products' operands read widened and their f32 sums rounded to bf16
@@ -597,10 +599,6 @@ TEST(CudaEmulatedKernels, FlashAttentionOnlyWhereItApplies) {
 // the float64 reference (rounding where the executors round), and the flash variant within 1% of the output's
 // largest magnitude as for TF32 above.
 Tensor bf16(const Shape& shape, std::uint64_t seed) { return random_tensor(DType::bf16, shape, seed); }
-
-bool has_tensor_core_variant(const std::string& traced) {
-  return fuzz::EmulatedCudaModule(ir::parse(traced)).has_tensor_core_variants();
-}
 
 TEST(CudaEmulatedKernels, Bf16AttentionOnTheTensorCores) {
   // 37 queries, 200 keys (4 tiles of 64, the last partial), depth 32 (two mma steps), 24 output columns.
@@ -653,9 +651,9 @@ TEST(CudaEmulatedKernels, Bf16AttentionWithoutTheTensorCores) {
     return matmul(nn::softmax(matmul(q, k, {.transpose_b = true}) * 0.2), v_t, {.transpose_b = true});
   };
   const Tensor q16 = bf16({2, 37, 16}, 193), k16 = bf16({2, 53, 16}, 194), v_t = bf16({2, 24, 53}, 195);
-  EXPECT_FALSE(has_tensor_core_variant(function(scaled_dot_product).get_compiler_ir(Stage::traced, q, k, v)));
-  EXPECT_FALSE(has_tensor_core_variant(function(layer_norm_between).get_compiler_ir(Stage::traced, q16, k16, v)));
-  EXPECT_FALSE(has_tensor_core_variant(function(transposed_values).get_compiler_ir(Stage::traced, q16, k16, v_t)));
+  EXPECT_FALSE(has_tensor_core_variant(scaled_dot_product, q, k, v));
+  EXPECT_FALSE(has_tensor_core_variant(layer_norm_between, q16, k16, v));
+  EXPECT_FALSE(has_tensor_core_variant(transposed_values, q16, k16, v_t));
   expect_attention_agreement("bf16 depth 20", scaled_dot_product, q, k, v);
   expect_attention_agreement("bf16 layer norm between", layer_norm_between, q16, k16, v);
   expect_attention_agreement("bf16 transposed values", transposed_values, q16, k16, v_t);

@@ -122,19 +122,22 @@ std::string emit_attention_kernel(KernelWriter& writer, KernelLaunch& launch) {
     frame.before += "    }\n    " + barrier + "  // the row's scores, before the row code reads them\n";
   }
   if (n > 0) frame.after = "    " + barrier + "  // every thread's probabilities, before the second product reads them\n";
+  // A bf16 product's f32 sum rounded once, as the standard executor's matmul rounds it.
+  const auto stored = [&](const std::string& sum) {
+    return second.type.dtype == DType::bf16 ? "round_to_bf16(" + sum + ")" : sum;
+  };
   frame.after += "    " + emitter.describe(second_value) + ": this thread's columns of the output row\n";
   frame.after += "    for (int64_t column = lane; column < " + std::to_string(width) + "; column += " + stride + ") {\n";
   if (n == 0) {
     frame.after += "      " + emitter.output_name(second_value) + "[" + sum_of({{width, "row"}, {1, "column"}}) +
-                   "] = " + (second.type.dtype == DType::bf16 ? "round_to_bf16(0.0f)" : "0.0f") +
-                   ";  // a sum over no keys\n";
+                   "] = " + stored("0.0f") + ";  // a sum over no keys\n";
   } else {
     frame.after += "      float sum = 0.0f;\n";
     frame.after += "      for (int64_t key = 0; key < " + keys_text + "; ++key)\n";
-    frame.after += "        sum = fmaf(" + row_scores + "[key], " + element(values, "key", false, "column") + ", sum);\n";
-    // A bf16 product's f32 sum rounded once, as the standard executor's matmul rounds it.
+    frame.after +=
+        "        sum = fmaf(" + row_scores + "[key], " + element(values, "key", false, "column") + ", sum);\n";
     frame.after += "      " + emitter.output_name(second_value) + "[" + sum_of({{width, "row"}, {1, "column"}}) +
-                   "] = " + (second.type.dtype == DType::bf16 ? "round_to_bf16(sum)" : "sum") + ";\n";
+                   "] = " + stored("sum") + ";\n";
   }
   frame.after += "    }\n";
   if (n > 0) frame.after += "    " + barrier + "  // the row's scores read by every thread before the next row's\n";

@@ -332,11 +332,11 @@ std::string emit_flash_attention_kernel(KernelWriter& writer, KernelLaunch& laun
   s += "      " + std::string(bf16 ? "uint16_t" : "float") + "* output_row = " + out + " + " + W + " * (" + M +
        " * item + query);\n";
   s += unrolled("columns8", width / 8, "      ") + " {\n";
-  const std::string round_open = bf16 ? "round_to_bf16(" : "", round_close = bf16 ? ")" : "";
-  s += "        output_row[columns8 * 8 + 2 * quad] = " + round_open +
-       "div(output[columns8][2 * half], running_sum[half])" + round_close + ";\n";
-  s += "        output_row[columns8 * 8 + 2 * quad + 1] = " + round_open +
-       "div(output[columns8][2 * half + 1], running_sum[half])" + round_close + ";\n";
+  const auto stored = [&](const std::string& value) { return bf16 ? "round_to_bf16(" + value + ")" : value; };
+  s += "        output_row[columns8 * 8 + 2 * quad] = " + stored("div(output[columns8][2 * half], running_sum[half])") +
+       ";\n";
+  s += "        output_row[columns8 * 8 + 2 * quad + 1] = " +
+       stored("div(output[columns8][2 * half + 1], running_sum[half])") + ";\n";
   s += "      }\n    }\n";
   s += "  }\n}\n";
   return s;
