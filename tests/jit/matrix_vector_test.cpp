@@ -1,6 +1,7 @@
 // Products with one column compiled as row reductions (compiler/matrix_vector.h): every form against the standard
 // executor and the reference, and the plan they get.
 
+#include "runtime/parallel.h"
 #include "support/differential.h"
 #include "support/test_support.h"
 
@@ -12,6 +13,7 @@ namespace {
 
 using testing::expect_agreement;
 using testing::random_tensor;
+using testing::same_bits;
 
 TEST(MatrixVectorJit, EveryFormOfAOneColumnProductIsARowReduction) {
   struct Case {
@@ -41,6 +43,64 @@ TEST(MatrixVectorJit, EveryFormOfAOneColumnProductIsARowReduction) {
       EXPECT_EQ(result.jit.kernels_per_call, 1) << each.label << "\n" << result.fused;
     }
   }
+}
+
+// Rows walked a group at a time (codegen/cpu/row_groups.cpp) sum in the order of a row walked alone: each row of a
+// product has the bits of the same row's product on its own, whatever the group, the leftover rows and the threads.
+TEST(MatrixVectorJit, RowsWalkedInGroupsSumAsARowAlone) {
+  struct Case {
+    std::string label;
+    Shape left;
+  };
+  const std::vector<Case> cases{
+      {"long rows", {97, 2048}},
+      {"depth not a multiple of the vectors", {67, 131}},
+      {"depth 64", {50, 64}},
+      {"batched rows", {3, 41, 200}},
+  };
+  const int original_threads = runtime::thread_count();
+  std::uint64_t seed = 40;
+  for (const Case& each : cases) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const std::int64_t depth = each.left[each.left.rank() - 1];
+      const std::int64_t rows = each.left.numel() / depth;
+      const Tensor left = random_tensor(dtype, each.left, seed++), vector = random_tensor(dtype, {depth}, seed++);
+      const Tensor matrix = reshape(left, {rows, depth});
+      auto product = function([](const Tensor& a, const Tensor& x) { return matmul(a, x); },
+                              {.jit_compile = true, .on_compile_failure = Fallback::none});
+      const std::string source = product.get_compiler_ir(Stage::source, left, vector);
+      EXPECT_NE(source.find("group_rows"), std::string::npos) << each.label << "\n" << source;
+      for (int threads : {1, 2}) {
+        runtime::set_thread_count(threads);
+        const Tensor whole = reshape(product(left, vector), {rows});
+        for (std::int64_t row = 0; row < rows; ++row) {
+          const Tensor alone = product(slice(matrix, {.start = {row, 0}, .stop = {row + 1, depth}}), vector);
+          EXPECT_TRUE(same_bits(reshape(slice(whole, {.start = {row}, .stop = {row + 1}}), {1}), alone))
+              << each.label << " " << to_string(dtype) << ", row " << row << " of " << rows << ", " << threads
+              << " thread(s)";
+        }
+      }
+      runtime::set_thread_count(original_threads);
+      expect_agreement(
+          each.label + " with a row value after the sum",
+          [](const Tensor& a, const Tensor& x, const Tensor& bias) { return maximum(matmul(a, x) * bias, 0.5); },
+          matrix, vector, random_tensor(dtype, {rows}, seed++));
+    }
+  }
+}
+
+// A product inside a loop: its odd iterations walk the rows backward (row_walk.cpp), groups and leftovers alike.
+TEST(MatrixVectorJit, RowGroupsInALoop) {
+  const Tensor matrix = random_tensor(DType::f32, {131, 131}, 60) * (1.0 / 16.0);
+  const Tensor start = random_tensor(DType::f32, {131}, 61);
+  const testing::DifferentialResult result = expect_agreement(
+      "power iterations",
+      [](const Tensor& a, const Tensor& x) {
+        return fori_loop(
+            0, 5, [&](const Tensor&, const Tensor& v) { return tanh(matmul(a, v)) + v * 0.5; }, x);
+      },
+      matrix, start);
+  EXPECT_EQ(result.fused.find("matmul"), std::string::npos) << result.fused;
 }
 
 TEST(MatrixVectorJit, ATransposedMatrixOrSeveralColumnsStayProducts) {

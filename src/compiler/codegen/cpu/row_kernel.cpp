@@ -106,6 +106,7 @@ std::string RowKernel::emit() {
   whole_vectors_ = layout_.inner_size % widest_lanes == 0;  // every row, and so every chunk (chunk_size)
   split_reduction_ = reductions_.size() == 1 && layout_.rows() < 16 && layout_.inner_size >= 2 * chunk_size &&
                      layout_.middle_sizes.empty() && only_reduction_outputs();
+  row_groups_ = chooses_row_groups();
   streamed_.clear();
   if (!across_lanes_) choose_streamed(element_outputs());
   return emit_kernel();

@@ -172,8 +172,9 @@ class RowKernel {
 
   std::string row_setup_pointers() const;
 
-  // Row values that become computable after `phase` passes.
-  std::string row_values(int phase) const;
+  // Row values that become computable after `phase` passes (with `shared_only`, those that do not depend on the
+  // row: a group's, row_groups.cpp).
+  std::string row_values(int phase, bool shared_only = false) const;
 
   // Whether instance `id` divides a varying value by a per-row result of the passes (softmax's sum, layer_norm's
   // deviation): it then multiplies by the divisor's reciprocal, computed once per row, where that reciprocal is
@@ -226,6 +227,8 @@ class RowKernel {
   static std::string lanes_loop(const std::string& begin, const std::string& end, const std::string& body);
 
   std::string reduction_pass(std::size_t k, const std::string& begin, const std::string& end) const;
+  // How many partial accumulators reduction k's pass folds its row into (1 or 4).
+  int partials_of(std::size_t k) const;
 
   // A row value reduced over the row: each of the row's n elements is the same value v. A
   // sum is v * n, rounded once (in double for floats, as the float64 reference; n additions
@@ -334,6 +337,22 @@ class RowKernel {
   // element -- per element an average pool ran 1.4x slower than with a row per position.
   std::set<int> per_middle_step(const Layout& layout) const;
 
+  // ---- row groups (row_groups.cpp): rows that share what they read ------------------------------------------
+  // A reduction kernel whose one reduction multiplies each row by values every row reads alike (a matrix times a
+  // vector, after matrix_vector.cpp made the product a reduction) walks its rows a few at a time: each step loads
+  // the shared vector once and folds it into every row of the group, each row into its own partial sums in the
+  // order a row alone would use, so every result is the same to the bit whichever way its row is walked. A row at
+  // a time, the product ran near one stream's rate (55 products of 2048^2 floats by a vector on two Zen 3 cores,
+  // best of rounds: 10.0-13.2 ms a row at a time, 8.2-10.6 three rows at a time; docs/design-notes.md).
+  bool chooses_row_groups() const;
+  // Whether instance `id` differs from one row to the next (a load along a row axis, a reduction's result, or a
+  // value computed from one).
+  bool depends_on_row(int id) const;
+  // The walk over whole groups of the work range's rows, ahead of the row loop, which takes the rows left over.
+  std::string group_walk() const;
+  // The loop of group_walk's steps over a row, each `partial` taking turns as in inner_vector_loop.
+  std::string group_vector_loop(const std::string& body) const;
+
   // ---- column: a reduction over the axes before the last, a block of rows and columns at a time -------------
   // The space is [outer..., reduced..., columns]. A work item takes one index of the outer axes (row: c0, c1, ...),
   // a block of up to column_block columns and a block of the reduced rows (r, whose digits are d0, d1, ...), and
@@ -407,6 +426,7 @@ class RowKernel {
   std::set<ir::ValueId> streamed_;  // element outputs written with store_streaming (a fence ends the kernel)
   bool whole_vectors_ = false;  // every inner range's length is a multiple of widest_lanes
   bool across_lanes_ = false;   // a group of rows at a time, a row in each lane (rows_across_lanes)
+  bool row_groups_ = false;     // whole groups of rows first (chooses_row_groups)
   std::set<int> step_values_;   // per_middle_step(layout_) of a loop kernel
   // The padding rows an items function declares, by type, constant and length (padded_row_setup).
   mutable std::map<std::string, std::string> padding_rows_;

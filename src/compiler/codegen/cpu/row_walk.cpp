@@ -60,11 +60,12 @@ std::string RowKernel::row_setup_pointers() const {
   return text;
 }
 
-std::string RowKernel::row_values(int phase) const {
+std::string RowKernel::row_values(int phase, bool shared_only) const {
   std::string text;
   for (int id = 0; id < emitter_.instance_count(); ++id) {
     const Instance& item = at(id);
     if (varying(id) || item.kind == Instance::Kind::reduction || ready_phase(id) != phase) continue;
+    if (shared_only && depends_on_row(id)) continue;
     text += "    " + emitter_.describe(item.value) + "\n";
     text += "    const " + vector_type(emitter_, item.value) + " " + item.name + " = " + row_value(id) + ";\n";
     text += reciprocal(id);
@@ -395,12 +396,7 @@ std::string RowKernel::reduction_pass(std::size_t k, const std::string& begin, c
     return "    " + emitter_.describe(reduction.value) + "\n    " + type + " " + accumulator + " = " + info.identity +
            ";\n    {\n" + lanes_loop(begin, end, body) + "    }\n";
   }
-  // Independent partial accumulators for rows of at least 64 elements (4 AVX-512 vectors, 8 AVX2 ones; see
-  // vector_loop), combined in a fixed order, so results do not depend on threads; but one where the body
-  // computes a transcendental: its dozens of instructions per vector hide the combine's latency, and four
-  // copies of it made a softmax module compile 1.4x longer (0.35 -> 0.25 s) for no gain in run time.
-  const bool cheap_body = !computes_transcendental(phase_elements_[k]);
-  const int partial_count = layout_.inner_size >= 64 && cheap_body ? 4 : 1;
+  const int partial_count = partials_of(k);
   std::string text = "    " + emitter_.describe(reduction.value) + "\n    " + type + " " + accumulator + ";\n    {\n";
   text += "      " + type + " partials[" + std::to_string(partial_count) + "] = {";
   for (int p = 0; p < partial_count; ++p) text += (p ? ", " : "") + info.identity;
@@ -416,6 +412,14 @@ std::string RowKernel::reduction_pass(std::size_t k, const std::string& begin, c
                "(partials[2], partials[3]))";
   text += "      " + accumulator + " = " + combined + ";\n    }\n";
   return text;
+}
+
+int RowKernel::partials_of(std::size_t k) const {
+  // Independent partial accumulators for rows of at least 64 elements (4 AVX-512 vectors, 8 AVX2 ones; see
+  // vector_loop), combined in a fixed order, so results do not depend on threads; but one where the body
+  // computes a transcendental: its dozens of instructions per vector hide the combine's latency, and four
+  // copies of it made a softmax module compile 1.4x longer (0.35 -> 0.25 s) for no gain in run time.
+  return layout_.inner_size >= 64 && !computes_transcendental(phase_elements_[k]) ? 4 : 1;
 }
 
 std::string RowKernel::invariant_reduction(std::size_t k, const std::string& begin, const std::string& end) const {
@@ -482,6 +486,7 @@ std::string RowKernel::emit_kernel() {
   text +=
       "  const bool backward = (state.runtime->step & 1) != 0;  // an odd iteration of a loop: the rows last "
       "read come first\n";
+  if (row_groups_) text += group_walk();
   text += "  for (int64_t walked = begin; walked < end; ++walked) {\n";
   text += "    const int64_t item = backward ? begin + end - 1 - walked : walked;\n";
   std::string range_begin = "0", range_end = std::to_string(layout_.inner_size);
