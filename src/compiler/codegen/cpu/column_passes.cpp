@@ -269,7 +269,7 @@ std::string RowKernel::emit_column_passes() {
       for (int operand : at(id).operands) collect_column_elements(operand, elements, read_per_column);
       body += "        {\n" + per_column_values(read_per_column) + element_values(elements, 0) +
               (coordinate ? "" : "        " + emitter_.describe(at(id).value) + "\n") + "        column_" +
-              at(id).name + "[group] = " + (coordinate ? at(id).name : emitter_.expression(id)) + ";\n        }\n";
+              at(id).name + "[group] = " + (coordinate ? at(id).name : computed(id)) + ";\n        }\n";
     }
     return body;
   };

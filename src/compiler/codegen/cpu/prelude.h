@@ -482,6 +482,18 @@ template <class V>
   return x > accumulator ? x : accumulator;
 }
 
+// maximum(c, x) and minimum(c, x) of an f32 constant c that is neither NaN nor zero (RowKernel::computed): a NaN x
+// fails the compare and stays, equal operands are the same bits; a compare and a masked move, or one vmaxps or
+// vminps, where `maximum` spends two compares, an and and a masked move on keeping a NaN of its first operand.
+template <class V>
+[[gnu::always_inline]] inline V maximum_of_number(V number, V x) {
+  return x < number ? number : x;
+}
+template <class V>
+[[gnu::always_inline]] inline V minimum_of_number(V number, V x) {
+  return number < x ? number : x;
+}
+
 // f32 pow is vector_math's, computed in double (vector_math_f64.h), as in the standard kernel (scalar_ops.h).
 #if !defined(KILN_JIT_DOUBLE_MATH) || KILN_JIT_DOUBLE_MATH
 [[gnu::always_inline]] inline f32v pow(f32v base, f32v exponent) { return vector_math::pow(base, exponent); }

@@ -198,6 +198,13 @@ class RowKernel {
 
   std::string row_value(int id) const;
 
+  // The C++ of compute instance `id` (KernelEmitter::expression), but an f32 maximum or minimum of a constant that
+  // is neither NaN nor zero as maximum_of_number or minimum_of_number (the prelude's: one or two instructions where
+  // the ops' own form spends four on keeping a NaN the constant cannot be; equal operands then have the same bits,
+  // so the order does not matter). Not zero: maximum(-0, +0) is +0, where x < c ? c : x of c = +0 gives -0, and
+  // clang compiled x < -0 ? -0 : x as x <= 0 ? -0 : x.
+  std::string computed(int id) const;
+
   // The C++ of take_along_axis's pick (a gather instance) from `base`, its row pointer (plus the middle offset):
   // the row's one element with `inner` empty, else the vector of elements `inner`, `inner` + 1, ...
   std::string pick(const Instance& item, const std::string& base, const std::string& inner) const;

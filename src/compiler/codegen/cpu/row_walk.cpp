@@ -4,6 +4,7 @@
 #include "compiler/codegen/cpu/row_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 namespace kiln::compiler::cpu {
@@ -233,6 +234,25 @@ std::string RowKernel::row_value(int id) const {
              std::to_string(row_stride(item.address)) + ")";
     return "splat<" + type + ">(static_cast<" + type + ">(" + emitter_.row_offset(item.address, layout_) + "))";
   }
+  return computed(id);
+}
+
+std::string RowKernel::computed(int id) const {
+  const Instance& item = at(id);
+  const ir::Graph& graph = emitter_.graph();
+  const ir::Node& node = graph.node(item.value);
+  if ((node.op != ir::Op::maximum && node.op != ir::Op::minimum) || node.type.dtype != DType::f32)
+    return emitter_.expression(id);
+  auto number = [&](int operand) {
+    const ir::Node& constant = graph.node(at(operand).value);
+    const float value = static_cast<float>(constant.attributes.float_value);
+    return at(operand).kind == Instance::Kind::compute && constant.op == ir::Op::constant && !std::isnan(value) &&
+           value != 0;
+  };
+  const int first = item.operands[0], second = item.operands[1];
+  const std::string function = node.op == ir::Op::maximum ? "maximum_of_number(" : "minimum_of_number(";
+  if (number(first)) return function + at(first).name + ", " + at(second).name + ")";
+  if (number(second)) return function + at(second).name + ", " + at(first).name + ")";
   return emitter_.expression(id);
 }
 
@@ -278,7 +298,7 @@ std::string RowKernel::element_values(const std::set<int>& needed, int phase, bo
       text += "        " + emitter_.describe(item.value) + "\n";
       value = divides_by_reciprocal(id)     ? divide_by_row_value(item)
               : exponent_is_nonpositive(id) ? "exp_of_nonpositive(" + at(item.operands[0]).name + ")"
-                                            : emitter_.expression(id);
+                                            : computed(id);
     }
     text += "        const " + vector_type(emitter_, item.value) + " " + item.name + " = " + value + ";\n";
     if (cached_.count(id) && first_write_[static_cast<std::size_t>(id)] == phase)
