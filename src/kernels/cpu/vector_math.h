@@ -331,15 +331,15 @@ template <class M>
 [[gnu::always_inline]] inline f32v from_bits(u32v bits) { return __builtin_bit_cast(f32v, bits); }
 
 [[gnu::always_inline]] inline f32v abs(f32v value) { return from_bits(to_bits(value) & 0x7fffffffu); }
-// `if_set` where x's sign bit is set (x < 0, -0, a NaN with its sign set), else `if_clear`: one vblendvps with AVX,
-// which reads that bit (GCC folds the builtin into this select).
+// `if_set` where x's sign bit is set (x < 0, -0, a NaN with its sign set), else `if_clear`: with AVX an integer
+// compare of x's bits and a vblendvps.
 [[gnu::always_inline]] inline f32v select_by_sign(f32v x, f32v if_set, f32v if_clear) {
   return select(less(__builtin_bit_cast(i32v, to_bits(x)), 0), if_set, if_clear);
 }
-// max(x, limit) where limit is not NaN, x where x is NaN. With AVX one vmaxps, which GCC keeps as it is: written as
-// a select, GCC merged it with a select_by_sign around it into compares and ands of their masks (sigmoid: 4
-// instructions more).
-[[gnu::always_inline]] inline f32v at_least(f32v x, f32v limit) {
+// max(x, limit) for a limit that is not NaN, where a NaN x passes through (the AVX-512 code has its own, in
+// detail::avx512). With AVX one vmaxps, which GCC keeps as it is: written as a select, GCC merged it with a
+// select_by_sign around it into compares and ands of their masks (sigmoid: 4 instructions more).
+[[gnu::always_inline]] inline f32v max_keep_nan_vector(f32v x, f32v limit) {
 #if defined(__AVX__) && !defined(__AVX512F__)
   return __builtin_ia32_maxps256(limit, x);
 #else
@@ -1509,12 +1509,12 @@ alignas(64) inline constexpr float kErfcTable[6][32] = {
   return detail::avx512::sigmoid(x);
 #else
   // For x >= 0, e only makes the denominator 1 + e, which is 1 from x = 17 on: e^-87 (normal) gives it as
-  // e^-|x| does, without a subnormal e (kSigmoidPositiveLimit). The choices go by x's sign bit (one vblendvps on
-  // AVX2, no compare): where it is set and x is not below 0 (-0, a NaN), both choices are the same value. With
-  // the compares of x < 0, gelu (tanh form) took 0.91 ns an element on one Zen 3 core, 0.79 without (the same
+  // e^-|x| does, without a subnormal e (kSigmoidPositiveLimit). The choices go by x's sign bit (one mask for both,
+  // no float compares): where it is set and x is not below 0 (-0, a NaN), both choices are the same value. With
+  // the compares of x < 0, gelu (tanh form) took 0.91 ns an element on one Zen 3 core, 0.80 without (the same
   // bits).
   const f32v floor = broadcast(-detail::kSigmoidPositiveLimit), negative = from_bits(to_bits(x) | 0x80000000u);
-  const f32v minus_abs = select_by_sign(x, negative, at_least(negative, floor));  // -|x|; NaN stays
+  const f32v minus_abs = select_by_sign(x, negative, max_keep_nan_vector(negative, floor));  // -|x|; NaN stays
   f32v e, denominator;
   if (!detail::any_outside_exp_normal_range(minus_abs)) [[likely]] {
     // e is exact here, so e + 1 has the bits of the general path's single rounding of partial * scale + 1.
