@@ -39,7 +39,7 @@ bool widen_half_precision_pass(Program& program) {
 
 // Products with one column as row reductions (matrix_vector.h).
 bool matrix_vector_pass(Program& program) {
-  if (!rewrite_matrix_vector_products(program.graph)) return false;
+  if (!rewrite_matrix_vector_products(program.graph, program.backend)) return false;
 #ifndef NDEBUG
   ir::verify(program.graph);
 #endif

@@ -45,6 +45,38 @@ TEST(MatrixVectorJit, EveryFormOfAOneColumnProductIsARowReduction) {
   }
 }
 
+// A product with one row -- a layer applied to one example -- is a sum down the matrix's columns (or along its rows
+// when it is transposed): one kernel reading the matrix once, where a GEMM with one row packed all of it first.
+TEST(MatrixVectorJit, EveryFormOfAOneRowProductIsAReduction) {
+  struct Case {
+    std::string label;
+    Shape left, right;
+    MatmulOptions options;
+  };
+  const std::vector<Case> cases{
+      {"vector times matrix", {129}, {129, 37}, {}},
+      {"one row", {1, 33}, {33, 64}, {}},
+      {"one row, odd sizes", {1, 1031}, {1031, 77}, {}},
+      {"one row, transposed matrix", {1, 300}, {5, 300}, {.transpose_b = true}},
+      {"vector times transposed matrix", {40}, {7, 40}, {.transpose_b = true}},
+      {"a batch of one", {1, 1, 17}, {17, 9}, {}},
+      {"one column too", {1, 20}, {20, 1}, {}},
+      {"nothing to sum", {1, 0}, {0, 6}, {}},
+      {"no columns", {1, 8}, {8, 0}, {}},
+  };
+  std::uint64_t seed = 40;
+  for (const Case& each : cases) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const Tensor left = random_tensor(dtype, each.left, seed++), right = random_tensor(dtype, each.right, seed++);
+      const MatmulOptions options = each.options;
+      const testing::DifferentialResult result = expect_agreement(
+          each.label, [options](const Tensor& a, const Tensor& b) { return matmul(a, b, options) * 2.0 + 1.0; }, left,
+          right);
+      EXPECT_EQ(result.fused.find("matmul"), std::string::npos) << each.label << "\n" << result.fused;
+    }
+  }
+}
+
 // Rows walked a group at a time (codegen/cpu/row_groups.cpp) sum in the order of a row walked alone: each row of a
 // product has the bits of the same row's product on its own, whatever the group, the leftover rows and the threads.
 TEST(MatrixVectorJit, RowsWalkedInGroupsSumAsARowAlone) {
@@ -113,6 +145,19 @@ TEST(MatrixVectorJit, ATransposedMatrixOrSeveralColumnsStayProducts) {
       "two columns", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, left,
       random_tensor(DType::f32, {30, 2}, 22));
   EXPECT_NE(columns.fused.find("matmul"), std::string::npos) << columns.fused;
+  // Two rows, a row of a transposed left operand, a batch of rows against a batch of matrices: GEMMs.
+  const testing::DifferentialResult rows = expect_agreement(
+      "two rows", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, random_tensor(DType::f32, {2, 30}, 23),
+      random_tensor(DType::f32, {30, 40}, 24));
+  EXPECT_NE(rows.fused.find("matmul"), std::string::npos) << rows.fused;
+  const testing::DifferentialResult transposed_row = expect_agreement(
+      "transposed row", [](const Tensor& a, const Tensor& b) { return matmul(a, b, {.transpose_a = true}); },
+      random_tensor(DType::f32, {30, 1}, 25), random_tensor(DType::f32, {30, 40}, 26));
+  EXPECT_NE(transposed_row.fused.find("matmul"), std::string::npos) << transposed_row.fused;
+  const testing::DifferentialResult batched = expect_agreement(
+      "batched matrices", [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
+      random_tensor(DType::f32, {1, 30}, 27), random_tensor(DType::f32, {3, 30, 40}, 28));
+  EXPECT_NE(batched.fused.find("matmul"), std::string::npos) << batched.fused;
 }
 
 }  // namespace
