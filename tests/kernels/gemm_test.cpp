@@ -431,6 +431,69 @@ TEST(Gemm, TemporariesStayBelowAFifthOfTheOutput) {
   EXPECT_LE(peak, m * n * 4 / 5);
 }
 
+// ---- products with few rows (gemm_short.h) --------------------------------------------------------------------
+
+// A product of at most kShortRows rows reads B in place a group of rows at a time (or a transposed B a tile at a
+// time) instead of through sgemm's shared packed blocks: every row must still have the bits of the same row of a
+// taller product (the same K blocks, each summed in order), for every transpose, with C written or only passed to
+// the epilogue, with one thread or two, and with B packed once for a loop (InvariantOperands).
+TEST(GemmShort, RowsHaveTheBitsOfTheSameRowsOfATallerProduct) {
+  const int original = runtime::thread_count();
+  struct Size {
+    std::int64_t n, k;
+  };
+  // One column tile; chunks of several panels with a last partial tile and two K blocks; three K blocks; no depth.
+  for (const Size size : {Size{16, 1}, Size{1000, 300}, Size{2049, 700}, Size{37, 0}}) {
+    for (const bool transpose_a : {false, true}) {
+      for (const bool transpose_b : {false, true}) {
+        const Case tall(40, size.n, size.k, transpose_a, transpose_b, 3);
+        const std::vector<float> tall_c = tall.run();
+        expect_matches_reference(tall, tall_c);
+        for (const std::int64_t m : {1, 2, 5, 6, 7, 12, 15, 16}) {
+          const std::string label = describe(tall) + ", first " + std::to_string(m) + " rows";
+          const auto rows = static_cast<std::size_t>(m * tall.ldc);
+          struct Copy {
+            std::vector<float> c;
+            std::int64_t ldc;
+          } copy{std::vector<float>(rows, Case::sentinel), tall.ldc};
+          const GemmEpilogue to_copy{
+              [](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                 std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
+                auto& self = *static_cast<Copy*>(context);
+                for (std::int64_t i = row_begin; i < row_end; ++i)
+                  std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)],
+                              tile + (i - row_begin) * ld,
+                              sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
+              },
+              &copy};
+          auto run = [&](float* c, const GemmEpilogue& epilogue) {
+            sgemm(m, tall.n, tall.k, tall.a.data(), tall.lda, transpose_a, tall.b.data(), tall.ldb, transpose_b, c,
+                  tall.ldc, epilogue);
+          };
+          for (const int threads : {1, 2}) {
+            runtime::set_thread_count(threads);
+            std::vector<float> c(rows, Case::sentinel);
+            run(c.data(), {});
+            EXPECT_EQ(std::memcmp(c.data(), tall_c.data(), sizeof(float) * rows), 0) << label << ", " << threads;
+            std::fill(copy.c.begin(), copy.c.end(), Case::sentinel);
+            run(nullptr, to_copy);
+            EXPECT_EQ(std::memcmp(copy.c.data(), tall_c.data(), sizeof(float) * rows), 0)
+                << label << ", without C, " << threads;
+          }
+          const InvariantOperands scope({std::as_bytes(std::span(tall.b))});
+          for (int call = 0; call < 2; ++call) {  // the first call packs B, the second reads the packing
+            std::fill(copy.c.begin(), copy.c.end(), Case::sentinel);
+            run(nullptr, to_copy);
+            EXPECT_EQ(std::memcmp(copy.c.data(), tall_c.data(), sizeof(float) * rows), 0)
+                << label << ", B packed for a loop, call " << call;
+          }
+        }
+      }
+    }
+  }
+  runtime::set_thread_count(original);
+}
+
 // ---- large products through OpenBLAS ------------------------------------------------------------------------
 
 TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsAndForNarrowProducts) {
@@ -446,8 +509,12 @@ TEST(GemmThroughOpenBlas, IsPreferredForDeepProductsWithWideOutputsAndForNarrowP
   EXPECT_TRUE(prefers_openblas(8192, 8192, 8192));  // the seed article's size
   // Narrow products at any depth: sgemm's packing of the wide operand outweighs its few products.
   EXPECT_TRUE(prefers_openblas(2048, 1, 2048));  // a matrix times a vector
-  EXPECT_TRUE(prefers_openblas(4, 2048, 2048));
+  EXPECT_TRUE(prefers_openblas(16, 2048, 2048));
   EXPECT_TRUE(prefers_openblas(2048, 16, 64));
+  // Except with fewer than 16 rows, where sgemm reads B in place (gemm_short.h).
+  EXPECT_FALSE(prefers_openblas(4, 2048, 2048));
+  EXPECT_FALSE(prefers_openblas(15, 4096, 4096));
+  EXPECT_FALSE(prefers_openblas(1, 2048, 2048));
   EXPECT_FALSE(prefers_openblas(2048, 17, 512));
   EXPECT_FALSE(prefers_openblas(32, 2048, 512));  // at par there
 }

@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm_invariant.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_packing.h"
+#include "kernels/cpu/gemm_short.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
@@ -698,6 +699,11 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   problem.lda = lda;
   problem.transpose_a = transpose_a;
   prepack_invariant_b(problem);
+  if (m <= gemm_detail::kShortRows) {
+    gemm_detail::sgemm_short(problem.plan, a, lda, transpose_a, b, ldb, transpose_b, problem.prepacked, c, ldc,
+                             epilogue);
+    return;
+  }
   run_sgemm(problem, c, ldc);
 }
 

@@ -23,6 +23,12 @@ constexpr double kWideOutput = 256.0 * 256.0;
 // 4, 8, 16: 0.62, 0.69, 0.69, 0.83 of it; 1-8 x 2048 x 2048: 0.73-0.87; 512 x 1 x 512: 0.21; at 32 columns the
 // fused loops were at par, 1.04; Zen 4, 2026-12-01). A matrix-vector product is the extreme case.
 constexpr std::int64_t kNarrowProduct = 16;
+// ... except products with fewer rows than this, which sgemm computes without packing B (gemm_short.h): OpenBLAS
+// 0.3.21's Haswell kernels packed all of B for them (Zen 3, two threads, 2026-12-07: m x 4096 x 4096 for m = 2, 4,
+// 8, 12, 15 in 2.5, 3.4, 4.0, 5.3, 6.4 ms against OpenBLAS's 5.4, 8.5, 8.7, 13.8, 7.3; B transposed 4.0-7.4 against
+// 7.2-14.7; 4-8 x 1024^2 0.17-0.37 ms against 0.43-0.52). At 16 rows, a whole tile of its kernel, OpenBLAS was ahead
+// (5.7-5.8 ms against 6.7-7.0; 2048^2 1.29-1.37 ms against 1.72-1.76).
+constexpr std::int64_t kRowsBeforeOpenBlas = 16;
 // The row panel buffer when C is not given: at least this many bytes, or a quarter of C (sgemm's own buffers
 // take up to 23% of C). Fewer, larger panels pack B fewer times.
 constexpr std::int64_t kPanelFloorBytes = std::int64_t{64} << 20;
@@ -53,6 +59,7 @@ void run_epilogue(const GemmPlan& plan, const GemmEpilogue& epilogue, const floa
 
 bool prefers_openblas(std::int64_t m, std::int64_t n, std::int64_t k) {
   const double output = static_cast<double>(m) * static_cast<double>(n);
+  if (m < kRowsBeforeOpenBlas) return false;
   return (k >= kDeepProduct && output >= kWideOutput) || std::min(m, n) <= kNarrowProduct;
 }
 

@@ -1,0 +1,32 @@
+#pragma once
+// Products with few rows (a layer applied to a few examples: m <= kShortRows), for sgemm. Private to kernels/cpu.
+//
+// sgemm's loops share the packed B block of a column panel among the threads that take the panel's row strips: with
+// one to three strips, one thread or two take each panel in turn, and B is copied into the block and read from it
+// again, a panel at a time (4096^2 B on Zen 3, two threads: 2 rows 15 ms, 8 rows 35, where reading B once takes
+// about 2). Here the threads take whole column panels instead, and each packs its panel a few micro-panels at a
+// time into a buffer of its own that stays in L1 or L2 while every row strip multiplies it: B crosses memory once,
+// both threads stream it, and no thread waits for another.
+//
+// The same plan (plan_sgemm), blocks, epilogue calls and summation order as sgemm: every element sums the plan's K
+// blocks in order, each with the microkernel's fused multiply-adds in order, so the results are sgemm's, bit for
+// bit, whatever the thread count.
+
+#include "kernels/cpu/gemm.h"
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu::gemm_detail {
+
+// Products with at most this many rows take sgemm_short: three of AVX2's 6-row strips (one of AVX-512's 14 and a
+// short one).
+inline constexpr std::int64_t kShortRows = 16;
+
+// sgemm's contract for plan.m <= kShortRows (sgemm's arguments, with `plan` = plan_sgemm(m, n, k)). `prepacked`,
+// when not null, holds all of op(B) packed as sgemm packs a loop's invariant operand: column panels one after
+// another, each of B's whole depth, K blocks in order, each block's micro-panels in order.
+void sgemm_short(const GemmPlan& plan, const float* a, std::int64_t lda, bool transpose_a, const float* b,
+                 std::int64_t ldb, bool transpose_b, const float* prepacked, float* c, std::int64_t ldc,
+                 const GemmEpilogue& epilogue);
+
+}  // namespace kiln::kernels::cpu::gemm_detail
