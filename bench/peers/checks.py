@@ -58,6 +58,8 @@ TOLERANCE = {
     # rnn: 512 GRU steps, each of 512-term products through sigmoid and tanh, which contract: the states stay
     # ~1e-6 apart step after step, as the block's outputs; 1e-4.
     "rnn": 1e-4,
+    # decode: 2048- and 8192-term products of terms scaled to unit variance, gelu between: as block's.
+    "decode": 1e-4,
     # rnn_train: its gradients sum 128 steps' chains of those states back through the GRU, as block_train's chains.
     "rnn_train": 1e-4,
     # solver: conjugate gradients stop when the residual crosses 1e-5 of b's; a system whose rounding takes it there

@@ -154,6 +154,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
                                                                        jnp.int32(0)))
         return x, iterations
 
+    def decode(x, w1, b1, w2, b2):
+        # kiln-bench's decode_body: a transformer MLP on a few tokens, gelu in the tanh form.
+        return jnp.matmul(jax.nn.gelu(jnp.matmul(x, w1) + b1, approximate=True), w2) + b2
+
     def set_threads(threads: int) -> str:
         if device == "cuda":
             return f"{target.device_kind}; host: all CPUs"
@@ -189,7 +193,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    rnn_train=training_step(rnn_loss, 3), solver=solver),
+                    rnn_train=training_step(rnn_loss, 3), solver=solver, decode=decode),
     )
 
 

@@ -144,6 +144,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
         x, _, _, _, iterations = tf.while_loop(condition, body, (tf.zeros_like(b), b, b, dot(b, b), tf.constant(0)))
         return x, iterations
 
+    def decode(x, w1, b1, w2, b2):
+        # kiln-bench's decode_body: a transformer MLP on a few tokens, gelu in the tanh form.
+        return tf.matmul(tf.nn.gelu(tf.matmul(x, w1) + b1, approximate=True), w2) + b2
+
     def set_threads(threads: int) -> str:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -196,7 +200,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    rnn_train=training_step(rnn_loss, 3), solver=solver),
+                    rnn_train=training_step(rnn_loss, 3), solver=solver, decode=decode),
     )
 
 

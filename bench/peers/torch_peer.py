@@ -188,6 +188,10 @@ def make_peer(device: str = "cpu") -> common.Peer:
 
             return call
 
+    def decode(x, w1, b1, w2, b2):
+        # kiln-bench's decode_body: a transformer MLP on a few tokens, gelu in the tanh form.
+        return torch.matmul(F.gelu(torch.matmul(x, w1) + b1, approximate="tanh"), w2) + b2
+
     def set_threads(threads: int) -> str:
         torch.set_num_threads(threads)
         return f"intra-op {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}"
@@ -257,7 +261,7 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12), rnn=rnn,
-                    rnn_train=Training(rnn_loss, 3), solver=solver),
+                    rnn_train=Training(rnn_loss, 3), solver=solver, decode=decode),
     )
 
 

@@ -118,6 +118,13 @@ Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w
   return x1 + matmul(m, w2) + b2;
 }
 
+// A transformer's MLP at decoding time, a token of each of a few sequences at once: two dense layers with gelu
+// (the tanh form) between, as block's. With a few rows, each weight is read once for a few products per element:
+// the time is reading the weights.
+Tensor decode_body(Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor b2) {
+  return matmul(nn::gelu(matmul(x, w1) + b1), w2) + b2;
+}
+
 double bytes_of(const std::vector<Tensor>& tensors) {
   double bytes = 0;
   for (const Tensor& tensor : tensors) bytes += static_cast<double>(tensor.numel() * size_of(tensor.dtype()));
@@ -160,10 +167,10 @@ std::vector<std::string> suite_ids(bool big, Device device) {
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
   for (const char* id :
-       {"gelu",        "gelu-erf",     "softmax",        "layernorm",      "adam",      "attention",
-        "block",       "stem",         "conv",           "pool",           "depthwise", "mlp-train",
-        "block-train", "rnn",          "rnn-train",      "solver",         "call",      "seed-2048-bf16",
-        "gelu-bf16",   "softmax-bf16", "layernorm-bf16", "attention-bf16", "block-bf16"})
+       {"gelu",           "gelu-erf",  "softmax",      "layernorm",      "adam",           "attention",
+        "block",          "stem",      "conv",         "pool",           "depthwise",      "mlp-train",
+        "block-train",    "rnn",       "rnn-train",    "solver",         "decode",         "call",
+        "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "attention-bf16", "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -390,6 +397,26 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     // element: it moves as much as it computes, and writes what it reads.
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
+  } else if (id == "decode") {
+    const std::int64_t rows = options.decode_rows, d = options.decode_width, hidden = 4 * options.decode_width;
+    std::vector<Tensor> inputs{
+        random::normal({rows, d}, {.seed = 70, .device = device}),
+        random::normal({d, hidden}, {.seed = 71, .stddev = 1 / std::sqrt(double(d)), .device = device}),
+        random::normal({hidden}, {.seed = 72, .stddev = 0.1, .device = device}),
+        random::normal({hidden, d}, {.seed = 73, .stddev = 1 / std::sqrt(double(hidden)), .device = device}),
+        random::normal({d}, {.seed = 74, .stddev = 0.1, .device = device})};
+    workload = make<5>(id, id, dimensions({rows, d, hidden}), inputs, decode_body);
+    workload.bytes += static_cast<double>(rows * d) * 4;  // the output
+    workload.flops = 2 * 2 * static_cast<double>(rows) * static_cast<double>(d) * static_cast<double>(hidden);
+    workload.matmul_output_bytes = static_cast<double>(rows * hidden) * 4;
+    // The products alone through the standard executor's matmuls (OpenBLAS): the compute floor's rate, if higher
+    // than the best of the run.
+    const Tensor hidden_rows = random::normal({rows, hidden}, {.seed = 75, .device = device});
+    workload.kiln_matmuls_alone = [inputs, hidden_rows] {
+      matmul(inputs[0], inputs[1]);
+      matmul(hidden_rows, inputs[3]);
+    };
+    workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
   } else if (id == "mlp-train" || id == "block-train" || id == "rnn-train") {
     return make_training_workload(id, options);
   } else if (id == "rnn" || id == "solver") {

@@ -66,6 +66,8 @@ struct WorkloadOptions {
   std::int64_t rnn_train_steps = 128;
   // solver: conjugate gradients on a `solver_size`^2 symmetric positive definite system
   std::int64_t solver_size = 2048;
+  // decode: a transformer MLP (decode_width -> 4 x decode_width -> decode_width, gelu) on decode_rows tokens
+  std::int64_t decode_rows = 4, decode_width = 2048;
   Device device = Device::cpu();
   DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax, layernorm and block (their -bf16 ids)
 };
@@ -77,7 +79,7 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, call, and in bf16
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, decode, call, and in bf16
 // seed-2048-bf16, gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam, attention
 // (4x16x2048x64, TF32).
@@ -101,7 +103,8 @@ std::vector<std::string> family_ids();
 // CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
 // rnn (a GRU layer stepped through its input with scan: the last state and every step's; CPU only) or solver
 // (conjugate gradients with while_loop until the residual is 1e-5 of b's: the solution and the iterations; CPU
-// only).
+// only) or decode (a transformer's MLP on a few tokens, decode_rows, as when decoding a batch of sequences: x w1 + b1,
+// gelu, then w2 and b2; the weights' bytes are the floor; CPU only).
 // call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call (signature
 // lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead.
 // seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same
