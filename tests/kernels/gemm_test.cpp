@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_invariant.h"
+#include "kernels/cpu/gemm_short.h"
 
 #include "runtime/parallel.h"
 #include "support/test_support.h"
@@ -492,6 +493,10 @@ TEST(GemmShort, RowsHaveTheBitsOfTheSameRowsOfATallerProduct) {
     }
   }
   runtime::set_thread_count(original);
+  // Products so deep that A packed whole would take more than 16 MiB go through sgemm's own loops instead.
+  EXPECT_TRUE(gemm_detail::takes_short_product(plan_sgemm(15, 4096, 4096)));
+  EXPECT_FALSE(gemm_detail::takes_short_product(plan_sgemm(17, 4096, 4096)));
+  EXPECT_FALSE(gemm_detail::takes_short_product(plan_sgemm(4, 16, std::int64_t{1} << 22)));
 }
 
 // ---- large products through OpenBLAS ------------------------------------------------------------------------

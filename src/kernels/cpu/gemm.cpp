@@ -699,7 +699,7 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::
   problem.lda = lda;
   problem.transpose_a = transpose_a;
   prepack_invariant_b(problem);
-  if (m <= gemm_detail::kShortRows) {
+  if (gemm_detail::takes_short_product(problem.plan)) {
     gemm_detail::sgemm_short(problem.plan, a, lda, transpose_a, b, ldb, transpose_b, problem.prepacked, c, ldc,
                              epilogue);
     return;

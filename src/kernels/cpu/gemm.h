@@ -68,7 +68,9 @@ GemmPlan plan_sgemm(std::int64_t m, std::int64_t n, std::int64_t k);
 // runtime::allocate: three packed B blocks (kc x nc, at most 1.5 MiB), an A strip per thread (21 KiB), and,
 // when c is null, the C panel buffer (or, whole-depth, B's whole depth for one column panel and a C strip
 // per thread) -- all together at most ~23% of m*n*4 bytes, or about 768 KiB when that is more (small
-// problems), plus the per-thread strips beyond two threads.
+// problems), plus the per-thread strips beyond two threads. Products of at most 16 rows take other loops
+// (gemm_short.h: B read in place, the same blocks and sums): their temporaries are A packed (about 1.5 x m x k
+// floats, at most 16 MiB) and a few hundred KiB per thread.
 // Preconditions (not checked): m, n, k >= 0; lda >= (transpose_a ? m : k), ldb >= (transpose_b ? k : n),
 // ldc >= n; c does not overlap a or b.
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, bool transpose_a,

@@ -252,6 +252,12 @@ class ShortProduct {
 
 }  // namespace
 
+bool takes_short_product(const GemmPlan& plan) {
+  if (plan.m > kShortRows) return false;
+  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+  return depth_blocks * plan.row_strips * kMr * kKcMax * static_cast<std::int64_t>(sizeof(float)) <= kShortPackedABytes;
+}
+
 void sgemm_short(const GemmPlan& plan, const float* a, std::int64_t lda, bool transpose_a, const float* b,
                  std::int64_t ldb, bool transpose_b, const float* prepacked, float* c, std::int64_t ldc,
                  const GemmEpilogue& epilogue) {

@@ -22,6 +22,12 @@ namespace kiln::kernels::cpu::gemm_detail {
 // short one).
 inline constexpr std::int64_t kShortRows = 16;
 
+// Whether sgemm_short takes a product of at most kShortRows rows: A is packed whole, all K blocks of every strip
+// (about 1.5 x m x k floats), so not where that exceeds kShortPackedABytes (a product thousands of K blocks deep,
+// which sgemm's own loops take with their bounded buffers).
+inline constexpr std::int64_t kShortPackedABytes = std::int64_t{16} << 20;
+bool takes_short_product(const GemmPlan& plan);
+
 // sgemm's contract for plan.m <= kShortRows (sgemm's arguments, with `plan` = plan_sgemm(m, n, k)). `prepacked`,
 // when not null, holds all of op(B) packed as sgemm packs a loop's invariant operand: column panels one after
 // another, each of B's whole depth, K blocks in order, each block's micro-panels in order.
