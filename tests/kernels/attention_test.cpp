@@ -2,6 +2,7 @@
 // shared operands, odd and zero sizes, several K blocks, and results that do not depend on the thread count.
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm_microkernel.h"
 
 #include "runtime/parallel.h"
 #include "support/test_support.h"
@@ -162,6 +163,26 @@ TEST(Attention, OneItemSplitIntoUnitsOfStrips) {
   // One item with many strips: the threads share it in groups of strips, each packing B and C itself.
   const Case test(1, 200, 70, 24, 33);
   test.expect_matches_reference(test.run(), test.describe());
+}
+
+// An item of at most one strip of rows (a decoder's step) with B and C of its own packs them a micro-panel at a time
+// as it reads them: the same sums as packing them whole, which a B and C shared by the batch still are (with one
+// item, the same matrices either way), for every transpose, through several K blocks of both products.
+TEST(Attention, OneStripItemsPackAsTheyReadWithTheSameSums) {
+  for (const std::int64_t m : {1, 3, gemm_detail::kMr})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool tc : {false, true}) {
+          const Case own(1, m, 600, 300, 40, ta, tb, tc), shared(1, m, 600, 300, 40, ta, tb, tc, true, true);
+          const std::vector<float> packed_as_read = own.run();
+          own.expect_matches_reference(packed_as_read, own.describe());
+          const std::vector<float> packed_whole = shared.run();
+          EXPECT_EQ(std::memcmp(packed_as_read.data(), packed_whole.data(), sizeof(float) * packed_whole.size()), 0)
+              << own.describe();
+        }
+  // Several items, threads taking them in turn.
+  const Case items(7, 2, 45, 19, 35, false, true, false);
+  items.expect_matches_reference(items.run(), items.describe());
 }
 
 TEST(Attention, ZeroSizes) {
