@@ -166,11 +166,19 @@ std::vector<std::string> suite_ids(bool big, Device device) {
             "softmax-bf16", "layernorm-bf16", "adam-bf16",      "attention-bf16"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id :
-       {"gelu",           "gelu-erf",  "softmax",      "layernorm",      "adam",           "attention",
-        "block",          "stem",      "conv",         "pool",           "depthwise",      "mlp-train",
-        "block-train",    "rnn",       "rnn-train",    "solver",         "decode",         "call",
-        "seed-2048-bf16", "gelu-bf16", "softmax-bf16", "layernorm-bf16", "attention-bf16", "block-bf16"})
+  for (const char* id : {"gelu",           "gelu-erf",
+                         "softmax",        "layernorm",
+                         "adam",           "attention",
+                         "block",          "stem",
+                         "conv",           "pool",
+                         "depthwise",      "mlp-train",
+                         "block-train",    "rnn",
+                         "rnn-train",      "solver",
+                         "decode",         "attention-decode",
+                         "call",           "seed-2048-bf16",
+                         "gelu-bf16",      "softmax-bf16",
+                         "layernorm-bf16", "attention-bf16",
+                         "block-bf16"})
     ids.push_back(id);
   return ids;
 }
@@ -397,6 +405,18 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
     // element: it moves as much as it computes, and writes what it reads.
     workload = make<3>(id, id, dimensions({n, size, size, c}) + "*3x3dw", inputs, conv_body);
     workload.bytes += bytes_of({inputs[0]});  // the output, as large as the input
+  } else if (id == "attention-decode") {
+    // attention's body at a decoder's step: one query per head against a cache of decode_keys keys and values.
+    const std::int64_t b = options.decode_batch, h = options.heads, s = options.decode_keys, d = options.head_size;
+    std::vector<Tensor> inputs{random::normal({b, h, 1, d}, {.seed = 76, .device = device}),
+                               random::normal({b, h, s, d}, {.seed = 77, .device = device}),
+                               random::normal({b, h, s, d}, {.seed = 78, .device = device})};
+    workload = make<3>(id, "attention", dimensions({b, h, 1, s, d}), inputs, attention_body);
+    workload.bytes += bytes_of({inputs[0]});  // the output, as large as the queries
+    workload.flops = 2 * 2 * static_cast<double>(b * h * s * d);
+    workload.matmul_output_bytes = static_cast<double>(b * h * s) * 4;
+    workload.kiln_matmuls_alone = [inputs] { matmul(matmul(inputs[0], inputs[1], {.transpose_b = true}), inputs[2]); };
+    workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
   } else if (id == "decode") {
     const std::int64_t rows = options.decode_rows, d = options.decode_width, hidden = 4 * options.decode_width;
     std::vector<Tensor> inputs{

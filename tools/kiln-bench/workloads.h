@@ -68,6 +68,8 @@ struct WorkloadOptions {
   std::int64_t solver_size = 2048;
   // decode: a transformer MLP (decode_width -> 4 x decode_width -> decode_width, gelu) on decode_rows tokens
   std::int64_t decode_rows = 4, decode_width = 2048;
+  // attention-decode: one query per head (`heads`, head_size) of decode_batch sequences against decode_keys keys
+  std::int64_t decode_batch = 8, decode_keys = 2048;
   Device device = Device::cpu();
   DType dtype = DType::f32;  // of the float inputs of seed, gelu, softmax, layernorm and block (their -bf16 ids)
 };
@@ -79,7 +81,8 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, decode, call, and in bf16
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, decode, attention-decode,
+// call, and in bf16
 // seed-2048-bf16, gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam, attention
 // (4x16x2048x64, TF32).
@@ -104,7 +107,8 @@ std::vector<std::string> family_ids();
 // rnn (a GRU layer stepped through its input with scan: the last state and every step's; CPU only) or solver
 // (conjugate gradients with while_loop until the residual is 1e-5 of b's: the solution and the iterations; CPU
 // only) or decode (a transformer's MLP on a few tokens, decode_rows, as when decoding a batch of sequences: x w1 + b1,
-// gelu, then w2 and b2; the weights' bytes are the floor; CPU only).
+// gelu, then w2 and b2; the weights' bytes are the floor; CPU only) or attention-decode (attention's body with one
+// query per head against 2048 keys and values, as a decoder's step reads its cache; CPU only).
 // call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call (signature
 // lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead.
 // seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same

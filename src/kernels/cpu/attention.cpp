@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_packing.h"
+#include "kernels/cpu/gemm_short.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
@@ -95,32 +96,34 @@ void multiply_strip(const float* a, std::int64_t lda, bool transpose_a, std::int
 }
 
 // The same product as multiply_strip's for a strip whose op(X) (depth x columns, stored with leading dimension ldx)
-// is read once: packed a K block at a time into `buffer` (depth_block x round_up(columns, kNr) floats, in L2) just
-// before the microkernel reads it, instead of all of op(X) first -- an untransposed X a row at a time (its rows read
-// along their length), a transposed one a micro-panel at a time (kNr of its rows along their length). The same K
-// blocks, micro-panels and microkernel calls: the same sums.
-void multiply_strip_packing_blocks(const float* a, std::int64_t lda, bool transpose_a, std::int64_t rows,
-                                   const float* x, std::int64_t ldx, bool transpose_x, std::int64_t depth,
-                                   std::int64_t columns, float* a_strip, float* buffer, float* c, std::int64_t ldc) {
+// is read once, so not packed whole first: an untransposed X is read where it lies, a K block at a time
+// (block_times_rows_in_place: its rows along their length, the sums carried in `sums`, `tile` for the columns past the
+// last whole micro-panel); a transposed one is packed a micro-panel at a time into `tile` (kNr of its stored rows
+// read along their length) just before the microkernel reads it. The same K blocks and the same sums.
+void multiply_strip_reading_once(const float* a, std::int64_t lda, bool transpose_a, std::int64_t rows, const float* x,
+                                 std::int64_t ldx, bool transpose_x, std::int64_t depth, std::int64_t columns,
+                                 float* a_strip, float* tile, float* sums, float* c, std::int64_t ldc) {
   const auto kernel = transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
                                   : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
   const DepthBlocks blocks(depth);
   for (std::int64_t block = 0; block < blocks.count; ++block) {
     const std::int64_t block_depth = blocks.depth(block);
     gemm_detail::pack_a_strip(a, lda, transpose_a, 0, rows, blocks.begin(block), block_depth, a_strip);
-    if (!transpose_x) gemm_detail::pack_b_panels_by_rows(x, ldx, blocks.begin(block), block_depth, 0, columns, buffer);
-    for (std::int64_t p = 0; p < ceil_div(columns, kNr); ++p) {
+    if (!transpose_x) {
+      gemm_detail::block_times_rows_in_place(rows, block_depth, a_strip, transpose_a, x + blocks.begin(block) * ldx,
+                                             ldx, columns, tile, sums, round_up(columns, kNr), c, ldc, block > 0);
+      continue;
+    }
+    const std::int64_t panels = ceil_div(columns, kNr);
+    for (std::int64_t p = 0; p < panels; ++p) {
       const int panel_columns = static_cast<int>(std::min<std::int64_t>(kNr, columns - p * kNr));
-      float* panel = transpose_x ? buffer : buffer + p * block_depth * kNr;
-      if (transpose_x) {
-        // The micro-panel after next: kNr stored rows, each block_depth long. Read a few lines apart from row to row,
-        // they are not a stream the prefetchers find (measured: packing was 2/3 of a decoder step's time).
-        const float* ahead = x + std::min(p + 2, ceil_div(columns, kNr) - 1) * kNr * ldx + blocks.begin(block);
-        for (std::int64_t row = 0; row < kNr; ++row)
-          for (std::int64_t j = 0; j < block_depth; j += 16) __builtin_prefetch(ahead + row * ldx + j, 0, 3);
-        gemm_detail::pack_b_micro_panel(x, ldx, true, blocks.begin(block), block_depth, p * kNr, panel_columns, panel);
-      }
-      kernel(block_depth, a_strip, panel, c + p * kNr, ldc, panel_columns, block > 0);
+      // The micro-panel after next: kNr stored rows, each block_depth long. Read a few lines apart from row to row,
+      // they are not a stream the prefetchers find (measured: packing was 2/3 of a decoder step's time).
+      const float* ahead = x + std::min(p + 2, panels - 1) * kNr * ldx + blocks.begin(block);
+      for (std::int64_t row = 0; row < kNr; ++row)
+        for (std::int64_t j = 0; j < block_depth; j += 16) __builtin_prefetch(ahead + row * ldx + j, 0, 3);
+      gemm_detail::pack_b_micro_panel(x, ldx, true, blocks.begin(block), block_depth, p * kNr, panel_columns, tile);
+      kernel(block_depth, a_strip, tile, c + p * kNr, ldc, panel_columns, block > 0);
     }
   }
 }
@@ -137,11 +140,14 @@ struct Scratch {
         a_strip(c_memory + PackedOperand::floats(problem.n, problem.d)),
         scores(a_strip + kMr * kKcMax),
         probabilities(scores + kMr * ld),
-        row_scratch(probabilities + kMr * ld) {}
+        tile(probabilities + kMr * ld),
+        sums(tile + kKcMax * kNr),
+        row_scratch(sums + kMr * round_up(std::max(problem.n, problem.d), kNr)) {}
 
   // Without the row function's part (row_floats).
   static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
-    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + kMr * kKcMax + 2 * kMr * row_stride(n);
+    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + kMr * kKcMax + 2 * kMr * row_stride(n) +
+           kKcMax * kNr + kMr * round_up(std::max(n, d), kNr);
   }
   static std::int64_t row_floats(const AttentionProblem& problem) {
     return round_up(problem.row_scratch_bytes, 64) / static_cast<std::int64_t>(sizeof(float));
@@ -149,32 +155,32 @@ struct Scratch {
 
   PackedOperand packed_b, packed_c;
   std::int64_t ld;
-  float *b_memory, *c_memory, *a_strip, *scores, *probabilities, *row_scratch;
+  float *b_memory, *c_memory, *a_strip, *scores, *probabilities, *tile, *sums, *row_scratch;
   // The matrices packed now: an item's own, or one shared by every item (batch stride 0, packed once).
   const float* packed_b_source = nullptr;
   const float* packed_c_source = nullptr;
 };
 
 // An item of at most kMr rows (a decoder's step: a query or a few per head) whose B and C are its own: each is read
-// once, so it is packed a K block at a time as the microkernel goes (multiply_strip_packing_blocks). Packed
-// whole, an item's keys and values (512 KiB each at 2048 x 64) had left L2 before they were read: one query per
-// head of 8 x 16 heads of 2048 x 64 took 13.9 ms, about 10 GB/s of keys and values.
+// once, so as the products go (multiply_strip_reading_once). Packed whole, an item's keys and values (512 KiB each
+// at 2048 x 64) had left L2 before they were read: one query per head of 8 x 16 heads of 2048 x 64 took 13.9 ms,
+// about 10 GB/s of keys and values.
 void run_single_strip(const AttentionProblem& problem, std::int64_t item, AttentionRows rows_function, void* context,
                       Scratch& scratch) {
   const float* a = static_cast<const float*>(problem.a) + item * problem.a_batch_stride;
   const float* b = static_cast<const float*>(problem.b) + item * problem.b_batch_stride;
   const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
   const std::int64_t rows = problem.m;
-  multiply_strip_packing_blocks(a, problem.transpose_a ? problem.m : problem.k, problem.transpose_a, rows, b,
-                                problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k, problem.n,
-                                scratch.a_strip, scratch.b_memory, scratch.scores, scratch.ld);
+  multiply_strip_reading_once(a, problem.transpose_a ? problem.m : problem.k, problem.transpose_a, rows, b,
+                              problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k, problem.n,
+                              scratch.a_strip, scratch.tile, scratch.sums, scratch.scores, scratch.ld);
   const std::int64_t first_row = item * problem.m;
   rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld,
                 scratch.row_scratch);
-  multiply_strip_packing_blocks(scratch.probabilities, scratch.ld, false, rows, c,
-                                problem.transpose_c ? problem.n : problem.d, problem.transpose_c, problem.n, problem.d,
-                                scratch.a_strip, scratch.c_memory,
-                                static_cast<float*>(problem.out) + item * rows * problem.d, problem.d);
+  multiply_strip_reading_once(scratch.probabilities, scratch.ld, false, rows, c,
+                              problem.transpose_c ? problem.n : problem.d, problem.transpose_c, problem.n, problem.d,
+                              scratch.a_strip, scratch.tile, scratch.sums,
+                              static_cast<float*>(problem.out) + item * rows * problem.d, problem.d);
 }
 
 void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,

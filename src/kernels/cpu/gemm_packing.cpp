@@ -499,24 +499,4 @@ void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std:
   }
 }
 
-void pack_b_panels_by_rows(const float* b, std::int64_t ldb, std::int64_t depth_begin, std::int64_t depth,
-                           std::int64_t column, std::int64_t columns, float* target) {
-  const std::int64_t whole = columns / kNr, rest = columns - whole * kNr;
-  const float* source = b + depth_begin * ldb + column;
-  for (std::int64_t kk = 0; kk < depth; ++kk) {
-    const float* row = source + kk * ldb;
-    // The row 8 ahead: short rows (an attention's values, 64 floats) cross a page every few rows, where the
-    // prefetchers stop.
-    const float* ahead = source + std::min(kk + 8, depth - 1) * ldb;
-    for (std::int64_t j = 0; j < columns; j += 16) __builtin_prefetch(ahead + j, 0, 3);
-    for (std::int64_t p = 0; p < whole; ++p)
-      std::memcpy(target + (p * depth + kk) * kNr, row + p * kNr, sizeof(float) * kNr);
-    if (rest) {
-      float* out = target + (whole * depth + kk) * kNr;
-      for (std::int64_t j = 0; j < rest; ++j) out[j] = row[whole * kNr + j];
-      for (std::int64_t j = rest; j < kNr; ++j) out[j] = 0.0f;
-    }
-  }
-}
-
 }  // namespace kiln::kernels::cpu::gemm_detail

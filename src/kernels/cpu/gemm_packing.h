@@ -122,10 +122,4 @@ void sgemm_gathered_narrow(const GemmPlan& plan, const GatheredRows& a, const fl
 void pack_b_micro_panel(const float* b, std::int64_t ldb, bool transpose_b, std::int64_t depth_begin,
                         std::int64_t depth, std::int64_t column, std::int64_t columns, float* target);
 
-// pack_b_micro_panel for an untransposed B's micro-panels [0, ceil(columns / kNr)) from `column`, one after another
-// at target + p * depth * kNr, copied a row of B at a time: each row's run of columns read once, in order, which the
-// prefetchers follow (where micro-panel by micro-panel reads a line of every row, then the next).
-void pack_b_panels_by_rows(const float* b, std::int64_t ldb, std::int64_t depth_begin, std::int64_t depth,
-                           std::int64_t column, std::int64_t columns, float* target);
-
 }  // namespace kiln::kernels::cpu::gemm_detail

@@ -175,31 +175,11 @@ class ShortProduct {
   // microkernel's: from zero, one fused multiply-add per row in order.
   void rows_in_groups(std::int64_t column_begin, std::int64_t columns, const Buffers& buffers, float* c,
                       std::int64_t ldc) const {
-    const std::int64_t whole_tiles = columns / kNr, tail = columns - whole_tiles * kNr;
-    const std::int64_t ld = chunk_stride_;
-    const StridedSteps steps =
-        (transpose_a_ ? strided_table<ALayout::k_major> : strided_table<ALayout::rows>)[plan_.m - 1];
     for (std::int64_t block = 0; block < depth_blocks_; ++block) {
-      const std::int64_t depth_begin = block * plan_.depth_block, depth = block_depth(block);
-      if (tail)
-        pack_b_micro_panel(b_, ldb_, false, depth_begin, depth, column_begin + whole_tiles * kNr, tail, buffers.tile);
-      for (std::int64_t group = 0; group == 0 || group < depth; group += kGroupRows) {
-        const std::int64_t count = std::min(kGroupRows, depth - group);
-        const float* rows = b_ + (depth_begin + group) * ldb_ + column_begin;
-        // The strips of this K block are consecutive in a_packed_, from strip 0's.
-        const float* a = a_strip(block, 0) + (transpose_a_ ? group * kMr : group);
-        steps(count, whole_tiles, a, rows, ldb_, buffers.sums, ld, group == 0);
-        // The last tile's columns past n are not in B: its rows copied, zeros beyond, and read from there.
-        if (tail) steps(count, 1, a, buffers.tile + group * kNr, kNr, buffers.sums + whole_tiles * kNr, ld, group == 0);
-      }
-      for (std::int64_t row = 0; row < plan_.m; ++row) {
-        const float* sums = buffers.sums + row * ld;
-        float* out = c + row * ldc;
-        if (block == 0)
-          std::copy_n(sums, columns, out);
-        else
-          for (std::int64_t j = 0; j < columns; ++j) out[j] += sums[j];
-      }
+      const std::int64_t depth_begin = block * plan_.depth_block;
+      block_times_rows_in_place(plan_.m, block_depth(block), a_strip(block, 0), transpose_a_,
+                                b_ + depth_begin * ldb_ + column_begin, ldb_, columns, buffers.tile, buffers.sums,
+                                chunk_stride_, c, ldc, block > 0);
     }
   }
 
@@ -251,6 +231,29 @@ class ShortProduct {
 };
 
 }  // namespace
+
+void block_times_rows_in_place(std::int64_t rows, std::int64_t depth, const float* a, bool a_k_major, const float* b,
+                               std::int64_t ldb, std::int64_t columns, float* tile, float* sums, std::int64_t ld,
+                               float* c, std::int64_t ldc, bool accumulate) {
+  const std::int64_t whole_tiles = columns / kNr, tail = columns - whole_tiles * kNr;
+  const StridedSteps steps = (a_k_major ? strided_table<ALayout::k_major> : strided_table<ALayout::rows>)[rows - 1];
+  // The last tile's columns past the end are not in B: its rows copied, zeros beyond, and read from there.
+  if (tail) pack_b_micro_panel(b, ldb, false, 0, depth, whole_tiles * kNr, tail, tile);
+  for (std::int64_t group = 0; group == 0 || group < depth; group += kGroupRows) {
+    const std::int64_t count = std::min(kGroupRows, depth - group);
+    const float* group_a = a + (a_k_major ? group * kMr : group);
+    steps(count, whole_tiles, group_a, b + group * ldb, ldb, sums, ld, group == 0);
+    if (tail) steps(count, 1, group_a, tile + group * kNr, kNr, sums + whole_tiles * kNr, ld, group == 0);
+  }
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const float* row_sums = sums + row * ld;
+    float* out = c + row * ldc;
+    if (!accumulate)
+      std::copy_n(row_sums, columns, out);
+    else
+      for (std::int64_t j = 0; j < columns; ++j) out[j] += row_sums[j];
+  }
+}
 
 bool takes_short_product(const GemmPlan& plan) {
   if (plan.m > kShortRows) return false;

@@ -35,4 +35,14 @@ void sgemm_short(const GemmPlan& plan, const float* a, std::int64_t lda, bool tr
                  std::int64_t ldb, bool transpose_b, const float* prepacked, float* c, std::int64_t ldc,
                  const GemmEpilogue& epilogue);
 
+// One K block of a product whose B (untransposed) is read in place: C[0:rows, 0:columns] = A_block B_block, or C
+// plus it when `accumulate`, with the microkernel's sums (each element's products over the block's rows summed in
+// order from zero, then stored into C or added to it: sgemm's order). rows <= kShortRows; `a` holds the block's
+// strips as pack_a_strip packs them (k-major when a_k_major), kMr x kKcMax floats apart; `b` is the block's first
+// row, ldb floats apart; `tile` has room for depth x kNr floats (the columns past the last whole tile), `sums` for
+// rows x ld (ld >= the columns rounded up to kNr).
+void block_times_rows_in_place(std::int64_t rows, std::int64_t depth, const float* a, bool a_k_major, const float* b,
+                               std::int64_t ldb, std::int64_t columns, float* tile, float* sums, std::int64_t ld,
+                               float* c, std::int64_t ldc, bool accumulate);
+
 }  // namespace kiln::kernels::cpu::gemm_detail
