@@ -174,6 +174,21 @@ TEST(Gemm, EmptyOutputDoesNothing) {
   }
 }
 
+// An epilogue that copies every tile it sees into `c` (ldc floats a row): C as the epilogue saw it.
+struct TileCopy {
+  std::vector<float> c;
+  std::int64_t ldc;
+
+  GemmEpilogue epilogue() { return {&TileCopy::copy, this}; }
+  static void copy(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
+                   std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
+    auto& self = *static_cast<TileCopy*>(context);
+    for (std::int64_t i = row_begin; i < row_end; ++i)
+      std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)], tile + (i - row_begin) * ld,
+                  sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
+  }
+};
+
 // An epilogue that records, per block, the blocks it saw and the sum and count of the elements of C; with a
 // plan, it also checks each block's rows and columns against the plan's numbering.
 struct Recorder {
@@ -283,20 +298,8 @@ void expect_tiles_without_c_equal_the_written_c(std::int64_t m, std::int64_t n, 
   const int original = runtime::thread_count();
   for (bool transpose_a : {false, true}) {
     const Case test(m, n, k, transpose_a, false);
-    struct Copy {
-      std::vector<float> c;
-      std::int64_t n;
-    } copy{std::vector<float>(static_cast<std::size_t>(m * n), Case::sentinel), n};
-    const GemmEpilogue epilogue{[](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin,
-                                   std::int64_t row_end, std::int64_t column_begin, std::int64_t column_end,
-                                   std::int64_t) {
-                                  auto& self = *static_cast<Copy*>(context);
-                                  for (std::int64_t i = row_begin; i < row_end; ++i)
-                                    std::memcpy(&self.c[static_cast<std::size_t>(i * self.n + column_begin)],
-                                                tile + (i - row_begin) * ld,
-                                                sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
-                                },
-                                &copy};
+    TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), Case::sentinel), n};
+    const GemmEpilogue epilogue = copy.epilogue();
     const std::vector<float> written = test.run();
     expect_matches_reference(test, written);
     for (int threads : {1, 2}) {
@@ -346,19 +349,8 @@ TEST(GemmInvariantOperands, PackedOnceTheProductsAreBitwiseThoseOfPackingPerCall
     for (const bool transpose_b : {false, true}) {
       const Case test(shape.m, shape.n, shape.k, false, transpose_b, 3);
       const std::vector<float> packed_per_call = test.run();
-      struct Copy {
-        std::vector<float> c;
-        std::int64_t ldc;
-      } copy{std::vector<float>(packed_per_call.size(), Case::sentinel), test.ldc};
-      const GemmEpilogue to_copy{
-          [](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
-             std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
-            auto& self = *static_cast<Copy*>(context);
-            for (std::int64_t i = row_begin; i < row_end; ++i)
-              std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)], tile + (i - row_begin) * ld,
-                          sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
-          },
-          &copy};
+      TileCopy copy{std::vector<float>(packed_per_call.size(), Case::sentinel), test.ldc};
+      const GemmEpilogue to_copy = copy.epilogue();
       const InvariantOperands scope({std::as_bytes(std::span(test.b))});
       for (int call = 0; call < 2; ++call) {  // the first call packs, the second reads the packing
         EXPECT_EQ(test.run(), packed_per_call) << describe(test) << ", call " << call;
@@ -453,20 +445,8 @@ TEST(GemmShort, RowsHaveTheBitsOfTheSameRowsOfATallerProduct) {
         for (const std::int64_t m : {1, 2, 5, 6, 7, 12, 15, 16}) {
           const std::string label = describe(tall) + ", first " + std::to_string(m) + " rows";
           const auto rows = static_cast<std::size_t>(m * tall.ldc);
-          struct Copy {
-            std::vector<float> c;
-            std::int64_t ldc;
-          } copy{std::vector<float>(rows, Case::sentinel), tall.ldc};
-          const GemmEpilogue to_copy{
-              [](void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
-                 std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
-                auto& self = *static_cast<Copy*>(context);
-                for (std::int64_t i = row_begin; i < row_end; ++i)
-                  std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)],
-                              tile + (i - row_begin) * ld,
-                              sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
-              },
-              &copy};
+          TileCopy copy{std::vector<float>(rows, Case::sentinel), tall.ldc};
+          const GemmEpilogue to_copy = copy.epilogue();
           auto run = [&](float* c, const GemmEpilogue& epilogue) {
             sgemm(m, tall.n, tall.k, tall.a.data(), tall.lda, transpose_a, tall.b.data(), tall.ldb, transpose_b, c,
                   tall.ldc, epilogue);
