@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemm_packing.h"
 #include "runtime/parallel.h"
 #include "support/test_support.h"
+#include "support/tile_copy.h"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,8 @@
 
 namespace kiln::kernels::cpu {
 namespace {
+
+using testing::TileCopy;
 
 // A convolution's windows as gathered rows: an NHWC image, a window of size x size taps with `stride` and
 // `padding` on both spatial axes; each tap is one part (its channels), the taps row by row.
@@ -105,19 +108,6 @@ struct Windows {
   }
 };
 
-// Copies each tile the epilogue sees into a dense m x n matrix.
-struct TileCopy {
-  std::vector<float> c;
-  std::int64_t n;
-  static void record(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
-                     std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
-    auto& self = *static_cast<TileCopy*>(context);
-    for (std::int64_t i = row_begin; i < row_end; ++i)
-      std::memcpy(&self.c[static_cast<std::size_t>(i * self.n + column_begin)], tile + (i - row_begin) * ld,
-                  sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
-  }
-};
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
@@ -153,7 +143,7 @@ void expect_same_as_written(const Windows& windows, std::int64_t n) {
     GatheredPart part;
     const GatheredRows matrix = as_one_part(a, m, k, part);
     TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
-    sgemm_gathered(m, n, k, matrix, b.data(), n, false, nullptr, 0, {TileCopy::record, &copy});
+    sgemm_gathered(m, n, k, matrix, b.data(), n, false, nullptr, 0, copy.epilogue());
     expected_without_c = copy.c;
     for (std::int64_t i = 0; i < m; i += 7)
       for (std::int64_t j = 0; j < n; ++j) {
@@ -173,7 +163,7 @@ void expect_same_as_written(const Windows& windows, std::int64_t n) {
     sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, c.data(), n, {});
     EXPECT_TRUE(same_bits(c, expected)) << windows.describe(n) << ", C written, " << threads << " thread(s)";
     TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
-    sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, nullptr, 0, {TileCopy::record, &copy});
+    sgemm_gathered(m, n, k, windows.rows, b.data(), n, false, nullptr, 0, copy.epilogue());
     EXPECT_TRUE(same_bits(copy.c, expected_without_c))
         << windows.describe(n) << ", epilogue only" << (deeper_blocks ? " (deeper K blocks)" : "") << ", " << threads
         << " thread(s)";
@@ -239,8 +229,7 @@ TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
         sgemm_gathered(m, n, k, windows.rows, b.data(), transpose_b ? k : n, transpose_b, c.data(), n, {});
         results.push_back(c);
         TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
-        sgemm_gathered(m, n, k, windows.rows, b.data(), transpose_b ? k : n, transpose_b, nullptr, 0,
-                       {TileCopy::record, &copy});
+        sgemm_gathered(m, n, k, windows.rows, b.data(), transpose_b ? k : n, transpose_b, nullptr, 0, copy.epilogue());
         EXPECT_TRUE(same_bits(copy.c, c)) << windows.describe(n) << ", epilogue only, " << threads << " thread(s)";
       }
       runtime::set_thread_count(original);

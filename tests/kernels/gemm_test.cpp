@@ -6,6 +6,7 @@
 
 #include "runtime/parallel.h"
 #include "support/test_support.h"
+#include "support/tile_copy.h"
 
 #include <gtest/gtest.h>
 #include <kiln/memory.h>
@@ -22,6 +23,8 @@
 
 namespace kiln::kernels::cpu {
 namespace {
+
+using testing::TileCopy;
 
 struct Case {
   std::int64_t m, n, k;
@@ -173,21 +176,6 @@ TEST(Gemm, EmptyOutputDoesNothing) {
     for (float value : c) EXPECT_EQ(value, Case::sentinel);
   }
 }
-
-// An epilogue that copies every tile it sees into `c` (ldc floats a row): C as the epilogue saw it.
-struct TileCopy {
-  std::vector<float> c;
-  std::int64_t ldc;
-
-  GemmEpilogue epilogue() { return {&TileCopy::copy, this}; }
-  static void copy(void* context, const float* tile, std::int64_t ld, std::int64_t row_begin, std::int64_t row_end,
-                   std::int64_t column_begin, std::int64_t column_end, std::int64_t) {
-    auto& self = *static_cast<TileCopy*>(context);
-    for (std::int64_t i = row_begin; i < row_end; ++i)
-      std::memcpy(&self.c[static_cast<std::size_t>(i * self.ldc + column_begin)], tile + (i - row_begin) * ld,
-                  sizeof(float) * static_cast<std::size_t>(column_end - column_begin));
-  }
-};
 
 // An epilogue that records, per block, the blocks it saw and the sum and count of the elements of C; with a
 // plan, it also checks each block's rows and columns against the plan's numbering.

@@ -4,9 +4,12 @@
 // sgemm's loops share the packed B block of a column panel among the threads that take the panel's row strips: with
 // one to three strips, one thread or two take each panel in turn, and B is copied into the block and read from it
 // again, a panel at a time (4096^2 B on Zen 3, two threads: 2 rows 15 ms, 8 rows 35, where reading B once takes
-// about 2). Here the threads take whole column panels instead, and each packs its panel a few micro-panels at a
-// time into a buffer of its own that stays in L1 or L2 while every row strip multiplies it: B crosses memory once,
-// both threads stream it, and no thread waits for another.
+// about 2). Here the threads claim runs of whole column panels (about 1024 columns) instead, and read an untransposed
+// B where it lies: a group of 8 rows at a time across the run, each row's ~4 KiB read in order (the prefetchers
+// follow 8 such streams; runs of one 240-column panel measured slower), every row strip multiplying each 16-column
+// tile while it is in L1, the sums carried in a buffer from group to group. A transposed B is packed a tile at a
+// time (16 of its stored rows, read along their length) through all K blocks. B crosses memory once, both threads
+// stream it, and no thread waits for another (2 rows of 4096^2: 2.5 ms; 8 rows: 4.0).
 //
 // The same plan (plan_sgemm), blocks, epilogue calls and summation order as sgemm: every element sums the plan's K
 // blocks in order, each with the microkernel's fused multiply-adds in order, so the results are sgemm's, bit for
