@@ -165,11 +165,8 @@ struct Scratch {
 // once, so as the products go (multiply_strip_reading_once). Packed whole, an item's keys and values (512 KiB each
 // at 2048 x 64) had left L2 before they were read: one query per head of 8 x 16 heads of 2048 x 64 took 13.9 ms,
 // about 10 GB/s of keys and values.
-void run_single_strip(const AttentionProblem& problem, std::int64_t item, AttentionRows rows_function, void* context,
-                      Scratch& scratch) {
-  const float* a = static_cast<const float*>(problem.a) + item * problem.a_batch_stride;
-  const float* b = static_cast<const float*>(problem.b) + item * problem.b_batch_stride;
-  const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
+void run_single_strip(const AttentionProblem& problem, std::int64_t item, const float* a, const float* b,
+                      const float* c, AttentionRows rows_function, void* context, Scratch& scratch) {
   const std::int64_t rows = problem.m;
   multiply_strip_reading_once(a, problem.transpose_a ? problem.m : problem.k, problem.transpose_a, rows, b,
                               problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k, problem.n,
@@ -190,7 +187,7 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
   const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
   // B and C read once per item: packed as they are read. (Shared by every item, they are packed once in all.)
   if (problem.m <= kMr && problem.b_batch_stride != 0 && problem.c_batch_stride != 0) {
-    run_single_strip(problem, item, rows_function, context, scratch);
+    run_single_strip(problem, item, a, b, c, rows_function, context, scratch);
     return;
   }
   if (scratch.packed_b_source != b) {

@@ -18,6 +18,7 @@ namespace {
 
 using gemm_detail::ALayout;
 using gemm_detail::ceil_div;
+using gemm_detail::depth_blocks_of;
 using gemm_detail::kKcMax;
 using gemm_detail::kKcTarget;
 using gemm_detail::kMr;
@@ -48,10 +49,6 @@ constexpr std::int64_t kReservedStrips = 2;
 
 // B buffers a problem with `depth_blocks` K blocks uses: no more than it has blocks.
 std::int64_t b_buffer_count(std::int64_t depth_blocks) { return std::min<std::int64_t>(kBBuffers, depth_blocks); }
-// K blocks of a plan (one when k is 0: its block has depth 0 and writes zeros).
-std::int64_t depth_blocks_of(const GemmPlan& plan) {
-  return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
-}
 
 struct Problem {
   GemmPlan plan;
@@ -136,11 +133,9 @@ std::int64_t step_count(const Problem& problem) {
   }
 }
 
-// Where a prepacked B (Problem::prepacked) holds the block of `step`: column panels one after another, each of
-// B's whole depth (K blocks in order) as WholeDepthWork packs one.
+// Where a prepacked B (Problem::prepacked) holds the block of `step` (the layout WholeDepthWork packs).
 std::int64_t prepacked_offset(const GemmPlan& plan, const Step& step) {
-  const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
-  return step.column_panel * panel_floats + step.depth_begin * round_up(step.columns, kNr);
+  return gemm_detail::prepacked_offset(plan, step.column_panel, step.depth_begin, step.columns);
 }
 const float* prepacked_block(const Problem& problem, const Step& step) {
   return problem.prepacked + prepacked_offset(problem.plan, step);

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_strided.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +16,20 @@ namespace kiln::kernels::cpu::gemm_detail {
 // Block arithmetic of both drivers.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+// K blocks of a plan (one when k is 0: its block has depth 0 and writes zeros).
+inline std::int64_t depth_blocks_of(const GemmPlan& plan) {
+  return std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
+}
+
+// Where a B packed whole for a loop (sgemm's prepack of an invariant operand) holds the K block from depth_begin of
+// column panel `column_panel` (`columns` wide): column panels one after another, each of B's whole depth, K blocks in
+// order, each block's micro-panels in order.
+inline std::int64_t prepacked_offset(const GemmPlan& plan, std::int64_t column_panel, std::int64_t depth_begin,
+                                     std::int64_t columns) {
+  const std::int64_t panel_floats = std::max<std::int64_t>(1, plan.k) * round_up(plan.panel_columns, kNr);
+  return column_panel * panel_floats + depth_begin * round_up(columns, kNr);
+}
 
 // Copies rows [row_begin, row_begin + rows) of op(A), columns (K) [depth_begin, depth_begin + depth), into a
 // strip buffer of kMr x kKcMax floats in the layout ALayout says: rows of A as stored (ALayout::rows), or, for

@@ -102,7 +102,7 @@ class ShortProduct {
         c_(c),
         ldc_(ldc),
         epilogue_(epilogue),
-        depth_blocks_(std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block))),
+        depth_blocks_(depth_blocks_of(plan)),
         chunk_panels_(std::max<std::int64_t>(1, kChunkColumns / std::max<std::int64_t>(plan.panel_columns, 1))),
         chunks_(ceil_div(plan.column_panels, chunk_panels_)),
         chunk_stride_(chunk_panels_ * round_up(plan.panel_columns, kNr)) {
@@ -200,8 +200,7 @@ class ShortProduct {
           const std::int64_t depth_begin = block * plan_.depth_block, depth = block_depth(block);
           const float* b = tile_buffer;
           if (prepacked_) {
-            const std::int64_t panel_floats = std::max<std::int64_t>(plan_.k, 1) * round_up(plan_.panel_columns, kNr);
-            b = prepacked_ + panel * panel_floats + depth_begin * round_up(panel_columns, kNr) + tile * depth * kNr;
+            b = prepacked_ + prepacked_offset(plan_, panel, depth_begin, panel_columns) + tile * depth * kNr;
           } else {
             pack_b_micro_panel(b_, ldb_, transpose_b_, depth_begin, depth, panel_begin + tile * kNr, columns,
                                tile_buffer);
@@ -257,8 +256,8 @@ void block_times_rows_in_place(std::int64_t rows, std::int64_t depth, const floa
 
 bool takes_short_product(const GemmPlan& plan) {
   if (plan.m > kShortRows) return false;
-  const std::int64_t depth_blocks = std::max<std::int64_t>(1, ceil_div(plan.k, plan.depth_block));
-  return depth_blocks * plan.row_strips * kMr * kKcMax * static_cast<std::int64_t>(sizeof(float)) <= kShortPackedABytes;
+  return depth_blocks_of(plan) * plan.row_strips * kMr * kKcMax * static_cast<std::int64_t>(sizeof(float)) <=
+         kShortPackedABytes;
 }
 
 void sgemm_short(const GemmPlan& plan, const float* a, std::int64_t lda, bool transpose_a, const float* b,
