@@ -534,4 +534,48 @@ TEST(ArgReductionKernels, FirstNaNWinsAndExtremesInLaterBlocks) {
       }
 }
 
+// Every pair of positions p < q of rows up to 140 long holding the row's extreme twice (then NaN twice, for floats):
+// the index is p's. Covers where the vector pass puts p and q -- the same lane, another lane or another of its
+// interleaved sets of lanes (4 of up to 16 lanes: 64 elements), the last whole vectors after them and the scalar
+// tail -- for each dtype's vector width.
+TEST(ArgReductionKernels, FirstOfTwoExtremesWhereverTheyFall) {
+  for (Op op : arg_reductions)
+    for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+      for (int64_t length = 1; length <= 140; ++length)
+        for (bool nan : {false, true}) {
+          if (nan && !is_floating(dtype)) continue;
+          const int64_t rows = length * (length + 1) / 2;  // (p, q) with p <= q; p == q: one extreme
+          Array input = make(dtype, Shape{rows, length});
+          std::vector<int64_t> expected;
+          kiln::visit_dtype(dtype, [&]<class T>() {
+            if constexpr (std::is_same_v<T, std::uint8_t>) return;
+            T* data = input.mutable_data<T>();
+            std::mt19937_64 generator(static_cast<std::uint64_t>(length));
+            std::uniform_int_distribution<int> value(-50, 50);
+            const T extreme = static_cast<T>(op == Op::argmin ? -1000 : 1000);
+            int64_t row = 0;
+            for (int64_t p = 0; p < length; ++p)
+              for (int64_t q = p; q < length; ++q, ++row) {
+                T* values = data + row * length;
+                for (int64_t i = 0; i < length; ++i) values[i] = static_cast<T>(value(generator));
+                if constexpr (std::is_floating_point_v<T>) {
+                  if (nan) {
+                    values[(q + 1) % length] = extreme;  // a number's extreme elsewhere does not win over a NaN
+                    values[p] = values[q] = NAN;
+                    expected.push_back(p);
+                    continue;
+                  }
+                }
+                values[p] = values[q] = extreme;
+                expected.push_back(p);
+              }
+          });
+          Array output = run_arg_reduction(op, input, 1);
+          for (int64_t row = 0; row < rows; ++row)
+            ASSERT_EQ(output.data<int64_t>()[row], expected[static_cast<std::size_t>(row)])
+                << kiln::ir::name(op) << " of " << kiln::to_string(dtype) << " rows of " << length << ", row " << row
+                << (nan ? " (NaNs)" : "");
+        }
+}
+
 }  // namespace

@@ -479,44 +479,74 @@ std::pair<int64_t, T> arg_extreme_scalar(const T* x, int64_t begin, int64_t end)
   return {best_index, best};
 }
 
-// One pass of vectors, each lane keeping the best value it has seen and where (a lane sees its elements in order,
-// so a strict comparison keeps the first of equal ones), then the lanes: the best value, and the smallest index
-// among the lanes holding it. The index lanes count from `begin` in integers of T's width, so a segment is at most
-// 2^31 elements for 4-byte types. Until 2026-12-01 a block's maximum by the vector code of reduce_max and a scalar
-// scan for its first position: the scan covered half of each 2048-float row on average (argmax over 4096 x 2048
-// floats: 3.9 ms, a third of the read bandwidth; Emerald Rapids, 2 threads).
+// Vectors of one register (vector_math::kRegisterBytes), not the 64 bytes of Vec: GCC turned the compare and the
+// two selects of 64-byte vectors into scalar code on AVX2 (argmax over 4096 x 4096 floats took 33 ms on Zen 3, against
+// 2.3 ms for reduce_max over the same rows and 10 ms for PyTorch's argmax).
+template <class T>
+struct ArgVectors {
+  static constexpr int bytes = static_cast<int>(vector_math::kRegisterBytes);
+  static constexpr int width = bytes / static_cast<int>(sizeof(T));
+  using Index = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  typedef T Values __attribute__((vector_size(bytes)));
+  typedef Index Indices __attribute__((vector_size(bytes)));
+};
+
+// One pass of vectors: `sets` interleaved sets of lanes (vector s of every group of `sets` consecutive vectors goes
+// to set s), each lane keeping the best value it has seen and where. A lane sees its elements in order, so a strict
+// comparison keeps the first of equal ones, and a NaN replaces a number but not an earlier NaN. Then the lanes of
+// every set: the best value, and the smallest index among the lanes holding it. Several sets, because one lane's
+// compare and select wait for its previous ones (4 cycles); four keep the loop at the loads' pace. The index lanes
+// count from `begin` in integers of T's width, so a segment is at most 2^31 elements for 4-byte types.
 template <bool smallest, class T>
 std::pair<int64_t, T> arg_extreme_vector(const T* x, int64_t begin, int64_t end) {
-  constexpr int width = Simd<T>::width;
-  using Index = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  using IndexVector = Vec<Index>;
-  IndexVector lane_index, step;
-  for (int lane = 0; lane < width; ++lane) {
-    lane_index[lane] = static_cast<Index>(lane);
-    step[lane] = static_cast<Index>(width);
+  using Vectors = ArgVectors<T>;
+  using Values = typename Vectors::Values;
+  using Indices = typename Vectors::Indices;
+  using Index = typename Vectors::Index;
+  constexpr int width = Vectors::width;
+  constexpr int sets = 4;
+  Values best[sets];
+  Indices best_index[sets], lane_index[sets];
+  for (int set = 0; set < sets; ++set) {
+    // Every set starts from the first vector, which a set later compares with itself (never taken).
+    std::memcpy(&best[set], x + begin, sizeof(Values));
+    for (int lane = 0; lane < width; ++lane) {
+      best_index[set][lane] = static_cast<Index>(lane);
+      lane_index[set][lane] = static_cast<Index>(set * width + lane);
+    }
   }
-  Vec<T> best = load(x + begin);
-  IndexVector best_index = lane_index;
-  int64_t i = begin + width;
-  for (; i + width <= end; i += width) {
-    lane_index += step;
-    const Vec<T> value = load(x + i);
-    IndexVector take;
+  auto visit = [&](int set, int64_t i) __attribute__((always_inline)) {
+    Values value;
+    std::memcpy(&value, x + i, sizeof(Values));
+    Indices take;
     if constexpr (smallest)
-      take = value < best;
+      take = value < best[set];
     else
-      take = value > best;
-    if constexpr (std::is_floating_point_v<T>) take |= (value != value) & (best == best);
-    best = take ? value : best;
-    best_index = take ? lane_index : best_index;
+      take = value > best[set];
+    if constexpr (std::is_floating_point_v<T>) take |= (value != value) & (best[set] == best[set]);
+    best[set] = take ? value : best[set];
+    best_index[set] = take ? lane_index[set] : best_index[set];
+  };
+  int64_t i = begin;
+  for (; i + sets * width <= end; i += sets * width) {
+#pragma GCC unroll 4
+    for (int set = 0; set < sets; ++set) {
+      visit(set, i + set * width);
+      lane_index[set] += static_cast<Index>(sets * width);
+    }
   }
-  std::pair<int64_t, T> result = {begin + best_index[0], best[0]};
-  for (int lane = 1; lane < width; ++lane) {
-    const T value = best[lane];
-    const int64_t index = begin + best_index[lane];
-    const bool same = value == result.second || (is_nan(value) && is_nan(result.second));
-    if (beats<smallest>(value, result.second) || (same && index < result.first)) result = {index, value};
+  for (; i + width <= end; i += width) {  // the last whole vectors, into the first set (its lanes still in order)
+    for (int lane = 0; lane < width; ++lane) lane_index[0][lane] = static_cast<Index>(i - begin + lane);
+    visit(0, i);
   }
+  std::pair<int64_t, T> result = {begin + best_index[0][0], best[0][0]};
+  for (int set = 0; set < sets; ++set)
+    for (int lane = 0; lane < width; ++lane) {
+      const T value = best[set][lane];
+      const int64_t index = begin + best_index[set][lane];
+      const bool same = value == result.second || (is_nan(value) && is_nan(result.second));
+      if (beats<smallest>(value, result.second) || (same && index < result.first)) result = {index, value};
+    }
   if (i < end && !is_nan(result.second)) {  // the last elements, after every one the lanes saw
     const auto tail = arg_extreme_scalar<smallest>(x, i, end);
     if (beats<smallest>(tail.second, result.second)) result = tail;
@@ -528,10 +558,10 @@ template <bool smallest, class T>
 std::pair<int64_t, T> arg_extreme_range(const T* x, int64_t begin, int64_t end) {
   if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
     constexpr int64_t longest = int64_t{1} << 30;  // within the index lanes
-    if (end - begin < 2 * Simd<T>::width) return arg_extreme_scalar<smallest>(x, begin, end);
+    if (end - begin < 2 * ArgVectors<T>::width) return arg_extreme_scalar<smallest>(x, begin, end);
     auto best = arg_extreme_vector<smallest>(x, begin, std::min(end, begin + longest));
     for (int64_t first = begin + longest; first < end && !is_nan(best.second); first += longest) {
-      const auto next = end - first < 2 * Simd<T>::width
+      const auto next = end - first < 2 * ArgVectors<T>::width
                             ? arg_extreme_scalar<smallest>(x, first, end)
                             : arg_extreme_vector<smallest>(x, first, std::min(end, first + longest));
       if (beats<smallest>(next.second, best.second)) best = next;
@@ -551,15 +581,21 @@ void arg_extreme_typed(const T* x, int64_t outer, int64_t length, int64_t inner,
     constexpr int64_t segment = 16 * leaf_size;
     int64_t segments = 1;
     if (outer < 4 * runtime::thread_count()) segments = ceil_div(length, segment);
-    std::vector<std::pair<int64_t, T>> results(static_cast<std::size_t>(outer * segments));
     int64_t grain = std::max<int64_t>(1, 32768 / std::min(length, segment));
+    if (segments == 1) {  // each row's index straight into out (many short rows: no pairs to write and read back)
+      runtime::parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row)
+          out[row] = arg_extreme_range<smallest>(x + row * length, 0, length).first;
+      });
+      return;
+    }
+    std::vector<std::pair<int64_t, T>> results(static_cast<std::size_t>(outer * segments));
     runtime::parallel_for(outer * segments, grain, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
         int64_t row = task / segments, first = task % segments * segment;
         const T* data = x + row * length;
         results[static_cast<std::size_t>(task)] =
-            segments == 1 ? arg_extreme_range<smallest>(data, 0, length)
-                          : arg_extreme_range<smallest>(data, first, std::min(length, first + segment));
+            arg_extreme_range<smallest>(data, first, std::min(length, first + segment));
       }
     });
     for (int64_t row = 0; row < outer; ++row) {
