@@ -132,6 +132,67 @@ TEST(ColumnReduction, ElementOutputsThatReadNoResultsAreStoredByTheFirstPass) {
   EXPECT_NE(both.find("in a last pass"), std::string::npos) << both;
 }
 
+// Where a block's reduced rows would not stay in the caches from one pass to the next (over 2 MiB at the widest
+// block), the passes split the rows too: each pass a parallel loop folding blocks of rows into partial results, a
+// combine per column, then the next pass. Odd sizes, partial vectors, outer axes, per-column outputs and values
+// computed from them, element outputs stored by the first pass and by the last, f32 and f64.
+TEST(ColumnReduction, TallColumnsSplitTheirRowsAmongTheItemsOfEachPass) {
+  // Whether `body`'s generated source combines partial results of blocks of rows.
+  auto split = [](auto body, auto... inputs) {
+    return function(body, {.jit_compile = true, .on_compile_failure = Fallback::none})
+               .get_compiler_ir(Stage::source, inputs...)
+               .find("_combine(void* context") != std::string::npos;
+  };
+  auto softmax_first = [](Tensor x) { return nn::softmax(x, 0); };
+  const Tensor tall = random_tensor(DType::f32, {1001, 1000}, 50);
+  auto result = expect_agreement("softmax over 1001 rows", softmax_first, tall);
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  EXPECT_TRUE(split(softmax_first, tall));
+  auto log_softmax_middle = [](Tensor x) { return nn::log_softmax(x, 1); };
+  const Tensor middle = random_tensor(DType::f32, {3, 700, 800}, 51);
+  result = expect_agreement("log_softmax over the middle axis of [3, 700, 800]", log_softmax_middle, middle);
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  EXPECT_TRUE(split(log_softmax_middle, middle));
+  auto statistics = [](Tensor x) {
+    const Tensor mean = reduce_mean(x, {0});
+    const Tensor deviation = sqrt(reduce_mean(square(x - mean), {0}) + 1e-3);
+    return std::make_tuple(mean, deviation, deviation * 2.0 - mean, (x - mean) / deviation);
+  };
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    const Tensor x = random_tensor(dtype, {2100, 300}, 52);
+    result = expect_agreement("statistics over 2100 rows " + std::string(to_string(dtype)), statistics, x);
+    EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+    EXPECT_TRUE(split(statistics, x));
+  }
+  // A training step's batch norm over [N, H, W, C] images: 40000 rows of 7 channels.
+  auto batch_norm = [](Tensor x, Tensor gamma) {
+    const Tensor centered = x - reduce_mean(x, {0, 1, 2}, true);
+    return centered * rsqrt(reduce_mean(square(centered), {0, 1, 2}, true) + 1e-5) * gamma;
+  };
+  const Tensor images = random_tensor(DType::f32, {4, 100, 100, 7}, 53), gamma = random_tensor(DType::f32, {7}, 54);
+  result = expect_agreement("batch norm of [4, 100, 100, 7]", batch_norm, images, gamma);
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  EXPECT_TRUE(split(batch_norm, images, gamma));
+  auto centered_too = [](Tensor x, Tensor dy, Tensor bias) {
+    const Tensor gradient = where(x > 0.0, dy, 0.0) * x;
+    const Tensor mean = reduce_mean(gradient, {0});
+    return std::make_tuple(gradient, gradient - mean, bias - 0.01 * mean / (sqrt(square(mean)) + 1e-3));
+  };
+  const Tensor x = random_tensor(DType::f32, {2100, 300}, 55), dy = random_tensor(DType::f32, {2100, 300}, 56),
+               bias = random_tensor(DType::f32, {300}, 57);
+  result = expect_agreement("a gradient stored by the first pass, centered by the last", centered_too, x, dy, bias);
+  EXPECT_TRUE(split(centered_too, x, dy, bias));
+  const std::string source = function(centered_too, {.jit_compile = true, .on_compile_failure = Fallback::none})
+                                 .get_compiler_ir(Stage::source, x, dy, bias);
+  EXPECT_NE(source.find("storing the element outputs that read no pass's results"), std::string::npos) << source;
+  // Below the threshold the block's rows stay in the caches: one loop over the blocks, no combine.
+  const Tensor shorter = random_tensor(DType::f32, {300, 1000}, 58);
+  result = expect_agreement("softmax over 300 rows", softmax_first, shorter);
+  EXPECT_TRUE(has_column_kernel(result)) << result.fused;
+  EXPECT_FALSE(split(softmax_first, shorter));
+}
+
 // Independent reductions over one nest share one pass over the rows, even when the user computed them apart:
 // the gradients of a layer norm's scale and shift, sum(dy * xhat) and sum(dy) over the batch.
 TEST(ColumnReduction, SiblingReductionsShareOnePass) {
