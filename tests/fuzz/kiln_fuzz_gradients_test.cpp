@@ -180,6 +180,17 @@ TEST(KilnFuzzGradientHazards, KinksWithinTheStepAreHazards) {
             std::vector<std::string>{"%2 operand of floor near an integer within the step"});
   EXPECT_EQ(hazard_reasons(case_of(floor, {array_of(DType::f64, Shape({1}), {1.0 / 3 + 1e-2})})),
             std::vector<std::string>{});
+  // remainder by the smallest subnormal jumps at every double: its quotient overflows, and no distance to an
+  // integer says so (kiln-fuzz --gradients seed 90802, graph 408). By 0.7 it is smooth at 2.
+  const auto remainder_by = [](const std::string& divisor) {
+    return "func @f(%0: f64[1]) -> (f64[1]) {\n  %1 = f64[] constant(" + divisor +
+           ")\n  %2 = f64[1] remainder(%0, %1)\n  return %2\n}\n";
+  };
+  EXPECT_EQ(hazard_reasons(case_of(remainder_by("-5e-324"), {array_of(DType::f64, Shape({1}), {0.368})})),
+            (std::vector<std::string>{"%0 operand of remainder whose quotient is beyond 2^52 within the step",
+                                      "%1 operand of remainder whose quotient is beyond 2^52 within the step"}));
+  EXPECT_EQ(hazard_reasons(case_of(remainder_by("0.7"), {array_of(DType::f64, Shape({1}), {2.0})})),
+            std::vector<std::string>{});
 }
 
 TEST(KilnFuzzGradientHazards, PolesAndNonFiniteValuesAreHazards) {

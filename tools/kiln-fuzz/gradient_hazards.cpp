@@ -249,6 +249,7 @@ class GradientHazardFinder {
       case Op::floor_divide:
         check_elementwise(id, "whose quotient is near an integer", Singularity::kink, quotient, integer_distance,
                           {0, 1});
+        check_quotient_beyond_integers(id);
         return check_elementwise(id, "(its divisor) near 0", Singularity::pole, second, zero_distance, {1});
       case Op::div:
         return check_elementwise(id, "(its divisor) near 0", Singularity::pole, second, zero_distance, {1});
@@ -313,6 +314,32 @@ class GradientHazardFinder {
       for (std::size_t culprit : culprits)
         report(node.operands[culprit], "operand of " + name(id) + " " + what + " within the step");
       return;
+    }
+  }
+
+  // remainder, fmod and floor_divide of operands whose quotient is beyond 2^52 (or overflows: a divisor of 5e-324)
+  // jump at every multiple of the divisor, closer together than any step: check_elementwise's distance to the
+  // nearest integer cannot see them (the quotient has no fraction left, or is not finite at all). kiln-fuzz
+  // --gradients seed 90802, graph 408: remainder(0.368, -5e-324), whose finite differences are 0.
+  void check_quotient_beyond_integers(ValueId id) {
+    const ir::Node& node = graph_.node(id);
+    const ValueId a = node.operands[0], b = node.operands[1];
+    if (!is_float(a) || !is_float(b)) return;
+    const std::vector<std::int64_t> a_sources = broadcast_sources(at(0, a).shape, node.type.shape);
+    const std::vector<std::int64_t> b_sources = broadcast_sources(at(0, b).shape, node.type.shape);
+    for (std::size_t i = 0; i < a_sources.size(); ++i) {
+      bool moves = false, beyond = false;
+      for (std::size_t point = 0; point < 3; ++point) {
+        const double x = at(point, a).values[static_cast<std::size_t>(a_sources[i])];
+        const double y = at(point, b).values[static_cast<std::size_t>(b_sources[i])];
+        moves = moves || x != at(0, a).values[static_cast<std::size_t>(a_sources[i])] ||
+                y != at(0, b).values[static_cast<std::size_t>(b_sources[i])];
+        beyond = beyond || (std::isfinite(x) && std::isfinite(y) && y != 0 && !(std::fabs(x / y) < 0x1p52));
+      }
+      if (moves && beyond) {
+        report(a, "operand of " + name(id) + " whose quotient is beyond 2^52 within the step");
+        return report(b, "operand of " + name(id) + " whose quotient is beyond 2^52 within the step");
+      }
     }
   }
 
