@@ -9,7 +9,10 @@
 #include "support/test_support.h"
 
 #include <gtest/gtest.h>
+
 #include <kiln/kiln.h>
+#include <cstdint>
+#include <random>
 
 #include <cmath>
 #include <limits>
@@ -340,6 +343,30 @@ TEST(DifferentialOps, IotaThroughIr) {
                          "  return %3, %4\n"
                          "}\n",
                          {random_tensor(DType::f32, {3, 4}, 950)});
+}
+
+// Philox's bits for keys and counters with every word set (carries out of the low words, the top bits, 0, -1), at
+// sizes with and without a partial vector: the JIT's vector rounds (a register of 64-bit lanes at a time, words in
+// their low halves) against the standard executor's scalar ones, bit for bit.
+TEST(DifferentialOps, RandomBitsOfKeysAndCountersWithEveryWordSet) {
+  std::mt19937_64 generator(960);
+  for (const std::int64_t size : {std::int64_t{1}, std::int64_t{37}, std::int64_t{1000}}) {
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(size)), counters(static_cast<std::size_t>(size));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      keys[i] = static_cast<std::int64_t>(generator());
+      counters[i] = static_cast<std::int64_t>(generator());
+    }
+    const std::int64_t edges[] = {0, -1, 0xFFFFFFFFLL, 0x100000000LL, INT64_MIN, INT64_MAX};
+    for (std::size_t i = 0; i < keys.size() && i < 36; ++i) {
+      keys[i] = edges[i % 6];
+      counters[i] = edges[i / 6];
+    }
+    const std::string type = "i64[" + std::to_string(size) + "]";
+    expect_graph_agreement("random_bits of " + std::to_string(size),
+                           "func @bits(%0: " + type + ", %1: " + type + ") -> (" + type + ") {\n  %2 = " + type +
+                               " random_bits(%0, %1)\n  return %2\n}\n",
+                           {from_vector(keys, Shape({size})), from_vector(counters, Shape({size}))});
+  }
 }
 
 TEST(DifferentialOps, NeuralNetworkComposites) {
