@@ -207,6 +207,15 @@ void add_matmuls(std::vector<GradientCase>& cases) {
        {"matmul"},
        [](const Tensors& x) { return Tensors{matmul(x[0], x[1], {.transpose_a = true, .transpose_b = true})}; },
        {input({3, 4, 2}, next()), input({3, 5, 4}, next())}});
+  // A weight under a batched operand (a dense layer over [batch, tokens, width]): its adjoint is one product whose
+  // depth runs through the batch (transpose_matmul), with the weight stored either way; an empty batch too.
+  for (bool transpose_b : {false, true})
+    for (const Shape& a : {Shape{2, 3, 4}, Shape{2, 1, 3, 4}, Shape{0, 3, 4}})
+      cases.push_back(
+          {std::string("matmul of a batched operand by a weight") + (transpose_b ? "^T " : " ") + a.to_string(),
+           {"matmul"},
+           [transpose_b](const Tensors& x) { return Tensors{matmul(x[0], x[1], {.transpose_b = transpose_b})}; },
+           {input(a, next()), input(transpose_b ? Shape{5, 4} : Shape{4, 5}, next())}});
   cases.push_back({"matmul of vectors",
                    {"matmul"},
                    [](const Tensors& x) {

@@ -148,5 +148,19 @@ TEST(CompiledTrainingStep, MlpLossGradientsAndAdamInOneFunction) {
   EXPECT_NE(result.fused.find("exp in each of the 2 kernels that read it"), std::string::npos) << result.fused;
 }
 
+// A dense layer's weight gradient over a batch of sequences: one GEMM whose depth runs through batch and tokens, not a
+// product per batch item summed afterwards (which wrote batch x width x width partial products).
+TEST(CompiledGradients, AWeightUnderABatchIsOneProductThroughTheBatch) {
+  auto weight_gradient = [](Tensor x, Tensor w) {
+    return grad([](Tensor x, Tensor w) { return reduce_sum(square(matmul(x, w))); }, {.argnums = {1}})(x, w);
+  };
+  const Tensor x = random::normal({4, 33, 24}, {.seed = 30}), w = random::normal({24, 17}, {.seed = 31});
+  const DifferentialResult result = expect_agreement("dense weight gradient", weight_gradient, x, w);
+  const std::string optimized = function(weight_gradient, {.jit_compile = true, .on_compile_failure = Fallback::none})
+                                    .get_compiler_ir(Stage::optimized, x, w);
+  EXPECT_EQ(optimized.find("reduce_sum"), std::string::npos) << optimized;
+  EXPECT_NE(optimized.find("f32[132,24] reshape"), std::string::npos) << optimized;
+}
+
 }  // namespace
 }  // namespace kiln::testing
