@@ -553,7 +553,7 @@ typedef long long Products __attribute__((vector_size(register_bytes)));
 #endif
 }
 [[gnu::always_inline]] inline Words first_words(Words counter, Words key) {
-  Words x0 = counter, x1 = counter >> 32, x2 = counter ^ counter, x3 = x2;
+  Words x0 = counter, x1 = counter >> 32, x2 = Words{}, x3 = Words{};
   Words key0 = key, key1 = key >> 32;
   for (int round = 0; round < 10; ++round) {
     const Words product0 = word_products(x0, 0xD2511F53u), product2 = word_products(x2, 0xCD9E8D57u);

@@ -76,6 +76,25 @@ Vec<V> broadcast(V value) {
   return vector;
 }
 
+// One register of V (vector_math::kRegisterBytes), where a kernel compares and selects: GCC splits a 64-byte Vec's
+// comparisons and selects lane by lane or through the stack on narrower machines (AVX2), as vector_math.h says. Sums
+// keep Vec, whose lane partials fix their order.
+template <class V>
+struct InRegister {
+  static constexpr int bytes = static_cast<int>(vector_math::kRegisterBytes);
+  static constexpr int width = bytes / static_cast<int>(sizeof(V));
+  typedef V type __attribute__((vector_size(bytes)));
+};
+template <class V>
+using Register = typename InRegister<V>::type;
+
+template <class V>
+Register<V> load_register(const V* pointer) {
+  Register<V> vector;
+  std::memcpy(&vector, pointer, sizeof(vector));
+  return vector;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- rows: [P, L] -> [P] -------------------------------------------------------
@@ -276,26 +295,19 @@ X reduce_block(int64_t rows, Get get) {
 
 // One group: rows [0, rows) of columns [begin, end) of the [rows, stride]
 // matrix at x into out[begin, end). end - begin <= chunk_bytes / sizeof(V).
-// Vectors of one register, not Vec's 64 bytes: each column is folded alone, so
-// the width changes no sum's order, and GCC split the 64-byte max and min
-// (a compare, an unordered compare, an or and a blend) through the stack on
-// AVX2: a max over axis 0 of 4096^2 floats took twice a sum's time.
+// Registers (InRegister), not Vec: each column is folded alone, so the width
+// changes no sum's order, and GCC split the 64-byte max and min (a compare, an
+// unordered compare, an or and a blend) through the stack on AVX2: a max over
+// axis 0 of 4096^2 floats took twice a sum's time.
 template <class Op, class V>
 void reduce_group(const V* x, int64_t rows, int64_t stride, int64_t begin, int64_t end, V* out) {
-  constexpr int bytes = static_cast<int>(vector_math::kRegisterBytes);
-  constexpr int width = bytes / static_cast<int>(sizeof(V));
-  typedef V Register __attribute__((vector_size(bytes)));
-  auto load_register = [](const V* pointer) {
-    Register vector;
-    std::memcpy(&vector, pointer, sizeof(vector));
-    return vector;
-  };
-  constexpr int64_t max_vectors = chunk_bytes / bytes;
+  constexpr int width = InRegister<V>::width;
+  constexpr int64_t max_vectors = chunk_bytes / InRegister<V>::bytes;
   const int64_t vectors = (end - begin) / width;
   const int64_t tail_begin = begin + vectors * width, tail = end - tail_begin;  // tail < width
-  Register acc[max_vectors];
+  Register<V> acc[max_vectors];
   V tail_acc[width];
-  Register identity;
+  Register<V> identity;
   for (int lane = 0; lane < width; ++lane) identity[lane] = Op::template identity<V>();
   for (int64_t v = 0; v < vectors; ++v) acc[v] = identity;
   for (int64_t c = 0; c < tail; ++c) tail_acc[c] = Op::template identity<V>();
@@ -305,7 +317,7 @@ void reduce_group(const V* x, int64_t rows, int64_t stride, int64_t begin, int64
     for (int64_t v = 0; v < vectors; ++v) {
       const V* column = base + begin + v * width;
       acc[v] = Op::apply(
-          acc[v], reduce_block<Op, Register>(count, [&](int64_t i) { return load_register(column + i * stride); }));
+          acc[v], reduce_block<Op, Register<V>>(count, [&](int64_t i) { return load_register(column + i * stride); }));
     }
     // The columns past the last whole vector: the same operations in scalars.
     for (int64_t c = 0; c < tail; ++c) {
@@ -313,7 +325,7 @@ void reduce_group(const V* x, int64_t rows, int64_t stride, int64_t begin, int64
       tail_acc[c] = Op::apply(tail_acc[c], reduce_block<Op, V>(count, [&](int64_t i) { return column[i * stride]; }));
     }
   }
-  for (int64_t v = 0; v < vectors; ++v) std::memcpy(out + begin + v * width, &acc[v], sizeof(Register));
+  for (int64_t v = 0; v < vectors; ++v) std::memcpy(out + begin + v * width, &acc[v], sizeof(acc[v]));
   std::copy_n(tail_acc, tail, out + tail_begin);
 }
 
@@ -492,45 +504,33 @@ std::pair<int64_t, T> arg_extreme_scalar(const T* x, int64_t begin, int64_t end)
   return {best_index, best};
 }
 
-// Vectors of one register (vector_math::kRegisterBytes), not the 64 bytes of Vec: GCC turned the compare and the
-// two selects of 64-byte vectors into scalar code on AVX2 (argmax over 4096 x 4096 floats took 33 ms on Zen 3, against
-// 2.3 ms for reduce_max over the same rows and 10 ms for PyTorch's argmax).
-template <class T>
-struct ArgVectors {
-  static constexpr int bytes = static_cast<int>(vector_math::kRegisterBytes);
-  static constexpr int width = bytes / static_cast<int>(sizeof(T));
-  using Index = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  typedef T Values __attribute__((vector_size(bytes)));
-  typedef Index Indices __attribute__((vector_size(bytes)));
-};
-
 // One pass of vectors: `sets` interleaved sets of lanes (vector s of every group of `sets` consecutive vectors goes
 // to set s), each lane keeping the best value it has seen and where. A lane sees its elements in order, so a strict
 // comparison keeps the first of equal ones, and a NaN replaces a number but not an earlier NaN. Then the lanes of
 // every set: the best value, and the smallest index among the lanes holding it. Several sets, because one lane's
 // compare and select wait for its previous ones (4 cycles); four keep the loop at the loads' pace. The index lanes
-// count from `begin` in integers of T's width, so a segment is at most 2^31 elements for 4-byte types.
+// count from `begin` in integers of T's width, so a segment is at most 2^31 elements for 4-byte types. Registers
+// (InRegister), not Vec: with Vec's compare and two selects, scalar code on AVX2, argmax over 4096 x 4096 floats took
+// 33 ms on Zen 3, against 2.3 ms for reduce_max over the same rows and 10 ms for PyTorch's argmax.
 template <bool smallest, class T>
 std::pair<int64_t, T> arg_extreme_vector(const T* x, int64_t begin, int64_t end) {
-  using Vectors = ArgVectors<T>;
-  using Values = typename Vectors::Values;
-  using Indices = typename Vectors::Indices;
-  using Index = typename Vectors::Index;
-  constexpr int width = Vectors::width;
+  using Index = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  using Values = Register<T>;
+  using Indices = Register<Index>;
+  constexpr int width = InRegister<T>::width;
   constexpr int sets = 4;
   Values best[sets];
   Indices best_index[sets], lane_index[sets];
   for (int set = 0; set < sets; ++set) {
     // Every set starts from the first vector, which a set later compares with itself (never taken).
-    std::memcpy(&best[set], x + begin, sizeof(Values));
+    best[set] = load_register(x + begin);
     for (int lane = 0; lane < width; ++lane) {
       best_index[set][lane] = static_cast<Index>(lane);
       lane_index[set][lane] = static_cast<Index>(set * width + lane);
     }
   }
   auto visit = [&](int set, int64_t i) __attribute__((always_inline)) {
-    Values value;
-    std::memcpy(&value, x + i, sizeof(Values));
+    const Values value = load_register(x + i);
     Indices take;
     if constexpr (smallest)
       take = value < best[set];
@@ -571,10 +571,10 @@ template <bool smallest, class T>
 std::pair<int64_t, T> arg_extreme_range(const T* x, int64_t begin, int64_t end) {
   if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
     constexpr int64_t longest = int64_t{1} << 30;  // within the index lanes
-    if (end - begin < 2 * ArgVectors<T>::width) return arg_extreme_scalar<smallest>(x, begin, end);
+    if (end - begin < 2 * InRegister<T>::width) return arg_extreme_scalar<smallest>(x, begin, end);
     auto best = arg_extreme_vector<smallest>(x, begin, std::min(end, begin + longest));
     for (int64_t first = begin + longest; first < end && !is_nan(best.second); first += longest) {
-      const auto next = end - first < 2 * ArgVectors<T>::width
+      const auto next = end - first < 2 * InRegister<T>::width
                             ? arg_extreme_scalar<smallest>(x, first, end)
                             : arg_extreme_vector<smallest>(x, first, std::min(end, first + longest));
       if (beats<smallest>(next.second, best.second)) best = next;

@@ -18,12 +18,17 @@ namespace {
 constexpr std::int64_t column_block = 1024;
 constexpr std::int64_t column_items = 16;
 constexpr std::int64_t column_rows_per_block = 64;
-// A float sum's rounding errors grow with the terms folded one after another: a block's rows are summed in order,
-// then the blocks' partials, so a column of n rows sees about 512 + n / 512 of them instead of n.
-constexpr std::int64_t column_max_rows_per_block = 512;
+constexpr std::int64_t column_max_rows_per_block = 512;  // column_row_blocks (row_kernel.h)
 static_assert(column_block % widest_lanes == 0);
 
 }  // namespace
+
+std::int64_t column_row_blocks(std::int64_t reduced, std::int64_t other_items) {
+  const std::int64_t wanted =
+      (column_items + std::max<std::int64_t>(other_items, 1) - 1) / std::max<std::int64_t>(other_items, 1);
+  return std::max({std::int64_t{1}, std::min(wanted, reduced / column_rows_per_block),
+                   (reduced + column_max_rows_per_block - 1) / column_max_rows_per_block});
+}
 
 std::string RowKernel::emit_column() {
   const int rank = kernel_.space.rank(), first = rank - 1 - kernel_.reduced_axes;
@@ -69,12 +74,7 @@ std::string RowKernel::emit_column() {
   const std::int64_t block =
       std::min((std::max<std::int64_t>(columns, 1) + widest_lanes - 1) / widest_lanes * widest_lanes, column_block);
   const std::int64_t column_blocks = (columns + block - 1) / block;
-  // Row blocks of at least column_rows_per_block rows, as many as it takes to make column_items items, and of at
-  // most column_max_rows_per_block rows.
-  const std::int64_t wanted =
-      (column_items + outer * column_blocks - 1) / std::max<std::int64_t>(outer * column_blocks, 1);
-  const std::int64_t row_blocks = std::max({std::int64_t{1}, std::min(wanted, reduced / column_rows_per_block),
-                                            (reduced + column_max_rows_per_block - 1) / column_max_rows_per_block});
+  const std::int64_t row_blocks = column_row_blocks(reduced, outer * column_blocks);
   const std::int64_t rows_per_block = (reduced + row_blocks - 1) / row_blocks;
   whole_vectors_ = columns % widest_lanes == 0;
 

@@ -27,10 +27,8 @@ constexpr std::int64_t column_cache_bytes = std::int64_t{4} << 20;
 // with a cache of exp(x - max) beside them, and took 26-37 ms on Zen 3, slower than the standard executor's five
 // kernels (23-30 ms).
 constexpr std::int64_t split_rows_bytes = std::int64_t{2} << 20;
-// Row blocks of the split passes: at least this many rows, and at most the next (a sum's rounding errors grow with
-// the terms folded one after another).
-constexpr std::int64_t split_min_rows = 64;
-constexpr std::int64_t split_max_rows = 512;
+// Fewer reduced rows than this are not split.
+constexpr std::int64_t split_min_rows = 128;
 
 // `text` two spaces further in, line by line: a block of generated code inside a phase's `if`.
 std::string indented(const std::string& text) {
@@ -133,8 +131,8 @@ std::string RowKernel::emit_column_passes() {
       std::clamp<std::int64_t>((narrow + widest_lanes - 1) / widest_lanes * widest_lanes, widest_lanes, passes_block);
   const std::int64_t widest_block =
       std::min((std::max<std::int64_t>(columns, 1) + widest_lanes - 1) / widest_lanes * widest_lanes, passes_block);
-  const bool split = reduced * widest_block * static_cast<std::int64_t>(sizeof(float)) > split_rows_bytes &&
-                     reduced >= 2 * split_min_rows;
+  const bool split =
+      reduced * widest_block * static_cast<std::int64_t>(sizeof(float)) > split_rows_bytes && reduced >= split_min_rows;
   if (split) block = widest_block;
 
   // Each reduction in the first pass after those whose results it reads; each value computed from results after
@@ -200,12 +198,8 @@ std::string RowKernel::emit_column_passes() {
       block = std::min(block, fits / widest_lanes * widest_lanes);
   }
   const std::int64_t column_blocks = (columns + block - 1) / block;
-  // Split: row blocks as the one-pass column kernel chooses them, enough for passes_items items.
-  const std::int64_t wanted = (passes_items + std::max<std::int64_t>(outer * column_blocks, 1) - 1) /
-                              std::max<std::int64_t>(outer * column_blocks, 1);
-  const std::int64_t row_blocks = split ? std::max({std::int64_t{1}, std::min(wanted, reduced / split_min_rows),
-                                                    (reduced + split_max_rows - 1) / split_max_rows})
-                                        : 1;
+  // Split: row blocks as the one-pass column kernel chooses them.
+  const std::int64_t row_blocks = split ? column_row_blocks(reduced, outer * column_blocks) : 1;
   const std::int64_t rows_per_block = (reduced + row_blocks - 1) / row_blocks;
   column_block_ = block;
   whole_vectors_ = columns % widest_lanes == 0 && block % widest_lanes == 0;

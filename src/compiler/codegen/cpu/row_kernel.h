@@ -38,6 +38,11 @@ static_assert(chunk_size % widest_lanes == 0);
 // 0: 2.5 -> 1.65 ms, the row kernel's 1.4 on the same data (Zen 4, 2 threads). A body with a transcendental is
 // bound by its arithmetic, and ran slower grouped (a mean over tokens of a gelu: 1.55 -> 1.8-2.2 ms).
 inline constexpr std::int64_t column_row_group = 8;
+// How many blocks a column kernel splits its `reduced` rows into, where its other axes and blocks of columns give
+// `other_items` work items (column_kernel.cpp): blocks of at least 64 rows, enough for about 16 items, and of at
+// most 512 rows (a float sum's rounding errors grow with the terms folded one after another: a block's rows are
+// summed in order, then the blocks' partials, so a column of n rows sees about 512 + n / 512 of them instead of n).
+std::int64_t column_row_blocks(std::int64_t reduced, std::int64_t other_items);
 // Whether a GEMM kernel's product is written by the GEMM itself (sgemm's C): f32 ones are. gemm_bf16 writes no C:
 // its epilogue rounds the f32 sums to the product's bf16 and stores the product where it is an output.
 inline bool gemm_writes_product(const ir::Node& matmul) { return matmul.type.dtype != DType::bf16; }
