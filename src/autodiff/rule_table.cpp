@@ -4,6 +4,7 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -112,9 +113,36 @@ void TransposeContext::contribute(std::size_t index, ValueId cotangent) {
              emitter_.sum_to_shape(cotangent, program_.operand_type(operand).shape));
 }
 
+namespace {
+
+// a + b, where both are the same data movement of values of one type: that movement of their sum. The adjoints of
+// a value's strided slices (transpose_slice) are each a merge of a phase layout: summed before the merge, they are
+// one kernel over the phases instead of a kernel per slice writing its merge. A slice is looked through only where
+// it keeps at least half of its operand (a crop), so the sum never adds many elements the result drops.
+ValueId add_alike(Emitter& emit, ValueId a, ValueId b) {
+  const ir::Node &left = emit.graph().node(a), &right = emit.graph().node(b);
+  const bool movement = left.op == ir::Op::reshape || left.op == ir::Op::transpose || left.op == ir::Op::slice;
+  if (!movement || left.op != right.op || left.type != right.type || left.attributes != right.attributes ||
+      emit.type(left.operands[0]) != emit.type(right.operands[0]))
+    return emit.add(a, b);
+  if (left.op == ir::Op::slice) {
+    const bool unit_steps = std::all_of(left.attributes.step.begin(), left.attributes.step.end(),
+                                        [](std::int64_t step) { return step == 1; });
+    if (!unit_steps || 2 * left.type.shape.numel() < emit.shape(left.operands[0]).numel()) return emit.add(a, b);
+  }
+  // Copies: nodes added below may move the node list.
+  const ir::Op op = left.op;
+  const ir::Attributes attributes = left.attributes;
+  const ir::Type type = left.type;
+  const ValueId left_operand = left.operands[0], right_operand = right.operands[0];
+  return emit.apply(op, {add_alike(emit, left_operand, right_operand)}, attributes, type);
+}
+
+}  // namespace
+
 void accumulate(Emitter& emitter, std::vector<ValueId>& cotangents, Tangent tangent, ValueId contribution) {
   ValueId& slot = cotangents[static_cast<std::size_t>(tangent.id)];
-  slot = slot < 0 ? contribution : emitter.add(slot, contribution);
+  slot = slot < 0 ? contribution : add_alike(emitter, slot, contribution);
 }
 
 }  // namespace kiln::autodiff

@@ -256,6 +256,21 @@ void add_shape_ops(std::vector<GradientCase>& cases) {
                                     slice(x[0], {.start = {4}, .step = {-1}})};
                    },
                    {input({7, 9}, next())}});
+  // Strided windows of one value, summed (the adjoints meet in one phase layout where their steps agree): every
+  // phase of step 3 and 2, crops (10 and 9 are no multiples of 3 and 2), one element along a strided axis, a step
+  // beyond the axis, and a reversed and a differently strided window that share no layout with the others.
+  cases.push_back({"strided slices of one value",
+                   {"slice"},
+                   [](const Tensors& x) {
+                     Tensor sum = slice(x[0], {.start = {0, 1}, .stop = {9, 9}, .step = {3, 2}});
+                     sum = sum + slice(x[0], {.start = {1, 0}, .stop = {10, 8}, .step = {3, 2}});
+                     sum = sum + 2.0 * slice(x[0], {.start = {2, 2}, .stop = {10, 9}, .step = {3, 2}});
+                     sum = sum + slice(x[0], {.start = {9, 8}, .stop = {0, 0}, .step = {-3, -2}});
+                     return Tensors{sum * slice(x[0], {.start = {3, 1}, .stop = {9, 9}, .step = {2, 2}}),
+                                    slice(x[0], {.start = {5, 7}, .stop = {6, 8}, .step = {4, 5}}),
+                                    slice(x[0], {.start = {1, 3}, .step = {20, 1}})};
+                   },
+                   {input({10, 9}, next())}});
   cases.push_back({"slice of one element, empty slice",
                    {"slice"},
                    [](const Tensors& x) {

@@ -162,5 +162,24 @@ TEST(CompiledGradients, AWeightUnderABatchIsOneProductThroughTheBatch) {
   EXPECT_NE(optimized.find("f32[132,24] reshape"), std::string::npos) << optimized;
 }
 
+// A strided pool's gradient: each window's cotangent placed at its phase of the [rows, stride] layout and the nine
+// placements summed there, in one kernel reading each through its padding; then the merge into the input's layout.
+// Placed one axis at a time, each window's placement took six kernels (49 in all for a 3x3 max pool of stride 2).
+TEST(CompiledGradients, AStridedPoolsWindowsAreSummedInOneKernelOfPhases) {
+  auto pool_gradient = [](Tensor x) {
+    return grad([](Tensor x) {
+      const nn::Pool2dOptions options{
+          .window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same};
+      return reduce_sum(square(nn::max_pool2d(x, options))) + reduce_sum(sin(nn::avg_pool2d(x, options)));
+    })(x);
+  };
+  for (const Shape& shape : {Shape{2, 9, 10, 3}, Shape{1, 8, 8, 5}}) {
+    const Tensor x = random::normal(shape, {.seed = 32});
+    const DifferentialResult result = expect_agreement("pool gradient " + shape.to_string(), pool_gradient, x);
+    // The forward windows with the cotangents of the max pool's windows, the sum over the phases, the merge.
+    EXPECT_LE(result.jit.kernels_per_call, 3) << result.fused;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing
