@@ -1,5 +1,6 @@
 // The rule table (rules.h): the families merged into one entry per op, and the contexts the rules work in.
 
+#include "autodiff/products.h"
 #include "autodiff/rules.h"
 
 #include <kiln/error.h>
@@ -120,6 +121,7 @@ namespace {
 // one kernel over the phases instead of a kernel per slice writing its merge. A slice is looked through only where
 // it keeps at least half of its operand (a crop), so the sum never adds many elements the result drops.
 ValueId add_alike(Emitter& emit, ValueId a, ValueId b) {
+  if (const std::optional<ValueId> product = add_products(emit, a, b)) return *product;
   const ir::Node &left = emit.graph().node(a), &right = emit.graph().node(b);
   const bool movement = left.op == ir::Op::reshape || left.op == ir::Op::transpose || left.op == ir::Op::slice;
   if (!movement || left.op != right.op || left.type != right.type || left.attributes != right.attributes ||

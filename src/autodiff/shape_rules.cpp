@@ -3,6 +3,7 @@
 // axes in a layout of phases, merged by a reshape), so it stays an index map the JIT fuses; gather's and
 // take_along_axis's adjoints add with scatter_add, where indices may repeat.
 
+#include "autodiff/products.h"
 #include "autodiff/rules.h"
 
 #include <kiln/error.h>
@@ -98,17 +99,6 @@ void transpose_transpose(TransposeContext& context) {
 // contribute sums the broadcast axes.
 void transpose_broadcast_to(TransposeContext& context) { context.contribute(0, context.cotangent()); }
 
-// `value` with `before` and `after` zeros around it along `axis`.
-ValueId pad_with_zeros(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after) {
-  auto zeros = [&](std::int64_t length) {
-    Shape shape = emit.shape(value);
-    shape[axis] = length;
-    return emit.constant(0, emit.dtype(value), shape);
-  };
-  if (before == 0 && after == 0) return value;
-  return emit.concat({zeros(before), value, zeros(after)}, axis);
-}
-
 // A slice's adjoint: the cotangent put back at the positions the slice read, zeros elsewhere. An axis of step s > 1
 // is laid out as [Q, s] (position q s + r, Q = ceil(size / s)): the cotangent's elements then lie at one r and at
 // consecutive q, so the placement is the cotangent with a unit axis after each strided one, padded with zeros along
@@ -155,14 +145,14 @@ void transpose_slice(TransposeContext& context) {
   for (std::size_t axis = 0; axis < rank; ++axis) {
     const std::int64_t size = operand[static_cast<int>(axis)], count = counts[static_cast<int>(axis)];
     if (!strided(axis)) {
-      placed = pad_with_zeros(emit, placed, position++, start[axis], size - start[axis] - count);
+      placed = pad_through(emit, placed, position++, start[axis], size - start[axis] - count);
       phased.push_back(size);
       continue;
     }
     const std::int64_t phases = step[axis], rows = (size + phases - 1) / phases;
     const std::int64_t first_row = start[axis] / phases, phase = start[axis] % phases;
-    placed = pad_with_zeros(emit, placed, position, first_row, rows - first_row - count);
-    placed = pad_with_zeros(emit, placed, position + 1, phase, phases - phase - 1);
+    placed = pad_through(emit, placed, position, first_row, rows - first_row - count);
+    placed = pad_through(emit, placed, position + 1, phase, phases - phase - 1);
     phased.push_back(rows * phases);
     position += 2;
   }
@@ -177,8 +167,12 @@ void transpose_concat(TransposeContext& context) {
   std::int64_t offset = 0;
   for (std::size_t index = 0; index < context.node().operands.size(); ++index) {
     const std::int64_t length = context.operand_type(index).shape[axis];
-    if (context.is_tangent(index))
-      context.contribute(index, context.emitter().slice_axis(context.cotangent(), axis, offset, length));
+    if (context.is_tangent(index)) {
+      std::vector<std::int64_t> start(static_cast<std::size_t>(context.operand_type(index).shape.rank()), 0);
+      start[static_cast<std::size_t>(axis)] = offset;
+      context.contribute(index, slice_through(context.emitter(), context.cotangent(), std::move(start),
+                                              context.operand_type(index).shape));
+    }
     offset += length;
   }
 }

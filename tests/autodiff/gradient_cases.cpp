@@ -325,6 +325,17 @@ void add_composites(std::vector<GradientCase>& cases) {
                      return Tensors{nn::conv2d(x[0], x[1], {.strides = {2, 1}, .padding = nn::Padding::same})};
                    },
                    {input({2, 5, 4, 3}, next()), input({3, 3, 3, 2}, next())}});
+  // Stride 1: the input's gradient is the transposed convolution, one product of the cotangent's windows.
+  cases.push_back(
+      {"conv2d same, valid, dilated, padded unevenly; conv1d",
+       {},
+       [](const Tensors& x) {
+         return Tensors{nn::conv2d(x[0], x[1], {.padding = nn::Padding::same}),
+                        nn::conv2d(x[0], x[1], {.dilations = {1, 2}}),
+                        nn::conv2d(x[0], x[1], {.explicit_padding = std::array<nn::PaddingPair, 2>{{{0, 2}, {1, 0}}}}),
+                        nn::conv1d(x[2], x[3], {.padding = nn::Padding::same})};
+       },
+       {input({2, 5, 6, 3}, next()), input({3, 2, 3, 2}, next()), input({2, 7, 3}, next()), input({3, 3, 4}, next())}});
   cases.push_back({"max_pool2d, avg_pool2d",
                    {},
                    [](const Tensors& x) {

@@ -162,6 +162,25 @@ TEST(CompiledGradients, AWeightUnderABatchIsOneProductThroughTheBatch) {
   EXPECT_NE(optimized.find("f32[132,24] reshape"), std::string::npos) << optimized;
 }
 
+// A stride-1 convolution's input gradient is the transposed convolution: one GEMM gathering the cotangent's windows
+// (zeros where they leave it) as it packs them, times the filters' blocks side by side. Nothing with the windows'
+// 9 x 5 channels is written, neither the forward's windows nor the cotangent's product with the filters (col2im).
+TEST(CompiledGradients, AConvolutionsInputGradientGathersTheCotangentsWindows) {
+  auto input_gradient = [](Tensor x, Tensor filters) {
+    return grad([](Tensor x, Tensor filters) {
+      return reduce_sum(square(nn::conv2d(x, filters, {.padding = nn::Padding::same})));
+    })(x, filters);
+  };
+  const Tensor x = random::normal({2, 9, 10, 5}, {.seed = 33}), filters = random::normal({3, 3, 5, 4}, {.seed = 34});
+  const DifferentialResult result = expect_agreement("convolution input gradient", input_gradient, x, filters);
+  std::size_t gathered = 0;
+  for (std::size_t at = result.fused.find("gathers %"); at != std::string::npos;
+       at = result.fused.find("gathers %", at + 1))
+    ++gathered;
+  EXPECT_EQ(gathered, 2) << result.fused;
+  EXPECT_EQ(result.fused.find(": f32[2,9,10,45]"), std::string::npos) << result.fused;
+}
+
 // A strided pool's gradient: each window's cotangent placed at its phase of the [rows, stride] layout and the nine
 // placements summed there, in one kernel reading each through its padding; then the merge into the input's layout.
 // Placed one axis at a time, each window's placement took six kernels (49 in all for a 3x3 max pool of stride 2).

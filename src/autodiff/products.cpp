@@ -1,0 +1,174 @@
+#include "autodiff/products.h"
+
+#include <algorithm>
+
+namespace kiln::autodiff {
+namespace {
+
+// Whether no node or output reads `value` yet, but `reader` (an unread node being rewritten, which reads it).
+bool unread(const ir::Graph& graph, ValueId value, ValueId reader = -1) {
+  for (ValueId id = value + 1; id < graph.size(); ++id) {
+    const std::vector<ValueId>& operands = graph.node(id).operands;
+    if (id != reader && std::find(operands.begin(), operands.end(), value) != operands.end()) return false;
+  }
+  return std::find(graph.outputs.begin(), graph.outputs.end(), value) == graph.outputs.end();
+}
+
+// An unread A B (or A B^T) whose A has the product's rank and B none but its two: its rows are A's.
+struct Product {
+  ValueId left = -1, right = -1;
+  bool transpose_right = false;
+};
+
+std::optional<Product> product_of(const ir::Graph& graph, ValueId value, ValueId reader = -1) {
+  const ir::Node& node = graph.node(value);
+  if (node.op != ir::Op::matmul || node.attributes.transpose_a || !unread(graph, value, reader)) return std::nullopt;
+  const ValueId left = node.operands[0], right = node.operands[1];
+  if (graph.type(left).shape.rank() != node.type.shape.rank() || graph.type(right).shape.rank() != 2)
+    return std::nullopt;
+  return Product{left, right, node.attributes.transpose_b};
+}
+
+bool is_zero_constant(const ir::Node& node) {
+  return node.op == ir::Op::constant && node.attributes.float_value == 0 && node.attributes.int_value == 0;
+}
+
+// A concat of one value between zero constants: the value's index.
+std::optional<std::size_t> padded_operand(const ir::Node& node, const ir::Graph& graph) {
+  if (node.op != ir::Op::concat) return std::nullopt;
+  std::optional<std::size_t> inner;
+  for (std::size_t index = 0; index < node.operands.size(); ++index) {
+    if (is_zero_constant(graph.node(node.operands[index]))) continue;
+    if (inner) return std::nullopt;
+    inner = index;
+  }
+  return inner;
+}
+
+// A window of a value: slices whose last axis steps by 1 and zero paddings along the axes before the last, down
+// to a value that is neither (which the GEMM reads in memory).
+bool is_window(const ir::Graph& graph, ValueId value) {
+  const ir::Node& node = graph.node(value);
+  const int last = node.type.shape.rank() - 1;
+  if (node.op == ir::Op::slice) return node.attributes.step.empty() || node.attributes.step.back() == 1;
+  const std::optional<std::size_t> inner = padded_operand(node, graph);
+  return inner && node.attributes.axis < last;
+}
+
+// The operands of `value` if it is a concat along `axis` that only `reader` reads, else `value` alone.
+std::vector<ValueId> parts_along(const ir::Graph& graph, ValueId value, std::int64_t axis, ValueId reader) {
+  const ir::Node& node = graph.node(value);
+  if (node.op == ir::Op::concat && node.attributes.axis == axis && unread(graph, value, reader)) return node.operands;
+  return {value};
+}
+
+ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> start, Shape shape, ValueId reader);
+
+ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after, ValueId reader);
+
+ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> start, Shape shape, ValueId reader) {
+  const ir::Graph& graph = emit.graph();
+  const Shape whole = emit.shape(value);
+  if (shape == whole) return value;
+  const int rank = whole.rank();
+  if (std::optional<Product> product = product_of(graph, value, reader)) {
+    // Rows: A's elements at the same coordinates, all of its depth. Columns: B's, all of its depth.
+    std::vector<std::int64_t> left_start = start;
+    left_start.back() = 0;
+    Shape left_shape = shape;
+    left_shape[rank - 1] = emit.shape(product->left)[rank - 1];
+    const std::int64_t column = start.back(), columns = shape[rank - 1];
+    const Shape right = emit.shape(product->right);
+    const ValueId left = slice_through(emit, product->left, std::move(left_start), left_shape, value);
+    const ValueId right_part =
+        product->transpose_right ? slice_through(emit, product->right, {column, 0}, Shape({columns, right[1]}), value)
+                                 : slice_through(emit, product->right, {0, column}, Shape({right[0], columns}), value);
+    return emit.matmul(left, right_part, false, product->transpose_right);
+  }
+  const ir::Node& node = graph.node(value);
+  // Not into a zero padding: a slice of one is the window the GEMM gathers (and as cheap to read as any other).
+  if (node.op == ir::Op::concat && !padded_operand(node, graph) && unread(graph, value, reader)) {
+    const auto axis = static_cast<int>(node.attributes.axis);
+    const std::vector<ValueId> operands = node.operands;
+    std::vector<ValueId> parts;
+    std::int64_t offset = 0;
+    for (ValueId operand : operands) {
+      const Shape operand_shape = emit.shape(operand);
+      const std::int64_t length = operand_shape[axis];
+      const std::int64_t begin = std::max(offset, start[static_cast<std::size_t>(axis)]),
+                         end = std::min(offset + length, start[static_cast<std::size_t>(axis)] + shape[axis]);
+      if (begin < end) {
+        std::vector<std::int64_t> part_start = start;
+        part_start[static_cast<std::size_t>(axis)] = begin - offset;
+        Shape part_shape = shape;
+        part_shape[axis] = end - begin;
+        const bool zeros = is_zero_constant(graph.node(operand));
+        const DType dtype = emit.dtype(operand);
+        parts.push_back(zeros ? emit.constant(0, dtype, part_shape)
+                              : slice_through(emit, operand, std::move(part_start), part_shape, value));
+      }
+      offset += length;
+    }
+    return emit.concat(std::move(parts), axis);
+  }
+  const std::vector<std::int64_t> ones(static_cast<std::size_t>(rank), 1);
+  if (node.op == ir::Op::slice && node.attributes.step == ones) {
+    // One slice: the inner one's start moved by the outer's.
+    std::vector<std::int64_t> composed = node.attributes.start;
+    for (std::size_t axis = 0; axis < composed.size(); ++axis) composed[axis] += start[axis];
+    const ValueId operand = node.operands[0];
+    return emit.slice(operand, std::move(composed), ones, std::move(shape));
+  }
+  return emit.slice(value, std::move(start), ones, std::move(shape));
+}
+
+ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after, ValueId reader) {
+  if (before == 0 && after == 0) return value;
+  const ir::Graph& graph = emit.graph();
+  const std::optional<Product> product = product_of(graph, value, reader);
+  if (product && axis < emit.shape(value).rank() - 1)
+    return emit.matmul(pad_through(emit, product->left, axis, before, after, value), product->right, false,
+                       product->transpose_right);
+  auto zeros = [&](std::int64_t length) {
+    Shape shape = emit.shape(value);
+    shape[axis] = length;
+    return emit.constant(0, emit.dtype(value), shape);
+  };
+  return emit.concat({zeros(before), value, zeros(after)}, axis);
+}
+
+}  // namespace
+
+ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> start, Shape shape) {
+  return slice_through(emit, value, std::move(start), std::move(shape), -1);
+}
+
+ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after) {
+  return pad_through(emit, value, axis, before, after, -1);
+}
+
+std::optional<ValueId> add_products(Emitter& emit, ValueId a, ValueId b) {
+  const ir::Graph& graph = emit.graph();
+  const std::optional<Product> first = product_of(graph, a), second = product_of(graph, b);
+  if (!first || !second || first->transpose_right != second->transpose_right) return std::nullopt;
+  const Shape left_a = emit.shape(first->left), left_b = emit.shape(second->left);
+  const int last = left_a.rank() - 1;
+  if (left_a.rank() != left_b.rank() || emit.dtype(first->left) != emit.dtype(second->left)) return std::nullopt;
+  for (int axis = 0; axis < last; ++axis)
+    if (left_a[axis] != left_b[axis]) return std::nullopt;
+  // The depth runs along A's last axis and B's rows (B^T's columns).
+  const int depth_axis = first->transpose_right ? 1 : 0;
+  std::vector<ValueId> lefts = parts_along(graph, first->left, last, a),
+                       rights = parts_along(graph, first->right, depth_axis, a);
+  const std::vector<ValueId> more_lefts = parts_along(graph, second->left, last, b),
+                             more_rights = parts_along(graph, second->right, depth_axis, b);
+  lefts.insert(lefts.end(), more_lefts.begin(), more_lefts.end());
+  rights.insert(rights.end(), more_rights.begin(), more_rights.end());
+  if (!std::all_of(lefts.begin(), lefts.end(), [&](ValueId left) { return is_window(graph, left); }))
+    return std::nullopt;
+  const bool transpose_right = first->transpose_right;
+  const ValueId left = emit.concat(std::move(lefts), last), right = emit.concat(std::move(rights), depth_axis);
+  return emit.matmul(left, right, false, transpose_right);
+}
+
+}  // namespace kiln::autodiff
