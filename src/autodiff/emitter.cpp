@@ -126,13 +126,20 @@ ValueId Emitter::scatter_add(ValueId operand, ValueId indices, ValueId updates, 
 }
 
 ValueId Emitter::sum_to_shape(ValueId x, Shape shape) {
-  const Shape& from = this->shape(x);
+  const Shape from = this->shape(x);
   if (from == shape) return x;
   const int extra = from.rank() - shape.rank();
-  std::vector<std::int64_t> axes;
-  for (int axis = 0; axis < from.rank(); ++axis)
-    if (axis < extra || (shape[axis - extra] == 1 && from[axis] != 1)) axes.push_back(axis);
-  return reshape(reduce_sum(x, std::move(axes), false), shape);
+  // The summed axes, numbered without x's axes of size 1 (none is summed): those go first, by a reshape that only
+  // drops them, so that the reduction's kept axes are one run. A depthwise convolution's weights [channels, 1] under
+  // [batch, height, width, channels, 1] summed over {0, 1, 2} kept (channels, 1), which no column kernel takes (it
+  // keeps one axis innermost): nine reductions in the standard executor, where [.., channels] over {0, 1, 2} is one.
+  std::vector<std::int64_t> axes, squeezed;
+  for (int axis = 0; axis < from.rank(); ++axis) {
+    if (from[axis] == 1) continue;
+    if (axis < extra || shape[axis - extra] == 1) axes.push_back(static_cast<std::int64_t>(squeezed.size()));
+    squeezed.push_back(from[axis]);
+  }
+  return reshape(reduce_sum(reshape(x, Shape(squeezed)), std::move(axes), false), shape);
 }
 
 ValueId Emitter::keep_reduced_axes(ValueId reduced, Shape operand, const std::vector<std::int64_t>& axes,

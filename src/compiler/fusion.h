@@ -16,11 +16,12 @@
 //
 // Views of memory join like data movement, read where they lie: a padded value read by loop kernels (a masked read,
 // recomputed in each), and a GEMM's left operand made of slices of values in memory side by side (a convolution's
-// windows, gathered as the GEMM packs them). A matmul read by a row kernel whose result is a second matmul's left
-// operand joins them as one attention kernel (where the backend has one). A concat read by loop kernels is read
-// piecewise (each kernel's space runs as boxes, one operand read in each) where the backend runs boxes. After the
-// scheduler, the CPU's remaining plan step (concats assembled in place) writes the operands of the concats that
-// are still written where the concat has them.
+// windows, gathered as the GEMM packs them; transposed as a matrix or through a reshape of its rows, and inlined
+// into each GEMM that reads it: the forward's product and the filter gradient). A matmul read by a row kernel whose
+// result is a second matmul's left operand joins them as one attention kernel (where the backend has one). A concat
+// read by loop kernels is read piecewise (each kernel's space runs as boxes, one operand read in each) where the
+// backend runs boxes. After the scheduler, the CPU's remaining plan step (concats assembled in place) writes the
+// operands of the concats that are still written where the concat has them.
 
 #include "compiler/plan.h"
 #include "ir/graph.h"

@@ -123,14 +123,22 @@ bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
   if (!capabilities_.gathered_gemm_operands || gemm.kind != KernelKind::gemm || is_output_[index(id)]) return false;
   const std::vector<ir::ValueId>& users = users_[index(id)];
   const int rank = node.type.shape.rank();
+  auto left_operand_of = [&](ir::ValueId user) {
+    const ir::Node& matmul = graph_.node(user);
+    return matmul.op == ir::Op::matmul && group_of_[index(user)] == group_index && matmul.operands[0] == id &&
+           matmul.operands[1] != id && matmul.type.dtype == DType::f32;  // gathered rows are sgemm_gathered's, f32
+  };
+  auto gatherable_concat = [&](ir::ValueId value) {
+    const ir::Node& concat = graph_.node(value);
+    const int concat_rank = concat.type.shape.rank();
+    return concat.op == ir::Op::concat && !padding_of(graph_, value) && concat.attributes.axis == concat_rank - 1 &&
+           concat_rank - 1 <= kernels::cpu::kGatherMaxAxes;
+  };
   // The matmul's left operand, read by it alone: the parts side by side along the last axis.
-  if (node.op == ir::Op::concat && users.size() == 1 && graph_.node(users.front()).op == ir::Op::matmul) {
-    const ir::Node& matmul = graph_.node(users.front());
-    return group_of_[index(users.front())] == group_index && matmul.operands[0] == id && matmul.operands[1] != id &&
-           matmul.type.dtype == DType::f32 &&  // gathered rows are sgemm_gathered's, f32
-           !matmul.attributes.transpose_a && node.attributes.axis == rank - 1 &&
-           rank - 1 <= kernels::cpu::kGatherMaxAxes;
-  }
+  // Transposed only as a matrix: its rows are then the product's depth (a batch of transposes is no GEMM's).
+  if (node.op == ir::Op::concat && users.size() == 1 && graph_.node(users.front()).op == ir::Op::matmul)
+    return left_operand_of(users.front()) && (!graph_.node(users.front()).attributes.transpose_a || rank == 2) &&
+           gatherable_concat(id);
   // Under the operand, read only by views of it.
   const bool under_views = !users.empty() && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
     return viewed_[index(user)] && group_of_[index(user)] == group_index;
@@ -148,9 +156,65 @@ bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
     const ir::Attributes& zero = graph_.node(padding->constant).attributes;
     return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
   };
+  // (Or a part itself: a transposed convolution's windows of the cotangent are paddings of it where nothing crops.)
   return zero_padding(id) && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
-           return graph_.node(user).op == ir::Op::slice || zero_padding(user);
+           return graph_.node(user).op == ir::Op::slice || zero_padding(user) || gatherable_concat(user);
          });
+}
+
+ir::ValueId Scheduler::rows_reshape_gathered(ir::ValueId user, ir::ValueId concat) const {
+  const ir::Node& node = graph_.node(user);
+  if (node.op != ir::Op::reshape || is_output_[index(user)] || node.type.shape.rank() != 2) return -1;
+  const Shape& before = graph_.type(concat).shape;
+  if (node.type.shape[1] != before[before.rank() - 1]) return -1;
+  // Alone in its group (a view of the concat in memory, had it been written), read by one matmul as its left operand.
+  const int own = group_of_[index(user)];
+  const std::vector<ir::ValueId>& readers = users_[index(user)];
+  if (own < 0 || group(own).members.size() != 1 || readers.size() != 1) return -1;
+  const ir::Node& matmul = graph_.node(readers.front());
+  const int gemm = group_of_[index(readers.front())];
+  const bool left_operand = matmul.op == ir::Op::matmul && matmul.operands[0] == user && matmul.operands[1] != user &&
+                            matmul.type.dtype == DType::f32;
+  return left_operand && gemm >= 0 && group(gemm).kind == KernelKind::gemm ? readers.front() : -1;
+}
+
+bool Scheduler::shared_gathered_view(ir::ValueId id) const {
+  const ir::Node& node = graph_.node(id);
+  const std::vector<ir::ValueId>& users = users_[index(id)];
+  if (!capabilities_.gathered_gemm_operands || is_output_[index(id)] || users.empty()) return false;
+  const int rank = node.type.shape.rank();
+  if (node.op == ir::Op::concat && !padding_of(graph_, id)) {
+    if (node.attributes.axis != rank - 1 || rank - 1 > kernels::cpu::kGatherMaxAxes) return false;
+    std::set<int> gemms;
+    bool through_reshape = false;
+    for (ir::ValueId user : users) {
+      const ir::Node& reader = graph_.node(user);
+      const int each = group_of_[index(user)];
+      const bool left_operand = reader.op == ir::Op::matmul && reader.operands[0] == id && reader.operands[1] != id &&
+                                (!reader.attributes.transpose_a || rank == 2) && reader.type.dtype == DType::f32 &&
+                                each >= 0 && group(each).kind == KernelKind::gemm;
+      const ir::ValueId matmul = left_operand ? user : rows_reshape_gathered(user, id);
+      if (matmul < 0) return false;
+      through_reshape = through_reshape || matmul != user;
+      gemms.insert(group_of_[index(matmul)]);
+    }
+    return gemms.size() > 1 || through_reshape;
+  }
+  // Under such a concat: read only by views, one of them shared.
+  bool shared = false;
+  for (ir::ValueId user : users) {
+    if (!viewed_[index(user)]) return false;
+    shared = shared || inlined_[index(user)];
+  }
+  if (!shared) return false;
+  if (node.op == ir::Op::slice) {
+    const std::vector<std::int64_t>& step = node.attributes.step;
+    return step.back() == 1 && std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
+  }
+  const std::optional<Padding> padding = padding_of(graph_, id);
+  if (!padding || padding->axis >= rank - 1) return false;
+  const ir::Attributes& zero = graph_.node(padding->constant).attributes;
+  return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
 }
 
 bool Scheduler::gathers(int group_index) const {
@@ -191,7 +255,8 @@ bool Scheduler::try_fuse(ir::ValueId id, int group_index) {
     return true;
   }
   for (ir::ValueId user : users_[index(id)])
-    if (viewed_[index(user)] && group_of_[index(user)] == group_index) return refuse(Reason::gathered_from_memory);
+    if (viewed_[index(user)] && (group_of_[index(user)] == group_index || inlined_[index(user)]))
+      return refuse(Reason::gathered_from_memory);
   // A kernel of one reshape becomes a view of its operand's buffer (make_kernel), so the operand's kernel keeps
   // its own shape: log(sum) + max squeezed at the end of a keepdims row reduction (reduce_logsumexp) stays in
   // the row kernel, and relu(x w) reshaped stays the product's epilogue. Fused into the reshape's space they

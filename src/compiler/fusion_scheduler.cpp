@@ -51,6 +51,22 @@ FusionPlan Scheduler::run() {
 void Scheduler::place(ir::ValueId id) {
   const ir::Node& node = graph_.node(id);
   if (node.op == ir::Op::parameter) return;
+  if (shared_gathered_view(id)) {
+    inlined_[index(id)] = viewed_[index(id)] = true;  // pulled into each GEMM kernel that gathers it
+    // A reshape of its rows leaves its own group (a view of memory no longer written) for its matmul's.
+    for (ir::ValueId user : users_[index(id)]) {
+      const ir::ValueId matmul = rows_reshape_gathered(user, id);
+      if (matmul < 0) continue;
+      Group& own = group(group_of_[index(user)]);
+      own.members.clear();
+      own.merged_away = true;
+      group_of_[index(user)] = group_of_[index(matmul)];
+      group(group_of_[index(matmul)]).members.push_back(user);
+      viewed_[index(user)] = true;
+      std::erase_if(plan_.not_fused, [&](const FusionDecision& note) { return note.subject == user; });
+    }
+    return;
+  }
   if (is_strided_transpose(node)) {
     if (!fuse_transpose_by_strips(id)) start_group(id);
     return;
@@ -525,13 +541,15 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
   return kernel;
 }
 
-std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId concat) const {
+std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId operand) const {
+  // Through a reshape that numbers the concat's rows along one axis: the same parts.
+  const ir::ValueId concat = graph_.node(operand).op == ir::Op::reshape ? graph_.node(operand).operands[0] : operand;
   std::vector<GatheredView> views;
   for (ir::ValueId part : graph_.node(concat).operands) {
     const int rank = graph_.type(part).shape.rank();
     GatheredView view{part, part, std::vector<std::int64_t>(static_cast<std::size_t>(rank), 0),
                       std::vector<std::int64_t>(static_cast<std::size_t>(rank), 1)};
-    if (viewed_[index(part)]) {  // a slice of its source
+    if (viewed_[index(part)] && graph_.node(part).op == ir::Op::slice) {  // a slice of its source
       const ir::Node& slice = graph_.node(part);
       view.source = slice.operands[0];
       view.start = slice.attributes.start;

@@ -103,8 +103,8 @@ class Scheduler {
   // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any.
   std::optional<std::size_t> placeable_producer(const FusionPlan& plan, ir::ValueId operand,
                                                 std::size_t concat_index) const;
-  // The parts of a gemm kernel's gathered operand `concat` as views of values in memory.
-  std::vector<GatheredView> gathered_parts(ir::ValueId concat) const;
+  // The parts of a gemm kernel's gathered operand (a concat, or a reshape of one) as views of values in memory.
+  std::vector<GatheredView> gathered_parts(ir::ValueId operand) const;
   // The notes of the padded values loop kernel `kernel` reads in place.
   void note_padding(FusedKernel& kernel) const;
   FusionPlan build_plan();
@@ -149,6 +149,15 @@ class Scheduler {
   // the last axis; a slice (unit step along the last axis) that is one of its parts; a zero padding along a leading
   // axis under such slices.
   bool gathered_view(ir::ValueId id, int group) const;
+  // Whether `id` is a view that several GEMMs gather, or one gathers through a reshape: a concat along the last axis
+  // that each of its readers -- a gemm kernel's matmul, or a reshape numbering its rows along one axis that a gemm
+  // kernel's matmul reads (rows_reshape_gathered) -- reads as the left operand, and the slices and zero paddings
+  // under such a concat. Inlined into each of those kernels, like a padding read in place: a convolution's windows,
+  // multiplied by the filters and, transposed, by the output's cotangent (its filter gradient), are never written.
+  bool shared_gathered_view(ir::ValueId id) const;
+  // The matmul that reads `user`, a reshape of `concat` to [rows, the concat's last axis] alone in its group, as
+  // its left operand (transposed or not) in a gemm kernel; else -1. Such a reshape joins that kernel as a view.
+  ir::ValueId rows_reshape_gathered(ir::ValueId user, ir::ValueId concat) const;
 
   // The distinct maps at which group `group`, run as a kernel of `kind` over `nest`, reads `value`: from the maps
   // its outputs are stored at, through every value it computes, to `value`.

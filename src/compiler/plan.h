@@ -82,8 +82,9 @@ struct FusedKernel {
                          // axes before the last; gemm: all of them when the epilogue has full reductions, else 0
   std::vector<FusionDecision> decisions;  // why members are here
   std::vector<Placement> placements;      // outputs written into another value's buffer (loop and reduction kernels)
-  // gemm (CPU): the matmul's left operand, a concat along its last axis, as its parts side by side, gathered while
-  // the GEMM packs A; empty when the operand is read from memory.
+  // gemm (CPU): the matmul's left operand, a concat along its last axis (or a reshape numbering its rows along one
+  // axis), as its parts side by side, gathered while the GEMM packs A (or A^T); empty when the operand is read from
+  // memory.
   std::vector<GatheredView> gathered;
   // loop: the boxes its space runs as, when it reads concats piecewise (the `piecewise` members); else empty.
   std::vector<SpaceBox> pieces;

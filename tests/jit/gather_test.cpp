@@ -71,7 +71,7 @@ TEST(GatheredOperand, ThroughZeroPaddingAndFromOtherPadding) {
   }
 }
 
-// The operand stays in memory where it must: returned too, or transposed.
+// The operand stays in memory where it must: returned too.
 TEST(GatheredOperand, NotWhereTheOperandIsNeededInMemory) {
   const Tensor x = random_tensor(DType::f32, {4, 6, 8}, 8), w = random_tensor(DType::f32, {8, 3}, 9);
   auto returned = [](Tensor x, Tensor w) {
@@ -88,13 +88,56 @@ TEST(GatheredOperand, NotWhereTheOperandIsNeededInMemory) {
   const testing::DifferentialResult strided = expect_agreement("strided columns", strided_columns, x, w);
   EXPECT_EQ(strided.jit.kernels_per_call, 2) << strided.fused;
   EXPECT_NE(strided.fused.find(" slice as the GEMM packs its rows"), std::string::npos) << strided.fused;
-  const Tensor right = random_tensor(DType::f32, {6, 5}, 11);
+}
+
+// Transposed, the concat's rows are the product's depth: a matrix, or the rows of a batch numbered as one axis by a
+// reshape (a convolution's filter gradient, the windows' transpose times the cotangent), through zero padding.
+TEST(GatheredOperand, TransposedAsAMatrixOrThroughAReshapeOfItsRows) {
+  const Tensor right = random_tensor(DType::f32, {6, 5}, 11), wide = random_tensor(DType::f32, {6, 8}, 12);
   auto transposed = [](Tensor x, Tensor w) {
     const Tensor left = concat({slice(x, {{0, 0}, {6, 2}}), slice(x, {{0, 3}, {6, 7}})}, 1);
     return matmul(left, w, {.transpose_a = true});
   };
-  const Tensor wide = random_tensor(DType::f32, {6, 8}, 12);
-  EXPECT_FALSE(gathers(expect_agreement("transposed", transposed, wide, right).fused));
+  const testing::DifferentialResult matrix = expect_agreement("transposed", transposed, wide, right);
+  EXPECT_TRUE(gathers(matrix.fused)) << matrix.fused;
+  EXPECT_EQ(matrix.jit.kernels_per_call, 1) << matrix.fused;
+  const Tensor x = random_tensor(DType::f32, {3, 7, 5}, 15), cotangent = random_tensor(DType::f32, {21, 11}, 16);
+  auto rows_transposed = [](Tensor x, Tensor c) {
+    const Tensor padded = pad(x, {{0, 0}, {1, 1}, {0, 0}});
+    std::vector<Tensor> taps;
+    for (std::int64_t tap = 0; tap < 3; ++tap) taps.push_back(slice(padded, {{0, tap, 0}, {3, tap + 7, 5}}));
+    return matmul(reshape(concat(taps, 2), {21, 15}), c, {.transpose_a = true});
+  };
+  const testing::DifferentialResult rows = expect_agreement("rows transposed", rows_transposed, x, cotangent);
+  EXPECT_TRUE(gathers(rows.fused)) << rows.fused;
+  EXPECT_EQ(rows.jit.kernels_per_call, 1) << rows.fused;
+}
+
+// One concat that two products read as their left operands (one of them through a reshape, transposed) is gathered
+// by each; read by a loop kernel too, it is written once and both products read it.
+TEST(GatheredOperand, SharedByTwoProductsUnlessAKernelReadsIt) {
+  const Tensor x = random_tensor(DType::f32, {2, 6, 4}, 17), w = random_tensor(DType::f32, {12, 3}, 18);
+  const Tensor c = random_tensor(DType::f32, {12, 5}, 19);
+  auto windows = [](const Tensor& x) {
+    const Tensor padded = pad(x, {{0, 0}, {1, 1}, {0, 0}});
+    std::vector<Tensor> taps;
+    for (std::int64_t tap = 0; tap < 3; ++tap) taps.push_back(slice(padded, {{0, tap, 0}, {2, tap + 6, 4}}));
+    return concat(taps, 2);
+  };
+  auto shared = [windows](Tensor x, Tensor w, Tensor c) {
+    const Tensor left = windows(x);
+    return std::vector<Tensor>{matmul(left, w), matmul(reshape(left, {12, 12}), c, {.transpose_a = true})};
+  };
+  const testing::DifferentialResult both = expect_agreement("shared", shared, x, w, c);
+  EXPECT_EQ(both.jit.kernels_per_call, 2) << both.fused;
+  EXPECT_NE(both.fused.find("gathers %"), both.fused.rfind("gathers %")) << both.fused;
+  auto also_read = [windows](Tensor x, Tensor w, Tensor c) {
+    const Tensor left = windows(x);
+    return std::vector<Tensor>{matmul(left, w), matmul(reshape(left, {12, 12}), c, {.transpose_a = true}),
+                               reduce_sum(exp(left))};
+  };
+  const testing::DifferentialResult written = expect_agreement("also read", also_read, x, w, c);
+  EXPECT_FALSE(gathers(written.fused)) << written.fused;
 }
 
 TEST(GatheredOperand, EmptyRowsAndEmptyParts) {

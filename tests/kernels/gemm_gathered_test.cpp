@@ -252,6 +252,48 @@ TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
   }
 }
 
+// The windows' transpose times a matrix (a convolution's filter gradient: A^T dY, A the windows): bitwise sgemm
+// with the written-out windows and transpose_a, with C and through the epilogue alone, one and two threads. The
+// shapes take strips of A^T that straddle two taps (5 and 37 channels against kMr), a tail strip, K blocks that cut
+// a line of positions, padding on both sides and a stride, B stored either way, and n from 1 to more than a panel.
+TEST(GemmGathered, TheWindowsTransposedTimesAMatrixAreSgemmsOnTheWrittenWindows) {
+  struct Case {
+    Windows windows;
+    std::int64_t n;
+  };
+  const Case cases[] = {{Windows(2, 9, 11, 5, 3, 1, 1), 7},
+                        {Windows(3, 10, 7, 37, 3, 2, 2), 33},
+                        {Windows(1, 13, 6, 16, 2, 1, 0), 1},
+                        {Windows(2, 30, 41, 64, 3, 1, 1), 64},
+                        {Windows(1, 3, 3, 4, 2, 1, 3), 300}};
+  const int original = runtime::thread_count();
+  for (const Case& each : cases) {
+    const Windows& windows = each.windows;
+    const std::int64_t m = windows.k(), k = windows.m(), n = each.n;  // C = A^T B: A is k x m
+    const std::vector<float> a = windows.written();
+    for (const bool transpose_b : {false, true}) {
+      const std::vector<float> b = testing::random_floats(k * n, 21 + static_cast<std::uint64_t>(n));
+      const std::int64_t ldb = transpose_b ? k : n;
+      std::vector<float> expected(static_cast<std::size_t>(m * n), -1.0f);
+      sgemm(m, n, k, a.data(), m, true, b.data(), ldb, transpose_b, expected.data(), n, {});
+      TileCopy expected_tiles{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
+      sgemm(m, n, k, a.data(), m, true, b.data(), ldb, transpose_b, nullptr, 0, expected_tiles.epilogue());
+      for (int threads : {1, 2}) {
+        runtime::set_thread_count(threads);
+        const std::string label =
+            windows.describe(n) + (transpose_b ? ", B transposed, " : ", ") + std::to_string(threads) + " thread(s)";
+        std::vector<float> c(static_cast<std::size_t>(m * n), -1.0f);
+        sgemm_gathered_transposed(m, n, k, windows.rows, b.data(), ldb, transpose_b, c.data(), n, {});
+        EXPECT_TRUE(same_bits(c, expected)) << label << ", C written";
+        TileCopy copy{std::vector<float>(static_cast<std::size_t>(m * n), -1.0f), n};
+        sgemm_gathered_transposed(m, n, k, windows.rows, b.data(), ldb, transpose_b, nullptr, 0, copy.epilogue());
+        EXPECT_TRUE(same_bits(copy.c, expected_tiles.c)) << label << ", epilogue only";
+      }
+    }
+  }
+  runtime::set_thread_count(original);
+}
+
 // Parts whose bounds disagree with the memory they read: the middle tap reads zeros from output column 35 on, where
 // its neighbours read the image at the same addresses. Its filter row has no edges (Group::edges), so the strips at
 // the padding (the last of each line, 28-41) are copied part by part, not read through the line's memory; the

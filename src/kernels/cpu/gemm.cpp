@@ -175,7 +175,7 @@ float* c_tile_of(const Problem& problem, const Step& step, std::int64_t s) {
 bool strided_in_place(const Problem& problem, const Step& step, const float* b_panel, std::int64_t row_begin,
                       std::int64_t rows, float* strip, float* c_tile) {
   if constexpr (gemm_detail::kStridedMicrokernel) {
-    if (!problem.gathered || rows != kMr) return false;
+    if (!problem.gathered || problem.transpose_a || rows != kMr) return false;
     constexpr int capacity = 64;
     gemm_detail::StridedRun runs[capacity];
     std::int64_t row_stride = 0;
@@ -218,7 +218,9 @@ void run_strip(const Problem& problem, const Step& step, const float* b_panel, s
       kernel(runs, run_count, b_panel + p * step.depth * kNr, c_tile + p * kNr, problem.ldc, column_count(p),
              !step.first_depth);
   } else if (!strided_in_place(problem, step, b_panel, row_begin, rows, strip, c_tile)) {
-    if (problem.gathered)
+    if (problem.gathered && problem.transpose_a)
+      gemm_detail::gather_a_strip_transposed(*problem.gathered, row_begin, rows, step.depth_begin, step.depth, strip);
+    else if (problem.gathered)
       gemm_detail::gather_a_strip(*problem.gathered, *problem.interior, row_begin, rows, step.depth_begin, step.depth,
                                   strip);
     else
@@ -716,6 +718,16 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   problem.interior = &interior;
   if (problem.gathered_in_place && problem.plan.whole_depth && !c)
     problem.plan.depth_block = gemm_detail::in_place_depth_block(k);
+  run_sgemm(problem, c, ldc);
+}
+
+void sgemm_gathered_transposed(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
+                               std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+                               const GemmEpilogue& epilogue) {
+  if (m <= 0 || n <= 0) return;
+  Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
+  problem.gathered = &a;
+  problem.transpose_a = true;
   run_sgemm(problem, c, ldc);
 }
 

@@ -117,6 +117,15 @@ struct GatheredRows {
 void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
                     std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue);
 
+// C = A^T op(B) with A (k x m) gathered as sgemm_gathered reads it: a convolution's filter gradient, its windows'
+// transpose times the output's cotangent, with the windows never written. Each strip of A^T is kMr columns of the
+// gathered rows (a few channels of a tap) over a K block of rows (positions), copied as sgemm copies a transposed A
+// from memory, so the results are bitwise sgemm's with that A written out and transpose_a (same plan, blocks and
+// epilogue calls). Same preconditions as sgemm_gathered, with A's rows numbering k and its columns m.
+void sgemm_gathered_transposed(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
+                               std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
+                               const GemmEpilogue& epilogue);
+
 // ---- large products through OpenBLAS (gemm_openblas.cpp) -------------------------------------------------------
 // sgemm's loops run at 0.90-0.97 of OpenBLAS's rate on large products (tools/gemm_benchmark on Zen 3: 0.94 at
 // 3072^3 and 4096^3, 0.92 at 1024 x 4096 x 4096, 0.90 at 8192^3), at 0.90-1.03 from 1536^3 to 2048^3 (below

@@ -158,6 +158,20 @@ void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t 
                         });
 }
 
+void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows,
+                               std::int64_t depth_begin, std::int64_t depth, float* strip) {
+  if (depth <= 0) return;
+  // The K block's gathered rows, each the strip's columns of it: one run per part they overlap.
+  for_each_gathered_run(a, depth_begin, depth, row_begin, rows,
+                        [&](std::int64_t d, int, std::int64_t column, std::int64_t count, const float* source) {
+                          float* target = strip + d * kMr + column;
+                          if (source)
+                            std::copy(source, source + count, target);
+                          else
+                            std::fill(target, target + count, 0.0f);
+                        });
+}
+
 bool reads_gathered_in_place(const GatheredRows& a) {
   if (kMr > kMaxInPlaceRows) return false;
   for (int p = 0; p < a.part_count; ++p)

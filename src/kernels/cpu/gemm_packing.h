@@ -80,6 +80,12 @@ void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t 
 void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std::int64_t row_begin, std::int64_t rows,
                     std::int64_t depth_begin, std::int64_t depth, float* strip);
 
+// Rows [row_begin, row_begin + rows) of A^T -- columns of the gathered rows -- over K block [depth_begin,
+// depth_begin + depth) -- gathered rows -- into a strip laid out as pack_a_strip lays out a transposed A
+// (ALayout::k_major: kMr floats per row of A), zeros where a row falls outside a part's bounds.
+void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows,
+                               std::int64_t depth_begin, std::int64_t depth, float* strip);
+
 // The same rows read where they lie (ARun, gemm_microkernel.h), for sgemm_gathered when reads_gathered_in_place:
 // copying the strip took ~13% of a 3x3 convolution's time. Each run holds the block's columns of one part, or of
 // consecutive parts that continue each other in every row of the strip (merged): its row pointers point into the

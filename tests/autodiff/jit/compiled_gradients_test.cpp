@@ -162,23 +162,52 @@ TEST(CompiledGradients, AWeightUnderABatchIsOneProductThroughTheBatch) {
   EXPECT_NE(optimized.find("f32[132,24] reshape"), std::string::npos) << optimized;
 }
 
-// A stride-1 convolution's input gradient is the transposed convolution: one GEMM gathering the cotangent's windows
-// (zeros where they leave it) as it packs them, times the filters' blocks side by side. Nothing with the windows'
-// 9 x 5 channels is written, neither the forward's windows nor the cotangent's product with the filters (col2im).
-TEST(CompiledGradients, AConvolutionsInputGradientGathersTheCotangentsWindows) {
-  auto input_gradient = [](Tensor x, Tensor filters) {
-    return grad([](Tensor x, Tensor filters) {
-      return reduce_sum(square(nn::conv2d(x, filters, {.padding = nn::Padding::same})));
-    })(x, filters);
-  };
+// A stride-1 convolution's gradients gather their windows as the forward's product does: the filters' gradient is
+// the windows' transpose times the output's cotangent, the windows gathered as the GEMM packs A^T (the forward's
+// windows are gathered twice, never written); the input's gradient is the transposed convolution, one GEMM gathering
+// the cotangent's windows (zeros where they leave it) times the filters' blocks side by side. Nothing with the
+// windows' 9 x 5 channels is written: neither im2col nor the cotangent's product with the filters (col2im).
+TEST(CompiledGradients, AConvolutionsGradientsGatherTheirWindows) {
   const Tensor x = random::normal({2, 9, 10, 5}, {.seed = 33}), filters = random::normal({3, 3, 5, 4}, {.seed = 34});
-  const DifferentialResult result = expect_agreement("convolution input gradient", input_gradient, x, filters);
-  std::size_t gathered = 0;
-  for (std::size_t at = result.fused.find("gathers %"); at != std::string::npos;
-       at = result.fused.find("gathers %", at + 1))
-    ++gathered;
-  EXPECT_EQ(gathered, 2) << result.fused;
-  EXPECT_EQ(result.fused.find(": f32[2,9,10,45]"), std::string::npos) << result.fused;
+  // Same padding: the cotangent's windows are cropped paddings of it; valid: paddings (nothing to crop).
+  for (const nn::Padding padding : {nn::Padding::same, nn::Padding::valid}) {
+    auto gradients = [padding](Tensor x, Tensor filters) {
+      return grad(
+                 [padding](Tensor x, Tensor filters) {
+                   return reduce_sum(square(nn::conv2d(x, filters, {.padding = padding})));
+                 },
+                 {.argnums = {0, 1}})(x, filters)
+          .tensors();
+    };
+    const std::string label = padding == nn::Padding::same ? "same padding" : "valid";
+    const DifferentialResult result = expect_agreement("convolution gradients, " + label, gradients, x, filters);
+    std::size_t gathered = 0;
+    for (std::size_t at = result.fused.find("gathers %"); at != std::string::npos;
+         at = result.fused.find("gathers %", at + 1))
+      ++gathered;
+    EXPECT_EQ(gathered, 3) << label << "\n" << result.fused;
+    EXPECT_NE(result.fused.find("reshape (9 parts) from %0 parameter"), std::string::npos) << label << "\n"
+                                                                                           << result.fused;
+    EXPECT_EQ(result.fused.find(",45]"), std::string::npos) << label << "\n" << result.fused;
+    EXPECT_LE(result.jit.kernels_per_call, 4) << label << "\n" << result.fused;
+  }
+}
+
+// A depthwise convolution's filter gradient: each tap's weights [channels, 1] broadcast over [batch, height, width,
+// channels, 1] are summed over the positions with the size-1 axis dropped first, so the nine sums are column
+// reductions in one kernel, not nine reductions in the standard executor (their kept axes were (channels, 1)).
+TEST(CompiledGradients, ADepthwiseFilterGradientSumsInColumnKernels) {
+  auto filter_gradient = [](Tensor x, Tensor filters) {
+    return grad(
+        [](Tensor x, Tensor filters) {
+          return reduce_sum(square(nn::conv2d(x, filters, {.padding = nn::Padding::same})));
+        },
+        {.argnums = {1}})(x, filters);
+  };
+  const Tensor x = random::normal({2, 7, 6, 5}, {.seed = 35}), filters = random::normal({3, 3, 1, 5}, {.seed = 36});
+  const DifferentialResult result = expect_agreement("depthwise filter gradient", filter_gradient, x, filters);
+  EXPECT_EQ(result.fused.find("(library over"), std::string::npos) << result.fused;
+  EXPECT_NE(result.fused.find("(column over [2,7,6,5]"), std::string::npos) << result.fused;
 }
 
 // A strided pool's gradient: each window's cotangent placed at its phase of the [rows, stride] layout and the nine

@@ -71,8 +71,8 @@ std::string RowKernel::emit_gemm() {
   else if (kernel_.gathered.empty())
     text += "  runtime->sgemm(" + sizes + ", " + left + ", " + right + ", " + product + ", " + then;
   else
-    text += gathered_rows(node.operands[0]) + "  runtime->sgemm_gathered(" + sizes + ", &rows, " + right + ", " +
-            product + ", " + then;
+    text += gathered_rows(node.operands[0]) + "  runtime->sgemm_gathered(" + sizes + ", &rows, " +
+            (node.attributes.transpose_a ? "1" : "0") + ", " + right + ", " + product + ", " + then;
   for (std::size_t r = 0; r < reductions_.size(); ++r) {
     const ir::Node& reduction = graph.node(at(reductions_[r]).value);
     ReductionInfo info = reduction_info(reduction.op, reduction.type.dtype);
@@ -156,7 +156,9 @@ std::string braced(const std::vector<std::int64_t>& values) {
 
 std::string RowKernel::gathered_rows(ir::ValueId operand) const {
   const ir::Graph& graph = emitter_.graph();
-  const Shape& shape = graph.type(operand).shape;
+  // A reshape numbering a concat's rows along one axis (a transposed operand's depth): the concat's rows.
+  const ir::ValueId concat = graph.node(operand).op == ir::Op::reshape ? graph.node(operand).operands[0] : operand;
+  const Shape& shape = graph.type(concat).shape;
   const int axes = shape.rank() - 1;
   std::string text = "  " + emitter_.describe(operand) +
                      "\n  // is not in memory: sgemm gathers each strip of its rows from these parts as it packs A.\n"

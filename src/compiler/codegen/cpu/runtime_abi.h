@@ -12,7 +12,7 @@ extern "C" {
 
 // Bumped whenever the table or the entry-point signature changes; it is part
 // of the cache key, so stale modules are never loaded.
-#define KILN_JIT_ABI_VERSION 8
+#define KILN_JIT_ABI_VERSION 9
 
 // Called on each finished block of a GEMM's output (see gemm.h).
 typedef void (*kiln_gemm_epilogue)(void* context, const float* tile, int64_t ld, int64_t row_begin, int64_t row_end,
@@ -75,10 +75,11 @@ struct kiln_runtime {
   void (*sgemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, int transpose_a, const float* b,
                 int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
                 void* epilogue_context);
-  // The same with A gathered (kiln's own loops: OpenBLAS needs A in memory).
-  void (*sgemm_gathered)(int64_t m, int64_t n, int64_t k, const struct kiln_gathered_rows* a, const float* b,
-                         int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
-                         void* epilogue_context);
+  // The same with A gathered (kiln's own loops: OpenBLAS needs A in memory); transposed, A's gathered rows number
+  // k and op(A) = A^T.
+  void (*sgemm_gathered)(int64_t m, int64_t n, int64_t k, const struct kiln_gathered_rows* a, int transpose_a,
+                         const float* b, int64_t ldb, int transpose_b, float* c, int64_t ldc,
+                         kiln_gemm_epilogue epilogue, void* epilogue_context);
   // Both products of an attention kernel, with its generated row code between them.
   void (*attention)(const struct kiln_attention_problem* problem, kiln_attention_rows rows, void* context);
   // A take_along_axis computed in a kernel found `index` outside [-extent, extent) at element `position` of the

@@ -61,8 +61,9 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, 
 
 static_assert(KILN_GATHER_MAX_AXES == kernels::cpu::kGatherMaxAxes);
 
-void sgemm_gathered(int64_t m, int64_t n, int64_t k, const kiln_gathered_rows* a, const float* b, int64_t ldb,
-                    int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue, void* epilogue_context) {
+void sgemm_gathered(int64_t m, int64_t n, int64_t k, const kiln_gathered_rows* a, int transpose_a, const float* b,
+                    int64_t ldb, int transpose_b, float* c, int64_t ldc, kiln_gemm_epilogue epilogue,
+                    void* epilogue_context) {
   std::vector<kernels::cpu::GatheredPart> parts(static_cast<std::size_t>(a->part_count));
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const kiln_gathered_part& from = a->parts[p];
@@ -79,7 +80,11 @@ void sgemm_gathered(int64_t m, int64_t n, int64_t k, const kiln_gathered_rows* a
   std::copy_n(a->extents, KILN_GATHER_MAX_AXES, rows.extents);
   rows.part_count = a->part_count;
   rows.parts = parts.data();
-  kernels::cpu::sgemm_gathered(m, n, k, rows, b, ldb, transpose_b != 0, c, ldc, {epilogue, epilogue_context});
+  if (transpose_a)
+    kernels::cpu::sgemm_gathered_transposed(m, n, k, rows, b, ldb, transpose_b != 0, c, ldc,
+                                            {epilogue, epilogue_context});
+  else
+    kernels::cpu::sgemm_gathered(m, n, k, rows, b, ldb, transpose_b != 0, c, ldc, {epilogue, epilogue_context});
 }
 
 void attention(const kiln_attention_problem* problem, kiln_attention_rows rows, void* context) {
