@@ -344,6 +344,17 @@ void add_composites(std::vector<GradientCase>& cases) {
                          nn::avg_pool2d(x[0], {.window = {3, 3}, .strides = {{2, 2}}, .padding = nn::Padding::same})};
                    },
                    {input({2, 5, 5, 3}, next())}});
+  // Same padding (1, 2) and (0, 1) around windows of stride 2: traced, the padding's crop of the phases' sum starts
+  // at phase 1 and at phase 0 (slice_of_phases).
+  cases.push_back({"pools cropping their phases",
+                   {},
+                   [](const Tensors& x) {
+                     const auto strides = std::array<std::int64_t, 2>{2, 2};
+                     return Tensors{
+                         nn::avg_pool2d(x[0], {.window = {5, 5}, .strides = strides, .padding = nn::Padding::same}),
+                         nn::max_pool2d(x[0], {.window = {3, 3}, .strides = strides, .padding = nn::Padding::same})};
+                   },
+                   {input({1, 6, 8, 2}, next())}});
   cases.push_back({"cross entropies",
                    {},
                    [](const Tensors& x) {

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <iostream>
 
 namespace kiln::testing {
@@ -210,22 +211,94 @@ TEST(CompiledGradients, ADepthwiseFilterGradientSumsInColumnKernels) {
   EXPECT_NE(result.fused.find("(column over [2,7,6,5]"), std::string::npos) << result.fused;
 }
 
-// A strided pool's gradient: each window's cotangent placed at its phase of the [rows, stride] layout and the nine
-// placements summed there, in one kernel reading each through its padding; then the merge into the input's layout.
-// Placed one axis at a time, each window's placement took six kernels (49 in all for a 3x3 max pool of stride 2).
-TEST(CompiledGradients, AStridedPoolsWindowsAreSummedInOneKernelOfPhases) {
-  auto pool_gradient = [](Tensor x) {
-    return grad([](Tensor x) {
-      const nn::Pool2dOptions options{
-          .window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same};
-      return reduce_sum(square(nn::max_pool2d(x, options))) + reduce_sum(sin(nn::avg_pool2d(x, options)));
-    })(x);
+// The gradient of `loss` traced by kiln::function (where autodiff/products.cpp rewrites cotangents that nothing else
+// reads yet; an eager call need not take the same rewrites) against central differences of `loss`, in float64 on
+// the standard executor. The executors' agreement checks the rewritten graph against itself; this its calculus.
+void expect_traced_gradient_matches_differences(const std::string& label, const std::function<Tensor(Tensor)>& loss,
+                                                const Tensor& x) {
+  auto traced = function([loss](Tensor x) { return grad(loss)(x); });
+  const std::vector<double> gradient = traced(x).to_vector<double>(), values = x.to_vector<double>();
+  const double step = 1e-6;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::vector<double> up = values, down = values;
+    up[i] += step;
+    down[i] -= step;
+    const double difference = (loss(from_vector<double>(up, x.shape())).item<double>() -
+                               loss(from_vector<double>(down, x.shape())).item<double>()) /
+                              (2 * step);
+    ASSERT_NEAR(gradient[i], difference, 1e-6 * (1 + std::abs(difference))) << label << ", element " << i;
+  }
+}
+
+TEST(CompiledGradients, TracedConvolutionAndPoolGradientsMatchCentralDifferences) {
+  const auto strides = std::array<std::int64_t, 2>{2, 2};
+  const Tensor filters = random::normal({3, 3, 2, 3}, {.seed = 37, .dtype = DType::f64});
+  const Tensor wide_filters = random::normal({4, 4, 2, 3}, {.seed = 39, .dtype = DType::f64});
+  // With same padding, windows of 5 (and filters of 4) over 6 and 8 rows pad one before: the padding's crop of the
+  // phases' sum starts at phase 1, where the phases' neighbours differ (a window of 4 covers rows 2q and 2q + 1
+  // alike, and would hide phases taken from the wrong side).
+  for (const Shape& shape : {Shape{1, 6, 8, 2}, Shape{2, 5, 7, 2}}) {
+    const Tensor x = random::normal(shape, {.seed = 38, .dtype = DType::f64});
+    const std::string dims = shape.to_string();
+    expect_traced_gradient_matches_differences(
+        "avg_pool2d 5x5/2 " + dims,
+        [strides](Tensor x) {
+          return reduce_sum(
+              sin(nn::avg_pool2d(x, {.window = {5, 5}, .strides = strides, .padding = nn::Padding::same})));
+        },
+        x);
+    expect_traced_gradient_matches_differences(
+        "max_pool2d 5x4/2 " + dims,
+        [strides](Tensor x) {
+          return reduce_sum(
+              square(nn::max_pool2d(x, {.window = {5, 4}, .strides = strides, .padding = nn::Padding::same})));
+        },
+        x);
+    expect_traced_gradient_matches_differences(
+        "max_pool2d 3x3/2 " + dims,
+        [strides](Tensor x) {
+          return reduce_sum(
+              square(nn::max_pool2d(x, {.window = {3, 3}, .strides = strides, .padding = nn::Padding::same})));
+        },
+        x);
+    for (const nn::Padding padding : {nn::Padding::same, nn::Padding::valid})
+      expect_traced_gradient_matches_differences(
+          "conv2d " + dims,
+          [filters, padding](Tensor x) { return reduce_sum(sin(nn::conv2d(x, filters, {.padding = padding}))); }, x);
+    for (const Tensor& each : {filters, wide_filters})
+      expect_traced_gradient_matches_differences(
+          "conv2d strided " + dims + " by " + each.shape().to_string(),
+          [each, strides](Tensor x) {
+            return reduce_sum(sin(nn::conv2d(x, each, {.strides = strides, .padding = nn::Padding::same})));
+          },
+          x);
+  }
+}
+
+// A strided pool's gradient: each window's cotangent placed at its phase of the [rows, stride] layout and the
+// placements summed there, reading each through its padding; the padding's crop then takes each phase's rows from
+// the crop's first element on (slice_of_phases: a kernel per phase, side by side, merged by a view), or the sum
+// merged and cropped where the crop keeps no whole rows of phases. Placed one axis at a time, each window's
+// placement took six kernels (49 in all for a 3x3 max pool of stride 2).
+TEST(CompiledGradients, AStridedPoolsWindowsAreSummedInFewKernelsOfPhases) {
+  struct Case {
+    Shape shape;
+    std::int64_t window;
   };
-  for (const Shape& shape : {Shape{2, 9, 10, 3}, Shape{1, 8, 8, 5}}) {
-    const Tensor x = random::normal(shape, {.seed = 32});
-    const DifferentialResult result = expect_agreement("pool gradient " + shape.to_string(), pool_gradient, x);
-    // The forward windows with the cotangents of the max pool's windows, the sum over the phases, the merge.
-    EXPECT_LE(result.jit.kernels_per_call, 3) << result.fused;
+  // Paddings (0, 1) and (1, 1) along each axis: crops from phase 0 and phase 1; (1, 1) over 9 rows crops 9 of 12.
+  for (const Case& each : {Case{{2, 9, 10, 3}, 3}, Case{{1, 8, 8, 5}, 3}, Case{{2, 8, 12, 3}, 4}}) {
+    auto pool_gradient = [window = each.window](Tensor x) {
+      return grad([window](Tensor x) {
+        const nn::Pool2dOptions options{
+            .window = {window, window}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same};
+        return reduce_sum(square(nn::max_pool2d(x, options))) + reduce_sum(sin(nn::avg_pool2d(x, options)));
+      })(x);
+    };
+    const Tensor x = random::normal(each.shape, {.seed = 32});
+    const std::string label = "pool gradient " + each.shape.to_string() + ", window " + std::to_string(each.window);
+    const DifferentialResult result = expect_agreement(label, pool_gradient, x);
+    // The forward's windows with their cotangents, the phases' sums (or their sum), the merge.
+    EXPECT_LE(result.jit.kernels_per_call, 4) << label << "\n" << result.fused;
   }
 }
 
