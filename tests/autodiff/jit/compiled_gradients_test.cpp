@@ -247,20 +247,14 @@ TEST(CompiledGradients, TracedConvolutionAndPoolGradientsMatchCentralDifferences
               sin(nn::avg_pool2d(x, {.window = {5, 5}, .strides = strides, .padding = nn::Padding::same})));
         },
         x);
-    expect_traced_gradient_matches_differences(
-        "max_pool2d 5x4/2 " + dims,
-        [strides](Tensor x) {
-          return reduce_sum(
-              square(nn::max_pool2d(x, {.window = {5, 4}, .strides = strides, .padding = nn::Padding::same})));
-        },
-        x);
-    expect_traced_gradient_matches_differences(
-        "max_pool2d 3x3/2 " + dims,
-        [strides](Tensor x) {
-          return reduce_sum(
-              square(nn::max_pool2d(x, {.window = {3, 3}, .strides = strides, .padding = nn::Padding::same})));
-        },
-        x);
+    for (const std::array<std::int64_t, 2> window : {std::array<std::int64_t, 2>{5, 4}, {3, 3}})
+      expect_traced_gradient_matches_differences(
+          "max_pool2d " + std::to_string(window[0]) + "x" + std::to_string(window[1]) + "/2 " + dims,
+          [strides, window](Tensor x) {
+            return reduce_sum(
+                square(nn::max_pool2d(x, {.window = window, .strides = strides, .padding = nn::Padding::same})));
+          },
+          x);
     for (const nn::Padding padding : {nn::Padding::same, nn::Padding::valid})
       expect_traced_gradient_matches_differences(
           "conv2d " + dims,
