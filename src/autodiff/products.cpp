@@ -1,6 +1,7 @@
 #include "autodiff/products.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kiln::autodiff {
 namespace {
@@ -29,8 +30,10 @@ std::optional<Product> product_of(const ir::Graph& graph, ValueId value, ValueId
   return Product{left, right, node.attributes.transpose_b};
 }
 
+// +0 (a padding of -0 would turn a sum's +0 into -0 where it is read).
 bool is_zero_constant(const ir::Node& node) {
-  return node.op == ir::Op::constant && node.attributes.float_value == 0 && node.attributes.int_value == 0;
+  return node.op == ir::Op::constant && node.attributes.float_value == 0 &&
+         !std::signbit(node.attributes.float_value) && node.attributes.int_value == 0;
 }
 
 // A concat of one value between zero constants: the value's index.
