@@ -75,6 +75,12 @@ bool is_cheap(const ir::Graph& graph, ir::ValueId value) {
       const ir::Node& operand = graph.node(node.operands[0]);
       return operand.op == ir::Op::parameter || is_cheap(graph, node.operands[0]);
     }
+    case ir::Op::concat: {
+      // A padding of such a value: a masked read wherever it is used. A depthwise convolution's windows, read by
+      // its forward sum and by its filter gradient's reductions, were written nine times over instead.
+      const std::optional<Padding> padding = padding_of(graph, value);
+      return padding && (graph.node(padding->inner).op == ir::Op::parameter || is_cheap(graph, padding->inner));
+    }
     case ir::Op::reshape:
     case ir::Op::expand_dims:
     case ir::Op::squeeze: {

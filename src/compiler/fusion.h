@@ -116,7 +116,9 @@ bool same_constant_value(const ir::Node& a, const ir::Node& b);
 
 // True for nodes that only move or produce data without arithmetic and are
 // recomputed wherever used: constants, iota, and broadcasts, transposes,
-// slices and reshapes of such nodes or of parameters.
+// slices and reshapes of such nodes or of parameters; and paddings of those
+// (cheap to read under a slice; a padding itself is read in place only where
+// the scheduler's read_through_padding allows).
 bool is_cheap(const ir::Graph& graph, ir::ValueId value);
 
 // True if `node` is a reshape that only inserts or removes size-1 axes (an

@@ -71,7 +71,8 @@ void Scheduler::place(ir::ValueId id) {
     if (!fuse_transpose_by_strips(id)) start_group(id);
     return;
   }
-  if (is_cheap(graph_, id) && !is_output_[index(id)] && !read_from_memory(id)) {
+  // A padding is cheap to read under slices (is_cheap), but read in place only where read_through_padding says.
+  if (is_cheap(graph_, id) && node.op != ir::Op::concat && !is_output_[index(id)] && !read_from_memory(id)) {
     inlined_[index(id)] = true;
     return;
   }
