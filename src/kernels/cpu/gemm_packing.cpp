@@ -166,9 +166,9 @@ void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, st
                         [&](std::int64_t d, int, std::int64_t column, std::int64_t count, const float* source) {
                           float* target = strip + d * kMr + column;
                           if (source)
-                            std::copy(source, source + count, target);
+                            copy_run(target, source, count);  // a few floats: a call to memmove cost more
                           else
-                            std::fill(target, target + count, 0.0f);
+                            for (std::int64_t j = 0; j < count; ++j) target[j] = 0.0f;
                         });
 }
 
