@@ -36,26 +36,20 @@ bool is_zero_constant(const ir::Node& node) {
          !std::signbit(node.attributes.float_value) && node.attributes.int_value == 0;
 }
 
-// A concat of one value between zero constants: the value's index.
-std::optional<std::size_t> padded_operand(const ir::Node& node, const ir::Graph& graph) {
-  if (node.op != ir::Op::concat) return std::nullopt;
-  std::optional<std::size_t> inner;
-  for (std::size_t index = 0; index < node.operands.size(); ++index) {
-    if (is_zero_constant(graph.node(node.operands[index]))) continue;
-    if (inner) return std::nullopt;
-    inner = index;
-  }
-  return inner;
+// A concat of one value between zero constants.
+bool is_zero_padding(const ir::Node& node, const ir::Graph& graph) {
+  if (node.op != ir::Op::concat) return false;
+  const auto values = std::count_if(node.operands.begin(), node.operands.end(),
+                                    [&](ValueId operand) { return !is_zero_constant(graph.node(operand)); });
+  return values == 1;
 }
 
 // A window of a value: slices whose last axis steps by 1 and zero paddings along the axes before the last, down
 // to a value that is neither (which the GEMM reads in memory).
 bool is_window(const ir::Graph& graph, ValueId value) {
   const ir::Node& node = graph.node(value);
-  const int last = node.type.shape.rank() - 1;
   if (node.op == ir::Op::slice) return node.attributes.step.empty() || node.attributes.step.back() == 1;
-  const std::optional<std::size_t> inner = padded_operand(node, graph);
-  return inner && node.attributes.axis < last;
+  return is_zero_padding(node, graph) && node.attributes.axis < node.type.shape.rank() - 1;
 }
 
 // The operands of `value` if it is a concat along `axis` that only `reader` reads, else `value` alone.
@@ -66,8 +60,6 @@ std::vector<ValueId> parts_along(const ir::Graph& graph, ValueId value, std::int
 }
 
 ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> start, Shape shape, ValueId reader);
-
-ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after, ValueId reader);
 
 // For each axis of `merged`, the axes of `split` it merges: [first, first + count), count 1 or 2 (a strided axis
 // laid out as [rows, phases]); none where `split` is no such layout of `merged`.
@@ -155,7 +147,7 @@ ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> st
   }
   const ir::Node& node = graph.node(value);
   // Not into a zero padding: a slice of one is the window the GEMM gathers (and as cheap to read as any other).
-  if (node.op == ir::Op::concat && !padded_operand(node, graph) && unread(graph, value, reader)) {
+  if (node.op == ir::Op::concat && !is_zero_padding(node, graph) && unread(graph, value, reader)) {
     const auto axis = static_cast<int>(node.attributes.axis);
     const std::vector<ValueId> operands = node.operands;
     std::vector<ValueId> parts;

@@ -117,48 +117,62 @@ bool Scheduler::reads_padding(int group_index) const {
   return std::any_of(concats.begin(), concats.end(), [&](ir::ValueId concat) { return !piecewise_[index(concat)]; });
 }
 
+namespace {
+
+// What a GEMM gathers as it packs A, view by view: a concat along the last axis (its parts side by side, not a
+// padding), a slice stepping by 1 along the last axis (a part), a +0 padding along an axis before the last.
+bool gatherable_concat(const ir::Graph& graph, ir::ValueId value) {
+  const ir::Node& concat = graph.node(value);
+  const int rank = concat.type.shape.rank();
+  return concat.op == ir::Op::concat && !padding_of(graph, value) && concat.attributes.axis == rank - 1 &&
+         rank - 1 <= kernels::cpu::kGatherMaxAxes;
+}
+
+bool slice_view(const ir::Node& node) {
+  const std::vector<std::int64_t>& step = node.attributes.step;
+  return node.op == ir::Op::slice && step.back() == 1 &&
+         std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
+}
+
+bool zero_padding_view(const ir::Graph& graph, ir::ValueId value) {
+  const std::optional<Padding> padding = padding_of(graph, value);
+  if (!padding || padding->axis >= graph.type(value).shape.rank() - 1) return false;
+  const ir::Attributes& zero = graph.node(padding->constant).attributes;
+  return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
+}
+
+// Whether `reader` is an f32 matmul (gathered rows are sgemm_gathered's) with `operand` as its left operand only.
+bool reads_as_left_operand(const ir::Graph& graph, ir::ValueId reader, ir::ValueId operand) {
+  const ir::Node& matmul = graph.node(reader);
+  return matmul.op == ir::Op::matmul && matmul.operands[0] == operand && matmul.operands[1] != operand &&
+         matmul.type.dtype == DType::f32;
+}
+
+}  // namespace
+
 bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
   const Group& gemm = group(group_index);
   const ir::Node& node = graph_.node(id);
   if (!capabilities_.gathered_gemm_operands || gemm.kind != KernelKind::gemm || is_output_[index(id)]) return false;
   const std::vector<ir::ValueId>& users = users_[index(id)];
   const int rank = node.type.shape.rank();
-  auto left_operand_of = [&](ir::ValueId user) {
-    const ir::Node& matmul = graph_.node(user);
-    return matmul.op == ir::Op::matmul && group_of_[index(user)] == group_index && matmul.operands[0] == id &&
-           matmul.operands[1] != id && matmul.type.dtype == DType::f32;  // gathered rows are sgemm_gathered's, f32
-  };
-  auto gatherable_concat = [&](ir::ValueId value) {
-    const ir::Node& concat = graph_.node(value);
-    const int concat_rank = concat.type.shape.rank();
-    return concat.op == ir::Op::concat && !padding_of(graph_, value) && concat.attributes.axis == concat_rank - 1 &&
-           concat_rank - 1 <= kernels::cpu::kGatherMaxAxes;
-  };
   // The matmul's left operand, read by it alone: the parts side by side along the last axis.
   // Transposed only as a matrix: its rows are then the product's depth (a batch of transposes is no GEMM's).
   if (node.op == ir::Op::concat && users.size() == 1 && graph_.node(users.front()).op == ir::Op::matmul)
-    return left_operand_of(users.front()) && (!graph_.node(users.front()).attributes.transpose_a || rank == 2) &&
-           gatherable_concat(id);
+    return group_of_[index(users.front())] == group_index && reads_as_left_operand(graph_, users.front(), id) &&
+           (!graph_.node(users.front()).attributes.transpose_a || rank == 2) && gatherable_concat(graph_, id);
   // Under the operand, read only by views of it.
   const bool under_views = !users.empty() && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
     return viewed_[index(user)] && group_of_[index(user)] == group_index;
   });
   if (!under_views) return false;
-  if (node.op == ir::Op::slice) {
-    const std::vector<std::int64_t>& step = node.attributes.step;
-    return step.back() == 1 && std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
-  }
+  if (node.op == ir::Op::slice) return slice_view(node);
   // A convolution's padding: zeros along an axis before the last, under the slices of its windows (or under
-  // another such padding).
-  auto zero_padding = [&](ir::ValueId value) {
-    const std::optional<Padding> padding = padding_of(graph_, value);
-    if (!padding || padding->axis >= graph_.type(value).shape.rank() - 1) return false;
-    const ir::Attributes& zero = graph_.node(padding->constant).attributes;
-    return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
-  };
-  // (Or a part itself: a transposed convolution's windows of the cotangent are paddings of it where nothing crops.)
-  return zero_padding(id) && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
-           return graph_.node(user).op == ir::Op::slice || zero_padding(user) || gatherable_concat(user);
+  // another such padding), or a part itself (a transposed convolution's windows of the cotangent are paddings of
+  // it where nothing crops).
+  return zero_padding_view(graph_, id) && std::all_of(users.begin(), users.end(), [&](ir::ValueId user) {
+           return graph_.node(user).op == ir::Op::slice || zero_padding_view(graph_, user) ||
+                  gatherable_concat(graph_, user);
          });
 }
 
@@ -171,11 +185,10 @@ ir::ValueId Scheduler::rows_reshape_gathered(ir::ValueId user, ir::ValueId conca
   const int own = group_of_[index(user)];
   const std::vector<ir::ValueId>& readers = users_[index(user)];
   if (own < 0 || group(own).members.size() != 1 || readers.size() != 1) return -1;
-  const ir::Node& matmul = graph_.node(readers.front());
   const int gemm = group_of_[index(readers.front())];
-  const bool left_operand = matmul.op == ir::Op::matmul && matmul.operands[0] == user && matmul.operands[1] != user &&
-                            matmul.type.dtype == DType::f32;
-  return left_operand && gemm >= 0 && group(gemm).kind == KernelKind::gemm ? readers.front() : -1;
+  return reads_as_left_operand(graph_, readers.front(), user) && gemm >= 0 && group(gemm).kind == KernelKind::gemm
+             ? readers.front()
+             : -1;
 }
 
 bool Scheduler::shared_gathered_view(ir::ValueId id) const {
@@ -184,15 +197,14 @@ bool Scheduler::shared_gathered_view(ir::ValueId id) const {
   if (!capabilities_.gathered_gemm_operands || is_output_[index(id)] || users.empty()) return false;
   const int rank = node.type.shape.rank();
   if (node.op == ir::Op::concat && !padding_of(graph_, id)) {
-    if (node.attributes.axis != rank - 1 || rank - 1 > kernels::cpu::kGatherMaxAxes) return false;
+    if (!gatherable_concat(graph_, id)) return false;
     std::set<int> gemms;
     bool through_reshape = false;
     for (ir::ValueId user : users) {
-      const ir::Node& reader = graph_.node(user);
       const int each = group_of_[index(user)];
-      const bool left_operand = reader.op == ir::Op::matmul && reader.operands[0] == id && reader.operands[1] != id &&
-                                (!reader.attributes.transpose_a || rank == 2) && reader.type.dtype == DType::f32 &&
-                                each >= 0 && group(each).kind == KernelKind::gemm;
+      const bool left_operand = reads_as_left_operand(graph_, user, id) &&
+                                (!graph_.node(user).attributes.transpose_a || rank == 2) && each >= 0 &&
+                                group(each).kind == KernelKind::gemm;
       const ir::ValueId matmul = left_operand ? user : rows_reshape_gathered(user, id);
       if (matmul < 0) return false;
       through_reshape = through_reshape || matmul != user;
@@ -207,14 +219,7 @@ bool Scheduler::shared_gathered_view(ir::ValueId id) const {
     shared = shared || inlined_[index(user)];
   }
   if (!shared) return false;
-  if (node.op == ir::Op::slice) {
-    const std::vector<std::int64_t>& step = node.attributes.step;
-    return step.back() == 1 && std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
-  }
-  const std::optional<Padding> padding = padding_of(graph_, id);
-  if (!padding || padding->axis >= rank - 1) return false;
-  const ir::Attributes& zero = graph_.node(padding->constant).attributes;
-  return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
+  return node.op == ir::Op::slice ? slice_view(node) : zero_padding_view(graph_, id);
 }
 
 bool Scheduler::gathers(int group_index) const {

@@ -543,8 +543,7 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
 }
 
 std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId operand) const {
-  // Through a reshape that numbers the concat's rows along one axis: the same parts.
-  const ir::ValueId concat = graph_.node(operand).op == ir::Op::reshape ? graph_.node(operand).operands[0] : operand;
+  const ir::ValueId concat = gathered_concat(graph_, operand);
   std::vector<GatheredView> views;
   for (ir::ValueId part : graph_.node(concat).operands) {
     const int rank = graph_.type(part).shape.rank();

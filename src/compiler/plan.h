@@ -59,6 +59,13 @@ struct GatheredView {
   std::vector<std::int64_t> start, step;
 };
 
+// The concat a gemm kernel gathers as its left operand `operand`: the operand itself, or what a reshape numbering
+// the concat's rows along one axis (a transposed operand's depth) reshapes.
+inline ir::ValueId gathered_concat(const ir::Graph& graph, ir::ValueId operand) {
+  const ir::Node& node = graph.node(operand);
+  return node.op == ir::Op::reshape ? node.operands[0] : operand;
+}
+
 // A box of a loop kernel's space, the coordinates origin + [0, shape): a kernel that reads a concat piecewise runs
 // its space as boxes one after another, cut where any concat it reads passes from one operand to the next, so that
 // in each box every such read is a read of one operand (at the concat's map, moved back by where the operand

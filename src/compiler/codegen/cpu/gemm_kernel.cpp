@@ -156,9 +156,7 @@ std::string braced(const std::vector<std::int64_t>& values) {
 
 std::string RowKernel::gathered_rows(ir::ValueId operand) const {
   const ir::Graph& graph = emitter_.graph();
-  // A reshape numbering a concat's rows along one axis (a transposed operand's depth): the concat's rows.
-  const ir::ValueId concat = graph.node(operand).op == ir::Op::reshape ? graph.node(operand).operands[0] : operand;
-  const Shape& shape = graph.type(concat).shape;
+  const Shape& shape = graph.type(gathered_concat(graph, operand)).shape;
   const int axes = shape.rank() - 1;
   std::string text = "  " + emitter_.describe(operand) +
                      "\n  // is not in memory: sgemm gathers each strip of its rows from these parts as it packs A.\n"
