@@ -188,6 +188,10 @@ std::string describe(const ir::Graph& graph, const FusionDecision& decision) {
              " as the GEMM packs its rows: the operand is never written";
     }
     case Reason::placed_in_concat:
+      if (decision.numbers.size() > 2 && number(decision, 2) != 0)
+        return "places " + subject + " in " + value(graph, decision, 0) + " at " + std::to_string(number(decision, 0)) +
+               " along axis " + std::to_string(number(decision, 1)) +
+               ": the kernels computing its operands write them there; it has no buffer of its own";
       return "writes " + subject + " into " + value(graph, decision, 0) + " at " + std::to_string(number(decision, 0)) +
              " along axis " + std::to_string(number(decision, 1)) + ", where the concat has it";
     case Reason::assembled: {

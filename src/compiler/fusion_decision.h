@@ -33,7 +33,7 @@ enum class Reason {
   padding_in_place,      // values: the padded value, its constant; numbers: the padded axes
   read_piecewise,        // numbers: the concat's axis, its operands, the boxes the kernel's space runs as
   gathered_operand,      // the GEMM's left operand (a concat of views); values: its sources; numbers: parts, padded
-  placed_in_concat,      // values: the concat; numbers: offset, axis
+  placed_in_concat,      // values: the concat; numbers: offset, axis, whether the subject is a concat placed whole
   assembled,             // values: the operands placed; numbers: whether some are still copied
   attention,             // values: the second matmul, the scores
   attention_epilogue,    // the epilogue of a matmul that joined an attention kernel, now a loop kernel

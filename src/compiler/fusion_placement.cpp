@@ -3,6 +3,11 @@
 // is two kernels, each writing its half once, instead of three writing it twice, as PyTorch Inductor's concat
 // kernels do; the concat becomes a kernel of kind `assembled` that copies only what is left -- operands that are
 // parameters, returned, read by another kernel, or repeated -- and runs nothing when nothing is.
+//
+// An operand that is itself a concat assembled whole (nothing left to copy) is placed too: the kernels writing its
+// operands write them where the outer concat has them, and the inner concat never gets a buffer. A layout of
+// phases merged along two axes (a strided pool's or convolution's input gradient) is such a nest: one concat per
+// row phase inside one along the rows, assembled in one buffer instead of copied again by the outer concat.
 
 #include "compiler/fusion_scheduler.h"
 
@@ -26,13 +31,20 @@ void Scheduler::place_operands(FusionPlan& plan, std::size_t concat_index) const
   const int axis = static_cast<int>(node.attributes.axis);
   std::vector<ir::ValueId> placed;
   std::int64_t offset = 0;
+  const std::size_t rank = graph_.type(concat).shape.rank();
   for (ir::ValueId operand : node.operands) {
     const std::optional<std::size_t> producer = placeable_producer(plan, operand, concat_index);
     if (producer) {
       FusedKernel& writer = plan.kernels[*producer];
-      writer.placements.push_back({operand, concat, axis, offset});
-      writer.decisions.push_back(
-          {.reason = Reason::placed_in_concat, .subject = operand, .values = {concat}, .numbers = {offset, axis}});
+      std::vector<std::int64_t> start(rank, 0);
+      start[static_cast<std::size_t>(axis)] = offset;
+      const bool nested = writer.kind == KernelKind::assembled;
+      if (nested) move_placements(plan, operand, concat, start);
+      writer.placements.push_back({operand, concat, start});
+      writer.decisions.push_back({.reason = Reason::placed_in_concat,
+                                  .subject = operand,
+                                  .values = {concat},
+                                  .numbers = {offset, axis, nested ? std::int64_t{1} : std::int64_t{0}}});
       placed.push_back(operand);
     }
     offset += graph_.type(operand).shape[axis];
@@ -49,6 +61,16 @@ void Scheduler::place_operands(FusionPlan& plan, std::size_t concat_index) const
                                  .numbers = {assembled.inputs.empty() ? std::int64_t{0} : std::int64_t{1}}});
 }
 
+void Scheduler::move_placements(FusionPlan& plan, ir::ValueId inner, ir::ValueId outer,
+                                std::span<const std::int64_t> start) {
+  for (FusedKernel& kernel : plan.kernels)
+    for (Placement& placement : kernel.placements) {
+      if (placement.into != inner) continue;
+      placement.into = outer;
+      for (std::size_t axis = 0; axis < start.size(); ++axis) placement.start[axis] += start[axis];
+    }
+}
+
 std::optional<std::size_t> Scheduler::placeable_producer(const FusionPlan& plan, ir::ValueId operand,
                                                         std::size_t concat_index) const {
   const std::vector<ir::ValueId>& operands = graph_.node(plan.kernels[concat_index].members.front()).operands;
@@ -57,6 +79,9 @@ std::optional<std::size_t> Scheduler::placeable_producer(const FusionPlan& plan,
     return std::nullopt;
   for (std::size_t k = 0; k < concat_index; ++k) {
     const FusedKernel& kernel = plan.kernels[k];
+    // A concat assembled whole: its operands' writers can write them into the outer concat instead.
+    if (kernel.kind == KernelKind::assembled && kernel.members.front() == operand)
+      return kernel.inputs.empty() ? std::optional<std::size_t>{k} : std::nullopt;
     if (std::find(kernel.outputs.begin(), kernel.outputs.end(), operand) == kernel.outputs.end()) continue;
     const bool element_output = graph_.type(operand).shape == kernel.space;
     if ((kernel.kind == KernelKind::loop || kernel.kind == KernelKind::reduction) && element_output) return k;

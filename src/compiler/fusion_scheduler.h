@@ -5,6 +5,7 @@
 #include "compiler/fusion.h"
 
 #include <set>
+#include <span>
 #include <vector>
 
 namespace kiln::compiler {
@@ -97,10 +98,15 @@ class Scheduler {
   FusedKernel make_kernel(int group) const;
   // ---- storage (fusion_placement.cpp) ----
   // Has the kernels computing a concat's operands write them where the concat has them (Placement), where they
-  // can: an element output of a loop or row kernel, read by nothing else, not returned, not repeated.
+  // can: an element output of a loop or row kernel, or a concat assembled whole, read by nothing else, not
+  // returned, not repeated.
   void place_concat_operands(FusionPlan& plan) const;
   void place_operands(FusionPlan& plan, std::size_t concat_index) const;
-  // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any.
+  // Points every placement into concat `inner` at the same elements of `outer`, where `inner` lies at `start`.
+  static void move_placements(FusionPlan& plan, ir::ValueId inner, ir::ValueId outer,
+                              std::span<const std::int64_t> start);
+  // The kernel that can write `operand` of the concat at `concat_index` into the concat's buffer, if any: the
+  // kernel computing it, or the assembled concat it is when that copies nothing.
   std::optional<std::size_t> placeable_producer(const FusionPlan& plan, ir::ValueId operand,
                                                 std::size_t concat_index) const;
   // The parts of a gemm kernel's gathered operand (a concat, or a reshape of one) as views of values in memory.

@@ -56,7 +56,9 @@ class JitExecutable final : public exec::Executable {
     for (std::size_t k = 0; k < plan_.kernels.size(); ++k) {
       const FusedKernel& kernel = plan_.kernels[k];
       if (kernel.kind == KernelKind::assembled) {
-        copy_operands_not_in_place(kernel, values, written(kernel.members.front()));
+        // A concat placed in another has no buffer: its operands are already where the outer concat has them.
+        if (!placed_[static_cast<std::size_t>(kernel.members.front())])
+          copy_operands_not_in_place(kernel, values, written(kernel.members.front()));
         continue;
       }
       if (!has_generated_code(kernel.kind)) {

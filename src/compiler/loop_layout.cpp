@@ -146,7 +146,9 @@ class LayoutBuilder {
   bool written(ir::ValueId value) const {
     for (const FusedKernel& kernel : plan_.kernels) {
       if (!has_generated_code(kernel.kind)) {
-        if (kernel.kind != KernelKind::view && kernel.members.front() == value) return true;
+        // (A concat placed in another is written where that one has it, by its operands' kernels.)
+        if (kernel.kind != KernelKind::view && kernel.members.front() == value && !placement_of(kernel, value))
+          return true;
         continue;
       }
       if (std::find(kernel.outputs.begin(), kernel.outputs.end(), value) != kernel.outputs.end() &&

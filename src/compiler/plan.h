@@ -42,12 +42,12 @@ enum class KernelKind { loop, reduction, column, gemm, attention, library, view,
 std::string_view to_string(KernelKind kind);
 
 // An output of a kernel stored in a slice of another value's buffer, not a buffer of its own: `value`'s element at
-// coordinates c is `into`'s element at c plus `offset` along `axis` (a concat's operand, where the concat has it).
+// coordinates c is `into`'s element at c + start (a concat's operand, where the concat has it; through nested
+// concats, where the outermost has it, so `start` may be nonzero along several axes).
 struct Placement {
   ir::ValueId value = -1;
   ir::ValueId into = -1;
-  int axis = 0;
-  std::int64_t offset = 0;
+  std::vector<std::int64_t> start;  // one per axis of `into`
 };
 
 // One part of a gemm kernel's left operand when the GEMM gathers that operand instead of reading it: the concat

@@ -34,8 +34,63 @@ TEST(ConcatInPlace, ComputedOperandsAreWrittenWhereTheConcatHasThem) {
   // The generated code stores the operands' rows 31 floats apart, the length of the result's rows.
   auto jit = function(last_axis, {.jit_compile = true, .on_compile_failure = Fallback::none});
   const std::string source = jit.get_compiler_ir(Stage::source, a, b);
-  EXPECT_TRUE(contains(source, "at 0 along axis 1")) << source;
+  EXPECT_TRUE(contains(source, "in %11: f32[37,31] from [0,0]")) << source;
   EXPECT_TRUE(contains(source, "(19 + 31 * c0)")) << source;
+}
+
+// A concat assembled whole inside another (a layout of phases merged along two axes, as a strided pool's gradient
+// has): its operands' kernels write them where the outer concat has them, offset along both axes, and neither the
+// inner concats nor a copy of them is left; three deep, in a loop's step, and not where the inner one is returned
+// or keeps a parameter to copy.
+TEST(ConcatInPlace, ConcatsOfConcatsAreAssembledInOneBuffer) {
+  const Tensor a = random_tensor(DType::f32, {5, 3, 7}, 14), b = random_tensor(DType::f32, {5, 3, 4}, 15);
+  auto nested = [](Tensor a, Tensor b) {
+    const Tensor top = concat({exp(a), b * 2}, 2), bottom = concat({sin(a), b - 1}, 2);
+    return concat({top, bottom}, 1);
+  };
+  auto result = expect_agreement("two concats along the columns in one along the rows", nested, a, b);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;  // a's two operands' kernel and b's
+  EXPECT_TRUE(contains(result.fused, "3 concats assembled in place")) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "at 3 along axis 1: the kernels computing its operands write them there"))
+      << result.fused;
+  auto jit = function(nested, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  // b - 1 lies in the bottom half (row 3 of 6) and in the right part (column 7 of 11).
+  EXPECT_TRUE(contains(jit.get_compiler_ir(Stage::source, a, b), "f32[5,6,11] from [0,3,7]"))
+      << jit.get_compiler_ir(Stage::source, a, b);
+
+  auto three_deep = [](Tensor a, Tensor b) {
+    const Tensor rows = concat({concat({exp(a), b * 2}, 2), concat({sin(a), b - 1}, 2)}, 1);
+    return concat({rows, concat({concat({tanh(a), b * 3}, 2), concat({cos(a), b + 2}, 2)}, 1)}, 0);
+  };
+  result = expect_agreement("three deep", three_deep, a, b);
+  EXPECT_TRUE(contains(result.fused, "7 concats assembled in place")) << result.fused;
+  EXPECT_FALSE(contains(result.fused, "the rest is copied")) << result.fused;
+  // b + 2: the second block of images, the bottom rows, the right columns.
+  auto deep = function(three_deep, {.jit_compile = true, .on_compile_failure = Fallback::none});
+  EXPECT_TRUE(contains(deep.get_compiler_ir(Stage::source, a, b), "f32[10,6,11] from [5,3,7]"))
+      << deep.get_compiler_ir(Stage::source, a, b);
+
+  auto looped = [](Tensor a, Tensor b) {
+    return fori_loop(
+        0, 3,
+        [&b](const Tensor&, const Tensor& v) {
+          const Tensor halves = concat({concat({exp(v) * 0.5, b}, 2), concat({v - 1, b * 0.25}, 2)}, 1);
+          return slice(halves, {.stop = {5, 3, 7}}) + slice(halves, {.start = {0, 3, 0}, .stop = {5, 6, 7}});
+        },
+        a);
+  };
+  expect_agreement("in a loop's step", looped, a, b);
+
+  // The inner concat is returned, or copies a parameter: it keeps its buffer, and the outer copies it.
+  auto returned = [](Tensor a, Tensor b) {
+    const Tensor top = concat({exp(a), b * 2}, 2);
+    return std::vector<Tensor>{concat({top, concat({sin(a), b - 1}, 2)}, 1), top};
+  };
+  result = expect_agreement("an inner concat returned", returned, a, b);
+  EXPECT_TRUE(contains(result.fused, "the rest is copied")) << result.fused;
+  auto with_a_parameter = [](Tensor a, Tensor b) { return concat({concat({exp(a), b}, 2), concat({a, b}, 2)}, 1); };
+  result = expect_agreement("inner concats copying parameters", with_a_parameter, a, b);
+  EXPECT_FALSE(contains(result.fused, "it has no buffer of its own")) << result.fused;
 }
 
 TEST(ConcatInPlace, OperandsThatCannotBeWrittenThereAreCopied) {

@@ -22,8 +22,8 @@ std::string state_fields(const KernelEmitter& emitter) {
     text += "  " + emitter.storage_type(value) + "* " + emitter.output_name(value) + ";  // %" + std::to_string(value) +
             ": " + graph.type(value).to_string();
     if (const Placement* placement = placement_of(kernel, value))
-      text += ", in %" + std::to_string(placement->into) + ": " + graph.type(placement->into).to_string() + " at " +
-              std::to_string(placement->offset) + " along axis " + std::to_string(placement->axis);
+      text += ", in %" + std::to_string(placement->into) + ": " + graph.type(placement->into).to_string() + " from " +
+              Shape(placement->start).to_string();
     text += "\n";
   }
   return text;

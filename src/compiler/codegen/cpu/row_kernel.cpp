@@ -166,7 +166,7 @@ Linear RowKernel::output_address(ir::ValueId value) const {
   const Shape& shape = emitter_.graph().type(value).shape;
   if (const Placement* placement = placement_of(kernel_, value)) {
     IndexMap map = emitter_.broadcast_map(shape);
-    map[static_cast<std::size_t>(placement->axis)].offset += placement->offset;
+    for (std::size_t axis = 0; axis < map.size(); ++axis) map[axis].offset += placement->start[axis];
     return emitter_.linear_address(emitter_.graph().type(placement->into).shape, map);
   }
   return emitter_.linear_address(shape, emitter_.output_map(value));
