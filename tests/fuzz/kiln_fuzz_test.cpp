@@ -257,6 +257,30 @@ TEST(KilnFuzzHazards, NearTiesOverflowAndSingularitiesAreHazards) {
   EXPECT_EQ(find_hazards(near_minus_one)[0].value, 1);
 }
 
+// Between +0 and -0 a maximum may choose either: copysign of the chosen zero is a hazard (seed 93301, graph 623),
+// of a nonzero maximum, or of a zero no maximum chose, none.
+TEST(KilnFuzzHazards, TheSignOfAZeroAMaximumChoseIsAHazard) {
+  auto copysign_of = [](const std::string& op, double first, double second) {
+    return case_of(
+        "func @f(%0: f32[1,2]) -> (f32[1,1]) {\n"
+        "  %1 = f32[1,1] constant(5.5)\n"
+        "  %2 = f32[1] " +
+            op +
+            "\n"
+            "  %3 = f32[1,1] copysign(%1, %2)\n"
+            "  return %3\n"
+            "}\n",
+        {array_of(DType::f32, Shape({1, 2}), {first, second})});
+  };
+  const std::string reduce_max = "reduce_max(%0) {axes=[1], keepdims=false}";
+  const std::vector<Hazard> chosen = find_hazards(copysign_of(reduce_max, 0.0, -0.0));
+  ASSERT_FALSE(chosen.empty());
+  EXPECT_EQ(chosen[0].value, 2);
+  EXPECT_TRUE(find_hazards(copysign_of(reduce_max, 0.5, -0.0)).empty());
+  EXPECT_FALSE(find_hazards(copysign_of("reduce_min(%0) {axes=[1], keepdims=false}", -0.0, 0.0)).empty());
+  EXPECT_TRUE(find_hazards(copysign_of("reduce_sum(%0) {axes=[1], keepdims=false}", -0.0, 0.0)).empty());
+}
+
 TEST(KilnFuzzHazards, RemovingHazardsReplacesThemByParameters) {
   FuzzCase fuzz_case = case_of(
       "func @f(%0: f32[2], %1: f32[2]) -> (f32[2]) {\n"

@@ -135,6 +135,7 @@ class HazardFinder {
         return check_unary(id, 0, "near 0", zero_distance);
       case Op::copysign:  // the sign of operand 1
         check_made_nan(id, 1);
+        check_chosen_zero(id, 1);
         return check_unary(id, 1, "near 0", zero_distance);
       case Op::cast:
         if (node.type.dtype == DType::boolean) return check_unary(id, 0, "near 0", zero_distance);
@@ -227,6 +228,30 @@ class HazardFinder {
     for (std::int64_t i = 0; i < v.numel(); ++i)
       if (std::isnan(v.values[static_cast<std::size_t>(i)]))
         return report(operand, "NaN made by an op, whose sign " + std::string(ir::name(graph_.node(id).op)) + " reads");
+  }
+
+  // A zero that a maximum or minimum chose, as operand `index` of node `id`: between +0 and -0, which compare
+  // equal, either may be chosen (the standard executor keeps the first it meets, the JIT's vector maxima the
+  // last; NumPy too keeps the first), so an op reading its sign bit (copysign) has no one right answer there
+  // (copysign(c, reduce_max([0, -0])), kiln-fuzz seed 93301, graph 623).
+  void check_chosen_zero(ir::ValueId id, std::size_t index) {
+    const ir::ValueId operand = graph_.node(id).operands[index];
+    switch (graph_.node(operand).op) {
+      case Op::maximum:
+      case Op::minimum:
+      case Op::reduce_max:
+      case Op::reduce_min:
+      case Op::cummax:
+      case Op::cummin:
+        break;
+      default:
+        return;
+    }
+    const Value& v = value(operand);
+    for (std::int64_t i = 0; i < v.numel(); ++i)
+      if (v.values[static_cast<std::size_t>(i)] == 0)
+        return report(operand, "a zero chosen by " + std::string(ir::name(graph_.node(operand).op)) + ", whose sign " +
+                                   std::string(ir::name(graph_.node(id).op)) + " reads");
   }
 
   // An inexact operand within rounding distance of `pole`, where the op turns a number into inf or NaN (0 for
