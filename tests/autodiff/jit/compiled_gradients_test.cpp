@@ -300,5 +300,38 @@ TEST(CompiledGradients, AStridedPoolsWindowsAreSummedInFewKernelsOfPhases) {
   }
 }
 
+// A max pool between two convolutions, as a small CNN has it: its backward's masks run in the epilogue of the GEMM
+// computing the pool's cotangent (the second convolution's input gradient), and that epilogue recomputes the
+// windows and their running maxima from the padded input instead of reading them back: the forward pool writes its
+// result alone, not its nine windows and eight partial maxima (17 values of the pool's size, before).
+TEST(CompiledGradients, AMaxPoolsBackwardRecomputesItsWindowsInTheProductsEpilogue) {
+  auto gradients = [](Tensor x, Tensor filters1, Tensor filters2) {
+    return grad(
+        [](Tensor filters1, Tensor filters2, Tensor x) {
+          const Tensor first = nn::relu(nn::conv2d(x, filters1, {.padding = nn::Padding::same}));
+          const Tensor pooled = nn::max_pool2d(
+              first, {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
+          return reduce_sum(square(nn::relu(nn::conv2d(pooled, filters2, {.padding = nn::Padding::same}))));
+        },
+        {.argnums = {0, 1}})(filters1, filters2, x);
+  };
+  const Tensor x = random::normal({2, 9, 10, 3}, {.seed = 40});
+  const Tensor filters1 = random::normal({3, 3, 3, 8}, {.seed = 41, .stddev = 0.3});
+  const Tensor filters2 = random::normal({3, 3, 8, 16}, {.seed = 42, .stddev = 0.2});
+  const DifferentialResult result = expect_agreement("max pool between convolutions", gradients, x, filters1, filters2);
+  const std::string pooled = "f32[2,5,5,8]";
+  std::size_t written = 0;  // values of the pool's size written to memory, kernel by kernel
+  for (std::size_t line = result.fused.find("\n  writes "); line != std::string::npos;
+       line = result.fused.find("\n  writes ", line + 1)) {
+    const std::size_t end = result.fused.find('\n', line + 1);
+    const std::string writes = result.fused.substr(line, end - line);
+    for (std::size_t at = writes.find(pooled); at != std::string::npos; at = writes.find(pooled, at + 1)) ++written;
+  }
+  // The pool's result, and the nine masked cotangents the phases' kernel sums (26 before).
+  EXPECT_LE(written, 10u) << result.fused;
+  EXPECT_NE(result.fused.find("slice in each of the 2 kernels that read it: 0 flop/element"), std::string::npos)
+      << result.fused;
+}
+
 }  // namespace
 }  // namespace kiln::testing
