@@ -62,6 +62,9 @@ TOLERANCE = {
     "decode": 1e-4,
     # rnn_train: its gradients sum 128 steps' chains of those states back through the GRU, as block_train's chains.
     "rnn_train": 1e-4,
+    # cnn_train: its filter gradients sum 288-term windows over 16k (second layer) or 64k (first) positions and the
+    # pool's maxima choose among the first layer's outputs; a wrong window or tap moves them by O(1); 1e-4 as mlp's.
+    "cnn_train": 1e-4,
     # solver: conjugate gradients stop when the residual crosses 1e-5 of b's; a system whose rounding takes it there
     # one iteration sooner or later (the count is an output) differs by 1 in ~55 iterations and by ~1e-4 in x. A
     # wrong step is off by O(1) in both.

@@ -103,6 +103,14 @@ def make_peer(device: str = "cpu") -> common.Peer:
         # kiln-bench's block-train loss: the mean square of the block's output.
         return jnp.mean(jnp.square(block(x, *parameters)))
 
+    def cnn_loss(parameters, images, labels):
+        # kiln-bench's cnn-train loss: conv, pool, conv, the mean over the positions, a dense layer, mean softmax
+        # cross-entropy.
+        filters1, bias1, filters2, bias2, weights, bias = parameters
+        features = conv(pool(conv(images, filters1, bias1)), filters2, bias2)
+        log_probabilities = jax.nn.log_softmax(jnp.mean(features, axis=(1, 2)) @ weights + bias, axis=-1)
+        return -jnp.mean(jnp.take_along_axis(log_probabilities, labels[:, None].astype(jnp.int32), axis=-1))
+
     def training_step(loss, count):
         # kiln-bench's training steps: the `count` parameters, their Adam first and second moments, then the data;
         # the loss, the updated parameters and moments out (Adam at step 10, as the adam workload).
@@ -193,7 +201,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    rnn_train=training_step(rnn_loss, 3), solver=solver, decode=decode),
+                    rnn_train=training_step(rnn_loss, 3),
+                    cnn_train=training_step(cnn_loss, 6), solver=solver, decode=decode),
     )
 
 

@@ -91,6 +91,14 @@ def make_peer(device: str = "cpu") -> common.Peer:
         # kiln-bench's block-train loss: the mean square of the block's output.
         return tf.reduce_mean(tf.square(block(x, *parameters)))
 
+    def cnn_loss(parameters, images, labels):
+        # kiln-bench's cnn-train loss: conv, pool, conv, the mean over the positions, a dense layer, mean softmax
+        # cross-entropy.
+        filters1, bias1, filters2, bias2, weights, bias = parameters
+        features = conv(pool(conv(images, filters1, bias1)), filters2, bias2)
+        logits = tf.matmul(tf.reduce_mean(features, axis=[1, 2]), weights) + bias
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
     def training_step(loss, count):
         # kiln-bench's training steps: a GradientTape over the `count` parameters, then the Adam update of each
         # (at step 10, as the adam workload); tf.function(jit_compile=True) compiles the whole of it.
@@ -200,7 +208,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=training_step(mlp_loss, 6), block_train=training_step(block_loss, 12), rnn=rnn,
-                    rnn_train=training_step(rnn_loss, 3), solver=solver, decode=decode),
+                    rnn_train=training_step(rnn_loss, 3),
+                    cnn_train=training_step(cnn_loss, 6), solver=solver, decode=decode),
     )
 
 

@@ -110,6 +110,13 @@ def make_peer(device: str = "cpu") -> common.Peer:
         # kiln-bench's block-train loss: the mean square of the block's output.
         return torch.mean(torch.square(block(x, *parameters)))
 
+    def cnn_loss(parameters, images, labels):
+        # kiln-bench's cnn-train loss: conv, pool, conv, the mean over the positions, a dense layer, mean softmax
+        # cross-entropy.
+        filters1, bias1, filters2, bias2, weights, bias = parameters
+        features = conv(pool(conv(images, filters1, bias1)), filters2, bias2)
+        return F.cross_entropy(torch.mean(features, dim=(1, 2)) @ weights + bias, labels.long())
+
     def gru_step(h, x, w, u, b):
         # kiln-bench's gru_step: gates z, r and the candidate from the input's and the state's products.
         hidden = h.shape[-1]
@@ -261,7 +268,8 @@ def make_peer(device: str = "cpu") -> common.Peer:
         bodies=dict(seed=seed, add_one=lambda x: x + 1, gelu=gelu, gelu_erf=gelu_erf, softmax=softmax, layernorm=layernorm, adam=adam, attention=attention,
                     block=block, stem=stem, conv=conv, pool=pool, depthwise=depthwise,
                     mlp_train=Training(mlp_loss, 6), block_train=Training(block_loss, 12), rnn=rnn,
-                    rnn_train=Training(rnn_loss, 3), solver=solver, decode=decode),
+                    rnn_train=Training(rnn_loss, 3),
+                    cnn_train=Training(cnn_loss, 6), solver=solver, decode=decode),
     )
 
 

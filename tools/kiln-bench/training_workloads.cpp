@@ -222,6 +222,89 @@ Workload make_rnn_train(const WorkloadOptions& options) {
   return workload;
 }
 
+// ---- cnn-train: a small image classifier (conv, max pool, conv, global mean, dense), softmax cross-entropy -----
+
+constexpr std::size_t cnn_parameters = 6;  // filters1, bias1, filters2, bias2, weights, bias
+
+struct CnnLoss {
+  Tensor operator()(Tensor filters1, Tensor bias1, Tensor filters2, Tensor bias2, Tensor weights, Tensor bias,
+                    Tensor images, Tensor labels) const {
+    // kiln-bench's conv and pool layers as a ResNet stage stacks them: conv_body, pool_body (3x3/2, same), conv_body.
+    Tensor features = conv_body(pool_body(conv_body(images, filters1, bias1)), filters2, bias2);
+    Tensor logits = matmul(reduce_mean(features, {1, 2}), weights) + bias;
+    return reduce_mean(nn::sparse_softmax_cross_entropy(logits, labels));
+  }
+};
+
+// 20 arguments: the 6 parameters, their first and second moments, images f32[batch, size, size, 3], labels
+// i32[batch]. The images' own gradient is not wanted, so the first convolution has a filter gradient only.
+std::vector<Tensor> cnn_training_step(const std::vector<Tensor>& a) {
+  auto [loss, gradients] =
+      value_and_grad(CnnLoss{}, {.argnums = {0, 1, 2, 3, 4, 5}})(a[0], a[1], a[2], a[3], a[4], a[5], a[18], a[19]);
+  return adam_training_step(cnn_parameters, a, gradients.tensors(), loss);
+}
+
+Workload make_cnn_train(const WorkloadOptions& options) {
+  const std::int64_t batch = options.cnn_batch, size = options.cnn_image_size, classes = 10;
+  const std::int64_t channels1 = options.cnn_channels, channels2 = 2 * options.cnn_channels;
+  const Device device = options.device;
+  auto he = [](std::int64_t fan_in) { return std::sqrt(2.0 / static_cast<double>(fan_in)); };
+  std::vector<Tensor> parameters{
+      random::normal({3, 3, 3, channels1}, {.seed = 130, .stddev = he(27), .device = device}),
+      random::normal({channels1}, {.seed = 131, .stddev = 0.1, .device = device}),
+      random::normal({3, 3, channels1, channels2}, {.seed = 132, .stddev = he(9 * channels1), .device = device}),
+      random::normal({channels2}, {.seed = 133, .stddev = 0.1, .device = device}),
+      random::normal({channels2, classes}, {.seed = 134, .stddev = he(channels2), .device = device}),
+      random::normal({classes}, {.seed = 135, .stddev = 0.1, .device = device})};
+  std::vector<Tensor> inputs = parameters, second;
+  std::uint64_t seed = 136;
+  for (const Tensor& parameter : parameters) {
+    auto [m, v] = moments(parameter, 1e-3, seed);  // a mean loss over the batch: gradients of order 1e-3
+    seed += 2;
+    inputs.push_back(m);
+    second.push_back(v);
+  }
+  inputs.insert(inputs.end(), second.begin(), second.end());
+  inputs.push_back(random::normal({batch, size, size, 3}, {.seed = seed++, .device = device}));
+  inputs.push_back(
+      cast(floor(random::uniform({batch}, {.seed = seed++, .high = static_cast<double>(classes), .device = device})),
+           DType::i32));
+  Workload workload = make<20>("cnn-train", "cnn_train", dimensions({batch, size, size, 3}), inputs,
+                               [](const auto&... tensors) { return cnn_training_step({tensors...}); });
+  workload.bytes += bytes_of(std::vector<Tensor>(inputs.begin(), inputs.begin() + 3 * cnn_parameters)) + 4;
+  // The convolutions' products as im2col has them: the first [positions, 27] x [27, c1] and its filters' gradient
+  // [27, positions] x [positions, c1]; the second (a quarter of the positions, after the pool) [positions / 4,
+  // 9 c1] x [9 c1, c2], its filters' gradient and its input's gradient [positions / 4, c2] x [c2, 9 c1].
+  const std::int64_t positions = batch * size * size, pooled = batch * ((size + 1) / 2) * ((size + 1) / 2);
+  const double first = 2.0 * static_cast<double>(positions * 27 * channels1);
+  const double second_layer = 2.0 * static_cast<double>(pooled * 9 * channels1 * channels2);
+  workload.flops = 2 * first + 3 * second_layer;
+  workload.matmul_output_bytes = static_cast<double>(positions * channels1) * 4;  // the first layer's output
+  std::uint64_t matrix_seed = seed;
+  auto matrix = [&](std::int64_t rows, std::int64_t columns) {
+    return random::normal({rows, columns}, {.seed = matrix_seed++, .device = device});
+  };
+  const std::vector<std::pair<Tensor, Tensor>> products{
+      {matrix(positions, 27), matrix(27, channels1)},
+      {matrix(27, positions), matrix(positions, channels1)},
+      {matrix(pooled, 9 * channels1), matrix(9 * channels1, channels2)},
+      {matrix(9 * channels1, pooled), matrix(pooled, channels2)},
+      {matrix(pooled, channels2), matrix(channels2, 9 * channels1)}};
+  workload.blas_alone = [products](int runs) {
+    Timing total{};
+    for (const auto& [left, right] : products) {
+      const Timing one = time_sgemm(left, right, runs);
+      total = Timing{total.median_ms + one.median_ms, total.min_ms + one.min_ms, total.max_ms + one.max_ms,
+                     total.mean_ms + one.mean_ms};
+    }
+    return total;
+  };
+  workload.kiln_matmuls_alone = [products] {
+    for (const auto& [left, right] : products) matmul(left, right);
+  };
+  return workload;
+}
+
 }  // namespace
 
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options) {
@@ -234,6 +317,8 @@ Workload make_training_workload(const std::string& id, const WorkloadOptions& op
     throw std::invalid_argument("unknown workload '" + id + "': it runs on the CPU only");
   else if (id == "rnn-train")
     workload = make_rnn_train(options);
+  else if (id == "cnn-train")
+    workload = make_cnn_train(options);
   else
     throw std::invalid_argument("unknown workload '" + id + "'");
   // Where the calls run, and so how they are timed (a GPU's: each batch waited for).

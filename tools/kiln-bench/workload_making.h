@@ -72,7 +72,13 @@ std::tuple<Tensor, Tensor, Tensor> adam_body(Tensor parameter, Tensor gradient, 
 Tensor block_body(Tensor x, Tensor wq, Tensor wk, Tensor wv, Tensor wo, Tensor w1, Tensor b1, Tensor w2, Tensor b2,
                   Tensor gamma1, Tensor beta1, Tensor gamma2, Tensor beta2);
 
-// The training workloads (training_workloads.cpp): mlp-train and block-train, CPU only.
+// kiln-bench's conv: a 3x3 convolution (same padding), a bias and relu, NHWC images by HWIO filters.
+Tensor conv_body(Tensor x, Tensor filters, Tensor bias);
+// kiln-bench's pool: a 3x3 max pool, stride 2, same padding.
+Tensor pool_body(Tensor x);
+
+// The training workloads (training_workloads.cpp): mlp-train, block-train (CPU and CUDA), rnn-train and cnn-train
+// (CPU only).
 Workload make_training_workload(const std::string& id, const WorkloadOptions& options);
 // The loops (loop_workloads.cpp): rnn and solver, CPU only.
 Workload make_loop_workload(const std::string& id, const WorkloadOptions& options);

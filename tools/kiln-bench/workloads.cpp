@@ -26,10 +26,14 @@ Tensor attention_body(Tensor q, Tensor k, Tensor v) {
   return matmul(nn::softmax(scores, -1), v);
 }
 
+}  // namespace
+
 // A convolutional layer as a ResNet stage has it: a 3x3 convolution with same padding, a bias and relu.
 Tensor conv_body(Tensor x, Tensor filters, Tensor bias) {
   return nn::relu(nn::conv2d(x, filters, {.padding = nn::Padding::same}) + bias);
 }
+
+namespace {
 
 // A convolution's product as im2col makes it, [positions, KH KW C] x [KH KW C, O] for `filters` [KH, KW, C, O]: its
 // flops and output, and, for the floor, OpenBLAS (and kiln's standard matmul) on random matrices of those shapes.
@@ -55,12 +59,16 @@ Tensor stem_body(Tensor x, Tensor filters, Tensor bias) {
   return nn::relu(nn::conv2d(x, filters, {.strides = {2, 2}, .padding = nn::Padding::same}) + bias);
 }
 
+}  // namespace
+
 // A ResNet stem's pooling: a 3x3 max_pool with stride 2 and same padding, over images twice conv's size (what
 // the stem's strided convolution leaves). It reads every input element and writes a quarter as many: bandwidth.
 Tensor pool_body(Tensor x) {
   return nn::max_pool2d(x,
                         {.window = {3, 3}, .strides = std::array<std::int64_t, 2>{2, 2}, .padding = nn::Padding::same});
 }
+
+namespace {
 
 // The family of composites a user may spell by hand (issue 38's test of fusion by structure): each named
 // composite beside the same computation written with primitives, which must get the same kernels and speed.
@@ -166,18 +174,31 @@ std::vector<std::string> suite_ids(bool big, Device device) {
             "softmax-bf16", "layernorm-bf16", "adam-bf16",      "attention-bf16"};
   std::vector<std::string> ids{"seed-256", "seed-1024", "seed-2048"};
   if (big) ids.push_back("seed-8192");
-  for (const char* id : {"gelu",           "gelu-erf",
-                         "softmax",        "layernorm",
-                         "adam",           "attention",
-                         "block",          "stem",
-                         "conv",           "pool",
-                         "depthwise",      "mlp-train",
-                         "block-train",    "rnn",
-                         "rnn-train",      "solver",
-                         "decode",         "attention-decode",
-                         "call",           "seed-2048-bf16",
-                         "gelu-bf16",      "softmax-bf16",
-                         "layernorm-bf16", "attention-bf16",
+  for (const char* id : {"gelu",
+                         "gelu-erf",
+                         "softmax",
+                         "layernorm",
+                         "adam",
+                         "attention",
+                         "block",
+                         "stem",
+                         "conv",
+                         "pool",
+                         "depthwise",
+                         "mlp-train",
+                         "block-train",
+                         "rnn",
+                         "rnn-train",
+                         "cnn-train",
+                         "solver",
+                         "decode",
+                         "attention-decode",
+                         "call",
+                         "seed-2048-bf16",
+                         "gelu-bf16",
+                         "softmax-bf16",
+                         "layernorm-bf16",
+                         "attention-bf16",
                          "block-bf16"})
     ids.push_back(id);
   return ids;
@@ -437,7 +458,7 @@ Workload make_workload(const std::string& id, const WorkloadOptions& options) {
       matmul(hidden_rows, inputs[3]);
     };
     workload.blas_alone = [matmuls = workload.kiln_matmuls_alone](int runs) { return time_calls(matmuls, runs); };
-  } else if (id == "mlp-train" || id == "block-train" || id == "rnn-train") {
+  } else if (id == "mlp-train" || id == "block-train" || id == "rnn-train" || id == "cnn-train") {
     return make_training_workload(id, options);
   } else if (id == "rnn" || id == "solver") {
     return make_loop_workload(id, options);

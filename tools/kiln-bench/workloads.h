@@ -64,6 +64,9 @@ struct WorkloadOptions {
   std::int64_t rnn_steps = 512, rnn_batch = 64, rnn_hidden = 512;
   // rnn-train: the rnn's GRU over `rnn_train_steps` inputs (its batch and width), trained on its states' mean square
   std::int64_t rnn_train_steps = 128;
+  // cnn-train: conv (3 -> cnn_channels), pool, conv (-> 2 cnn_channels), mean, dense on cnn_batch RGB images of
+  // cnn_image_size^2 pixels
+  std::int64_t cnn_batch = 64, cnn_image_size = 32, cnn_channels = 32;
   // solver: conjugate gradients on a `solver_size`^2 symmetric positive definite system
   std::int64_t solver_size = 2048;
   // decode: a transformer MLP (decode_width -> 4 x decode_width -> decode_width, gelu) on decode_rows tokens
@@ -81,7 +84,8 @@ WorkloadOptions options_for(Device device);
 
 // The suite's workload ids on `device`, in order. On the CPU: seed-256,
 // -1024, -2048 (`big` adds seed-8192), gelu, gelu-erf, softmax, layernorm,
-// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, solver, decode, attention-decode,
+// adam, attention, block, stem, conv, pool, depthwise, mlp-train, block-train, rnn, rnn-train, cnn-train, solver,
+// decode, attention-decode,
 // call, and in bf16
 // seed-2048-bf16, gelu-bf16, softmax-bf16, layernorm-bf16, block-bf16.
 // On a GPU: seed-256, seed-8192 (full f32), seed-8192-tf32, gelu, gelu-erf, softmax, layernorm, adam, attention
@@ -103,16 +107,16 @@ std::vector<std::string> family_ids();
 // depthwise (relu(depthwise conv2d(x, 3x3 filters, same) + bias) on NHWC images, CPU only) or
 // mlp-train (an MLP classifier's training step: loss, value_and_grad over its 6 parameters, Adam; CPU only) or
 // block-train (block's training step: the mean square of its output, value_and_grad over its 12 weights, Adam;
-// CPU only). Training steps take the parameters and Adam's moments and return the loss and the new ones.
-// rnn (a GRU layer stepped through its input with scan: the last state and every step's; CPU only) or solver
-// (conjugate gradients with while_loop until the residual is 1e-5 of b's: the solution and the iterations; CPU
-// only) or decode (a transformer's MLP on a few tokens, decode_rows, as when decoding a batch of sequences: x w1 + b1,
-// gelu, then w2 and b2; the weights' bytes are the floor; CPU only) or attention-decode (attention's body with one
-// query per head against 2048 keys and values, as a decoder's step reads its cache; CPU only).
-// call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call (signature
-// lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead.
-// seed-<N>-bf16, gelu-bf16, gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same
-// with bf16 inputs (and results).
+// CPU only) or cnn-train (an image classifier's training step: conv, pool, conv, global mean, dense, softmax
+// cross-entropy, value_and_grad over its 6 parameters, Adam; CPU only). Training steps take the parameters and Adam's
+// moments and return the loss and the new ones. rnn (a GRU layer stepped through its input with scan: the last state
+// and every step's; CPU only) or solver (conjugate gradients with while_loop until the residual is 1e-5 of b's: the
+// solution and the iterations; CPU only) or decode (a transformer's MLP on a few tokens, decode_rows, as when decoding
+// a batch of sequences: x w1 + b1, gelu, then w2 and b2; the weights' bytes are the floor; CPU only) or
+// attention-decode (attention's body with one query per head against 2048 keys and values, as a decoder's step reads
+// its cache; CPU only). call: x + 1 on 16 floats, a call whose work is nothing: what a compiled function costs a call
+// (signature lookup, buffers, the kernel's launch), beside PyTorch's per-op overhead. seed-<N>-bf16, gelu-bf16,
+// gelu-erf-bf16, softmax-bf16, layernorm-bf16 and block-bf16 (CPU only): the same with bf16 inputs (and results).
 Workload make_workload(const std::string& id, const WorkloadOptions& options);
 
 // `kiln-bench loop-compile`: what a scan's first call costs (trace and compile with empty caches, then the call) at
