@@ -261,11 +261,10 @@ TEST(GemmGathered, TheWindowsTransposedTimesAMatrixAreSgemmsOnTheWrittenWindows)
     Windows windows;
     std::int64_t n;
   };
-  const Case cases[] = {{Windows(2, 9, 11, 5, 3, 1, 1), 7},
-                        {Windows(3, 10, 7, 37, 3, 2, 2), 33},
-                        {Windows(1, 13, 6, 16, 2, 1, 0), 1},
-                        {Windows(2, 30, 41, 64, 3, 1, 1), 64},
-                        {Windows(1, 3, 3, 4, 2, 1, 3), 300}};
+  const Case cases[] = {
+      {Windows(2, 9, 11, 5, 3, 1, 1), 7},  {Windows(3, 10, 7, 37, 3, 2, 2), 33},
+      {Windows(1, 13, 6, 16, 2, 1, 0), 1}, {Windows(2, 30, 41, 64, 3, 1, 1), 64},
+      {Windows(1, 3, 3, 4, 2, 1, 3), 300}, {Windows(2, 12, 9, 3, 3, 1, 1), 32}};  // an RGB image: runs of 3 channels
   const int original = runtime::thread_count();
   for (const Case& each : cases) {
     const Windows& windows = each.windows;

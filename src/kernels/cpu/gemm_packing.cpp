@@ -83,15 +83,17 @@ void row_coordinates(const GatheredRows& a, std::int64_t row, std::int64_t* coor
   }
 }
 
-// Calls visit(r, run, column, count, source) for each row r < rows of the strip at row_begin and each part that
-// overlaps K block [depth_begin, depth_begin + depth): the part's `count` columns from `column` (relative to the
-// block) start at `source`, or are zeros where source is null (the row falls outside the part's bounds). `run`
-// numbers the overlapping parts from 0; returns how many there are. Parts outer, rows inner: from one row to the
-// next only the last coordinate moves (until it wraps), so a row costs a bounds check and an add, not a pass over
-// every axis -- this runs once per strip and K block, and a pass per row and part took 7% of a 3x3 convolution.
+// Calls visit(r, length, run, column, count, source, stride) for each segment of rows [r, r + length) of the strip
+// at row_begin and each part that overlaps K block [depth_begin, depth_begin + depth): in row r + i the part's
+// `count` columns from `column` (relative to the block) start at source + i * stride, or are zeros where source is
+// null (the rows fall outside the part's bounds). A segment is a stretch of rows along the last axis on the same
+// side of the part's bounds. `run` numbers the overlapping parts from 0; returns how many there are. Parts outer,
+// rows inner: from one row to the next only the last coordinate moves (until it wraps), so a segment costs a bounds
+// check and an add, not a pass over every axis -- this runs once per strip and K block, and a pass per row and
+// part took 7% of a 3x3 convolution.
 template <class Visit>
-int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
-                          std::int64_t depth, Visit visit) {
+int for_each_gathered_segment(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows,
+                              std::int64_t depth_begin, std::int64_t depth, Visit visit) {
   std::int64_t first_coordinates[kGatherMaxAxes] = {};
   row_coordinates(a, row_begin, first_coordinates);
   const int last = a.axes - 1;  // the axis that moves from row to row; -1: A has one row
@@ -116,31 +118,75 @@ int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::in
       }
     };
     place();
-    // The last axis's numbers in locals: `visit` stores 64-bit integers, which could alias the part's, and they
-    // would be loaded again for every row.
-    const std::int64_t last_lower = last >= 0 ? part.lower[last] : 0, last_upper = last >= 0 ? part.upper[last] : 0;
-    const std::int64_t last_stride = last >= 0 ? part.strides[last] : 0, last_extent = last >= 0 ? a.extents[last] : 0;
     const float* const source = part.source;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      bool inside = inside_before_last;
-      std::int64_t offset = offset_before_last;
-      if (last >= 0) {
-        const std::int64_t coordinate = coordinates[last];
-        inside &= within(coordinate, last_lower, last_upper);
-        offset += coordinate * last_stride;
-        if (++coordinates[last] == last_extent) {
-          for (int t = last; t >= 0 && coordinates[t] == a.extents[t]; --t) {
-            coordinates[t] = 0;
-            if (t > 0) ++coordinates[t - 1];
-          }
-          place();
+    if (last < 0) {
+      visit(std::int64_t{0}, rows, run, begin - depth_begin, end - begin, source + offset_before_last, std::int64_t{0});
+      ++run;
+      continue;
+    }
+    // The last axis's numbers in locals: `visit` stores 64-bit integers, which could alias the part's, and they
+    // would be loaded again for every segment.
+    const std::int64_t last_lower = part.lower[last], last_upper = part.upper[last];
+    const std::int64_t last_stride = part.strides[last], last_extent = a.extents[last];
+    for (std::int64_t r = 0; r < rows;) {
+      const std::int64_t coordinate = coordinates[last];
+      // To the end of the strip or of the row along the last axis, and to the next bound crossed on it.
+      std::int64_t length = std::min(rows - r, last_extent - coordinate);
+      if (coordinate < last_lower)
+        length = std::min(length, last_lower - coordinate);
+      else if (coordinate < last_upper)
+        length = std::min(length, last_upper - coordinate);
+      const bool inside = inside_before_last && within(coordinate, last_lower, last_upper);
+      visit(r, length, run, begin - depth_begin, end - begin,
+            inside ? source + offset_before_last + coordinate * last_stride : nullptr, last_stride);
+      r += length;
+      if ((coordinates[last] += length) == last_extent) {
+        for (int t = last; t >= 0 && coordinates[t] == a.extents[t]; --t) {
+          coordinates[t] = 0;
+          if (t > 0) ++coordinates[t - 1];
         }
+        place();
       }
-      visit(r, run, begin - depth_begin, end - begin, inside ? source + offset : nullptr);
     }
     ++run;
   }
   return run;
+}
+
+// for_each_gathered_segment row by row: visit(r, run, column, count, source).
+template <class Visit>
+int for_each_gathered_run(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t depth_begin,
+                          std::int64_t depth, Visit visit) {
+  return for_each_gathered_segment(a, row_begin, rows, depth_begin, depth,
+                                   [&](std::int64_t r, std::int64_t length, int run, std::int64_t column,
+                                       std::int64_t count, const float* source, std::int64_t stride) {
+                                     for (std::int64_t i = 0; i < length; ++i)
+                                       visit(r + i, run, column, count, source ? source + i * stride : nullptr);
+                                   });
+}
+
+// Rows [0, length) of a segment into a k-major strip: `count` floats of each, kMr apart in `target`, `stride`
+// apart in `source` (or zeros where it is null). A count known when compiled for the common narrow ones (an RGB
+// image's 3 channels per tap): a first convolution's filter gradient packs 65536 such rows per strip.
+template <int Count>
+void copy_segment(float* target, const float* source, std::int64_t length, std::int64_t stride) {
+  for (std::int64_t i = 0; i < length; ++i)
+    for (int j = 0; j < Count; ++j) target[i * kMr + j] = source[i * stride + j];
+}
+
+void copy_segment(float* target, const float* source, std::int64_t length, std::int64_t stride, std::int64_t count) {
+  switch (count) {
+    case 1:
+      return copy_segment<1>(target, source, length, stride);
+    case 2:
+      return copy_segment<2>(target, source, length, stride);
+    case 3:
+      return copy_segment<3>(target, source, length, stride);
+    case 4:
+      return copy_segment<4>(target, source, length, stride);
+    default:
+      for (std::int64_t i = 0; i < length; ++i) copy_run(target + i * kMr, source + i * stride, count);
+  }
 }
 
 }  // namespace
@@ -161,15 +207,19 @@ void gather_a_strip(const GatheredRows& a, std::int64_t row_begin, std::int64_t 
 void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows,
                                std::int64_t depth_begin, std::int64_t depth, float* strip) {
   if (depth <= 0) return;
-  // The K block's gathered rows, each the strip's columns of it: one run per part they overlap.
-  for_each_gathered_run(a, depth_begin, depth, row_begin, rows,
-                        [&](std::int64_t d, int, std::int64_t column, std::int64_t count, const float* source) {
-                          float* target = strip + d * kMr + column;
-                          if (source)
-                            copy_run(target, source, count);  // a few floats: a call to memmove cost more
-                          else
-                            for (std::int64_t j = 0; j < count; ++j) target[j] = 0.0f;
-                        });
+  // The K block's gathered rows, each the strip's columns of it: one run per part they overlap, a segment of rows
+  // at a time.
+  for_each_gathered_segment(a, depth_begin, depth, row_begin, rows,
+                            [&](std::int64_t d, std::int64_t length, int, std::int64_t column, std::int64_t count,
+                                const float* source, std::int64_t stride) {
+                              float* target = strip + d * kMr + column;
+                              if (source) {
+                                copy_segment(target, source, length, stride, count);
+                                return;
+                              }
+                              for (std::int64_t i = 0; i < length; ++i)
+                                for (std::int64_t j = 0; j < count; ++j) target[i * kMr + j] = 0.0f;
+                            });
 }
 
 bool reads_gathered_in_place(const GatheredRows& a) {
