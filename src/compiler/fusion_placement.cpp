@@ -85,6 +85,9 @@ std::optional<std::size_t> Scheduler::placeable_producer(const FusionPlan& plan,
     if (std::find(kernel.outputs.begin(), kernel.outputs.end(), operand) == kernel.outputs.end()) continue;
     const bool element_output = graph_.type(operand).shape == kernel.space;
     if ((kernel.kind == KernelKind::loop || kernel.kind == KernelKind::reduction) && element_output) return k;
+    // A GEMM's epilogue stores its elementwise values row by row, as a loop kernel does (a convolution's relu
+    // into the padding the next layer's windows read); the product itself is sgemm's to write, in C's layout.
+    if (kernel.kind == KernelKind::gemm && element_output && ir::is_elementwise(graph_.node(operand).op)) return k;
     return std::nullopt;
   }
   return std::nullopt;

@@ -385,8 +385,10 @@ bool Scheduler::read_from_memory(ir::ValueId id) const {
 bool Scheduler::read_through_padding(ir::ValueId id, const std::set<int>& consumer_groups) const {
   const std::optional<Padding> padding = padding_of(graph_, id);
   if (!capabilities_.padding_in_place || !padding || is_output_[index(id)] || consumer_groups.empty()) return false;
+  // Loop kernels, and GEMM epilogues (row by row, as a loop kernel: a max pool's backward masks recompute its
+  // windows from the padded input in the epilogue of the product giving its cotangent).
   for (int each : consumer_groups)
-    if (each < 0 || group(each).kind != KernelKind::loop) return false;
+    if (each < 0 || (group(each).kind != KernelKind::loop && group(each).kind != KernelKind::gemm)) return false;
   for (ir::ValueId user : users_[index(id)]) {
     const bool padding_above =
         inlined_[index(user)] && graph_.node(user).op == ir::Op::concat && !piecewise_[index(user)];
@@ -518,7 +520,7 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
         (!(shape == source.nest.space) || ir::is_reduction(graph_.node(member).op)))
       kernel.row_outputs.push_back(member);
   }
-  if (kernel.kind == KernelKind::loop) note_padding(kernel);
+  if (kernel.kind == KernelKind::loop || kernel.kind == KernelKind::gemm) note_padding(kernel);
   if (const std::set<ir::ValueId> concats = piecewise_concats(group_index); !concats.empty()) {
     kernel.piecewise.assign(concats.begin(), concats.end());
     kernel.pieces = *boxes(group_index);  // read_piecewise and the merges kept them possible
@@ -573,8 +575,10 @@ std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId operand) const {
 }
 
 void Scheduler::note_padding(FusedKernel& kernel) const {
+  // (A zero padding a GEMM gathers as it packs A is a view, noted as the gathered operand's.)
   auto padded_in_kernel = [&](ir::ValueId value) {
-    return inlined_[index(value)] && graph_.node(value).op == ir::Op::concat && !piecewise_[index(value)] &&
+    return inlined_[index(value)] && !viewed_[index(value)] && graph_.node(value).op == ir::Op::concat &&
+           !piecewise_[index(value)] &&
            std::find(kernel.members.begin(), kernel.members.end(), value) != kernel.members.end();
   };
   for (ir::ValueId member : kernel.members) {

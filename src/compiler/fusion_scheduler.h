@@ -98,8 +98,8 @@ class Scheduler {
   FusedKernel make_kernel(int group) const;
   // ---- storage (fusion_placement.cpp) ----
   // Has the kernels computing a concat's operands write them where the concat has them (Placement), where they
-  // can: an element output of a loop or row kernel, or a concat assembled whole, read by nothing else, not
-  // returned, not repeated.
+  // can: an element output of a loop or row kernel or of a GEMM's epilogue, or a concat assembled whole, read by
+  // nothing else, not returned, not repeated.
   void place_concat_operands(FusionPlan& plan) const;
   void place_operands(FusionPlan& plan, std::size_t concat_index) const;
   // Points every placement into concat `inner` at the same elements of `outer`, where `inner` lies at `start`.

@@ -93,6 +93,22 @@ TEST(ConcatInPlace, ConcatsOfConcatsAreAssembledInOneBuffer) {
   EXPECT_FALSE(contains(result.fused, "it has no buffer of its own")) << result.fused;
 }
 
+// Branches of products side by side (an Inception block's, a DenseNet's growth): each GEMM's epilogue stores its
+// rows where the concat has them; the products themselves, which sgemm writes in C's layout, are copied.
+TEST(ConcatInPlace, GemmEpiloguesWriteWhereTheConcatHasThem) {
+  const Tensor x = random_tensor(DType::f32, {37, 24}, 16), w1 = random_tensor(DType::f32, {24, 20}, 17);
+  const Tensor w2 = random_tensor(DType::f32, {24, 12}, 18), bias = random_tensor(DType::f32, {20}, 19);
+  auto branches = [](Tensor x, Tensor w1, Tensor w2, Tensor bias) {
+    return concat({nn::relu(matmul(x, w1) + bias), tanh(matmul(x, w2))}, 1);
+  };
+  auto result = expect_agreement("two epilogues", branches, x, w1, w2, bias);
+  EXPECT_EQ(result.jit.kernels_per_call, 2) << result.fused;
+  EXPECT_TRUE(contains(result.fused, "nothing is left to copy")) << result.fused;
+  auto products = [](Tensor x, Tensor w1, Tensor w2) { return concat({matmul(x, w1), tanh(matmul(x, w2))}, 1); };
+  result = expect_agreement("a product beside an epilogue", products, x, w1, w2);
+  EXPECT_TRUE(contains(result.fused, "the rest is copied")) << result.fused;
+}
+
 TEST(ConcatInPlace, OperandsThatCannotBeWrittenThereAreCopied) {
   const Tensor a = random_tensor(DType::f32, {8, 5}, 4), b = random_tensor(DType::f32, {8, 3}, 5);
   // A value also returned, one read by another kernel from memory (a scan's standard kernel), and one given twice:

@@ -240,5 +240,37 @@ TEST(PaddingInPlace, ThePaddedValueStaysWhereItIsNeeded) {
   expect_agreement("reduced", reduced, x);
 }
 
+// A GEMM's epilogue reads a padded value in place too, row by row as a loop kernel: padded along the rows and the
+// columns (the epilogue sees column blocks of the product, so a bound along the columns falls inside some blocks),
+// along the rows of an image flattened into the product's rows, with a 3-D product's batch axis, and a max pool's
+// -inf padding under strided windows (the masks of its backward).
+TEST(PaddingInPlace, GemmEpiloguesReadPaddingWhereTheValueLies) {
+  const Tensor x = random_tensor(DType::f32, {37, 24}, 14), w = random_tensor(DType::f32, {24, 150}, 15);
+  const Tensor y = random_tensor(DType::f32, {35, 141}, 16);
+  auto both_axes = [](Tensor x, Tensor w, Tensor y) { return nn::relu(matmul(x, w) + pad(y, {{1, 1}, {6, 3}}, 0.5f)); };
+  testing::DifferentialResult result = expect_agreement("rows and columns", both_axes, x, w, y);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+  EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+
+  const Tensor images = random_tensor(DType::f32, {2, 7, 9, 16}, 17), filters = random_tensor(DType::f32, {16, 24}, 18);
+  const Tensor residual = random_tensor(DType::f32, {2, 6, 7, 24}, 19);
+  auto image_rows = [](Tensor images, Tensor filters, Tensor residual) {
+    return matmul(images, filters) * pad(residual, {{0, 0}, {1, 0}, {0, 2}, {0, 0}}, -1.0f);
+  };
+  result = expect_agreement("image rows", image_rows, images, filters, residual);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+
+  const Tensor pooled_input = random_tensor(DType::f32, {2, 9, 11, 24}, 20);
+  auto strided_windows = [](Tensor images, Tensor filters, Tensor pooled_input) {
+    const Tensor padded = pad(pooled_input, {{0, 0}, {0, 1}, {1, 1}, {0, 0}}, -std::numeric_limits<float>::infinity());
+    const Tensor window = slice(padded, {.start = {0, 0, 0, 0}, .stop = {2, 10, 12, 24}, .step = {1, 2, 2, 1}});
+    const Tensor shifted = slice(padded, {.start = {0, 1, 2, 0}, .stop = {2, 10, 13, 24}, .step = {1, 2, 2, 1}});
+    const Tensor product = matmul(slice(images, {.stop = {2, 5, 6, 16}}), filters);
+    return std::vector<Tensor>{product * maximum(window, shifted), window + shifted};
+  };
+  result = expect_agreement("strided windows of a -inf padding", strided_windows, images, filters, pooled_input);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+}
+
 }  // namespace
 }  // namespace kiln

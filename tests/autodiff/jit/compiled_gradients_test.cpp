@@ -302,8 +302,9 @@ TEST(CompiledGradients, AStridedPoolsWindowsAreSummedInFewKernelsOfPhases) {
 
 // A max pool between two convolutions, as a small CNN has it: its backward's masks run in the epilogue of the GEMM
 // computing the pool's cotangent (the second convolution's input gradient), and that epilogue recomputes the
-// windows and their running maxima from the padded input instead of reading them back: the forward pool writes its
-// result alone, not its nine windows and eight partial maxima (17 values of the pool's size, before).
+// windows and their running maxima from the padded input, read in place, instead of reading them back: the forward
+// pool writes its result alone, not its nine windows and eight partial maxima (17 values of the pool's size,
+// before), and the padded input is not written either.
 TEST(CompiledGradients, AMaxPoolsBackwardRecomputesItsWindowsInTheProductsEpilogue) {
   auto gradients = [](Tensor x, Tensor filters1, Tensor filters2) {
     return grad(
@@ -329,6 +330,17 @@ TEST(CompiledGradients, AMaxPoolsBackwardRecomputesItsWindowsInTheProductsEpilog
   }
   // The pool's result, and the nine masked cotangents the phases' kernel sums (26 before).
   EXPECT_LE(written, 10u) << result.fused;
+  // The epilogue reads the first convolution's output through the pool's -inf padding where it lies: the padded
+  // copy is never written.
+  bool epilogue_reads_padding = false;
+  for (std::size_t line = result.fused.find("\nkernel "); line != std::string::npos;
+       line = result.fused.find("\nkernel ", line + 1)) {
+    const std::size_t end = result.fused.find("\nkernel ", line + 1);
+    const std::string kernel = result.fused.substr(line, end == std::string::npos ? std::string::npos : end - line);
+    epilogue_reads_padding = epilogue_reads_padding || (kernel.find("(gemm over") != std::string::npos &&
+                                                        kernel.find("with -inf) in place") != std::string::npos);
+  }
+  EXPECT_TRUE(epilogue_reads_padding) << result.fused;
   EXPECT_NE(result.fused.find("slice in each of the 2 kernels that read it: 0 flop/element"), std::string::npos)
       << result.fused;
 }
