@@ -193,6 +193,45 @@ TEST(KilnFuzzGradientHazards, KinksWithinTheStepAreHazards) {
             std::vector<std::string>{});
 }
 
+// Orderings inside a loop's step of what the loop passes in unchanged: a captured value's maximum (three tied
+// maxima: the central difference is (max + min) / 2 of their directions, reverse mode their mean; kiln-fuzz
+// --gradients seed 93305, graph 331) and a scanned sequence's, each step's element a row of the whole.
+TEST(KilnFuzzGradientHazards, TiesOrderedInsideALoopsStepAreHazards) {
+  const std::string captured =
+      "func @f(%0: f64[3,2]) -> (f64[3]) {\n"
+      "  %1 = f64[] constant(0)\n"
+      "  %2 = f64[] scan_loop(%1, %0, %0) {carry_count=1, sequence_count=1, length=3, reverse=false} regions(\n"
+      "    func @step(%0: f64[], %1: f64[2], %2: f64[3,2]) -> (f64[], f64[]) {\n"
+      "      %3 = f64[] reduce_max(%2) {axes=[0,1], keepdims=false}\n"
+      "      return %0, %3\n"
+      "    }\n"
+      "  )\n"
+      "  %3 = f64[3] result(%2) {index=1}\n"
+      "  return %3\n"
+      "}\n";
+  EXPECT_EQ(hazard_reasons(case_of(captured, {array_of(DType::f64, Shape({3, 2}), {0.5, 2, 2, -1, 2, 0.25})})),
+            std::vector<std::string>{"%0 operand of reduce_max in a region with a near tie"});
+  EXPECT_EQ(hazard_reasons(case_of(captured, {array_of(DType::f64, Shape({3, 2}), {0.5, 2, 1, -1, 1.5, 0.25})})),
+            std::vector<std::string>{});
+  const std::string sequence =
+      "func @f(%0: f64[3,2]) -> (f64[3]) {\n"
+      "  %1 = f64[] constant(0)\n"
+      "  %2 = f64[] scan_loop(%1, %0) {carry_count=1, sequence_count=1, length=3, reverse=false} regions(\n"
+      "    func @step(%0: f64[], %1: f64[2]) -> (f64[], f64[]) {\n"
+      "      %2 = f64[] reduce_min(%1) {axes=[0], keepdims=false}\n"
+      "      return %0, %2\n"
+      "    }\n"
+      "  )\n"
+      "  %3 = f64[3] result(%2) {index=1}\n"
+      "  return %3\n"
+      "}\n";
+  // Row 1 ties at its minimum; rows apart (2 in row 0, 2 in row 2) are no tie.
+  EXPECT_EQ(hazard_reasons(case_of(sequence, {array_of(DType::f64, Shape({3, 2}), {0.5, 2, -1, -1, 2, 0.25})})),
+            std::vector<std::string>{"%0 operand of reduce_min in a region with a near tie"});
+  EXPECT_EQ(hazard_reasons(case_of(sequence, {array_of(DType::f64, Shape({3, 2}), {0.5, 2, -1, 3, 2, 0.25})})),
+            std::vector<std::string>{});
+}
+
 TEST(KilnFuzzGradientHazards, PolesAndNonFiniteValuesAreHazards) {
   // sqrt(relu(x)) at x < 0: sqrt at exactly 0, where the rule's 0 * inf is NaN.
   EXPECT_EQ(hazard_reasons(case_of("func @f(%0: f64[2]) -> (f64[2]) {\n  %1 = f64[2] relu(%0)\n"
