@@ -155,6 +155,7 @@ BackendCapabilities capabilities(Device device) {
                                        .writes_probabilities = true,
                                        .bf16 = kernels::cpu::has_amx_bf16()},
           .gathered_gemm_operands = true,
+          .epilogues_as_loops = true,
           .concats_in_place = true,
           .concat_pieces = true,
           .gathers_in_kernels = true,

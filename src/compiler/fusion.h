@@ -67,6 +67,10 @@ struct BackendCapabilities {
   // Loop kernels that read a padded value (pad()'s concat of constants around a value in memory) in place: the
   // constant where the index map falls on the padding, the value elsewhere.
   bool padding_in_place = true;
+  // GEMM epilogues that read their inputs at any index map a loop kernel does, row by row: values recomputed there
+  // (a strided window of a pool's input) and paddings read in place (the CPU's; the CUDA epilogue kernels are not
+  // yet checked on a device for either).
+  bool epilogues_as_loops = false;
   // Kernels that write a concat's operands into its buffer (a concat that its consumers cannot read piecewise).
   bool concats_in_place = false;
   // Loop kernels that read a concat piecewise: the space run as boxes, one operand read in each (plan.h's

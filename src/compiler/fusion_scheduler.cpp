@@ -187,7 +187,7 @@ std::string Scheduler::why_not_recomputed(ir::ValueId id, const std::set<int>& c
   for (int each : consumer_groups) {
     const Group& consumer = group(each);
     if (consumer.kind != KernelKind::loop && consumer.kind != KernelKind::reduction &&
-        consumer.kind != KernelKind::column && consumer.kind != KernelKind::gemm)
+        consumer.kind != KernelKind::column && !(consumer.kind == KernelKind::gemm && capabilities_.epilogues_as_loops))
       return "a kernel reading it (" + describe(graph_, consumer.members.front()) +
              ") is not a loop, row or column kernel";
     if (consumer.nest.space.numel() != elements)
@@ -387,8 +387,10 @@ bool Scheduler::read_through_padding(ir::ValueId id, const std::set<int>& consum
   if (!capabilities_.padding_in_place || !padding || is_output_[index(id)] || consumer_groups.empty()) return false;
   // Loop kernels, and GEMM epilogues (row by row, as a loop kernel: a max pool's backward masks recompute its
   // windows from the padded input in the epilogue of the product giving its cotangent).
-  for (int each : consumer_groups)
-    if (each < 0 || (group(each).kind != KernelKind::loop && group(each).kind != KernelKind::gemm)) return false;
+  for (int each : consumer_groups) {
+    const KernelKind kind = each < 0 ? KernelKind::library : group(each).kind;
+    if (kind != KernelKind::loop && !(kind == KernelKind::gemm && capabilities_.epilogues_as_loops)) return false;
+  }
   for (ir::ValueId user : users_[index(id)]) {
     const bool padding_above =
         inlined_[index(user)] && graph_.node(user).op == ir::Op::concat && !piecewise_[index(user)];
