@@ -293,6 +293,49 @@ TEST(GemmGathered, TheWindowsTransposedTimesAMatrixAreSgemmsOnTheWrittenWindows)
   runtime::set_thread_count(original);
 }
 
+// One column (a convolution to one channel's filter gradient): the gathered rows scaled by B's elements and added
+// where they lie, in chunks of rows summed apart, so deep products are sgemm's to rounding (not bitwise), and the
+// same whatever the thread count; B read with its stride or transposed; the epilogue sees sgemm's blocks.
+TEST(GemmGathered, AOneColumnProductAddsTheScaledRowsWhereTheyLie) {
+  for (const Windows& windows : {Windows(2, 40, 37, 6, 3, 1, 1), Windows(3, 9, 11, 128, 3, 2, 1)}) {
+    const std::int64_t m = windows.k(), k = windows.m();  // C = A^T b: A is k x m, k > 512 rows for the first
+    const std::vector<float> a = windows.written();
+    const std::vector<float> b = testing::random_floats(k * 3, 31);  // B's column: every third element
+    std::vector<float> expected(static_cast<std::size_t>(m), 0.0f);
+    for (std::int64_t r = 0; r < k; ++r)
+      for (std::int64_t j = 0; j < m; ++j)
+        expected[static_cast<std::size_t>(j)] +=
+            a[static_cast<std::size_t>(r * m + j)] * b[static_cast<std::size_t>(r * 3)];
+    std::vector<float> b_transposed(static_cast<std::size_t>(k));
+    for (std::int64_t r = 0; r < k; ++r) b_transposed[static_cast<std::size_t>(r)] = b[static_cast<std::size_t>(r * 3)];
+    const int original = runtime::thread_count();
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2}) {
+      runtime::set_thread_count(threads);
+      const std::string label = windows.describe(1) + ", " + std::to_string(threads) + " thread(s)";
+      std::vector<float> c(static_cast<std::size_t>(2 * m), -1.0f);  // every other element: ldc 2
+      sgemm_gathered_transposed(m, 1, k, windows.rows, b.data(), 3, false, c.data(), 2, {});
+      std::vector<float> column(static_cast<std::size_t>(m));
+      for (std::int64_t j = 0; j < m; ++j) {
+        column[static_cast<std::size_t>(j)] = c[static_cast<std::size_t>(2 * j)];
+        EXPECT_EQ(c[static_cast<std::size_t>(2 * j + 1)], -1.0f) << label;
+        EXPECT_NEAR(column[static_cast<std::size_t>(j)], expected[static_cast<std::size_t>(j)],
+                    1e-4f * (1.0f + std::fabs(expected[static_cast<std::size_t>(j)])))
+            << label << ", column " << j;
+      }
+      std::vector<float> transposed(static_cast<std::size_t>(m), -1.0f);
+      sgemm_gathered_transposed(m, 1, k, windows.rows, b_transposed.data(), k, true, transposed.data(), 1, {});
+      EXPECT_TRUE(same_bits(transposed, column)) << label << ", B transposed";
+      TileCopy copy{std::vector<float>(static_cast<std::size_t>(m), -1.0f), 1};
+      sgemm_gathered_transposed(m, 1, k, windows.rows, b.data(), 3, false, nullptr, 0, copy.epilogue());
+      EXPECT_TRUE(same_bits(copy.c, column)) << label << ", epilogue only";
+      results.push_back(column);
+    }
+    EXPECT_TRUE(same_bits(results[0], results[1])) << windows.describe(1) << ": 1 and 2 threads";
+    runtime::set_thread_count(original);
+  }
+}
+
 // Parts whose bounds disagree with the memory they read: the middle tap reads zeros from output column 35 on, where
 // its neighbours read the image at the same addresses. Its filter row has no edges (Group::edges), so the strips at
 // the padding (the last of each line, 28-41) are copied part by part, not read through the line's memory; the

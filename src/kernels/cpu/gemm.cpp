@@ -721,10 +721,54 @@ void sgemm_gathered(std::int64_t m, std::int64_t n, std::int64_t k, const Gather
   run_sgemm(problem, c, ldc);
 }
 
+namespace {
+
+// One column (n = 1: a convolution to one channel's filter gradient, the windows' transpose times the cotangent):
+// the microkernel would pad B to kNr columns and multiply zeros, and packing A^T copies every window. Instead each
+// gathered row is added where it lies, scaled by its element of b: c = sum_r b[r] A[r, :]. The rows are cut into
+// chunks that depend on k only, each summed in order into partial sums of its own, and the partials are added in
+// chunk order: the same sums whatever the thread count.
+void gathered_transposed_column(std::int64_t m, std::int64_t k, const GatheredRows& a, const float* b,
+                                std::int64_t b_stride, float* c, std::int64_t ldc, const GemmEpilogue& epilogue) {
+  constexpr std::int64_t chunk_rows = 512;
+  const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(k, chunk_rows));
+  auto work = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>((chunks + 1) * m));
+  float* const partials = static_cast<float*>(work->data());
+  std::fill(partials, partials + chunks * m, 0.0f);
+  runtime::parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t chunk = begin; chunk < end; ++chunk) {
+      const std::int64_t first = chunk * chunk_rows, rows = std::min(chunk_rows, k - first);
+      if (rows > 0)
+        gemm_detail::add_scaled_gathered_rows(a, first, rows, m, b + first * b_stride, b_stride, partials + chunk * m);
+    }
+  });
+  float* const sums = partials + chunks * m;
+  for (std::int64_t i = 0; i < m; ++i) {
+    float sum = 0.0f;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) sum += partials[chunk * m + i];
+    sums[i] = sum;
+    if (c) c[i * ldc] = sum;
+  }
+  if (!epilogue.function) return;
+  // The blocks sgemm would hand it (plan_sgemm: one column panel), each tile a column of `sums`.
+  const GemmPlan plan = plan_sgemm(m, 1, k);
+  for (std::int64_t strip = 0; strip < plan.row_strips; ++strip) {
+    const std::int64_t row_begin = strip * plan.strip_rows, row_end = std::min(m, row_begin + plan.strip_rows);
+    epilogue.function(epilogue.context, sums + row_begin, 1, row_begin, row_end, 0, 1, strip);
+  }
+}
+
+}  // namespace
+
 void sgemm_gathered_transposed(std::int64_t m, std::int64_t n, std::int64_t k, const GatheredRows& a, const float* b,
                                std::int64_t ldb, bool transpose_b, float* c, std::int64_t ldc,
                                const GemmEpilogue& epilogue) {
   if (m <= 0 || n <= 0) return;
+  if (n == 1) {
+    // B is k x 1: its elements ldb apart, or, transposed (1 x k as stored), side by side.
+    gathered_transposed_column(m, k, a, b, transpose_b ? 1 : ldb, c, ldc, epilogue);
+    return;
+  }
   Problem problem = make_problem(m, n, k, b, ldb, transpose_b, epilogue);
   problem.gathered = &a;
   problem.transpose_a = true;

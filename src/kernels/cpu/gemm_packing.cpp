@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -219,6 +220,22 @@ void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, st
                               }
                               for (std::int64_t i = 0; i < length; ++i)
                                 for (std::int64_t j = 0; j < count; ++j) target[i * kMr + j] = 0.0f;
+                            });
+}
+
+void add_scaled_gathered_rows(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t columns,
+                              const float* scale, std::int64_t scale_stride, float* sums) {
+  for_each_gathered_segment(a, row_begin, rows, 0, columns,
+                            [&](std::int64_t r, std::int64_t length, int, std::int64_t column, std::int64_t count,
+                                const float* source, std::int64_t stride) {
+                              if (!source) return;  // zeros: nothing to add
+                              float* const target = sums + column;
+                              for (std::int64_t i = 0; i < length; ++i) {
+                                const float factor = scale[(r + i) * scale_stride];
+                                const float* const row = source + i * stride;
+                                for (std::int64_t j = 0; j < count; ++j)
+                                  target[j] = std::fma(factor, row[j], target[j]);
+                              }
                             });
 }
 

@@ -86,6 +86,11 @@ void gather_a_strip(const GatheredRows& a, const GatheredInterior& interior, std
 void gather_a_strip_transposed(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows,
                                std::int64_t depth_begin, std::int64_t depth, float* strip);
 
+// sums[j] += scale[r * scale_stride] * A[row_begin + r, j] over r < rows, for the columns j < columns of the gathered
+// rows, r in order for each j (a one-column product A^T b: a convolution to one channel's filter gradient).
+void add_scaled_gathered_rows(const GatheredRows& a, std::int64_t row_begin, std::int64_t rows, std::int64_t columns,
+                              const float* scale, std::int64_t scale_stride, float* sums);
+
 // The same rows read where they lie (ARun, gemm_microkernel.h), for sgemm_gathered when reads_gathered_in_place:
 // copying the strip took ~13% of a 3x3 convolution's time. Each run holds the block's columns of one part, or of
 // consecutive parts that continue each other in every row of the strip (merged): its row pointers point into the
