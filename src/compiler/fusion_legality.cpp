@@ -389,7 +389,7 @@ bool Scheduler::fuse_reduction(ir::ValueId id, int group_index) {
     if (const ir::ValueId product = generated_product_under(node.operands[0]); product >= 0)
       return refuse(Reason::product_epilogue_reduction, {product});
   if (own->kind != KernelKind::reduction && gathers(group_index)) return refuse(Reason::gather_unsupported);
-  if (reads_padding(group_index)) return refuse(Reason::padding_unsupported);
+  if (own->kind != KernelKind::column && reads_padding(group_index)) return refuse(Reason::padding_unsupported);
   if (!piecewise_concats(group_index).empty()) return refuse(Reason::pieces_unsupported);
   const LoopNest& nest = own->nest;
   Reason reason = own->kind == KernelKind::column ? Reason::column_consumers : Reason::row_reduction;

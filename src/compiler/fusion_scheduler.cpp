@@ -389,7 +389,9 @@ bool Scheduler::read_through_padding(ir::ValueId id, const std::set<int>& consum
   // windows from the padded input in the epilogue of the product giving its cotangent).
   for (int each : consumer_groups) {
     const KernelKind kind = each < 0 ? KernelKind::library : group(each).kind;
-    if (kind != KernelKind::loop && !(kind == KernelKind::gemm && capabilities_.epilogues_as_loops)) return false;
+    if (kind != KernelKind::loop && !(kind == KernelKind::gemm && capabilities_.epilogues_as_loops) &&
+        kind != KernelKind::column)
+      return false;
   }
   for (ir::ValueId user : users_[index(id)]) {
     const bool padding_above =
@@ -522,7 +524,8 @@ FusedKernel Scheduler::make_kernel(int group_index) const {
         (!(shape == source.nest.space) || ir::is_reduction(graph_.node(member).op)))
       kernel.row_outputs.push_back(member);
   }
-  if (kernel.kind == KernelKind::loop || kernel.kind == KernelKind::gemm) note_padding(kernel);
+  if (kernel.kind == KernelKind::loop || kernel.kind == KernelKind::gemm || kernel.kind == KernelKind::column)
+    note_padding(kernel);
   if (const std::set<ir::ValueId> concats = piecewise_concats(group_index); !concats.empty()) {
     kernel.piecewise.assign(concats.begin(), concats.end());
     kernel.pieces = *boxes(group_index);  // read_piecewise and the merges kept them possible

@@ -272,5 +272,37 @@ TEST(PaddingInPlace, GemmEpiloguesReadPaddingWhereTheValueLies) {
   EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
 }
 
+// Column kernels (a reduction over axes before the kept last one) read a padded value in place too: padded along
+// the reduced axes and the kept one, few rows and many (the passes split among threads), with elementwise ops
+// before the sum, a depthwise convolution's filter gradient (the windows of the padded input times the
+// cotangent, summed over the positions), and a maximum over a -inf padding.
+TEST(PaddingInPlace, ColumnKernelsReadPaddingWhereTheValueLies) {
+  for (const Shape& shape : {Shape{3, 5, 7, 20}, Shape{4, 61, 33, 9}, Shape{1, 2, 3, 40}}) {
+    const Tensor x = random_tensor(DType::f32, shape, 21);
+    auto sums = [](Tensor x) {
+      const Tensor padded = pad(x, {{0, 0}, {1, 2}, {2, 1}, {0, 3}}, 0.25f);
+      return std::vector<Tensor>{reduce_sum(exp(padded * 0.5f), {0, 1, 2}),
+                                 reduce_max(pad(x, {{0, 0}, {1, 1}, {1, 1}, {0, 0}}, -1e30f), {0, 1})};
+    };
+    const testing::DifferentialResult result = expect_agreement("column sums " + shape.to_string(), sums, x);
+    EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+  }
+  const Tensor images = random_tensor(DType::f32, {4, 23, 19, 24}, 22),
+               cotangent = random_tensor(DType::f32, {4, 23, 19, 24}, 23);
+  auto filter_gradient = [](Tensor images, Tensor cotangent) {
+    const Tensor padded = pad(images, {{0, 0}, {1, 1}, {1, 1}, {0, 0}});
+    std::vector<Tensor> taps;
+    for (std::int64_t row = 0; row < 3; ++row)
+      for (std::int64_t column = 0; column < 3; ++column)
+        taps.push_back(reduce_sum(
+            slice(padded, {.start = {0, row, column, 0}, .stop = {4, row + 23, column + 19, 24}}) * cotangent,
+            {0, 1, 2}));
+    return stack(taps, 0);
+  };
+  const testing::DifferentialResult result =
+      expect_agreement("a depthwise filter gradient", filter_gradient, images, cotangent);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
+}
+
 }  // namespace
 }  // namespace kiln
