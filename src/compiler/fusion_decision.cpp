@@ -117,7 +117,7 @@ std::string refused_because(const ir::Graph& graph, const FusionDecision& decisi
     case Reason::padded_in_memory:
       return "that kernel reads it through its padding, where it lies in memory: the padded value is never written";
     case Reason::padding_unsupported:
-      return "the kernel reads a padded value in place, which only loop kernels do";
+      return "the kernel reads a padded value in place, which only loop, column and (on the CPU) GEMM kernels do";
     case Reason::attention_output:
       return "it is read elsewhere too, and an attention kernel writes nothing but its second product";
     case Reason::pieces_unsupported:

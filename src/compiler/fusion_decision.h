@@ -62,7 +62,7 @@ enum class Reason {
   moved_product,                // the consumers read the product at other elements' positions
   gathered_from_memory,         // the kernel reads it where it lies in memory (take_along_axis, a GEMM's views)
   padded_in_memory,             // the kernel reads it through its padding, where it lies in memory
-  padding_unsupported,          // the kernel reads a padded value in place, which only loop kernels do
+  padding_unsupported,          // the kernel reads a padded value in place, which only loop, column and GEMM kernels do
   pieces_unsupported,           // the kernel reads a concat piecewise, in boxes, which only loop kernels do
   attention_output,             // an attention kernel writes its second product only; the value would be written
   gather_unsupported,           // the kernel's template does not read through take_along_axis's indices

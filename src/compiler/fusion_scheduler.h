@@ -141,7 +141,7 @@ class Scheduler {
   bool gathers(int group) const;
   // The concats inlined into `group`: paddings read in place and concats read piecewise.
   std::set<ir::ValueId> inlined_concats(int group) const;
-  // Whether `group` reads a padded value in place (which only loop kernels do).
+  // Whether `group` reads a padded value in place (which loop, column and, on the CPU, GEMM kernels do).
   bool reads_padding(int group) const;
   // The concats `group` reads piecewise (concat_pieces.cpp), and the boxes its space runs as for them: none when
   // a read of one cannot be cut into boxes (its coordinate along the concat axis moves by more than one per step)
