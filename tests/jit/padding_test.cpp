@@ -251,6 +251,10 @@ TEST(PaddingInPlace, GemmEpiloguesReadPaddingWhereTheValueLies) {
   testing::DifferentialResult result = expect_agreement("rows and columns", both_axes, x, w, y);
   EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
   EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
+  // The epilogue's full reduction folds the padding's constant where the columns fall on it.
+  auto reduced = [](Tensor x, Tensor w, Tensor y) { return reduce_sum(matmul(x, w) * pad(y, {{1, 1}, {6, 3}}, 0.5f)); };
+  result = expect_agreement("a full reduction of the epilogue", reduced, x, w, y);
+  EXPECT_TRUE(reads_in_place(result.fused)) << result.fused;
 
   const Tensor images = random_tensor(DType::f32, {2, 7, 9, 16}, 17), filters = random_tensor(DType::f32, {16, 24}, 18);
   const Tensor residual = random_tensor(DType::f32, {2, 6, 7, 24}, 19);
