@@ -183,6 +183,25 @@ ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> st
   return emit.slice(value, std::move(start), ones, std::move(shape));
 }
 
+// An unread product by a factor the same all along `axis` (a depthwise convolution's tap weight, per channel), as
+// (the other factor, that factor). Not a constant's: an average pool's windows are scaled cotangents whose sums
+// accumulate merges before their paddings (add_alike), which a product in between would keep apart.
+std::optional<std::pair<ValueId, ValueId>> scaled_along(const ir::Graph& graph, ValueId value, int axis,
+                                                        ValueId reader) {
+  const ir::Node& node = graph.node(value);
+  if (node.op != ir::Op::mul || !unread(graph, value, reader)) return std::nullopt;
+  const int rank = node.type.shape.rank();
+  for (std::size_t keep = 0; keep < 2; ++keep) {
+    const ValueId factor = node.operands[keep], other = node.operands[1 - keep];
+    const Shape& shape = graph.type(factor).shape;
+    const int aligned = axis - (rank - shape.rank());
+    if (graph.node(factor).op != ir::Op::constant && (aligned < 0 || shape[aligned] == 1) &&
+        graph.type(other).shape == node.type.shape)
+      return std::pair{other, factor};
+  }
+  return std::nullopt;
+}
+
 ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before, std::int64_t after, ValueId reader) {
   if (before == 0 && after == 0) return value;
   const ir::Graph& graph = emit.graph();
@@ -190,6 +209,26 @@ ValueId pad_through(Emitter& emit, ValueId value, int axis, std::int64_t before,
   if (product && axis < emit.shape(value).rank() - 1)
     return emit.matmul(pad_through(emit, product->left, axis, before, after, value), product->right, false,
                        product->transpose_right);
+  // A scaled value: the other factor padded, times the factor. The padding's zeros times the factor are zeros where
+  // the factor is finite (as in the transposed convolution XLA and PyTorch compute); the product is not written
+  // before its padding, and the padded factor is read where it lies (a depthwise convolution's input gradient:
+  // nine products of the cotangent by a tap's weights, each written in full before, 103 MB at [8,56,56,128]).
+  if (const auto scaled = scaled_along(graph, value, axis, reader))
+    return emit.multiply(pad_through(emit, scaled->first, axis, before, after, value), scaled->second);
+  const ir::Node& node = graph.node(value);
+  if (node.op == ir::Op::reshape && unread(graph, value, reader)) {
+    // Under a reshape that keeps the axes up to `axis` (a depthwise convolution's [.., channels, 1] dropped), when
+    // that moves it onto a scaled value.
+    const ValueId operand = node.operands[0];
+    const Shape& inner = emit.shape(operand);
+    bool same_prefix = inner.rank() > axis;
+    for (int t = 0; same_prefix && t <= axis; ++t) same_prefix = inner[t] == node.type.shape[t];
+    if (same_prefix && scaled_along(graph, operand, axis, value)) {
+      Shape padded = node.type.shape;
+      padded[axis] += before + after;
+      return emit.reshape(pad_through(emit, operand, axis, before, after, value), std::move(padded));
+    }
+  }
   auto zeros = [&](std::int64_t length) {
     Shape shape = emit.shape(value);
     shape[axis] = length;

@@ -213,6 +213,29 @@ TEST(CompiledGradients, ADepthwiseFilterGradientSumsInColumnKernels) {
     EXPECT_FALSE(header.find("(library over") != std::string::npos && header.ends_with("reduce_sum")) << result.fused;
   }
   EXPECT_NE(result.fused.find("(column over [2,7,6,5]"), std::string::npos) << result.fused;
+  // The input gradient: the nine taps' scaled cotangents are summed where the padded cotangent lies, none of them
+  // written (they were nine arrays of the input's size, 103 MB at [8,56,56,128]); its padded input is read in
+  // place by the column kernel too.
+  auto both = [](Tensor x, Tensor filters) {
+    return grad(
+        [](Tensor x, Tensor filters) {
+          return reduce_sum(square(nn::conv2d(x, filters, {.padding = nn::Padding::same})));
+        },
+        {.argnums = {0, 1}})(x, filters);
+  };
+  const DifferentialResult gradients = expect_agreement("depthwise gradients", both, x, filters);
+  std::size_t written = 0;  // values of the input's size written, kernel by kernel
+  for (std::size_t line = gradients.fused.find("\n  writes "); line != std::string::npos;
+       line = gradients.fused.find("\n  writes ", line + 1)) {
+    const std::string writes = gradients.fused.substr(line, gradients.fused.find('\n', line + 1) - line);
+    for (const std::string shape : {"f32[2,7,6,5]", "f32[2,7,6,5,1]"})
+      for (std::size_t at = writes.find(shape + ","); at != std::string::npos; at = writes.find(shape + ",", at + 1))
+        ++written;
+    if (writes.ends_with("f32[2,7,6,5]") || writes.ends_with("f32[2,7,6,5,1]")) ++written;
+  }
+  // The forward's output's cotangent, in its two shapes, and the input gradient (12 before).
+  EXPECT_LE(written, 3u) << gradients.fused;
+  EXPECT_LE(gradients.jit.kernels_per_call, 4) << gradients.fused;
 }
 
 // The gradient of `loss` traced by kiln::function (where autodiff/products.cpp rewrites cotangents that nothing else
@@ -263,6 +286,16 @@ TEST(CompiledGradients, TracedConvolutionAndPoolGradientsMatchCentralDifferences
       expect_traced_gradient_matches_differences(
           "conv2d " + dims,
           [filters, padding](Tensor x) { return reduce_sum(sin(nn::conv2d(x, filters, {.padding = padding}))); }, x);
+    // A depthwise convolution (a filter per channel): its input gradient pads the cotangent under each tap's
+    // weights (pad_through: the scaled cotangent is never written before its padding).
+    const Tensor depthwise_filters = random::normal({3, 3, 1, 2}, {.seed = 40, .dtype = DType::f64});
+    for (const nn::Padding padding : {nn::Padding::same, nn::Padding::valid})
+      expect_traced_gradient_matches_differences(
+          "depthwise conv2d " + dims,
+          [depthwise_filters, padding](Tensor x) {
+            return reduce_sum(sin(nn::conv2d(x, depthwise_filters, {.padding = padding})));
+          },
+          x);
     for (const Tensor& each : {filters, wide_filters})
       expect_traced_gradient_matches_differences(
           "conv2d strided " + dims + " by " + each.shape().to_string(),
