@@ -1,7 +1,6 @@
 #include "autodiff/products.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace kiln::autodiff {
 namespace {
@@ -30,17 +29,11 @@ std::optional<Product> product_of(const ir::Graph& graph, ValueId value, ValueId
   return Product{left, right, node.attributes.transpose_b};
 }
 
-// +0 (a padding of -0 would turn a sum's +0 into -0 where it is read).
-bool is_zero_constant(const ir::Node& node) {
-  return node.op == ir::Op::constant && node.attributes.float_value == 0 &&
-         !std::signbit(node.attributes.float_value) && node.attributes.int_value == 0;
-}
-
 // A concat of one value between zero constants.
 bool is_zero_padding(const ir::Node& node, const ir::Graph& graph) {
   if (node.op != ir::Op::concat) return false;
   const auto values = std::count_if(node.operands.begin(), node.operands.end(),
-                                    [&](ValueId operand) { return !is_zero_constant(graph.node(operand)); });
+                                    [&](ValueId operand) { return !ir::is_positive_zero(graph.node(operand)); });
   return values == 1;
 }
 
@@ -162,7 +155,7 @@ ValueId slice_through(Emitter& emit, ValueId value, std::vector<std::int64_t> st
         part_start[static_cast<std::size_t>(axis)] = begin - offset;
         Shape part_shape = shape;
         part_shape[axis] = end - begin;
-        const bool zeros = is_zero_constant(graph.node(operand));
+        const bool zeros = ir::is_positive_zero(graph.node(operand));
         const DType dtype = emit.dtype(operand);
         parts.push_back(zeros ? emit.constant(0, dtype, part_shape)
                               : slice_through(emit, operand, std::move(part_start), part_shape, value));

@@ -6,7 +6,6 @@
 #include "kernels/cpu/gemm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -136,9 +135,8 @@ bool slice_view(const ir::Node& node) {
 
 bool zero_padding_view(const ir::Graph& graph, ir::ValueId value) {
   const std::optional<Padding> padding = padding_of(graph, value);
-  if (!padding || padding->axis >= graph.type(value).shape.rank() - 1) return false;
-  const ir::Attributes& zero = graph.node(padding->constant).attributes;
-  return zero.float_value == 0 && !std::signbit(zero.float_value) && zero.int_value == 0;
+  return padding && padding->axis < graph.type(value).shape.rank() - 1 &&
+         ir::is_positive_zero(graph.node(padding->constant));
 }
 
 // Whether `reader` is an f32 matmul (gathered rows are sgemm_gathered's) with `operand` as its left operand only.

@@ -2,6 +2,8 @@
 
 #include <kiln/error.h>
 
+#include <cmath>
+
 namespace kiln::ir {
 
 std::string Type::to_string() const { return std::string(kiln::to_string(dtype)) + shape.to_string(); }
@@ -33,6 +35,11 @@ bool Graph::has_dynamic_shapes() const {
   for (const Node& node : nodes)
     if (!node.type.shape.is_static()) return true;
   return false;
+}
+
+bool is_positive_zero(const Node& node) {
+  return node.op == Op::constant && node.attributes.float_value == 0 && !std::signbit(node.attributes.float_value) &&
+         node.attributes.int_value == 0;
 }
 
 std::vector<Type> result_types(const Graph& graph, ValueId value) {

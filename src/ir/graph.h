@@ -99,6 +99,10 @@ class Graph {
   bool has_dynamic_shapes() const;
 };
 
+// Whether `node` is a constant +0 (of any dtype): the identity of a sum, which -0 is not where the sum is +0 (a
+// zero padding of -0 would turn it into -0).
+bool is_positive_zero(const Node& node);
+
 // The types of control node `value`'s results (a control node's own type is result 0's), from its regions.
 std::vector<Type> result_types(const Graph& graph, ValueId value);
 // Adds control node `node` (its type left to this: its result 0's), then a `result` node for each of its other

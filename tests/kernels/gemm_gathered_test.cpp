@@ -297,15 +297,18 @@ TEST(GemmGathered, TheWindowsTransposedTimesAMatrixAreSgemmsOnTheWrittenWindows)
 // where they lie, in chunks of rows summed apart, so deep products are sgemm's to rounding (not bitwise), and the
 // same whatever the thread count; B read with its stride or transposed; the epilogue sees sgemm's blocks.
 TEST(GemmGathered, AOneColumnProductAddsTheScaledRowsWhereTheyLie) {
-  for (const Windows& windows : {Windows(2, 40, 37, 6, 3, 1, 1), Windows(3, 9, 11, 128, 3, 2, 1)}) {
-    const std::int64_t m = windows.k(), k = windows.m();  // C = A^T b: A is k x m, k > 512 rows for the first
+  // k > 512 rows (several chunks), k <= 512, and k > 256 * 512 (chunks of more rows, at most 256 of them).
+  for (const Windows& windows :
+       {Windows(2, 40, 37, 6, 3, 1, 1), Windows(3, 9, 11, 128, 3, 2, 1), Windows(8, 131, 129, 1, 3, 1, 1)}) {
+    const std::int64_t m = windows.k(), k = windows.m();  // C = A^T b: A is k x m
     const std::vector<float> a = windows.written();
     const std::vector<float> b = testing::random_floats(k * 3, 31);  // B's column: every third element
-    std::vector<float> expected(static_cast<std::size_t>(m), 0.0f);
+    std::vector<double> sums(static_cast<std::size_t>(m), 0.0);      // the reference, in double
     for (std::int64_t r = 0; r < k; ++r)
       for (std::int64_t j = 0; j < m; ++j)
-        expected[static_cast<std::size_t>(j)] +=
-            a[static_cast<std::size_t>(r * m + j)] * b[static_cast<std::size_t>(r * 3)];
+        sums[static_cast<std::size_t>(j)] +=
+            double{a[static_cast<std::size_t>(r * m + j)]} * double{b[static_cast<std::size_t>(r * 3)]};
+    const std::vector<float> expected(sums.begin(), sums.end());
     std::vector<float> b_transposed(static_cast<std::size_t>(k));
     for (std::int64_t r = 0; r < k; ++r) b_transposed[static_cast<std::size_t>(r)] = b[static_cast<std::size_t>(r * 3)];
     const int original = runtime::thread_count();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace kiln::fuzz {
@@ -62,6 +63,35 @@ std::vector<std::vector<std::int64_t>> lines_of(const Shape& shape, const std::v
 
 // The float64 function's values at x (point 0), x + long_step v (1) and x - long_step v (2).
 using Points = std::array<std::vector<Value>, 3>;
+
+// How an op orders its operand's lines: along `axes`, only the extreme (reduce_max, argmax) or every element
+// (sorts, running extremes), the smallest first for the minima. None for other ops.
+struct Ordering {
+  std::vector<std::int64_t> axes;
+  bool extreme_only = true;
+  bool minimum = false;
+};
+
+std::optional<Ordering> ordering_of(const ir::Graph& graph, const ir::Node& node) {
+  const bool minimum = node.op == Op::reduce_min || node.op == Op::argmin;
+  switch (node.op) {
+    case Op::reduce_max:
+    case Op::reduce_min:
+      return Ordering{node.attributes.axes, true, minimum};
+    case Op::argmax:
+    case Op::argmin:
+      return Ordering{{node.attributes.axis}, true, minimum};
+    case Op::cummax:
+    case Op::cummin:
+    case Op::sort:
+    case Op::argsort:
+      return Ordering{{node.attributes.axis}, false, false};
+    case Op::top_k:
+      return Ordering{{graph.type(node.operands[0]).shape.rank() - 1}, false, false};
+    default:
+      return std::nullopt;
+  }
+}
 
 class GradientHazardFinder {
  public:
@@ -266,24 +296,13 @@ class GradientHazardFinder {
       case Op::pow:
         check_elementwise(id, "(its base) near 0", Singularity::pole, first, zero_distance, {0});
         return check_negative_base(id);
-      case Op::reduce_max:
-      case Op::reduce_min:
-        return check_lines(id, node.attributes.axes, true);
-      case Op::argmax:
-      case Op::argmin:
-        return check_lines(id, {node.attributes.axis}, true);
-      case Op::cummax:
-      case Op::cummin:
-      case Op::sort:
-      case Op::argsort:
-        return check_lines(id, {node.attributes.axis}, false);
-      case Op::top_k:
-        return check_lines(id, {graph_.type(node.operands[0]).shape.rank() - 1}, false);
       case Op::cond:
       case Op::while_loop:
       case Op::scan_loop:
         return check_regions(id);
       default:
+        if (const std::optional<Ordering> ordering = ordering_of(graph_, node))
+          check_lines(name(id), node.operands[0], *ordering);
         return;
     }
   }
@@ -316,34 +335,10 @@ class GradientHazardFinder {
         if (parameter == region.parameters.end()) continue;
         const auto [outer, shift] = bound[static_cast<std::size_t>(parameter - region.parameters.begin())];
         if (outer < 0) continue;
-        std::vector<std::int64_t> axes;
-        bool extreme_only = true;
-        switch (ordering.op) {
-          case Op::reduce_max:
-          case Op::reduce_min:
-            axes = ordering.attributes.axes;
-            break;
-          case Op::argmax:
-          case Op::argmin:
-            axes = {ordering.attributes.axis};
-            break;
-          case Op::cummax:
-          case Op::cummin:
-          case Op::sort:
-          case Op::argsort:
-            axes = {ordering.attributes.axis};
-            extreme_only = false;
-            break;
-          case Op::top_k:
-            axes = {region.type(ordering.operands[0]).shape.rank() - 1};
-            extreme_only = false;
-            break;
-          default:
-            continue;
-        }
-        for (std::int64_t& axis : axes) axis += shift;
-        const bool minimum = ordering.op == Op::reduce_min || ordering.op == Op::argmin;
-        check_lines_of(std::string(ir::name(ordering.op)) + " in a region", outer, axes, extreme_only, minimum);
+        std::optional<Ordering> lines = ordering_of(region, ordering);
+        if (!lines) continue;
+        for (std::int64_t& axis : lines->axes) axis += shift;
+        check_lines(std::string(ir::name(ordering.op)) + " in a region", outer, *lines);
       }
     }
   }
@@ -425,18 +420,13 @@ class GradientHazardFinder {
     }
   }
 
-  // Near ties in the lines of the operand that node `id` orders (along `axes`): between its two largest (or two
-  // smallest) elements if `extreme_only`, else between any two.
-  void check_lines(ValueId id, const std::vector<std::int64_t>& axes, bool extreme_only) {
-    const ir::Node& node = graph_.node(id);
-    check_lines_of(name(id), node.operands[0], axes, extreme_only, node.op == Op::reduce_min || node.op == Op::argmin);
-  }
-
-  // Near ties in the lines of `operand` along `axes`, which op `what` orders (its smallest first if `minimum`).
-  void check_lines_of(const std::string& what, ValueId operand, const std::vector<std::int64_t>& axes,
-                      bool extreme_only, bool minimum) {
+  // Near ties in the lines of `operand` that op `what` orders: between their two largest (or two smallest)
+  // elements if the ordering looks at the extreme only, else between any two.
+  void check_lines(const std::string& what, ValueId operand, const Ordering& ordering) {
     if (!is_float(operand)) return;
-    const double sign = minimum ? -1 : 1;
+    const std::vector<std::int64_t>& axes = ordering.axes;
+    const bool extreme_only = ordering.extreme_only;
+    const double sign = ordering.minimum ? -1 : 1;
     std::vector<double> line_values;
     for (const std::vector<std::int64_t>& line : lines_of(at(0, operand).shape, axes)) {
       line_values.clear();

@@ -727,10 +727,12 @@ namespace {
 // the microkernel would pad B to kNr columns and multiply zeros, and packing A^T copies every window. Instead each
 // gathered row is added where it lies, scaled by its element of b: c = sum_r b[r] A[r, :]. The rows are cut into
 // chunks that depend on k only, each summed in order into partial sums of its own, and the partials are added in
-// chunk order: the same sums whatever the thread count.
+// chunk order: the same sums whatever the thread count. At least 512 rows a chunk and at most 256 chunks, so the
+// partials stay within 257 m floats however deep the product.
 void gathered_transposed_column(std::int64_t m, std::int64_t k, const GatheredRows& a, const float* b,
                                 std::int64_t b_stride, float* c, std::int64_t ldc, const GemmEpilogue& epilogue) {
-  constexpr std::int64_t chunk_rows = 512;
+  constexpr std::int64_t min_chunk_rows = 512, max_chunks = 256;
+  const std::int64_t chunk_rows = std::max(min_chunk_rows, ceil_div(k, max_chunks));
   const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(k, chunk_rows));
   auto work = runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>((chunks + 1) * m));
   float* const partials = static_cast<float*>(work->data());
