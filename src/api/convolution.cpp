@@ -85,6 +85,25 @@ Tensor tap(const Tensor& padded_input, const AxisWindows& height, const AxisWind
                location);
 }
 
+// Every window tap of the padded input, row by row.
+std::vector<Tensor> taps_of(const Tensor& padded_input, const AxisWindows& height, const AxisWindows& width,
+                            const Location& location) {
+  std::vector<Tensor> taps;
+  for (std::int64_t row = 0; row < height.window; ++row)
+    for (std::int64_t column = 0; column < width.window; ++column)
+      taps.push_back(tap(padded_input, height, width, row, column, location));
+  return taps;
+}
+
+// im2col as one product: the taps side by side along the channels, in the filters' (row, column, channel) order,
+// times the filters [KH, KW, C, O] as a matrix.
+Tensor window_product(const std::vector<Tensor>& taps, const Tensor& filters, const Location& location) {
+  const Tensor windows = taps.size() == 1 ? taps.front() : concat(taps, 3, location);
+  const Shape& filter_shape = filters.shape();
+  const std::int64_t depth = filter_shape[0] * filter_shape[1] * filter_shape[2];
+  return matmul(windows, reshape(filters, {depth, filter_shape[3]}, location), {}, location);
+}
+
 void require_rank(const Tensor& x, int rank, const char* op, const char* what, const char* layout,
                   const Location& location) {
   if (detail::checked_rank(x, op, location) != rank)
@@ -93,18 +112,6 @@ void require_rank(const Tensor& x, int rank, const char* op, const char* what, c
         location);
   if (!x.shape().is_static())
     throw ShapeError(op, std::string("cannot use ") + what + " whose shape depends on data", location);
-}
-
-// A grouped convolution as one batched product: the windows [N, OH, OW, groups, KH KW in] (each group's channels
-// tap by tap, the filters' row order) times the filters [groups, KH KW in, out per group].
-Tensor grouped_product(const Tensor& windows, const Tensor& filters, std::int64_t groups, const Location& location) {
-  const Shape &window_shape = windows.shape(), &filter_shape = filters.shape();
-  const std::int64_t depth = filter_shape[0] * filter_shape[1] * filter_shape[2], outputs = filter_shape[3];
-  const std::int64_t positions = window_shape[0] * window_shape[1] * window_shape[2];
-  const Tensor left = transpose(reshape(windows, {positions, groups, depth}, location), {1, 0, 2}, location);
-  const Tensor right = transpose(reshape(filters, {depth, groups, outputs / groups}, location), {1, 0, 2}, location);
-  const Tensor product = transpose(matmul(left, right, {}, location), {1, 0, 2}, location);
-  return reshape(product, {window_shape[0], window_shape[1], window_shape[2], outputs}, location);
 }
 
 }  // namespace
@@ -133,12 +140,29 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, Conv2dOptions options,
                                           options.dilations[0], options.padding, explicit_axis(0), location);
   const AxisWindows width = axis_windows("conv2d", "width", shape[2], filter_shape[1], options.strides[1],
                                          options.dilations[1], options.padding, explicit_axis(1), location);
-  const Tensor source = padded(input, height, width, 0, location);
-  std::vector<Tensor> taps;
-  for (std::int64_t row = 0; row < height.window; ++row)
-    for (std::int64_t column = 0; column < width.window; ++column)
-      taps.push_back(tap(source, height, width, row, column, location));
   const std::vector<std::int64_t> result_shape = {shape[0], height.outputs, width.outputs, outputs};
+  if (groups > 1 && group_channels > 1) {
+    // Groups of several channels: a convolution per group, of its channels (a slice of the input, padded) and its
+    // filters, side by side along the channels. Each group's product gathers its windows where they lie, and its
+    // gradients are those of a convolution; one batched product of all groups would need every window written,
+    // transposed, as its operand.
+    const std::int64_t group_outputs = outputs / groups;
+    std::vector<Tensor> results;
+    for (std::int64_t group = 0; group < groups; ++group) {
+      const Tensor group_input = slice(
+          input, {{0, 0, 0, group * group_channels}, {shape[0], shape[1], shape[2], (group + 1) * group_channels}},
+          location);
+      const Tensor group_filters =
+          slice(filters,
+                {{0, 0, 0, group * group_outputs},
+                 {filter_shape[0], filter_shape[1], group_channels, (group + 1) * group_outputs}},
+                location);
+      results.push_back(window_product(
+          taps_of(padded(group_input, height, width, 0, location), height, width, location), group_filters, location));
+    }
+    return concat(results, 3, location);
+  }
+  const std::vector<Tensor> taps = taps_of(padded(input, height, width, 0, location), height, width, location);
 
   if (group_channels == 1 && groups > 1) {
     // Depthwise: each output channel is one input channel's windows times a weight per tap, summed; no product.
@@ -155,17 +179,7 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, Conv2dOptions options,
     }
     return reshape(sum, result_shape, location);
   }
-  if (groups == 1) {
-    // im2col: the taps side by side along the channels, in the filters' (row, column, channel) order.
-    const Tensor windows = taps.size() == 1 ? taps.front() : concat(taps, 3, location);
-    const std::int64_t depth = filter_shape[0] * filter_shape[1] * group_channels;
-    return matmul(windows, reshape(filters, {depth, outputs}, location), {}, location);
-  }
-  // Groups of several channels: each tap's channels split into groups, the taps side by side within each group.
-  for (Tensor& each : taps)
-    each = reshape(each, {shape[0], height.outputs, width.outputs, groups, group_channels}, location);
-  const Tensor windows = taps.size() == 1 ? taps.front() : concat(taps, 4, location);
-  return grouped_product(windows, filters, groups, location);
+  return window_product(taps, filters, location);
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& filters, Conv1dOptions options, Location location) {

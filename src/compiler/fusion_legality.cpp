@@ -133,6 +133,25 @@ bool slice_view(const ir::Node& node) {
          std::all_of(step.begin(), step.end(), [](std::int64_t s) { return s >= 1; });
 }
 
+// A slice gathered under the views of `users`. Under a padding it must keep every axis but the last whole: the
+// packing tells the padding's zeros from memory by the coordinates in the value at the bottom of the views, so a
+// slice cropping a padded axis would turn the padding's zeros into its operand's elements (a grouped
+// convolution's channels are such a slice, of the last axis alone).
+bool gathered_slice(const ir::Graph& graph, ir::ValueId value, const std::vector<ir::ValueId>& users) {
+  const ir::Node& node = graph.node(value);
+  if (!slice_view(node)) return false;
+  const bool under_padding =
+      std::any_of(users.begin(), users.end(), [&](ir::ValueId user) { return padding_of(graph, user).has_value(); });
+  if (!under_padding) return true;
+  const Shape& whole = graph.type(node.operands[0]).shape;
+  for (int axis = 0; axis + 1 < whole.rank(); ++axis) {
+    const auto a = static_cast<std::size_t>(axis);
+    if (node.attributes.start[a] != 0 || node.attributes.step[a] != 1 || node.type.shape[axis] != whole[axis])
+      return false;
+  }
+  return true;
+}
+
 bool zero_padding_view(const ir::Graph& graph, ir::ValueId value) {
   const std::optional<Padding> padding = padding_of(graph, value);
   return padding && padding->axis < graph.type(value).shape.rank() - 1 &&
@@ -164,7 +183,7 @@ bool Scheduler::gathered_view(ir::ValueId id, int group_index) const {
     return viewed_[index(user)] && group_of_[index(user)] == group_index;
   });
   if (!under_views) return false;
-  if (node.op == ir::Op::slice) return slice_view(node);
+  if (node.op == ir::Op::slice) return gathered_slice(graph_, id, users);
   // A convolution's padding: zeros along an axis before the last, under the slices of its windows (or under
   // another such padding), or a part itself (a transposed convolution's windows of the cotangent are paddings of
   // it where nothing crops).
@@ -217,7 +236,7 @@ bool Scheduler::shared_gathered_view(ir::ValueId id) const {
     shared = shared || inlined_[index(user)];
   }
   if (!shared) return false;
-  return node.op == ir::Op::slice ? slice_view(node) : zero_padding_view(graph_, id);
+  return node.op == ir::Op::slice ? gathered_slice(graph_, id, users) : zero_padding_view(graph_, id);
 }
 
 bool Scheduler::gathers(int group_index) const {

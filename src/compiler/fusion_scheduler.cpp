@@ -1,5 +1,7 @@
 #include "compiler/fusion_scheduler.h"
 
+#include <kiln/error.h>
+
 #include <algorithm>
 #include <functional>
 
@@ -562,17 +564,26 @@ std::vector<GatheredView> Scheduler::gathered_parts(ir::ValueId operand) const {
     const int rank = graph_.type(part).shape.rank();
     GatheredView view{part, part, std::vector<std::int64_t>(static_cast<std::size_t>(rank), 0),
                       std::vector<std::int64_t>(static_cast<std::size_t>(rank), 1)};
-    if (viewed_[index(part)] && graph_.node(part).op == ir::Op::slice) {  // a slice of its source
-      const ir::Node& slice = graph_.node(part);
-      view.source = slice.operands[0];
-      view.start = slice.attributes.start;
-      view.step = slice.attributes.step;
-    }
-    // Down the zero paddings to the value in memory, the view's start moved by what each puts before it.
-    while (viewed_[index(view.source)]) {
-      const std::optional<Padding> padding = padding_of(graph_, view.source);
-      view.start[static_cast<std::size_t>(padding->axis)] -= padding->before;
-      view.source = padding->inner;
+    // Down the slices and zero paddings to the value in memory: a slice maps the view's coordinates into its
+    // operand's, a padding moves them by what it puts before its operand (gathered_view: a slice under a padding
+    // keeps the padded axes whole, so the padding's coordinates stay outside the value at the bottom).
+    for (ir::ValueId source = part; viewed_[index(source)];) {
+      const ir::Node& node = graph_.node(source);
+      if (node.op == ir::Op::slice) {
+        for (std::size_t axis = 0; axis < view.start.size(); ++axis) {
+          view.start[axis] = node.attributes.start[axis] + view.start[axis] * node.attributes.step[axis];
+          view.step[axis] *= node.attributes.step[axis];
+        }
+        source = node.operands[0];
+      } else {
+        const std::optional<Padding> padding = padding_of(graph_, source);
+        if (!padding)
+          throw kiln::CompileError("matmul", "a gathered view that is neither a slice nor a zero padding",
+                                   std::string());
+        view.start[static_cast<std::size_t>(padding->axis)] -= padding->before;
+        source = padding->inner;
+      }
+      view.source = source;
     }
     views.push_back(std::move(view));
   }

@@ -336,6 +336,15 @@ void add_composites(std::vector<GradientCase>& cases) {
                         nn::conv1d(x[2], x[3], {.padding = nn::Padding::same})};
        },
        {input({2, 5, 6, 3}, next()), input({3, 2, 3, 2}, next()), input({2, 7, 3}, next()), input({3, 3, 4}, next())}});
+  // Groups of two channels (a convolution per group) and a depthwise convolution with two filters per channel.
+  cases.push_back({"conv2d grouped and depthwise",
+                   {},
+                   [](const Tensors& x) {
+                     return Tensors{nn::conv2d(x[0], x[1], {.padding = nn::Padding::same}),
+                                    nn::conv2d(x[0], x[1], {.strides = {2, 1}}),
+                                    nn::conv2d(x[0], x[2], {.strides = {1, 2}, .padding = nn::Padding::same})};
+                   },
+                   {input({2, 5, 6, 4}, next()), input({3, 2, 2, 4}, next()), input({3, 3, 1, 8}, next())}});
   cases.push_back({"max_pool2d, avg_pool2d",
                    {},
                    [](const Tensors& x) {

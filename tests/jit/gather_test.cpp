@@ -1,7 +1,7 @@
-// GEMM operands gathered as they are packed (compiler/fusion.h: a GEMM's gathered operand): a matmul's left operand that is a concat,
-// along its last axis, of slices of values in memory (and of such values themselves) is never written; the GEMM
-// reads each part where it lies, through zero padding. Each case runs through the standard executor, the JIT and
-// the float64 reference, counts the kernels and reads the fusion decisions.
+// GEMM operands gathered as they are packed (compiler/fusion.h: a GEMM's gathered operand): a matmul's left operand
+// that is a concat, along its last axis, of slices of values in memory (and of such values themselves) is never
+// written; the GEMM reads each part where it lies, through zero padding. Each case runs through the standard executor,
+// the JIT and the float64 reference, counts the kernels and reads the fusion decisions.
 
 #include "support/differential.h"
 #include "support/test_support.h"
@@ -69,6 +69,33 @@ TEST(GatheredOperand, ThroughZeroPaddingAndFromOtherPadding) {
       EXPECT_EQ(result.jit.kernels_per_call, 1) << result.fused;
     }
   }
+}
+
+// A slice under the zero padding: the channels of a group, padded, then the taps (a grouped convolution spelled by
+// hand). Keeping every axis but the last whole, it is gathered with the padding (the compiler looped forever on
+// it once); cropping a padded axis, the padding's zeros would fall on the slice's operand, so it is not gathered.
+TEST(GatheredOperand, ThroughASliceUnderTheZeroPadding) {
+  const Tensor x = random_tensor(DType::f32, {2, 7, 6, 8}, 10), w = random_tensor(DType::f32, {27, 5}, 11);
+  auto windows_product = [](const Tensor& source, const Tensor& w) {
+    const Tensor padded = pad(source, {{0, 0}, {1, 1}, {1, 1}, {0, 0}});
+    std::vector<Tensor> taps;
+    const Shape& shape = source.shape();
+    for (std::int64_t row = 0; row < 3; ++row)
+      for (std::int64_t column = 0; column < 3; ++column)
+        taps.push_back(slice(padded, {{0, row, column, 0}, {shape[0], row + shape[1], column + shape[2], shape[3]}}));
+    return matmul(concat(taps, 3), w);
+  };
+  auto channels = [windows_product](Tensor x, Tensor w) {
+    return windows_product(slice(x, {{0, 0, 0, 3}, {2, 7, 6, 6}}), w) * 2.0f;
+  };
+  const testing::DifferentialResult gathered = expect_agreement("channels of a group", channels, x, w);
+  EXPECT_TRUE(gathers(gathered.fused)) << gathered.fused;
+  EXPECT_EQ(gathered.jit.kernels_per_call, 1) << gathered.fused;
+  auto rows = [windows_product](Tensor x, Tensor w) {
+    return windows_product(slice(x, {{0, 1, 0, 3}, {2, 6, 6, 6}}), w);
+  };
+  const testing::DifferentialResult cropped = expect_agreement("rows cropped", rows, x, w);
+  EXPECT_EQ(cropped.fused.find("(9 parts) from %0 parameter"), std::string::npos) << cropped.fused;
 }
 
 // The operand stays in memory where it must: returned too.

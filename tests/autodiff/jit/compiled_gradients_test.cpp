@@ -296,6 +296,14 @@ TEST(CompiledGradients, TracedConvolutionAndPoolGradientsMatchCentralDifferences
             return reduce_sum(sin(nn::conv2d(x, depthwise_filters, {.padding = padding})));
           },
           x);
+    // Two groups of two channels: a convolution per group, of a slice of the input's channels.
+    const Tensor grouped_filters = random::normal({3, 2, 2, 4}, {.seed = 41, .dtype = DType::f64});
+    expect_traced_gradient_matches_differences(
+        "grouped conv2d " + dims,
+        [grouped_filters](Tensor x) {
+          return reduce_sum(sin(nn::conv2d(concat({x, x * x}, 3), grouped_filters, {.padding = nn::Padding::same})));
+        },
+        x);
     for (const Tensor& each : {filters, wide_filters})
       expect_traced_gradient_matches_differences(
           "conv2d strided " + dims + " by " + each.shape().to_string(),
