@@ -212,13 +212,14 @@ TEST(GemmGathered, InteriorStripsOfLongLinesAndAPartialPanel) {
   expect_same_as_written(Windows(1, 9, 47, 2, 5, 2, 2), 13);
 }
 
-// At most four columns (kNarrowColumns), each element is a dot product along K instead of the microkernel's sum:
-// within float reassociation of the float64 product, the same with one thread and two, every block once.
+// At most kNarrowColumns columns (a vector: 8 on AVX2), a vector of B's row per step along K instead of the
+// microkernel's tile, in the microkernel's order: bitwise sgemm on the written windows, the same with one thread and
+// two, every block once, within float rounding of the float64 product.
 TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
   const Windows windows(3, 17, 13, 37, 3, 1, 1);  // 333 columns: K blocks with tails, parts straddling them
   const std::int64_t m = windows.m(), k = windows.k();
   const std::vector<float> a = windows.written();
-  for (const std::int64_t n : {1, 2, 4}) {
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, gemm_detail::kNarrowColumns}) {
     for (const bool transpose_b : {false, true}) {
       const std::vector<float> b = testing::random_floats(k * n, 40 + static_cast<std::uint64_t>(n));
       const int original = runtime::thread_count();
@@ -234,6 +235,9 @@ TEST(GemmGathered, NarrowProductsMatchTheReferenceAndDoNotDependOnThreads) {
       }
       runtime::set_thread_count(original);
       EXPECT_TRUE(same_bits(results[0], results[1])) << windows.describe(n);
+      std::vector<float> written(static_cast<std::size_t>(m * n), -1.0f);
+      sgemm(m, n, k, a.data(), k, false, b.data(), transpose_b ? k : n, transpose_b, written.data(), n, {});
+      EXPECT_TRUE(same_bits(results[0], written)) << windows.describe(n) << ", against sgemm on the written windows";
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j) {
           double want = 0, magnitude = 0;

@@ -137,8 +137,9 @@ bool reads_gathered_in_place(const GatheredRows& a);
 inline std::int64_t in_place_depth_block(std::int64_t k) { return ceil_div(k, ceil_div(k, kKcMax)); }
 
 // sgemm_gathered's products at most this many columns wide go to sgemm_gathered_narrow (gemm_narrow.cpp): the
-// plan's blocks, each row strip gathered as sgemm gathers it, each element a dot product along K.
-inline constexpr std::int64_t kNarrowColumns = 4;
+// plan's blocks, each row strip read where it lies or gathered as sgemm gathers it, a vector of B's row (its
+// columns, then zeros) per step along K times each row's element.
+inline constexpr std::int64_t kNarrowColumns = kLanes;
 void sgemm_gathered_narrow(const GemmPlan& plan, const GatheredRows& a, const float* b, std::int64_t ldb,
                            bool transpose_b, float* c, std::int64_t ldc, const GemmEpilogue& epilogue);
 
