@@ -108,7 +108,8 @@ class Builder {
     std::vector<int> uses = graph.use_counts();
     graph.outputs.push_back(last_);
     for (ValueId id = graph.size() - 1; id >= 0; --id)
-      if (id != last_ && uses[static_cast<std::size_t>(id)] == 0 && ir::info(graph.node(id).op).category != ir::OpCategory::source)
+      if (id != last_ && uses[static_cast<std::size_t>(id)] == 0 &&
+          ir::info(graph.node(id).op).category != ir::OpCategory::source)
         graph.outputs.push_back(id);
     if (random_.chance(0.2)) graph.outputs.push_back(random_.pick(top_.pool));
     if (random_.chance(0.05)) graph.outputs.push_back(last_);
@@ -211,9 +212,15 @@ class Builder {
       bool f32 = type.dtype == DType::f32;
       const double infinity = std::numeric_limits<double>::infinity();
       switch (random_.weighted({5, 3, 1, 0.5, 0.3})) {
-        case 0: attributes.float_value = std::round(random_.normal() * 1000) / 256; break;
-        case 1: attributes.float_value = random_.pick(std::vector<double>{1, -1, 2, 0.5, -2.5, 3, 0.1, 100}); break;
-        case 2: attributes.float_value = random_.chance(0.5) ? 0.0 : -0.0; break;
+        case 0:
+          attributes.float_value = std::round(random_.normal() * 1000) / 256;
+          break;
+        case 1:
+          attributes.float_value = random_.pick(std::vector<double>{1, -1, 2, 0.5, -2.5, 3, 0.1, 100});
+          break;
+        case 2:
+          attributes.float_value = random_.chance(0.5) ? 0.0 : -0.0;
+          break;
         case 3:
           attributes.float_value = random_.pick(std::vector<double>{infinity, -infinity, std::nan("")});
           break;
@@ -230,15 +237,20 @@ class Builder {
     } else {
       bool i32 = type.dtype == DType::i32;
       switch (random_.weighted({5, 1, 1, 0.5})) {
-        case 0: attributes.int_value = random_.nonzero(9); break;
-        case 1: attributes.int_value = 0; break;
-        case 2: attributes.int_value = random_.chance(0.5) ? 1 : -1; break;
+        case 0:
+          attributes.int_value = random_.nonzero(9);
+          break;
+        case 1:
+          attributes.int_value = 0;
+          break;
+        case 2:
+          attributes.int_value = random_.chance(0.5) ? 1 : -1;
+          break;
         default:
-          attributes.int_value = random_.chance(0.5)
-                                     ? (i32 ? std::numeric_limits<std::int32_t>::max()
-                                            : std::numeric_limits<std::int64_t>::max())
-                                     : (i32 ? std::numeric_limits<std::int32_t>::min()
-                                            : std::numeric_limits<std::int64_t>::min());
+          attributes.int_value =
+              random_.chance(0.5)
+                  ? (i32 ? std::numeric_limits<std::int32_t>::max() : std::numeric_limits<std::int64_t>::max())
+                  : (i32 ? std::numeric_limits<std::int32_t>::min() : std::numeric_limits<std::int64_t>::min());
       }
     }
     return attributes;
@@ -264,12 +276,18 @@ class Builder {
 
   std::int64_t random_dim() {
     switch (random_.weighted({2, 4, 3, 1.5, 0.3, large_ ? 1.5 : 0.0})) {
-      case 0: return 1;
-      case 1: return random_.between(2, 5);
-      case 2: return random_.between(6, 9);
-      case 3: return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33, 64});
-      case 4: return 0;
-      default: return random_.pick(std::vector<std::int64_t>{100, 127, 257, 1000, 4099});
+      case 0:
+        return 1;
+      case 1:
+        return random_.between(2, 5);
+      case 2:
+        return random_.between(6, 9);
+      case 3:
+        return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33, 64});
+      case 4:
+        return 0;
+      default:
+        return random_.pick(std::vector<std::int64_t>{100, 127, 257, 1000, 4099});
     }
   }
 
@@ -295,8 +313,8 @@ class Builder {
 
   // bf16 and f16 (with half_precision) as often as f64.
   DType random_dtype() {
-    static const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean,
-                                              DType::bf16, DType::f16};
+    static const std::vector<DType> dtypes = {DType::f32,     DType::f64,  DType::i32, DType::i64,
+                                              DType::boolean, DType::bf16, DType::f16};
     const double half = options_.half_precision ? 1 : 0;
     return dtypes[random_.weighted({5, 2, 2, 1, 1.5, half, half})];
   }
@@ -359,14 +377,16 @@ class Builder {
     auto boolean = [](const ir::Type& t) { return t.dtype == DType::boolean; };
     if (auto value = pick(boolean); value && random_.chance(0.7)) return *value;
     switch (random_.weighted({2, 3, 1})) {
-      case 0: return fresh_source({DType::boolean, random_shape()});
+      case 0:
+        return fresh_source({DType::boolean, random_shape()});
       case 1: {
         ValueId a = any_value();
         ValueId b = partner(a);
         static const std::vector<Op> comparisons = {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge};
         return add(random_.pick(comparisons), {a, b});
       }
-      default: return convert(any_value(), DType::boolean);
+      default:
+        return convert(any_value(), DType::boolean);
     }
   }
 
@@ -375,8 +395,11 @@ class Builder {
   Shape broadcast_partner(const Shape& shape) {
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
     switch (random_.weighted({3, 2, 2, 1, 1})) {
-      case 0: break;
-      case 1: dims.erase(dims.begin(), dims.begin() + random_.between(0, static_cast<std::int64_t>(dims.size()))); break;
+      case 0:
+        break;
+      case 1:
+        dims.erase(dims.begin(), dims.begin() + random_.between(0, static_cast<std::int64_t>(dims.size())));
+        break;
       case 2:
         for (auto& dim : dims)
           if (random_.chance(0.5)) dim = 1;
@@ -416,8 +439,10 @@ class Builder {
 
   ValueId build_op(Op op) {
     switch (op) {
-      case Op::constant: return add_constant({random_dtype(), random_shape()});
-      case Op::iota: return add_iota({random_numeric_dtype(), random_shape()});
+      case Op::constant:
+        return add_constant({random_dtype(), random_shape()});
+      case Op::iota:
+        return add_iota({random_numeric_dtype(), random_shape()});
       case Op::neg:
       case Op::abs:
       case Op::sign:
@@ -445,7 +470,8 @@ class Builder {
       case Op::expm1:
       case Op::atan:
         return add(op, {float_value()});
-      case Op::logical_not: return add(op, {bool_value()});
+      case Op::logical_not:
+        return add(op, {bool_value()});
       case Op::bitwise_not:
         return add(op, {random_.chance(0.3) ? bool_value() : integer_value()});
       case Op::bitwise_and:
@@ -506,14 +532,19 @@ class Builder {
         ValueId a = bool_value();
         return add(op, maybe_swapped(a, partner(a)));
       }
-      case Op::where: return build_where();
+      case Op::where:
+        return build_where();
       case Op::reduce_sum:
-      case Op::reduce_prod: return build_reduction(op, numeric_value());
-      case Op::reduce_mean: return build_reduction(op, float_value());
+      case Op::reduce_prod:
+        return build_reduction(op, numeric_value());
+      case Op::reduce_mean:
+        return build_reduction(op, float_value());
       case Op::reduce_max:
-      case Op::reduce_min: return build_reduction(op, any_value());
+      case Op::reduce_min:
+        return build_reduction(op, any_value());
       case Op::argmax:
-      case Op::argmin: return build_arg_reduction(op);
+      case Op::argmin:
+        return build_arg_reduction(op);
       case Op::cumsum:
       case Op::cumprod:
         return build_scan(op, numeric_value());
@@ -525,12 +556,18 @@ class Builder {
         return build_ordering(op);
       case Op::top_k:
         return build_top_k();
-      case Op::matmul: return build_matmul();
-      case Op::reshape: return build_reshape();
-      case Op::transpose: return build_transpose();
-      case Op::broadcast_to: return build_broadcast_to();
-      case Op::slice: return build_slice();
-      case Op::concat: return build_concat();
+      case Op::matmul:
+        return build_matmul();
+      case Op::reshape:
+        return build_reshape();
+      case Op::transpose:
+        return build_transpose();
+      case Op::broadcast_to:
+        return build_broadcast_to();
+      case Op::slice:
+        return build_slice();
+      case Op::concat:
+        return build_concat();
       case Op::gather:
         return build_gather();
       case Op::take_along_axis:
@@ -544,7 +581,8 @@ class Builder {
         attributes.axis = random_.between(0, type(x).shape.rank());
         return add(op, {x}, attributes);
       }
-      case Op::squeeze: return build_squeeze();
+      case Op::squeeze:
+        return build_squeeze();
       case Op::parameter:
       case Op::host_call:
       case Op::nonzero:
@@ -565,7 +603,9 @@ class Builder {
     if (!ir::broadcast_shapes(type(x).shape, type(y).shape, &both)) throw Rejected{};
     ValueId condition;
     switch (random_.weighted({2, 2, 1})) {
-      case 0: condition = fresh_source({DType::boolean, broadcast_partner(both)}); break;
+      case 0:
+        condition = fresh_source({DType::boolean, broadcast_partner(both)});
+        break;
       case 1: {
         static const std::vector<Op> comparisons = {Op::lt, Op::le, Op::gt, Op::ge, Op::eq, Op::ne};
         condition = add(random_.pick(comparisons), {x, y});
@@ -717,9 +757,12 @@ class Builder {
 
   std::int64_t matrix_dim() {
     switch (random_.weighted({6, 2, 0.5})) {
-      case 0: return random_.between(1, 9);
-      case 1: return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33});
-      default: return 0;
+      case 0:
+        return random_.between(1, 9);
+      case 1:
+        return random_.pick(std::vector<std::int64_t>{13, 16, 17, 31, 33});
+      default:
+        return 0;
     }
   }
 
@@ -902,9 +945,10 @@ class Builder {
 
   // A convolution as nn::conv2d writes it (api/convolution.cpp): an NHWC image padded with zeros along its height
   // and width (concats of constants), each tap of the window a strided slice of it, the taps side by side along
-  // the channels, times a [taps x channels, outputs] matrix, then often a bias and relu. The CPU JIT gathers the
-  // taps while its GEMM packs them (compiler/fusion.h: a GEMM's gathered operand; kernels/cpu/gemm.h: read in place from 32 channels,
-  // rows inside the image by a short cut, products of at most 4 columns as dot products). The shapes are drawn to
+  // the channels, times a [taps x channels, outputs] matrix, then often a bias and relu; the image sometimes a
+  // group's channels of a wider one. The CPU JIT gathers the taps while its GEMM packs them (compiler/fusion.h: a
+  // GEMM's gathered operand; kernels/cpu/gemm.h: read in place from 32 channels, rows inside the image by a short
+  // cut, products of at most a vector's columns by gemm_narrow.cpp). The shapes are drawn to
   // reach those paths; values may be as large as in a large graph (the operand is never written by the JIT).
   ValueId build_convolution_motif() {
     const std::int64_t saved_limit = max_elements_;
@@ -940,7 +984,20 @@ class Builder {
       return drawn;
     };
     const Axis rows = axis(height), columns = axis(width);
-    ValueId image = add_parameter({DType::f32, Shape({batch, height, width, channels})});
+    ValueId image = -1;
+    if (random_.chance(0.3)) {
+      // A group's channels, sliced from a wider image before the padding (nn::conv2d's grouped form); sometimes its
+      // rows cropped too, which the GEMM must not gather through the padding.
+      const std::int64_t beside = random_.between(1, 9), first = random_.between(0, beside);
+      const std::int64_t cropped = random_.chance(0.3) ? random_.between(1, 2) : 0;
+      const ValueId wide = add_parameter({DType::f32, Shape({batch, height + cropped, width, channels + beside})});
+      ir::Attributes group;
+      group.start = {0, cropped, 0, first};
+      group.step = {1, 1, 1, 1};
+      image = add(Op::slice, {wide}, group, {DType::f32, Shape({batch, height, width, channels})});
+    } else {
+      image = add_parameter({DType::f32, Shape({batch, height, width, channels})});
+    }
     ir::Attributes zero;
     zero.float_value = 0.0;
     for (const auto& [dimension, drawn] : {std::pair{1, rows}, std::pair{2, columns}}) {
@@ -1065,7 +1122,8 @@ class Builder {
       return add(Op::div, {exponentials, add(Op::reduce_sum, {exponentials}, rows)});
     };
     switch (random_.weighted({3, 2, 1, 1})) {
-      case 0: return softmax(x);
+      case 0:
+        return softmax(x);
       case 1: {
         const Shape& shape = type(x).shape;
         ValueId mask = add_parameter({DType::f32, Shape({shape[rank - 2], shape[rank - 1]})});
@@ -1080,8 +1138,8 @@ class Builder {
         return add(Op::div, {centered, add(Op::sqrt, {add(Op::add, {variance, f32_constant(1e-5)})})});
       }
       default:
-        return add(Op::div, {add(Op::tanh, {x}), add(Op::add, {add(Op::reduce_sum, {add(Op::abs, {x})}, rows),
-                                                               f32_constant(1)})});
+        return add(Op::div, {add(Op::tanh, {x}),
+                             add(Op::add, {add(Op::reduce_sum, {add(Op::abs, {x})}, rows), f32_constant(1)})});
     }
   }
 
@@ -1583,7 +1641,8 @@ class Builder {
     ir::Attributes attributes;
     for (int axis = 0; axis < type(x).shape.rank(); ++axis) attributes.axes.push_back(axis);
     for (std::size_t i = attributes.axes.size(); i > 1; --i)
-      std::swap(attributes.axes[i - 1], attributes.axes[static_cast<std::size_t>(random_.below(static_cast<std::int64_t>(i)))]);
+      std::swap(attributes.axes[i - 1],
+                attributes.axes[static_cast<std::size_t>(random_.below(static_cast<std::int64_t>(i)))]);
     return add(Op::transpose, {x}, attributes);
   }
 
