@@ -172,6 +172,8 @@ TEST(Convolution, Conv2dMatchesItsDefinition) {
       {"depthwise, 2 per channel, stride 2", {1, 7, 6, 3}, {3, 2, 1, 6}, {.strides = {2, 2}}, {7, 3, 2}, {6, 2, 2}},
       {"2 groups", {2, 6, 5, 4}, {3, 3, 2, 6}, {.padding = nn::Padding::same}, same(6, 3, 1), same(5, 3, 1)},
       {"3 groups, 1x1", {1, 4, 4, 6}, {1, 1, 2, 3}, {}, {4, 1}, {4, 1}},
+      // More groups than api/convolution.cpp builds a product for each of: one batched product.
+      {"20 groups", {1, 5, 6, 40}, {3, 3, 2, 20}, {.padding = nn::Padding::same}, same(5, 3, 1), same(6, 3, 1)},
       // Channels enough for the JIT's GEMM to read the taps where they lie (kernels/cpu/gemm_packing.h).
       {"3x3 same, 40 channels",
        {2, 9, 11, 40},
@@ -334,9 +336,9 @@ TEST(Convolution, TheGemmGathersTheWindowsFromTheInput) {
   EXPECT_EQ(residual.jit.kernels_per_call, 2) << residual.fused;
 }
 
-// A grouped convolution (several channels per group) is a convolution per group side by side: each group's GEMM
-// gathers the windows of its channels where they lie. As one batched product, every window was written, then
-// transposed, and the product transposed back (3x PyTorch's time at [8,56,56,128] in 4 groups).
+// A grouped convolution (several channels per group, up to 16 groups) is a convolution per group side by side: each
+// group's GEMM gathers the windows of its channels where they lie. As one batched product, every window was written,
+// then transposed, and the product transposed back (3x PyTorch's time at [8,56,56,128] in 4 groups).
 TEST(Convolution, AGroupedConvolutionIsAGatheredProductPerGroup) {
   const Tensor images = random_tensor(DType::f32, {2, 9, 11, 12}, 78),
                filters = random_tensor(DType::f32, {3, 3, 4, 6}, 79);
@@ -352,6 +354,12 @@ TEST(Convolution, AGroupedConvolutionIsAGatheredProductPerGroup) {
     EXPECT_EQ(gathered, 3u) << result.fused;
     EXPECT_EQ(result.fused.find("transpose"), std::string::npos) << result.fused;
   }
+  // Many groups are one batched product, so that the first call does not compile kernels for each.
+  const Tensor many = random_tensor(DType::f32, {2, 5, 6, 34}, 80),
+               many_filters = random_tensor(DType::f32, {3, 3, 2, 17}, 81);
+  auto layer = [](Tensor x, Tensor w) { return nn::conv2d(x, w, {.padding = nn::Padding::same}); };
+  const testing::DifferentialResult batched = expect_agreement("17 groups", layer, many, many_filters);
+  EXPECT_LE(batched.jit.kernels_per_call, 6) << batched.fused;
 }
 
 TEST(Convolution, BadArgumentsNameTheOpAndLeaveTheFunctionUsable) {

@@ -345,6 +345,11 @@ void add_composites(std::vector<GradientCase>& cases) {
                                     nn::conv2d(x[0], x[2], {.strides = {1, 2}, .padding = nn::Padding::same})};
                    },
                    {input({2, 5, 6, 4}, next()), input({3, 2, 2, 4}, next()), input({3, 3, 1, 8}, next())}});
+  // More groups than a product each (api/convolution.cpp): one batched product of the windows.
+  cases.push_back({"conv2d in 17 groups",
+                   {},
+                   [](const Tensors& x) { return Tensors{nn::conv2d(x[0], x[1], {.padding = nn::Padding::same})}; },
+                   {input({1, 3, 4, 34}, next()), input({2, 2, 2, 17}, next())}});
   cases.push_back({"max_pool2d, avg_pool2d",
                    {},
                    [](const Tensors& x) {
