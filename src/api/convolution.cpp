@@ -180,7 +180,7 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, Conv2dOptions options,
     }
     return concat(results, 3, location);
   }
-  const std::vector<Tensor> taps = taps_of(padded(input, height, width, 0, location), height, width, location);
+  std::vector<Tensor> taps = taps_of(padded(input, height, width, 0, location), height, width, location);
 
   if (group_channels == 1 && groups > 1) {
     // Depthwise: each output channel is one input channel's windows times a weight per tap, summed; no product.
@@ -199,10 +199,9 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, Conv2dOptions options,
   }
   if (groups == 1) return window_product(taps, filters, location);
   // Many groups of several channels: each tap's channels split into groups, the taps side by side within each group.
-  std::vector<Tensor> grouped_taps;
-  for (const Tensor& each : taps)
-    grouped_taps.push_back(reshape(each, {shape[0], height.outputs, width.outputs, groups, group_channels}, location));
-  const Tensor windows = grouped_taps.size() == 1 ? grouped_taps.front() : concat(grouped_taps, 4, location);
+  for (Tensor& each : taps)
+    each = reshape(each, {shape[0], height.outputs, width.outputs, groups, group_channels}, location);
+  const Tensor windows = taps.size() == 1 ? taps.front() : concat(taps, 4, location);
   return grouped_product(windows, filters, groups, location);
 }
 
@@ -263,12 +262,9 @@ Tensor max_pool2d(const Tensor& input, Pool2dOptions options, Location location)
   if (input.dtype() == DType::i64) lowest = std::numeric_limits<std::int64_t>::lowest();
   const Tensor source = padded(input, windows.height, windows.width, lowest, location);
   Tensor result;
-  for (std::int64_t row = 0; row < windows.height.window; ++row)
-    for (std::int64_t column = 0; column < windows.width.window; ++column) {
-      const Tensor value = tap(source, windows.height, windows.width, row, column, location);
-      // maximum() propagates NaN, as tf.nn.max_pool2d does.
-      result = result.defined() ? maximum(result, value, location) : value;
-    }
+  for (const Tensor& value : taps_of(source, windows.height, windows.width, location))
+    // maximum() propagates NaN, as tf.nn.max_pool2d does.
+    result = result.defined() ? maximum(result, value, location) : value;
   return result;
 }
 
@@ -277,11 +273,8 @@ Tensor avg_pool2d(const Tensor& input, Pool2dOptions options, Location location)
   if (!is_floating(input.dtype())) throw DTypeError("avg_pool2d", "takes floats, got " + describe(input), location);
   const Tensor source = padded(input, windows.height, windows.width, 0, location);
   Tensor sum;
-  for (std::int64_t row = 0; row < windows.height.window; ++row)
-    for (std::int64_t column = 0; column < windows.width.window; ++column) {
-      const Tensor value = tap(source, windows.height, windows.width, row, column, location);
-      sum = sum.defined() ? add(sum, value, location) : value;
-    }
+  for (const Tensor& value : taps_of(source, windows.height, windows.width, location))
+    sum = sum.defined() ? add(sum, value, location) : value;
   const bool pads = windows.height.padding != PaddingPair{0, 0} || windows.width.padding != PaddingPair{0, 0};
   if (!pads) return div(sum, static_cast<double>(windows.height.window * windows.width.window), location);
   // The windows' element counts, [OH, 1, 1] times [1, OW, 1]: the padding takes no part in the mean.
