@@ -185,9 +185,35 @@ TEST(Attention, OneStripItemsPackAsTheyReadWithTheSameSums) {
   items.expect_matches_reference(items.run(), items.describe());
 }
 
+// Items of one row (a decoder's step with one query) are matrix-vector products read in place: dot products along
+// stored rows, or stored rows scaled and added. Sizes around their steps: depths below, at and past a vector with a
+// partial one left, key counts not a multiple of the four rows a dot pass takes, outputs of a whole register block
+// (8 vectors), single vectors and a partial one. Their sums do not depend on the threads or on sharing the operands.
+TEST(Attention, OneRowItemsAreMatrixVectorProducts) {
+  const std::int64_t lanes = gemm_detail::kLanes;
+  for (const std::int64_t k : {std::int64_t{1}, lanes - 1, lanes, 2 * lanes + 3})
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{6}, 3 * lanes + 5})
+      for (const std::int64_t d : {std::int64_t{3}, 8 * lanes + lanes + 5})
+        for (bool tb : {false, true})
+          for (bool tc : {false, true}) {
+            const Case test(3, 1, n, k, d, false, tb, tc);
+            test.expect_matches_reference(test.run(), test.describe());
+          }
+  const Case own(9, 1, 2 * gemm_detail::kKcTarget + 7, 64, 40, true, true, false);
+  const Case shared(9, 1, 2 * gemm_detail::kKcTarget + 7, 64, 40, true, true, false, true, true);
+  const std::vector<float> own_sums = own.run();
+  own.expect_matches_reference(own_sums, own.describe());
+  shared.expect_matches_reference(shared.run(), shared.describe());
+  const int original = runtime::thread_count();
+  runtime::set_thread_count(1);
+  const std::vector<float> one_thread = own.run();
+  runtime::set_thread_count(original);
+  EXPECT_EQ(std::memcmp(own_sums.data(), one_thread.data(), sizeof(float) * own_sums.size()), 0);
+}
+
 TEST(Attention, ZeroSizes) {
-  for (const Case& test :
-       {Case(2, 5, 0, 8, 6), Case(2, 5, 9, 0, 6), Case(2, 5, 9, 8, 0), Case(2, 0, 9, 8, 6), Case(0, 5, 9, 8, 6)})
+  for (const Case& test : {Case(2, 5, 0, 8, 6), Case(2, 5, 9, 0, 6), Case(2, 5, 9, 8, 0), Case(2, 0, 9, 8, 6),
+                           Case(0, 5, 9, 8, 6), Case(2, 1, 0, 8, 6), Case(2, 1, 9, 0, 6), Case(2, 1, 9, 8, 0)})
     test.expect_matches_reference(test.run(), test.describe());
 }
 

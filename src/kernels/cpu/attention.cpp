@@ -130,24 +130,31 @@ void multiply_strip_reading_once(const float* a, std::int64_t lda, bool transpos
 
 // A thread's scratch: the current item's packed B and C, an A strip, the score and probability strips, and the
 // row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned).
+// Items of one row (run_single_row) pack nothing, and their scratch has no room for packed operands.
 struct Scratch {
   Scratch(const AttentionProblem& problem, float* memory)
       : packed_b(problem.k, problem.n),
         packed_c(problem.n, problem.d),
         ld(row_stride(problem.n)),
         b_memory(memory),
-        c_memory(b_memory + PackedOperand::floats(problem.k, problem.n)),
-        a_strip(c_memory + PackedOperand::floats(problem.n, problem.d)),
+        c_memory(b_memory + (packs(problem) ? PackedOperand::floats(problem.k, problem.n) : 0)),
+        a_strip(c_memory + (packs(problem) ? PackedOperand::floats(problem.n, problem.d) : 0)),
         scores(a_strip + kMr * kKcMax),
         probabilities(scores + kMr * ld),
         tile(probabilities + kMr * ld),
         sums(tile + kKcMax * kNr),
         row_scratch(sums + kMr * round_up(std::max(problem.n, problem.d), kNr)) {}
 
-  // Without the row function's part (row_floats).
+  static bool packs(const AttentionProblem& problem) { return problem.m != 1; }
+  // Without the row function's part (row_floats); at most this without packed operands.
   static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
-    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + kMr * kKcMax + 2 * kMr * row_stride(n) +
-           kKcMax * kNr + kMr * round_up(std::max(n, d), kNr);
+    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + unpacked_floats(n, d);
+  }
+  static std::int64_t floats(const AttentionProblem& problem) {
+    return packs(problem) ? floats(problem.n, problem.k, problem.d) : unpacked_floats(problem.n, problem.d);
+  }
+  static std::int64_t unpacked_floats(std::int64_t n, std::int64_t d) {
+    return kMr * kKcMax + 2 * kMr * row_stride(n) + kKcMax * kNr + kMr * round_up(std::max(n, d), kNr);
   }
   static std::int64_t row_floats(const AttentionProblem& problem) {
     return round_up(problem.row_scratch_bytes, 64) / static_cast<std::int64_t>(sizeof(float));
@@ -180,11 +187,128 @@ void run_single_strip(const AttentionProblem& problem, std::int64_t item, const 
                               static_cast<float*>(problem.out) + item * rows * problem.d, problem.d);
 }
 
+// ---- One query row: the products as matrix-vector products -----------------------------------------------------
+// A decoder's step multiplies one row by an item's keys and values, each read once: the products are bound by
+// reading them (0.5 MiB each at 2048 x 64), and the microkernel's tile of kMr rows would be 1/kMr used while the
+// keys' micro-panels were still copied into it. Instead each stored row of the matrix is read once, where it lies,
+// into sums kept in registers: a dot product per stored row where the contraction runs along them (keys stored
+// n x k, values stored d x n), else the rows scaled by the query's elements and added (values stored n x d).
+// The sums are in one fixed order whatever the threads.
+
+using gemm_detail::broadcast_vector;
+using gemm_detail::kLanes;
+using gemm_detail::load_vector;
+using gemm_detail::multiply_add;
+using gemm_detail::store_vector;
+using gemm_detail::Vector;
+
+// The first `count` floats of `source` (count < kLanes), zeros after them.
+Vector load_head(const float* source, std::int64_t count) {
+  float lanes[kLanes] = {};
+  std::copy_n(source, count, lanes);
+  return load_vector(lanes);
+}
+
+// The lanes of `sums` added pairwise, halves first (a fixed order).
+float lane_sum(Vector sums) {
+  float lanes[kLanes];
+  store_vector(lanes, sums);
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int lane = 0; lane < width; ++lane) lanes[lane] += lanes[lane + width];
+  return lanes[0];
+}
+
+constexpr int kDotRows = 4;  // stored rows per pass: their sums interleave, and x's vectors are loaded once for all
+
+// out[j] = x . row j of `matrix` (rows `ld` floats apart, `depth` long), for j < rows.
+void dot_rows(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, std::int64_t rows, float* out) {
+  const std::int64_t whole = depth - depth % kLanes;
+  std::int64_t row = 0;
+  for (; row + kDotRows <= rows; row += kDotRows) {
+    Vector sums[kDotRows] = {};
+    const float* first = matrix + row * ld;
+    for (std::int64_t p = 0; p < whole; p += kLanes) {
+      const Vector xs = load_vector(x + p);
+      for (int r = 0; r < kDotRows; ++r) sums[r] = multiply_add(xs, load_vector(first + r * ld + p), sums[r]);
+    }
+    if (whole < depth) {
+      const Vector xs = load_head(x + whole, depth - whole);
+      for (int r = 0; r < kDotRows; ++r)
+        sums[r] = multiply_add(xs, load_head(first + r * ld + whole, depth - whole), sums[r]);
+    }
+    for (int r = 0; r < kDotRows; ++r) out[row + r] = lane_sum(sums[r]);
+  }
+  for (; row < rows; ++row) {
+    Vector sums = {};
+    const float* stored = matrix + row * ld;
+    for (std::int64_t p = 0; p < whole; p += kLanes)
+      sums = multiply_add(load_vector(x + p), load_vector(stored + p), sums);
+    if (whole < depth)
+      sums = multiply_add(load_head(x + whole, depth - whole), load_head(stored + whole, depth - whole), sums);
+    out[row] = lane_sum(sums);
+  }
+}
+
+// out[column, column + Vectors kLanes) = sum over p of x[p] times row p of `matrix` there (rows `ld` apart).
+template <int Vectors>
+void scaled_rows_block(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, float* out) {
+  Vector sums[Vectors] = {};
+  for (std::int64_t p = 0; p < depth; ++p) {
+    const Vector scale = broadcast_vector(x[p]);
+    const float* stored = matrix + p * ld;
+    for (int v = 0; v < Vectors; ++v) sums[v] = multiply_add(scale, load_vector(stored + v * kLanes), sums[v]);
+  }
+  for (int v = 0; v < Vectors; ++v) store_vector(out + v * kLanes, sums[v]);
+}
+
+constexpr int kScaledRowVectors = 8;  // columns per pass, in registers: 8 of AVX2's 16
+
+// out[0, columns) = sum over p < depth of x[p] times row p of `matrix` (rows `ld` floats apart).
+void scaled_rows(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, std::int64_t columns,
+                 float* out) {
+  std::int64_t column = 0;
+  for (; column + kScaledRowVectors * kLanes <= columns; column += kScaledRowVectors * kLanes)
+    scaled_rows_block<kScaledRowVectors>(x, depth, matrix + column, ld, out + column);
+  for (; column + kLanes <= columns; column += kLanes)
+    scaled_rows_block<1>(x, depth, matrix + column, ld, out + column);
+  if (column == columns) return;
+  const std::int64_t count = columns - column;
+  Vector sums = {};
+  for (std::int64_t p = 0; p < depth; ++p)
+    sums = multiply_add(broadcast_vector(x[p]), load_head(matrix + p * ld + column, count), sums);
+  float lanes[kLanes];
+  store_vector(lanes, sums);
+  std::copy_n(lanes, count, out + column);
+}
+
+// out = x (a row, depth long) times op(matrix): op(matrix) is depth x columns, stored so or transposed.
+void row_times(const float* x, std::int64_t depth, const float* matrix, bool transposed, std::int64_t columns,
+               float* out) {
+  if (transposed)
+    dot_rows(x, depth, matrix, depth, columns, out);
+  else
+    scaled_rows(x, depth, matrix, columns, columns, out);
+}
+
+// An item of one row (m = 1), whatever its operands' sharing, so that sharing them does not change the sums.
+void run_single_row(const AttentionProblem& problem, std::int64_t item, const float* a, const float* b, const float* c,
+                    AttentionRows rows_function, void* context, Scratch& scratch) {
+  // op(A) is 1 x k: its k elements are contiguous stored either way (lda is k, or m = 1).
+  row_times(a, problem.k, b, problem.transpose_b, problem.n, scratch.scores);
+  rows_function(context, item, item + 1, scratch.scores, scratch.probabilities, scratch.ld, scratch.row_scratch);
+  row_times(scratch.probabilities, problem.n, c, problem.transpose_c, problem.d,
+            static_cast<float*>(problem.out) + item * problem.d);
+}
+
 void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,
                 AttentionRows rows_function, void* context, Scratch& scratch) {
   const float* a = static_cast<const float*>(problem.a) + item * problem.a_batch_stride;
   const float* b = static_cast<const float*>(problem.b) + item * problem.b_batch_stride;
   const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
+  if (!Scratch::packs(problem)) {
+    run_single_row(problem, item, a, b, c, rows_function, context, scratch);
+    return;
+  }
   // B and C read once per item: packed as they are read. (Shared by every item, they are packed once in all.)
   if (problem.m <= kMr && problem.b_batch_stride != 0 && problem.c_batch_stride != 0) {
     run_single_strip(problem, item, a, b, c, rows_function, context, scratch);
@@ -245,7 +369,7 @@ void attention(const AttentionProblem& problem, AttentionRows rows_function, voi
     return;
   }
   StripUnits units(problem.batch, ceil_div(problem.m, kMr));
-  const std::int64_t scratch_floats = Scratch::floats(problem.n, problem.k, problem.d) + Scratch::row_floats(problem);
+  const std::int64_t scratch_floats = Scratch::floats(problem) + Scratch::row_floats(problem);
   auto memory =
       runtime::allocate(Device::cpu(), sizeof(float) * static_cast<std::size_t>(units.pieces() * scratch_floats));
   runtime::parallel_pieces(units.pieces(), [&](std::int64_t piece, std::int64_t) {
