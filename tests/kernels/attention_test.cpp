@@ -165,11 +165,11 @@ TEST(Attention, OneItemSplitIntoUnitsOfStrips) {
   test.expect_matches_reference(test.run(), test.describe());
 }
 
-// An item of at most one strip of rows (a decoder's step) with B and C of its own packs them a micro-panel at a time
-// as it reads them: the same sums as packing them whole, which a B and C shared by the batch still are (with one
+// An item of more than kAttentionFewRows rows, at most one strip, with B and C of its own packs them a micro-panel at a
+// time as it reads them: the same sums as packing them whole, which a B and C shared by the batch still are (with one
 // item, the same matrices either way), for every transpose, through several K blocks of both products.
 TEST(Attention, OneStripItemsPackAsTheyReadWithTheSameSums) {
-  for (const std::int64_t m : {1, 3, gemm_detail::kMr})
+  for (const std::int64_t m : {kAttentionFewRows + 1, std::int64_t{gemm_detail::kMr}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (bool tc : {false, true}) {
@@ -185,30 +185,48 @@ TEST(Attention, OneStripItemsPackAsTheyReadWithTheSameSums) {
   items.expect_matches_reference(items.run(), items.describe());
 }
 
-// Items of one row (a decoder's step with one query) are matrix-vector products read in place: dot products along
-// stored rows, or stored rows scaled and added. Sizes around their steps: depths below, at and past a vector with a
-// partial one left, key counts not a multiple of the four rows a dot pass takes, outputs of a whole register block
-// (8 vectors), single vectors and a partial one. Their sums do not depend on the threads or on sharing the operands.
-TEST(Attention, OneRowItemsAreMatrixVectorProducts) {
+// Items of a few rows (a decoder's step: a query per head, or the queries sharing a key-value head) are
+// matrix-vector products read in place: dot products along stored rows, or stored rows scaled and added. Sizes
+// around their steps: depths below, at and past a vector with a partial one left, key counts not a multiple of the
+// four rows a dot pass takes, outputs of a whole register block (8 vectors), single vectors and a partial one.
+TEST(Attention, FewRowItemsAreMatrixVectorProducts) {
   const std::int64_t lanes = gemm_detail::kLanes;
-  for (const std::int64_t k : {std::int64_t{1}, lanes - 1, lanes, 2 * lanes + 3})
-    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{6}, 3 * lanes + 5})
-      for (const std::int64_t d : {std::int64_t{3}, 8 * lanes + lanes + 5})
-        for (bool tb : {false, true})
-          for (bool tc : {false, true}) {
-            const Case test(3, 1, n, k, d, false, tb, tc);
-            test.expect_matches_reference(test.run(), test.describe());
-          }
-  const Case own(9, 1, 2 * gemm_detail::kKcTarget + 7, 64, 40, true, true, false);
-  const Case shared(9, 1, 2 * gemm_detail::kKcTarget + 7, 64, 40, true, true, false, true, true);
-  const std::vector<float> own_sums = own.run();
-  own.expect_matches_reference(own_sums, own.describe());
-  shared.expect_matches_reference(shared.run(), shared.describe());
-  const int original = runtime::thread_count();
-  runtime::set_thread_count(1);
-  const std::vector<float> one_thread = own.run();
-  runtime::set_thread_count(original);
-  EXPECT_EQ(std::memcmp(own_sums.data(), one_thread.data(), sizeof(float) * own_sums.size()), 0);
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{2}, kAttentionFewRows})
+    for (const std::int64_t k : {std::int64_t{1}, lanes - 1, lanes, 2 * lanes + 3})
+      for (const std::int64_t n : {std::int64_t{1}, std::int64_t{6}, 3 * lanes + 5})
+        for (const std::int64_t d : {std::int64_t{3}, 8 * lanes + lanes + 5})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true})
+              for (bool tc : {false, true}) {
+                const Case test(2, m, n, k, d, ta, tb, tc);
+                test.expect_matches_reference(test.run(), test.describe());
+              }
+}
+
+// Each row of such an item has the bits it has alone, through the chunks in which the rows share the keys and values
+// (several of both products here), whatever the threads or the sharing of the operands.
+TEST(Attention, FewRowItemsGiveEachRowItsSumsAlone) {
+  for (bool tb : {false, true})
+    for (bool tc : {false, true}) {
+      const Case rows(1, kAttentionFewRows, 2 * gemm_detail::kKcTarget + 7, 64, 40, true, tb, tc);
+      const std::vector<float> together = rows.run();
+      rows.expect_matches_reference(together, rows.describe());
+      // Row i alone: item i of a batch of one-row items (the row function marks row i alike) sharing the keys and
+      // values.
+      Case alone(kAttentionFewRows, 1, rows.n, rows.k, rows.d, false, tb, tc, true, true);
+      for (std::int64_t i = 0; i < rows.m; ++i)
+        for (std::int64_t p = 0; p < rows.k; ++p)
+          alone.a[static_cast<std::size_t>(i * rows.k + p)] = static_cast<float>(rows.a_at(0, i, p));
+      alone.b = rows.b;
+      alone.c = rows.c;
+      EXPECT_EQ(std::memcmp(together.data(), alone.run().data(), sizeof(float) * together.size()), 0)
+          << rows.describe();
+      const int original = runtime::thread_count();
+      runtime::set_thread_count(1);
+      const std::vector<float> one_thread = rows.run();
+      runtime::set_thread_count(original);
+      EXPECT_EQ(std::memcmp(together.data(), one_thread.data(), sizeof(float) * together.size()), 0);
+    }
 }
 
 TEST(Attention, ZeroSizes) {

@@ -24,6 +24,8 @@ using gemm_detail::round_up;
 // more, so that the rows of a tile do not share L1 sets when n is a multiple of 256.
 constexpr std::int64_t kRowPadding = 16;
 
+constexpr std::int64_t kFewRows = kAttentionFewRows;
+
 std::int64_t row_stride(std::int64_t n) { return round_up(n, 16) + kRowPadding; }
 
 // A contraction of `total` split into equal K blocks (one of depth 0 when total is 0: it writes zeros).
@@ -129,32 +131,47 @@ void multiply_strip_reading_once(const float* a, std::int64_t lda, bool transpos
 }
 
 // A thread's scratch: the current item's packed B and C, an A strip, the score and probability strips, and the
-// row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned).
-// Items of one row (run_single_row) pack nothing, and their scratch has no room for packed operands.
+// row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned). Items of a few rows
+// (run_few_rows) pack nothing: their scratch is the score and probability rows, and op(A)'s rows where A is stored
+// transposed.
 struct Scratch {
   Scratch(const AttentionProblem& problem, float* memory)
       : packed_b(problem.k, problem.n),
         packed_c(problem.n, problem.d),
         ld(row_stride(problem.n)),
         b_memory(memory),
-        c_memory(b_memory + (packs(problem) ? PackedOperand::floats(problem.k, problem.n) : 0)),
-        a_strip(c_memory + (packs(problem) ? PackedOperand::floats(problem.n, problem.d) : 0)),
-        scores(a_strip + kMr * kKcMax),
-        probabilities(scores + kMr * ld),
-        tile(probabilities + kMr * ld),
-        sums(tile + kKcMax * kNr),
-        row_scratch(sums + kMr * round_up(std::max(problem.n, problem.d), kNr)) {}
+        c_memory(b_memory + (few_rows(problem) ? 0 : PackedOperand::floats(problem.k, problem.n))),
+        a_strip(c_memory + (few_rows(problem) ? 0 : PackedOperand::floats(problem.n, problem.d))),
+        scores(a_strip + a_floats(problem)),
+        probabilities(scores + strip_rows(problem) * ld),
+        tile(probabilities + strip_rows(problem) * ld),
+        sums(tile + (few_rows(problem) ? 0 : kKcMax * kNr)),
+        row_scratch(sums + (few_rows(problem) ? 0 : kMr * round_up(std::max(problem.n, problem.d), kNr))) {}
 
-  static bool packs(const AttentionProblem& problem) { return problem.m != 1; }
-  // Without the row function's part (row_floats); at most this without packed operands.
-  static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
-    return PackedOperand::floats(k, n) + PackedOperand::floats(n, d) + unpacked_floats(n, d);
+  static bool few_rows(const AttentionProblem& problem) { return problem.m <= kFewRows; }
+  static std::int64_t strip_rows(const AttentionProblem& problem) { return few_rows(problem) ? problem.m : kMr; }
+  static std::int64_t a_floats(const AttentionProblem& problem) {
+    if (!few_rows(problem)) return kMr * kKcMax;
+    return problem.transpose_a && problem.m > 1 ? round_up(problem.m * problem.k, 16) : 0;
   }
   static std::int64_t floats(const AttentionProblem& problem) {
-    return packs(problem) ? floats(problem.n, problem.k, problem.d) : unpacked_floats(problem.n, problem.d);
+    const std::int64_t parts = a_floats(problem) + 2 * strip_rows(problem) * row_stride(problem.n);
+    if (few_rows(problem)) return parts;
+    return parts + PackedOperand::floats(problem.k, problem.n) + PackedOperand::floats(problem.n, problem.d) +
+           kKcMax * kNr + kMr * round_up(std::max(problem.n, problem.d), kNr);
   }
-  static std::int64_t unpacked_floats(std::int64_t n, std::int64_t d) {
-    return kMr * kKcMax + 2 * kMr * row_stride(n) + kKcMax * kNr + kMr * round_up(std::max(n, d), kNr);
+  // The most any problem of these sizes takes, of many rows or of kFewRows (without the row function's part).
+  static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
+    AttentionProblem many, few;
+    many.m = kFewRows + 1;
+    few.m = kFewRows;
+    few.transpose_a = true;
+    for (AttentionProblem* problem : {&many, &few}) {
+      problem->n = n;
+      problem->k = k;
+      problem->d = d;
+    }
+    return std::max(floats(many), floats(few));
   }
   static std::int64_t row_floats(const AttentionProblem& problem) {
     return round_up(problem.row_scratch_bytes, 64) / static_cast<std::int64_t>(sizeof(float));
@@ -187,13 +204,15 @@ void run_single_strip(const AttentionProblem& problem, std::int64_t item, const 
                               static_cast<float*>(problem.out) + item * rows * problem.d, problem.d);
 }
 
-// ---- One query row: the products as matrix-vector products -----------------------------------------------------
-// A decoder's step multiplies one row by an item's keys and values, each read once: the products are bound by
-// reading them (0.5 MiB each at 2048 x 64), and the microkernel's tile of kMr rows would be 1/kMr used while the
-// keys' micro-panels were still copied into it. Instead each stored row of the matrix is read once, where it lies,
-// into sums kept in registers: a dot product per stored row where the contraction runs along them (keys stored
-// n x k, values stored d x n), else the rows scaled by the query's elements and added (values stored n x d).
-// The sums are in one fixed order whatever the threads.
+// ---- Few query rows: the products as matrix-vector products --------------------------------------------------
+// A decoder's step multiplies a query per head (or a few: the query heads sharing a key-value head) by the item's keys
+// and values, each read once: the products are bound by reading them (0.5 MiB each at 2048 x 64), and the
+// microkernel's tile of kMr rows would be mostly empty while the keys' micro-panels were still copied into it.
+// Instead each stored row of the matrix is read once, where it lies, into sums kept in registers: a dot product per
+// stored row where the contraction runs along them (keys stored n x k, values stored d x n), else the rows scaled
+// by the query's elements and added (values stored n x d); either for either transpose. Several query rows take each
+// stored row in turn as it comes (from L1 after the first), each with the sums it would have alone: the same bits
+// for a query whatever the other rows, the threads, or the sharing of the operands.
 
 using gemm_detail::broadcast_vector;
 using gemm_detail::kLanes;
@@ -220,84 +239,165 @@ float lane_sum(Vector sums) {
 
 constexpr int kDotRows = 4;  // stored rows per pass: their sums interleave, and x's vectors are loaded once for all
 
-// out[j] = x . row j of `matrix` (rows `ld` floats apart, `depth` long), for j < rows.
-void dot_rows(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, std::int64_t rows, float* out) {
+// out[r] = lane_sum(sums[r]) for the kDotRows vectors, the same additions in the same order, each step on the four
+// at once: four horizontal sums one by one were most of the instructions of a dot pass.
+void lane_sums(const Vector (&sums)[kDotRows], float* out) {
+#if defined(__AVX512F__)
+  const Vector low =
+      __builtin_shufflevector(sums[0], sums[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+      __builtin_shufflevector(sums[0], sums[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const Vector high =
+      __builtin_shufflevector(sums[2], sums[3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+      __builtin_shufflevector(sums[2], sums[3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const Vector quarters =
+      __builtin_shufflevector(low, high, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+      __builtin_shufflevector(low, high, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const Vector pairs =
+      __builtin_shufflevector(quarters, quarters, 0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13) +
+      __builtin_shufflevector(quarters, quarters, 2, 3, 6, 7, 10, 11, 14, 15, 2, 3, 6, 7, 10, 11, 14, 15);
+  const Vector totals = __builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6) +
+                        __builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7);
+#elif defined(__AVX__)
+  const Vector low = __builtin_shufflevector(sums[0], sums[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                     __builtin_shufflevector(sums[0], sums[1], 4, 5, 6, 7, 12, 13, 14, 15);
+  const Vector high = __builtin_shufflevector(sums[2], sums[3], 0, 1, 2, 3, 8, 9, 10, 11) +
+                      __builtin_shufflevector(sums[2], sums[3], 4, 5, 6, 7, 12, 13, 14, 15);
+  const Vector pairs = __builtin_shufflevector(low, high, 0, 1, 4, 5, 8, 9, 12, 13) +
+                       __builtin_shufflevector(low, high, 2, 3, 6, 7, 10, 11, 14, 15);
+  const Vector totals = __builtin_shufflevector(pairs, pairs, 0, 2, 4, 6, 0, 2, 4, 6) +
+                        __builtin_shufflevector(pairs, pairs, 1, 3, 5, 7, 1, 3, 5, 7);
+#else
+  const Vector low =
+      __builtin_shufflevector(sums[0], sums[1], 0, 1, 4, 5) + __builtin_shufflevector(sums[0], sums[1], 2, 3, 6, 7);
+  const Vector high =
+      __builtin_shufflevector(sums[2], sums[3], 0, 1, 4, 5) + __builtin_shufflevector(sums[2], sums[3], 2, 3, 6, 7);
+  const Vector totals = __builtin_shufflevector(low, high, 0, 2, 4, 6) + __builtin_shufflevector(low, high, 1, 3, 5, 7);
+#endif
+  for (int r = 0; r < kDotRows; ++r) out[r] = totals[r];
+}
+
+// out[i, j] = row i of x (x_ld apart) . row j of `matrix` (rows `depth` long and apart), for i < x_rows, j < rows.
+// Each pass over kDotRows stored rows takes every row of x in turn, so the stored rows come from memory once.
+void dot_rows(const float* x, std::int64_t x_rows, std::int64_t x_ld, std::int64_t depth, const float* matrix,
+              std::int64_t rows, float* out, std::int64_t out_ld) {
   const std::int64_t whole = depth - depth % kLanes;
   std::int64_t row = 0;
   for (; row + kDotRows <= rows; row += kDotRows) {
-    Vector sums[kDotRows] = {};
-    const float* first = matrix + row * ld;
-    for (std::int64_t p = 0; p < whole; p += kLanes) {
-      const Vector xs = load_vector(x + p);
-      for (int r = 0; r < kDotRows; ++r) sums[r] = multiply_add(xs, load_vector(first + r * ld + p), sums[r]);
+    const float* first = matrix + row * depth;
+    for (std::int64_t i = 0; i < x_rows; ++i) {
+      const float* xs = x + i * x_ld;
+      Vector sums[kDotRows] = {};
+      for (std::int64_t p = 0; p < whole; p += kLanes) {
+        const Vector x_part = load_vector(xs + p);
+        for (int r = 0; r < kDotRows; ++r) sums[r] = multiply_add(x_part, load_vector(first + r * depth + p), sums[r]);
+      }
+      if (whole < depth) {
+        const Vector x_part = load_head(xs + whole, depth - whole);
+        for (int r = 0; r < kDotRows; ++r)
+          sums[r] = multiply_add(x_part, load_head(first + r * depth + whole, depth - whole), sums[r]);
+      }
+      lane_sums(sums, out + i * out_ld + row);
     }
-    if (whole < depth) {
-      const Vector xs = load_head(x + whole, depth - whole);
-      for (int r = 0; r < kDotRows; ++r)
-        sums[r] = multiply_add(xs, load_head(first + r * ld + whole, depth - whole), sums[r]);
-    }
-    for (int r = 0; r < kDotRows; ++r) out[row + r] = lane_sum(sums[r]);
   }
   for (; row < rows; ++row) {
-    Vector sums = {};
-    const float* stored = matrix + row * ld;
-    for (std::int64_t p = 0; p < whole; p += kLanes)
-      sums = multiply_add(load_vector(x + p), load_vector(stored + p), sums);
-    if (whole < depth)
-      sums = multiply_add(load_head(x + whole, depth - whole), load_head(stored + whole, depth - whole), sums);
-    out[row] = lane_sum(sums);
+    const float* stored = matrix + row * depth;
+    for (std::int64_t i = 0; i < x_rows; ++i) {
+      const float* xs = x + i * x_ld;
+      Vector sums = {};
+      for (std::int64_t p = 0; p < whole; p += kLanes)
+        sums = multiply_add(load_vector(xs + p), load_vector(stored + p), sums);
+      if (whole < depth)
+        sums = multiply_add(load_head(xs + whole, depth - whole), load_head(stored + whole, depth - whole), sums);
+      out[i * out_ld + row] = lane_sum(sums);
+    }
   }
 }
 
-// out[column, column + Vectors kLanes) = sum over p of x[p] times row p of `matrix` there (rows `ld` apart).
-template <int Vectors>
-void scaled_rows_block(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, float* out) {
-  Vector sums[Vectors] = {};
+// out[i, 0 : Vectors kLanes) = sum over p < depth of x[i, p] times row p of `matrix` there (rows `ld` apart), for
+// the Rows rows of x (x_ld apart) and of out (out_ld apart): every row's sums in registers, each stored row read once.
+template <int Rows, int Vectors>
+void scaled_rows_block(const float* x, std::int64_t x_ld, std::int64_t depth, const float* matrix, std::int64_t ld,
+                       float* out, std::int64_t out_ld) {
+  Vector sums[Rows][Vectors] = {};
   for (std::int64_t p = 0; p < depth; ++p) {
-    const Vector scale = broadcast_vector(x[p]);
+    Vector scales[Rows];
+    for (int i = 0; i < Rows; ++i) scales[i] = broadcast_vector(x[i * x_ld + p]);
     const float* stored = matrix + p * ld;
-    for (int v = 0; v < Vectors; ++v) sums[v] = multiply_add(scale, load_vector(stored + v * kLanes), sums[v]);
+    for (int v = 0; v < Vectors; ++v) {
+      const Vector part = load_vector(stored + v * kLanes);
+      for (int i = 0; i < Rows; ++i) sums[i][v] = multiply_add(scales[i], part, sums[i][v]);
+    }
   }
-  for (int v = 0; v < Vectors; ++v) store_vector(out + v * kLanes, sums[v]);
+  for (int i = 0; i < Rows; ++i)
+    for (int v = 0; v < Vectors; ++v) store_vector(out + i * out_ld + v * kLanes, sums[i][v]);
 }
 
-constexpr int kScaledRowVectors = 8;  // columns per pass, in registers: 8 of AVX2's 16
+// The same for the last `count` (< kLanes) columns.
+template <int Rows>
+void scaled_rows_tail(const float* x, std::int64_t x_ld, std::int64_t depth, const float* matrix, std::int64_t ld,
+                      std::int64_t count, float* out, std::int64_t out_ld) {
+  Vector sums[Rows] = {};
+  for (std::int64_t p = 0; p < depth; ++p) {
+    const Vector part = load_head(matrix + p * ld, count);
+    for (int i = 0; i < Rows; ++i) sums[i] = multiply_add(broadcast_vector(x[i * x_ld + p]), part, sums[i]);
+  }
+  for (int i = 0; i < Rows; ++i) {
+    float lanes[kLanes];
+    store_vector(lanes, sums[i]);
+    std::copy_n(lanes, count, out + i * out_ld);
+  }
+}
 
-// out[0, columns) = sum over p < depth of x[p] times row p of `matrix` (rows `ld` floats apart).
-void scaled_rows(const float* x, std::int64_t depth, const float* matrix, std::int64_t ld, std::int64_t columns,
-                 float* out) {
+constexpr int kScaledRowVectors = 8;  // vectors of sums per block, in registers: 8 of AVX2's 16
+
+// Rows x (x_ld apart, `depth` long) times the matrix stored depth x columns (rows `columns` long), into rows of out
+// (out_ld apart): blocks of columns as wide as the rows' sums fit in kScaledRowVectors registers, then single
+// vectors, then the last few columns. A column's sums are the same for any width of its block.
+template <int Rows>
+void scaled_rows(const float* x, std::int64_t x_ld, std::int64_t depth, const float* matrix, std::int64_t columns,
+                 float* out, std::int64_t out_ld) {
+  constexpr int wide = std::max(1, kScaledRowVectors / Rows);
   std::int64_t column = 0;
-  for (; column + kScaledRowVectors * kLanes <= columns; column += kScaledRowVectors * kLanes)
-    scaled_rows_block<kScaledRowVectors>(x, depth, matrix + column, ld, out + column);
+  for (; column + wide * kLanes <= columns; column += wide * kLanes)
+    scaled_rows_block<Rows, wide>(x, x_ld, depth, matrix + column, columns, out + column, out_ld);
   for (; column + kLanes <= columns; column += kLanes)
-    scaled_rows_block<1>(x, depth, matrix + column, ld, out + column);
-  if (column == columns) return;
-  const std::int64_t count = columns - column;
-  Vector sums = {};
-  for (std::int64_t p = 0; p < depth; ++p)
-    sums = multiply_add(broadcast_vector(x[p]), load_head(matrix + p * ld + column, count), sums);
-  float lanes[kLanes];
-  store_vector(lanes, sums);
-  std::copy_n(lanes, count, out + column);
+    scaled_rows_block<Rows, 1>(x, x_ld, depth, matrix + column, columns, out + column, out_ld);
+  if (column < columns)
+    scaled_rows_tail<Rows>(x, x_ld, depth, matrix + column, columns, columns - column, out + column, out_ld);
 }
 
-// out = x (a row, depth long) times op(matrix): op(matrix) is depth x columns, stored so or transposed.
-void row_times(const float* x, std::int64_t depth, const float* matrix, bool transposed, std::int64_t columns,
-               float* out) {
-  if (transposed)
-    dot_rows(x, depth, matrix, depth, columns, out);
+// Rows i < rows of x (x_ld apart, `depth` long) times op(matrix) into rows of out (out_ld apart); op(matrix) is
+// depth x columns, stored so (rows `columns` long) or transposed (rows `depth` long).
+void rows_times(const float* x, std::int64_t rows, std::int64_t x_ld, std::int64_t depth, const float* matrix,
+                bool transposed, std::int64_t columns, float* out, std::int64_t out_ld) {
+  if (transposed) {
+    dot_rows(x, rows, x_ld, depth, matrix, columns, out, out_ld);
+    return;
+  }
+  static_assert(kFewRows == 2, "one instance of scaled_rows per count of rows");
+  if (rows == 1)
+    scaled_rows<1>(x, x_ld, depth, matrix, columns, out, out_ld);
   else
-    scaled_rows(x, depth, matrix, columns, columns, out);
+    scaled_rows<2>(x, x_ld, depth, matrix, columns, out, out_ld);
 }
 
-// An item of one row (m = 1), whatever its operands' sharing, so that sharing them does not change the sums.
-void run_single_row(const AttentionProblem& problem, std::int64_t item, const float* a, const float* b, const float* c,
-                    AttentionRows rows_function, void* context, Scratch& scratch) {
-  // op(A) is 1 x k: its k elements are contiguous stored either way (lda is k, or m = 1).
-  row_times(a, problem.k, b, problem.transpose_b, problem.n, scratch.scores);
-  rows_function(context, item, item + 1, scratch.scores, scratch.probabilities, scratch.ld, scratch.row_scratch);
-  row_times(scratch.probabilities, problem.n, c, problem.transpose_c, problem.d,
-            static_cast<float*>(problem.out) + item * problem.d);
+// An item of at most kFewRows rows, whatever its operands' sharing.
+void run_few_rows(const AttentionProblem& problem, std::int64_t item, const float* a, const float* b, const float* c,
+                  AttentionRows rows_function, void* context, Scratch& scratch) {
+  const std::int64_t rows = problem.m, k = problem.k;
+  // op(A)'s rows, contiguous: in place, or gathered from the stored A^T (k x m).
+  const float* queries = a;
+  if (problem.transpose_a && rows > 1) {
+    for (std::int64_t row = 0; row < rows; ++row)
+      for (std::int64_t p = 0; p < k; ++p) scratch.a_strip[row * k + p] = a[p * rows + row];
+    queries = scratch.a_strip;
+  }
+  rows_times(queries, rows, k, k, b, problem.transpose_b, problem.n, scratch.scores, scratch.ld);
+  const std::int64_t first_row = item * rows;
+  rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld,
+                scratch.row_scratch);
+  rows_times(scratch.probabilities, rows, scratch.ld, problem.n, c, problem.transpose_c, problem.d,
+             static_cast<float*>(problem.out) + first_row * problem.d, problem.d);
 }
 
 void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin, std::int64_t strip_end,
@@ -305,8 +405,8 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
   const float* a = static_cast<const float*>(problem.a) + item * problem.a_batch_stride;
   const float* b = static_cast<const float*>(problem.b) + item * problem.b_batch_stride;
   const float* c = static_cast<const float*>(problem.c) + item * problem.c_batch_stride;
-  if (!Scratch::packs(problem)) {
-    run_single_row(problem, item, a, b, c, rows_function, context, scratch);
+  if (Scratch::few_rows(problem)) {
+    run_few_rows(problem, item, a, b, c, rows_function, context, scratch);
     return;
   }
   // B and C read once per item: packed as they are read. (Shared by every item, they are packed once in all.)

@@ -18,6 +18,11 @@
 
 namespace kiln::kernels::cpu {
 
+// Items of at most this many rows (a decoder's step: a query per head, or two) are matrix-vector products, the keys
+// and values read in place once for both rows, each row's sums those it would have alone (attention.cpp). With 3 and 4
+// rows the microkernel's strips were as fast or faster (registers run out for the rows' sums of a value row).
+inline constexpr std::int64_t kAttentionFewRows = 2;
+
 struct AttentionProblem {
   std::int64_t batch = 0;     // independent items
   std::int64_t m = 0, n = 0;  // the first product is m x n (scores)
