@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_short.h"
 
 #include "runtime/parallel.h"
 #include "support/test_support.h"
@@ -165,21 +166,37 @@ TEST(Attention, OneItemSplitIntoUnitsOfStrips) {
   test.expect_matches_reference(test.run(), test.describe());
 }
 
-// An item of more than kAttentionFewRows rows, at most one strip, with B and C of its own packs them a micro-panel at a
-// time as it reads them: the same sums as packing them whole, which a B and C shared by the batch still are (with one
-// item, the same matrices either way), for every transpose, through several K blocks of both products.
-TEST(Attention, OneStripItemsPackAsTheyReadWithTheSameSums) {
-  for (const std::int64_t m : {kAttentionFewRows + 1, std::int64_t{gemm_detail::kMr}})
+// An item of more than kAttentionFewRows rows and at most kShortRows (a few strips) with B and C of its own reads
+// them once for all its rows, a micro-panel or a K block at a time: the same sums as packing them whole, which a B and
+// C shared by the batch still are (with one item, the same matrices either way), for every transpose, through several
+// K blocks of both products, in one strip, in a whole strip and a part of one, and in the most rows read so.
+TEST(Attention, FewStripItemsReadOnceWithTheSameSums) {
+  // Enough items that each thread takes whole items (all their strips at once), each item's B and C a copy of the
+  // shared ones.
+  const std::int64_t batch = 4 * runtime::thread_count() + 1;
+  for (const std::int64_t m : {kAttentionFewRows + 1, std::int64_t{gemm_detail::kMr},
+                               std::int64_t{gemm_detail::kMr} + 1, gemm_detail::kShortRows})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (bool tc : {false, true}) {
-          const Case own(1, m, 600, 300, 40, ta, tb, tc), shared(1, m, 600, 300, 40, ta, tb, tc, true, true);
-          const std::vector<float> packed_as_read = own.run();
-          own.expect_matches_reference(packed_as_read, own.describe());
+          const Case shared(batch, m, 600, 300, 40, ta, tb, tc, true, true);
+          Case own(batch, m, 600, 300, 40, ta, tb, tc);
+          own.a = shared.a;
+          own.b.clear();
+          own.c.clear();
+          for (std::int64_t item = 0; item < batch; ++item) {
+            own.b.insert(own.b.end(), shared.b.begin(), shared.b.end());
+            own.c.insert(own.c.end(), shared.c.begin(), shared.c.end());
+          }
+          const std::vector<float> read_once = own.run();
+          own.expect_matches_reference(read_once, own.describe());
           const std::vector<float> packed_whole = shared.run();
-          EXPECT_EQ(std::memcmp(packed_as_read.data(), packed_whole.data(), sizeof(float) * packed_whole.size()), 0)
+          EXPECT_EQ(std::memcmp(read_once.data(), packed_whole.data(), sizeof(float) * packed_whole.size()), 0)
               << own.describe();
         }
+  // One item, its strips shared out among the threads.
+  const Case item(1, gemm_detail::kShortRows, 300, 70, 35, false, true, false);
+  item.expect_matches_reference(item.run(), item.describe());
   // Several items, threads taking them in turn.
   const Case items(7, 2, 45, 19, 35, false, true, false);
   items.expect_matches_reference(items.run(), items.describe());

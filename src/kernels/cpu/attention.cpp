@@ -97,22 +97,28 @@ void multiply_strip(const float* a, std::int64_t lda, bool transpose_a, std::int
   }
 }
 
-// The same product as multiply_strip's for a strip whose op(X) (depth x columns, stored with leading dimension ldx)
-// is read once, so not packed whole first: an untransposed X is read where it lies, a K block at a time
-// (block_times_rows_in_place: its rows along their length, the sums carried in `sums`, `tile` for the columns past the
-// last whole micro-panel); a transposed one is packed a micro-panel at a time into `tile` (kNr of its stored rows
-// read along their length) just before the microkernel reads it. The same K blocks and the same sums.
-void multiply_strip_reading_once(const float* a, std::int64_t lda, bool transpose_a, std::int64_t rows, const float* x,
-                                 std::int64_t ldx, bool transpose_x, std::int64_t depth, std::int64_t columns,
-                                 float* a_strip, float* tile, float* sums, float* c, std::int64_t ldc) {
-  const auto kernel = transpose_a ? gemm_detail::kernel_table<ALayout::k_major>[rows - 1]
-                                  : gemm_detail::kernel_table<ALayout::rows>[rows - 1];
+// The same product as multiply_strip's for the rows of a few strips (at most kShortRows) whose op(X) (depth x
+// columns, stored with leading dimension ldx) is read once, so not packed whole first: an untransposed X is read
+// where it lies, a K block at a time, by all rows at once (block_times_rows_in_place: its rows along their length, the
+// sums carried in `sums`, `tile` for the columns past the last whole micro-panel); a transposed one is packed a
+// micro-panel at a time into `tile` (kNr of its stored rows read along their length) just before the microkernel
+// reads it for every strip in turn. The same K blocks and the same sums as multiply_strip's for each strip.
+// `a_strips` holds the strips' packed A, kMr x kKcMax floats apart.
+void multiply_strips_reading_once(const float* a, std::int64_t lda, bool transpose_a, std::int64_t rows, const float* x,
+                                  std::int64_t ldx, bool transpose_x, std::int64_t depth, std::int64_t columns,
+                                  float* a_strips, float* tile, float* sums, float* c, std::int64_t ldc) {
+  const auto& kernels =
+      transpose_a ? gemm_detail::kernel_table<ALayout::k_major> : gemm_detail::kernel_table<ALayout::rows>;
+  const std::int64_t strips = ceil_div(rows, kMr);
+  auto strip_rows = [&](std::int64_t strip) { return std::min<std::int64_t>(kMr, rows - strip * kMr); };
   const DepthBlocks blocks(depth);
   for (std::int64_t block = 0; block < blocks.count; ++block) {
     const std::int64_t block_depth = blocks.depth(block);
-    gemm_detail::pack_a_strip(a, lda, transpose_a, 0, rows, blocks.begin(block), block_depth, a_strip);
+    for (std::int64_t strip = 0; strip < strips; ++strip)
+      gemm_detail::pack_a_strip(a, lda, transpose_a, strip * kMr, strip_rows(strip), blocks.begin(block), block_depth,
+                                a_strips + strip * kMr * kKcMax);
     if (!transpose_x) {
-      gemm_detail::block_times_rows_in_place(rows, block_depth, a_strip, transpose_a, x + blocks.begin(block) * ldx,
+      gemm_detail::block_times_rows_in_place(rows, block_depth, a_strips, transpose_a, x + blocks.begin(block) * ldx,
                                              ldx, columns, tile, sums, round_up(columns, kNr), c, ldc, block > 0);
       continue;
     }
@@ -125,53 +131,68 @@ void multiply_strip_reading_once(const float* a, std::int64_t lda, bool transpos
       for (std::int64_t row = 0; row < kNr; ++row)
         for (std::int64_t j = 0; j < block_depth; j += 16) __builtin_prefetch(ahead + row * ldx + j, 0, 3);
       gemm_detail::pack_b_micro_panel(x, ldx, true, blocks.begin(block), block_depth, p * kNr, panel_columns, tile);
-      kernel(block_depth, a_strip, tile, c + p * kNr, ldc, panel_columns, block > 0);
+      for (std::int64_t strip = 0; strip < strips; ++strip)
+        kernels[strip_rows(strip) - 1](block_depth, a_strips + strip * kMr * kKcMax, tile,
+                                       c + strip * kMr * ldc + p * kNr, ldc, panel_columns, block > 0);
     }
   }
 }
 
-// A thread's scratch: the current item's packed B and C, an A strip, the score and probability strips, and the
-// row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned). Items of a few rows
+// A thread's scratch: the current item's packed B and C, its A strips, its rows of scores and probabilities, and
+// the row function's own (every part a multiple of 16 floats, so each starts 64-byte aligned). Items of a few rows
 // (run_few_rows) pack nothing: their scratch is the score and probability rows, and op(A)'s rows where A is stored
-// transposed.
+// transposed. Items read once (run_strips_reading_once) pack no B or C, and hold all their rows at once.
 struct Scratch {
   Scratch(const AttentionProblem& problem, float* memory)
       : packed_b(problem.k, problem.n),
         packed_c(problem.n, problem.d),
         ld(row_stride(problem.n)),
         b_memory(memory),
-        c_memory(b_memory + (few_rows(problem) ? 0 : PackedOperand::floats(problem.k, problem.n))),
-        a_strip(c_memory + (few_rows(problem) ? 0 : PackedOperand::floats(problem.n, problem.d))),
+        c_memory(b_memory + (packs(problem) ? PackedOperand::floats(problem.k, problem.n) : 0)),
+        a_strip(c_memory + (packs(problem) ? PackedOperand::floats(problem.n, problem.d) : 0)),
         scores(a_strip + a_floats(problem)),
-        probabilities(scores + strip_rows(problem) * ld),
-        tile(probabilities + strip_rows(problem) * ld),
+        probabilities(scores + rows_at_once(problem) * ld),
+        tile(probabilities + rows_at_once(problem) * ld),
         sums(tile + (few_rows(problem) ? 0 : kKcMax * kNr)),
-        row_scratch(sums + (few_rows(problem) ? 0 : kMr * round_up(std::max(problem.n, problem.d), kNr))) {}
+        row_scratch(sums + sums_floats(problem)) {}
 
   static bool few_rows(const AttentionProblem& problem) { return problem.m <= kFewRows; }
-  static std::int64_t strip_rows(const AttentionProblem& problem) { return few_rows(problem) ? problem.m : kMr; }
+  static bool reads_once(const AttentionProblem& problem) {
+    return !few_rows(problem) && problem.m <= gemm_detail::kShortRows && problem.b_batch_stride != 0 &&
+           problem.c_batch_stride != 0;
+  }
+  static bool packs(const AttentionProblem& problem) { return !few_rows(problem) && !reads_once(problem); }
+  static std::int64_t rows_at_once(const AttentionProblem& problem) { return packs(problem) ? kMr : problem.m; }
   static std::int64_t a_floats(const AttentionProblem& problem) {
-    if (!few_rows(problem)) return kMr * kKcMax;
-    return problem.transpose_a && problem.m > 1 ? round_up(problem.m * problem.k, 16) : 0;
+    if (few_rows(problem)) return problem.transpose_a && problem.m > 1 ? round_up(problem.m * problem.k, 16) : 0;
+    return round_up(rows_at_once(problem), kMr) * kKcMax;
+  }
+  static std::int64_t sums_floats(const AttentionProblem& problem) {
+    return few_rows(problem) ? 0 : rows_at_once(problem) * round_up(std::max(problem.n, problem.d), kNr);
   }
   static std::int64_t floats(const AttentionProblem& problem) {
-    const std::int64_t parts = a_floats(problem) + 2 * strip_rows(problem) * row_stride(problem.n);
-    if (few_rows(problem)) return parts;
-    return parts + PackedOperand::floats(problem.k, problem.n) + PackedOperand::floats(problem.n, problem.d) +
-           kKcMax * kNr + kMr * round_up(std::max(problem.n, problem.d), kNr);
+    std::int64_t total = a_floats(problem) + 2 * rows_at_once(problem) * row_stride(problem.n) + sums_floats(problem);
+    if (!few_rows(problem)) total += kKcMax * kNr;
+    if (packs(problem))
+      total += PackedOperand::floats(problem.k, problem.n) + PackedOperand::floats(problem.n, problem.d);
+    return total;
   }
-  // The most any problem of these sizes takes, of many rows or of kFewRows (without the row function's part).
+  // The most any problem of these sizes takes (without the row function's part): packing, reading once, or few rows.
   static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
-    AttentionProblem many, few;
-    many.m = kFewRows + 1;
+    AttentionProblem packing, reading, few;
+    packing.m = gemm_detail::kShortRows + 1;
+    reading.m = gemm_detail::kShortRows;
+    reading.b_batch_stride = reading.c_batch_stride = 1;
     few.m = kFewRows;
     few.transpose_a = true;
-    for (AttentionProblem* problem : {&many, &few}) {
+    std::int64_t most = 0;
+    for (AttentionProblem* problem : {&packing, &reading, &few}) {
       problem->n = n;
       problem->k = k;
       problem->d = d;
+      most = std::max(most, floats(*problem));
     }
-    return std::max(floats(many), floats(few));
+    return most;
   }
   static std::int64_t row_floats(const AttentionProblem& problem) {
     return round_up(problem.row_scratch_bytes, 64) / static_cast<std::int64_t>(sizeof(float));
@@ -185,23 +206,26 @@ struct Scratch {
   const float* packed_c_source = nullptr;
 };
 
-// An item of at most kMr rows (a decoder's step: a query or a few per head) whose B and C are its own: each is read
-// once, so as the products go (multiply_strip_reading_once). Packed whole, an item's keys and values (512 KiB each
-// at 2048 x 64) had left L2 before they were read: one query per head of 8 x 16 heads of 2048 x 64 took 13.9 ms,
-// about 10 GB/s of keys and values.
-void run_single_strip(const AttentionProblem& problem, std::int64_t item, const float* a, const float* b,
-                      const float* c, AttentionRows rows_function, void* context, Scratch& scratch) {
-  const std::int64_t rows = problem.m;
-  multiply_strip_reading_once(a, problem.transpose_a ? problem.m : problem.k, problem.transpose_a, rows, b,
-                              problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k, problem.n,
-                              scratch.a_strip, scratch.tile, scratch.sums, scratch.scores, scratch.ld);
-  const std::int64_t first_row = item * problem.m;
+// An item of at most kShortRows rows (a decoder's step with a few queries per head) whose B and C are its own: each
+// is read once, so as the products go (multiply_strips_reading_once), by all the unit's rows at once. Packed whole, an
+// item's keys and values (512 KiB each at 2048 x 64) had left L2 before they were read: one query per head of 8 x 16
+// heads of 2048 x 64 took 13.9 ms, about 10 GB/s of keys and values; with 8 queries a head (2 strips of AVX2's 6
+// rows) 13.2-13.5 ms, now 8.9-9.5.
+void run_strips_reading_once(const AttentionProblem& problem, std::int64_t item, std::int64_t strip_begin,
+                             std::int64_t strip_end, const float* a, const float* b, const float* c,
+                             AttentionRows rows_function, void* context, Scratch& scratch) {
+  const std::int64_t lda = problem.transpose_a ? problem.m : problem.k;
+  const std::int64_t row_begin = strip_begin * kMr, rows = std::min(strip_end * kMr, problem.m) - row_begin;
+  multiply_strips_reading_once(problem.transpose_a ? a + row_begin : a + row_begin * lda, lda, problem.transpose_a,
+                               rows, b, problem.transpose_b ? problem.k : problem.n, problem.transpose_b, problem.k,
+                               problem.n, scratch.a_strip, scratch.tile, scratch.sums, scratch.scores, scratch.ld);
+  const std::int64_t first_row = item * problem.m + row_begin;
   rows_function(context, first_row, first_row + rows, scratch.scores, scratch.probabilities, scratch.ld,
                 scratch.row_scratch);
-  multiply_strip_reading_once(scratch.probabilities, scratch.ld, false, rows, c,
-                              problem.transpose_c ? problem.n : problem.d, problem.transpose_c, problem.n, problem.d,
-                              scratch.a_strip, scratch.tile, scratch.sums,
-                              static_cast<float*>(problem.out) + item * rows * problem.d, problem.d);
+  multiply_strips_reading_once(scratch.probabilities, scratch.ld, false, rows, c,
+                               problem.transpose_c ? problem.n : problem.d, problem.transpose_c, problem.n, problem.d,
+                               scratch.a_strip, scratch.tile, scratch.sums,
+                               static_cast<float*>(problem.out) + first_row * problem.d, problem.d);
 }
 
 // ---- Few query rows: the products as matrix-vector products --------------------------------------------------
@@ -410,8 +434,8 @@ void run_strips(const AttentionProblem& problem, std::int64_t item, std::int64_t
     return;
   }
   // B and C read once per item: packed as they are read. (Shared by every item, they are packed once in all.)
-  if (problem.m <= kMr && problem.b_batch_stride != 0 && problem.c_batch_stride != 0) {
-    run_single_strip(problem, item, a, b, c, rows_function, context, scratch);
+  if (Scratch::reads_once(problem)) {
+    run_strips_reading_once(problem, item, strip_begin, strip_end, a, b, c, rows_function, context, scratch);
     return;
   }
   if (scratch.packed_b_source != b) {
