@@ -148,12 +148,12 @@ struct Scratch {
         packed_c(problem.n, problem.d),
         ld(row_stride(problem.n)),
         b_memory(memory),
-        c_memory(b_memory + (packs(problem) ? PackedOperand::floats(problem.k, problem.n) : 0)),
-        a_strip(c_memory + (packs(problem) ? PackedOperand::floats(problem.n, problem.d) : 0)),
+        c_memory(b_memory + b_floats(problem)),
+        a_strip(c_memory + c_floats(problem)),
         scores(a_strip + a_floats(problem)),
         probabilities(scores + rows_at_once(problem) * ld),
         tile(probabilities + rows_at_once(problem) * ld),
-        sums(tile + (few_rows(problem) ? 0 : kKcMax * kNr)),
+        sums(tile + tile_floats(problem)),
         row_scratch(sums + sums_floats(problem)) {}
 
   static bool few_rows(const AttentionProblem& problem) { return problem.m <= kFewRows; }
@@ -163,19 +163,24 @@ struct Scratch {
   }
   static bool packs(const AttentionProblem& problem) { return !few_rows(problem) && !reads_once(problem); }
   static std::int64_t rows_at_once(const AttentionProblem& problem) { return packs(problem) ? kMr : problem.m; }
+  // The parts, in order (each a multiple of 16 floats).
+  static std::int64_t b_floats(const AttentionProblem& problem) {
+    return packs(problem) ? PackedOperand::floats(problem.k, problem.n) : 0;
+  }
+  static std::int64_t c_floats(const AttentionProblem& problem) {
+    return packs(problem) ? PackedOperand::floats(problem.n, problem.d) : 0;
+  }
   static std::int64_t a_floats(const AttentionProblem& problem) {
     if (few_rows(problem)) return problem.transpose_a && problem.m > 1 ? round_up(problem.m * problem.k, 16) : 0;
     return round_up(rows_at_once(problem), kMr) * kKcMax;
   }
+  static std::int64_t tile_floats(const AttentionProblem& problem) { return few_rows(problem) ? 0 : kKcMax * kNr; }
   static std::int64_t sums_floats(const AttentionProblem& problem) {
     return few_rows(problem) ? 0 : rows_at_once(problem) * round_up(std::max(problem.n, problem.d), kNr);
   }
   static std::int64_t floats(const AttentionProblem& problem) {
-    std::int64_t total = a_floats(problem) + 2 * rows_at_once(problem) * row_stride(problem.n) + sums_floats(problem);
-    if (!few_rows(problem)) total += kKcMax * kNr;
-    if (packs(problem))
-      total += PackedOperand::floats(problem.k, problem.n) + PackedOperand::floats(problem.n, problem.d);
-    return total;
+    return b_floats(problem) + c_floats(problem) + a_floats(problem) +
+           2 * rows_at_once(problem) * row_stride(problem.n) + tile_floats(problem) + sums_floats(problem);
   }
   // The most any problem of these sizes takes (without the row function's part): packing, reading once, or few rows.
   static std::int64_t floats(std::int64_t n, std::int64_t k, std::int64_t d) {
